@@ -1,0 +1,97 @@
+"""Terminal output of the CLI: progress bars, run summaries, doctor reports."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+import polars as pl
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pipeline.ingest import IngestSummary
+from pipeline.sources.base import SourceDescription
+
+# Off a terminal (pipes, CI logs) tables keep their full width instead of 80 columns.
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False)
+
+
+@contextmanager
+def ingest_progress() -> Iterator:
+    """A progress callback for `ingest_store`: bars on a terminal, silence otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    tasks: dict[str, int] = {}
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("diffs"),
+        TimeElapsedColumn(), console=err, transient=True,
+    ) as bars:
+        def update(name: str, advance: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bars.add_task(name, total=0)
+            task = tasks[name]
+            if total:
+                bars.update(task, total=(bars.tasks[task].total or 0) + total)
+            if advance:
+                bars.advance(task, advance)
+
+        yield update
+
+
+def print_ingest_summary(summary: IngestSummary) -> None:
+    table = Table(title=f"ingest {summary.run_id} — {summary.source_display}", show_header=True)
+    table.add_column("table")
+    table.add_column("rows", justify="right")
+    for name, n in summary.rows.items():
+        table.add_row(name, f"{n:,}")
+    out.print(table)
+    out.print(
+        f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
+        f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; "
+        f"quarantined rows: {summary.quarantined:,}; replay/sealed disagreements: {summary.disagreements:,}; "
+        f"elapsed {summary.elapsed_s:.1f} s"
+    )
+
+
+def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
+    table = Table(title=title)
+    for col in frame.columns:
+        table.add_column(col, justify="right" if frame.schema[col].is_numeric() else "left")
+    for row in frame.iter_rows():
+        table.add_row(*["–" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v) for v in row])
+    out.print(table)
+
+
+def print_description(d: SourceDescription) -> None:
+    out.print(f"[bold]{d.display}[/bold]  layout: {d.kind}  source id: {d.source_id}")
+    out.print(f"lineage id: {d.lineage_id or '– (none; the path is the source id)'}")
+    out.print(f"planes: {', '.join(d.planes)}")
+    out.print("schema versions: " + ", ".join(f"{k}={v}" for k, v in d.schema_versions.items()))
+    out.print(f"epochs: {', '.join(map(str, d.epochs)) or 'none'}")
+    epochs = sorted({e for t in d.tables for e in t.rows_by_epoch if e is not None})
+    table = Table()
+    table.add_column("table")
+    for e in epochs:
+        table.add_column(f"epoch {e}", justify="right")
+    table.add_column("unscoped", justify="right")
+    table.add_column("schema notes")
+    for t in sorted(d.tables, key=lambda t: t.name):
+        notes = []
+        if t.missing_columns:
+            notes.append("missing " + ", ".join(t.missing_columns))
+        if t.extra_columns:
+            notes.append("extra " + ", ".join(t.extra_columns))
+        cells = [f"{t.rows_by_epoch[e]:,}" if e in t.rows_by_epoch else "" for e in epochs]
+        unscoped = t.rows_by_epoch.get(None)
+        table.add_row(t.name, *cells, "" if unscoped is None else f"{unscoped:,}", "; ".join(notes))
+    out.print(table)
+    if d.unrecognised:
+        out.print("[bold]unrecognised:[/bold]")
+        for u in d.unrecognised:
+            out.print(f"  - {u}")
+    else:
+        out.print("unrecognised: nothing")

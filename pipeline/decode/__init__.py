@@ -1,0 +1,1 @@
+"""Decoders for devshard blobs: the protobuf diff log, bitmaps and JSON columns."""

@@ -1,0 +1,71 @@
+"""Evidence tables: one module per table, each returning an `EvidenceResult`.
+
+    from pipeline.evidence import compute
+    result = compute("votes-by-build", con, host="gonka1…", epoch=437,
+                     command="gonka-evidence evidence votes-by-build --host gonka1… --epoch 437")
+
+`compute` checks the request, runs the table on the warehouse views and attaches
+the provenance footer. User errors raise `EvidenceError` with a one-line message.
+A host that executed or validated nothing is not an error: the table is empty and
+says so in its notes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import duckdb
+
+from pipeline.evidence.epoch_summary import epoch_summary
+from pipeline.evidence.peer_invalidation import peer_invalidation
+from pipeline.evidence.provenance import provenance
+from pipeline.evidence.result import EvidenceResult, Provenance
+from pipeline.evidence.votes_by_build import votes_by_build
+from pipeline.evidence.window import EvidenceError, Window
+
+# Public names (design.md §6) → table function (con, host, window[, by_escrow=...]).
+EVIDENCE: dict[str, Callable[..., EvidenceResult]] = {
+    "votes-by-build": votes_by_build,
+    "epoch-summary": epoch_summary,
+    "peer-invalidation": peer_invalidation,
+}
+
+
+def compute(
+    name: str,
+    con: duckdb.DuckDBPyConnection,
+    *,
+    host: str | None,
+    epoch: int | str | None = None,
+    since: dt.datetime | str | None = None,
+    until: dt.datetime | str | None = None,
+    by_escrow: bool = False,
+    command: str,
+) -> EvidenceResult:
+    """The evidence table `name` for `host` over all data, one epoch, or ``[since, until)``.
+
+    ``since``/``until`` are datetimes or ISO-8601 strings (naive = UTC) and go together;
+    ``epoch`` excludes them. ``by_escrow`` is accepted by tables that have per-escrow rows.
+    ``command`` is the exact command line that reproduces the table (provenance footer).
+    """
+    try:
+        table = EVIDENCE[name]
+    except KeyError:
+        raise EvidenceError(f"unknown evidence table {name!r}; choose one of {', '.join(EVIDENCE)}") from None
+    if host is None or not str(host).strip():
+        raise EvidenceError(f"{name} needs --host ADDR (the host address, gonka1…)")
+    window = Window.parse(epoch=epoch, since=since, until=until)
+    options: dict[str, Any] = {}
+    if by_escrow:
+        if "by_escrow" not in inspect.signature(table).parameters:
+            raise EvidenceError(f"--by-escrow is not available for {name}")
+        options["by_escrow"] = True
+    result = table(con, str(host).strip(), window, **options)
+    result.provenance = provenance(con, window, command)
+    return result
+
+
+__all__ = ["EVIDENCE", "EvidenceError", "EvidenceResult", "Provenance", "Window", "compute"]

@@ -1,0 +1,128 @@
+"""peer-invalidation: the host's answers against other executors' in the same escrows.
+
+In the window (``--epoch``: the escrows of that epoch; ``--since/--until``: inferences
+started in ``[since, until)``), take the escrows where the host executed at least one
+answer, and in them compare the host with every other executor:
+
+- an **answer** is an inference with a finish transaction whose final status is not
+  ``timed_out`` (an error miss ends it without an answer; records drained to Finished at
+  settlement have no finish transaction and are not answers);
+- ``challenged_or_invalidated``: answers that ever received an invalid sampled validation
+  or ended invalidated; a challenge later cleared by the vote still counts;
+- ``escrows``: escrows in which the group has at least one answer;
+- ``rate = challenged_or_invalidated / answers`` with its Wilson 95% interval.
+
+``stats``: Fisher's exact test on the pooled 2×2 table (host / others × challenged or
+invalidated / not), and a Cochran–Mantel–Haenszel test stratified by escrow with the
+pooled odds ratio and its 95% interval (escrows where one side has no answers drop out
+and are counted). ``by_escrow`` adds one row per escrow and group after the pooled rows
+(column ``escrow_id``, ``all`` on the pooled rows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import duckdb
+import polars as pl
+
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.window import Window
+from pipeline.paths import sql_text
+from pipeline.stats import cmh_test, fisher_exact_2x2, with_wilson
+from pipeline.warehouse import fetch_frame
+
+NAME = "peer-invalidation"
+GROUPS = ("host", "others")
+POOLED = "all"
+
+
+def peer_invalidation(
+    con: duckdb.DuckDBPyConnection, host: str, window: Window, *, by_escrow: bool = False
+) -> EvidenceResult:
+    """Challenged-or-invalidated rate of the host's answers against other executors in the same escrows."""
+    answers = fetch_frame(con, sql_text("evidence/peer_answers.sql"), {"host": host, **window.params}).with_columns(
+        group=pl.when(pl.col("is_host")).then(pl.lit("host")).otherwise(pl.lit("others"))
+    )
+    per_escrow = _per_escrow(answers)
+    pooled = (
+        per_escrow.group_by("group")
+        .agg(
+            escrows=(pl.col("answers") > 0).sum(),
+            answers=pl.col("answers").sum(),
+            challenged_or_invalidated=pl.col("challenged_or_invalidated").sum(),
+        )
+    )
+    pooled = pl.DataFrame({"group": GROUPS}).join(pooled, on="group", how="left").with_columns(
+        escrow_id=pl.lit(POOLED),
+        escrows=pl.col("escrows").fill_null(0).cast(pl.Int64),
+        answers=pl.col("answers").fill_null(0).cast(pl.Int64),
+        challenged_or_invalidated=pl.col("challenged_or_invalidated").fill_null(0).cast(pl.Int64),
+    )
+    columns = ["group", "escrows", "answers", "challenged_or_invalidated"]
+    rows = pooled.select("escrow_id", *columns)
+    if answers.height == 0:  # no escrow to compare in: no rows rather than two rows of zeros
+        rows = rows.clear()
+    if by_escrow:
+        detail = per_escrow.with_columns(escrows=(pl.col("answers") > 0).cast(pl.Int64)).sort(
+            "epoch_id", "escrow_id", "group"
+        )
+        rows = pl.concat([rows, detail.select("escrow_id", *columns)])
+    rows = rows.with_columns(
+        rate=pl.when(pl.col("answers") > 0).then(pl.col("challenged_or_invalidated") / pl.col("answers"))
+    )
+    rows = with_wilson(rows, "challenged_or_invalidated", "answers")
+    if not by_escrow:
+        rows = rows.drop("escrow_id")
+
+    notes, stats = [], {}
+    if answers.height == 0:
+        notes.append(f"host {host} executed no answers in {window.describe()}; nothing to compare.")
+    else:
+        stats = _stats(pooled, per_escrow)
+    notes.append(
+        "answers = inferences with a finish transaction whose final status is not timed_out; "
+        "challenged_or_invalidated = ever received an invalid validation or ended invalidated "
+        "(challenges later cleared count); others = every other executor in the escrows where the host answered."
+    )
+    return EvidenceResult(
+        evidence=NAME,
+        title=f"Challenged or invalidated answers of {host} and of other executors in the same escrows "
+        f"({window.describe()})",
+        params={"host": host, **window.params, "by_escrow": by_escrow},
+        rows=rows.select(
+            *(["escrow_id"] if by_escrow else []), *columns, "rate", "ci_low", "ci_high"
+        ),
+        stats=stats,
+        notes=notes,
+    )
+
+
+def _per_escrow(answers: pl.DataFrame) -> pl.DataFrame:
+    """answers and challenged_or_invalidated per escrow and group, both groups in every escrow."""
+    counts = answers.group_by("epoch_id", "escrow_id", "group").agg(
+        answers=pl.len().cast(pl.Int64),
+        challenged_or_invalidated=pl.col("challenged_or_invalidated").fill_null(False).sum().cast(pl.Int64),
+    )
+    grid = answers.select("epoch_id", "escrow_id").unique().join(
+        pl.DataFrame({"group": GROUPS}), how="cross"
+    )
+    return grid.join(counts, on=["epoch_id", "escrow_id", "group"], how="left").with_columns(
+        pl.col("answers").fill_null(0), pl.col("challenged_or_invalidated").fill_null(0)
+    )
+
+
+def _stats(pooled: pl.DataFrame, per_escrow: pl.DataFrame) -> dict:
+    def table(frame: pl.DataFrame) -> list[list[int]]:
+        cells = {r["group"]: r for r in frame.iter_rows(named=True)}
+        return [
+            [cells[g]["challenged_or_invalidated"], cells[g]["answers"] - cells[g]["challenged_or_invalidated"]]
+            for g in GROUPS
+        ]
+
+    (a, b), (c, d) = table(pooled)
+    strata = [table(frame) for _, frame in per_escrow.sort("escrow_id").group_by("escrow_id", maintain_order=True)]
+    return {
+        "fisher": dataclasses.asdict(fisher_exact_2x2(a, b, c, d)),
+        "cmh": dataclasses.asdict(cmh_test(strata)) | {"confidence": 0.95},
+    }

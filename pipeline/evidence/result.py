@@ -1,0 +1,33 @@
+"""The one result object every evidence table returns and every renderer reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+
+@dataclass
+class Provenance:
+    """What a reader needs to reproduce an evidence table."""
+
+    sources: list[dict[str, Any]]  # one per source: source_id, source_kind, label, copy_at (datetime, UTC)
+    run_ids: list[str]
+    window: dict[str, Any]  # {"epoch": N} or {"since": datetime, "until": datetime} or {}
+    quarantined_rows: int
+    command: str  # the exact CLI command that reproduces the table
+    pipeline_version: str
+
+
+@dataclass
+class EvidenceResult:
+    """Rows + parameters + statistics + provenance of one evidence table. Never prints."""
+
+    evidence: str  # public name, e.g. "votes-by-build"
+    title: str
+    params: dict[str, Any]
+    rows: pl.DataFrame
+    stats: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance | None = None
+    notes: list[str] = field(default_factory=list)  # human remarks (e.g. "host is in no escrow")

@@ -1,0 +1,90 @@
+"""votes-by-build: the host as validator, its verdicts on other hosts' answers per build.
+
+Rows ``build, kind, valid, invalid, total, invalid_rate, ci_low, ci_high, disagreed, resolved``:
+
+- one row per (build, kind) for every build of the host in ``host_builds`` (ordered by
+  the build's first ``valid_from``), kinds ``validation`` (the sampled MsgValidation) and
+  ``vote`` (MsgValidationVote after a challenge); a build without verdicts still appears
+  with zero counts and null rates. Verdicts outside any build window form the build
+  ``unattributed``, last, shown only when there are such verdicts;
+- ``valid`` / ``invalid``: verdict transactions the host cast (validator = host) on answers
+  executed by another address (executor ≠ host), in the window on the verdict's
+  ``event_at`` (``--epoch``: the escrows of that epoch). Every transaction counts: a
+  repeated validation and a vote after resolution are verdicts the host cast, even though
+  the tally ignored them. An address holding several slots counts once per transaction;
+- ``total = valid + invalid``; ``invalid_rate = invalid / total`` with its Wilson 95% interval;
+- ``resolved``: verdicts on inferences whose final status is validated or invalidated;
+  ``disagreed``: those of them that contradict it (valid on an invalidated inference,
+  invalid on a validated one).
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.window import Window
+from pipeline.paths import sql_text
+from pipeline.stats import with_wilson
+from pipeline.warehouse import fetch_frame
+
+NAME = "votes-by-build"
+KINDS = ("validation", "vote")
+UNATTRIBUTED = "unattributed"
+
+
+def votes_by_build(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
+    """Valid and invalid verdicts the host cast on other hosts' answers, per build and kind."""
+    verdicts = fetch_frame(con, sql_text("evidence/host_verdicts.sql"), {"host": host, **window.params})
+    builds = fetch_frame(con, sql_text("evidence/host_builds.sql"), {"host": host})["build"].to_list()
+    labels = [b for b in builds if b != UNATTRIBUTED]
+    if (verdicts["build"] == UNATTRIBUTED).any():
+        labels.append(UNATTRIBUTED)
+
+    resolved = pl.col("final_status").is_in(["validated", "invalidated"])
+    disagrees = (pl.col("valid") & (pl.col("final_status") == "invalidated")) | (
+        ~pl.col("valid") & (pl.col("final_status") == "validated")
+    )
+    counts = verdicts.group_by("build", "kind").agg(
+        valid=pl.col("valid").sum(),
+        invalid=(~pl.col("valid")).sum(),
+        disagreed=disagrees.fill_null(False).sum(),
+        resolved=resolved.fill_null(False).sum(),
+    )
+    grid = pl.DataFrame(
+        [(label, kind, order) for order, (label, kind) in enumerate((b, k) for b in labels for k in KINDS)],
+        schema={"build": pl.String, "kind": pl.String, "order": pl.Int64},
+        orient="row",
+    )
+    count_cols = ["valid", "invalid", "disagreed", "resolved"]
+    rows = (
+        grid.join(counts, on=["build", "kind"], how="left")
+        .with_columns(pl.col(c).fill_null(0).cast(pl.Int64) for c in count_cols)
+        .with_columns(total=pl.col("valid") + pl.col("invalid"))
+        .with_columns(
+            invalid_rate=pl.when(pl.col("total") > 0).then(pl.col("invalid") / pl.col("total")).otherwise(None)
+        )
+        .sort("order")
+    )
+    rows = with_wilson(rows, "invalid", "total").select(
+        "build", "kind", "valid", "invalid", "total", "invalid_rate", "ci_low", "ci_high", "disagreed", "resolved"
+    )
+
+    notes = []
+    if verdicts.height == 0:
+        notes.append(f"host {host} validated nothing in {window.describe()}.")
+    if not builds:
+        notes.append(f"host {host} has no entry in the build timeline (`gonka-evidence builds FILE.toml`).")
+    notes.append(
+        "Verdicts the host cast on other hosts' answers, one per transaction (an address with several "
+        "slots counts once), including repeated validations and votes cast after resolution. "
+        "disagreed / resolved: verdicts that contradict the final validated or invalidated status."
+    )
+    return EvidenceResult(
+        evidence=NAME,
+        title=f"Verdicts of {host} on other hosts' answers, by build ({window.describe()})",
+        params={"host": host, **window.params},
+        rows=rows,
+        notes=notes,
+    )

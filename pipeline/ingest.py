@@ -1,0 +1,250 @@
+"""Ingest a session-store copy into the warehouse: chunk by chunk, each chunk one transaction.
+
+A chunk is a group of escrows of one epoch. Its raw rows, decoded transactions,
+quarantine rows and recomputed derived rows commit together; the diff cursor is
+the data itself (the highest nonce stored per escrow), so killing the process
+at any instant leaves the warehouse before or after a whole chunk, and a re-run
+continues where the last committed chunk ended.
+
+Only escrows whose session moved since the stored copy are read again
+(incremental ingest costs what is new). Per escrow, the copy that is further
+along (higher `latest_nonce`) wins; diffs are immutable and deduplicated on
+(escrow_id, nonce), so copies of different hosts of one escrow never double-count.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from pipeline import __version__
+from pipeline.decode.txs import decode_diffs
+from pipeline.paths import sql_text
+from pipeline.sources.base import SessionStore
+from pipeline.transforms.clock import unix_to_datetime
+from pipeline.transforms.derive import STATUS_NAMES, derive_escrows
+from pipeline.warehouse import fetch_frame, transaction
+
+# Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
+CHUNK_NONCES = int(os.environ.get("GONKA_EVIDENCE_CHUNK_NONCES", "200000"))
+KNOWN_SESSION_STATUS = {"active", "settled"}
+KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
+REQUIRED_PER_EPOCH = ("sessions", "diffs")
+
+
+@dataclass
+class IngestSummary:
+    run_id: str
+    source_id: str
+    source_display: str
+    rows: dict[str, int] = field(default_factory=dict)
+    quarantined: int = 0
+    new_epochs: list[int] = field(default_factory=list)
+    escrows_changed: int = 0
+    escrows_unchanged: int = 0
+    disagreements: int = 0
+    elapsed_s: float = 0.0
+    copy_at: datetime | None = None
+
+    def add(self, table: str, n: int) -> None:
+        self.rows[table] = self.rows.get(table, 0) + n
+
+
+Progress = Callable[[str, int, int], None]  # (task description, advance, total)
+
+
+def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pl.DataFrame) -> None:
+    con.register(name, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
+
+
+def _table(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+
+
+def ingest_store(
+    con: duckdb.DuckDBPyConnection,
+    store: SessionStore,
+    label: str | None = None,
+    progress: Progress | None = None,
+) -> IngestSummary:
+    from pipeline.sources.base import TABLES
+
+    started = time.monotonic()
+    run_id = uuid.uuid4().hex[:16]
+    summary = IngestSummary(run_id=run_id, source_id=store.source_id, source_display=store.display)
+    progress = progress or (lambda *_: None)
+    with transaction(con):
+        con.execute(
+            "INSERT INTO ingest_runs (run_id, source_id, source_kind, label, source_display, started_at, status, pipeline_version) "
+            "VALUES (?, ?, ?, ?, ?, now(), 'running', ?)",
+            [run_id, store.source_id, store.kind, label, store.display, __version__],
+        )
+    known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
+    state = {
+        r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
+    }
+    quarantine: list[tuple[str, str, str]] = []
+
+    cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
+    latest_created: list[int] = []
+    status = "failed"
+    try:
+        with transaction(con):
+            _register(con, "new_escrow_cache", cache.append_column("copy_at", pa.nulls(cache.num_rows, pa.timestamp("us", "UTC"))))
+            con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql"))
+            con.unregister("new_escrow_cache")
+        summary.add("escrow_cache", cache.num_rows)
+        for epoch_id in store.epochs():
+            missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
+            if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
+                quarantine += [(t, f"epoch {epoch_id}", "table missing in this copy") for t in missing]
+                _quarantine(con, store, run_id, quarantine[-len(missing):])
+                continue
+            sessions = pl.from_arrow(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
+            if epoch_id not in known_epochs and sessions.height:
+                summary.new_epochs.append(epoch_id)
+            changed, cursors = _changed_escrows(sessions, state)
+            summary.escrows_changed += len(changed)
+            summary.escrows_unchanged += sessions.height - len(changed)
+            for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
+                progress(f"epoch {epoch_id}", 0, sum(int(n) for n in chunk["new_nonces"]))
+                _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, latest_created, progress)
+        status = "ok"
+    finally:
+        summary.copy_at = unix_to_datetime(max(latest_created)) if latest_created else None
+        summary.quarantined = len(quarantine)
+        summary.elapsed_s = time.monotonic() - started
+        with transaction(con):
+            con.execute(
+                "UPDATE ingest_runs SET finished_at = now(), status = ?, rows = ?, copy_at = ? WHERE run_id = ?",
+                [status, json.dumps(summary.rows | {"quarantined": summary.quarantined}), summary.copy_at, run_id],
+            )
+    return summary
+
+
+def _changed_escrows(sessions: pl.DataFrame, state: dict) -> tuple[list[str], dict[str, int]]:
+    """Escrows whose session moved past what the warehouse holds, and their diff cursors."""
+    changed, cursors = [], {}
+    for s in sessions.iter_rows(named=True):
+        known = state.get(s["escrow_id"])
+        if known is not None:
+            same = (known["latest_nonce"], known["status"], known["settled_at"]) == (
+                s["latest_nonce"], s["status"], s["settled_at"])
+            behind = (s["latest_nonce"] or 0) < (known["latest_nonce"] or 0)
+            if same or behind:
+                continue
+        changed.append(s["escrow_id"])
+        cursors[s["escrow_id"]] = int(known["cursor"]) if known else 0
+    return changed, cursors
+
+
+def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
+    """Groups of escrows with at most CHUNK_NONCES new diffs each (a big escrow is a chunk of its own)."""
+    frame = sessions.with_columns(
+        new_nonces=(pl.col("latest_nonce").fill_null(0) - pl.col("escrow_id").replace_strict(cursors, default=0, return_dtype=pl.Int64)).clip(lower_bound=1)
+    ).sort("escrow_id")
+    start, total = 0, 0
+    for i, n in enumerate(frame["new_nonces"].to_list()):
+        if total and total + n > CHUNK_NONCES:
+            yield frame.slice(start, i - start)
+            start, total = i, 0
+        total += n
+    if start < frame.height:
+        yield frame.slice(start)
+
+
+def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, latest_created, progress) -> None:
+    from pipeline.sources.base import TABLES
+
+    escrow_ids = chunk["escrow_id"].to_list()
+    chunk_cursors = {e: cursors[e] for e in escrow_ids}
+    tx_parts, diff_parts, bad = [], [], []
+    for batch in store.read("diffs", epoch_id, cursors=chunk_cursors):
+        decoded = decode_diffs(batch)
+        tx_parts.append(decoded.txs)
+        diff_parts.append(decoded.diffs)
+        bad += [("diffs", key, reason) for key, reason in decoded.quarantined]
+        progress(f"epoch {epoch_id}", batch.num_rows, 0)
+    txs = pa.concat_tables(tx_parts) if tx_parts else None
+    diffs = pa.concat_tables(diff_parts) if diff_parts else None
+    sealed = _table(list(store.read("sealed_inferences", epoch_id, cursors=chunk_cursors)), TABLES["sealed_inferences"].schema)
+    obs = [
+        b for t in ("inference_validation_obs", "sealed_validation_obs")
+        for b in store.read(t, epoch_id, cursors=chunk_cursors)
+    ]
+    bad += _value_checks(chunk, txs, sealed)
+    if diffs is not None:
+        latest = pl.from_arrow(diffs).filter(pl.col("created_at") > 0)["created_at"]
+        if latest.len():
+            latest_created.append(int(latest.max()))
+    sessions = chunk.drop("new_nonces").with_columns(
+        source_id=pl.lit(store.source_id), copy_at=pl.lit(None, dtype=pl.Datetime("us", "UTC")), run_id=pl.lit(run_id)
+    )
+    with transaction(con):
+        _register(con, "new_sessions", sessions)
+        con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
+        if diffs is not None:
+            _register(con, "new_diffs", diffs)
+            con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run_id})
+            _register(con, "new_txs", txs)
+            con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
+        _register(con, "new_sealed", sealed.append_column("copy_at", pa.nulls(sealed.num_rows, pa.timestamp("us", "UTC"))))
+        con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"))
+        if obs:
+            _register(con, "new_obs", pa.Table.from_batches(obs))
+            con.execute(sql_text("warehouse/ingest/insert_obs.sql"))
+        derived = derive_escrows(con, escrow_ids)
+        bad += derived.quarantined
+        _quarantine(con, store, run_id, bad)
+        for name in ("new_sessions", "new_diffs", "new_txs", "new_sealed", "new_obs"):
+            try:
+                con.unregister(name)
+            except Exception:
+                pass
+    quarantine += bad
+    summary.add("sessions", chunk.height)
+    summary.add("diffs", diffs.num_rows if diffs is not None else 0)
+    summary.add("txs", txs.num_rows if txs is not None else 0)
+    summary.add("sealed_inferences", sealed.num_rows)
+    summary.add("validation_obs", sum(b.num_rows for b in obs))
+    summary.add("inferences", derived.inferences)
+    summary.disagreements += derived.disagreements
+
+
+def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table) -> list[tuple[str, str, str]]:
+    """Values outside the known enumerations: kept as they are, and quarantined so they are seen."""
+    bad = []
+    for s in sessions.filter(~pl.col("status").is_in(list(KNOWN_SESSION_STATUS))).iter_rows(named=True):
+        bad.append(("sessions", s["escrow_id"], f"unknown session status {s['status']!r}"))
+    sealed_df = pl.from_arrow(sealed)
+    for r in sealed_df.filter(
+        (pl.col("sealed_status") < 0) | (pl.col("sealed_status") >= len(STATUS_NAMES))
+    ).iter_rows(named=True):
+        bad.append(("sealed_inferences", f"{r['escrow_id']}/{r['inference_id']}", f"unknown sealed_status {r['sealed_status']}"))
+    if txs is not None:
+        tx = pl.from_arrow(txs)
+        for r in tx.filter((pl.col("kind") == "other") & pl.col("member").str.starts_with("field_")).iter_rows(named=True):
+            bad.append(("diffs", f"{r['escrow_id']}/{r['nonce']}/{r['tx_index']}", f"unknown tx kind (DevshardTx field {r['field_number']})"))
+        for r in tx.filter((pl.col("kind") == "timeout") & ~pl.col("timeout_reason").is_in(list(KNOWN_TIMEOUT_REASONS))).iter_rows(named=True):
+            bad.append(("diffs", f"{r['escrow_id']}/{r['nonce']}/{r['tx_index']}", f"unknown timeout reason {r['timeout_reason']}"))
+    return bad
+
+
+def _quarantine(con, store, run_id: str, bad: list[tuple[str, str, str]]) -> None:
+    """Record problem rows (inside the caller's transaction when there is one)."""
+    if not bad:
+        return
+    _register(con, "new_quarantine", pl.DataFrame(
+        [{"run_id": run_id, "source_id": store.source_id, "table_name": t, "row_key": k, "reason": r} for t, k, r in bad]
+    ))
+    con.execute(sql_text("warehouse/ingest/quarantine.sql"))
+    con.unregister("new_quarantine")

@@ -1,0 +1,213 @@
+"""Human-readable text for cells, statistics and provenance, shared by the
+Markdown and terminal renderers so that both show the same numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from typing import Any
+
+import polars as pl
+
+from pipeline.evidence.result import Provenance
+
+MISSING = "–"  # en dash: null / NaN / no estimate
+RATE_SUFFIXES = ("_rate", "_share")
+ODDS_RATIO_LABELS = {"odds_ratio": "OR", "pooled_odds_ratio": "pooled OR"}
+
+
+def iso_utc(value: dt.datetime | dt.date | str) -> str:
+    """ISO-8601 in UTC ending in ``Z``. Naive datetimes are UTC already (invariant 6)."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, dt.datetime):
+        return value.isoformat()
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value.isoformat() + "Z"
+
+
+def format_number(value: float) -> str:
+    """A float to 4 significant digits, fixed-point with thousands separators;
+    scientific below 0.001 where fixed-point would show only zeros."""
+    if math.isnan(value):
+        return MISSING
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude < 1e-3:
+        return f"{value:.3e}"
+    integer_digits = math.floor(math.log10(magnitude)) + 1
+    return f"{value:,.{max(0, 4 - integer_digits)}f}"
+
+
+def format_p(value: float) -> str:
+    """A p-value: 4 significant digits, scientific notation below 0.001."""
+    if value is None or math.isnan(value):
+        return MISSING
+    if value == 0:
+        return "< 1e-300"  # underflow of the chi-square tail, not a true zero
+    if value < 1e-3:
+        return f"{value:.2e}"
+    return f"{value:.4g}"
+
+
+def format_percent(value: float) -> str:
+    return f"{value * 100:.2f}%"
+
+
+def format_value(value: Any) -> str:
+    """Any scalar or list as table text; null and NaN as an en dash."""
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, Decimal):
+        return f"{int(value):,}" if value == value.to_integral_value() else format_number(float(value))
+    if isinstance(value, float):
+        return format_number(value)
+    if isinstance(value, (dt.datetime, dt.date)):
+        return iso_utc(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_value(v) for v in value)
+    return str(value)
+
+
+def is_rate_column(name: str, dtype: pl.DataType) -> bool:
+    return dtype.is_float() and (name.endswith(RATE_SUFFIXES) or name in ("rate", "share"))
+
+
+def rate_intervals(schema: pl.Schema) -> dict[str, tuple[str, str]]:
+    """Which ``*_low``/``*_high`` columns hold the interval of which rate column.
+
+    ``invalid_rate`` pairs with ``invalid_rate_ci_*`` or ``invalid_ci_*``; the
+    plain ``ci_low``/``ci_high`` of ``with_wilson`` pair with the one rate column
+    left without its own interval (and with none if several are left).
+    """
+    names = set(schema.names())
+    rates = [name for name, dtype in schema.items() if is_rate_column(name, dtype)]
+    pairs: dict[str, tuple[str, str]] = {}
+    for rate in rates:
+        stem = rate.rsplit("_", 1)[0]
+        for prefix in (f"{rate}_ci", f"{stem}_ci"):
+            if f"{prefix}_low" in names and f"{prefix}_high" in names:
+                pairs[rate] = (f"{prefix}_low", f"{prefix}_high")
+                break
+    unpaired = [rate for rate in rates if rate not in pairs]
+    if len(unpaired) == 1 and {"ci_low", "ci_high"} <= names and ("ci_low", "ci_high") not in pairs.values():
+        pairs[unpaired[0]] = ("ci_low", "ci_high")
+    return pairs
+
+
+def format_rate(rate: float | None, low: float | None = None, high: float | None = None) -> str:
+    """``0.71%`` or, with an interval, ``0.71% (0.43–1.17%)``."""
+    if rate is None or math.isnan(rate):
+        return MISSING
+    text = format_percent(rate)
+    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+        text += f" ({low * 100:.2f}–{format_percent(high)})"
+    return text
+
+
+def table_cells(rows: pl.DataFrame) -> tuple[list[str], list[bool], list[list[str]]]:
+    """The header, which columns are numeric (right-aligned), and the cell text
+    of ``rows``, with rate intervals folded into the rate cells."""
+    intervals = rate_intervals(rows.schema)
+    folded = {column for pair in intervals.values() for column in pair}
+    columns = [name for name in rows.columns if name not in folded]
+    numeric = [rows.schema[name].is_numeric() for name in columns]
+    formatters = []
+    for name in columns:
+        if name in intervals:
+            low, high = intervals[name]
+            formatters.append(lambda row, r=name, lo=low, hi=high: format_rate(row[r], row[lo], row[hi]))
+        elif is_rate_column(name, rows.schema[name]):
+            formatters.append(lambda row, r=name: format_rate(row[r]))
+        else:
+            formatters.append(lambda row, c=name: format_value(row[c]))
+    body = [[fmt(row) for fmt in formatters] for row in rows.iter_rows(named=True)]
+    return columns, numeric, body
+
+
+def stat_lines(stats: dict[str, Any]) -> list[str]:
+    """One ``name: summary`` line per statistic."""
+    return [f"{name}: {format_stat(name, value)}" for name, value in stats.items()]
+
+
+def format_stat(name: str, value: Any) -> str:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return ", ".join(_stat_group_parts(value))
+    if _is_p_value(name) and isinstance(value, (int, float)):
+        return format_p(float(value))
+    return format_value(value)
+
+
+def _stat_group_parts(group: dict[str, Any]) -> Iterator[str]:
+    """A test result as readable parts: ``pooled OR 7.000 (95% CI 1.027–47.73)``,
+    ``p = 0.04747 (two-sided)``; keys it does not know are shown as ``key = value``."""
+    shown_with_others = {"or_ci_low", "or_ci_high", "alternative", "strata_dropped", "confidence"}
+    for key, value in group.items():
+        if key in shown_with_others:
+            continue
+        if key in ODDS_RATIO_LABELS:
+            text = f"{ODDS_RATIO_LABELS[key]} {format_value(value)}"
+            low, high = group.get("or_ci_low"), group.get("or_ci_high")
+            if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+                level = group.get("confidence", 0.95)
+                text += f" ({level * 100:g}% CI {format_value(low)}–{format_value(high)})"
+            yield text
+        elif _is_p_value(key):
+            text = f"p = {format_p(value)}" if value != 0 else f"p {format_p(value)}"
+            if group.get("alternative"):
+                text += f" ({group['alternative']})"
+            yield text
+        elif key == "statistic" and "strata_used" in group:
+            yield f"χ² = {format_value(value)}"
+        elif key == "strata_used":
+            yield f"strata: {value:,} used, {group.get('strata_dropped', 0):,} dropped"
+        else:
+            yield f"{key} = {format_value(value)}"
+
+
+def _is_p_value(name: str) -> bool:
+    return name in ("p", "p_value", "pvalue") or name.endswith("_p_value")
+
+
+def window_text(window: dict[str, Any]) -> str:
+    """``epoch 437``, ``[since, until)`` (half-open), or ``all data``."""
+    parts = []
+    if "epoch" in window:
+        parts.append(f"epoch {window['epoch']}")
+    if "since" in window or "until" in window:
+        since = iso_utc(window["since"]) if window.get("since") is not None else "…"
+        until = iso_utc(window["until"]) if window.get("until") is not None else "…"
+        parts.append(f"[{since}, {until})")
+    others = {key: value for key, value in window.items() if key not in ("epoch", "since", "until")}
+    parts += [f"{key} {format_value(value)}" for key, value in others.items()]
+    return ", ".join(parts) if parts else "all data"
+
+
+def provenance_lines(provenance: Provenance, quote_command: Callable[[str], str] = str) -> list[str]:
+    """The footer lines that let a reader reproduce the table."""
+    lines = []
+    for source in provenance.sources:
+        name = source.get("label") or source.get("source_id")
+        copy_at = source.get("copy_at")
+        copy_text = iso_utc(copy_at) if copy_at is not None else MISSING
+        lines.append(f"source: {name} ({source.get('source_kind')}), copy {copy_text}")
+    lines.append(f"window: {window_text(provenance.window)}")
+    lines.append(f"runs: {', '.join(provenance.run_ids) if provenance.run_ids else MISSING}")
+    if provenance.quarantined_rows > 0:
+        lines.append(f"quarantined rows: {provenance.quarantined_rows:,}")
+    lines.append(f"pipeline: gonka-evidence {provenance.pipeline_version}")
+    lines.append(f"command: {quote_command(provenance.command)}")
+    return lines

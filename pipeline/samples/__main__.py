@@ -1,0 +1,25 @@
+"""python -m pipeline.samples OUT_DIR [--seed N] [--last-epoch K]: write OUT_DIR/store and OUT_DIR/builds.toml."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import SampleSpec, generate_timeline
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.samples", description=__doc__)
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--last-epoch", type=int, default=None, help="epoch the copy is taken in (default: the last)")
+    args = parser.parse_args(argv)
+    timeline = generate_timeline(SampleSpec(seed=args.seed))
+    last_epoch = timeline.spec.epochs[-1] if args.last_epoch is None else args.last_epoch
+    timeline.copy(last_epoch).write_sqlite(args.out_dir / "store")
+    timeline.write_builds_toml(args.out_dir / "builds.toml")
+    print(timeline.focal_host)
+
+
+if __name__ == "__main__":
+    main()

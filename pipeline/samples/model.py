@@ -1,0 +1,261 @@
+"""The devshard state machine of the newest build (sources.md §3), replayed over encoded diffs.
+
+The scenario plans transactions; this module is the only place that decides what they do.
+Replaying the stored `txs_proto` bytes (not the plan) keeps the truth tied to what is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from pipeline.decode import devshard_pb2 as pb
+
+
+class Status(IntEnum):
+    PENDING = 0
+    STARTED = 1
+    FINISHED = 2
+    CHALLENGED = 3
+    VALIDATED = 4
+    INVALIDATED = 5
+    TIMED_OUT = 6
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+TERMINAL = {Status.VALIDATED, Status.INVALIDATED, Status.TIMED_OUT}
+# Statuses that get a live observability row (sealed_nonce = 0) before the real seal.
+LIVE_OBS = {Status.CHALLENGED, Status.VALIDATED, Status.INVALIDATED}
+
+TX_KINDS = {
+    "start_inference": "start", "confirm_start": "confirm", "finish_inference": "finish",
+    "timeout_inference": "timeout", "validation": "validation", "validation_vote": "vote",
+    "error_miss": "error_miss", "finalize_round": "finalize",
+}
+
+
+class PlanError(RuntimeError):
+    """The scenario planned a transaction the state machine would reject."""
+
+
+@dataclass(frozen=True)
+class Group:
+    slots: tuple[str, ...]  # address per slot id
+
+    @property
+    def size(self) -> int:
+        return len(self.slots)
+
+    def weight(self, address: str) -> int:
+        return self.slots.count(address)
+
+    def slots_of(self, address: str) -> list[int]:
+        return [slot for slot, holder in enumerate(self.slots) if holder == address]
+
+    def addresses(self) -> list[str]:
+        return list(dict.fromkeys(self.slots))
+
+
+@dataclass
+class Record:
+    inference_id: int
+    executor_slot: int
+    model: str
+    prompt_hash: bytes
+    input_length: int
+    max_tokens: int
+    started_at: int
+    reserved_cost: int
+    status: Status = Status.PENDING
+    confirmed_at: int = 0
+    response_hash: bytes | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    actual_cost: int = 0
+    votes_valid: int = 0
+    votes_invalid: int = 0
+    validated_by: int = 0  # slot bitmask
+    has_finish_tx: bool = False
+    drained: bool = False
+    challenged: bool = False
+    participants: set[str] = field(default_factory=set)  # addresses that validated or voted
+    obs_slots: list[int] = field(default_factory=list)  # validation-obs rows, in order applied
+    sealed_nonce: int = 0
+
+    def validated_by_bytes(self) -> bytes:
+        return self.validated_by.to_bytes(16, "little")
+
+
+@dataclass
+class EscrowMachine:
+    group: Group
+    threshold: int
+    token_price: int
+    seal_grace_nonces: int
+    auto_seal_every: int
+    records: dict[int, Record] = field(default_factory=dict)
+    latest_nonce: int = 0
+    finalize_nonce: int | None = None
+    settled_nonce: int | None = None
+    # (nonce, tx_index, inference_id, what): transactions that changed nothing.
+    no_ops: list[tuple[int, int, int | None, str]] = field(default_factory=list)
+
+    def replay(self, diffs: list[bytes]) -> EscrowMachine:
+        for nonce, txs_proto in enumerate(diffs, start=1):
+            self.apply(nonce, txs_proto)
+        return self
+
+    def apply(self, nonce: int, txs_proto: bytes) -> None:
+        if nonce != self.latest_nonce + 1:
+            raise PlanError(f"nonce {nonce} after {self.latest_nonce}")
+        if self.settled_nonce is not None:
+            raise PlanError(f"diff {nonce} after settlement")
+        for tx_index, tx in enumerate(pb.DiffContent.FromString(txs_proto).txs):
+            member = tx.WhichOneof("tx")
+            handler = getattr(self, f"_{member}", None) if member else None
+            if handler is None:
+                self.no_ops.append((nonce, tx_index, None, member or "unknown_member"))
+                continue
+            if handler(nonce, getattr(tx, member)) is False:
+                self.no_ops.append((nonce, tx_index, getattr(tx, member).inference_id, member))
+        self.latest_nonce = nonce
+        if self.finalize_nonce is not None and nonce >= self.finalize_nonce + self.group.size:
+            self._settle(nonce)
+        elif nonce % self.auto_seal_every == 0:
+            self._auto_seal(nonce)
+
+    # -- queries -------------------------------------------------------------------------
+    @property
+    def live(self) -> list[Record]:
+        return [r for r in self.records.values() if not r.sealed_nonce]
+
+    def executor(self, record: Record) -> str:
+        return self.group.slots[record.executor_slot]
+
+    # -- transitions ---------------------------------------------------------------------
+    def _live_record(self, inference_id: int, *allowed: Status) -> Record:
+        record = self.records.get(inference_id)
+        if record is None or record.sealed_nonce:
+            raise PlanError(f"inference {inference_id} is not live")
+        if allowed and record.status not in allowed:
+            raise PlanError(f"inference {inference_id} is {record.status.label}, expected {allowed}")
+        return record
+
+    def _start_inference(self, nonce: int, msg: pb.MsgStartInference) -> None:
+        if msg.inference_id != nonce or nonce in self.records:
+            raise PlanError(f"start of {msg.inference_id} in diff {nonce}")
+        self.records[nonce] = Record(
+            inference_id=nonce, executor_slot=nonce % self.group.size, model=msg.model,
+            prompt_hash=msg.prompt_hash, input_length=msg.input_length, max_tokens=msg.max_tokens,
+            started_at=msg.started_at,
+            reserved_cost=(msg.input_length + msg.max_tokens) * self.token_price)
+
+    def _confirm_start(self, nonce: int, msg: pb.MsgConfirmStart) -> None:
+        record = self._live_record(msg.inference_id, Status.PENDING)
+        record.status, record.confirmed_at = Status.STARTED, msg.confirmed_at
+
+    def _finish_inference(self, nonce: int, msg: pb.MsgFinishInference) -> None:
+        record = self._live_record(msg.inference_id, Status.STARTED)
+        if msg.executor_slot != record.executor_slot:
+            raise PlanError(f"finish of {msg.inference_id} by slot {msg.executor_slot}")
+        record.status, record.has_finish_tx = Status.FINISHED, True
+        record.response_hash = msg.response_hash
+        record.input_tokens, record.output_tokens = msg.input_tokens, msg.output_tokens
+        record.actual_cost = min((msg.input_tokens + msg.output_tokens) * self.token_price, record.reserved_cost)
+
+    def _accepted_weight(self, votes) -> int:
+        voters = {self.group.slots[v.voter_slot] for v in votes if v.accept}
+        return sum(self.group.weight(address) for address in voters)
+
+    def _timeout_inference(self, nonce: int, msg: pb.MsgTimeoutInference) -> None:
+        required = {pb.TIMEOUT_REASON_REFUSED: Status.PENDING, pb.TIMEOUT_REASON_EXECUTION: Status.STARTED}
+        record = self._live_record(msg.inference_id, required[msg.reason])
+        if self._accepted_weight(msg.votes) <= self.threshold:
+            raise PlanError(f"timeout of {msg.inference_id} without enough accept weight")
+        record.status, record.actual_cost = Status.TIMED_OUT, 0
+
+    def _error_miss(self, nonce: int, msg: pb.MsgErrorMiss) -> None:
+        record = self._live_record(msg.inference_id, Status.FINISHED)
+        if self._accepted_weight(msg.votes) <= self.threshold:
+            raise PlanError(f"error miss of {msg.inference_id} without enough accept weight")
+        record.status, record.actual_cost = Status.TIMED_OUT, 0
+
+    def _validation(self, nonce: int, msg: pb.MsgValidation) -> bool:
+        record = self._live_record(msg.inference_id, Status.FINISHED, *LIVE_OBS)
+        address = self.group.slots[msg.validator_slot]
+        if msg.validator_slot == record.executor_slot:
+            raise PlanError(f"self-validation of {msg.inference_id}")
+        if address in record.participants:
+            return False  # one verdict per address, whichever of its slots it uses
+        record.participants.add(address)
+        record.obs_slots.append(msg.validator_slot)
+        if msg.valid:
+            for slot in self.group.slots_of(address):
+                record.validated_by |= 1 << slot
+        if record.status is Status.FINISHED:
+            if msg.valid:
+                record.votes_valid += self.group.weight(address)
+            else:
+                record.votes_invalid += self.group.weight(address)
+                record.status, record.challenged = Status.CHALLENGED, True
+        return True
+
+    def _validation_vote(self, nonce: int, msg: pb.MsgValidationVote) -> bool:
+        record = self._live_record(msg.inference_id)
+        address = self.group.slots[msg.voter_slot]
+        if record.status is not Status.CHALLENGED or address in record.participants:
+            return False  # after resolution, or a second voice of one address: silent no-op
+        record.participants.add(address)
+        record.obs_slots.append(msg.voter_slot)
+        if msg.vote_valid:
+            record.votes_valid += self.group.weight(address)
+        else:
+            record.votes_invalid += self.group.weight(address)
+        if record.votes_invalid > self.threshold:
+            record.status = Status.INVALIDATED
+        elif record.votes_valid > self.threshold:
+            record.status = Status.VALIDATED
+        return True
+
+    def _finalize_round(self, nonce: int, msg: pb.MsgFinalizeRound) -> None:
+        if self.finalize_nonce is not None:
+            raise PlanError("second finalize")
+        self.finalize_nonce = nonce
+
+    # -- sealing -------------------------------------------------------------------------
+    def _auto_seal(self, nonce: int) -> None:
+        for record in self.live:
+            stale = nonce >= record.inference_id + self.seal_grace_nonces
+            if stale and (record.status in TERMINAL or record.status is Status.FINISHED):
+                record.sealed_nonce = nonce
+
+    def _settle(self, nonce: int) -> None:
+        for record in self.live:
+            if record.status in (Status.PENDING, Status.STARTED):
+                # settleLiveRecordLocked: paid in full, no miss, no finish transaction.
+                record.status, record.drained, record.actual_cost = Status.FINISHED, True, record.reserved_cost
+            record.sealed_nonce = nonce
+        self.settled_nonce = nonce
+
+
+def tx_rows(txs_proto: bytes, group: Group) -> list[dict]:
+    """One row per transaction of a diff: kind, inference, acting slot and verdict (truth `txs`)."""
+    rows = []
+    for tx_index, tx in enumerate(pb.DiffContent.FromString(txs_proto).txs):
+        member = tx.WhichOneof("tx")
+        msg = getattr(tx, member) if member else None
+        row = {"tx_index": tx_index, "kind": TX_KINDS.get(member, "other"),
+               "inference_id": getattr(msg, "inference_id", None), "slot": None, "valid": None}
+        if member in ("start_inference", "confirm_start"):
+            row["slot"] = msg.inference_id % group.size
+        elif member == "finish_inference":
+            row["slot"] = msg.executor_slot
+        elif member == "validation":
+            row["slot"], row["valid"] = msg.validator_slot, msg.valid
+        elif member == "validation_vote":
+            row["slot"], row["valid"] = msg.voter_slot, msg.vote_valid
+        rows.append(row)
+    return rows

@@ -1,0 +1,76 @@
+"""SQLite layout (sources.md §1.3, §4.2–4.3): `_meta.db`, one `epoch_<N>.db` per epoch, payload files."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pipeline.paths import sql_text
+
+from .host_copy import EPOCH_TABLES, HostCopy
+from .payloads import payload_file
+from .spec import CALENDAR_START
+
+META_MIGRATIONS = ((1, "create_escrow_epoch"), (2, "create_escrow_cache"))
+EPOCH_MIGRATIONS = ((1, "create_sessions"), (2, "create_diffs"), (3, "create_signatures"),
+                    (4, "create_snapshots"), (5, "create_sealed_inferences"),
+                    (6, "add_sealed_inference_obs_columns"), (7, "create_validation_obs"),
+                    (8, "add_sessions_version"), (9, "add_sessions_imported_nonce"))
+# The old, pre-squash list: step 5 made the 3-column sealed_inferences and nothing followed yet.
+NARROW_EPOCH_MIGRATIONS = EPOCH_MIGRATIONS[:5]
+
+
+def _open(path: Path, ddl: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA journal_mode=DELETE")  # no -wal/-shm files left beside the copy
+    connection.executescript(ddl)
+    return connection
+
+
+def _insert(connection: sqlite3.Connection, table: str, rows: list[dict]) -> None:
+    if not rows:
+        return
+    present = {info[1] for info in connection.execute(f"PRAGMA table_info({table})")}
+    columns = [c for c in rows[0] if c in present]
+    placeholders = ", ".join(f":{c}" for c in columns)
+    connection.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", rows)
+
+
+def _migrations(connection: sqlite3.Connection, steps, applied_at: int) -> None:
+    stamp = datetime.fromtimestamp(applied_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    connection.executemany("INSERT INTO schema_migrations (id, name, applied_at) VALUES (?, ?, ?)",
+                           [(step, name, stamp) for step, name in steps])
+
+
+def write_store(copy: HostCopy, store: Path) -> Path:
+    """Write the copy as a devshardd SQLite store directory, replacing an earlier one there."""
+    store.mkdir(parents=True, exist_ok=True)
+    for old in [*store.glob("_meta.db*"), *store.glob("epoch_*.db*")]:
+        old.unlink()
+    shutil.rmtree(store / "payloads", ignore_errors=True)
+
+    with _open(store / "_meta.db", sql_text("upstream/sqlite_meta.sql")) as meta:
+        _migrations(meta, META_MIGRATIONS, CALENDAR_START - 30 * 86400)
+        _insert(meta, "escrow_epoch", copy.tables["escrow_epoch"])
+        _insert(meta, "escrow_cache", copy.tables["escrow_cache"])
+    meta.close()
+
+    for epoch, narrow in copy.epochs.items():
+        ddl = sql_text("upstream/sqlite_epoch_narrow.sql" if narrow else "upstream/sqlite_epoch.sql")
+        with _open(store / f"epoch_{epoch}.db", ddl) as db:
+            first_open = min((r["cached_at"] for r in copy.tables["escrow_cache"] if r["epoch_id"] == epoch))
+            _migrations(db, NARROW_EPOCH_MIGRATIONS if narrow else EPOCH_MIGRATIONS, first_open)
+            for table in EPOCH_TABLES:
+                rows = [r for r in copy.tables[table] if r["epoch_id"] == epoch]
+                if rows and not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                    raise ValueError(f"epoch {epoch}: rows for {table}, which the old schema lacks")
+                _insert(db, table, rows)
+        db.close()
+
+    for payload in copy.payloads:
+        path = store / "payloads" / str(payload["epoch_id"]) / payload["escrow_id"] / f"{payload['inference_id']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(payload_file(payload["prompt_payload"], payload["response_payload"]))
+    return store

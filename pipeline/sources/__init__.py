@@ -1,0 +1,28 @@
+"""Source kinds, one module each. `open_store` picks the kind from what the user named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.sources.base import SessionStore, SourceError
+
+
+def is_postgres(spec: str) -> bool:
+    return spec == "postgres" or spec.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(spec: str) -> SessionStore:
+    """A PostgreSQL URL (or "postgres" for libpq environment variables) or a SQLite store directory."""
+    if is_postgres(spec):
+        from pipeline.sources.postgres_store import PostgresStore
+
+        return PostgresStore(spec)
+    from pipeline.sources.sqlite_store import SqliteStore
+
+    path = Path(spec)
+    if not path.exists():
+        raise SourceError(f"{spec}: no such directory, and not a postgresql:// URL")
+    return SqliteStore(path)
+
+
+__all__ = ["SessionStore", "SourceError", "is_postgres", "open_store"]

@@ -1,0 +1,171 @@
+"""What every session-store source provides, whatever its engine.
+
+A source knows its layout and schema variant, and yields Arrow record batches in
+one canonical shape per logical table (the PostgreSQL column names, `epoch_id`
+included). Columns an older build does not have come back as typed NULLs, so
+the rest of the pipeline never branches on the build. A source never writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Protocol
+
+import pyarrow as pa
+
+
+class SourceError(Exception):
+    """A problem with the source the user named; the message is one line, without secrets."""
+
+
+@dataclass(frozen=True)
+class LogicalTable:
+    """One table of the session store, in canonical form."""
+
+    name: str  # canonical name (SQLite name; PostgreSQL adds the `devshard_` prefix)
+    schema: pa.Schema  # canonical columns, epoch_id first where the table is per epoch
+    required: tuple[str, ...]  # columns without which the table cannot be used
+    per_epoch: bool = True
+
+
+def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([pa.field(n, t) for n, t in cols])
+
+
+I64, TXT, BIN, BOOL = pa.int64(), pa.string(), pa.binary(), pa.bool_()
+
+TABLES: dict[str, LogicalTable] = {
+    t.name: t
+    for t in [
+        LogicalTable(
+            "sessions",
+            _schema(
+                ("epoch_id", I64), ("escrow_id", TXT), ("version", TXT), ("creator_addr", TXT),
+                ("config_json", TXT), ("group_json", TXT), ("initial_balance", I64),
+                ("latest_nonce", I64), ("last_finalized", I64), ("status", TXT),
+                ("settled_at", I64), ("imported_nonce", I64),
+            ),
+            required=("escrow_id", "group_json", "config_json"),
+        ),
+        LogicalTable(
+            "diffs",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("nonce", I64), ("txs_proto", BIN), ("created_at", I64)),
+            required=("escrow_id", "nonce", "txs_proto"),
+        ),
+        LogicalTable(
+            "sealed_inferences",
+            _schema(
+                ("epoch_id", I64), ("escrow_id", TXT), ("inference_id", I64), ("sealed_nonce", I64),
+                ("obs_present", BOOL), ("sealed_status", I64), ("sealed_executor_slot", I64),
+                ("sealed_votes_valid", I64), ("sealed_votes_invalid", I64), ("sealed_validated_by", BIN),
+                ("sealed_model", TXT), ("sealed_input_length", I64), ("sealed_max_tokens", I64),
+                ("sealed_input_tokens", I64), ("sealed_output_tokens", I64),
+                ("sealed_reserved_cost", I64), ("sealed_actual_cost", I64),
+                ("sealed_started_at", I64), ("sealed_confirmed_at", I64),
+            ),
+            required=("escrow_id", "inference_id", "sealed_nonce"),
+        ),
+        LogicalTable(
+            "inference_validation_obs",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("inference_id", I64), ("slot_id", I64)),
+            required=("escrow_id", "inference_id", "slot_id"),
+        ),
+        LogicalTable(
+            "sealed_validation_obs",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("inference_id", I64), ("slot_id", I64)),
+            required=("escrow_id", "inference_id", "slot_id"),
+        ),
+        LogicalTable(
+            "escrow_cache",
+            _schema(("escrow_id", TXT), ("epoch_id", I64), ("escrow_json", TXT), ("cached_at", I64)),
+            required=("escrow_id",),
+            per_epoch=False,
+        ),
+    ]
+}
+
+# Tables a store may hold that we recognise but do not ingest (no evidence uses them).
+KNOWN_NOT_INGESTED = {
+    "signatures", "snapshots", "slot_validation_obs", "validation_leases", "storage_identity",
+    "session_index", "escrow_epoch", "schema_migrations", "validation_credits",
+}
+
+# Escrow-scoped tables are read for a set of escrows beyond a per-escrow nonce cursor.
+ESCROW_SCOPED = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs")
+
+
+def conform(batch: pa.RecordBatch, table: LogicalTable, epoch_id: int | None) -> pa.RecordBatch:
+    """Cast a batch to the canonical schema: missing columns become typed NULLs, extra ones are dropped."""
+    n = batch.num_rows
+    arrays = []
+    for f in table.schema:
+        if f.name == "epoch_id" and epoch_id is not None and "epoch_id" not in batch.schema.names:
+            arrays.append(pa.array([epoch_id] * n, type=f.type))
+        elif f.name in batch.schema.names:
+            col = batch.column(f.name)
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            arrays.append(pa.nulls(n, type=f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=table.schema)
+
+
+@dataclass
+class TableReport:
+    """What `doctor` shows about one physical table."""
+
+    name: str
+    rows_by_epoch: dict[int | None, int]
+    columns: list[str]
+    missing_columns: list[str] = field(default_factory=list)
+    extra_columns: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SourceDescription:
+    """A source as `doctor` describes it, without ingesting anything."""
+
+    kind: str  # "postgres" | "sqlite"
+    display: str  # the source as the user named it, password redacted
+    source_id: str
+    lineage_id: str | None
+    epochs: list[int]
+    schema_versions: dict[str, int | None]  # per database file (SQLite) or the database (PostgreSQL)
+    tables: list[TableReport]
+    unrecognised: list[str]
+    planes: list[str]  # session storage, accounting ledger, payloads — whichever are present
+
+
+class SessionStore(Protocol):
+    """A read-only session-storage copy (PostgreSQL database or SQLite store directory)."""
+
+    kind: str
+    display: str
+    source_id: str
+
+    def epochs(self) -> list[int]: ...
+
+    def columns(self, table: str, epoch_id: int | None) -> list[str] | None:
+        """Physical columns of a logical table (None when the table does not exist)."""
+
+    def read(
+        self, table: str, epoch_id: int | None, cursors: dict[str, int] | None = None, batch_rows: int = 65536
+    ) -> Iterator[pa.RecordBatch]:
+        """Canonical batches of one table (of one epoch when per epoch).
+
+        With `cursors` ({escrow_id: nonce}), an escrow-scoped table yields only the
+        rows of those escrows past the cursor (diffs: nonce > cursor; other tables:
+        every row of the escrow, because their rows change in place).
+        """
+
+    def describe(self) -> SourceDescription: ...
+
+    def close(self) -> None: ...
+
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """A driver error as one short line (libpq and ADBC spread theirs over several lines)."""
+    text = " ".join(str(exc).split())
+    for noise in ("IO: [libpq] ", "INVALID_ARGUMENT: [libpq] ", "INVALID_STATE: [libpq] ", "[SQLite] "):
+        text = text.replace(noise, "")
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,206 @@
+"""Recompute the derived tables (d_*) of a set of escrows from what the warehouse holds.
+
+Called inside the ingest transaction of each chunk, so derived rows always match
+the raw rows they come from. Only escrows touched by the chunk are recomputed:
+an ingest costs what is new, not what is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import polars as pl
+
+from pipeline.warehouse import fetch_frame
+from pipeline.paths import sql_text
+from pipeline.transforms.clock import to_utc_datetime_expr, unix_seconds_expr
+from pipeline.transforms.escrows import escrow_frames
+from pipeline.transforms.replay import replay
+
+STATUS_NAMES = ["pending", "started", "finished", "challenged", "validated", "invalidated", "timed_out"]
+
+
+@dataclass
+class DeriveOutcome:
+    escrows: int = 0
+    inferences: int = 0
+    disagreements: int = 0
+    quarantined: list[tuple[str, str, str]] = field(default_factory=list)  # (table, key, reason)
+
+
+def _read(con: duckdb.DuckDBPyConnection, name: str) -> pl.DataFrame:
+    return fetch_frame(con, sql_text(f"warehouse/derive/{name}.sql"))
+
+
+def event_times(diffs: pl.DataFrame, txs: pl.DataFrame) -> pl.DataFrame:
+    """Event time per (escrow, nonce): `created_at` when the escrow sets it, else the nonce clock.
+
+    The nonce clock of nonce n is the `started_at` of the latest MsgStartInference at
+    or before n in the same escrow (sources.md §4.9); nonces before the first start
+    take the first start's time.
+    """
+    starts = (
+        txs.filter(pl.col("kind") == "start")
+        .group_by("escrow_id", "nonce")
+        .agg(start_s=unix_seconds_expr(pl.col("started_at")).max())
+    )
+    return (
+        diffs.select("escrow_id", "nonce", "created_at")
+        .join(starts, on=["escrow_id", "nonce"], how="left")
+        .sort("escrow_id", "nonce")
+        .with_columns(
+            clock=pl.col("start_s").forward_fill().over("escrow_id"),
+            created_s=unix_seconds_expr("created_at"),
+        )
+        .with_columns(clock=pl.col("clock").backward_fill().over("escrow_id"))
+        .with_columns(event_at=to_utc_datetime_expr(pl.coalesce("created_s", "clock")))
+        .select("escrow_id", "nonce", "event_at")
+    )
+
+
+def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> DeriveOutcome:
+    """Replace the derived rows of `escrow_ids` (must run inside the caller's transaction)."""
+    outcome = DeriveOutcome()
+    if not escrow_ids:
+        return outcome
+    chunk = pl.DataFrame({"escrow_id": escrow_ids}, schema={"escrow_id": pl.String})
+    con.register("chunk_escrows", chunk.to_arrow())
+    try:
+        sessions = _read(con, "sessions")
+        frames = escrow_frames(sessions, _read(con, "escrow_cache"), _read(con, "models"))
+        outcome.quarantined += [("sessions", key, reason) for key, reason in frames.quarantined]
+        txs = _read(con, "txs")
+        diffs = _read(con, "diffs")
+        times = event_times(diffs, txs)
+        sealed = _read(con, "sealed")
+        with_created_at = diffs.filter(pl.col("created_at") > 0)["escrow_id"].unique().implode()
+        escrows = frames.escrows.join(
+            txs.filter(pl.col("kind") == "finalize").group_by("escrow_id").agg(finalize_nonce=pl.col("nonce").min()),
+            on="escrow_id", how="left",
+        ).with_columns(
+            time_source=pl.when(pl.col("escrow_id").is_in(with_created_at))
+            .then(pl.lit("created_at")).otherwise(pl.lit("nonce_clock"))
+        )
+        inferences, verdicts = replay(txs, escrows, frames.slots)
+        inferences, disagreements = _with_sealed(inferences, sealed, escrows, frames.slots)
+        inferences = _with_times(inferences, times)
+        validations = (
+            verdicts.join(times, on=["escrow_id", "nonce"], how="left")
+            .join(
+                frames.slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
+                on=["escrow_id", "executor_slot"], how="left",
+            )
+            .drop("executor_slot")
+        )
+        con.execute(sql_text("warehouse/derive/clear.sql"))
+        _insert(con, "d_escrows", escrows.with_columns(settlement_nonce=pl.col("finalize_nonce") + pl.col("group_size")))
+        _insert(con, "d_escrow_slots", frames.slots)
+        _insert(con, "d_tx_times", times)
+        _insert(con, "d_inferences", inferences)
+        _insert(con, "d_validations", validations)
+        _insert(con, "d_replay_disagreements", disagreements)
+        outcome.escrows = escrows.height
+        outcome.inferences = inferences.height
+        outcome.disagreements = disagreements.height
+    finally:
+        con.unregister("chunk_escrows")
+    return outcome
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
+    if frame.height == 0:
+        return
+    con.register("frame_to_insert", frame.to_arrow())
+    try:
+        con.execute(f"INSERT INTO {table} BY NAME (SELECT * FROM frame_to_insert)")
+    finally:
+        con.unregister("frame_to_insert")
+
+
+def _with_times(inferences: pl.DataFrame, times: pl.DataFrame) -> pl.DataFrame:
+    return (
+        inferences.join(
+            times.rename({"nonce": "start_nonce"}), on=["escrow_id", "start_nonce"], how="left"
+        )
+        .with_columns(
+            started_at=to_utc_datetime_expr(unix_seconds_expr("started_at")),
+            confirmed_at=to_utc_datetime_expr(unix_seconds_expr("confirmed_at")),
+            event_at=pl.coalesce("event_at", to_utc_datetime_expr(unix_seconds_expr("started_at"))),
+        )
+        .drop("start_nonce", "finish_slot")
+    )
+
+
+def _with_sealed(
+    inferences: pl.DataFrame, sealed: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Attach sealed-row facts, add inferences known only from sealed rows, list disagreements."""
+    status_name = pl.col("sealed_status").map_elements(
+        lambda s: STATUS_NAMES[s] if 0 <= s < len(STATUS_NAMES) else None, return_dtype=pl.String
+    )
+    sealed = sealed.with_columns(sealed_status_name=status_name)
+    merged = inferences.with_columns(in_diff_log=pl.lit(True)).join(
+        sealed.select(
+            "escrow_id", "inference_id", "epoch_id", "sealed_nonce", "obs_present", "sealed_status", "sealed_status_name",
+            "sealed_executor_slot", "sealed_votes_valid", "sealed_votes_invalid", "sealed_model",
+            "sealed_input_tokens", "sealed_output_tokens", "sealed_started_at", "sealed_confirmed_at",
+        ),
+        on=["escrow_id", "inference_id"], how="full", coalesce=True,
+    )
+    merged = merged.join(escrows.select("escrow_id", pl.col("epoch_id").alias("escrow_epoch"), "group_size"), on="escrow_id", how="inner")
+    only_sealed = pl.col("in_diff_log").is_null()
+    rich = pl.col("obs_present").fill_null(True)
+    merged = merged.with_columns(
+        epoch_id=pl.coalesce("escrow_epoch", "epoch_id"),
+        in_diff_log=pl.col("in_diff_log").fill_null(False),
+        # Inferences before an imported_nonce exist only as sealed rows; take their facts from there.
+        status=pl.when(only_sealed & rich).then(pl.col("sealed_status_name")).otherwise(pl.col("status")),
+        executor_slot=pl.when(only_sealed).then(pl.col("inference_id") % pl.col("group_size")).otherwise(pl.col("executor_slot")),
+        model=pl.when(only_sealed & rich).then(pl.col("sealed_model")).otherwise(pl.col("model")),
+        votes_valid=pl.when(only_sealed & rich).then(pl.col("sealed_votes_valid")).otherwise(pl.col("votes_valid")),
+        votes_invalid=pl.when(only_sealed & rich).then(pl.col("sealed_votes_invalid")).otherwise(pl.col("votes_invalid")),
+        input_tokens=pl.when(only_sealed & rich).then(pl.col("sealed_input_tokens")).otherwise(pl.col("input_tokens")),
+        output_tokens=pl.when(only_sealed & rich).then(pl.col("sealed_output_tokens")).otherwise(pl.col("output_tokens")),
+        started_at=pl.when(only_sealed & rich).then(pl.col("sealed_started_at")).otherwise(pl.col("started_at")),
+        confirmed_at=pl.when(only_sealed & rich).then(pl.col("sealed_confirmed_at")).otherwise(pl.col("confirmed_at")),
+        sealed=pl.col("sealed_nonce").fill_null(0) > 0,
+        challenged=pl.col("challenged").fill_null(False),
+        cleared=pl.col("cleared").fill_null(False),
+        finished=pl.col("finished").fill_null(False),
+        drained=pl.col("drained").fill_null(False),
+    )
+    merged = merged.join(
+        slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
+        on=["escrow_id", "executor_slot"], how="left",
+    )
+    # Compare only real seals with full records (bare rows and live obs rows carry defaults).
+    comparable = merged.filter(pl.col("in_diff_log") & (pl.col("sealed_nonce").fill_null(0) > 0) & rich)
+    checks = {
+        "status": ("status", "sealed_status_name"),
+        "votes_valid": ("votes_valid", "sealed_votes_valid"),
+        "votes_invalid": ("votes_invalid", "sealed_votes_invalid"),
+        "executor_slot": ("executor_slot", "sealed_executor_slot"),
+        "output_tokens": ("output_tokens", "sealed_output_tokens"),
+    }
+    parts = []
+    for name, (replayed, stored) in checks.items():
+        r = pl.col(replayed).cast(pl.String)
+        s = pl.col(stored).cast(pl.String)
+        mask = r.fill_null("∅") != s.fill_null("∅")
+        if name == "output_tokens":
+            mask = mask & pl.col("finished")
+        parts.append(
+            comparable.filter(mask).select(
+                "epoch_id", "escrow_id", "inference_id", pl.lit(name).alias("field"),
+                r.alias("replayed"), s.alias("sealed"),
+            )
+        )
+    disagreements = pl.concat(parts) if parts else pl.DataFrame()
+    inferences_out = merged.select(
+        "epoch_id", "escrow_id", "inference_id", "model", "executor", "executor_slot", "status", "sealed",
+        "challenged", "cleared", "finished", "drained", "votes_valid", "votes_invalid", "input_tokens",
+        "output_tokens", "started_at", "confirmed_at", "resolved_nonce", "sealed_nonce", "sealed_status",
+        "in_diff_log", "start_nonce", "finish_slot",
+    )
+    return inferences_out, disagreements

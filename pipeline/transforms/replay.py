@@ -1,0 +1,233 @@
+"""Inference outcomes from replaying the diff log under the devshard state machine.
+
+Sealed rows are best-effort (missing, bare, live with sealed_nonce 0, absent for
+in-flight records), so the diff log is the source of truth and sealed rows only
+confirm it. Rules (sources.md §3, newest build):
+
+- start → Pending; confirm_start → Started; finish_inference → Finished.
+- A timeout (REFUSED on Pending, EXECUTION on Started) or an error miss (on
+  Finished) applies only when the accepting addresses' slot weight exceeds
+  VoteThreshold → TimedOut.
+- MsgValidation counts once per address: while Finished a valid verdict adds the
+  address weight to votes_valid, an invalid one adds it to votes_invalid and
+  challenges; later validations add nothing.
+- MsgValidationVote (while Challenged, once per address, not by an address that
+  already validated) adds weight; then votes_invalid > T → Invalidated, else
+  votes_valid > T → Validated (votes_valid includes the pre-challenge
+  validations). Votes after resolution are in the log but change nothing.
+- Settlement (latest nonce ≥ finalize nonce + N) drains records still Pending or
+  Started to Finished without a finish transaction (sources.md §3.6).
+
+Everything is computed per inference with Polars window/group operations, so the
+cost is a few passes over the escrow's transactions.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+# Orders transactions within an escrow: nonce first, then position in the diff.
+POS = (pl.col("nonce") * 1_000_000 + pl.col("tx_index")).alias("pos")
+REFUSED, EXECUTION = 1, 2
+INF = 2**62
+
+
+def _first(cond: pl.Expr, value: str = "pos") -> pl.Expr:
+    return pl.col(value).filter(cond).min()
+
+
+def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return (inferences, verdicts) for the escrows in `escrows`.
+
+    txs: tx_log rows; escrows: escrow_id, group_size, vote_threshold, latest_nonce;
+    slots: escrow_id, slot_id, address, address_slots.
+    """
+    esc = escrows.select("escrow_id", "group_size", "vote_threshold", "latest_nonce")
+    tx = txs.join(esc, on="escrow_id", how="inner").with_columns(POS)
+
+    # Vote-backed transitions: weight of the distinct accepting addresses.
+    accept = (
+        tx.filter(pl.col("kind").is_in(["timeout", "error_miss"]))
+        .select("escrow_id", "nonce", "tx_index", "votes")
+        .explode("votes")
+        .unnest("votes")
+        .filter(pl.col("accept").fill_null(False))
+        .join(slots, left_on=["escrow_id", "voter_slot"], right_on=["escrow_id", "slot_id"], how="inner")
+        .unique(["escrow_id", "nonce", "tx_index", "address"])
+        .group_by("escrow_id", "nonce", "tx_index")
+        .agg(accept_weight=pl.col("address_slots").sum())
+    )
+    tx = tx.join(accept, on=["escrow_id", "nonce", "tx_index"], how="left").with_columns(
+        applied=pl.col("accept_weight").fill_null(0) > pl.col("vote_threshold")
+    )
+
+    # Settlement drain point per escrow.
+    settle = (
+        tx.group_by("escrow_id")
+        .agg(
+            finalize_nonce=pl.col("nonce").filter(pl.col("kind") == "finalize").min(),
+            max_nonce=pl.col("nonce").max(),
+            group_size=pl.col("group_size").first(),
+            latest_nonce=pl.col("latest_nonce").first(),
+        )
+        .with_columns(settlement_nonce=pl.col("finalize_nonce") + pl.col("group_size"))
+        .with_columns(
+            settlement_nonce=pl.when(
+                pl.max_horizontal(pl.col("max_nonce"), pl.col("latest_nonce").fill_null(0)) >= pl.col("settlement_nonce")
+            ).then(pl.col("settlement_nonce"))
+        )
+        .select("escrow_id", "finalize_nonce", "settlement_nonce")
+    )
+
+    per_inf = tx.filter(pl.col("inference_id").is_not_null())
+    kind = pl.col("kind")
+    facts = per_inf.group_by("escrow_id", "inference_id").agg(
+        start_pos=_first(kind == "start"),
+        start_nonce=_first(kind == "start", "nonce"),
+        confirm_pos=_first(kind == "confirm"),
+        finish_pos=_first(kind == "finish"),
+        refused_pos=_first((kind == "timeout") & pl.col("applied") & (pl.col("timeout_reason") == REFUSED)),
+        execution_pos=_first((kind == "timeout") & pl.col("applied") & (pl.col("timeout_reason") == EXECUTION)),
+        errormiss_pos=_first((kind == "error_miss") & pl.col("applied")),
+        model=pl.col("model").filter(kind == "start").first(),
+        started_at=pl.col("started_at").filter(kind == "start").first(),
+        confirmed_at=pl.col("confirmed_at").filter(kind == "confirm").first(),
+        input_tokens=pl.col("input_tokens").filter(kind == "finish").first(),
+        output_tokens=pl.col("output_tokens").filter(kind == "finish").first(),
+        finish_slot=pl.col("slot").filter(kind == "finish").first(),
+        invalid_validation=((kind == "validation") & ~pl.col("valid").fill_null(False)).any(),
+        group_size=pl.col("group_size").first(),
+        vote_threshold=pl.col("vote_threshold").first(),
+    )
+    # A refusal needs Pending (before the receipt); an execution timeout needs Started.
+    facts = facts.with_columns(
+        timeout_pos=pl.min_horizontal(
+            pl.when(pl.col("refused_pos") < pl.col("confirm_pos").fill_null(INF)).then(pl.col("refused_pos")),
+            pl.when(
+                (pl.col("execution_pos") > pl.col("confirm_pos"))
+                & (pl.col("execution_pos") < pl.col("finish_pos").fill_null(INF))
+            ).then(pl.col("execution_pos")),
+        )
+    )
+
+    # Verdicts: one per address per inference (validations and votes share the bitmap).
+    verdicts = (
+        per_inf.filter(kind.is_in(["validation", "vote"]))
+        .join(slots, left_on=["escrow_id", "slot"], right_on=["escrow_id", "slot_id"], how="left")
+        .join(facts.select("escrow_id", "inference_id", "finish_pos", "errormiss_pos"), on=["escrow_id", "inference_id"], how="left")
+        .sort("escrow_id", "inference_id", "pos")
+        .with_columns(
+            weight=pl.col("address_slots").fill_null(1),
+            first_of_address=pl.col("pos").rank("ordinal").over("escrow_id", "inference_id", pl.col("address").fill_null(pl.col("slot").cast(pl.String))) == 1,
+        )
+    )
+    live_validation = (
+        (kind == "validation") & pl.col("first_of_address") & (pl.col("pos") > pl.col("finish_pos"))
+    )
+    challenge = (
+        verdicts.filter(live_validation & ~pl.col("valid").fill_null(False))
+        .group_by("escrow_id", "inference_id")
+        .agg(challenge_pos=pl.col("pos").min(), challenger_weight=pl.col("weight").sort_by("pos").first())
+    )
+    facts = facts.join(challenge, on=["escrow_id", "inference_id"], how="left").with_columns(
+        # An applied error miss before any challenge ends the Finished state for good.
+        challenge_pos=pl.when(pl.col("errormiss_pos").fill_null(INF) < pl.col("challenge_pos")).then(None).otherwise(pl.col("challenge_pos")),
+    ).with_columns(
+        end_finished=pl.min_horizontal(pl.col("challenge_pos").fill_null(INF), pl.col("errormiss_pos").fill_null(INF)),
+        challenger_weight=pl.when(pl.col("challenge_pos").is_not_null()).then(pl.col("challenger_weight")).otherwise(0),
+    )
+    verdicts = verdicts.join(
+        facts.select("escrow_id", "inference_id", "challenge_pos", "end_finished", "vote_threshold"),
+        on=["escrow_id", "inference_id"], how="left",
+    )
+    pre_valid = (
+        verdicts.filter(live_validation & pl.col("valid").fill_null(False) & (pl.col("pos") < pl.col("end_finished")))
+        .group_by("escrow_id", "inference_id")
+        .agg(pre_valid=pl.col("weight").sum())
+    )
+    facts = facts.join(pre_valid, on=["escrow_id", "inference_id"], how="left").with_columns(
+        pl.col("pre_valid").fill_null(0)
+    )
+
+    # The tally after the challenge, vote by vote.
+    votes = (
+        verdicts.filter((kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")))
+        .join(facts.select("escrow_id", "inference_id", "pre_valid", "challenger_weight"), on=["escrow_id", "inference_id"])
+        .sort("escrow_id", "inference_id", "pos")
+        .with_columns(
+            cum_valid=pl.col("pre_valid") + (pl.col("weight") * pl.col("valid").cast(pl.Int64)).cum_sum().over("escrow_id", "inference_id"),
+            cum_invalid=pl.col("challenger_weight")
+            + (pl.col("weight") * (~pl.col("valid")).cast(pl.Int64)).cum_sum().over("escrow_id", "inference_id"),
+        )
+        .with_columns(
+            invalidates=pl.col("cum_invalid") > pl.col("vote_threshold"),
+            validates=pl.col("cum_valid") > pl.col("vote_threshold"),
+        )
+    )
+    resolution = (
+        votes.filter(pl.col("invalidates") | pl.col("validates"))
+        .group_by("escrow_id", "inference_id")
+        .agg(
+            resolved_pos=pl.col("pos").min(),
+            resolved_nonce=pl.col("nonce").sort_by("pos").first(),
+            outcome=pl.when(pl.col("invalidates").sort_by("pos").first()).then(pl.lit("invalidated")).otherwise(pl.lit("validated")),
+            res_valid=pl.col("cum_valid").sort_by("pos").first(),
+            res_invalid=pl.col("cum_invalid").sort_by("pos").first(),
+        )
+    )
+    tally = votes.group_by("escrow_id", "inference_id").agg(
+        all_valid=pl.col("cum_valid").sort_by("pos").last(), all_invalid=pl.col("cum_invalid").sort_by("pos").last()
+    )
+    facts = (
+        facts.join(resolution, on=["escrow_id", "inference_id"], how="left")
+        .join(tally, on=["escrow_id", "inference_id"], how="left")
+        .join(settle, on="escrow_id", how="left")
+    )
+
+    challenged_now = pl.col("challenge_pos").is_not_null()
+    no_finish = pl.col("finish_pos").is_null()
+    timed_out = pl.col("timeout_pos").is_not_null() & (pl.col("timeout_pos") < pl.col("finish_pos").fill_null(INF))
+    drained = (
+        no_finish & ~timed_out & pl.col("start_pos").is_not_null()
+        & pl.col("settlement_nonce").is_not_null() & (pl.col("start_nonce") < pl.col("settlement_nonce"))
+    )
+    facts = facts.with_columns(drained=drained).with_columns(
+        status=pl.when(timed_out).then(pl.lit("timed_out"))
+        .when(no_finish & pl.col("drained")).then(pl.lit("finished"))
+        .when(no_finish & pl.col("confirm_pos").is_not_null()).then(pl.lit("started"))
+        .when(no_finish).then(pl.lit("pending"))
+        .when(pl.col("errormiss_pos").is_not_null() & ~challenged_now).then(pl.lit("timed_out"))
+        .when(challenged_now & pl.col("outcome").is_not_null()).then(pl.col("outcome"))
+        .when(challenged_now).then(pl.lit("challenged"))
+        .otherwise(pl.lit("finished")),
+        votes_valid=pl.when(pl.col("outcome").is_not_null()).then(pl.col("res_valid"))
+        .when(pl.col("all_valid").is_not_null()).then(pl.col("all_valid"))
+        .otherwise(pl.col("pre_valid")),
+        votes_invalid=pl.when(pl.col("outcome").is_not_null()).then(pl.col("res_invalid"))
+        .when(pl.col("all_invalid").is_not_null()).then(pl.col("all_invalid"))
+        .otherwise(pl.col("challenger_weight")),
+        finished=~no_finish,
+        challenged=pl.col("invalid_validation"),
+        executor_slot=pl.col("inference_id") % pl.col("group_size"),
+    )
+    inferences = facts.select(
+        "escrow_id", "inference_id", "model", "executor_slot", "status", "challenged", "finished", "drained",
+        "votes_valid", "votes_invalid", "input_tokens", "output_tokens", "started_at", "confirmed_at",
+        "resolved_nonce", "start_nonce", "finish_slot",
+    ).with_columns(cleared=pl.col("challenged") & (pl.col("status") == "validated"))
+
+    counted = (
+        ((kind == "validation") & live_validation & (pl.col("pos") <= pl.col("end_finished")))
+        | ((kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos"))
+           & (pl.col("pos") <= pl.col("resolved_pos").fill_null(INF)))
+    )
+    verdict_rows = verdicts.join(
+        facts.select("escrow_id", "inference_id", "resolved_pos", "group_size"), on=["escrow_id", "inference_id"], how="left"
+    ).select(
+        "epoch_id", "escrow_id", "inference_id", "nonce", "tx_index", "kind",
+        pl.col("address").alias("validator"), pl.col("slot").alias("validator_slot"), "valid",
+        counted.fill_null(False).alias("counted"),
+        (pl.col("pos") > pl.col("resolved_pos")).fill_null(False).alias("after_resolution"),
+        (pl.col("inference_id") % pl.col("group_size")).alias("executor_slot"),
+    )
+    return inferences, verdict_rows

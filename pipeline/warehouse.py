@@ -1,0 +1,77 @@
+"""The DuckDB warehouse file: schema, transactions, read-only connections.
+
+DuckDB runs a multi-statement string as separate statements, not as one
+transaction, so every write unit here is an explicit BEGIN … COMMIT (invariant 2).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+import polars as pl
+
+from pipeline.paths import sql_text
+
+SCHEMA_VERSION = "1"
+DEFAULT_PATH = Path("warehouse.duckdb")
+
+
+class WarehouseError(Exception):
+    """A warehouse that cannot be opened as asked; one-line message."""
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            raise WarehouseError(f"{path}: the warehouse is in use by another gonka-evidence process; try again when it ends") from None
+        raise WarehouseError(f"{path}: cannot open the warehouse ({text.splitlines()[0]})") from None
+    except duckdb.Error as exc:
+        raise WarehouseError(f"{path}: cannot open the warehouse ({str(exc).splitlines()[0]})") from None
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def open_for_write(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) and bring the schema and views up to date."""
+    path = Path(path)
+    con = _connect(path, read_only=False)
+    with transaction(con):
+        con.execute(sql_text("warehouse/schema.sql"))
+        con.execute(sql_text("warehouse/views.sql"))
+        con.execute(
+            "INSERT OR REPLACE INTO warehouse_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]
+        )
+    return con
+
+
+def open_read_only(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection:
+    path = Path(path)
+    if not path.exists():
+        raise WarehouseError(f"{path}: no warehouse here yet (run `gonka-evidence ingest SOURCE` or `gonka-evidence run` first)")
+    return _connect(path, read_only=True)
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    else:
+        con.execute("COMMIT")
+
+
+
+def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> pl.DataFrame:
+    """Run a query and return a Polars frame (DuckDB 2 hands results over as Arrow)."""
+    result = pl.from_arrow(con.sql(sql, params=params).to_arrow_table())
+    assert isinstance(result, pl.DataFrame)
+    return result

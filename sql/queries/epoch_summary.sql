@@ -1,0 +1,27 @@
+-- name: epoch_summary
+-- description: Per epoch: escrows, inferences by status, and validation verdicts (valid / invalid).
+-- params: none
+WITH s AS (
+  SELECT epoch_id,
+         count(*) AS inferences,
+         count(*) FILTER (status = 'pending') AS pending,
+         count(*) FILTER (status = 'started') AS started,
+         count(*) FILTER (status = 'finished') AS finished,
+         count(*) FILTER (status = 'challenged') AS challenged,
+         count(*) FILTER (status = 'validated') AS validated,
+         count(*) FILTER (status = 'invalidated') AS invalidated,
+         count(*) FILTER (status = 'timed_out') AS timed_out
+  FROM inferences GROUP BY epoch_id
+), v AS (
+  SELECT epoch_id, count(*) FILTER (valid) AS validations_valid, count(*) FILTER (NOT valid) AS validations_invalid
+  FROM validations GROUP BY epoch_id
+), e AS (
+  SELECT epoch_id, count(*) AS escrows FROM escrows GROUP BY epoch_id
+)
+SELECT e.epoch_id AS epoch, e.escrows, coalesce(s.inferences, 0) AS inferences,
+       coalesce(s.pending, 0) AS pending, coalesce(s.started, 0) AS started, coalesce(s.finished, 0) AS finished,
+       coalesce(s.challenged, 0) AS challenged, coalesce(s.validated, 0) AS validated,
+       coalesce(s.invalidated, 0) AS invalidated, coalesce(s.timed_out, 0) AS timed_out,
+       coalesce(v.validations_valid, 0) AS validations_valid, coalesce(v.validations_invalid, 0) AS validations_invalid
+FROM e LEFT JOIN s USING (epoch_id) LEFT JOIN v USING (epoch_id)
+ORDER BY epoch

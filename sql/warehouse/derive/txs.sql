@@ -1,0 +1,1 @@
+SELECT t.* FROM tx_log t JOIN chunk_escrows c USING (escrow_id)

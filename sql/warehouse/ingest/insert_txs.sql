@@ -1,0 +1,1 @@
+INSERT OR IGNORE INTO tx_log BY NAME (SELECT * FROM new_txs)

@@ -1,0 +1,1 @@
+INSERT OR IGNORE INTO quarantine BY NAME (SELECT * FROM new_quarantine)

@@ -1,0 +1,9 @@
+-- Newest copy wins per escrow: a session row replaces the stored one unless the stored one is further along.
+INSERT INTO raw_sessions BY NAME (SELECT * FROM new_sessions)
+ON CONFLICT (escrow_id) DO UPDATE SET
+  epoch_id = excluded.epoch_id, version = excluded.version, creator_addr = excluded.creator_addr,
+  config_json = excluded.config_json, group_json = excluded.group_json, initial_balance = excluded.initial_balance,
+  latest_nonce = excluded.latest_nonce, last_finalized = excluded.last_finalized, status = excluded.status,
+  settled_at = excluded.settled_at, imported_nonce = excluded.imported_nonce, source_id = excluded.source_id,
+  copy_at = excluded.copy_at, run_id = excluded.run_id
+WHERE coalesce(excluded.latest_nonce, 0) >= coalesce(raw_sessions.latest_nonce, 0)

@@ -1,0 +1,81 @@
+-- gonka-evidence warehouse, schema version 1.
+-- Storage tables (raw_*, tx_log, d_*) are internal; the public contract is the views in views.sql.
+
+CREATE TABLE IF NOT EXISTS warehouse_meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+
+CREATE TABLE IF NOT EXISTS ingest_runs (
+  run_id VARCHAR PRIMARY KEY, source_id VARCHAR NOT NULL, source_kind VARCHAR NOT NULL, label VARCHAR,
+  source_display VARCHAR, copy_at TIMESTAMPTZ, started_at TIMESTAMPTZ NOT NULL, finished_at TIMESTAMPTZ,
+  status VARCHAR NOT NULL, rows JSON, pipeline_version VARCHAR, schema_info JSON);
+
+-- One row per problem row; keyed so that re-reading the same bad row does not add it twice.
+CREATE TABLE IF NOT EXISTS quarantine (
+  run_id VARCHAR NOT NULL, source_id VARCHAR NOT NULL, table_name VARCHAR NOT NULL, row_key VARCHAR NOT NULL,
+  reason VARCHAR NOT NULL, PRIMARY KEY (source_id, table_name, row_key));
+
+CREATE TABLE IF NOT EXISTS host_builds_t (host VARCHAR NOT NULL, build VARCHAR NOT NULL, valid_from TIMESTAMPTZ NOT NULL,
+  valid_to TIMESTAMPTZ, PRIMARY KEY (host, valid_from));
+
+-- Raw rows by natural key. Rows that change between copies carry the copy time; the newest copy wins.
+CREATE TABLE IF NOT EXISTS raw_sessions (
+  escrow_id VARCHAR PRIMARY KEY, epoch_id BIGINT NOT NULL, version VARCHAR, creator_addr VARCHAR, config_json VARCHAR,
+  group_json VARCHAR, initial_balance BIGINT, latest_nonce BIGINT, last_finalized BIGINT, status VARCHAR,
+  settled_at BIGINT, imported_nonce BIGINT, source_id VARCHAR, copy_at TIMESTAMPTZ, run_id VARCHAR);
+
+CREATE TABLE IF NOT EXISTS raw_escrow_cache (
+  escrow_id VARCHAR PRIMARY KEY, epoch_id BIGINT, escrow_json VARCHAR, cached_at BIGINT, copy_at TIMESTAMPTZ);
+
+-- Diffs are immutable: the first copy that holds a nonce writes it, later copies (any host) skip it.
+CREATE TABLE IF NOT EXISTS raw_diffs (
+  escrow_id VARCHAR NOT NULL, nonce BIGINT NOT NULL, epoch_id BIGINT NOT NULL, created_at BIGINT, tx_count BIGINT,
+  run_id VARCHAR, PRIMARY KEY (escrow_id, nonce));
+
+CREATE TABLE IF NOT EXISTS tx_log (
+  escrow_id VARCHAR NOT NULL, nonce BIGINT NOT NULL, tx_index BIGINT NOT NULL, epoch_id BIGINT NOT NULL,
+  kind VARCHAR NOT NULL, member VARCHAR, field_number BIGINT, inference_id BIGINT, slot BIGINT, valid BOOLEAN,
+  timeout_reason BIGINT, votes STRUCT(voter_slot BIGINT, accept BOOLEAN)[], model VARCHAR, input_length BIGINT,
+  max_tokens BIGINT, started_at BIGINT, confirmed_at BIGINT, input_tokens BIGINT, output_tokens BIGINT,
+  diff_created_at BIGINT, PRIMARY KEY (escrow_id, nonce, tx_index));
+
+CREATE TABLE IF NOT EXISTS raw_sealed_inferences (
+  escrow_id VARCHAR NOT NULL, inference_id BIGINT NOT NULL, epoch_id BIGINT NOT NULL, sealed_nonce BIGINT,
+  obs_present BOOLEAN, sealed_status BIGINT, sealed_executor_slot BIGINT, sealed_votes_valid BIGINT,
+  sealed_votes_invalid BIGINT, sealed_validated_by BLOB, sealed_model VARCHAR, sealed_input_length BIGINT,
+  sealed_max_tokens BIGINT, sealed_input_tokens BIGINT, sealed_output_tokens BIGINT, sealed_reserved_cost BIGINT,
+  sealed_actual_cost BIGINT, sealed_started_at BIGINT, sealed_confirmed_at BIGINT, copy_at TIMESTAMPTZ,
+  PRIMARY KEY (escrow_id, inference_id));
+
+-- (inference, slot) pairs that applied a validation or vote, without verdicts (completeness cross-check).
+CREATE TABLE IF NOT EXISTS raw_validation_obs (
+  escrow_id VARCHAR NOT NULL, inference_id BIGINT NOT NULL, slot_id BIGINT NOT NULL, epoch_id BIGINT NOT NULL,
+  PRIMARY KEY (escrow_id, inference_id, slot_id));
+
+-- Derived tables, recomputed per escrow whenever an ingest touches the escrow.
+CREATE TABLE IF NOT EXISTS d_escrows (
+  epoch_id BIGINT, escrow_id VARCHAR PRIMARY KEY, model VARCHAR, version VARCHAR, status VARCHAR, group_size BIGINT,
+  vote_threshold BIGINT, validation_rate BIGINT, creator_addr VARCHAR, settled_at TIMESTAMPTZ, latest_nonce BIGINT,
+  finalize_nonce BIGINT, settlement_nonce BIGINT, time_source VARCHAR, config_json VARCHAR);
+
+CREATE TABLE IF NOT EXISTS d_escrow_slots (
+  epoch_id BIGINT, escrow_id VARCHAR, slot_id BIGINT, address VARCHAR, address_slots BIGINT,
+  PRIMARY KEY (escrow_id, slot_id));
+
+CREATE TABLE IF NOT EXISTS d_tx_times (
+  escrow_id VARCHAR, nonce BIGINT, event_at TIMESTAMPTZ, PRIMARY KEY (escrow_id, nonce));
+
+CREATE TABLE IF NOT EXISTS d_inferences (
+  epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, model VARCHAR, executor VARCHAR, executor_slot BIGINT,
+  status VARCHAR, sealed BOOLEAN, challenged BOOLEAN, cleared BOOLEAN, finished BOOLEAN, drained BOOLEAN,
+  votes_valid BIGINT, votes_invalid BIGINT, input_tokens BIGINT, output_tokens BIGINT,
+  started_at TIMESTAMPTZ, confirmed_at TIMESTAMPTZ, event_at TIMESTAMPTZ, resolved_nonce BIGINT,
+  sealed_nonce BIGINT, sealed_status BIGINT, in_diff_log BOOLEAN, PRIMARY KEY (escrow_id, inference_id));
+
+CREATE TABLE IF NOT EXISTS d_validations (
+  epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, nonce BIGINT, tx_index BIGINT, kind VARCHAR,
+  validator VARCHAR, validator_slot BIGINT, executor VARCHAR, valid BOOLEAN, counted BOOLEAN, after_resolution BOOLEAN,
+  event_at TIMESTAMPTZ, PRIMARY KEY (escrow_id, nonce, tx_index));
+
+-- Where the diff-log replay and the copy's sealed rows disagree (sealed rows are best-effort).
+CREATE TABLE IF NOT EXISTS d_replay_disagreements (
+  epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, field VARCHAR, replayed VARCHAR, sealed VARCHAR,
+  PRIMARY KEY (escrow_id, inference_id, field));

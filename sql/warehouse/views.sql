@@ -1,0 +1,68 @@
+-- Public warehouse views (design.md §5). Names and columns are a contract: extend, never break.
+
+CREATE OR REPLACE VIEW host_builds AS
+SELECT host, build, valid_from, valid_to FROM host_builds_t;
+
+CREATE OR REPLACE VIEW escrows AS
+SELECT epoch_id, escrow_id, model, version, status, group_size, vote_threshold, validation_rate, creator_addr,
+       settled_at, latest_nonce, finalize_nonce, time_source
+FROM d_escrows;
+
+CREATE OR REPLACE VIEW escrow_slots AS
+SELECT epoch_id, escrow_id, slot_id, address, address_slots FROM d_escrow_slots;
+
+CREATE OR REPLACE VIEW txs AS
+SELECT t.epoch_id, t.escrow_id, t.nonce, t.tx_index, t.kind,
+       t.inference_id,
+       CASE
+         WHEN t.kind IN ('validation', 'vote', 'finish') THEN t.slot
+         WHEN t.kind IN ('start', 'confirm', 'timeout', 'error_miss') THEN t.inference_id % e.group_size
+       END AS slot,
+       s.address,
+       t.valid,
+       CASE
+         WHEN t.kind = 'timeout' THEN CASE t.timeout_reason WHEN 1 THEN 'refused' WHEN 2 THEN 'execution'
+                                       WHEN 0 THEN 'unspecified' ELSE 'reason ' || t.timeout_reason END
+         WHEN t.kind = 'other' THEN t.member || ' (field ' || coalesce(t.field_number::VARCHAR, '?') || ')'
+       END AS reason,
+       tt.event_at
+FROM tx_log t
+LEFT JOIN d_escrows e USING (escrow_id)
+LEFT JOIN d_escrow_slots s ON s.escrow_id = t.escrow_id AND s.slot_id = (
+       CASE WHEN t.kind IN ('validation', 'vote', 'finish') THEN t.slot
+            WHEN t.kind IN ('start', 'confirm', 'timeout', 'error_miss') THEN t.inference_id % e.group_size END)
+LEFT JOIN d_tx_times tt ON tt.escrow_id = t.escrow_id AND tt.nonce = t.nonce;
+
+CREATE OR REPLACE VIEW inferences AS
+SELECT i.epoch_id, i.escrow_id, i.inference_id, i.model, i.executor, i.executor_slot, i.status, i.sealed,
+       i.challenged, i.votes_valid, i.votes_invalid, i.input_tokens, i.output_tokens, i.started_at, i.confirmed_at,
+       CASE WHEN b.valid_to IS NULL OR i.event_at < b.valid_to THEN b.build END AS executor_build,
+       i.cleared, i.finished, i.drained, i.event_at, i.sealed_nonce, i.sealed_status
+FROM d_inferences i
+ASOF LEFT JOIN host_builds_t b ON b.host = i.executor AND i.event_at >= b.valid_from;
+
+CREATE OR REPLACE VIEW validations AS
+WITH v AS (
+  SELECT v.*, CASE WHEN b.valid_to IS NULL OR v.event_at < b.valid_to THEN b.build END AS validator_build
+  FROM d_validations v
+  ASOF LEFT JOIN host_builds_t b ON b.host = v.validator AND v.event_at >= b.valid_from
+)
+SELECT v.epoch_id, v.escrow_id, v.inference_id, v.nonce, v.kind, v.validator, v.validator_slot, v.executor, v.valid,
+       v.event_at, v.validator_build,
+       CASE WHEN b.valid_to IS NULL OR v.event_at < b.valid_to THEN b.build END AS executor_build,
+       v.tx_index, v.counted, v.after_resolution
+FROM v
+ASOF LEFT JOIN host_builds_t b ON b.host = v.executor AND v.event_at >= b.valid_from;
+
+CREATE OR REPLACE VIEW replay_disagreements AS
+SELECT epoch_id, escrow_id, inference_id, field, replayed, sealed FROM d_replay_disagreements;
+
+COMMENT ON VIEW escrows IS 'One row per escrow (devshard session): epoch, model, runtime version, status (active/settled), group size N, VoteThreshold (tallies must exceed it), validation rate in basis points, creator (gateway), settlement time (UTC). Newest copy wins.';
+COMMENT ON VIEW escrow_slots IS 'Group membership: one row per slot with the address holding it; address_slots = vote weight of that address in the escrow.';
+COMMENT ON VIEW txs IS 'Every transaction of the diff log, deduplicated across copies and hosts on (escrow_id, nonce, tx_index). kind in start, confirm, finish, timeout, validation, vote, error_miss, finalize, other; reason = timeout reason, or the oneof member / field number of kind other. event_at = diffs.created_at when set, else the escrow nonce clock.';
+COMMENT ON VIEW inferences IS 'One row per inference, status from replaying the diff log under the devshard state machine (sealed rows only confirm it). sealed = a sealed row with sealed_nonce > 0; challenged = ever received an invalid MsgValidation; cleared = challenged then validated; finished = has a finish transaction; drained = made Finished by the settlement drain without one. executor_build from an as-of join of host_builds on event_at.';
+COMMENT ON VIEW validations IS 'Every verdict in the diff log: kind validation (MsgValidation, the sampled check) or vote (MsgValidationVote after a challenge). counted = the verdict added weight to the tally; after_resolution = cast after the inference was validated or invalidated (a no-op). Builds from as-of joins of host_builds on event_at.';
+COMMENT ON VIEW host_builds IS 'Build timeline of hosts (gonka-evidence builds FILE.toml): each entry lasts from valid_from until the host''s next entry (valid_to, NULL = open).';
+COMMENT ON VIEW replay_disagreements IS 'Inferences whose replayed facts differ from the copy''s sealed row (status, votes, executor slot, tokens).';
+COMMENT ON TABLE ingest_runs IS 'One row per ingest run: source id (lineage UUID or path), kind, copy time, rows per table (JSON), status, pipeline version.';
+COMMENT ON TABLE quarantine IS 'Rows that could not be decoded (bad protobuf, bad JSON, unknown values), with source, table, key and reason.';

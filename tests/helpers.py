@@ -1,0 +1,54 @@
+"""Helpers shared by tests: ingest into a fresh warehouse, read public views in a stable order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.ingest import IngestSummary, ingest_store
+from pipeline.sources import open_store
+from pipeline.warehouse import fetch_frame, open_for_write
+
+# Public data views and the key that orders them; ingest_runs/quarantine carry run ids and are compared apart.
+VIEW_KEYS = {
+    "escrows": ["escrow_id"],
+    "escrow_slots": ["escrow_id", "slot_id"],
+    "txs": ["escrow_id", "nonce", "tx_index"],
+    "inferences": ["escrow_id", "inference_id"],
+    "validations": ["escrow_id", "nonce", "tx_index"],
+}
+
+
+def ingest(warehouse: Path, source: str | Path, label: str | None = None) -> IngestSummary:
+    con = open_for_write(warehouse)
+    store = open_store(str(source))
+    try:
+        return ingest_store(con, store, label=label)
+    finally:
+        store.close()
+        con.close()
+
+
+def views(warehouse: Path) -> dict[str, pl.DataFrame]:
+    con = open_for_write(warehouse)
+    try:
+        return {v: fetch_frame(con, f"SELECT * FROM {v} ORDER BY {', '.join(k)}") for v, k in VIEW_KEYS.items()}
+    finally:
+        con.close()
+
+
+def frame(warehouse: Path, sql: str) -> pl.DataFrame:
+    con = open_for_write(warehouse)
+    try:
+        return fetch_frame(con, sql)
+    finally:
+        con.close()
+
+
+def assert_views_equal(a: dict[str, pl.DataFrame], b: dict[str, pl.DataFrame]) -> None:
+    from polars.testing import assert_frame_equal
+
+    for name in VIEW_KEYS:
+        assert a[name].height > 0, f"{name} is empty"
+        assert_frame_equal(a[name], b[name], check_dtypes=True, check_exact=True)

@@ -1,0 +1,276 @@
+"""The sample generator: real SQLite files, a real PostgreSQL database, facts checked against the truth."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+import subprocess
+import sys
+import tomllib
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import polars as pl
+import psycopg
+import pytest
+from google.protobuf import unknown_fields
+
+from pipeline.decode import devshard_pb2 as pb
+from pipeline.samples import SampleSpec, generate_timeline
+from pipeline.samples.model import Status
+from pipeline.samples.postgres_writer import TABLE_NAMES
+from pipeline.samples.spec import BUILD_FIX, BUILD_RAW, BUILD_V1
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+EPOCH_TABLES = ["sessions", "diffs", "signatures", "snapshots", "sealed_inferences",
+                "inference_validation_obs", "sealed_validation_obs"]
+
+
+@pytest.fixture(scope="module")
+def timeline():
+    return generate_timeline(SampleSpec(seed=7))
+
+
+@pytest.fixture(scope="module")
+def copy3(timeline):
+    return timeline.copy(last_epoch=3)
+
+
+@pytest.fixture(scope="module")
+def copy4(timeline):
+    return timeline.copy(last_epoch=4)
+
+
+@pytest.fixture(scope="module")
+def store3(copy3, tmp_path_factory):
+    return copy3.write_sqlite(tmp_path_factory.mktemp("store3"))
+
+
+@pytest.fixture(scope="module")
+def store4(copy4, tmp_path_factory):
+    return copy4.write_sqlite(tmp_path_factory.mktemp("store4"))
+
+
+@pytest.fixture(scope="module")
+def pg3(copy3):
+    name = f"samples_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    conninfo = PG_ADMIN.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        copy3.write_postgres(conninfo)
+        with psycopg.connect(conninfo) as connection:
+            yield connection
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _sqlite(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [info[1] for info in db.execute(f"PRAGMA table_info({table})")]
+
+
+def _normal(value):
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(timeline):
+    again = generate_timeline(SampleSpec(seed=7))
+    assert [p.diffs for p in again.escrows] == [p.diffs for p in timeline.escrows]
+    assert again.copy(4).truth.inferences.equals(timeline.copy(4).truth.inferences)
+    other = generate_timeline(SampleSpec(seed=8))
+    assert [p.diffs for p in other.escrows] != [p.diffs for p in timeline.escrows]
+
+
+def test_sqlite_and_postgres_hold_identical_rows(copy3, store3, pg3):
+    for epoch in copy3.epochs:
+        db = _sqlite(store3 / f"epoch_{epoch}.db")
+        for table in EPOCH_TABLES:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                count = pg3.execute(f"SELECT count(*) FROM {TABLE_NAMES[table]} WHERE epoch_id = %s", (epoch,))
+                assert count.fetchone()[0] == 0, (epoch, table)
+                continue
+            columns = ", ".join(_columns(db, table))
+            lite = sorted(tuple(map(_normal, r)) for r in db.execute(f"SELECT {columns} FROM {table}"))
+            pg = sorted(tuple(map(_normal, r)) for r in pg3.execute(
+                f"SELECT {columns} FROM {TABLE_NAMES[table]} WHERE epoch_id = %s", (epoch,)))
+            assert lite == pg, (epoch, table)
+            assert len(lite) == sum(r["epoch_id"] == epoch for r in copy3.tables[table])
+    meta = _sqlite(store3 / "_meta.db")
+    assert sorted(meta.execute("SELECT escrow_id, epoch_id FROM escrow_epoch")) == sorted(
+        pg3.execute("SELECT escrow_id, epoch_id FROM devshard_session_index"))
+    assert sorted(meta.execute("SELECT * FROM escrow_cache")) == sorted(
+        pg3.execute("SELECT * FROM devshard_escrow_cache"))
+    # payloads: base64 files and bytea columns give the same bytes
+    stored = {(e, s, i): (bytes(p), bytes(r)) for e, s, i, p, r in pg3.execute(
+        "SELECT epoch_id, escrow_id, inference_id, prompt_payload, response_payload FROM payload_storage")}
+    files = {}
+    for path in (store3 / "payloads").glob("*/*/*.json"):
+        body = json.loads(path.read_bytes())
+        files[(int(path.parts[-3]), path.parts[-2], int(path.stem))] = (
+            base64.b64decode(body["prompt_payload"]), base64.b64decode(body["response_payload"]))
+    assert files == stored and len(files) == len(copy3.payloads) > 50
+    identity = pg3.execute("SELECT identity FROM devshard_storage_identity").fetchone()[0]
+    assert str(identity) == copy3.truth.planted["lineage"]
+
+
+def test_postgres_partitions_and_narrow_epoch(copy3, pg3):
+    children = {r[0] for r in pg3.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid")}
+    assert {f"devshard_diffs_epoch_{e}" for e in (1, 2, 3)} <= children
+    assert "payload_storage_epoch_1" in children
+    versions = dict(pg3.execute("SELECT epoch_id, count(version) FROM devshard_sessions GROUP BY 1").fetchall())
+    assert versions[1] == 0 and versions[2] == 3
+    rows = pg3.execute("SELECT bool_or(obs_present), max(sealed_status) FROM devshard_sealed_inferences "
+                       "WHERE epoch_id = 1").fetchone()
+    assert rows == (False, 0)  # the old build wrote bare rows only
+
+
+def test_oldest_epoch_file_is_narrow_and_has_no_created_at(store3):
+    db = _sqlite(store3 / "epoch_1.db")
+    assert _columns(db, "sealed_inferences") == ["escrow_id", "inference_id", "sealed_nonce"]
+    assert "version" not in _columns(db, "sessions")
+    assert db.execute("SELECT max(created_at) FROM diffs").fetchone() == (0,)
+    newer = _sqlite(store3 / "epoch_2.db")
+    assert "obs_present" in _columns(newer, "sealed_inferences")
+    assert newer.execute("SELECT min(created_at) FROM diffs").fetchone()[0] > 1_700_000_000
+    ms = _sqlite(store3 / "epoch_3.db").execute("SELECT min(created_at) FROM diffs").fetchone()[0]
+    assert ms > 1_700_000_000_000
+
+
+def test_truth_status_matches_sealed_rows(copy4, store4):
+    truth = copy4.truth.inferences
+    sealed, live = Counter(), Counter()
+    for epoch in copy4.epochs:
+        db = _sqlite(store4 / f"epoch_{epoch}.db")
+        for nonce, present, status in db.execute(
+                "SELECT sealed_nonce, obs_present, sealed_status FROM sealed_inferences"):
+            if present:
+                (sealed if nonce else live)[Status(status).label] += 1
+    full = truth.filter(pl.col("sealed") & ~pl.col("bare"))
+    assert sealed == Counter(dict(full.group_by("status").len().iter_rows()))
+    unsealed = truth.filter(~pl.col("sealed") & pl.col("status").is_in(["challenged", "validated", "invalidated"]))
+    assert live == Counter(dict(unsealed.group_by("status").len().iter_rows()))
+    assert set(truth["status"]) == {s.label for s in Status}  # the cut epoch shows pending and started
+    assert truth.filter(pl.col("drained"))["has_finish_tx"].not_().all()
+    assert truth.filter(pl.col("drained")).height >= 3
+    assert len(copy4.truth.planted["bare_rows"]) > 0
+
+
+def test_validated_by_bitmap_follows_positive_validations(timeline, copy4, store4):
+    groups = {p.escrow_id: p.group for p in timeline.escrows}
+    positive = {}
+    txs = copy4.truth.txs.filter(pl.col("kind") == "validation").sort("nonce", "tx_index")
+    for escrow, inference, address, valid in txs.select("escrow_id", "inference_id", "address", "valid").iter_rows():
+        seen = positive.setdefault((escrow, inference), {})
+        seen.setdefault(address, valid)  # a second verdict of one address changes nothing
+    db = _sqlite(store4 / "epoch_3.db")
+    checked = 0
+    for escrow, inference, bitmap in db.execute(
+            "SELECT escrow_id, inference_id, sealed_validated_by FROM sealed_inferences WHERE obs_present = 1"):
+        expected = 0
+        for address, valid in positive.get((escrow, inference), {}).items():
+            if valid:
+                for slot in groups[escrow].slots_of(address):
+                    expected |= 1 << slot
+        assert bitmap == expected.to_bytes(16, "little")
+        checked += expected > 0
+    assert checked > 20
+
+
+def test_unknown_member_decodes_as_no_oneof(copy4, store4):
+    planted = copy4.truth.planted["unknown_txs"]
+    assert planted
+    for where in planted:
+        db = _sqlite(store4 / f"epoch_{where['epoch_id']}.db")
+        (blob,) = db.execute("SELECT txs_proto FROM diffs WHERE escrow_id = ? AND nonce = ?",
+                             (where["escrow_id"], where["nonce"])).fetchone()
+        tx = pb.DiffContent.FromString(blob).txs[where["tx_index"]]
+        assert tx.WhichOneof("tx") is None
+        assert [f.field_number for f in unknown_fields.UnknownFieldSet(tx)] == [15]
+    kinds = copy4.truth.txs.filter(pl.col("kind") == "other")
+    assert kinds.height == len(planted) + len(copy4.truth.planted["heartbeats"])
+
+
+def test_copy_prunes_old_epochs_and_advances_statuses(copy3, copy4, store4):
+    assert sorted(p.name for p in store4.glob("epoch_*.db")) == ["epoch_2.db", "epoch_3.db", "epoch_4.db"]
+    assert not list(store4.glob("*-wal")) and not list(store4.glob("*-shm"))
+    assert {e for (e,) in _sqlite(store4 / "_meta.db").execute("SELECT epoch_id FROM escrow_epoch")} == {2, 3, 4}
+    assert not (store4 / "payloads" / "1").exists()
+    before = copy3.truth.escrows.filter(pl.col("epoch_id") == 3)
+    after = copy4.truth.escrows.filter(pl.col("epoch_id") == 3)
+    assert set(before["status"]) == {"active"} and set(after["status"]) == {"settled"}
+    assert (after["latest_nonce"] > before["latest_nonce"]).all()
+    # The later copy extends the earlier one's diff log byte for byte.
+    old = {(r["escrow_id"], r["nonce"]): r["txs_proto"] for r in copy3.tables["diffs"] if r["epoch_id"] == 3}
+    new = {(r["escrow_id"], r["nonce"]): r["txs_proto"] for r in copy4.tables["diffs"] if r["epoch_id"] == 3}
+    assert all(new[key] == blob for key, blob in old.items())
+    epoch2 = copy4.truth.escrows.filter(pl.col("epoch_id") == 2)
+    assert sorted(epoch2["status"]) == ["active", "settled", "settled"]  # one escrow never finalizes
+
+
+def test_planted_variants(timeline, copy4):
+    truth, planted = copy4.truth, copy4.truth.planted
+    txs = truth.txs
+    assert planted["votes_after_resolution"] and planted["duplicate_validations"]
+    assert planted["challenged_at_settlement"] and planted["heartbeats"]
+    assert {"timeout", "error_miss", "finalize"} <= set(txs["kind"])
+    inferences = truth.inferences
+    challenged = inferences.filter(pl.col("challenged"))
+    assert {"validated", "invalidated"} <= set(challenged["status"])
+    multi_slot = [p for p in timeline.escrows if p.group.weight(timeline.focal_host) >= 2]
+    assert multi_slot and all(timeline.focal_host in p.group.slots for p in timeline.escrows)
+    assert (truth.escrows["n_addresses"] < truth.escrows["group_size"]).all()
+    reasons = Counter()
+    timeouts = txs.filter(pl.col("kind") == "timeout").select("epoch_id", "escrow_id", "nonce", "tx_index")
+    for where in timeouts.iter_rows():
+        row = next(r for r in copy4.tables["diffs"] if (r["epoch_id"], r["escrow_id"], r["nonce"]) == where[:3])
+        reasons[pb.DiffContent.FromString(row["txs_proto"]).txs[where[3]].timeout_inference.reason] += 1
+    assert reasons[pb.TIMEOUT_REASON_REFUSED] and reasons[pb.TIMEOUT_REASON_EXECUTION]
+
+
+def _build_at(timeline, at: int) -> str:
+    return timeline.cast.focal_build(at)
+
+
+def test_focal_host_behaviour_by_build(timeline, copy4):
+    focal = timeline.focal_host
+    inferences = copy4.truth.inferences.filter(pl.col("has_finish_tx") & (pl.col("executor") == focal))
+    inferences = inferences.with_columns(
+        build=pl.col("started_at").map_elements(lambda t: _build_at(timeline, t), return_dtype=pl.String),
+        sampled=pl.col("temperature").fill_null(1.0) > 0)
+    raw = inferences.filter(pl.col("build") == BUILD_RAW)
+    assert raw.filter(pl.col("sampled") & (pl.col("status") != "timed_out"))["status"].to_list() == (
+        ["invalidated"] * raw.filter(pl.col("sampled") & (pl.col("status") != "timed_out")).height)
+    assert raw.filter(pl.col("sampled")).height > 20
+    assert not raw.filter(~pl.col("sampled"))["challenged"].any()
+    assert not inferences.filter(pl.col("build") == BUILD_FIX)["status"].is_in(["invalidated"]).any()
+    verdicts = copy4.truth.txs.filter((pl.col("address") == focal) & pl.col("kind").is_in(["validation", "vote"]))
+    verdicts = verdicts.with_columns(
+        build=pl.col("event_at").map_elements(lambda t: _build_at(timeline, t), return_dtype=pl.String))
+    raw_invalid = verdicts.filter(pl.col("build") == BUILD_RAW)["valid"].not_().mean()
+    fix_invalid = verdicts.filter(pl.col("build") == BUILD_FIX)["valid"].not_().mean()
+    assert raw_invalid > 0.85 and fix_invalid < 0.5
+
+
+def test_cli_writes_store_and_builds(tmp_path):
+    out = tmp_path / "samples"
+    result = subprocess.run([sys.executable, "-m", "pipeline.samples", str(out), "--seed", "3", "--last-epoch", "2"],
+                            capture_output=True, text=True, check=True)
+    focal = result.stdout.strip()
+    assert focal == generate_timeline(SampleSpec(seed=3)).focal_host
+    assert sorted(p.name for p in (out / "store").iterdir()) == ["_meta.db", "epoch_1.db", "epoch_2.db", "payloads"]
+    builds = tomllib.loads((out / "builds.toml").read_text())["builds"]
+    labels = [b["label"] for b in builds if b["host"] == focal]
+    assert labels == [BUILD_V1, BUILD_RAW, BUILD_FIX]
+    assert len({b["host"] for b in builds}) == 2
