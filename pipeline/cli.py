@@ -41,13 +41,14 @@ def user_errors(func):
     @wraps(func)
     def wrapper(*args, **kwargs):
         from pipeline.builds import BuildsError
+        from pipeline.evidence.window import EvidenceError
         from pipeline.query import QueryError
         from pipeline.sources.base import SourceError
         from pipeline.warehouse import WarehouseError
 
         try:
             return func(*args, **kwargs)
-        except (SourceError, WarehouseError, QueryError, BuildsError) as exc:
+        except (SourceError, WarehouseError, QueryError, BuildsError, EvidenceError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             _fail("interrupted; committed chunks are kept, re-run to continue", 130)
@@ -143,7 +144,7 @@ def query(
 
     if list_:
         for q in named_queries().values():
-            out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]")
+            out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False)
         return
     if fmt not in ("table", "csv", "json", "markdown", "parquet"):
         raise QueryError(f"unknown --format {fmt!r} (table, csv, json, markdown, parquet)")
@@ -183,6 +184,47 @@ def query(
         output.write_text(text_out)
     else:
         sys.stdout.write(text_out if text_out.endswith("\n") else text_out + "\n")
+
+
+@app.command()
+@user_errors
+def evidence(
+    name: Annotated[str, typer.Argument(help="votes-by-build, epoch-summary or peer-invalidation.")],
+    host: Annotated[Optional[str], typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")] = None,
+    epoch: Annotated[Optional[int], typer.Option(help="The escrows of epoch N.")] = None,
+    since: Annotated[Optional[str], typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
+    until: Annotated[Optional[str], typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,
+    by_escrow: Annotated[bool, typer.Option("--by-escrow", help="Per-escrow rows (peer-invalidation).")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="markdown, csv, json or table.")] = "markdown",
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+) -> None:
+    """Print an evidence table with statistics and a provenance footer.
+
+    Example: gonka-evidence evidence votes-by-build --host gonka1... --epoch 3 --format markdown
+    """
+    from pipeline.evidence import compute
+    from pipeline.render import render
+    from pipeline.warehouse import open_read_only
+
+    if fmt not in ("markdown", "csv", "json", "table"):
+        _fail(f"unknown --format {fmt!r} (markdown, csv, json, table)")
+    con = open_read_only(warehouse)
+    try:
+        result = compute(name, con, host=host, epoch=epoch, since=since, until=until, by_escrow=by_escrow,
+                         command=reproducing_command())
+    finally:
+        con.close()
+    typer.echo(render(result, fmt))
+
+
+def reproducing_command() -> str:
+    """The command line as typed, with any URL password redacted (it lands in provenance footers)."""
+    import shlex
+
+    from pipeline.sources.postgres_store import redact
+
+    args = [redact(a) if a.startswith(("postgresql://", "postgres://")) else a for a in sys.argv[1:]]
+    return shlex.join(["gonka-evidence", *args])
 
 
 @app.command()

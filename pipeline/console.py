@@ -82,9 +82,9 @@ def print_description(d: SourceDescription) -> None:
     for t in sorted(d.tables, key=lambda t: t.name):
         notes = []
         if t.missing_columns:
-            notes.append("missing " + ", ".join(t.missing_columns))
+            notes.append("missing " + "; ".join(t.missing_columns))
         if t.extra_columns:
-            notes.append("extra " + ", ".join(t.extra_columns))
+            notes.append("extra " + "; ".join(t.extra_columns))
         cells = [f"{t.rows_by_epoch[e]:,}" if e in t.rows_by_epoch else "" for e in epochs]
         unscoped = t.rows_by_epoch.get(None)
         table.add_row(t.name, *cells, "" if unscoped is None else f"{unscoped:,}", "; ".join(notes))

@@ -119,5 +119,19 @@ def run_job(config_path: Path | None, warehouse: Path | None) -> None:
             n = load_builds(con, cfg.builds)
             out.print(f"host_builds: {n} entries from {cfg.builds}")
         print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
+        if cfg.host:
+            print_host_evidence(con, cfg.host)
     finally:
         con.close()
+
+
+def print_host_evidence(con, host: str) -> None:
+    """The core evidence tables of the configured (or the samples' focal) host, as Markdown."""
+    from pipeline.console import out
+    from pipeline.evidence import compute
+    from pipeline.render import render
+
+    for name in ("epoch-summary", "votes-by-build", "peer-invalidation"):
+        command = f"gonka-evidence evidence {name} --host {host}"
+        out.print(render(compute(name, con, host=host, command=command), "markdown"), markup=False)
+        out.print()

@@ -45,13 +45,10 @@ def peer_invalidation(
         group=pl.when(pl.col("is_host")).then(pl.lit("host")).otherwise(pl.lit("others"))
     )
     per_escrow = _per_escrow(answers)
-    pooled = (
-        per_escrow.group_by("group")
-        .agg(
-            escrows=(pl.col("answers") > 0).sum(),
-            answers=pl.col("answers").sum(),
-            challenged_or_invalidated=pl.col("challenged_or_invalidated").sum(),
-        )
+    pooled = per_escrow.group_by("group").agg(
+        escrows=(pl.col("answers") > 0).sum(),
+        answers=pl.col("answers").sum(),
+        challenged_or_invalidated=pl.col("challenged_or_invalidated").sum(),
     )
     pooled = pl.DataFrame({"group": GROUPS}).join(pooled, on="group", how="left").with_columns(
         escrow_id=pl.lit(POOLED),

@@ -87,6 +87,5 @@ def _utc(value: Any, option: str) -> dt.datetime:
 
 
 def iso_utc(value: dt.datetime) -> str:
-    """``2026-10-25T23:06:00Z``: how windows are written in notes, titles and commands."""
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if value.microsecond == 0 else (
-        value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z")
+    """``2026-10-25T23:06:00Z``: how windows are written in notes and titles."""
+    return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"

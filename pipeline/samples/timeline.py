@@ -31,7 +31,8 @@ class Timeline:
         return HostCopy.from_timeline(self, last_epoch)
 
     def builds_toml(self) -> str:
-        blocks = []
+        # The focal host is the one whose database this is; `gonka-evidence run` reports on it.
+        blocks = [f'focal_host = "{self.focal_host}"\n']
         for window in self.builds:
             since = datetime.fromtimestamp(window.since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
             blocks.append(f'[[builds]]\nhost  = "{window.host}"\nlabel = "{window.label}"\nsince = "{since}"\n')

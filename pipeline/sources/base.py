@@ -90,6 +90,12 @@ KNOWN_NOT_INGESTED = {
     "session_index", "escrow_epoch", "schema_migrations", "validation_credits",
 }
 
+# Columns we recognise and deliberately do not read (signatures, hashes, obs counters).
+KNOWN_UNREAD_COLUMNS = {
+    "user_sig", "post_state_root", "state_hash", "warm_keys_json", "sealed_prompt_hash", "sealed_response_hash",
+    "required_validations", "completed_validations",
+}
+
 # Escrow-scoped tables are read for a set of escrows beyond a per-escrow nonce cursor.
 ESCROW_SCOPED = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs")
 

@@ -21,6 +21,7 @@ from pipeline.paths import sql_text
 from pipeline.sources.base import (
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
+    KNOWN_UNREAD_COLUMNS,
     TABLES,
     SourceDescription,
     SourceError,
@@ -159,7 +160,7 @@ class PostgresStore:
                 if logical in TABLES:
                     canon = TABLES[logical].schema.names
                     rep.missing_columns = [c for c in canon if c not in cols]
-                    rep.extra_columns = [c for c in cols if c not in canon]
+                    rep.extra_columns = [c for c in cols if c not in canon and c not in KNOWN_UNREAD_COLUMNS]
                 elif logical not in KNOWN_NOT_INGESTED:
                     unrecognised.append(f"table {name}")
             elif name == "schema_migrations":

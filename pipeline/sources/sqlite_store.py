@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from pipeline.sources.base import (
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
+    KNOWN_UNREAD_COLUMNS,
     TABLES,
     SourceDescription,
     SourceError,
@@ -179,8 +180,11 @@ class SqliteStore:
                 rep.rows_by_epoch[epoch] = count
                 if logical in TABLES:
                     canon = TABLES[logical].schema.names
-                    rep.missing_columns = sorted(set(rep.missing_columns) | {c for c in canon if c not in cols and c != "epoch_id"})
-                    rep.extra_columns = sorted(set(rep.extra_columns) | {c for c in cols if c not in canon})
+                    where = f"{file.name}: " if epoch is not None else ""
+                    missing = [c for c in canon if c not in cols and c != "epoch_id"]
+                    extra = [c for c in cols if c not in canon and c not in KNOWN_UNREAD_COLUMNS]
+                    rep.missing_columns += [f"{where}{', '.join(missing)}"] if missing else []
+                    rep.extra_columns += [f"{where}{', '.join(extra)}"] if extra else []
                 elif logical not in KNOWN_NOT_INGESTED:
                     unrecognised.append(f"{file.name}: table {name}")
         for p in sorted(self.path.iterdir()):

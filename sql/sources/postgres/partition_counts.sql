@@ -6,7 +6,7 @@ WITH children AS (
   FROM pg_inherits i
   JOIN pg_class c ON c.oid = i.inhrelid
   JOIN pg_class p ON p.oid = i.inhparent
-  WHERE p.relname LIKE 'devshard\_%' OR p.relname = 'payload_storage'
+  WHERE c.relkind IN ('r', 'p') AND (p.relname LIKE 'devshard\_%' OR p.relname = 'payload_storage')
 )
 SELECT parent, child, epoch_id,
        (xpath('/row/n/text()', query_to_xml(format('SELECT count(*) AS n FROM %I', child), false, true, '')))[1]::text::bigint AS n

@@ -1,0 +1,85 @@
+"""Event time (created_at in seconds or milliseconds, or the nonce clock) and build attribution."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from pipeline.builds import BuildsError, load_builds, read_builds
+from pipeline.warehouse import open_for_write
+from tests.helpers import frame, ingest
+
+
+@pytest.fixture
+def warehouse_with_old_epochs(tmp_path, sqlite_copy):
+    """copy(3) holds the oldest epoch (created_at = 0) and the epoch stored in milliseconds."""
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, sqlite_copy(3))
+    return wh
+
+
+def test_event_times_follow_created_at_or_the_nonce_clock(warehouse_with_old_epochs, timeline):
+    truth = timeline.copy(last_epoch=3).truth
+    units = truth.planted["created_at_unit"]
+    assert units == {1: "zero", 2: "s", 3: "ms"}
+    got = frame(
+        warehouse_with_old_epochs,
+        "SELECT escrow_id, nonce, tx_index, epoch(event_at)::BIGINT AS event_at FROM txs ORDER BY escrow_id, nonce, tx_index",
+    )
+    want = truth.txs.select("escrow_id", "nonce", "tx_index", "event_at").sort("escrow_id", "nonce", "tx_index")
+    assert_frame_equal(got, want, check_dtypes=False)
+    sources = frame(warehouse_with_old_epochs, "SELECT epoch_id, any_value(time_source) AS s FROM escrows GROUP BY ALL")
+    assert dict(sources.iter_rows()) == {1: "nonce_clock", 2: "created_at", 3: "created_at"}
+
+
+def _build_at(windows, host: str, ts: datetime) -> str | None:
+    own = sorted((w for w in windows if w.host == host), key=lambda w: w.since)
+    label = None
+    for w in own:
+        if ts.timestamp() >= w.since:
+            label = w.label
+    return label
+
+
+def test_builds_come_from_an_as_of_join_on_event_time(tmp_path, sqlite_copy, timeline):
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, sqlite_copy(4))
+    builds = tmp_path / "builds.toml"
+    timeline.write_builds_toml(builds)
+    con = open_for_write(wh)
+    assert load_builds(con, builds) == len(timeline.builds)
+    con.close()
+    v = frame(wh, "SELECT validator, executor, event_at, validator_build, executor_build FROM validations")
+    assert v.height > 0
+    for row in v.iter_rows(named=True):
+        assert row["validator_build"] == _build_at(timeline.builds, row["validator"], row["event_at"])
+        assert row["executor_build"] == _build_at(timeline.builds, row["executor"], row["event_at"])
+    i = frame(wh, "SELECT executor, event_at, executor_build FROM inferences WHERE event_at IS NOT NULL")
+    for row in i.iter_rows(named=True):
+        assert row["executor_build"] == _build_at(timeline.builds, row["executor"], row["event_at"])
+    labels = set(frame(wh, "SELECT DISTINCT validator_build FROM validations WHERE validator_build IS NOT NULL")["validator_build"])
+    assert len(labels) >= 2  # the window boundaries fall inside the copy
+
+
+def test_builds_file_replaces_the_timeline_and_rejects_bad_files(tmp_path):
+    good = tmp_path / "b.toml"
+    good.write_text(
+        '[[builds]]\nhost = "h1"\nlabel = "a"\nsince = "2026-10-01T00:00:00Z"\n'
+        '[[builds]]\nhost = "h1"\nlabel = "b"\nsince = 2026-10-05T12:00:00Z\n'
+    )
+    frame_ = read_builds(good)
+    assert frame_.to_dicts() == [
+        {"host": "h1", "build": "a", "valid_from": datetime(2026, 10, 1, tzinfo=timezone.utc),
+         "valid_to": datetime(2026, 10, 5, 12, tzinfo=timezone.utc)},
+        {"host": "h1", "build": "b", "valid_from": datetime(2026, 10, 5, 12, tzinfo=timezone.utc), "valid_to": None},
+    ]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[builds]]\nhost = "h1"\nsince = "2026-10-01"\n')
+    with pytest.raises(BuildsError, match="lacks label"):
+        read_builds(bad)
+    bad.write_text('[[builds]]\nhost = "h1"\nlabel = "x"\nsince = "yesterday"\n')
+    with pytest.raises(BuildsError, match="not an ISO-8601 time"):
+        read_builds(bad)
