@@ -249,5 +249,9 @@ def version() -> None:
     typer.echo(__version__)
 
 
+# Feature areas register their commands on `app` when imported (one module each).
+for _module in ():
+    __import__(_module)
+
 if __name__ == "__main__":
     app()

@@ -118,6 +118,11 @@ def ingest_store(
             for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
                 progress(f"epoch {epoch_id}", 0, sum(int(n) for n in chunk["new_nonces"]))
                 _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, latest_created, progress)
+        from pipeline.planes import PLANE_INGESTERS
+
+        for plane in PLANE_INGESTERS:
+            for table, n in plane(con, store, run_id).items():
+                summary.add(table, n)
         status = "ok"
     finally:
         summary.copy_at = unix_to_datetime(max(latest_created)) if latest_created else None

@@ -9,5 +9,5 @@ DATA_SAMPLES_DIR = PROJECT_ROOT / "data-samples"
 
 
 def sql_text(relative: str) -> str:
-    """The text of one SQL file below `sql/`, e.g. ``sql_text("warehouse/schema.sql")``."""
+    """The text of one SQL file below `sql/`, e.g. ``sql_text("queries/epoch_summary.sql")``."""
     return (SQL_DIR / relative).read_text()

@@ -13,7 +13,7 @@ from typing import Iterator
 import duckdb
 import polars as pl
 
-from pipeline.paths import sql_text
+from pipeline.paths import SQL_DIR
 
 SCHEMA_VERSION = "1"
 DEFAULT_PATH = Path("warehouse.duckdb")
@@ -42,8 +42,11 @@ def open_for_write(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection
     path = Path(path)
     con = _connect(path, read_only=False)
     with transaction(con):
-        con.execute(sql_text("warehouse/schema.sql"))
-        con.execute(sql_text("warehouse/views.sql"))
+        # Tables first, then views; each in file-name order (one file per feature area).
+        for script in sorted((SQL_DIR / "warehouse" / "schema").glob("*.sql")):
+            con.execute(script.read_text())
+        for script in sorted((SQL_DIR / "warehouse" / "views").glob("*.sql")):
+            con.execute(script.read_text())
         con.execute(
             "INSERT OR REPLACE INTO warehouse_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]
         )

@@ -104,6 +104,22 @@ class PostgresStore:
         ids = self._query("SELECT identity::text AS id FROM devshard_storage_identity").column("id").to_pylist()
         return ids[0] if ids else None
 
+    def table_columns(self, table: str) -> list[str] | None:
+        """Columns of any table of the database (parents and plain tables), None when absent."""
+        return self._tables.get(table)
+
+    def query_batches(self, sql: str, params: tuple = (), batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+        """Arrow batches of any read query, inside this ingest's snapshot (for other planes)."""
+        cur = self._conn.cursor()
+        cur.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(batch_rows * 256)})
+        try:
+            cur.execute(sql, params)
+            yield from cur.fetch_record_batch()
+        except Exception as exc:
+            raise SourceError(f"{self.display}: query failed ({one_line(exc)})") from None
+        finally:
+            cur.close()
+
     def epochs(self) -> list[int]:
         return self._query(sql_text("sources/postgres/epochs.sql")).column("epoch_id").to_pylist()
 

@@ -108,6 +108,19 @@ class SqliteStore:
         rows = self._query(file, f"SELECT name FROM pragma_table_info('{table}')").column("name").to_pylist()
         return rows or None
 
+    def query_file_batches(self, file: Path, sql: str, params: tuple = (), batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+        """Arrow batches of a read query on another SQLite file of the store (e.g. accounting.db),
+        opened with the same read-only rules. Mind ADBC's type inference from the first rows."""
+        cur = self._connect(Path(file)).cursor()
+        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
+        try:
+            cur.execute(sql, params)
+            yield from cur.fetch_record_batch()
+        except Exception as exc:
+            raise SourceError(f"{Path(file).name}: query failed ({one_line(exc)})") from None
+        finally:
+            cur.close()
+
     # -- SessionStore ----------------------------------------------------------
     def epochs(self) -> list[int]:
         return sorted(self._epoch_files)

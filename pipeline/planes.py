@@ -1,0 +1,18 @@
+"""Other planes a copy may hold beside session storage (accounting ledger, payloads).
+
+`gonka-evidence ingest SOURCE` ingests every plane it finds: after the session
+store, each registered plane ingester gets the same open source (same snapshot
+for PostgreSQL) and the run id, and adds its row counts to the run summary.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import duckdb
+
+from pipeline.sources.base import SessionStore
+
+# (con, store, run_id) -> {table: rows}; quarantined rows are recorded by the ingester itself.
+PlaneIngester = Callable[[duckdb.DuckDBPyConnection, SessionStore, str], dict[str, int]]
+PLANE_INGESTERS: list[PlaneIngester] = []
