@@ -189,12 +189,16 @@ def query(
 @app.command()
 @user_errors
 def evidence(
-    name: Annotated[str, typer.Argument(help="votes-by-build, epoch-summary or peer-invalidation.")],
+    name: Annotated[str, typer.Argument(help="The evidence table, e.g. votes-by-build, epoch-summary, peer-invalidation.")],
     host: Annotated[Optional[str], typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")] = None,
     epoch: Annotated[Optional[int], typer.Option(help="The escrows of epoch N.")] = None,
     since: Annotated[Optional[str], typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
     until: Annotated[Optional[str], typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,
     by_escrow: Annotated[bool, typer.Option("--by-escrow", help="Per-escrow rows (peer-invalidation).")] = False,
+    all_participants: Annotated[bool, typer.Option("--all", help="Every participant, ranked (tracker).")] = False,
+    compare: Annotated[Optional[int], typer.Option(help="Side by side with another epoch (tracker).")] = None,
+    detail: Annotated[bool, typer.Option("--detail", help="Finer split (answers-by-sampling).")] = False,
+    by: Annotated[Optional[str], typer.Option(help="Extra grouping, e.g. day (stability).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="markdown, csv, json or table.")] = "markdown",
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:
@@ -211,6 +215,7 @@ def evidence(
     con = open_read_only(warehouse)
     try:
         result = compute(name, con, host=host, epoch=epoch, since=since, until=until, by_escrow=by_escrow,
+                         all_participants=all_participants, compare=compare, detail=detail, by=by,
                          command=reproducing_command())
     finally:
         con.close()

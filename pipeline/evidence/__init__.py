@@ -44,12 +44,15 @@ def compute(
     until: dt.datetime | str | None = None,
     by_escrow: bool = False,
     command: str,
+    **extra: Any,
 ) -> EvidenceResult:
     """The evidence table `name` for `host` over all data, one epoch, or ``[since, until)``.
 
     ``since``/``until`` are datetimes or ISO-8601 strings (naive = UTC) and go together;
     ``epoch`` excludes them. ``by_escrow`` is accepted by tables that have per-escrow rows.
     ``command`` is the exact command line that reproduces the table (provenance footer).
+    Other keyword options go to the tables that accept them (e.g. ``all_participants``,
+    ``compare``, ``detail``, ``by``).
     """
     try:
         table = EVIDENCE[name]
@@ -58,11 +61,16 @@ def compute(
     if host is None or not str(host).strip():
         raise EvidenceError(f"{name} needs --host ADDR (the host address, gonka1…)")
     window = Window.parse(epoch=epoch, since=since, until=until)
+    # Table-specific options (by_escrow, all_participants, compare, detail, ...) reach only the
+    # tables whose function accepts them; a set option the table does not know is a user error.
     options: dict[str, Any] = {}
-    if by_escrow:
-        if "by_escrow" not in inspect.signature(table).parameters:
-            raise EvidenceError(f"--by-escrow is not available for {name}")
-        options["by_escrow"] = True
+    accepted = inspect.signature(table).parameters
+    for option, value in {"by_escrow": by_escrow, **extra}.items():
+        if value in (None, False):
+            continue
+        if option not in accepted:
+            raise EvidenceError(f"--{option.replace('_', '-')} is not available for {name}")
+        options[option] = value
     result = table(con, str(host).strip(), window, **options)
     result.provenance = provenance(con, window, command)
     return result
