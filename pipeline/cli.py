@@ -139,7 +139,7 @@ def query(
     Example: gonka-evidence query "SELECT status, count(*) FROM inferences GROUP BY ALL" --format markdown
     """
     from pipeline.console import out, print_frame
-    from pipeline.query import QueryError, frame_to_bytes, frame_to_json, named_queries, resolve_sql, run_query
+    from pipeline.query import QueryError, frame_to_bytes, frame_to_csv, frame_to_json, named_queries, resolve_sql, run_query
     from pipeline.warehouse import open_read_only
 
     if list_:
@@ -171,7 +171,7 @@ def query(
         print_frame(frame)
         return
     if fmt == "csv":
-        text_out = frame.write_csv()
+        text_out = frame_to_csv(frame)
     elif fmt == "json":
         text_out = frame_to_json(frame)
     elif fmt == "markdown":

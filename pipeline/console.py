@@ -27,12 +27,12 @@ def ingest_progress() -> Iterator:
         return
     tasks: dict[str, int] = {}
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("diffs"),
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
         TimeElapsedColumn(), console=err, transient=True,
     ) as bars:
         def update(name: str, advance: int, total: int) -> None:
             if name not in tasks:
-                tasks[name] = bars.add_task(name, total=0)
+                tasks[name] = bars.add_task(name, total=None)  # unknown until a total arrives
             task = tasks[name]
             if total:
                 bars.update(task, total=(bars.tasks[task].total or 0) + total)

@@ -30,7 +30,6 @@ from pipeline import __version__
 from pipeline.decode.txs import decode_diffs
 from pipeline.paths import sql_text
 from pipeline.sources.base import SessionStore
-from pipeline.transforms.clock import unix_to_datetime
 from pipeline.transforms.derive import STATUS_NAMES, derive_escrows
 from pipeline.warehouse import fetch_frame, transaction
 
@@ -95,7 +94,7 @@ def ingest_store(
     quarantine: list[tuple[str, str, str]] = []
 
     cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
-    latest_created: list[int] = []
+    heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
     status = "failed"
     try:
         with transaction(con):
@@ -112,12 +111,13 @@ def ingest_store(
             sessions = pl.from_arrow(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
             if epoch_id not in known_epochs and sessions.height:
                 summary.new_epochs.append(epoch_id)
+            heads.append(sessions.select("escrow_id", "latest_nonce"))
             changed, cursors = _changed_escrows(sessions, state)
             summary.escrows_changed += len(changed)
             summary.escrows_unchanged += sessions.height - len(changed)
             for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
-                progress(f"epoch {epoch_id}", 0, sum(int(n) for n in chunk["new_nonces"]))
-                _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, latest_created, progress)
+                progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
+                _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, progress)
         from pipeline.planes import PLANE_INGESTERS
 
         for plane in PLANE_INGESTERS:
@@ -125,7 +125,7 @@ def ingest_store(
                 summary.add(table, n)
         status = "ok"
     finally:
-        summary.copy_at = unix_to_datetime(max(latest_created)) if latest_created else None
+        summary.copy_at = _copy_time(con, heads) if status == "ok" else None
         summary.quarantined = len(quarantine)
         summary.elapsed_s = time.monotonic() - started
         with transaction(con):
@@ -134,6 +134,18 @@ def ingest_store(
                 [status, json.dumps(summary.rows | {"quarantined": summary.quarantined}), summary.copy_at, run_id],
             )
     return summary
+
+
+def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> datetime | None:
+    """When the copy was taken, as far as its data tells: the newest event time at the head
+    (latest nonce) of any of its escrows. Deterministic, and the same for a no-op re-ingest."""
+    if not heads:
+        return None
+    _register(con, "copy_heads", pl.concat(heads))
+    try:
+        return con.execute(sql_text("warehouse/ingest/copy_time.sql")).fetchall()[0][0]
+    finally:
+        con.unregister("copy_heads")
 
 
 def _changed_escrows(sessions: pl.DataFrame, state: dict) -> tuple[list[str], dict[str, int]]:
@@ -167,7 +179,7 @@ def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
         yield frame.slice(start)
 
 
-def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, latest_created, progress) -> None:
+def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, progress) -> None:
     from pipeline.sources.base import TABLES
 
     escrow_ids = chunk["escrow_id"].to_list()
@@ -178,19 +190,19 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarant
         tx_parts.append(decoded.txs)
         diff_parts.append(decoded.diffs)
         bad += [("diffs", key, reason) for key, reason in decoded.quarantined]
-        progress(f"epoch {epoch_id}", batch.num_rows, 0)
+        progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
     txs = pa.concat_tables(tx_parts) if tx_parts else None
     diffs = pa.concat_tables(diff_parts) if diff_parts else None
-    sealed = _table(list(store.read("sealed_inferences", epoch_id, cursors=chunk_cursors)), TABLES["sealed_inferences"].schema)
-    obs = [
-        b for t in ("inference_validation_obs", "sealed_validation_obs")
-        for b in store.read(t, epoch_id, cursors=chunk_cursors)
-    ]
+    sealed_batches, obs = [], []
+    for batch in store.read("sealed_inferences", epoch_id, cursors=chunk_cursors):
+        sealed_batches.append(batch)
+        progress(f"epoch {epoch_id} sealed_inferences", batch.num_rows, 0)
+    sealed = _table(sealed_batches, TABLES["sealed_inferences"].schema)
+    for table in ("inference_validation_obs", "sealed_validation_obs"):
+        for batch in store.read(table, epoch_id, cursors=chunk_cursors):
+            obs.append(batch)
+            progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
     bad += _value_checks(chunk, txs, sealed)
-    if diffs is not None:
-        latest = pl.from_arrow(diffs).filter(pl.col("created_at") > 0)["created_at"]
-        if latest.len():
-            latest_created.append(int(latest.max()))
     sessions = chunk.drop("new_nonces").with_columns(
         source_id=pl.lit(store.source_id), copy_at=pl.lit(None, dtype=pl.Datetime("us", "UTC")), run_id=pl.lit(run_id)
     )

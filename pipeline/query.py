@@ -76,15 +76,25 @@ def json_default(value):
     raise TypeError
 
 
+def with_iso_times(frame: pl.DataFrame) -> pl.DataFrame:
+    """Datetime columns as ISO-8601 strings: UTC with a trailing Z for zoned ones."""
+    def iso(col: str, dtype) -> pl.Expr:
+        e = pl.col(col)
+        if dtype.time_zone:
+            e = e.dt.convert_time_zone("UTC")
+        text = e.dt.strftime("%Y-%m-%dT%H:%M:%S%.f").str.replace(r"\.0+$", "").str.replace(r"(\.\d*?)0+$", "$1")
+        return (text + "Z") if dtype.time_zone else text
+
+    return frame.with_columns(iso(c, t).alias(c) for c, t in frame.schema.items() if isinstance(t, pl.Datetime))
+
+
 def frame_to_json(frame: pl.DataFrame) -> str:
     """JSON array of row objects; timestamps as ISO-8601 UTC with a trailing Z."""
-    out = frame.with_columns(
-        pl.col(c).dt.convert_time_zone("UTC").dt.strftime("%Y-%m-%dT%H:%M:%S%.fZ").str.replace(r"\.000000Z$", "Z")
-        for c, t in frame.schema.items() if isinstance(t, pl.Datetime) and t.time_zone
-    ).with_columns(
-        pl.col(c).dt.strftime("%Y-%m-%dT%H:%M:%S") for c, t in frame.schema.items() if isinstance(t, pl.Datetime) and not t.time_zone
-    )
-    return orjson.dumps(out.to_dicts(), default=json_default, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    return orjson.dumps(with_iso_times(frame).to_dicts(), default=json_default).decode()
+
+
+def frame_to_csv(frame: pl.DataFrame) -> str:
+    return with_iso_times(frame).write_csv()
 
 
 def frame_to_bytes(frame: pl.DataFrame, fmt: str) -> bytes:
