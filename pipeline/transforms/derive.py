@@ -155,7 +155,10 @@ def _with_sealed(
         epoch_id=pl.coalesce("escrow_epoch", "epoch_id"),
         in_diff_log=pl.col("in_diff_log").fill_null(False),
         # Inferences before an imported_nonce exist only as sealed rows; take their facts from there.
-        status=pl.when(only_sealed & rich).then(pl.col("sealed_status_name")).otherwise(pl.col("status")),
+        # Without its start in the log (state imported before imported_nonce) the replay saw only part
+        # of the record's life; a full sealed row knows better.
+        status=pl.when((only_sealed | pl.col("start_nonce").is_null()) & rich & pl.col("sealed_status_name").is_not_null())
+        .then(pl.col("sealed_status_name")).otherwise(pl.col("status")),
         executor_slot=pl.when(only_sealed).then(pl.col("inference_id") % pl.col("group_size")).otherwise(pl.col("executor_slot")),
         model=pl.when(only_sealed & rich).then(pl.col("sealed_model")).otherwise(pl.col("model")),
         votes_valid=pl.when(only_sealed & rich).then(pl.col("sealed_votes_valid")).otherwise(pl.col("votes_valid")),
@@ -196,7 +199,14 @@ def _with_sealed(
                 r.alias("replayed"), s.alias("sealed"),
             )
         )
-    disagreements = pl.concat(parts) if parts else pl.DataFrame()
+    # The finish transaction names its executor slot too; it must be inference_id mod N.
+    parts.append(
+        merged.filter(pl.col("finish_slot").is_not_null() & (pl.col("finish_slot") != pl.col("executor_slot"))).select(
+            "epoch_id", "escrow_id", "inference_id", pl.lit("finish_executor_slot").alias("field"),
+            pl.col("executor_slot").cast(pl.String).alias("replayed"), pl.col("finish_slot").cast(pl.String).alias("sealed"),
+        )
+    )
+    disagreements = pl.concat(parts)
     inferences_out = merged.select(
         "epoch_id", "escrow_id", "inference_id", "model", "executor", "executor_slot", "status", "sealed",
         "challenged", "cleared", "finished", "drained", "votes_valid", "votes_invalid", "input_tokens",

@@ -1,0 +1,124 @@
+"""The diff-log replay on hand-written logs, one state-machine rule per scenario (sources.md §3)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipeline.decode.txs import TX_SCHEMA
+from pipeline.transforms.replay import replay
+
+# Group of 5 slots: A holds 0, B holds 1 and 2 (weight 2), C holds 3, D holds 4. VoteThreshold 2.
+ADDRESSES = ["A", "B", "B", "C", "D"]
+SLOTS = pl.DataFrame(
+    {"escrow_id": ["E"] * 5, "slot_id": list(range(5)), "address": ADDRESSES,
+     "address_slots": [ADDRESSES.count(a) for a in ADDRESSES]}
+)
+
+
+def escrow(latest_nonce: int) -> pl.DataFrame:
+    return pl.DataFrame({"escrow_id": ["E"], "group_size": [5], "vote_threshold": [2], "latest_nonce": [latest_nonce]})
+
+
+def log(*diffs: list[dict]) -> pl.DataFrame:
+    """One list of tx dicts per diff; nonce = position + 1."""
+    rows = []
+    for nonce, txs in enumerate(diffs, 1):
+        for index, tx in enumerate(txs):
+            rows.append({"epoch_id": 1, "escrow_id": "E", "nonce": nonce, "tx_index": index, **tx})
+    return pl.DataFrame(rows, schema=pl.from_arrow(TX_SCHEMA.empty_table()).schema)
+
+
+def start(i):
+    return {"kind": "start", "inference_id": i, "started_at": 1_700_000_000 + i}
+
+
+def confirm(i):
+    return {"kind": "confirm", "inference_id": i, "confirmed_at": 1_700_000_000 + i}
+
+
+def finish(i, slot):
+    return {"kind": "finish", "inference_id": i, "slot": slot, "input_tokens": 5, "output_tokens": 7}
+
+
+def validation(i, slot, valid):
+    return {"kind": "validation", "inference_id": i, "slot": slot, "valid": valid}
+
+
+def vote(i, slot, valid):
+    return {"kind": "vote", "inference_id": i, "slot": slot, "valid": valid}
+
+
+def timeout(i, reason, *accepting):
+    return {"kind": "timeout", "inference_id": i, "timeout_reason": reason,
+            "votes": [{"voter_slot": s, "accept": True} for s in accepting]}
+
+
+def error_miss(i, *accepting):
+    return {"kind": "error_miss", "inference_id": i, "votes": [{"voter_slot": s, "accept": True} for s in accepting]}
+
+
+def run(txs: pl.DataFrame, latest: int | None = None) -> tuple[dict, pl.DataFrame]:
+    inferences, verdicts = replay(txs, escrow(latest or int(txs["nonce"].max())), SLOTS)
+    return {r["inference_id"]: r for r in inferences.iter_rows(named=True)}, verdicts
+
+
+def test_challenge_then_votes_by_slot_weight_and_a_no_op_after_resolution():
+    # Inference 1 is executed by slot 1 (B). A challenges (weight 1); C votes invalid (total 2, not > 2);
+    # D votes invalid (3 > 2) → invalidated; B's late vote is a no-op that stays in the log.
+    txs = log([start(1)], [confirm(1)], [finish(1, 1)], [validation(1, 0, False)],
+              [vote(1, 3, False)], [vote(1, 4, False), vote(1, 1, True)])
+    inf, verdicts = run(txs)
+    assert inf[1]["status"] == "invalidated" and inf[1]["challenged"] and not inf[1]["cleared"]
+    assert (inf[1]["votes_valid"], inf[1]["votes_invalid"]) == (0, 3)
+    late = verdicts.filter(pl.col("validator") == "B").row(0, named=True)
+    assert late["after_resolution"] and not late["counted"]
+
+
+def test_multi_slot_weight_clears_a_challenge_and_pre_challenge_validations_count():
+    # Inference 3 (executor slot 3, C): B validates valid (weight 2, while Finished), A challenges;
+    # D votes valid → valid weight 3 > 2 → validated (cleared).
+    txs = log([start(3)], [confirm(3), finish(3, 3)], [validation(3, 1, True)], [validation(3, 0, False)], [vote(3, 4, True)])
+    inf, _ = run(txs)
+    assert inf[3]["status"] == "validated" and inf[3]["cleared"]
+    assert (inf[3]["votes_valid"], inf[3]["votes_invalid"]) == (3, 1)
+
+
+def test_one_verdict_per_address_whatever_the_slot():
+    # B validates from slot 1, then again from slot 2: the second is a no-op.
+    txs = log([start(5)], [confirm(5), finish(5, 0)], [validation(5, 1, True)], [validation(5, 2, False)])
+    inf, verdicts = run(txs)
+    assert inf[5]["status"] == "finished" and inf[5]["votes_valid"] == 2 and inf[5]["votes_invalid"] == 0
+    assert verdicts["counted"].to_list() == [True, False]
+    # challenged = ever received an invalid MsgValidation, even one that was a no-op
+    assert inf[5]["challenged"]
+
+
+def test_timeouts_need_accept_weight_above_the_threshold():
+    # Refusal on Pending: A + C accept (2, not > 2) would not apply; B (2) + D (1) = 3 applies.
+    txs = log([start(2)], [timeout(2, 1, 0, 3)], [timeout(2, 1, 1, 4)], [start(4)], [confirm(4)], [timeout(4, 2, 1, 2, 0)])
+    inf, _ = run(txs)
+    assert inf[2]["status"] == "timed_out"
+    # Execution timeout on Started: B twice (one address, weight 2) + A = 3 > 2.
+    assert inf[4]["status"] == "timed_out"
+
+
+def test_an_execution_timeout_on_a_pending_record_does_not_apply():
+    txs = log([start(6)], [timeout(6, 2, 1, 3, 4)])
+    inf, _ = run(txs)
+    assert inf[6]["status"] == "pending"
+
+
+def test_error_miss_ends_a_finished_record():
+    txs = log([start(7)], [confirm(7), finish(7, 2)], [error_miss(7, 0, 3, 4)])
+    inf, _ = run(txs)
+    assert inf[7]["status"] == "timed_out" and inf[7]["finished"]
+
+
+def test_settlement_drains_live_records_to_finished_without_a_finish():
+    # Finalize at nonce 3; N = 5 → settlement at nonce 8 once the log reaches it.
+    txs = log([start(1)], [start(2), confirm(1)], [{"kind": "finalize"}], *[[{"kind": "other"}]] * 5)
+    inf, _ = run(txs)
+    assert inf[1]["status"] == "finished" and inf[1]["drained"] and not inf[1]["finished"]
+    assert inf[2]["status"] == "finished" and inf[2]["drained"]
+    not_yet, _ = run(txs.filter(pl.col("nonce") < 8))
+    assert not_yet[1]["status"] == "started" and not not_yet[1]["drained"]
