@@ -60,71 +60,77 @@ class DecodedDiffs:
 
 
 def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
-    """Decode a batch of canonical `diffs` rows (epoch_id, escrow_id, nonce, txs_proto, created_at)."""
-    cols = {name: [] for name in TX_SCHEMA.names}
-    diff_cols = {name: [] for name in DIFF_SCHEMA.names}
+    """Decode a batch of canonical `diffs` rows (epoch_id, escrow_id, nonce, txs_proto, created_at).
+
+    This loop is the ingest's hottest Python code: each transaction becomes one tuple in
+    TX_SCHEMA order (no per-row dict), and columns are built once at the end.
+    """
+    rows: list[tuple] = []
+    diff_rows: list[tuple] = []
     quarantined: list[tuple[str, str]] = []
-    epochs = batch.column("epoch_id").to_pylist()
-    escrows = batch.column("escrow_id").to_pylist()
-    nonces = batch.column("nonce").to_pylist()
-    blobs = batch.column("txs_proto").to_pylist()
-    created = batch.column("created_at").to_pylist()
-    append = {name: cols[name].append for name in cols}
-    for epoch_id, escrow_id, nonce, blob, created_at in zip(epochs, escrows, nonces, blobs, created):
+    append = rows.append
+    columns = (batch.column(n).to_pylist() for n in ("epoch_id", "escrow_id", "nonce", "txs_proto", "created_at"))
+    for epoch_id, escrow_id, nonce, blob, created_at in zip(*columns):
         try:
             diff = DiffContent.FromString(blob or b"")
         except DecodeError as exc:
             quarantined.append((f"{escrow_id}/{nonce}", f"txs_proto does not decode: {exc}"))
             continue
-        n = len(diff.txs)
-        for key, value in (("epoch_id", epoch_id), ("escrow_id", escrow_id), ("nonce", nonce),
-                           ("created_at", created_at), ("tx_count", n)):
-            diff_cols[key].append(value)
-        for index, tx in enumerate(diff.txs):
-            row = _tx_row(tx)
-            append["epoch_id"](epoch_id)
-            append["escrow_id"](escrow_id)
-            append["nonce"](nonce)
-            append["tx_index"](index)
-            append["diff_created_at"](created_at)
-            for name in _TX_FIELDS:
-                append[name](row.get(name))
+        txs = diff.txs
+        diff_rows.append((epoch_id, escrow_id, nonce, created_at, len(txs)))
+        for index, tx in enumerate(txs):
+            append((epoch_id, escrow_id, nonce, index, *_tx_fields(tx), created_at))
+    tx_columns = list(zip(*rows)) if rows else [[] for _ in TX_SCHEMA]
+    diff_columns = list(zip(*diff_rows)) if diff_rows else [[] for _ in DIFF_SCHEMA]
     return DecodedDiffs(
-        txs=pa.Table.from_pydict(cols, schema=TX_SCHEMA),
-        diffs=pa.Table.from_pydict(diff_cols, schema=DIFF_SCHEMA),
+        txs=pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(tx_columns, TX_SCHEMA)], schema=TX_SCHEMA),
+        diffs=pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(diff_columns, DIFF_SCHEMA)], schema=DIFF_SCHEMA),
         quarantined=quarantined,
     )
 
 
-_TX_FIELDS = [n for n in TX_SCHEMA.names if n not in ("epoch_id", "escrow_id", "nonce", "tx_index", "diff_created_at")]
-
-
-def _tx_row(tx) -> dict:
+# Fields between tx_index and diff_created_at, in TX_SCHEMA order:
+# kind, member, field_number, inference_id, slot, valid, timeout_reason, votes,
+# model, input_length, max_tokens, started_at, confirmed_at, input_tokens, output_tokens
+def _tx_fields(tx) -> tuple:
     member = tx.WhichOneof("tx")
+    if member == "validation":
+        m = tx.validation
+        return ("validation", member, 5, m.inference_id, m.validator_slot, m.valid, None, None,
+                None, None, None, None, None, None, None)
+    if member == "start_inference":
+        m = tx.start_inference
+        return ("start", member, 1, m.inference_id, None, None, None, None,
+                m.model, m.input_length, m.max_tokens, m.started_at, None, None, None)
+    if member == "confirm_start":
+        m = tx.confirm_start
+        return ("confirm", member, 2, m.inference_id, None, None, None, None,
+                None, None, None, None, m.confirmed_at, None, None)
+    if member == "finish_inference":
+        m = tx.finish_inference
+        return ("finish", member, 3, m.inference_id, m.executor_slot, None, None, None,
+                None, None, None, None, None, m.input_tokens, m.output_tokens)
+    if member == "validation_vote":
+        m = tx.validation_vote
+        return ("vote", member, 6, m.inference_id, m.voter_slot, m.vote_valid, None, None,
+                None, None, None, None, None, None, None)
+    if member == "timeout_inference":
+        m = tx.timeout_inference
+        return ("timeout", member, 4, m.inference_id, None, None, m.reason, _votes(m.votes),
+                None, None, None, None, None, None, None)
+    if member == "error_miss":
+        m = tx.error_miss
+        return ("error_miss", member, 14, m.inference_id, None, None, None, _votes(m.votes),
+                None, None, None, None, None, None, None)
     if member is None:
         numbers = sorted({f.field_number for f in UnknownFieldSet(tx)})
         number = numbers[0] if numbers else None
-        return {"kind": "other", "member": f"field_{number}" if number else "empty", "field_number": number}
-    msg = getattr(tx, member)
-    row = {"kind": KIND[member], "member": member, "field_number": FIELD_NUMBER[member]}
-    if member == "start_inference":
-        row.update(inference_id=msg.inference_id, model=msg.model, input_length=msg.input_length,
-                   max_tokens=msg.max_tokens, started_at=msg.started_at)
-    elif member == "confirm_start":
-        row.update(inference_id=msg.inference_id, confirmed_at=msg.confirmed_at)
-    elif member == "finish_inference":
-        row.update(inference_id=msg.inference_id, slot=msg.executor_slot,
-                   input_tokens=msg.input_tokens, output_tokens=msg.output_tokens)
-    elif member == "validation":
-        row.update(inference_id=msg.inference_id, slot=msg.validator_slot, valid=msg.valid)
-    elif member == "validation_vote":
-        row.update(inference_id=msg.inference_id, slot=msg.voter_slot, valid=msg.vote_valid)
-    elif member == "timeout_inference":
-        row.update(inference_id=msg.inference_id, timeout_reason=msg.reason,
-                   votes=[{"voter_slot": v.voter_slot, "accept": v.accept} for v in msg.votes])
-    elif member == "error_miss":
-        row.update(inference_id=msg.inference_id,
-                   votes=[{"voter_slot": v.voter_slot, "accept": v.accept} for v in msg.votes])
-    elif member == "reveal_seed":
-        row.update(slot=msg.slot_id)
-    return row
+        member = f"field_{number}" if number else "empty"
+        return ("other", member, number, None, None, None, None, None, None, None, None, None, None, None, None)
+    slot = tx.reveal_seed.slot_id if member == "reveal_seed" else None
+    return (KIND[member], member, FIELD_NUMBER[member], None, slot, None, None, None,
+            None, None, None, None, None, None, None)
+
+
+def _votes(votes) -> list[dict]:
+    return [{"voter_slot": v.voter_slot, "accept": v.accept} for v in votes]

@@ -136,8 +136,8 @@ def _with_sealed(
     inferences: pl.DataFrame, sealed: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Attach sealed-row facts, add inferences known only from sealed rows, list disagreements."""
-    status_name = pl.col("sealed_status").map_elements(
-        lambda s: STATUS_NAMES[s] if 0 <= s < len(STATUS_NAMES) else None, return_dtype=pl.String
+    status_name = pl.col("sealed_status").replace_strict(
+        dict(enumerate(STATUS_NAMES)), default=None, return_dtype=pl.String
     )
     sealed = sealed.with_columns(sealed_status_name=status_name)
     merged = inferences.with_columns(in_diff_log=pl.lit(True)).join(
