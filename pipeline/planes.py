@@ -16,3 +16,15 @@ from pipeline.sources.base import SessionStore
 # (con, store, run_id) -> {table: rows}; quarantined rows are recorded by the ingester itself.
 PlaneIngester = Callable[[duckdb.DuckDBPyConnection, SessionStore, str], dict[str, int]]
 PLANE_INGESTERS: list[PlaneIngester] = []
+
+
+def _register_issue4_planes() -> None:
+    # Imported here, not at the top: the ingesters import the warehouse helpers, and
+    # `pipeline.ingest` imports this module lazily.
+    from pipeline.transforms.answers import ingest_payloads
+    from pipeline.transforms.ledger import ingest_ledger
+
+    PLANE_INGESTERS.extend([ingest_ledger, ingest_payloads])
+
+
+_register_issue4_planes()

@@ -6,6 +6,7 @@ carry `epoch_id`, which the SQLite writer turns into the file name. The writers 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from dataclasses import dataclass
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import polars as pl
 
-from . import wire
+from . import payload_faults, wire
+from .ledger import LedgerBuilder, LedgerCopy
 from .model import LIVE_OBS, EscrowMachine, Record, Status, tx_rows
 from .scenario import EscrowPlan, address
 
@@ -31,6 +33,8 @@ class Truth:
     txs: pl.DataFrame
     escrows: pl.DataFrame
     planted: dict
+    tracker: pl.DataFrame | None = None  # per epoch, participant, model: what the ledger must yield
+    answers: pl.DataFrame | None = None  # per stored answer: the answer checks (planted faults)
 
     def __getitem__(self, name: str):
         return getattr(self, name)
@@ -46,9 +50,16 @@ class HostCopy:
     validation_leases: list[dict]  # PostgreSQL only: this host's own validation jobs
     truth: Truth
     focal_host: str
+    ledger: LedgerCopy | None = None  # the gateway's accounting ledger; written only when asked
+
+    def with_ledger_schema(self, schema_version: int) -> HostCopy:
+        """The same copy with its ledger written in another schema version (2, 4, 6 or 7)."""
+        ledger = dataclasses.replace(self.ledger, schema_version=schema_version)
+        truth = dataclasses.replace(self.truth, tracker=ledger.truth())
+        return dataclasses.replace(self, ledger=ledger, truth=truth)
 
     @classmethod
-    def from_timeline(cls, timeline, last_epoch: int) -> HostCopy:
+    def from_timeline(cls, timeline, last_epoch: int, malformed_payloads: bool = False) -> HostCopy:
         spec = timeline.spec
         kept = [e for e in spec.epochs if last_epoch - 2 <= e <= last_epoch]
         builder = _CopyBuilder(timeline, last_epoch)
@@ -62,23 +73,39 @@ class HostCopy:
             "narrow_epochs": [e for e, legacy in epochs.items() if legacy],
             "created_at_unit": {p.epoch_id: p.created_at_unit for p in timeline.escrows if p.epoch_id in kept},
         }
+        plans = {(p.escrow_id, i): inference for p in timeline.escrows if p.epoch_id in kept
+                 for i, inference in p.inferences.items()}
+        answers = payload_faults.plant(builder.payloads, plans, malformed=malformed_payloads)
+        ledger = builder.ledger.build(timeline.focal_host)
+        planted["ledger"] = ledger.planted
         truth = Truth(
             inferences=pl.DataFrame(builder.truth_inferences, schema=_INFERENCE_SCHEMA, orient="row"),
             txs=pl.DataFrame(builder.truth_txs, schema=_TX_SCHEMA, orient="row"),
             escrows=pl.DataFrame(builder.truth_escrows, schema=_ESCROW_SCHEMA, orient="row"),
-            planted=planted)
+            planted=planted, tracker=ledger.truth(), answers=answers)
         return cls(last_epoch, lineage, epochs, builder.tables, builder.payloads, builder.leases, truth,
-                   timeline.focal_host)
+                   timeline.focal_host, ledger)
 
-    def write_sqlite(self, store_dir: str | Path) -> Path:
+    def write_sqlite(self, store_dir: str | Path, ledger: bool = False) -> Path:
+        """The SQLite store directory; with `ledger`, also the gateway's `accounting.db` beside it."""
         from .sqlite_writer import write_store
 
-        return write_store(self, Path(store_dir))
+        path = write_store(self, Path(store_dir))
+        if ledger:
+            from .ledger_writer import write_accounting_db
 
-    def write_postgres(self, conninfo: str) -> None:
+            write_accounting_db(self.ledger, path / "accounting.db")
+        return path
+
+    def write_postgres(self, conninfo: str, ledger: bool = False) -> None:
+        """The PostgreSQL database; with `ledger`, also the `accounting_*` tables (two writers)."""
         from .postgres_writer import write_database
 
         write_database(self, conninfo)
+        if ledger:
+            from .ledger_writer import write_accounting_postgres
+
+            write_accounting_postgres(self.ledger, conninfo)
 
 
 _INFERENCE_SCHEMA = {
@@ -134,6 +161,7 @@ class _CopyBuilder:
         self.truth_inferences: list[tuple] = []
         self.truth_txs: list[tuple] = []
         self.truth_escrows: list[tuple] = []
+        self.ledger = LedgerBuilder(timeline.spec.seed)
         self.planted: dict[str, list] = {key: [] for key in (
             "unknown_txs", "bare_rows", "votes_after_resolution", "duplicate_validations", "heartbeats",
             "drained", "challenged_at_settlement", "never_finalized")}
@@ -155,6 +183,7 @@ class _CopyBuilder:
         self.truth_escrows.append((epoch, escrow, plan.group.size, plan.threshold,
                                    "settled" if settled else "active", len(plan.group.addresses()), upto,
                                    plan.creator, settled_at))
+        self.ledger.add(plan, machine, upto, settled)
         for nonce, tx_index, inference_id, member in machine.no_ops:
             where = {"epoch_id": epoch, "escrow_id": escrow, "nonce": nonce, "tx_index": tx_index,
                      "inference_id": inference_id}

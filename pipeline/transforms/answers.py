@@ -1,0 +1,209 @@
+"""Stored answers → `answer_checks_t`: sampling parameters and integrity checks, bodies dropped.
+
+The request gives model, temperature, top_p, max_tokens and the logprobs settings (absent
+sampling keys are the API defaults, temperature 1 and top_p 1; `*_given` says whether the
+request named them). The response is either one `chat.completion` object or an SSE stream of
+`chat.completion.chunk` objects ending in `data: [DONE]`, with `usage` in the final chunk
+(sources.md §6.2). Per answer we count logprob entries, positions whose `top_logprobs` repeat a
+token, NaN and missing logprobs, tokens that are not numeric ids, and whether the answer is empty.
+
+Parsing is orjson (the hot path); a body orjson rejects is retried with the standard library,
+which accepts the NaN / Infinity literals some engines write, so those still count as NaN.
+A body that is not JSON, or a stream cut before `[DONE]`, keeps a row with `complete = false`
+and NULL checks, and is quarantined with the reason (design.md invariant 4). Raw bodies are
+never stored (invariant 8).
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import orjson
+
+from pipeline.sources.payloads import RawPayload, file_payloads, postgres_payloads
+from pipeline.transforms.ledger import insert_rows, record_problems
+from pipeline.warehouse import fetch_frame, transaction
+
+ROWS_PER_COMMIT = 5000
+ENVELOPE_KEYS = ("request", "payload", "body", "inference_request", "openai_request")
+
+
+class BodyError(ValueError):
+    """A body that cannot be read as the format it claims."""
+
+
+def _loads(data: bytes):
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(data)  # NaN / Infinity literals
+        except ValueError as exc:
+            raise BodyError(f"not JSON ({str(exc).splitlines()[0][:80]})") from None
+
+
+def scan_request(body: bytes | None) -> dict:
+    if not body:
+        raise BodyError("empty request body")
+    doc = _loads(body)
+    for key in ENVELOPE_KEYS:  # an envelope around the chat-completions request (unconfirmed shape)
+        if isinstance(doc, dict) and "messages" not in doc and key in doc:
+            inner = doc[key]
+            doc = _loads(inner.encode() if isinstance(inner, str) else inner) if isinstance(inner, (str, bytes)) else inner
+    if not isinstance(doc, dict):
+        raise BodyError("request is not a JSON object")
+    temperature, top_p = doc.get("temperature"), doc.get("top_p")
+    return {
+        "model": doc.get("model"),
+        "temperature": 1.0 if temperature is None else float(temperature),
+        "top_p": 1.0 if top_p is None else float(top_p),
+        "temperature_given": temperature is not None, "top_p_given": top_p is not None,
+        "max_tokens": _int(doc.get("max_tokens", doc.get("max_completion_tokens"))),
+        "logprobs_requested": bool(doc.get("logprobs")) if "logprobs" in doc else None,
+        "top_logprobs": _int(doc.get("top_logprobs")), "stream_requested": bool(doc.get("stream", False)),
+    }
+
+
+def _int(value) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class _Checks:
+    __slots__ = ("entries", "dup", "nan", "missing", "not_ids", "chars")
+
+    def __init__(self):
+        self.entries = self.dup = self.nan = self.missing = self.not_ids = self.chars = 0
+
+    def add_entries(self, entries) -> None:
+        if not entries:
+            return
+        for e in entries:
+            self.entries += 1
+            lp = e.get("logprob")
+            if lp is None:
+                self.missing += 1
+            elif lp != lp or (isinstance(lp, str) and lp.strip().lower() in ("nan", "-nan")):
+                self.nan += 1
+            token = e.get("token")
+            if not (isinstance(token, str) and token.isascii() and token.isdigit()):
+                self.not_ids += 1
+            tops = e.get("top_logprobs")
+            if tops and len(tops) > 1:
+                tokens = [t.get("token") for t in tops]
+                if len(set(tokens)) != len(tokens):
+                    self.dup += 1
+
+
+def scan_response(body: bytes | None) -> dict:
+    """Integrity facts of one response body; raises BodyError when it cannot be read to the end."""
+    if not body:
+        raise BodyError("empty response body")
+    head = body[:64].lstrip()
+    checks = _Checks()
+    if head.startswith((b"data:", b"event:", b":")):
+        usage = _scan_sse(body, checks)
+        sse = True
+    else:
+        doc = _loads(body)
+        if not isinstance(doc, dict) or not isinstance(doc.get("choices"), list):
+            raise BodyError("response is not a chat.completion object")
+        for choice in doc["choices"]:
+            message = choice.get("message") or {}
+            checks.chars += len(message.get("content") or "")
+            checks.add_entries((choice.get("logprobs") or {}).get("content"))
+        usage = doc.get("usage") or {}
+        sse = False
+    return {
+        "prompt_tokens": _int(usage.get("prompt_tokens")), "completion_tokens": _int(usage.get("completion_tokens")),
+        "logprob_tokens": checks.entries, "duplicate_top_logprob_positions": checks.dup, "nan_logprobs": checks.nan,
+        "missing_logprobs": checks.missing, "tokens_not_ids": checks.not_ids,
+        "empty": checks.chars == 0 and checks.entries == 0, "sse": sse, "complete": True,
+    }
+
+
+def _scan_sse(body: bytes, checks: _Checks) -> dict:
+    usage: dict = {}
+    done = False
+    for line in body.split(b"\n"):
+        if not line.startswith(b"data:"):
+            continue  # blank separators, comments, event names
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            done = True
+            break
+        try:
+            chunk = _loads(data)
+        except BodyError:
+            raise BodyError("SSE stream truncated or corrupt (a chunk is not JSON)") from None
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            checks.chars += len((choice.get("delta") or {}).get("content") or "")
+            checks.add_entries((choice.get("logprobs") or {}).get("content"))
+    if not done:
+        raise BodyError("SSE stream truncated (no data: [DONE])")
+    return usage
+
+
+NULL_CHECKS = dict.fromkeys(("prompt_tokens", "completion_tokens", "logprob_tokens", "duplicate_top_logprob_positions",
+                             "nan_logprobs", "missing_logprobs", "tokens_not_ids", "empty"))
+NULL_REQUEST = dict.fromkeys(("model", "temperature", "top_p", "temperature_given", "top_p_given", "max_tokens",
+                              "logprobs_requested", "top_logprobs", "stream_requested"))
+
+
+def check_payload(p: RawPayload) -> tuple[dict, list[str]]:
+    """One answer_checks_t row (without run/source ids) and the problems found."""
+    row = {"epoch_id": p.epoch_id, "escrow_id": p.escrow_id, "inference_id": p.inference_id,
+           "response_bytes": len(p.response) if p.response is not None else None}
+    if p.problem:
+        return row | NULL_REQUEST | NULL_CHECKS | {"sse": None, "complete": False, "problem": p.problem}, [p.problem]
+    problems = []
+    try:
+        row |= scan_request(p.prompt)
+    except BodyError as exc:
+        problems.append(f"prompt_payload: {exc}")
+        row |= NULL_REQUEST
+    try:
+        row |= scan_response(p.response)
+    except BodyError as exc:
+        problems.append(f"response_payload: {exc}")
+        row |= NULL_CHECKS | {"sse": (p.response or b"")[:64].lstrip().startswith(b"data:"), "complete": False}
+    row["problem"] = "; ".join(problems) or None
+    return row, problems
+
+
+def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run_id: str) -> dict[str, int]:
+    """Plane ingester: every stored answer of the copy not yet in the warehouse."""
+    known = {(e, i) for e, i in fetch_frame(con, "SELECT escrow_id, inference_id FROM answer_checks_t").iter_rows()}
+    if store.kind == "postgres":
+        payloads = postgres_payloads(store, known)
+    else:
+        payloads = file_payloads(store.path / "payloads", known)
+    rows, problems, total, bad = [], [], 0, 0
+
+    def commit() -> None:
+        with transaction(con):
+            insert_rows(con, "answer_checks_t", rows)
+            record_problems(con, run_id, store.source_id, problems)
+
+    for payload in payloads:
+        row, found = check_payload(payload)
+        rows.append(row | {"source_id": store.source_id, "run_id": run_id})
+        key = f"{payload.epoch_id}/{payload.escrow_id}/{payload.inference_id}"
+        problems += [("payload_storage", key, "; ".join(found))] if found else []
+        bad += bool(found)
+        if len(rows) >= ROWS_PER_COMMIT:
+            commit()
+            total += len(rows)
+            rows, problems = [], []
+    if rows or problems:
+        commit()
+        total += len(rows)
+    return {"answer_checks": total, "payloads_quarantined": bad} if total else {}
+
+
+__all__ = ["BodyError", "check_payload", "ingest_payloads", "scan_request", "scan_response"]

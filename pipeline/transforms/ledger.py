@@ -1,0 +1,164 @@
+"""Accounting ledger → warehouse: counter keys parsed as maps, per-escrow rows upserted.
+
+`counter_key` changes shape with `schema_version` (sources.md §5.4): 4 has no flags, 6 adds the
+five booleans and `delivery_reason`, 7 says `phase` / `terminal` / `timeout_action`. Every key is
+parsed as a generic JSON map: known fields become columns, unknown ones are kept (`extra_keys`)
+beside the raw JSON, and nothing is quarantined for them. A key that is not a JSON object or
+has no usable `slot_id` cannot be attributed to a participant: it is quarantined and counted.
+
+The plane ingester `ingest_ledger` replaces an escrow's rows only when the copy is at least as
+far along (`latest_nonce`) as what the warehouse holds (newest copy wins; history accumulates).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import duckdb
+import orjson
+import polars as pl
+
+from pipeline.sources.accounting import LedgerRead, read_postgres_ledger, read_sqlite_ledger
+from pipeline.warehouse import fetch_frame, transaction
+
+STRING_FIELDS = ("disposition", "timeout_kind", "timeout_outcome", "timeout_reason", "failure_origin",
+                 "no_send_reason", "quarantine_mode", "detail_reason", "delivery_reason", "terminal", "ghost_reason")
+FLAGS = ("slow_receipt", "slow_chunk", "clock_drifted", "slow_decode", "logprobs_decoded")
+KNOWN_KEYS = {"slot_id", "phase", "dispatch_phase", "timeout_evaluation_phase", "timeout_action", "escrow_id",
+              "count", "key", *STRING_FIELDS, *FLAGS}
+COUNTER_COLUMNS = ("slot_id", "disposition", "phase", "warmup", "timeout_kind", "timeout_outcome", "timeout_reason",
+                   "failure_origin", "no_send_reason", "quarantine_mode", "detail_reason", "delivery_reason",
+                   "terminal", "ghost_reason", *FLAGS, "key_json", "extra_keys")
+LEDGER_TABLES = ("ledger_counters", "ledger_host_stats", "ledger_slot_sets", "ledger_slots", "ledger_escrows")
+
+
+class CounterKeyError(ValueError):
+    """A counter key that cannot be attributed (not a JSON object, no slot)."""
+
+
+def _flag(value) -> bool:
+    if isinstance(value, str):
+        return value.lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def parse_counter_key(raw) -> dict:
+    """One CounterKey (bytes, str or an already decoded dict) as the warehouse's counter columns."""
+    if isinstance(raw, (bytes, bytearray, memoryview, str)):
+        try:
+            key = orjson.loads(bytes(raw) if not isinstance(raw, str) else raw)
+        except orjson.JSONDecodeError as exc:
+            raise CounterKeyError(f"counter_key is not JSON ({exc})") from None
+    else:
+        key = raw
+    if not isinstance(key, dict):
+        raise CounterKeyError(f"counter_key is a JSON {type(key).__name__}, not an object")
+    slot = key.get("slot_id")
+    if isinstance(slot, str) and slot.lstrip("-").isdigit():
+        slot = int(slot)
+    if not isinstance(slot, int) or isinstance(slot, bool) or slot < 0:
+        raise CounterKeyError(f"counter_key has no usable slot_id ({slot!r})")
+    row: dict = {"slot_id": slot}
+    for name in STRING_FIELDS:
+        value = key.get(name)
+        row[name] = None if value in (None, "") else str(value)
+    if row["disposition"] is None:
+        row["disposition"] = "unknown"
+    if row["timeout_outcome"] is None and key.get("timeout_action"):
+        row["timeout_outcome"] = str(key["timeout_action"])  # schema 7 names the outcome an action
+    row["phase"] = key.get("phase") or key.get("dispatch_phase") or "normal"
+    row["warmup"] = "warmup_probe" in (row["delivery_reason"], row["detail_reason"], row["terminal"])
+    for flag in FLAGS:
+        row[flag] = _flag(key.get(flag, False))
+    row["key_json"] = orjson.dumps(key).decode()
+    extra = {k: v for k, v in key.items() if k not in KNOWN_KEYS}
+    row["extra_keys"] = orjson.dumps(extra).decode() if extra else None
+    return row
+
+
+def counter_id(key: dict) -> str:
+    return hashlib.sha256(orjson.dumps(key, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def ingest_ledger(con: duckdb.DuckDBPyConnection, store, run_id: str) -> dict[str, int]:
+    """Plane ingester: the accounting ledger of the copy, if it holds one."""
+    if store.kind == "postgres":
+        read = read_postgres_ledger(store)
+    else:
+        read = read_sqlite_ledger(store)
+    if read is None:
+        return {}
+    return write_ledger(con, read, store.source_id, run_id)
+
+
+def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, source_id: str, run_id: str) -> dict[str, int]:
+    problems = list(read.problems)
+    stored = dict(fetch_frame(con, "SELECT escrow_id, latest_nonce FROM ledger_escrows").iter_rows())
+    escrows = [e for e in read.escrows if e["escrow_id"] not in stored
+               or (e["latest_nonce"] or 0) >= (stored[e["escrow_id"]] or 0)]
+    keep = {e["escrow_id"] for e in escrows}
+    escrow_rows, slot_rows = [], []
+    for e in escrows:
+        escrow_rows.append({
+            "escrow_id": e["escrow_id"], "epoch_id": e["epoch_id"], "model": e["model"],
+            "group_size": len(e["slots"]), "phase": e["phase"], "phase_rank": e["phase_rank"],
+            "latest_nonce": e["latest_nonce"], "schema_version": read.schema_version, "layout": read.layout,
+            "source_id": source_id, "run_id": run_id})
+        if not e["slots"]:
+            problems.append(("accounting_escrow_state", e["escrow_id"], "escrow metadata has no slots; "
+                             "its counters cannot be attributed to participants"))
+        slot_rows += [{"escrow_id": e["escrow_id"], "slot_id": s, "address": a} for s, a in enumerate(e["slots"])]
+    counter_rows = []
+    for c in read.counters:
+        if c["escrow_id"] not in keep:
+            continue
+        try:
+            parsed = parse_counter_key(c["counter_key"])
+        except CounterKeyError as exc:
+            problems.append(("accounting_escrow_counters", f"{c['escrow_id']}/{c['counter_id']}", str(exc)))
+            continue
+        counter_rows.append({"escrow_id": c["escrow_id"], "counter_id": c["counter_id"], **parsed,
+                             "count": int(c["count"] or 0), "schema_version": read.schema_version})
+    host_rows = [h for h in read.host_stats if h["escrow_id"] in keep]
+    set_rows = [s for s in read.slot_sets if s["escrow_id"] in keep]
+    frames = {"ledger_escrows": escrow_rows, "ledger_slots": slot_rows, "ledger_counters": counter_rows,
+              "ledger_host_stats": host_rows, "ledger_slot_sets": set_rows}
+    with transaction(con):
+        if keep:
+            con.register("ledger_keep", pl.DataFrame({"escrow_id": sorted(keep)}).to_arrow())
+            for table in LEDGER_TABLES:
+                con.execute(f"DELETE FROM {table} WHERE escrow_id IN (SELECT escrow_id FROM ledger_keep)")
+            con.unregister("ledger_keep")
+        for table, rows in frames.items():
+            insert_rows(con, table, rows)
+        record_problems(con, run_id, source_id, problems)
+    return {"ledger_escrows": len(escrow_rows), "ledger_counters": len(counter_rows),
+            "ledger_quarantined": len(problems)}
+
+
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:
+    """Insert dict rows by column name (inside the caller's transaction)."""
+    if not rows:
+        return
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    con.register("new_rows", frame.to_arrow())
+    try:
+        cols = ", ".join(f'"{c}"' for c in frame.columns)
+        con.execute(f"INSERT OR REPLACE INTO {table} ({cols}) SELECT {cols} FROM new_rows")
+    finally:
+        con.unregister("new_rows")
+
+
+def record_problems(con: duckdb.DuckDBPyConnection, run_id: str, source_id: str,
+                    problems: list[tuple[str, str, str]]) -> None:
+    """Quarantine rows (first report of a row wins; re-reading it adds nothing)."""
+    if not problems:
+        return
+    frame = pl.DataFrame([{"run_id": run_id, "source_id": source_id, "table_name": t, "row_key": k, "reason": r}
+                          for t, k, r in problems]).unique(subset=["table_name", "row_key"], keep="first")
+    con.register("new_problems", frame.to_arrow())
+    try:
+        con.execute("INSERT OR IGNORE INTO quarantine (run_id, source_id, table_name, row_key, reason) "
+                    "SELECT run_id, source_id, table_name, row_key, reason FROM new_problems")
+    finally:
+        con.unregister("new_problems")

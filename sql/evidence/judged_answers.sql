@@ -1,0 +1,13 @@
+-- The host's judged answers: inferences it executed with a finish transaction, not timed out,
+-- that received at least one sampled validation (MsgValidation); sampling from the stored request.
+-- Window: --epoch on the escrow's epoch, --since/--until on started_at. params: $host, $epoch, $since, $until
+SELECT i.epoch_id, i.escrow_id, i.inference_id, coalesce(i.executor_build, 'unattributed') AS build,
+       i.status, i.challenged, a.temperature, a.top_p
+FROM inferences i
+LEFT JOIN answer_checks_t a ON a.escrow_id = i.escrow_id AND a.inference_id = i.inference_id
+WHERE i.executor = $host AND i.finished AND i.status <> 'timed_out'
+  AND EXISTS (SELECT 1 FROM validations v WHERE v.escrow_id = i.escrow_id AND v.inference_id = i.inference_id
+              AND v.kind = 'validation')
+  AND ($epoch::BIGINT IS NULL OR i.epoch_id = $epoch)
+  AND ($since::TIMESTAMPTZ IS NULL OR i.started_at >= $since)
+  AND ($until::TIMESTAMPTZ IS NULL OR i.started_at < $until)

@@ -1,0 +1,6 @@
+-- Disposition counters of the accounting ledger, SUMMED across writer_id (sources.md §5.1).
+-- counter_id is the hash of the key JSON, so every writer's row of one key shares it.
+SELECT escrow_id, counter_id, (array_agg(counter_key ORDER BY writer_id))[1] AS counter_key,
+       sum(count)::bigint AS count, count(DISTINCT writer_id)::bigint AS writers
+FROM accounting_escrow_counters
+GROUP BY escrow_id, counter_id
