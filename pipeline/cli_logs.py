@@ -1,0 +1,45 @@
+"""`gonka-evidence ingest-logs`: engine/validator logs, /metrics scrapes and PoC results of one host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from pipeline.cli import DEFAULT_WAREHOUSE, WarehouseOpt, app, user_errors
+
+
+@app.command(name="ingest-logs")
+@user_errors
+def ingest_logs_command(
+    files: Annotated[list[Path], typer.Argument(help="Log files (gzip accepted) or directories (every file in them).")],
+    host: Annotated[str, typer.Option(help="The host the files belong to (gonka1…).", envvar="GONKA_EVIDENCE_HOST")],
+    kind: Annotated[Optional[str], typer.Option(help="vllm, validator, poc or metrics (default: detected per file).")] = None,
+    year: Annotated[Optional[int], typer.Option(help="Year of the first line of each vLLM log (default: from the file time).")] = None,
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    strict: Annotated[bool, typer.Option(help="Exit 2 when lines could not be parsed.")] = False,
+) -> None:
+    """Ingest vLLM logs, validator (dapi) logs, /metrics scrapes or PoC validation results of one host.
+
+    Re-ingesting a file, its rotated or gzipped twin, or a longer version adds nothing twice.
+    Example: gonka-evidence ingest-logs /var/log/vllm/ --host gonka1...
+    """
+    from pipeline.console import out
+    from pipeline.ingest_logs import ingest_logs
+    from pipeline.warehouse import open_for_write
+
+    con = open_for_write(warehouse)
+    try:
+        summary = ingest_logs(con, list(files), host=host, kind=kind, year=year)
+    finally:
+        con.close()
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.kinds.items()))
+    out.print(f"ingest-logs {summary.run_id}: {summary.files} files ({kinds}), {summary.lines:,} lines, "
+              f"{summary.elapsed_s:.1f}s", markup=False, highlight=False)
+    for table, n in sorted(summary.rows.items()):
+        out.print(f"  {table}: {n:,} new rows", markup=False, highlight=False)
+    if summary.unparsed:
+        out.print(f"  unparsed lines: {summary.unparsed:,} (in quarantine)", markup=False, highlight=False)
+    if strict and summary.unparsed:
+        raise typer.Exit(2)

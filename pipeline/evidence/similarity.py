@@ -1,0 +1,68 @@
+"""similarity: validation similarity scores and field verdicts, answers-build × validator-build.
+
+Rows ``source, answers_build, validator_build, n, min, median, passed, passed_share,
+ci_low, ci_high``:
+
+- ``source = scores``: per-validation similarity values from validator logs
+  (``validation_scores``) where the host is the validator or the executor, in the window
+  on the log time. ``passed`` = value strictly above the model's threshold; rows whose
+  threshold is unknown count in ``n``, ``min`` and ``median`` but not in ``passed_share``
+  (its denominator is ``judged``);
+- ``source = votes``: the build split of field verdicts (``validations``, both builds from
+  the build timeline) where the host is validator or executor: ``n`` verdicts,
+  ``passed`` = valid ones. ``min``/``median`` do not apply.
+``passed_share`` carries a Wilson 95% interval.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from pipeline.evidence.log_window import time_bounds
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.window import Window
+from pipeline.paths import sql_text
+from pipeline.stats import with_wilson
+from pipeline.warehouse import fetch_frame
+
+NAME = "similarity"
+SCHEMA = {"source": pl.String, "answers_build": pl.String, "validator_build": pl.String, "n": pl.Int64,
+          "min": pl.Float64, "median": pl.Float64, "judged": pl.Int64, "passed": pl.Int64}
+
+
+def similarity(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
+    """Similarity distribution and pass share per answers-build × validator-build, with the field votes beside."""
+    since, until = time_bounds(con, window)
+    scores = fetch_frame(con, sql_text("evidence/similarity_scores.sql"), {"host": host, "since": since, "until": until})
+    votes = fetch_frame(con, sql_text("evidence/similarity_votes.sql"), {"host": host, **window.params})
+    keys = ["answers_build", "validator_build"]
+    score_rows = scores.group_by(keys).agg(
+        n=pl.len().cast(pl.Int64), min=pl.col("value").min(), median=pl.col("value").median(),
+        judged=pl.col("passed").is_not_null().sum().cast(pl.Int64), passed=pl.col("passed").fill_null(False).sum().cast(pl.Int64),
+    ).with_columns(source=pl.lit("scores"))
+    vote_rows = votes.group_by(keys).agg(
+        n=pl.len().cast(pl.Int64), judged=pl.len().cast(pl.Int64), passed=pl.col("valid").sum().cast(pl.Int64),
+    ).with_columns(source=pl.lit("votes"), min=pl.lit(None, pl.Float64), median=pl.lit(None, pl.Float64))
+    frame = pl.concat([score_rows.select(list(SCHEMA)).cast(SCHEMA), vote_rows.select(list(SCHEMA)).cast(SCHEMA)])
+    frame = frame.sort("source", "answers_build", "validator_build").with_columns(
+        passed_share=pl.when(pl.col("judged") > 0).then(pl.col("passed") / pl.col("judged")).otherwise(None))
+    frame = with_wilson(frame, "passed", "judged").select(
+        "source", "answers_build", "validator_build", "n", "min", "median", "judged", "passed", "passed_share",
+        "ci_low", "ci_high")
+    notes = []
+    if scores.height == 0:
+        notes.append(f"no similarity scores for host {host} in {window.describe()} "
+                     "(`gonka-evidence ingest-logs --kind validator` the dapi logs first).")
+    notes.append("Scores are the dapi's `cosineSimValue` (a logprob similarity, 0 for different tokens/length); "
+                 "passed = strictly above the model's validation threshold. Short answers score higher (the "
+                 "distance is padded to 100 tokens): compare like with like. votes rows: field verdicts from the "
+                 "devshard diff log, split by both builds.")
+    return EvidenceResult(
+        evidence=NAME,
+        title=f"Validation similarity around {host}: answers build × validator build ({window.describe()})",
+        params={"host": host, **window.params},
+        rows=frame,
+        stats={"scores": scores.height, "votes": votes.height},
+        notes=notes,
+    )

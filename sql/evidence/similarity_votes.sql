@@ -1,0 +1,9 @@
+-- Field verdicts (validations view) involving the host as validator or executor, with both builds.
+-- params: $host, $epoch, $since, $until
+SELECT coalesce(executor_build, 'unattributed') AS answers_build,
+       coalesce(validator_build, 'unattributed') AS validator_build, valid
+FROM validations
+WHERE (validator = $host OR executor = $host) AND validator IS DISTINCT FROM executor
+  AND ($epoch::BIGINT IS NULL OR epoch_id = $epoch)
+  AND ($since::TIMESTAMPTZ IS NULL OR event_at >= $since)
+  AND ($until::TIMESTAMPTZ IS NULL OR event_at < $until)

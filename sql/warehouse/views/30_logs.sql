@@ -1,0 +1,124 @@
+-- Public views over engine/validator logs, /metrics scrapes and PoC results (design.md §5, issue 5).
+-- Build columns: as-of join of host_builds_t on the row's time, as in 00_core.sql.
+
+-- Counter increases between consecutive scrapes of one series; a decrease is a counter reset
+-- (restart), after which the increase is the new value itself (sources.md §7.4).
+CREATE OR REPLACE VIEW metric_increases AS
+WITH s AS (
+  SELECT host, scraped_at, family, engine, model_name, position, value,
+         lag(value) OVER w AS prev_value, lag(scraped_at) OVER w AS prev_at
+  FROM metric_samples
+  WHERE family LIKE '%\_total' ESCAPE '\'
+  WINDOW w AS (PARTITION BY host, family, engine, model_name, position ORDER BY scraped_at)
+)
+SELECT host, scraped_at AS "at", prev_at, family, engine, model_name, position,
+       CASE WHEN value >= prev_value THEN value - prev_value ELSE value END AS increase,
+       value < prev_value AS reset
+FROM s WHERE prev_value IS NOT NULL;
+
+CREATE OR REPLACE VIEW spec_decode_windows AS
+WITH log_windows AS (
+  SELECT host, "at", accepted, drafted, drafts, per_position,
+         CASE WHEN drafts > 0 THEN 1 + accepted / drafts
+              WHEN mal_semantics = 'no_plus1' THEN mal_printed + 1 ELSE mal_printed END AS mean_acceptance_length,
+         'log' AS source, mal_printed, mal_semantics, NULL::VARCHAR AS engine, record_key
+  FROM log_spec_decode
+),
+inc AS (
+  SELECT host, "at", engine, model_name,
+         sum(increase) FILTER (family = 'vllm:spec_decode_num_accepted_tokens_total')::BIGINT AS accepted,
+         sum(increase) FILTER (family = 'vllm:spec_decode_num_draft_tokens_total')::BIGINT AS drafted,
+         sum(increase) FILTER (family = 'vllm:spec_decode_num_drafts_total')::BIGINT AS drafts,
+         list(increase ORDER BY TRY_CAST(position AS INTEGER))
+           FILTER (family = 'vllm:spec_decode_num_accepted_tokens_per_pos_total') AS per_pos_counts
+  FROM metric_increases GROUP BY ALL
+),
+metric_windows AS (
+  SELECT host, "at", accepted, drafted, drafts,
+         list_transform(per_pos_counts, lambda c: c / drafts) AS per_position,
+         1 + accepted / drafts AS mean_acceptance_length, 'metrics' AS source, NULL::DOUBLE AS mal_printed,
+         'plus1' AS mal_semantics, engine, NULL::VARCHAR AS record_key
+  FROM inc WHERE drafts > 0
+),
+w AS (SELECT * FROM log_windows UNION ALL BY NAME SELECT * FROM metric_windows)
+SELECT w.host, w."at", w.accepted, w.drafted, w.drafts, w.per_position, w.mean_acceptance_length,
+       CASE WHEN b.valid_to IS NULL OR w."at" < b.valid_to THEN b.build END AS build,
+       w.source, w.mal_printed, w.mal_semantics, w.engine, w.record_key
+FROM w ASOF LEFT JOIN host_builds_t b ON b.host = w.host AND w."at" >= b.valid_from;
+
+CREATE OR REPLACE VIEW engine_stats AS
+WITH log_stats AS (
+  SELECT host, "at", running, waiting, preemptions, kv_cache_usage, prompt_tps, generation_tps, engine,
+         'log' AS source, level, record_key
+  FROM log_engine_stats
+),
+gauges AS (
+  SELECT host, scraped_at AS "at", engine,
+         max(value) FILTER (family = 'vllm:num_requests_running')::BIGINT AS running,
+         max(value) FILTER (family = 'vllm:num_requests_waiting')::BIGINT AS waiting,
+         max(value) FILTER (family = 'vllm:kv_cache_usage_perc') AS kv_cache_usage
+  FROM metric_samples GROUP BY ALL
+),
+metric_stats AS (
+  SELECT g.host, g."at", g.running, g.waiting, p.increase::BIGINT AS preemptions, g.kv_cache_usage,
+         NULL::DOUBLE AS prompt_tps, NULL::DOUBLE AS generation_tps, g.engine, 'metrics' AS source,
+         NULL::VARCHAR AS level, NULL::VARCHAR AS record_key
+  FROM gauges g
+  LEFT JOIN (SELECT host, "at", engine, sum(increase) AS increase FROM metric_increases
+             WHERE family = 'vllm:num_preemptions_total' GROUP BY ALL) p
+    ON p.host = g.host AND p."at" = g."at" AND p.engine = g.engine
+),
+s AS (SELECT * FROM log_stats UNION ALL BY NAME SELECT * FROM metric_stats)
+SELECT s.host, s."at", s.running, s.waiting, s.preemptions, s.kv_cache_usage, s.prompt_tps, s.generation_tps,
+       CASE WHEN b.valid_to IS NULL OR s."at" < b.valid_to THEN b.build END AS build,
+       s.engine, s.source, s.level, s.record_key
+FROM s ASOF LEFT JOIN host_builds_t b ON b.host = s.host AND s."at" >= b.valid_from;
+
+CREATE OR REPLACE VIEW engine_events AS
+SELECT e.host, e."at", e.kind, e.detail,
+       CASE WHEN b.valid_to IS NULL OR e."at" < b.valid_to THEN b.build END AS build,
+       e.record_key, e.level, e.proc, e.file_id, e.line
+FROM log_engine_events e
+ASOF LEFT JOIN host_builds_t b ON b.host = e.host AND e."at" >= b.valid_from;
+
+-- Thresholds by model when the log line does not carry one (sources.md §8.8); unknown models stay NULL.
+CREATE OR REPLACE VIEW model_validation_thresholds AS
+SELECT * FROM (VALUES ('Qwen3-235B-A22B', 0.940), ('Kimi-K2.6', 0.900), ('MiniMax-M2.7', 0.922))
+  AS t(model_pattern, threshold);
+
+CREATE OR REPLACE VIEW validation_scores AS
+WITH s AS (
+  SELECT v.*, i.executor AS inference_executor, i.model AS inference_model
+  FROM log_validation_scores v
+  LEFT JOIN inferences i ON v.escrow_id IS NOT NULL AND i.escrow_id = v.escrow_id
+                        AND i.inference_id::VARCHAR = v.inference_id
+),
+t AS (
+  SELECT s.*, coalesce(s.executor, s.inference_executor) AS executor_addr,
+         coalesce(s.threshold, (SELECT max(m.threshold) FROM model_validation_thresholds m
+                                WHERE coalesce(s.model, s.inference_model) ILIKE '%' || m.model_pattern || '%')) AS threshold_used
+  FROM s
+),
+vb AS (
+  SELECT t.*, CASE WHEN b.valid_to IS NULL OR t."at" < b.valid_to THEN b.build END AS validator_build
+  FROM t ASOF LEFT JOIN host_builds_t b ON b.host = t.validator AND t."at" >= b.valid_from
+)
+SELECT vb.validator, vb."at", vb.escrow_id, vb.inference_id, vb.value, vb.threshold_used AS threshold,
+       vb.value > vb.threshold_used AS passed, vb.executor_addr AS executor, vb.validator_build,
+       CASE WHEN b.valid_to IS NULL OR vb."at" < b.valid_to THEN b.build END AS executor_build,
+       vb.result, coalesce(vb.model, vb.inference_model) AS model, vb.record_key
+FROM vb ASOF LEFT JOIN host_builds_t b ON b.host = vb.executor_addr AND vb."at" >= b.valid_from;
+
+CREATE OR REPLACE VIEW poc_results AS
+SELECT host, "at", event, validator, participant, model, request_id, n_total, n_mismatch, p_value, p_mismatch, cutoff,
+       fraud, params_source, dist_threshold, reported_p_value, reported_fraud,
+       reported_fraud IS NOT NULL AND reported_fraud <> fraud AS reported_disagrees, result_key, file
+FROM poc_results_t;
+
+COMMENT ON VIEW metric_increases IS 'Increase of every vLLM /metrics counter between consecutive scrapes of the same series (host, family, engine, model_name, position); reset = the counter went down (restart), in which case the increase is the new value.';
+COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window: a SpecDecoding metrics log line (source log; drafts recovered as accepted/(MAL-1), or accepted/MAL for the 0.8.5 line) or the counter increases between two /metrics scrapes (source metrics; exact drafts). mean_acceptance_length is always 1 + accepted/drafts (0.8.5 normalised). per_position = K per-position acceptance rates. Aggregate by summing accepted, drafted, drafts; never average MALs. build from an as-of join of host_builds on at.';
+COMMENT ON VIEW engine_stats IS 'Periodic engine stats: vLLM stats log lines (source log) and /metrics gauges (source metrics). preemptions = the line''s Preemptions: N (0 when absent on vLLM >= 0.11.1, NULL = unknown on earlier V1) or the counter increase since the previous scrape; kv_cache_usage is a fraction 0..1. Lines logged at DEBUG when idle are kept when present (level).';
+COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (EngineCore fatal error or failed start), engine_dead, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key), start (Initializing a V1 LLM engine; detail = version), ready (Application startup complete.), worker_died, poc_start, poc_stop.';
+COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s known validation threshold; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at.';
+COMMENT ON VIEW poc_results IS 'PoC validation results (JSON responses, golden-vector reports): p_value recomputed as the one-sided exact binomial P(X >= n_mismatch), X ~ Binomial(n_total, p_mismatch); fraud = p_value < cutoff; p_mismatch, cutoff and where they came from (params_source) recorded; reported_disagrees = the result''s own fraud_detected differs.';
+COMMENT ON VIEW model_validation_thresholds IS 'Known validation_threshold per model (sources.md §8.8), used when a validator log line carries no threshold.';

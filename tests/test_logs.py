@@ -1,0 +1,300 @@
+"""Engine/validator logs, /metrics scrapes and PoC results (issue 5): parsing, idempotent ingest,
+public views and the acceptance / stability / similarity / poc evidence tables, every number
+checked against the log generator's truth (pipeline/samples/logs.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from pathlib import Path
+
+import polars as pl
+import pytest
+from scipy import stats as scipy_stats
+from typer.testing import CliRunner
+
+from pipeline.builds import load_builds
+from pipeline.evidence import compute
+from pipeline.ingest_logs import ingest_logs
+from pipeline.render import render
+from pipeline.samples.logs import HOST, SIMILARITY_THRESHOLD, write_log_samples
+from pipeline.sources.logfiles import detect_kind, expand
+from pipeline.sources.vllm_logs import parse_spec_line, parse_stats_line
+from pipeline.stats import wilson_interval
+from pipeline.warehouse import fetch_frame, open_for_write
+
+UTC = dt.timezone.utc
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    root = tmp_path_factory.mktemp("log-samples")
+    return root, write_log_samples(root)
+
+
+def _parts(root: Path) -> list[Path]:
+    return [root / "vllm", root / "metrics", root / "dapi.log", root / "poc"]
+
+
+@pytest.fixture(scope="module")
+def loaded(samples, tmp_path_factory):
+    root, truth = samples
+    warehouse = tmp_path_factory.mktemp("log-wh") / "warehouse.duckdb"
+    con = open_for_write(warehouse)
+    load_builds(con, truth.files["builds"])
+    first = ingest_logs(con, _parts(root), host=HOST)
+    yield con, truth, first, warehouse
+    con.close()
+
+
+def _ev(con, name, **kw):
+    return compute(name, con, host=HOST, command=f"gonka-evidence evidence {name}", **kw)
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+def test_spec_line_085_semantics_and_draft_recovery():
+    line_085 = ("Draft acceptance rate: 52.4%, Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
+                "Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220")
+    spec = parse_spec_line(line_085)
+    assert spec["mal_semantics"] == "no_plus1" and spec["drafts"] == 500  # 1310 / 2.62
+    line_091 = line_085.replace("Mean acceptance length: 2.62", "Mean acceptance length: 3.62")
+    spec = parse_spec_line(line_091)
+    assert spec["mal_semantics"] == "plus1" and spec["drafts"] == 500
+    # 2-decimal MAL: recovery is approximate (1234 / 2.47 = 499.6 → 500) — the counters are exact, logs are not.
+    new = ("Mean acceptance length: 3.47, Accepted throughput: 123.40 tokens/s, Drafted throughput: 250.00 tokens/s, "
+           "Accepted: 1234 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.790, 0.640, 0.470, 0.330, nan, "
+           "Avg Draft acceptance rate: 49.4%, top1: [0.5, 0.4]")
+    spec = parse_spec_line(new)
+    assert spec["drafts"] == 500 and spec["accepted"] == 1234 and spec["drafted"] == 2500
+    assert spec["per_position"][:4] == [0.79, 0.64, 0.47, 0.33] and spec["per_position"][4] != spec["per_position"][4]
+    assert spec["accepted_tps"] == 123.4 and spec["acceptance_rate_printed"] == 49.4
+    assert parse_spec_line("mal=3.1 acc=1000") is None
+
+
+def test_stats_line_preemptions_by_version():
+    base = ("Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, "
+            "Waiting: 1 reqs{extra}, GPU KV cache usage: 45.5%, Prefix cache hit rate: 10.0%, MM cache hit rate: 1.0%")
+    assert parse_stats_line(base.format(extra=""), (0, 10, 2))["preemptions"] is None  # unknown before 0.11.1
+    assert parse_stats_line(base.format(extra=""), (0, 11, 1))["preemptions"] == 0
+    row = parse_stats_line(base.format(extra=", Deferred: 2 reqs, Preemptions: 7"), None)
+    assert row["preemptions"] == 7 and row["kv_cache_usage"] == pytest.approx(0.455) and row["waiting"] == 1
+    agg = parse_stats_line(base.format(extra="").replace("Engine 000: ", "2 Engines Aggregated: "), None)
+    assert agg["engine"] == "all" and agg["preemptions"] == 0
+
+
+def test_kind_detection(samples):
+    root, _ = samples
+    kinds = {f.path.name: detect_kind(f) for f in expand(_parts(root))}
+    assert kinds["vllm.log.1.gz"] == kinds["vllm.log"] == kinds["vllm-b.log"] == "vllm"
+    assert kinds["dapi.log"] == "validator"
+    assert kinds["results.json"] == kinds["validate_report.txt"] == "poc"
+    assert kinds["scrape-00.prom"] == "metrics"
+
+
+# -- ingest and views --------------------------------------------------------------------------
+
+def test_views_hold_every_line_once(loaded):
+    con, truth, first, _ = loaded
+    assert first.rows["log_spec_decode"] == truth.spec_lines
+    assert first.rows["log_engine_stats"] == truth.stats_lines
+    events = fetch_frame(con, f"SELECT kind, count(*) AS n FROM engine_events WHERE host = '{HOST}' GROUP BY kind")
+    assert dict(events.iter_rows()) == truth.events
+    windows = fetch_frame(con, "SELECT build, source, count(*) AS n, sum(drafts)::BIGINT AS drafts, "
+                               "sum(drafted)::BIGINT AS drafted, sum(accepted)::BIGINT AS accepted "
+                               "FROM spec_decode_windows GROUP BY ALL ORDER BY build")
+    for row in windows.iter_rows(named=True):
+        t = truth.acceptance[row["build"]]
+        assert (row["source"], row["n"], row["drafts"], row["drafted"], row["accepted"]) == (
+            t["source"], t["windows"], t["drafts"], t["drafted"], t["accepted"])
+    # 0.8.5 lines are normalised: every window's MAL is 1 + accepted/drafts
+    mal = fetch_frame(con, "SELECT count(*) AS bad FROM spec_decode_windows "
+                           "WHERE abs(mean_acceptance_length - (1 + accepted / drafts)) > 1e-9")
+    assert mal["bad"][0] == 0
+    assert fetch_frame(con, "SELECT count(*) AS n FROM spec_decode_windows WHERE mal_semantics = 'no_plus1'")["n"][0] > 0
+    # DEBUG idle lines are kept, with their level
+    assert fetch_frame(con, "SELECT count(*) AS n FROM engine_stats WHERE level = 'DEBUG'")["n"][0] == 40
+
+
+def test_unknown_format_is_unparsed_not_fatal(loaded):
+    con, truth, first, _ = loaded
+    assert first.unparsed == truth.unparsed == 2
+    reasons = fetch_frame(con, "SELECT table_name, reason FROM quarantine ORDER BY table_name")
+    assert reasons["table_name"].to_list() == ["validator_log", "vllm_log"]
+    assert "2027-01-05T10:00:00.123Z | INFO" in reasons["reason"][1]
+    run = fetch_frame(con, f"SELECT status FROM ingest_runs WHERE run_id = '{first.run_id}'")
+    assert run["status"][0] == "ok"
+
+
+def test_year_rollover_and_rotation(loaded):
+    con, _, _, _ = loaded
+    days = fetch_frame(con, "SELECT DISTINCT CAST(\"at\" AS DATE) AS day FROM engine_stats WHERE source = 'log' ORDER BY 1")
+    assert days["day"].to_list() == [dt.date(2025, 12, 31), dt.date(2026, 1, 1), dt.date(2026, 1, 2), dt.date(2026, 1, 3)]
+    fatal = fetch_frame(con, "SELECT \"at\", detail FROM engine_events WHERE kind = 'fatal' ORDER BY \"at\"")
+    assert fatal["at"][0].year == 2026 and "OutOfMemoryError" in fatal["detail"][0]
+
+
+def test_reingest_rotated_gzipped_and_longer_adds_nothing(loaded, samples):
+    con, _, _, _ = loaded
+    root, truth = samples
+    before = {t: fetch_frame(con, f"SELECT count(*) AS n FROM {t}")["n"][0]
+              for t in ("log_spec_decode", "log_engine_stats", "log_engine_events", "metric_samples",
+                        "log_validation_scores", "poc_results_t", "quarantine")}
+    again = ingest_logs(con, [*_parts(root), truth.files["full_a"]], host=HOST)
+    assert set(again.rows.values()) == {0}
+    after = {t: fetch_frame(con, f"SELECT count(*) AS n FROM {t}")["n"][0] for t in before}
+    assert after == before
+
+
+def test_year_option(samples, tmp_path):
+    root, truth = samples
+    con = open_for_write(tmp_path / "w.duckdb")
+    ingest_logs(con, [truth.files["live"]], host=HOST, kind="vllm", year=2030)
+    years = fetch_frame(con, "SELECT DISTINCT year(\"at\") AS y FROM engine_stats ORDER BY 1")["y"].to_list()
+    con.close()
+    assert years == [2030, 2031]  # --year is the first line's year; the file crosses a new year
+
+
+def test_metrics_counter_reset(loaded):
+    con, _, _, _ = loaded
+    resets = fetch_frame(con, "SELECT family, count(*) FILTER (reset) AS resets, count(*) AS n FROM metric_increases GROUP BY family, position")
+    assert set(resets["resets"].to_list()) == {1} and set(resets["n"].to_list()) == {6}
+    metric_stats = fetch_frame(con, "SELECT sum(preemptions)::BIGINT AS p FROM engine_stats WHERE source = 'metrics'")
+    assert metric_stats["p"][0] == 1 + 0 + 1 + 0 + 1 + 0  # scrapes 1..6 add scrape % 2; scrape 4 restarts from 0
+
+
+# -- evidence tables -----------------------------------------------------------------------------
+
+def test_acceptance_exact(loaded):
+    con, truth, _, _ = loaded
+    result = _ev(con, "acceptance")
+    rows = {r["build"]: r for r in result.rows.iter_rows(named=True)}
+    assert list(rows) == ["A", "B", "C"]
+    for build, t in truth.acceptance.items():
+        r = rows[build]
+        assert (r["source"], r["windows"], r["drafts"], r["drafted"], r["accepted"]) == (
+            t["source"], t["windows"], t["drafts"], t["drafted"], t["accepted"])
+        assert r["mean_acceptance_length"] == pytest.approx(1 + t["accepted"] / t["drafts"], rel=1e-12)
+        assert r["per_position"] == pytest.approx([p / t["drafts"] for p in t["pos"]], rel=1e-12)
+        assert r["acceptance_rate"] == pytest.approx(t["accepted"] / t["drafted"], rel=1e-12)
+        low, high = wilson_interval(t["accepted"], t["drafted"])
+        assert (r["ci_low"], r["ci_high"]) == pytest.approx((low, high))
+        dist = r["length_distribution"]
+        assert len(dist) == 6 and sum(dist) == pytest.approx(1.0)
+        # the identity MAL = 1 + Σ r_i (sources.md §7.3)
+        assert r["mean_acceptance_length"] == pytest.approx(1 + sum(r["per_position"]), rel=1e-12)
+    assert result.stats["windows_without_drafts"] == 0
+    assert "| A | log | 85 |" in render(result, "markdown")
+
+
+def test_acceptance_window(loaded):
+    con, truth, _, _ = loaded
+    result = _ev(con, "acceptance", since="2026-01-04T00:00:00Z", until="2026-01-05T00:00:00Z")
+    assert result.rows["build"].to_list() == ["C"] and result.rows["drafts"][0] == truth.acceptance["C"]["drafts"]
+
+
+def test_stability_exact(loaded):
+    con, truth, _, _ = loaded
+    result = _ev(con, "stability")
+    rows = {r["build"]: r for r in result.rows.iter_rows(named=True)}
+    assert list(rows) == ["A", "B"]
+    spans = {"A": truth.spans[0], "B": truth.spans[1]}
+    for build, t in truth.stability.items():
+        r = rows[build]
+        assert (r["engine_deaths"], r["ooms"], r["restarts"]) == (t["engine_deaths"], t["ooms"], t["restarts"])
+        assert r["ready_seconds_median"] == statistics.median(t["ready"])
+        assert r["ready_seconds_max"] == max(t["ready"])
+        assert r["preemptions"] == t["preemptions"]
+        assert r["max_kv_cache_usage"] == pytest.approx(t["max_kv"])
+        start, end = spans[build]
+        assert r["hours_observed"] == pytest.approx((end - start).total_seconds() / 3600)
+    assert rows["A"]["preemptions"] is None  # 0.8.5/0.9.1 lines do not report preemptions
+
+
+def test_stability_by_day(loaded):
+    con, truth, _, _ = loaded
+    result = _ev(con, "stability", by="day")
+    b = result.rows.filter(pl.col("build") == "B")
+    assert b["day"].to_list() == [dt.date(2026, 1, 2), dt.date(2026, 1, 3)]
+    end = truth.spans[1][1]
+    assert b["hours_observed"].to_list() == pytest.approx(
+        [15.0, (end - dt.datetime(2026, 1, 3, tzinfo=UTC)).total_seconds() / 3600])
+    assert b["preemptions"].sum() == truth.stability["B"]["preemptions"]
+    assert b["preemptions"][1] == 3 and b["restarts"].to_list() == [2, 0]
+    with pytest.raises(Exception, match="--by"):
+        _ev(con, "stability", by="week")
+
+
+def test_similarity_exact(loaded):
+    con, truth, _, _ = loaded
+    result = _ev(con, "similarity")
+    scores = result.rows.filter(pl.col("source") == "scores")
+    expected = {}
+    for s in truth.scores:
+        expected.setdefault((s["executor_build"], s["validator_build"]), []).append(s)
+    assert scores.height == len(expected)
+    for r in scores.iter_rows(named=True):
+        cell = expected[(r["answers_build"], r["validator_build"])]
+        values = [s["value"] for s in cell]
+        passed = sum(s["passed"] for s in cell)
+        assert (r["n"], r["judged"], r["passed"]) == (len(cell), len(cell), passed)
+        assert r["min"] == min(values) and r["median"] == pytest.approx(statistics.median(values))
+        assert r["passed_share"] == pytest.approx(passed / len(cell))
+    threshold = fetch_frame(con, "SELECT DISTINCT threshold FROM validation_scores")["threshold"].to_list()
+    assert threshold == [SIMILARITY_THRESHOLD]
+
+
+def test_poc_exact(loaded):
+    con, _, _, _ = loaded
+    rows = {r["event"]: r for r in _ev(con, "poc").rows.iter_rows(named=True)}
+    e = rows["1200"]
+    # sources.md §8.6: at n = 200, p0 = 0.1, α = 0.01 the smallest fraud count is 31 — so 30 passes, 31 fails
+    assert (e["validators"], e["invalid"], e["nonces"], e["mismatches"]) == (3, 1, 600, 73)
+    assert e["p_value"] == pytest.approx(scipy_stats.binom.sf(72, 600, 0.1))
+    assert e["verdict"] == "accepted" and e["reported_disagrees"] == 1
+    assert rows["1300"]["p_value"] == 1.0 and rows["1300"]["invalid"] == 0
+    views = fetch_frame(con, "SELECT validator, n_mismatch, fraud, p_mismatch, cutoff, params_source FROM poc_results "
+                             "WHERE event = '1200' ORDER BY validator")
+    assert views["fraud"].to_list() == [False, True, False]
+    assert views["params_source"].unique().to_list() == ["result stat_test"]
+    golden = fetch_frame(con, "SELECT p_value, params_source FROM poc_results WHERE n_total = 1000")
+    assert golden["p_value"][0] == pytest.approx(scipy_stats.binom.sf(11, 1000, 0.1))
+    assert golden["params_source"][0].startswith("default")
+
+
+def test_views_have_comments(loaded):
+    con, _, _, _ = loaded
+    views = ["spec_decode_windows", "engine_stats", "engine_events", "validation_scores", "poc_results", "metric_increases"]
+    comments = fetch_frame(con, "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal")
+    described = {r["view_name"]: r["comment"] for r in comments.iter_rows(named=True)}
+    for view in views:
+        assert described.get(view), view
+
+
+def test_charts_svg_and_png(loaded, tmp_path):
+    from pipeline.render.charts import acceptance_chart, engine_events_chart, save_chart
+
+    con, _, _, _ = loaded
+    paths = save_chart(acceptance_chart(_ev(con, "acceptance")), tmp_path / "acceptance")
+    paths += save_chart(engine_events_chart(con, HOST), tmp_path / "events")
+    for path in paths:
+        data = path.read_bytes()
+        assert data.startswith(b"\x89PNG") if path.suffix == ".png" else b"<svg" in data[:500]
+
+
+def test_cli_ingest_logs(samples, tmp_path):
+    import pipeline.cli_logs  # noqa: F401  (registers the command)
+    from pipeline.cli import app
+
+    root, _ = samples
+    runner = CliRunner()
+    warehouse = tmp_path / "cli.duckdb"
+    result = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--warehouse", str(warehouse)])
+    assert result.exit_code == 0, result.output
+    assert "log_spec_decode: 215 new rows" in result.output and "unparsed lines: 1" in result.output
+    strict = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--warehouse", str(warehouse), "--strict"])
+    assert strict.exit_code == 2
+    missing = runner.invoke(app, ["ingest-logs", str(tmp_path / "nope"), "--host", HOST, "--warehouse", str(warehouse)])
+    assert missing.exit_code == 1 and "no such file" in missing.output and "Traceback" not in missing.output
+    bad_kind = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--kind", "x", "--warehouse", str(warehouse)])
+    assert bad_kind.exit_code == 1
