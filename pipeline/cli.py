@@ -238,10 +238,11 @@ def run(
     config: Annotated[Optional[Path], typer.Option(help="Config file (default: gonka-evidence.toml here, else the bundled samples).")] = None,
     warehouse: Annotated[Optional[Path], typer.Option("--warehouse", "-w", help="Override the warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE")] = None,
 ) -> None:
-    """The scheduled job: ingest what is new and print the per-epoch summary.
+    """The scheduled job: ingest what is new, print the summary, write a report for every closed epoch.
 
-    With no configuration it ingests the bundled data-samples/ into ./warehouse.duckdb.
-    Example: gonka-evidence run
+    With no configuration (and no gonka-evidence.toml here) it ingests the bundled data-samples/
+    into ./warehouse.duckdb and reports on the samples' focal host.
+    Example: gonka-evidence run --config gonka-evidence.toml
     """
     from pipeline.runner import run_job
 
@@ -255,7 +256,7 @@ def version() -> None:
 
 
 # Feature areas register their commands on `app` when imported (one module each).
-for _module in ():
+for _module in ("pipeline.cli_logs", "pipeline.cli_tracker", "pipeline.cli_reports"):
     __import__(_module)
 
 if __name__ == "__main__":

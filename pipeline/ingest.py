@@ -92,6 +92,7 @@ def ingest_store(
         r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
     }
     quarantine: list[tuple[str, str, str]] = []
+    plane_quarantined = 0
 
     cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
@@ -123,10 +124,12 @@ def ingest_store(
         for plane in PLANE_INGESTERS:
             for table, n in plane(con, store, run_id).items():
                 summary.add(table, n)
+                if table.endswith("_quarantined"):  # planes record their problem rows themselves
+                    plane_quarantined += n
         status = "ok"
     finally:
         summary.copy_at = _copy_time(con, heads) if status == "ok" else None
-        summary.quarantined = len(quarantine)
+        summary.quarantined = len(quarantine) + plane_quarantined
         summary.elapsed_s = time.monotonic() - started
         with transaction(con):
             con.execute(

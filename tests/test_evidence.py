@@ -498,7 +498,10 @@ def test_naive_and_offset_times_are_read_as_utc(loaded):
 
 
 def test_the_registry_names_the_public_tables():
-    assert list(EVIDENCE) == ["votes-by-build", "epoch-summary", "peer-invalidation"]
+    assert list(EVIDENCE) == [
+        "votes-by-build", "epoch-summary", "peer-invalidation", "tracker", "answers-by-sampling",
+        "answer-integrity", "acceptance", "stability", "similarity", "poc",
+    ]
 
 
 @pytest.mark.parametrize("name", ["votes-by-build", "epoch-summary", "peer-invalidation"])

@@ -269,7 +269,7 @@ def test_cli_writes_store_and_builds(tmp_path):
                             capture_output=True, text=True, check=True)
     focal = result.stdout.strip()
     assert focal == generate_timeline(SampleSpec(seed=3)).focal_host
-    assert sorted(p.name for p in (out / "store").iterdir()) == ["_meta.db", "epoch_1.db", "epoch_2.db", "payloads"]
+    assert sorted(p.name for p in (out / "store").iterdir()) == ["_meta.db", "accounting.db", "epoch_1.db", "epoch_2.db", "payloads"]
     builds = tomllib.loads((out / "builds.toml").read_text())["builds"]
     labels = [b["label"] for b in builds if b["host"] == focal]
     assert labels == [BUILD_V1, BUILD_RAW, BUILD_FIX]

@@ -19,10 +19,17 @@ from typing import Any
 
 import duckdb
 
+from pipeline.evidence.acceptance import acceptance
+from pipeline.evidence.answer_integrity import answer_integrity
+from pipeline.evidence.answers_by_sampling import answers_by_sampling
 from pipeline.evidence.epoch_summary import epoch_summary
 from pipeline.evidence.peer_invalidation import peer_invalidation
+from pipeline.evidence.poc import poc
 from pipeline.evidence.provenance import provenance
 from pipeline.evidence.result import EvidenceResult, Provenance
+from pipeline.evidence.similarity import similarity
+from pipeline.evidence.stability import stability
+from pipeline.evidence.tracker import tracker
 from pipeline.evidence.votes_by_build import votes_by_build
 from pipeline.evidence.window import EvidenceError, Window
 
@@ -31,7 +38,18 @@ EVIDENCE: dict[str, Callable[..., EvidenceResult]] = {
     "votes-by-build": votes_by_build,
     "epoch-summary": epoch_summary,
     "peer-invalidation": peer_invalidation,
+    "tracker": tracker,
+    "answers-by-sampling": answers_by_sampling,
+    "answer-integrity": answer_integrity,
+    "acceptance": acceptance,
+    "stability": stability,
+    "similarity": similarity,
+    "poc": poc,
 }
+
+
+# Tables that can run without --host when asked for every participant (--all).
+ALL_PARTICIPANT_TABLES = {"tracker"}
 
 
 def compute(
@@ -58,7 +76,8 @@ def compute(
         table = EVIDENCE[name]
     except KeyError:
         raise EvidenceError(f"unknown evidence table {name!r}; choose one of {', '.join(EVIDENCE)}") from None
-    if host is None or not str(host).strip():
+    host = str(host).strip() if host is not None and str(host).strip() else None
+    if host is None and not (extra.get("all_participants") and name in ALL_PARTICIPANT_TABLES):
         raise EvidenceError(f"{name} needs --host ADDR (the host address, gonka1…)")
     window = Window.parse(epoch=epoch, since=since, until=until)
     # Table-specific options (by_escrow, all_participants, compare, detail, ...) reach only the
@@ -71,7 +90,7 @@ def compute(
         if option not in accepted:
             raise EvidenceError(f"--{option.replace('_', '-')} is not available for {name}")
         options[option] = value
-    result = table(con, str(host).strip(), window, **options)
+    result = table(con, host, window, **options)
     result.provenance = provenance(con, window, command)
     return result
 

@@ -24,11 +24,12 @@ class Timeline:
     def builds(self) -> tuple[BuildWindow, ...]:
         return self.cast.builds
 
-    def copy(self, last_epoch: int):
-        """The focal host's database as copied during `last_epoch` (epochs last_epoch-2 .. last_epoch)."""
+    def copy(self, last_epoch: int, malformed_payloads: bool = False):
+        """The focal host's database as copied during `last_epoch` (epochs last_epoch-2 .. last_epoch);
+        `malformed_payloads` adds a response that is not JSON and a truncated SSE stream."""
         from .host_copy import HostCopy
 
-        return HostCopy.from_timeline(self, last_epoch)
+        return HostCopy.from_timeline(self, last_epoch, malformed_payloads)
 
     def builds_toml(self) -> str:
         # The focal host is the one whose database this is; `gonka-evidence run` reports on it.
