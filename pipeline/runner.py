@@ -1,131 +1,264 @@
 """`gonka-evidence run`: the scheduled job.
 
-Configuration comes from `--config`, else `gonka-evidence.toml` in the working
-directory, else the bundled `data-samples/` (so a fresh checkout runs with no
-configuration). Public keys (design.md §4): warehouse, output, host, builds,
-finality_lag, [[sources]] with url or path, optional kind and label.
-Environment variables GONKA_EVIDENCE_<KEY> override keys.
+One run, in order:
+
+1. take the run lock (``<warehouse>.run.lock``, an ``flock``): a second run while one is
+   working stops at once with a one-line message and exit code 1;
+2. stage the warehouse: copy it to ``<warehouse>.run-<pid>.tmp`` beside it (a reflink where
+   the filesystem offers one) and work on the copy only, so analysts keep reading the
+   warehouse (DuckDB lets no other process open a file that one process writes);
+3. ingest every configured source (what is new only), reload the builds file;
+4. write the report of every epoch closed since the last report, and rewrite the report of
+   the newest closed epoch when its content fingerprint changed;
+5. publish: if anything changed, atomically rename the copy over the warehouse (readers that
+   opened the old file keep reading it whole; the next open sees the new state); if nothing
+   changed, drop the copy, so a second run in a row changes no byte.
+
+An epoch is **closed** when every one of its escrows in the warehouse is settled (closed at
+its last settlement), or, when some escrow never settles, once the data clock has passed its
+last settlement by ``finality_lag`` (closed at last settlement + lag). The data clock is the
+newest copy time of any successful ingest (the newest event at the head of a copy), so a run
+over old copies decides exactly as it did when they were fresh. An epoch with no settled
+escrow stays open. See the named query ``closed_epochs``.
+
+State lives in the warehouse: ``epoch_reports`` (host, epoch, closure, fingerprint, directory).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
 import os
-import tomllib
+import shutil
+import socket
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
-from pipeline.paths import DATA_SAMPLES_DIR
-from pipeline.sources.base import SourceError
+import duckdb
+import polars as pl
 
-CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
+from pipeline.config import (  # noqa: F401 (re-exported: the config used to live here)
+    CONFIG_KEYS, RunConfig, load_config, sample_config, source_kind,
+)
+from pipeline.warehouse import WarehouseError, fetch_frame, open_for_write, transaction
+
+# Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
+BOOKKEEPING_TABLES = ("ingest_runs", "warehouse_meta")
+BOOKKEEPING_COLUMNS = ("run_id",)
 
 
 @dataclass
-class RunConfig:
-    warehouse: Path = Path("warehouse.duckdb")
-    output: Path = Path("out")
-    host: str | None = None
-    builds: Path | None = None
-    finality_lag: str = "6h"
-    sources: list[dict] = field(default_factory=list)
-    origin: str = "data-samples"
+class RunOutcome:
+    ingested: list = field(default_factory=list)  # IngestSummary per source
+    skipped_sources: list[str] = field(default_factory=list)
+    written: list[int] = field(default_factory=list)  # epochs whose report is new
+    rewritten: list[int] = field(default_factory=list)  # epochs whose report changed
+    published: bool = False
 
 
-def sample_config() -> RunConfig:
-    builds = DATA_SAMPLES_DIR / "builds.toml"
-    return RunConfig(
-        builds=builds if builds.exists() else None,
-        host=_focal_host(builds),
-        sources=[{"path": str(DATA_SAMPLES_DIR / "store"), "label": "data-samples"}],
-    )
+# --- sources --------------------------------------------------------------------------------------------
+
+SourceIngester = Callable[[duckdb.DuckDBPyConnection, dict, RunConfig], object]
 
 
-def _focal_host(builds: Path) -> str | None:
-    """The sample builds file names its focal host in `focal_host` (else its first entry's host)."""
-    if not builds.exists():
-        return None
-    doc = tomllib.loads(builds.read_text())
-    return doc.get("focal_host") or next((b.get("host") for b in doc.get("builds", [])), None)
-
-
-def load_config(path: Path | None) -> RunConfig:
-    if path is None:
-        default = Path("gonka-evidence.toml")
-        if not default.exists():
-            return _env_overrides(sample_config())
-        path = default
-    if not path.exists():
-        raise SourceError(f"{path}: no such config file")
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise SourceError(f"{path}: not valid TOML ({exc})") from None
-    base = path.parent
-    unknown = set(doc) - set(CONFIG_KEYS) - {"sources"}
-    if unknown:
-        raise SourceError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
-    cfg = RunConfig(origin=str(path))
-    if "warehouse" in doc:
-        cfg.warehouse = base / doc["warehouse"]
-    if "output" in doc:
-        cfg.output = base / doc["output"]
-    cfg.host = doc.get("host")
-    if "builds" in doc:
-        cfg.builds = base / doc["builds"]
-    cfg.finality_lag = str(doc.get("finality_lag", cfg.finality_lag))
-    for s in doc.get("sources", []):
-        if "url" not in s and "path" not in s:
-            raise SourceError(f"{path}: every [[sources]] entry needs url or path")
-        entry = dict(s)
-        if "path" in entry:
-            entry["path"] = str(base / entry["path"])
-        cfg.sources.append(entry)
-    return _env_overrides(cfg)
-
-
-def _env_overrides(cfg: RunConfig) -> RunConfig:
-    for key in CONFIG_KEYS:
-        value = os.environ.get(f"GONKA_EVIDENCE_{key.upper()}")
-        if value:
-            setattr(cfg, key, Path(value) if key in ("warehouse", "output", "builds") else value)
-    return cfg
-
-
-def run_job(config_path: Path | None, warehouse: Path | None) -> None:
-    from pipeline.builds import load_builds
-    from pipeline.console import ingest_progress, out, print_frame, print_ingest_summary
+def _ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunConfig):
+    from pipeline.console import ingest_progress, print_ingest_summary
     from pipeline.ingest import ingest_store
-    from pipeline.query import named_queries, run_query
     from pipeline.sources import open_store
-    from pipeline.warehouse import open_for_write
+
+    store = open_store(source.get("url") or source["path"])
+    try:
+        with ingest_progress() as progress:
+            summary = ingest_store(con, store, label=source.get("label"), progress=progress)
+    finally:
+        store.close()
+    print_ingest_summary(summary)
+    return summary
+
+
+def _ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunConfig):
+    from pipeline.console import out
+    from pipeline.ingest_logs import ingest_logs
+    from pipeline.sources.base import SourceError
+
+    if not cfg.host:
+        raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
+    summary = ingest_logs(con, [source["path"]], host=cfg.host, kind=source["kind"])
+    new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
+    out.print(f"ingest-logs {summary.run_id} ({source['kind']}): {summary.files} files, {summary.lines:,} lines; {new}", markup=False)
+    return summary
+
+
+def _ingest_json_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunConfig):
+    from pipeline.console import out
+    from pipeline.ingest_json import ingest_json_files
+
+    path = Path(source["path"])
+    summary = ingest_json_files(con, sorted(path.glob("*.json")) if path.is_dir() else [path])
+    out.print(f"ingest-json: {summary.files} files, quarantined {summary.quarantined:,}", markup=False)
+    return summary
+
+
+# kind → ingester (config.SOURCE_KINDS); a kind without one is skipped with a message.
+SOURCE_INGESTERS: dict[str, SourceIngester] = {
+    "store": _ingest_store_source, "postgres": _ingest_store_source, "json": _ingest_json_source,
+    "vllm": _ingest_log_source, "validator": _ingest_log_source, "poc": _ingest_log_source, "metrics": _ingest_log_source,
+}
+
+
+# --- lock and staging -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def run_lock(warehouse: Path) -> Iterator[None]:
+    """Hold ``<warehouse>.run.lock`` for the whole run; fail at once if another run holds it."""
+    path = Path(f"{warehouse}.run.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            raise WarehouseError(
+                f"another `gonka-evidence run` is working on {warehouse} ({holder}); this run did nothing "
+                "and exits — the next scheduled run picks up where that one ends"
+            ) from None
+        os.ftruncate(fd, 0)
+        started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {started}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _file_state(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _clone(src: Path, dst: Path) -> None:
+    """Copy a file, as a reflink (constant time) where the filesystem supports FICLONE."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        try:
+            fcntl.ioctl(fout.fileno(), 0x40049409, fin.fileno())  # FICLONE
+            return
+        except OSError:
+            pass
+        shutil.copyfileobj(fin, fout, 16 << 20)
+
+
+@dataclass
+class StagedWarehouse:
+    target: Path
+    path: Path
+    origin_state: tuple | None
+
+
+@contextmanager
+def staged_warehouse(target: Path) -> Iterator[StagedWarehouse]:
+    """A private copy of the warehouse to write; `publish_staged` renames it into place."""
+    wal = Path(f"{target}.wal")
+    if wal.exists():  # a writer stopped without a checkpoint: fold its WAL in before copying
+        open_for_write(target).close()
+    staged = StagedWarehouse(target, target.with_name(f"{target.name}.run-{os.getpid()}.tmp"), _file_state(target))
+    _remove(staged.path)
+    if target.exists():
+        _clone(target, staged.path)
+    try:
+        yield staged
+    finally:
+        _remove(staged.path)
+
+
+def publish_staged(staged: StagedWarehouse) -> None:
+    if _file_state(staged.target) != staged.origin_state or Path(f"{staged.target}.wal").exists():
+        raise WarehouseError(
+            f"{staged.target} changed while this run worked on a copy (another writer, e.g. `gonka-evidence ingest`); "
+            "nothing was replaced — run again"
+        )
+    os.replace(staged.path, staged.target)
+
+
+def _remove(path: Path) -> None:
+    for p in (path, Path(f"{path}.wal")):
+        p.unlink(missing_ok=True)
+
+
+def content_stamp(con: duckdb.DuckDBPyConnection) -> str:
+    """A hash of every stored row except run bookkeeping (the run tables, and the ``run_id`` that
+    upserts stamp on rows they rewrite unchanged): equal stamps mean equal data."""
+    columns = fetch_frame(con, """
+        SELECT table_name, list(column_name ORDER BY column_index) AS columns FROM duckdb_columns()
+        WHERE schema_name = 'main' AND table_name IN (SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main')
+        GROUP BY ALL ORDER BY table_name""")
+    parts = []
+    for name, cols in columns.iter_rows():
+        if name in BOOKKEEPING_TABLES:
+            continue
+        kept = ", ".join(f'"{c}"' for c in cols if c not in BOOKKEEPING_COLUMNS)
+        n, h = con.sql(f'SELECT count(*), coalesce(sum(hash({kept})::HUGEINT), 0) FROM "{name}"').fetchall()[0]
+        parts.append(f"{name}:{n}:{h}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+# --- the job --------------------------------------------------------------------------------------------
+
+
+def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
+    from pipeline.builds import load_builds
+    from pipeline.console import out, print_frame
+    from pipeline.query import named_queries, run_query
 
     cfg = load_config(config_path)
     if warehouse is not None:
         cfg.warehouse = warehouse
-    out.print(f"config: {cfg.origin}; warehouse: {cfg.warehouse}")
-    con = open_for_write(cfg.warehouse)
-    try:
-        for source in cfg.sources:
-            if source.get("kind") not in (None, "store", "postgres", "sqlite"):
-                continue  # log and JSON sources are ingested by their own commands
-            store = open_store(source.get("url") or source["path"])
-            try:
-                with ingest_progress() as progress:
-                    summary = ingest_store(con, store, label=source.get("label"), progress=progress)
-            finally:
-                store.close()
-            print_ingest_summary(summary)
-        if cfg.builds is not None:
-            n = load_builds(con, cfg.builds)
-            out.print(f"host_builds: {n} entries from {cfg.builds}")
-        print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
-        if cfg.host:
-            print_host_evidence(con, cfg.host)
-    finally:
-        con.close()
+    out.print(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}", markup=False)
+    outcome = RunOutcome()
+    cfg.warehouse.parent.mkdir(parents=True, exist_ok=True)
+    with run_lock(cfg.warehouse), staged_warehouse(cfg.warehouse) as staged:
+        con = open_for_write(staged.path)
+        try:
+            before = content_stamp(con)
+            for source in cfg.sources:
+                kind = source_kind(source)
+                ingester = SOURCE_INGESTERS.get(kind)
+                if ingester is None:
+                    name = source.get("label") or source.get("path") or "source"
+                    outcome.skipped_sources.append(name)
+                    out.print(f"skipped {name}: no ingester for kind {kind!r} in this pipeline version", markup=False)
+                    continue
+                outcome.ingested.append(ingester(con, source, cfg))
+            if cfg.builds is not None:
+                n = load_builds(con, cfg.builds)
+                out.print(f"host_builds: {n} entries from {cfg.builds}", markup=False)
+            print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
+            if cfg.host:
+                print_host_evidence(con, cfg.host)
+                write_due_reports(con, cfg, outcome)
+            else:
+                out.print("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
+            changed = content_stamp(con) != before
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        if changed or not staged.origin_state:
+            publish_staged(staged)
+            outcome.published = True
+    _print_outcome(outcome, cfg)
+    return outcome
 
 
-def print_host_evidence(con, host: str) -> None:
+def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
     """The core evidence tables of the configured (or the samples' focal) host, as Markdown."""
     from pipeline.console import out
     from pipeline.evidence import compute
@@ -135,3 +268,52 @@ def print_host_evidence(con, host: str) -> None:
         command = f"gonka-evidence evidence {name} --host {host}"
         out.print(render(compute(name, con, host=host, command=command), "markdown"), markup=False)
         out.print()
+
+
+def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: RunOutcome) -> None:
+    """Reports of epochs closed since the last report; the newest closed one again if its content changed."""
+    from pipeline.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
+
+    closed = epoch_closure(con, cfg.finality_lag_delta).filter(pl.col("closed_at").is_not_null())
+    if closed.height == 0:
+        return
+    done = {
+        r["epoch_id"]: r
+        for r in fetch_frame(con, "SELECT * FROM epoch_reports WHERE host = $host", {"host": cfg.host}).iter_rows(named=True)
+    }
+    newest = closed["epoch_id"].max()
+    warehouse_arg = None if cfg.warehouse == Path("warehouse.duckdb") else str(cfg.warehouse)
+    for row in closed.iter_rows(named=True):
+        epoch = row["epoch_id"]
+        previous = done.get(epoch)
+        on_disk = previous is not None and (Path(previous["report_dir"]) / "report.md").exists()
+        if previous is not None and on_disk and epoch != newest:
+            continue
+        report = build_epoch_report(con, epoch, cfg.host, finality_lag=cfg.finality_lag_delta, warehouse_arg=warehouse_arg)
+        stamp = fingerprint(report)
+        if previous is not None and on_disk and previous["fingerprint"] == stamp:
+            continue
+        path = write_epoch_report(report, cfg.output)
+        with transaction(con):
+            con.execute(
+                "INSERT INTO epoch_reports_t (host, epoch_id, closed_at, closed_by, report_dir, fingerprint, written_at, rewrites) "
+                "VALUES ($host, $epoch, $closed_at, $closed_by, $dir, $fp, now(), 0) "
+                "ON CONFLICT (host, epoch_id) DO UPDATE SET closed_at = excluded.closed_at, closed_by = excluded.closed_by, "
+                "report_dir = excluded.report_dir, fingerprint = excluded.fingerprint, written_at = excluded.written_at, "
+                "rewrites = epoch_reports_t.rewrites + 1",
+                {"host": cfg.host, "epoch": epoch, "closed_at": row["closed_at"], "closed_by": row["closed_by"],
+                 "dir": str(path.resolve()), "fp": stamp},
+            )
+        (outcome.rewritten if previous is not None else outcome.written).append(epoch)
+
+
+def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
+    from pipeline.console import out
+
+    if outcome.written:
+        out.print(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}", markup=False)
+    if outcome.rewritten:
+        out.print(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)}", markup=False)
+    if not outcome.written and not outcome.rewritten:
+        out.print("reports: nothing new", markup=False)
+    out.print("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)", markup=False)

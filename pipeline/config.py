@@ -1,0 +1,160 @@
+"""The configuration of `gonka-evidence run` (design.md §4; the keys are public).
+
+Where it comes from: `--config FILE`, else `gonka-evidence.toml` in the working
+directory, else the bundled `data-samples/` (so a fresh checkout runs with no
+configuration). Relative paths in a file are relative to the file's directory.
+Environment variables `GONKA_EVIDENCE_<KEY>` (upper case) override the keys of
+any of these, e.g. `GONKA_EVIDENCE_FINALITY_LAG=2h`.
+
+    warehouse    = "warehouse.duckdb"   # the DuckDB warehouse
+    output       = "out"                # reports go to OUTPUT/epoch-N/
+    host         = "gonka1..."          # the host the reports are about
+    builds       = "builds.toml"        # host build timeline, reloaded every run
+    finality_lag = "6h"                 # see pipeline.runner (closed epochs)
+    [[sources]]
+    url   = "postgresql://reader@db-copy/devshard"   # or path = "copies/latest/"
+    kind  = "postgres"                   # optional: auto-detected when omitted
+    label = "db-copy"                    # optional: name in provenance footers
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from pipeline.paths import DATA_SAMPLES_DIR
+from pipeline.sources.base import SourceError
+
+CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
+SOURCE_KEYS = ("url", "path", "kind", "label")
+# store = a SQLite store directory; postgres = a URL (or "postgres" for libpq environment variables);
+# vllm / validator / poc / metrics = log directories or files (`ingest-logs`); json = saved
+# accounting-API / chain REST responses (`ingest-json`).
+SOURCE_KINDS = ("store", "postgres", "vllm", "validator", "poc", "metrics", "json")
+PATH_KEYS = ("warehouse", "output", "builds")
+DEFAULT_CONFIG_FILE = Path("gonka-evidence.toml")
+ENV_PREFIX = "GONKA_EVIDENCE_"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)")
+_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+@dataclass
+class RunConfig:
+    warehouse: Path = Path("warehouse.duckdb")
+    output: Path = Path("out")
+    host: str | None = None
+    builds: Path | None = None
+    finality_lag: str = "6h"
+    sources: list[dict] = field(default_factory=list)
+    origin: str = "data-samples"
+
+    @property
+    def finality_lag_delta(self) -> timedelta:
+        return parse_duration(self.finality_lag)
+
+
+def parse_duration(text: str | int | float) -> timedelta:
+    """``"6h"``, ``"90m"``, ``"1d12h"``, ``"45s"`` or a number of seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        value = str(text).strip().lower()
+        if re.fullmatch(r"\d+(\.\d+)?", value):
+            seconds = float(value)
+        elif value and re.fullmatch(rf"(?:{_DURATION.pattern}\s*)+", value):
+            seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
+        else:
+            raise SourceError(f"finality_lag {text!r} is not a duration (e.g. 6h, 90m, 1d12h, or seconds)")
+    if seconds < 0:
+        raise SourceError(f"finality_lag {text!r} is negative")
+    return timedelta(seconds=seconds)
+
+
+def sample_config() -> RunConfig:
+    """The bundled samples: what `run` does on a fresh checkout (the same as the shipped gonka-evidence.toml)."""
+    builds = DATA_SAMPLES_DIR / "builds.toml"
+    return RunConfig(
+        builds=builds if builds.exists() else None,
+        host=_focal_host(builds),
+        sources=[{"path": str(DATA_SAMPLES_DIR / "store"), "kind": "store", "label": "data-samples"}],
+    )
+
+
+def _focal_host(builds: Path) -> str | None:
+    """The sample builds file names its focal host in `focal_host` (else its first entry's host)."""
+    if not builds.exists():
+        return None
+    doc = tomllib.loads(builds.read_text())
+    return doc.get("focal_host") or next((b.get("host") for b in doc.get("builds", [])), None)
+
+
+def load_config(path: Path | None) -> RunConfig:
+    """The run configuration from `path`, the working directory's file, or the samples; env overrides applied."""
+    if path is None:
+        if not DEFAULT_CONFIG_FILE.exists():
+            return _checked(_env_overrides(sample_config()))
+        path = DEFAULT_CONFIG_FILE
+    if not path.exists():
+        raise SourceError(f"{path}: no such config file")
+    try:
+        doc = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SourceError(f"{path}: not valid TOML ({exc})") from None
+    base = path.parent
+    unknown = set(doc) - set(CONFIG_KEYS) - {"sources"}
+    if unknown:
+        raise SourceError(f"{path}: unknown key(s) {', '.join(sorted(unknown))} (keys: {', '.join(CONFIG_KEYS)}, [[sources]])")
+    cfg = RunConfig(origin=str(path))
+    for key in PATH_KEYS:
+        if key in doc:
+            setattr(cfg, key, base / str(doc[key]))
+    cfg.host = doc.get("host")
+    cfg.finality_lag = str(doc.get("finality_lag", cfg.finality_lag))
+    sources = doc.get("sources", [])
+    if not isinstance(sources, list):
+        raise SourceError(f"{path}: sources must be [[sources]] tables")
+    for i, s in enumerate(sources, 1):
+        bad = set(s) - set(SOURCE_KEYS)
+        if bad:
+            raise SourceError(f"{path}: [[sources]] entry {i} has unknown key(s) {', '.join(sorted(bad))} (keys: {', '.join(SOURCE_KEYS)})")
+        if ("url" in s) == ("path" in s):
+            raise SourceError(f"{path}: [[sources]] entry {i} needs exactly one of url or path")
+        entry = {k: str(v) for k, v in s.items()}
+        if "path" in entry:
+            entry["path"] = str(base / entry["path"])
+        cfg.sources.append(entry)
+    return _checked(_env_overrides(cfg))
+
+
+def _env_overrides(cfg: RunConfig) -> RunConfig:
+    for key in CONFIG_KEYS:
+        value = os.environ.get(f"{ENV_PREFIX}{key.upper()}")
+        if value:
+            setattr(cfg, key, Path(value) if key in PATH_KEYS else value)
+    return cfg
+
+
+def _checked(cfg: RunConfig) -> RunConfig:
+    parse_duration(cfg.finality_lag)
+    for s in cfg.sources:
+        if s.get("kind") is not None and s["kind"] not in SOURCE_KINDS:
+            raise SourceError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")
+    return cfg
+
+
+def source_kind(source: dict) -> str:
+    """The kind of a [[sources]] entry: as given, else detected (URL → postgres, store directory → store)."""
+    if source.get("kind"):
+        return source["kind"]
+    if "url" in source:
+        return "postgres"
+    path = Path(source["path"])
+    if (path / "_meta.db").exists() or list(path.glob("epoch_*.db")):
+        return "store"
+    if path.is_dir() and any(path.glob("*.json")):
+        return "json"
+    raise SourceError(f"{path}: cannot tell what this source is; give kind = one of {', '.join(SOURCE_KINDS)}")

@@ -1,0 +1,7 @@
+-- Epoch reports written by `gonka-evidence run` (pipeline/runner.py): one row per host and epoch.
+-- fingerprint = sha256 of the report's Markdown without its provenance lines; a run rewrites the
+-- report of the newest closed epoch when it changes.
+CREATE TABLE IF NOT EXISTS epoch_reports_t (
+  host VARCHAR NOT NULL, epoch_id BIGINT NOT NULL, closed_at TIMESTAMPTZ, closed_by VARCHAR,
+  report_dir VARCHAR NOT NULL, fingerprint VARCHAR NOT NULL, written_at TIMESTAMPTZ NOT NULL,
+  rewrites BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (host, epoch_id));

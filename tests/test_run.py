@@ -1,0 +1,198 @@
+"""`gonka-evidence run`: config, closed epochs, reports over successive copies, idempotence, lock, concurrent readers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+from pipeline.config import CONFIG_KEYS, load_config, parse_duration, sample_config
+from pipeline.runner import publish_staged, run_job, run_lock, staged_warehouse
+from pipeline.sources.base import SourceError
+from pipeline.warehouse import WarehouseError
+from tests.helpers import frame
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+SCRIPT = str(Path(sys.executable).with_name("gonka-evidence"))
+
+
+def _config(dir: Path, timeline, lag: str = "6h") -> Path:
+    """A deployment as the docs describe it: copies land in ./copy/, reports go to ./out/."""
+    timeline.write_builds_toml(dir / "builds.toml")
+    cfg = dir / "gonka-evidence.toml"
+    cfg.write_text(
+        f'warehouse = "wh/warehouse.duckdb"\noutput = "out"\nhost = "{timeline.focal_host}"\n'
+        f'builds = "builds.toml"\nfinality_lag = "{lag}"\n\n[[sources]]\npath = "copy"\nlabel = "host-copy"\n'
+    )
+    return cfg
+
+
+def _place_copy(dir: Path, timeline, last_epoch: int) -> None:
+    shutil.rmtree(dir / "copy", ignore_errors=True)
+    timeline.copy(last_epoch=last_epoch).write_sqlite(dir / "copy")
+
+
+def _snapshot(dir: Path) -> dict[str, int]:
+    return {str(p.relative_to(dir)): p.stat().st_mtime_ns for p in sorted((dir / "out").rglob("*")) if p.is_file()}
+
+
+def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tmp_path, timeline):
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 3)
+    first = run_job(cfg, None)
+    # Copy of epoch 3: epoch 1 is settled, epoch 2 has an escrow that never settles (closed by the lag).
+    assert (first.written, first.rewritten, first.published) == ([1, 2], [], True)
+    wh = tmp_path / "wh" / "warehouse.duckdb"
+    state = frame(wh, "SELECT epoch_id, closed_by FROM epoch_reports ORDER BY 1").rows()
+    assert state == [(1, "all escrows settled"), (2, "finality lag")]
+
+    _place_copy(tmp_path, timeline, 4)
+    second = run_job(cfg, None)
+    assert (second.written, second.rewritten, second.published) == ([3], [], True)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["epoch-1", "epoch-2", "epoch-3"]
+    assert "closed at 2026-10-26T00:20:09Z (all escrows settled)" in (tmp_path / "out/epoch-3/report.md").read_text()
+
+    files, warehouse_state = _snapshot(tmp_path), wh.stat()
+    result = runner.invoke(app, ["run", "--config", str(cfg)])
+    assert result.exit_code == 0, result.output
+    assert "reports: nothing new" in result.output and "warehouse: unchanged" in result.output
+    assert _snapshot(tmp_path) == files
+    assert (wh.stat().st_ino, wh.stat().st_mtime_ns) == (warehouse_state.st_ino, warehouse_state.st_mtime_ns)
+    assert not list(wh.parent.glob("*.tmp*")) and not list((tmp_path / "out").glob(".epoch-*"))
+
+    # New data that changes the newest closed epoch's numbers (a relabelled build) rewrites that report only.
+    builds = tmp_path / "builds.toml"
+    builds.write_text(builds.read_text().replace("raw_logprobs", "raw logprobs (relabelled)"))
+    fourth = run_job(cfg, None)
+    assert (fourth.written, fourth.rewritten) == ([], [3])
+    assert "raw logprobs (relabelled)" in (tmp_path / "out/epoch-3/report.md").read_text()
+    assert "relabelled" not in (tmp_path / "out/epoch-2/report.md").read_text()
+    assert frame(wh, "SELECT rewrites FROM epoch_reports WHERE epoch_id = 3")["rewrites"][0] == 1
+
+
+def test_finality_lag_decides_epochs_with_an_unsettled_escrow(tmp_path, timeline, monkeypatch):
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 3)
+    monkeypatch.setenv("GONKA_EVIDENCE_FINALITY_LAG", "30d")
+    outcome = run_job(cfg, None)
+    assert outcome.written == [1]  # epoch 2's last settlement is < 30 days before the copy
+
+
+def test_config_keys_env_overrides_and_errors(tmp_path, monkeypatch):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('warehouse = "w.duckdb"\nfinality_lag = "1d12h"\n[[sources]]\npath = "s"\n')
+    loaded = load_config(cfg)
+    assert loaded.warehouse == tmp_path / "w.duckdb" and loaded.finality_lag_delta == timedelta(hours=36)
+    assert loaded.sources == [{"path": str(tmp_path / "s")}]
+    monkeypatch.setenv("GONKA_EVIDENCE_OUTPUT", "/srv/reports")
+    monkeypatch.setenv("GONKA_EVIDENCE_HOST", "gonka1override")
+    loaded = load_config(cfg)
+    assert loaded.output == Path("/srv/reports") and loaded.host == "gonka1override"
+    assert [parse_duration(x).total_seconds() for x in ("6h", "90m", "45s", "3600", "2d")] == [21600, 5400, 45, 3600, 172800]
+    for bad, message in [('nope = 1', "unknown key(s) nope"), ('finality_lag = "soon"', "not a duration"),
+                         ('[[sources]]\nlabel = "x"', "needs exactly one of url or path"),
+                         ('[[sources]]\npath = "x"\nkind = "ftp"', "source kind 'ftp'"),
+                         ('[[sources]]\npath = "x"\npassword = "y"', "unknown key(s) password")]:
+        cfg.write_text(bad)
+        with pytest.raises(SourceError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            load_config(cfg)
+    assert set(CONFIG_KEYS) == {"warehouse", "output", "host", "builds", "finality_lag"}
+
+
+def test_the_shipped_config_is_the_no_configuration_default(monkeypatch):
+    for key in CONFIG_KEYS:
+        monkeypatch.delenv(f"GONKA_EVIDENCE_{key.upper()}", raising=False)
+    shipped, default = load_config(ROOT / "gonka-evidence.toml"), sample_config()
+    assert shipped.host == default.host and shipped.finality_lag == default.finality_lag
+    assert shipped.builds.resolve() == default.builds.resolve()
+    assert [Path(s["path"]).resolve() for s in shipped.sources] == [Path(s["path"]).resolve() for s in default.sources]
+    assert [s["label"] for s in shipped.sources] == ["data-samples"]
+
+
+def test_a_warehouse_changed_by_another_writer_is_not_overwritten(tmp_path):
+    from pipeline.warehouse import open_for_write
+
+    wh = tmp_path / "w.duckdb"
+    open_for_write(wh).close()
+    with staged_warehouse(wh) as staged:
+        open_for_write(staged.path).close()
+        con = open_for_write(wh)  # e.g. `gonka-evidence ingest` while the run works
+        con.execute("CREATE TABLE x AS SELECT 1 AS a")
+        con.close()
+        with pytest.raises(WarehouseError, match="changed while this run worked on a copy"):
+            publish_staged(staged)
+    assert frame(wh, "SELECT a FROM x")["a"].to_list() == [1]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def _cli(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([SCRIPT, *args], cwd=cwd, capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_a_second_run_while_one_holds_the_lock_stops_with_a_clear_message(tmp_path, timeline):
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 3)
+    wh = tmp_path / "wh" / "warehouse.duckdb"
+    with run_lock(wh):  # what a running `gonka-evidence run` holds
+        result = _cli("run", "--config", str(cfg), cwd=tmp_path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    message = result.stderr.strip()
+    assert message.startswith("error: another `gonka-evidence run` is working on") and f"pid {os.getpid()}" in message
+    assert not wh.exists() and not (tmp_path / "out").exists()
+    assert run_job(cfg, None).written == [1, 2]  # released with the holder
+
+
+READER = r"""
+import sys, time, duckdb
+from pipeline.warehouse import open_read_only, WarehouseError
+path, stop = sys.argv[1], sys.argv[2]
+import os
+while not os.path.exists(stop):
+    try:
+        con = open_read_only(path)
+        n = con.sql("SELECT count(*) FROM escrows").fetchall()[0][0]
+        con.close()
+        print(n, flush=True)
+    except WarehouseError as exc:
+        print("ERROR", exc, flush=True)
+    time.sleep(0.1)
+"""
+
+
+def test_analysts_read_the_old_or_the_new_state_while_a_run_writes(tmp_path, timeline):
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 2)
+    run_job(cfg, None)
+    wh = tmp_path / "wh" / "warehouse.duckdb"
+    old = frame(wh, "SELECT count(*) AS n FROM escrows")["n"][0]
+    _place_copy(tmp_path, timeline, 4)
+    stop = tmp_path / "stop"
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(wh), str(stop)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert reader.stdout.readline().strip().isdigit()  # the reader is up and reading
+        run = subprocess.Popen([SCRIPT, "run", "--config", str(cfg)], cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        analyst = []
+        while run.poll() is None and len(analyst) < 2:  # an analyst's `query` during the run
+            analyst.append(_cli("query", "SELECT count(*) AS n FROM escrows", "--format", "csv", "-w", str(wh), cwd=tmp_path))
+        out, err = run.communicate()
+        assert run.returncode == 0, err
+    finally:
+        stop.touch()
+        reads = reader.communicate(timeout=60)[0].split("\n")
+    new = frame(wh, "SELECT count(*) AS n FROM escrows")["n"][0]
+    assert new > old
+    seen = [line for line in reads if line]
+    assert len(seen) > 5 and not [s for s in seen if s.startswith("ERROR")], seen[:5]
+    assert set(map(int, seen)) <= {old, new} and int(seen[-1]) == new
+    assert analyst and all(a.returncode == 0 and a.stdout.split()[1] in (str(old), str(new)) for a in analyst), analyst
