@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline.transforms.derive import attribute_builds
 from pipeline.warehouse import transaction
 
 
@@ -61,4 +62,5 @@ def load_builds(con: duckdb.DuckDBPyConnection, path: Path) -> int:
         con.register("new_builds", frame.to_arrow())
         con.execute("INSERT INTO host_builds_t BY NAME (SELECT * FROM new_builds)")
         con.unregister("new_builds")
+        attribute_builds(con, "d_escrows")
     return frame.height

@@ -34,7 +34,7 @@ from pipeline.transforms.derive import STATUS_NAMES, derive_escrows
 from pipeline.warehouse import fetch_frame, transaction
 
 # Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
-CHUNK_NONCES = int(os.environ.get("GONKA_EVIDENCE_CHUNK_NONCES", "200000"))
+CHUNK_NONCES = int(os.environ.get("GONKA_EVIDENCE_CHUNK_NONCES", "100000"))
 KNOWN_SESSION_STATUS = {"active", "settled"}
 KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
 REQUIRED_PER_EPOCH = ("sessions", "diffs")

@@ -6,6 +6,7 @@ transaction, so every write unit here is an explicit BEGIN … COMMIT (invariant
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -17,6 +18,7 @@ from pipeline.paths import SQL_DIR
 
 SCHEMA_VERSION = "1"
 DEFAULT_PATH = Path("warehouse.duckdb")
+DUCKDB_MEMORY_LIMIT = os.environ.get("GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB")
 
 
 class WarehouseError(Exception):
@@ -34,6 +36,9 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     except duckdb.Error as exc:
         raise WarehouseError(f"{path}: cannot open the warehouse ({str(exc).splitlines()[0]})") from None
     con.execute("SET TimeZone = 'UTC'")
+    # DuckDB's buffer pool defaults to 80% of RAM; a bounded one keeps an ingest's RSS flat
+    # whatever the warehouse size (it spills to disk instead).
+    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
     return con
 
 

@@ -100,12 +100,19 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         _insert(con, "d_inferences", inferences)
         _insert(con, "d_validations", validations)
         _insert(con, "d_replay_disagreements", disagreements)
+        attribute_builds(con, "chunk_escrows")
         outcome.escrows = escrows.height
         outcome.inferences = inferences.height
         outcome.disagreements = disagreements.height
     finally:
         con.unregister("chunk_escrows")
     return outcome
+
+
+def attribute_builds(con: duckdb.DuckDBPyConnection, escrows_relation: str) -> None:
+    """Materialise the build columns of the escrows listed in the named relation (column escrow_id)."""
+    con.execute(f"CREATE OR REPLACE TEMP VIEW attribute_escrows AS SELECT escrow_id FROM {escrows_relation}")
+    con.execute(sql_text("warehouse/builds/attribute.sql"))
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:

@@ -68,12 +68,13 @@ CREATE TABLE IF NOT EXISTS d_inferences (
   status VARCHAR, sealed BOOLEAN, challenged BOOLEAN, cleared BOOLEAN, finished BOOLEAN, drained BOOLEAN,
   votes_valid BIGINT, votes_invalid BIGINT, input_tokens BIGINT, output_tokens BIGINT,
   started_at TIMESTAMPTZ, confirmed_at TIMESTAMPTZ, event_at TIMESTAMPTZ, resolved_nonce BIGINT,
-  sealed_nonce BIGINT, sealed_status BIGINT, in_diff_log BOOLEAN, PRIMARY KEY (escrow_id, inference_id));
+  sealed_nonce BIGINT, sealed_status BIGINT, in_diff_log BOOLEAN, executor_build VARCHAR,
+  PRIMARY KEY (escrow_id, inference_id));
 
 CREATE TABLE IF NOT EXISTS d_validations (
   epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, nonce BIGINT, tx_index BIGINT, kind VARCHAR,
   validator VARCHAR, validator_slot BIGINT, executor VARCHAR, valid BOOLEAN, counted BOOLEAN, after_resolution BOOLEAN,
-  event_at TIMESTAMPTZ, PRIMARY KEY (escrow_id, nonce, tx_index));
+  event_at TIMESTAMPTZ, validator_build VARCHAR, executor_build VARCHAR, PRIMARY KEY (escrow_id, nonce, tx_index));
 
 -- Where the diff-log replay and the copy's sealed rows disagree (sealed rows are best-effort).
 CREATE TABLE IF NOT EXISTS d_replay_disagreements (

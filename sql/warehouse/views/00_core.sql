@@ -33,26 +33,18 @@ LEFT JOIN d_escrow_slots s ON s.escrow_id = t.escrow_id AND s.slot_id = (
             WHEN t.kind IN ('start', 'confirm', 'timeout', 'error_miss') THEN t.inference_id % e.group_size END)
 LEFT JOIN d_tx_times tt ON tt.escrow_id = t.escrow_id AND tt.nonce = t.nonce;
 
+-- Build columns are the as-of join of host_builds on event_at, materialised by the ingest and by
+-- `gonka-evidence builds` (sql/warehouse/builds/attribute.sql), so filters on host reach the table.
 CREATE OR REPLACE VIEW inferences AS
-SELECT i.epoch_id, i.escrow_id, i.inference_id, i.model, i.executor, i.executor_slot, i.status, i.sealed,
-       i.challenged, i.votes_valid, i.votes_invalid, i.input_tokens, i.output_tokens, i.started_at, i.confirmed_at,
-       CASE WHEN b.valid_to IS NULL OR i.event_at < b.valid_to THEN b.build END AS executor_build,
-       i.cleared, i.finished, i.drained, i.event_at, i.sealed_nonce, i.sealed_status
-FROM d_inferences i
-ASOF LEFT JOIN host_builds_t b ON b.host = i.executor AND i.event_at >= b.valid_from;
+SELECT epoch_id, escrow_id, inference_id, model, executor, executor_slot, status, sealed,
+       challenged, votes_valid, votes_invalid, input_tokens, output_tokens, started_at, confirmed_at,
+       executor_build, cleared, finished, drained, event_at, sealed_nonce, sealed_status
+FROM d_inferences;
 
 CREATE OR REPLACE VIEW validations AS
-WITH v AS (
-  SELECT v.*, CASE WHEN b.valid_to IS NULL OR v.event_at < b.valid_to THEN b.build END AS validator_build
-  FROM d_validations v
-  ASOF LEFT JOIN host_builds_t b ON b.host = v.validator AND v.event_at >= b.valid_from
-)
-SELECT v.epoch_id, v.escrow_id, v.inference_id, v.nonce, v.kind, v.validator, v.validator_slot, v.executor, v.valid,
-       v.event_at, v.validator_build,
-       CASE WHEN b.valid_to IS NULL OR v.event_at < b.valid_to THEN b.build END AS executor_build,
-       v.tx_index, v.counted, v.after_resolution
-FROM v
-ASOF LEFT JOIN host_builds_t b ON b.host = v.executor AND v.event_at >= b.valid_from;
+SELECT epoch_id, escrow_id, inference_id, nonce, kind, validator, validator_slot, executor, valid,
+       event_at, validator_build, executor_build, tx_index, counted, after_resolution
+FROM d_validations;
 
 CREATE OR REPLACE VIEW replay_disagreements AS
 SELECT epoch_id, escrow_id, inference_id, field, replayed, sealed FROM d_replay_disagreements;
