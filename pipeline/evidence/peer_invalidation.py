@@ -98,8 +98,8 @@ def peer_invalidation(
 def _per_escrow(answers: pl.DataFrame) -> pl.DataFrame:
     """answers and challenged_or_invalidated per escrow and group, both groups in every escrow."""
     counts = answers.group_by("epoch_id", "escrow_id", "group").agg(
-        answers=pl.len().cast(pl.Int64),
-        challenged_or_invalidated=pl.col("challenged_or_invalidated").fill_null(False).sum().cast(pl.Int64),
+        answers=pl.col("answers").sum().cast(pl.Int64),
+        challenged_or_invalidated=pl.col("challenged_or_invalidated").sum().cast(pl.Int64),
     )
     grid = answers.select("epoch_id", "escrow_id").unique().join(
         pl.DataFrame({"group": GROUPS}), how="cross"

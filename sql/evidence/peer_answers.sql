@@ -1,5 +1,5 @@
--- Answers in the escrows where the host executed at least one answer in the window, by
--- every executor. An answer is an inference with a finish transaction whose final status
+-- Answers per escrow, host vs every other executor, in the escrows where the host executed at
+-- least one answer in the window. An answer is an inference with a finish transaction whose final status
 -- is not timed_out (records drained to Finished at settlement have no finish transaction).
 -- Window: --epoch on the escrow's epoch, --since/--until on started_at.
 -- params: $host, $epoch, $since, $until (NULL = unbounded)
@@ -12,6 +12,8 @@ WITH answers AS (
     AND ($since::TIMESTAMPTZ IS NULL OR started_at >= $since)
     AND ($until::TIMESTAMPTZ IS NULL OR started_at < $until)
 )
-SELECT epoch_id, escrow_id, inference_id, executor IS NOT DISTINCT FROM $host AS is_host, challenged_or_invalidated
+SELECT epoch_id, escrow_id, executor IS NOT DISTINCT FROM $host AS is_host,
+       count(*) AS answers, count(*) FILTER (challenged_or_invalidated) AS challenged_or_invalidated
 FROM answers
 WHERE escrow_id IN (SELECT escrow_id FROM answers WHERE executor = $host)
+GROUP BY ALL
