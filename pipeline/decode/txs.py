@@ -62,31 +62,49 @@ class DecodedDiffs:
 def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
     """Decode a batch of canonical `diffs` rows (epoch_id, escrow_id, nonce, txs_proto, created_at).
 
-    This loop is the ingest's hottest Python code: each transaction becomes one tuple in
-    TX_SCHEMA order (no per-row dict), and columns are built once at the end.
+    This loop is the ingest's hottest Python code, so per transaction it does only the field
+    extraction (`_tx_fields`, one tuple); the per-diff columns are gathered afterwards with
+    Arrow `take` on the diff's position.
     """
-    rows: list[tuple] = []
-    diff_rows: list[tuple] = []
+    fields: list[tuple] = []
+    diff_of_tx: list[int] = []
+    tx_index: list[int] = []
+    decoded: list[int] = []  # positions of the diffs that parsed
+    tx_counts: list[int] = []
     quarantined: list[tuple[str, str]] = []
-    append = rows.append
-    columns = (batch.column(n).to_pylist() for n in ("epoch_id", "escrow_id", "nonce", "txs_proto", "created_at"))
-    for epoch_id, escrow_id, nonce, blob, created_at in zip(*columns):
+    escrows, nonces = batch.column("escrow_id"), batch.column("nonce")
+    for pos, blob in enumerate(batch.column("txs_proto").to_pylist()):
         try:
-            diff = DiffContent.FromString(blob or b"")
+            txs = DiffContent.FromString(blob or b"").txs
         except DecodeError as exc:
-            quarantined.append((f"{escrow_id}/{nonce}", f"txs_proto does not decode: {exc}"))
+            quarantined.append((f"{escrows[pos].as_py()}/{nonces[pos].as_py()}", f"txs_proto does not decode: {exc}"))
             continue
-        txs = diff.txs
-        diff_rows.append((epoch_id, escrow_id, nonce, created_at, len(txs)))
-        for index, tx in enumerate(txs):
-            append((epoch_id, escrow_id, nonce, index, *_tx_fields(tx), created_at))
-    tx_columns = list(zip(*rows)) if rows else [[] for _ in TX_SCHEMA]
-    diff_columns = list(zip(*diff_rows)) if diff_rows else [[] for _ in DIFF_SCHEMA]
+        n = len(txs)
+        decoded.append(pos)
+        tx_counts.append(n)
+        fields.extend(map(_tx_fields, txs))
+        diff_of_tx.extend([pos] * n)
+        tx_index.extend(range(n))
+    take = pa.array(diff_of_tx, type=pa.int64())
+    per_tx = {name: batch.column(source).take(take) for name, source in
+              (("epoch_id", "epoch_id"), ("escrow_id", "escrow_id"), ("nonce", "nonce"), ("diff_created_at", "created_at"))}
+    per_tx["tx_index"] = pa.array(tx_index, type=pa.int64())
+    columns = list(zip(*fields)) if fields else [[] for _ in TX_FIELDS]
+    per_tx |= {name: pa.array(values, type=TX_SCHEMA.field(name).type) for name, values in zip(TX_FIELDS, columns)}
+    kept = pa.array(decoded, type=pa.int64())
+    diffs = pa.Table.from_arrays(
+        [batch.column("epoch_id").take(kept), batch.column("escrow_id").take(kept), batch.column("nonce").take(kept),
+         batch.column("created_at").take(kept), pa.array(tx_counts, type=pa.int64())],
+        schema=DIFF_SCHEMA,
+    )
     return DecodedDiffs(
-        txs=pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(tx_columns, TX_SCHEMA)], schema=TX_SCHEMA),
-        diffs=pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(diff_columns, DIFF_SCHEMA)], schema=DIFF_SCHEMA),
+        txs=pa.Table.from_arrays([per_tx[f.name] for f in TX_SCHEMA], schema=TX_SCHEMA),
+        diffs=diffs,
         quarantined=quarantined,
     )
+
+
+TX_FIELDS = [n for n in TX_SCHEMA.names if n not in ("epoch_id", "escrow_id", "nonce", "tx_index", "diff_created_at")]
 
 
 # Fields between tx_index and diff_created_at, in TX_SCHEMA order:
