@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import polars as pl
+import psycopg
 
 from pipeline.ingest import IngestSummary, ingest_store
 from pipeline.sources import open_store
@@ -52,3 +54,18 @@ def assert_views_equal(a: dict[str, pl.DataFrame], b: dict[str, pl.DataFrame]) -
     for name in VIEW_KEYS:
         assert a[name].height > 0, f"{name} is empty"
         assert_frame_equal(a[name], b[name], check_dtypes=True, check_exact=True)
+
+
+def throwaway_database(request) -> str:
+    """An empty PostgreSQL database dropped when the requesting fixture's scope ends (any scope)."""
+    server = request.getfixturevalue("pg_server")
+    name = f"ge_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    request.addfinalizer(drop)
+    return f"{server}/{name}"

@@ -6,18 +6,16 @@ from __future__ import annotations
 import datetime as dt
 import math
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import orjson
 import polars as pl
-import psycopg
 import pytest
 from scipy import stats as scipy_stats
 
-from tests.helpers import ingest
+from tests.helpers import ingest, throwaway_database
 from pipeline.builds import load_builds
 from pipeline.evidence import EVIDENCE, EvidenceError, compute
 from pipeline.render import render
@@ -50,17 +48,7 @@ def loaded(request, timeline, tmp_path_factory):
         source: str | Path = tmp / "store"
         copy.write_sqlite(source)
     else:
-        server = request.getfixturevalue("pg_server")
-        name = f"ge_test_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-
-        def drop():
-            with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-        request.addfinalizer(drop)
-        source = f"{server}/{name}"
+        source = throwaway_database(request)
         copy.write_postgres(source)
     warehouse = tmp / "warehouse.duckdb"
     ingest(warehouse, source, label=f"focal {request.param}")

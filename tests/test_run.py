@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 

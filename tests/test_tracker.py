@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import uuid
 
 import polars as pl
 import psycopg
@@ -14,7 +13,7 @@ import pytest
 from pipeline.evidence import EvidenceError, compute
 from pipeline.ingest_json import ingest_json_files
 from pipeline.warehouse import fetch_frame, open_for_write
-from tests.helpers import ingest
+from tests.helpers import ingest, throwaway_database
 
 LAST_EPOCH = 4
 COUNTS = ["assigned_nonces", "protocol_only", "finished_used", "finished_unused", "finished_usage_unknown",
@@ -24,18 +23,6 @@ COUNTS = ["assigned_nonces", "protocol_only", "finished_used", "finished_unused"
 KEY = ["epoch_id", "participant", "model"]
 
 
-def _pg_database(request) -> str:
-    server = request.getfixturevalue("pg_server")
-    name = f"ge_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-
-    def drop():
-        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    request.addfinalizer(drop)
-    return f"{server}/{name}"
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +36,7 @@ def ledger_wh(request, copy4, tmp_path_factory):
     if request.param == "sqlite":
         source = copy4.write_sqlite(tmp / "store", ledger=True)
     else:
-        source = _pg_database(request)
+        source = throwaway_database(request)
         copy4.write_postgres(source, ledger=True)
     warehouse = tmp / "warehouse.duckdb"
     summary = ingest(warehouse, source)
@@ -256,7 +243,7 @@ def test_bad_ledger_input_is_quarantined_not_fatal(copy4, tmp_path, request):
 
 
 def test_postgres_unknown_counter_key_and_leftover_blob(copy4, tmp_path, request):
-    url = _pg_database(request)
+    url = throwaway_database(request)
     copy4.write_postgres(url, ledger=True)
     with psycopg.connect(url) as conn:
         conn.execute("INSERT INTO accounting_escrow_counters VALUES ('2100', 'gw-a', 'bad1', '\"just a string\"', 3)")
