@@ -3,9 +3,11 @@
     from pipeline.ingest_logs import ingest_logs
     summary = ingest_logs(con, ["logs/"], host="gonka1…", kind=None, year=None)
 
-Each file is one transaction: its rows, its unparsed lines (quarantine) and its
-coverage row in ``log_files`` commit together, so an interrupted run leaves whole
-files. Rows are inserted with ``INSERT OR IGNORE`` on their natural keys (see
+Small files (validator logs, scrapes, PoC results) are one transaction each. vLLM logs
+stream: each chunk's rows and unparsed lines (quarantine) commit as they are parsed
+(`pipeline.sources.vllm_logs.iter_vllm_batches`), so neither the parser's nor DuckDB's
+memory grows with the file, and the file's coverage row in ``log_files`` commits last.
+Rows are inserted with ``INSERT OR IGNORE`` on their natural keys (see
 ``sql/warehouse/schema/30_logs.sql``), so re-ingesting a file, its rotated or
 gzipped twin, or a longer version of it adds only what is new. The run is a row
 in ``ingest_runs`` (source id ``logs:<host>``) with the rows added per table.
@@ -28,7 +30,7 @@ from pipeline.sources.logfiles import KINDS, LogFile, detect_kind, expand
 from pipeline.sources.metrics_scrapes import parse_scrape
 from pipeline.sources.poc_results import parse_poc
 from pipeline.sources.validator_logs import parse_validator_log
-from pipeline.sources.vllm_logs import parse_vllm_log
+from pipeline.sources.vllm_logs import VllmStream, iter_vllm_batches
 from pipeline.warehouse import transaction
 
 TS = pl.Datetime("us", "UTC")
@@ -127,17 +129,75 @@ def ingest_logs(
     return summary
 
 
+def _insert(con, table: str, frame: pl.DataFrame) -> int:
+    con.register("new_log_rows", frame.to_arrow())
+    try:
+        return int(con.execute(f"INSERT OR IGNORE INTO {table} BY NAME (SELECT * FROM new_log_rows)").fetchone()[0])
+    finally:
+        con.unregister("new_log_rows")
+
+
+def _quarantine_frame(run_id: str, host: str, file_id: str, kind: str, file: LogFile, unparsed: pl.DataFrame) -> pl.DataFrame:
+    return unparsed.select(
+        run_id=pl.lit(run_id), source_id=pl.lit(f"logs:{host}:{file_id}"), table_name=pl.lit(QUARANTINE_TABLE[kind]),
+        row_key=pl.col("record_key"),
+        reason=pl.format("unparsed line {} of {}: {}", pl.col("line"), pl.lit(file.path.name), pl.col("text").str.slice(0, 300)),
+    )
+
+
+def _ingest_vllm(con, file: LogFile, host: str, year: int | None, run_id: str, summary: LogIngestSummary):
+    """Stream the file: each chunk's rows go in as parsed, inside the file's one transaction."""
+    file_id = file.identity()
+    stream = VllmStream(year)
+    added = {"log_spec_decode": 0, "log_engine_stats": 0, "log_engine_events": 0}
+    extra = {"host": host, "file_id": file_id, "run_id": run_id}
+    for batch in iter_vllm_batches(file, year, stream):
+        # One transaction per chunk keeps DuckDB's memory bounded by the chunk, not the file;
+        # keys are stable, so a re-run after an interruption adds exactly the missing rows.
+        with transaction(con):
+            for table, frame in (("log_spec_decode", batch.spec), ("log_engine_stats", batch.stats),
+                                 ("log_engine_events", batch.events)):
+                if frame.height:
+                    frame = frame.with_columns(**{k: pl.lit(v) for k, v in extra.items()}).select(
+                        [pl.col(c).cast(t) for c, t in SCHEMAS[table].items()])
+                    added[table] += _insert(con, table, frame)
+            if batch.unparsed.height:
+                bad = _quarantine_frame(run_id, host, file_id, "vllm", file, batch.unparsed)
+                con.register("new_quarantine", bad.to_arrow())
+                con.execute("INSERT OR IGNORE INTO quarantine BY NAME (SELECT * FROM new_quarantine)")
+                con.unregister("new_quarantine")
+    # The coverage row is written last: a file is only listed as ingested once all its chunks are in.
+    first, last = stream.at(stream.first), stream.at(stream.last)
+    with transaction(con):
+        _log_file_row(con, host, file_id, "vllm", file, first, last, stream.lines, stream.records, stream.unparsed, run_id)
+    for table, n in added.items():
+        summary.add(table, n)
+    summary.files += 1
+    summary.kinds["vllm"] = summary.kinds.get("vllm", 0) + 1
+    summary.lines += stream.lines
+    summary.unparsed += stream.unparsed
+    return last
+
+
+def _log_file_row(con, host, file_id, kind, file, first, last, lines, records, unparsed, run_id) -> None:
+    con.execute(
+        """INSERT INTO log_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (host, file_id, kind) DO UPDATE SET
+             path = excluded.path, first_at = least(log_files.first_at, excluded.first_at),
+             last_at = greatest(log_files.last_at, excluded.last_at), lines = greatest(log_files.lines, excluded.lines),
+             records = greatest(log_files.records, excluded.records),
+             unparsed = greatest(log_files.unparsed, excluded.unparsed), run_id = excluded.run_id""",
+        [host, file_id, kind, str(file.path), first, last, lines, records, unparsed, run_id],
+    )
+
+
 def _ingest_file(con, file: LogFile, kind: str, host: str, year: int | None, run_id: str, summary: LogIngestSummary):
+    if kind == "vllm":
+        return _ingest_vllm(con, file, host, year, run_id, summary)
     file_id = file.identity()
     tables: dict[str, list[dict]] = {}
     base = {"run_id": run_id, "file_id": file_id}
-    if kind == "vllm":
-        parsed = parse_vllm_log(file, year)
-        tables["log_spec_decode"] = [{**r, **base, "host": host} for r in parsed.spec]
-        tables["log_engine_stats"] = [{**r, **base, "host": host} for r in parsed.stats]
-        tables["log_engine_events"] = [{**r, **base, "host": host} for r in parsed.events]
-        first, last, records = parsed.first_at, parsed.last_at, parsed.records
-    elif kind == "validator":
+    if kind == "validator":
         parsed = parse_validator_log(file, host)
         tables["log_validation_scores"] = [{**r, **base} for r in parsed.scores]
         first, last, records = parsed.first_at, parsed.last_at, len(parsed.scores)
@@ -162,23 +222,12 @@ def _ingest_file(con, file: LogFile, kind: str, host: str, year: int | None, run
     with transaction(con):
         for table, rows in tables.items():
             frame = pl.DataFrame(rows, schema=SCHEMAS[table]) if rows else pl.DataFrame(schema=SCHEMAS[table])
-            con.register("new_log_rows", frame.to_arrow())
-            added = con.execute(f"INSERT OR IGNORE INTO {table} BY NAME (SELECT * FROM new_log_rows)").fetchone()[0]
-            con.unregister("new_log_rows")
-            summary.add(table, int(added))
+            summary.add(table, _insert(con, table, frame))
         if bad.height:
             con.register("new_quarantine", bad.to_arrow())
             con.execute("INSERT OR IGNORE INTO quarantine BY NAME (SELECT * FROM new_quarantine)")
             con.unregister("new_quarantine")
-        con.execute(
-            """INSERT INTO log_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-               ON CONFLICT (host, file_id, kind) DO UPDATE SET
-                 path = excluded.path, first_at = least(log_files.first_at, excluded.first_at),
-                 last_at = greatest(log_files.last_at, excluded.last_at), lines = greatest(log_files.lines, excluded.lines),
-                 records = greatest(log_files.records, excluded.records),
-                 unparsed = greatest(log_files.unparsed, excluded.unparsed), run_id = excluded.run_id""",
-            [host, file_id, kind, str(file.path), first, last, parsed.lines, records, len(parsed.unparsed), run_id],
-        )
+        _log_file_row(con, host, file_id, kind, file, first, last, parsed.lines, records, len(parsed.unparsed), run_id)
     summary.files += 1
     summary.kinds[kind] = summary.kinds.get(kind, 0) + 1
     summary.lines += parsed.lines

@@ -298,3 +298,60 @@ def test_cli_ingest_logs(samples, tmp_path):
     assert missing.exit_code == 1 and "no such file" in missing.output and "Traceback" not in missing.output
     bad_kind = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--kind", "x", "--warehouse", str(warehouse)])
     assert bad_kind.exit_code == 1
+
+
+# -- streaming parser: chunk boundaries and line-level traps (bench/BENCHMARKS-logs.md) -----------
+
+EDGE_LOG = b"".join([
+    b"INFO:     Started server process [1]\n",  # uvicorn before any timed record: skipped
+    b"  orphan line before any record\n",  # unparsed
+    b"INFO 12-31 23:59:50 [api_server.py:1] vLLM API server version 0.8.5\n",
+    b"\n\n   \n",  # blank lines: counted as lines, nothing else
+    (b"myprefix INFO 12-31 23:59:55 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
+     b"2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs, GPU KV cache usage: 47.5%, Prefix cache hit rate: 10.0%\r\n"),
+    # the same line twice (a lone \r ends the first): keys :0 and :1
+    (b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
+     b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\r"),
+    (b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
+     b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\n"),
+    b"ERROR 01-01 00:00:06 [core.py:700] EngineCore encountered a fatal error.\n",
+    b"some raw line, folded because the record is an ERROR\n",
+    b"\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m Traceback (most recent call last):\n",
+    b"  File \"x.py\", line 1\n",
+    b"torch.OutOfMemoryError: CUDA out of memory. \xff\xfe undecodable bytes\n",
+    b"INFO 01-01 00:00:07 [x.py:1] plain info\n",
+    b"not a traceback line: unparsed\n",
+    b"ValueError: a traceback line, folded\n",
+    b"folded too, the record already has folded lines\n",
+    b"INFO:     Application startup complete.\n",
+    b"INFO 01-01 00:00:08 [x.py:1] Avg prompt throughput: bad\n",  # unparsed stats record
+    b"INFO 01-01 00:00:10 [x.py:1] Process EngineCore_0 (PID: 5) died with exit code 1\n",
+    b"CRITICAL 01-01 00:00:13 [x.py:1] PoC generation crashed: boom\n",
+])
+
+
+def test_streaming_parser_chunk_boundaries(tmp_path):
+    from pipeline.sources.logfiles import LogFile
+    from pipeline.sources.vllm_logs import parse_vllm_log
+
+    path = tmp_path / "edge.log"
+    path.write_bytes(EDGE_LOG * 3 + b"INFO 01-02 00:00:00 [x.py:1] PoC stopped: 1 nonces")  # no final newline
+    file = LogFile(path, dt.datetime(2027, 1, 2, tzinfo=UTC))
+    whole = parse_vllm_log(file, None)
+    # numbers from the line-by-line parser this streaming one replaced (same keys, rows and counts)
+    assert (whole.lines, whole.records, len(whole.spec), len(whole.stats), len(whole.unparsed)) == (67, 33, 6, 3, 7)
+    assert sorted(r["record_key"].split(":")[1] for r in whole.spec) == ["0", "1", "2", "3", "4", "5"]
+    kinds = sorted(e["kind"] for e in whole.events)
+    assert kinds == sorted(["fatal", "oom", "ready", "worker_died", "poc_stop"] * 3 + ["poc_stop"])
+    fatal = next(e for e in whole.events if e["kind"] == "fatal")
+    assert fatal["detail"].endswith("— torch.OutOfMemoryError: CUDA out of memory. \ufffd\ufffd undecodable bytes")
+    assert whole.stats[0]["kv_cache_usage"] == 47.5 / 100 and whole.stats[0]["preemptions"] is None
+    assert whole.spec[0]["mal_semantics"] == "no_plus1" and whole.spec[0]["drafts"] == 500
+    assert (whole.first_at.year, whole.last_at.year) == (2024, 2027)  # three rollovers; file time = last record
+    for chunk in (64, 1000):  # a chunk boundary inside every record and traceback
+        part = parse_vllm_log(file, None, chunk_bytes=chunk)
+        assert (part.lines, part.records, part.first_at, part.last_at) == (whole.lines, whole.records, whole.first_at,
+                                                                           whole.last_at)
+        for name in ("spec", "stats", "events"):
+            assert sorted(map(repr, getattr(part, name))) == sorted(map(repr, getattr(whole, name))), name
+        assert sorted(part.unparsed) == sorted(whole.unparsed)
