@@ -7,14 +7,23 @@ here when missing), each step runs in its own child process so its peak RSS
 (`os.wait4` → `ru_maxrss` of exactly that child) is comparable across steps:
 
   floor     psycopg `COPY (SELECT <ingested columns>) TO STDOUT (FORMAT binary)` of the
-            tables our ingest reads, bytes discarded (the raw floor)
-  flat      our PostgresStore.read (ADBC `fetch_record_batch`, per epoch, conformed)
-            streamed into a fresh DuckDB file: flat-table transfer alone
+            flat tables, bytes discarded (the raw floor); the diff blobs timed separately
+  flat      our PostgresStore.read (ADBC `fetch_record_batch`, per epoch, conformed) of the
+            flat tables (sessions, sealed_inferences, both validation-obs tables, escrow
+            cache: what the ingest stores as it is) streamed into plain tables of a fresh
+            DuckDB file: flat-table transfer alone
+  flat_raw  the same into the warehouse's raw_* tables (primary keys) with the ingest's
+            INSERT OR REPLACE / INSERT OR IGNORE statements
+  dlt       dlt `sql_database` tables (backend="pyarrow", same tables and columns) into DuckDB
   decode    `decode_diffs` over the diffs batches as they arrive (only the decode is timed)
-  dlt       dlt `sql_database` tables (backend="pyarrow", same columns) into DuckDB
+  blobs     the diff blobs (`txs_proto` …) streamed into DuckDB as bytes: not something the
+            ingest does (it decodes them), kept as a labelled reference row
   ingest    `ingest_store` into a fresh warehouse, with the time inside reads, decode
             and derive measured by wrapping those functions
   reingest  the same copy again into the same warehouse (nothing changed: a no-op)
+  evidence  issue 3: votes-by-build, epoch-summary, peer-invalidation from that warehouse
+            (after `gonka-evidence builds` for the address holding the most slots) vs the
+            closest SQL on the PostgreSQL copy, median of 3 runs each
 
 Results print as a table and go to bench/results/latest.json. Targets (issue 2,
 Performance) are evaluated and reported as pass/fail; the exit code is 0 either way
@@ -43,16 +52,23 @@ sys.path.insert(0, str(ROOT))
 
 import scale_copy  # noqa: E402
 
-# The tables (logical names) our ingest reads, and the rows counted for "rows/s".
-FLAT_TABLES = ("sessions", "diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs")
-STEPS = ("floor", "flat", "decode", "dlt", "ingest", "reingest")
+# "Flat tables" (issue 2, Performance): the tables our ingest stores as they are. The diff
+# blobs (`diffs.txs_proto`) are NOT flat: the ingest decodes them and never stores them; their
+# throughput is the decode step and the full ingest ("blobs" keeps the old blobs→DuckDB number).
+FLAT_TABLES = ("sessions", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "escrow_cache")
+BLOB_TABLES = ("diffs",)
+STEPS = ("floor", "flat", "flat_raw", "dlt", "decode", "blobs", "ingest", "reingest", "evidence")
+OURS = ("flat", "flat_raw", "decode", "ingest", "reingest")  # steps of our ingest path (peak RSS targets)
+EVIDENCE_TABLES = ("votes-by-build", "epoch-summary", "peer-invalidation")
+EVIDENCE_RUNS = 3  # timed runs per side (after one warm-up run); the median is reported
 TARGETS = {
     "flat_vs_floor": 0.5,  # flat rows/s >= 50% of the COPY floor
     "flat_vs_dlt": 3.0,  # flat rows/s >= 3x dlt
     "decode_tx_per_s": 200_000,
     "reingest_share_2m": 0.05,  # no-op re-ingest of the 2M copy <= 5% of its full ingest
     "peak_rss_bytes": int(1.5 * 2**30),
-    "rss_growth": 1.10,  # peak RSS at the largest size <= 110% of the smallest ("not growing with size")
+    "rss_growth": 1.10,  # peak RSS of a step at the largest size <= 110% of the same step at the smallest
+    "evidence_speedup": 20.0,  # issue 3: each evidence table >= 20x faster than the same question on PostgreSQL
 }
 
 
@@ -65,53 +81,71 @@ def _columns(store, table: str) -> list[str]:
     return [f.name for f in TABLES[table].schema if f.name in present]
 
 
-def step_floor(url: str, size: str) -> dict:
-    import psycopg
+def _copy_floor(cur, tables: tuple[str, ...], cols: dict[str, list[str]]) -> dict:
+    from pipeline.sources.postgres_store import PREFIX
 
-    from pipeline.sources.postgres_store import PREFIX, PostgresStore
-
-    store = PostgresStore(url)  # only for the physical column list
-    cols = {t: _columns(store, t) for t in FLAT_TABLES}
-    store.close()
     rows, nbytes, per_table = 0, 0, {}
     started = time.perf_counter()
-    with psycopg.connect(url) as con:
-        con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        with con.cursor() as cur:
-            for table in FLAT_TABLES:
-                select = ", ".join(f'"{c}"' for c in cols[table])
-                n = 0
-                with cur.copy(f'COPY (SELECT {select} FROM "{PREFIX}{table}") TO STDOUT (FORMAT binary)') as copy:
-                    for block in copy:
-                        nbytes += len(block)
-                    n = cur.rowcount
-                per_table[table] = n
-                rows += n
-        con.rollback()
+    for table in tables:
+        select = ", ".join(f'"{c}"' for c in cols[table])
+        with cur.copy(f'COPY (SELECT {select} FROM "{PREFIX}{table}") TO STDOUT (FORMAT binary)') as copy:
+            for block in copy:
+                nbytes += len(block)
+        per_table[table] = cur.rowcount
+        rows += cur.rowcount
     elapsed = time.perf_counter() - started
     return {"elapsed_s": elapsed, "rows": rows, "bytes": nbytes, "rows_per_s": rows / elapsed, "per_table": per_table}
 
 
-def step_flat(url: str, size: str) -> dict:
+def step_floor(url: str, size: str) -> dict:
+    """COPY floor of the flat tables (the result) and, timed separately, of the diff blobs."""
+    import psycopg
+
+    from pipeline.sources.postgres_store import PostgresStore
+
+    store = PostgresStore(url)  # only for the physical column list
+    cols = {t: _columns(store, t) for t in FLAT_TABLES + BLOB_TABLES}
+    store.close()
+    with psycopg.connect(url) as con:
+        con.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        with con.cursor() as cur:
+            flat = _copy_floor(cur, FLAT_TABLES, cols)
+            blobs = _copy_floor(cur, BLOB_TABLES, cols)
+        con.rollback()
+    return flat | {"blobs": blobs}
+
+
+def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
+    """Our PostgresStore.read of `tables` (per epoch where per epoch) streamed into plain
+    DuckDB tables of a fresh file, through a RecordBatchReader (no Python rows)."""
     import duckdb
     import pyarrow as pa
 
     from pipeline.sources import open_store
     from pipeline.sources.base import TABLES
 
-    path = DATA / f"flat_{size}.duckdb"
     path.unlink(missing_ok=True)
     started = time.perf_counter()
     store = open_store(url)
     con = duckdb.connect(str(path))
     per_table = {}
-    for table in FLAT_TABLES:
-        schema = TABLES[table].schema
-        con.execute(f"CREATE TABLE {table} AS SELECT * FROM (SELECT 1) WHERE false")  # placeholder, replaced below
-        con.execute(f"DROP TABLE {table}")
+    read_timer = _Timer()  # time spent inside PostgresStore.read (ADBC + conform); the rest is DuckDB
+    timed_read = read_timer.wrap_iter(store.read)
+    batches = 0
+    max_batch_bytes = 0
+
+    def counted(it):
+        nonlocal batches, max_batch_bytes
+        for b in it:
+            batches += 1
+            max_batch_bytes = max(max_batch_bytes, b.nbytes)
+            yield b
+
+    for table in tables:
+        spec = TABLES[table]
         created = False
-        for epoch_id in store.epochs():
-            reader = pa.RecordBatchReader.from_batches(schema, store.read(table, epoch_id))
+        for epoch_id in (store.epochs() if spec.per_epoch else [None]):
+            reader = pa.RecordBatchReader.from_batches(spec.schema, counted(timed_read(table, epoch_id)))
             con.execute(f"{'INSERT INTO ' + table if created else 'CREATE TABLE ' + table + ' AS'} SELECT * FROM reader")
             created = True
         per_table[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
@@ -120,7 +154,64 @@ def step_flat(url: str, size: str) -> dict:
     elapsed = time.perf_counter() - started
     rows = sum(per_table.values())
     return {"elapsed_s": elapsed, "rows": rows, "rows_per_s": rows / elapsed, "per_table": per_table,
+            "read_s": read_timer.seconds, "duckdb_s": elapsed - read_timer.seconds, "batches": batches,
+            "max_batch_bytes": max_batch_bytes, "read_rows_per_s": rows / read_timer.seconds if read_timer.seconds else None,
             "duckdb_bytes": path.stat().st_size}
+
+
+def step_flat(url: str, size: str) -> dict:
+    """Flat-table transfer: the tables our ingest stores as they are, read by us, into DuckDB."""
+    return _stream_into_duckdb(url, DATA / f"flat_{size}.duckdb", FLAT_TABLES)
+
+
+def step_blobs(url: str, size: str) -> dict:
+    """The diff blobs streamed into DuckDB as bytes (the old "flat" number; the ingest never stores them)."""
+    return _stream_into_duckdb(url, DATA / f"blobs_{size}.duckdb", BLOB_TABLES)
+
+
+# The flat tables into the warehouse's own raw_* tables (primary keys), with the ingest's statements.
+_RAW_INSERT = {
+    "sessions": "INSERT OR REPLACE INTO raw_sessions BY NAME (SELECT * FROM reader)",
+    "sealed_inferences": "INSERT OR REPLACE INTO raw_sealed_inferences BY NAME (SELECT * FROM reader)",
+    "inference_validation_obs": "INSERT OR IGNORE INTO raw_validation_obs BY NAME "
+                                "(SELECT escrow_id, inference_id, slot_id, epoch_id FROM reader)",
+    "sealed_validation_obs": "INSERT OR IGNORE INTO raw_validation_obs BY NAME "
+                             "(SELECT escrow_id, inference_id, slot_id, epoch_id FROM reader)",
+    "escrow_cache": "INSERT OR REPLACE INTO raw_escrow_cache BY NAME (SELECT * FROM reader)",
+}
+
+
+def step_flat_raw(url: str, size: str) -> dict:
+    """Like flat, but into the warehouse schema (raw_* tables with primary keys) with the ingest's
+    upsert / insert-or-ignore statements, one per table and epoch: what storing them costs in the ingest."""
+    import pyarrow as pa
+
+    from pipeline.sources import open_store
+    from pipeline.sources.base import TABLES
+    from pipeline.warehouse import open_for_write, transaction
+
+    path = DATA / f"flat_raw_{size}.duckdb"
+    for p in (path, path.with_name(path.name + ".wal")):
+        p.unlink(missing_ok=True)
+    con = open_for_write(path)  # schema creation is not timed
+    started = time.perf_counter()
+    store = open_store(url)
+    rows = 0
+    for table in FLAT_TABLES:
+        spec = TABLES[table]
+        for epoch_id in (store.epochs() if spec.per_epoch else [None]):
+            def counted(it):
+                nonlocal rows
+                for b in it:
+                    rows += b.num_rows
+                    yield b
+            reader = pa.RecordBatchReader.from_batches(spec.schema, counted(store.read(table, epoch_id)))
+            with transaction(con):
+                con.execute(_RAW_INSERT[table])
+    store.close()
+    con.close()
+    elapsed = time.perf_counter() - started
+    return {"elapsed_s": elapsed, "rows": rows, "rows_per_s": rows / elapsed, "duckdb_bytes": path.stat().st_size}
 
 
 def step_decode(url: str, size: str) -> dict:
@@ -171,7 +262,9 @@ def step_dlt(url: str, size: str) -> dict:
     info = pipeline.run(resources)
     elapsed = time.perf_counter() - started
     con = duckdb.connect(str(path), read_only=True)
-    per_table = {t: con.execute(f'SELECT count(*) FROM raw."{PREFIX}{t}"').fetchone()[0] for t in FLAT_TABLES}
+    loaded = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'raw'").fetchall()}
+    per_table = {t: con.execute(f'SELECT count(*) FROM raw."{PREFIX}{t}"').fetchone()[0] if f"{PREFIX}{t}" in loaded else 0
+                 for t in FLAT_TABLES}  # dlt creates no table for an empty one
     con.close()
     rows = sum(per_table.values())
     return {"elapsed_s": elapsed, "rows": rows, "rows_per_s": rows / elapsed, "per_table": per_table,
@@ -257,8 +350,227 @@ def step_reingest(url: str, size: str) -> dict:
     return _ingest(url, size, fresh=False)
 
 
-STEP_FUNCS = {"floor": step_floor, "flat": step_flat, "decode": step_decode, "dlt": step_dlt,
-              "ingest": step_ingest, "reingest": step_reingest}
+# -- issue 3: evidence tables from the warehouse vs the same question asked of PostgreSQL -----------
+
+# Slot -> address of every escrow, from the session's group_json (slot = position in the array).
+_PG_SLOTS = """
+slots AS (
+  SELECT s.epoch_id, s.escrow_id, (g.ord - 1)::int AS slot, g.e->>'ValidatorAddress' AS address
+  FROM devshard_sessions s, jsonb_array_elements(s.group_json::jsonb) WITH ORDINALITY AS g(e, ord)
+),
+host_slots AS (SELECT epoch_id, escrow_id, slot FROM slots WHERE address = %(host)s)"""
+
+# Sealed status codes (pipeline/transforms/derive.py STATUS_NAMES): 2 finished, 3 challenged,
+# 4 validated, 5 invalidated, 6 timed_out.
+PG_EVIDENCE_SQL = {
+    # The host as executor, per epoch: outcomes from sealed_status, tallies and tokens from the
+    # sealed row, and the number of (inference, slot) validation-obs rows on its answers.
+    "epoch-summary": f"""
+WITH {_PG_SLOTS},
+answers AS (
+  SELECT si.epoch_id, si.escrow_id, si.inference_id, si.sealed_nonce, si.sealed_status AS st,
+         si.sealed_votes_valid, si.sealed_votes_invalid, si.sealed_input_tokens, si.sealed_output_tokens
+  FROM devshard_sealed_inferences si
+  JOIN host_slots h ON h.epoch_id = si.epoch_id AND h.escrow_id = si.escrow_id AND h.slot = si.sealed_executor_slot
+),
+obs AS (
+  SELECT epoch_id, escrow_id, inference_id FROM devshard_sealed_validation_obs
+  UNION ALL
+  SELECT epoch_id, escrow_id, inference_id FROM devshard_inference_validation_obs
+),
+verdicts AS (
+  SELECT a.epoch_id, count(*) AS verdict_slots
+  FROM obs o JOIN answers a USING (epoch_id, escrow_id, inference_id)
+  GROUP BY a.epoch_id
+),
+per_epoch AS (
+  SELECT epoch_id,
+         count(*) FILTER (WHERE sealed_nonce > 0) AS sealed,
+         count(*) FILTER (WHERE st IN (2, 3, 4, 5)) AS finished,
+         count(*) FILTER (WHERE st = 4) AS validated,
+         count(*) FILTER (WHERE st = 5) AS invalidated,
+         count(*) FILTER (WHERE st = 6) AS timed_out,
+         count(*) FILTER (WHERE st IN (3, 4, 5)) AS challenged,
+         count(*) FILTER (WHERE st = 4) AS cleared,
+         count(*) FILTER (WHERE st = 2 AND sealed_votes_valid > 0) AS validations_valid,
+         count(*) FILTER (WHERE st IN (3, 4, 5)) AS validations_invalid,
+         coalesce(sum(sealed_votes_valid) FILTER (WHERE st IN (3, 4, 5)), 0) AS votes_valid,
+         coalesce(sum(sealed_votes_invalid) FILTER (WHERE st IN (3, 4, 5)), 0) AS votes_invalid,
+         coalesce(sum(sealed_input_tokens) FILTER (WHERE st IN (2, 3, 4, 5)), 0) AS input_tokens,
+         coalesce(sum(sealed_output_tokens) FILTER (WHERE st IN (2, 3, 4, 5)), 0) AS output_tokens
+  FROM answers GROUP BY epoch_id
+)
+SELECT e.epoch_id AS epoch, p.sealed, p.finished, p.validated, p.invalidated, p.timed_out, p.challenged,
+       p.cleared, p.validations_valid, p.validations_invalid, p.votes_valid, p.votes_invalid,
+       p.input_tokens, p.output_tokens, v.verdict_slots
+FROM (SELECT DISTINCT epoch_id FROM host_slots) e
+LEFT JOIN per_epoch p USING (epoch_id)
+LEFT JOIN verdicts v USING (epoch_id)
+ORDER BY epoch""",
+    # The host's answers against the other executors of the same escrows: per escrow and pooled.
+    "peer-invalidation": f"""
+WITH {_PG_SLOTS},
+host_escrows AS (SELECT DISTINCT epoch_id, escrow_id FROM host_slots),
+answers AS MATERIALIZED (  -- only escrows where the host holds a slot: 2.6x faster than all sealed rows
+  SELECT si.escrow_id, sl.address = %(host)s AS is_host, si.sealed_status IN (3, 4, 5) AS ci
+  FROM devshard_sealed_inferences si
+  JOIN host_escrows he ON he.epoch_id = si.epoch_id AND he.escrow_id = si.escrow_id
+  JOIN slots sl ON sl.epoch_id = si.epoch_id AND sl.escrow_id = si.escrow_id AND sl.slot = si.sealed_executor_slot
+  WHERE si.sealed_status IN (2, 3, 4, 5)
+)
+SELECT escrow_id, is_host, count(*) AS answers, count(*) FILTER (WHERE ci) AS challenged_or_invalidated
+FROM answers
+WHERE escrow_id IN (SELECT escrow_id FROM answers WHERE is_host)
+GROUP BY GROUPING SETS ((escrow_id, is_host), (is_host))
+ORDER BY escrow_id NULLS FIRST, is_host DESC""",
+    # The host as validator: its (inference, slot) obs rows on other executors' answers, one per
+    # inference per address; valid = the host's slot bit in sealed_validated_by; kind = vote when
+    # the inference was challenged (status 3/4/5), else validation; build = as-of the inference's
+    # sealed_started_at (PostgreSQL has no per-verdict time); the windows are inlined as VALUES.
+    "votes-by-build": f"""
+WITH {_PG_SLOTS},
+builds(build, valid_from, valid_to) AS (VALUES %(builds)s),
+obs AS (
+  SELECT epoch_id, escrow_id, inference_id, slot_id FROM devshard_sealed_validation_obs
+  UNION ALL
+  SELECT epoch_id, escrow_id, inference_id, slot_id FROM devshard_inference_validation_obs
+),
+verdicts AS (
+  SELECT si.escrow_id, si.inference_id,
+         bool_or(length(si.sealed_validated_by) > o.slot_id / 8
+                 AND get_byte(si.sealed_validated_by, (o.slot_id / 8)::int) & (1 << mod(o.slot_id, 8)::int) <> 0) AS valid,
+         min(si.sealed_status) AS st, min(si.sealed_started_at) AS started_at
+  FROM obs o
+  JOIN host_slots h ON h.epoch_id = o.epoch_id AND h.escrow_id = o.escrow_id AND h.slot = o.slot_id
+  JOIN devshard_sealed_inferences si
+    ON si.epoch_id = o.epoch_id AND si.escrow_id = o.escrow_id AND si.inference_id = o.inference_id
+  WHERE NOT EXISTS (SELECT 1 FROM host_slots x
+                    WHERE x.epoch_id = si.epoch_id AND x.escrow_id = si.escrow_id AND x.slot = si.sealed_executor_slot)
+  GROUP BY si.escrow_id, si.inference_id
+)
+SELECT coalesce(b.build, 'unattributed') AS build,
+       CASE WHEN v.st IN (3, 4, 5) THEN 'vote' ELSE 'validation' END AS kind,
+       count(*) FILTER (WHERE v.valid) AS valid,
+       count(*) FILTER (WHERE NOT v.valid) AS invalid,
+       count(*) AS total,
+       count(*) FILTER (WHERE (v.valid AND v.st = 5) OR (NOT v.valid AND v.st = 4)) AS disagreed,
+       count(*) FILTER (WHERE v.st IN (4, 5)) AS resolved
+FROM verdicts v
+LEFT JOIN builds b ON to_timestamp(v.started_at) >= b.valid_from
+                  AND (b.valid_to IS NULL OR to_timestamp(v.started_at) < b.valid_to)
+GROUP BY 1, 2
+ORDER BY 1, 2""",
+}
+
+
+def _focal_host(url: str) -> tuple[str, int, int]:
+    """The address holding the most slots over all escrows of the copy (ties: smallest address)."""
+    import psycopg
+
+    with psycopg.connect(url) as con:
+        return con.execute(
+            "SELECT g.e->>'ValidatorAddress' AS address, count(*) AS slots, count(DISTINCT s.escrow_id) AS escrows "
+            "FROM devshard_sessions s, jsonb_array_elements(s.group_json::jsonb) WITH ORDINALITY AS g(e, ord) "
+            "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1").fetchone()
+
+
+def _write_builds(url: str, host: str, path: Path) -> list[tuple[str, int, int | None]]:
+    """Three builds of the focal host over the copy's time span (the first ~10% stays unattributed)."""
+    import psycopg
+
+    with psycopg.connect(url) as con:
+        t0, t1 = con.execute("SELECT min(sealed_started_at), max(sealed_started_at) FROM devshard_sealed_inferences "
+                             "WHERE sealed_started_at > 0").fetchone()
+    starts = [("v0.2.9", t0 + (t1 - t0) // 10), ("v0.2.10", t0 + (t1 - t0) * 4 // 10), ("v0.2.11", t0 + (t1 - t0) * 3 // 4)]
+    fmt = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
+    path.write_text("# bench/run.py: builds of the focal host of the bench copy\n" + "".join(
+        f'\n[[builds]]\nhost = "{host}"\nlabel = "{label}"\nsince = "{fmt(t)}"\n' for label, t in starts))
+    return [(label, t, starts[i + 1][1] if i + 1 < len(starts) else None) for i, (label, t) in enumerate(starts)]
+
+
+def _median_runs(fn, runs: int = EVIDENCE_RUNS) -> dict:
+    t0 = time.perf_counter()
+    first = fn()
+    cold = time.perf_counter() - t0
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return {"median_s": times[len(times) // 2], "runs_s": times, "first_s": cold, "result": first}
+
+
+def step_evidence(url: str, size: str) -> dict:
+    """Issue 3: each evidence table from the ingested warehouse (after `gonka-evidence builds`) vs
+    the closest SQL on the PostgreSQL copy; median of EVIDENCE_RUNS runs after a warm-up, each side."""
+    import polars as pl
+    import psycopg
+
+    from pipeline.evidence import compute
+    from pipeline.stats import cmh_test, fisher_exact_2x2, with_wilson
+    from pipeline.warehouse import open_read_only
+
+    warehouse = DATA / f"warehouse_{size}.duckdb"
+    if not warehouse.exists():
+        return {"error": f"{warehouse} missing: run the ingest step first"}
+    host, host_slots, host_escrows = _focal_host(url)
+    builds_file = DATA / f"builds_{size}.toml"
+    builds = _write_builds(url, host, builds_file)
+    cli = shutil.which("gonka-evidence") or str(Path(sys.executable).with_name("gonka-evidence"))
+    subprocess.run([cli, "builds", str(builds_file), "--warehouse", str(warehouse)], check=True,
+                   stdout=subprocess.DEVNULL)
+    values = ", ".join(
+        f"('{label}', to_timestamp({start}), {f'to_timestamp({end})' if end else 'NULL::timestamptz'})"
+        for label, start, end in builds)
+
+    t0 = time.perf_counter()
+    con = open_read_only(warehouse)
+    open_s = time.perf_counter() - t0
+    pg = psycopg.connect(url, autocommit=True)
+
+    def pg_question(name: str):
+        sql = PG_EVIDENCE_SQL[name].replace("%(builds)s", values)
+        rows = pg.execute(sql, {"host": host}).fetchall()
+        if name == "peer-invalidation":  # the same statistics on the PostgreSQL counts
+            pooled = {r[1]: r for r in rows if r[0] is None}
+            cells = lambda r: [r[3], r[2] - r[3]] if r else [0, 0]  # noqa: E731
+            a, b = cells(pooled.get(True))
+            c, d = cells(pooled.get(False))
+            fisher_exact_2x2(a, b, c, d)
+            per = {}
+            for r in rows:
+                if r[0] is not None:
+                    per.setdefault(r[0], {})[r[1]] = r
+            cmh_test([[cells(g.get(True)), cells(g.get(False))] for g in per.values()])
+        elif name == "votes-by-build":
+            with_wilson(pl.DataFrame(rows, schema=["build", "kind", "valid", "invalid", "total", "disagreed", "resolved"],
+                                     orient="row"), "invalid", "total")
+        return rows
+
+    out = {"host": host, "host_slots": host_slots, "host_escrows": host_escrows, "builds_file": str(builds_file),
+           "warehouse_open_s": open_s, "tables": {}}
+    for name in EVIDENCE_TABLES:
+        wh = _median_runs(lambda: compute(name, con, host=host, command="bench"))
+        result = wh.pop("result")
+        pq = _median_runs(lambda: pg_question(name))
+        pg_rows = pq.pop("result")
+        out["tables"][name] = {
+            "warehouse": wh, "postgres": pq, "speedup": pq["median_s"] / wh["median_s"],
+            "warehouse_rows": result.rows.to_dicts()[:12], "postgres_rows": [list(r) for r in pg_rows[:12]],
+            "postgres_row_count": len(pg_rows),
+        }
+    con.close()
+    pg.close()
+    worst = min(t["speedup"] for t in out["tables"].values())
+    out["elapsed_s"] = sum(t["warehouse"]["median_s"] for t in out["tables"].values())
+    out["worst_speedup"] = worst
+    return out
+
+
+STEP_FUNCS = {"floor": step_floor, "flat": step_flat, "flat_raw": step_flat_raw, "blobs": step_blobs,
+              "decode": step_decode, "dlt": step_dlt, "ingest": step_ingest, "reingest": step_reingest,
+              "evidence": step_evidence}
 
 
 # -- orchestration -------------------------------------------------------------------------------
@@ -268,6 +580,7 @@ def run_step(step: str, url: str, size: str, env: dict | None = None) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", dir=DATA, delete=False) as tmp:
         out = Path(tmp.name)
     child_env = os.environ | (env or {})
+    load_before = os.getloadavg()[0]  # the machine is shared: record the load around each step
     proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--step", step, "--size", size,
                              "--url", url, "--out", str(out)], env=child_env)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -280,6 +593,7 @@ def run_step(step: str, url: str, size: str, env: dict | None = None) -> dict:
         out.unlink(missing_ok=True)
     result["peak_rss_bytes"] = usage.ru_maxrss * 1024
     result["cpu_s"] = usage.ru_utime + usage.ru_stime
+    result["loadavg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return result
 
 
@@ -320,7 +634,6 @@ def machine() -> dict:
 def evaluate(sizes: dict) -> dict:
     """Targets per size and overall, with the measured values next to them."""
     out = {}
-    ours = ("flat", "decode", "ingest", "reingest")
     for size, r in sizes.items():
         s = r["steps"]
         t = {}
@@ -339,17 +652,27 @@ def evaluate(sizes: dict) -> dict:
             if size != "2m":
                 entry["note"] = "the target is stated for the 2M copy; shown for reference"
             t["reingest_share"] = entry
-        rss = {k: s[k]["peak_rss_bytes"] for k in ours if "peak_rss_bytes" in s.get(k, {})}
+        rss = {k: s[k]["peak_rss_bytes"] for k in OURS if "peak_rss_bytes" in s.get(k, {})}
         if rss:
             peak = max(rss.values())
             t["peak_rss"] = {"value": peak, "by_step": rss, "target": f"< {TARGETS['peak_rss_bytes']}",
                              "pass": peak < TARGETS["peak_rss_bytes"]}
+        ev = s.get("evidence", {}).get("tables")
+        if ev:
+            for name, e in ev.items():
+                entry = {"value": e["speedup"], "target": f">= {TARGETS['evidence_speedup']}",
+                         "pass": e["speedup"] >= TARGETS["evidence_speedup"]}
+                if size != "2m":
+                    entry["note"] = "the target is stated for the 2M copy; shown for reference"
+                t[f"evidence {name}"] = entry
         out[size] = t
     names = list(sizes)
     if len(names) >= 2:
+        # Like with like: the same step (same code path, same batch sizes) at the smallest and the
+        # largest size, each in its own fresh child process; dlt and the floor are not ours.
         small, large = names[0], names[-1]
         growth = {}
-        for step in ours:
+        for step in OURS:
             a = sizes[small]["steps"].get(step, {}).get("peak_rss_bytes")
             b = sizes[large]["steps"].get(step, {}).get("peak_rss_bytes")
             if a and b:
@@ -365,49 +688,92 @@ def _mb(n) -> str:
     return f"{n / 2**20:,.0f}" if n else "-"
 
 
+LABELS = {
+    "floor": "floor: COPY binary of the flat tables (psycopg)",
+    "flat": "**flat: our read → DuckDB file**",
+    "flat_raw": "flat → warehouse raw_* (PKs, ingest's upserts)",
+    "dlt": "dlt (pyarrow backend) → DuckDB, flat tables",
+    "blobs_floor": "floor: COPY binary of diffs (blobs)",
+    "blobs": "diff blobs → DuckDB (not stored by ingest)",
+    "ingest": "full ingest (diffs + sealed rows)",
+    "reingest": "no-op re-ingest",
+}
+
+
 def render(results: dict) -> str:
     lines = []
     for size, r in results["sizes"].items():
         s = r["steps"]
         floor = s.get("floor", {}).get("rows_per_s")
+        blobs_floor = s.get("floor", {}).get("blobs", {}).get("rows_per_s")
         dlt_rate = s.get("dlt", {}).get("rows_per_s")
         c = r["copy"]
-        lines.append(f"\n## {size}: {c.get('inferences', '?'):,} inferences, {c.get('diffs', '?'):,} diffs, "
-                     f"{c.get('txs', '?'):,} txs, {c.get('sealed_rows', '?'):,} sealed rows, "
-                     f"{c.get('obs_rows', '?'):,} obs rows, database {_mb(c.get('db_bytes'))} MiB")
+        n = lambda k: f"{c[k]:,}" if isinstance(c.get(k), int) else "?"  # noqa: E731
+        lines.append(f"\n## {size}: {n('inferences')} inferences in {n('escrows')} escrows, {n('diffs')} diffs, "
+                     f"{n('txs')} txs, {n('sealed_rows')} sealed rows, {n('obs_rows')} obs rows, "
+                     f"database {_mb(c.get('db_bytes'))} MiB")
         lines.append("| step | rows | seconds | rows/s | vs floor | vs dlt | peak RSS MiB |")
         lines.append("|---|---:|---:|---:|---:|---:|---:|")
+
+        def row(label, x, rate_floor, with_dlt=True):
+            secs = x.get("ingest_elapsed_s", x["elapsed_s"])
+            rate = x.get("rows_per_s") or 0
+            vs_floor = f"{rate / rate_floor:.2f}×" if rate_floor and rate else ""
+            vs_dlt = f"{rate / dlt_rate:.2f}×" if with_dlt and dlt_rate and rate else ""
+            rss = _mb(x.get("peak_rss_bytes"))
+            lines.append(f"| {label} | {x['rows']:,} | {secs:.2f} | {rate:,.0f} | {vs_floor} | {vs_dlt} | {rss} |")
+
         for step in STEPS:
             x = s.get(step)
-            if not x:
+            if not x or step == "evidence":
                 continue
             if "error" in x:
                 lines.append(f"| {step} | error: {x['error']} | | | | | {_mb(x.get('peak_rss_bytes'))} |")
                 continue
             if step == "decode":
-                rate = x["tx_per_s"]
-                lines.append(f"| decode (txs) | {x['txs']:,} | {x['elapsed_s']:.1f} | {rate:,.0f} tx/s | | | {_mb(x['peak_rss_bytes'])} |")
+                lines.append(f"| decode (`decode_diffs`, txs) | {x['txs']:,} | {x['elapsed_s']:.2f} | {x['tx_per_s']:,.0f} tx/s "
+                             f"| | | {_mb(x['peak_rss_bytes'])} |")
                 continue
-            secs = x.get("ingest_elapsed_s", x["elapsed_s"])
-            rate = x.get("rows_per_s") or 0
-            vs_floor = f"{rate / floor:.2f}×" if floor and rate else ""
-            vs_dlt = f"{rate / dlt_rate:.2f}×" if dlt_rate and rate else ""
-            label = {"ingest": "ingest (diffs+sealed)", "reingest": "re-ingest (no-op)"}.get(step, step)
-            lines.append(f"| {label} | {x['rows']:,} | {secs:.2f} | {rate:,.0f} | {vs_floor} | {vs_dlt} | {_mb(x['peak_rss_bytes'])} |")
+            if step == "blobs":
+                if "blobs" in s.get("floor", {}):
+                    row(LABELS["blobs_floor"], s["floor"]["blobs"], blobs_floor, with_dlt=False)
+                row(LABELS["blobs"], x, blobs_floor, with_dlt=False)
+                continue
+            if step == "reingest":
+                secs = x["ingest_elapsed_s"]
+                lines.append(f"| {LABELS['reingest']} | 0 changed escrows | {secs:.2f} ({x['elapsed_s']:.2f} with opening) "
+                             f"| | | | {_mb(x['peak_rss_bytes'])} |")
+                continue
+            row(LABELS.get(step, step), x, None if step in ("ingest",) else floor, with_dlt=step not in ("ingest",))
         ing = s.get("ingest", {})
         if "breakdown_s" in ing:
             parts = ", ".join(f"{k} {v:.1f}s ({v / ing['ingest_elapsed_s']:.0%})" for k, v in ing["breakdown_s"].items())
             lines.append(f"\ningest time: {parts}")
+        ev = s.get("evidence", {})
+        if ev.get("tables"):
+            lines.append(f"\nevidence (issue 3), host {ev['host']} ({ev['host_slots']} slots in {ev['host_escrows']} escrows), "
+                         f"median of {EVIDENCE_RUNS} after a warm-up; warehouse open {ev['warehouse_open_s'] * 1000:.0f} ms (not included)")
+            lines.append("| evidence table | warehouse (compute) s | first run s | PostgreSQL SQL s | first run s | PostgreSQL / warehouse |")
+            lines.append("|---|---:|---:|---:|---:|---:|")
+            for name, e in ev["tables"].items():
+                lines.append(f"| {name} | {e['warehouse']['median_s']:.3f} | {e['warehouse']['first_s']:.3f} | "
+                             f"{e['postgres']['median_s']:.3f} | {e['postgres']['first_s']:.3f} | {e['speedup']:.1f}× |")
+        elif "error" in ev:
+            lines.append(f"\nevidence: error {ev['error']}")
     lines.append("\n## targets")
     for size, t in results["targets"].items():
         if size == "rss_growth":
-            lines.append(f"- peak RSS growth {t['between'][0]}→{t['between'][1]}: worst ×{t['value']:.2f} "
+            by = ", ".join(f"{k} ×{v:.2f}" for k, v in t["by_step"].items())
+            lines.append(f"- peak RSS growth {t['between'][0]}→{t['between'][1]} (same step): worst ×{t['value']:.2f} ({by}) "
                          f"(target {t['target']}): {'PASS' if t['pass'] else 'FAIL'}")
             continue
         for name, e in t.items():
             value = f"{e['value'] / 2**30:.2f} GiB" if name == "peak_rss" else f"{e['value']:,.3f}" if e["value"] < 100 else f"{e['value']:,.0f}"
             note = f" ({e['note']})" if "note" in e else ""
-            lines.append(f"- {size} {name}: {value} (target {e['target']}): {'PASS' if e['pass'] else 'FAIL'}{note}")
+            target = f"< {TARGETS['peak_rss_bytes'] / 2**30:.1f} GiB" if name == "peak_rss" else e["target"]
+            if name == "peak_rss":
+                note = " (" + ", ".join(f"{k} {v / 2**30:.2f}" for k, v in e["by_step"].items()) + " GiB)"
+            lines.append(f"- {size} {name}: {value} (target {target}): {'PASS' if e['pass'] else 'FAIL'}{note}")
     return "\n".join(lines)
 
 
@@ -441,7 +807,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{size}] generating {dbname} …", flush=True)
             copy_info = scale_copy.generate(size, args.url)
         url = scale_copy.db_url(args.url, dbname)
-        copy_info = copy_info or copy_stats(url)
+        copy_info = copy_info or copy_stats(url, size)
         copy_info["database"] = dbname
         print(f"[{size}] copy: {json.dumps(copy_info)}", flush=True)
         run_step("floor", url, size)  # warm-up: the OS page cache holds the copy for every step alike
@@ -451,27 +817,31 @@ def main(argv: list[str] | None = None) -> int:
             r = run_step(step, url, size)
             entry["steps"][step] = r
             brief = {k: r[k] for k in ("elapsed_s", "ingest_elapsed_s", "rows", "rows_per_s", "tx_per_s",
-                                       "peak_rss_bytes", "error") if k in r}
+                                       "worst_speedup", "peak_rss_bytes", "error") if k in r}
             print(f"[{size}] {step}: {json.dumps(brief)}", flush=True)
         results["sizes"][size] = entry
         results["targets"] = evaluate(results["sizes"])
         Path(args.output).write_text(json.dumps(results, indent=2, default=str))  # partial results survive
     results["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     results["targets"] = evaluate(results["sizes"])
+    results["rendered"] = render(results)
     Path(args.output).write_text(json.dumps(results, indent=2, default=str))
-    print(render(results))
+    print(results["rendered"])
     print(f"\nwritten: {args.output}")
     return 1 if any("error" in s for r in results["sizes"].values() for s in r["steps"].values()) else 0
 
 
-def copy_stats(url: str) -> dict:
+def copy_stats(url: str, size: str) -> dict:
+    """What bench/scale_copy.py recorded about the copy, else counted from the database."""
+    recorded = scale_copy.DATA / f"copy_{size}.json"
+    if recorded.exists():
+        return json.loads(recorded.read_text())
     import psycopg
 
     with psycopg.connect(url) as con:
         q = lambda s: con.execute(s).fetchone()[0]  # noqa: E731
         return {
             "escrows": q("SELECT count(*) FROM devshard_sessions"),
-            "inferences": q("SELECT count(*) FROM devshard_diffs WHERE get_byte(txs_proto, 2) = 10"),
             "diffs": q("SELECT count(*) FROM devshard_diffs"),
             "sealed_rows": q("SELECT count(*) FROM devshard_sealed_inferences"),
             "obs_rows": q("SELECT (SELECT count(*) FROM devshard_sealed_validation_obs) + "
@@ -482,3 +852,8 @@ def copy_stats(url: str) -> dict:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def rerender(path: str = str(RESULTS / "latest.json")) -> str:
+    """The table of a results file again (e.g. `python -c 'import bench.run as r; print(r.rerender())'`)."""
+    return render(json.loads(Path(path).read_text()))

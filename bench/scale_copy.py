@@ -39,6 +39,7 @@ import psycopg
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "bench" / "data"
 DEFAULT_URL = os.environ.get("GONKA_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 SIZES = {"500k": 500_000, "2m": 2_000_000}
 EPOCHS = (140, 141, 142)  # the last one is still active in the copy
@@ -495,12 +496,16 @@ def generate(size: str, base_url: str = DEFAULT_URL, seed: int = 1, workers: int
         "txs": sum(r["txs"] for r in results.values()), "epochs": list(EPOCHS),
         "db_bytes": size_bytes, "write_s": round(write_s, 1), "total_s": round(time.monotonic() - started, 1),
     }
+    DATA.mkdir(parents=True, exist_ok=True)
+    (DATA / f"copy_{size}.json").write_text(json.dumps(summary))
     log(f"  {size}: {json.dumps(summary)}")
     return summary
 
 
 def exists(size: str, base_url: str = DEFAULT_URL) -> dict | None:
     """The summary of an existing, complete copy (sessions are written last), else None."""
+    if not (DATA / f"copy_{size}.json").exists():
+        return None
     try:
         with psycopg.connect(db_url(base_url, f"gonka_bench_{size}"), autocommit=True) as con:
             n = con.execute("SELECT count(*) FROM devshard_sessions").fetchone()[0]
