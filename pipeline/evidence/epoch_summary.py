@@ -41,34 +41,14 @@ COLUMNS = [
 def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
     """Per epoch: the host's answers by outcome, the verdicts on them, and their tokens."""
     params = {"host": host, **window.params}
-    answers = fetch_frame(con, sql_text("evidence/host_answers.sql"), params)
-    verdicts = fetch_frame(con, sql_text("evidence/verdicts_on_host_answers.sql"), params)
+    per_answer = fetch_frame(con, sql_text("evidence/host_answer_counts.sql"), params)
+    per_verdict = fetch_frame(con, sql_text("evidence/verdict_counts_on_host_answers.sql"), params)
     if window.since is None:
         member = fetch_frame(con, sql_text("evidence/host_epochs.sql"), {"host": host, "epoch": window.epoch})
-        epochs = member["epoch_id"].append(answers["epoch_id"]).unique().sort()
+        epochs = member["epoch_id"].append(per_answer["epoch_id"]).unique().sort()
     else:
-        epochs = answers["epoch_id"].unique().sort()
+        epochs = per_answer["epoch_id"].unique().sort()
 
-    status = pl.col("status")
-    finished = pl.col("finished").fill_null(False)
-    per_answer = answers.group_by("epoch_id").agg(
-        sealed=pl.col("sealed").fill_null(False).sum(),
-        finished=finished.sum(),
-        validated=(status == "validated").sum(),
-        invalidated=(status == "invalidated").sum(),
-        timed_out=(status == "timed_out").sum(),
-        challenged=pl.col("challenged").fill_null(False).sum(),
-        cleared=pl.col("cleared").fill_null(False).sum(),
-        input_tokens=pl.col("input_tokens").filter(finished).sum(),
-        output_tokens=pl.col("output_tokens").filter(finished).sum(),
-    )
-    kind, valid = pl.col("kind"), pl.col("valid")
-    per_verdict = verdicts.group_by("epoch_id").agg(
-        validations_valid=((kind == "validation") & valid).sum(),
-        validations_invalid=((kind == "validation") & ~valid).sum(),
-        votes_valid=((kind == "vote") & valid).sum(),
-        votes_invalid=((kind == "vote") & ~valid).sum(),
-    )
     rows = (
         pl.DataFrame({"epoch_id": epochs}, schema={"epoch_id": pl.Int64})
         .join(per_answer, on="epoch_id", how="left")
@@ -80,7 +60,7 @@ def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> 
     )
 
     notes = []
-    if answers.height == 0:
+    if per_answer.height == 0:
         notes.append(f"host {host} executed nothing in {window.describe()}.")
     notes.append(
         "finished = inferences with a finish transaction; validated / invalidated / timed_out = final status; "

@@ -36,22 +36,12 @@ UNATTRIBUTED = "unattributed"
 
 def votes_by_build(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
     """Valid and invalid verdicts the host cast on other hosts' answers, per build and kind."""
-    verdicts = fetch_frame(con, sql_text("evidence/host_verdicts.sql"), {"host": host, **window.params})
+    counts = fetch_frame(con, sql_text("evidence/host_verdict_counts.sql"), {"host": host, **window.params})
     builds = fetch_frame(con, sql_text("evidence/host_builds.sql"), {"host": host})["build"].to_list()
     labels = [b for b in builds if b != UNATTRIBUTED]
-    if (verdicts["build"] == UNATTRIBUTED).any():
+    if (counts["build"] == UNATTRIBUTED).any():
         labels.append(UNATTRIBUTED)
 
-    resolved = pl.col("final_status").is_in(["validated", "invalidated"])
-    disagrees = (pl.col("valid") & (pl.col("final_status") == "invalidated")) | (
-        ~pl.col("valid") & (pl.col("final_status") == "validated")
-    )
-    counts = verdicts.group_by("build", "kind").agg(
-        valid=pl.col("valid").sum(),
-        invalid=(~pl.col("valid")).sum(),
-        disagreed=disagrees.fill_null(False).sum(),
-        resolved=resolved.fill_null(False).sum(),
-    )
     grid = pl.DataFrame(
         [(label, kind, order) for order, (label, kind) in enumerate((b, k) for b in labels for k in KINDS)],
         schema={"build": pl.String, "kind": pl.String, "order": pl.Int64},
@@ -72,7 +62,7 @@ def votes_by_build(con: duckdb.DuckDBPyConnection, host: str, window: Window) ->
     )
 
     notes = []
-    if verdicts.height == 0:
+    if counts.height == 0:
         notes.append(f"host {host} validated nothing in {window.describe()}.")
     if not builds:
         notes.append(f"host {host} has no entry in the build timeline (`gonka-evidence builds FILE.toml`).")

@@ -92,6 +92,13 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
                 on=["escrow_id", "executor_slot"], how="left",
             )
             .drop("executor_slot")
+            # The judged inference's outcome and start travel with each verdict, so evidence
+            # tables filter and count verdicts without joining the inferences back.
+            .join(
+                inferences.select("escrow_id", "inference_id", pl.col("status").alias("final_status"),
+                                  pl.col("started_at").alias("inference_started_at")),
+                on=["escrow_id", "inference_id"], how="left",
+            )
         )
         con.execute(sql_text("warehouse/derive/clear.sql"))
         _insert(con, "d_escrows", escrows.with_columns(settlement_nonce=pl.col("finalize_nonce") + pl.col("group_size")))

@@ -74,7 +74,8 @@ CREATE TABLE IF NOT EXISTS d_inferences (
 CREATE TABLE IF NOT EXISTS d_validations (
   epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, nonce BIGINT, tx_index BIGINT, kind VARCHAR,
   validator VARCHAR, validator_slot BIGINT, executor VARCHAR, valid BOOLEAN, counted BOOLEAN, after_resolution BOOLEAN,
-  event_at TIMESTAMPTZ, validator_build VARCHAR, executor_build VARCHAR, PRIMARY KEY (escrow_id, nonce, tx_index));
+  event_at TIMESTAMPTZ, validator_build VARCHAR, executor_build VARCHAR, final_status VARCHAR,
+  inference_started_at TIMESTAMPTZ, PRIMARY KEY (escrow_id, nonce, tx_index));
 
 -- Where the diff-log replay and the copy's sealed rows disagree (sealed rows are best-effort).
 CREATE TABLE IF NOT EXISTS d_replay_disagreements (

@@ -43,7 +43,8 @@ FROM d_inferences;
 
 CREATE OR REPLACE VIEW validations AS
 SELECT epoch_id, escrow_id, inference_id, nonce, kind, validator, validator_slot, executor, valid,
-       event_at, validator_build, executor_build, tx_index, counted, after_resolution
+       event_at, validator_build, executor_build, tx_index, counted, after_resolution, final_status,
+       inference_started_at
 FROM d_validations;
 
 CREATE OR REPLACE VIEW replay_disagreements AS
@@ -53,7 +54,7 @@ COMMENT ON VIEW escrows IS 'One row per escrow (devshard session): epoch, model,
 COMMENT ON VIEW escrow_slots IS 'Group membership: one row per slot with the address holding it; address_slots = vote weight of that address in the escrow.';
 COMMENT ON VIEW txs IS 'Every transaction of the diff log, deduplicated across copies and hosts on (escrow_id, nonce, tx_index). kind in start, confirm, finish, timeout, validation, vote, error_miss, finalize, other; reason = timeout reason, or the oneof member / field number of kind other. event_at = diffs.created_at when set, else the escrow nonce clock.';
 COMMENT ON VIEW inferences IS 'One row per inference, status from replaying the diff log under the devshard state machine (sealed rows only confirm it). sealed = a sealed row with sealed_nonce > 0; challenged = ever received an invalid MsgValidation; cleared = challenged then validated; finished = has a finish transaction; drained = made Finished by the settlement drain without one. executor_build from an as-of join of host_builds on event_at.';
-COMMENT ON VIEW validations IS 'Every verdict in the diff log: kind validation (MsgValidation, the sampled check) or vote (MsgValidationVote after a challenge). counted = the verdict added weight to the tally; after_resolution = cast after the inference was validated or invalidated (a no-op). Builds from as-of joins of host_builds on event_at.';
+COMMENT ON VIEW validations IS 'Every verdict in the diff log: kind validation (MsgValidation, the sampled check) or vote (MsgValidationVote after a challenge). counted = the verdict added weight to the tally; after_resolution = cast after the inference was validated or invalidated (a no-op); final_status and inference_started_at = the judged inference''s final status and start. Builds from as-of joins of host_builds on event_at.';
 COMMENT ON VIEW host_builds IS 'Build timeline of hosts (gonka-evidence builds FILE.toml): each entry lasts from valid_from until the host''s next entry (valid_to, NULL = open).';
 COMMENT ON VIEW replay_disagreements IS 'Inferences whose replayed facts differ from the copy''s sealed row (status, votes, executor slot, tokens).';
 COMMENT ON TABLE ingest_runs IS 'One row per ingest run: source id (lineage UUID or path), kind, copy time, rows per table (JSON), status, pipeline version.';
