@@ -469,7 +469,7 @@ def render(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="gonka-evidence log-parsing benchmark (bench/BENCHMARKS-logs.md)")
+    parser = argparse.ArgumentParser(description="gonka-evidence log-parsing benchmark (bench/BENCHMARKS.md, log parsing)")
     parser.add_argument("--size-gb", type=float, default=1.0, help="the large file")
     parser.add_argument("--small-gb", type=float, default=0.25, help="the small file (RSS growth); 0 = none")
     parser.add_argument("--steps", default=",".join(STEPS))

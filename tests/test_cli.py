@@ -123,3 +123,16 @@ def test_readme_commands_match_ci():
     assert "gonka-evidence run" in blocks[0]
     for view in ("escrows", "escrow_slots", "txs", "inferences", "validations", "host_builds", "ingest_runs", "quarantine"):
         assert f"| `{view}` |" in readme
+
+
+def test_postgres_source_from_libpq_environment(tmp_path, pg_copy, monkeypatch):
+    url = pg_copy(4)
+    server, dbname = url.rsplit("/", 1)
+    user, hostport = server.split("://", 1)[1].split("@", 1)
+    host, port = hostport.split(":")
+    for key, value in {"PGHOST": host, "PGPORT": port, "PGUSER": user, "PGDATABASE": dbname}.items():
+        monkeypatch.setenv(key, value)
+    wh = tmp_path / "w.duckdb"
+    summary = ingest(wh, "postgres")
+    assert summary.rows["diffs"] > 0
+    assert frame(wh, "SELECT source_display FROM ingest_runs")["source_display"][0] == "postgres (libpq environment)"

@@ -300,7 +300,7 @@ def test_cli_ingest_logs(samples, tmp_path):
     assert bad_kind.exit_code == 1
 
 
-# -- streaming parser: chunk boundaries and line-level traps (bench/BENCHMARKS-logs.md) -----------
+# -- streaming parser: chunk boundaries and line-level traps (bench/BENCHMARKS.md, log parsing) -----------
 
 EDGE_LOG = b"".join([
     b"INFO:     Started server process [1]\n",  # uvicorn before any timed record: skipped

@@ -13,7 +13,7 @@ January rollovers seen before it in its file; ``--year`` is the year of the file
 first record, otherwise the file's modification time is taken as the time of its
 last record (then a first, cheaper pass counts the rollovers). Times are taken as UTC.
 
-Streaming (bench/BENCHMARKS-logs.md): the file is read in chunks of whole lines
+Streaming (bench/BENCHMARKS.md, log parsing): the file is read in chunks of whole lines
 (``CHUNK_BYTES``); each chunk is one Polars frame of lines on which the envelope,
 the ANSI codes, the process prefix and the stats / SpecDecoding fields are handled
 by vectorised string expressions. Only the rare lines (events, version lines,
