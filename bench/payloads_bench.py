@@ -50,6 +50,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import StepTimer
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 DATA = BENCH / "data"
@@ -313,34 +315,6 @@ def step_row(size: int) -> dict:
     return _scan_step(size, lambda p: check_payload(p)[0], use_payload=True)
 
 
-class _Timer:
-    def __init__(self):
-        self.seconds = 0.0
-
-    def wrap(self, fn):
-        def timed(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - t0
-        return timed
-
-    def wrap_iter(self, fn):
-        def timed(*args, **kwargs):
-            it = iter(fn(*args, **kwargs))
-            while True:
-                t0 = time.perf_counter()
-                try:
-                    item = next(it)
-                except StopIteration:
-                    self.seconds += time.perf_counter() - t0
-                    return
-                self.seconds += time.perf_counter() - t0
-                yield item
-        return timed
-
-
 class _PayloadOnlyStore:
     """What the payload ingester uses of a store: kind, path, source_id (a copy holding only payloads)."""
     kind = "sqlite"
@@ -361,7 +335,7 @@ def step_ingest(size: int) -> dict:
     for p in (path, path.with_name(path.name + ".wal")):
         p.unlink(missing_ok=True)
     con = open_for_write(path)  # schema creation: not timed
-    timers = {k: _Timer() for k in ("read", "check", "duckdb")}
+    timers = {k: StepTimer() for k in ("read", "check", "duckdb")}
     answers.file_payloads = timers["read"].wrap_iter(answers.file_payloads)
     answers.check_payload = timers["check"].wrap(answers.check_payload)
     answers.insert_rows = timers["duckdb"].wrap(answers.insert_rows)

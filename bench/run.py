@@ -51,6 +51,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(ROOT))
 
 import scale_copy  # noqa: E402
+from harness import StepTimer  # noqa: E402
 
 # "Flat tables" (issue 2, Performance): the tables our ingest stores as they are. The diff
 # blobs (`diffs.txs_proto`) are NOT flat: the ingest decodes them and never stores them; their
@@ -129,7 +130,7 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     store = open_store(url)
     con = duckdb.connect(str(path))
     per_table = {}
-    read_timer = _Timer()  # time spent inside PostgresStore.read (ADBC + conform); the rest is DuckDB
+    read_timer = StepTimer()  # time spent inside PostgresStore.read (ADBC + conform); the rest is DuckDB
     timed_read = read_timer.wrap_iter(store.read)
     batches = 0
     max_batch_bytes = 0
@@ -271,36 +272,6 @@ def step_dlt(url: str, size: str) -> dict:
             "dlt_version": dlt.__version__, "load_ok": not info.has_failed_jobs}
 
 
-class _Timer:
-    def __init__(self):
-        self.seconds = 0.0
-        self.calls = 0
-
-    def wrap(self, fn):
-        def timed(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - t0
-                self.calls += 1
-        return timed
-
-    def wrap_iter(self, fn):
-        def timed(*args, **kwargs):
-            it = iter(fn(*args, **kwargs))
-            while True:
-                t0 = time.perf_counter()
-                try:
-                    item = next(it)
-                except StopIteration:
-                    self.seconds += time.perf_counter() - t0
-                    return
-                self.seconds += time.perf_counter() - t0
-                yield item
-        return timed
-
-
 def _ingest(url: str, size: str, fresh: bool) -> dict:
     import pipeline.ingest as ingest_mod
     from pipeline.sources import open_store
@@ -310,7 +281,7 @@ def _ingest(url: str, size: str, fresh: bool) -> dict:
     if fresh:
         for p in (path, path.with_name(path.name + ".wal")):
             p.unlink(missing_ok=True)
-    timers = {name: _Timer() for name in ("read", "decode", "derive", "value_checks")}
+    timers = {name: StepTimer() for name in ("read", "decode", "derive", "value_checks")}
     ingest_mod.decode_diffs = timers["decode"].wrap(ingest_mod.decode_diffs)
     ingest_mod.derive_escrows = timers["derive"].wrap(ingest_mod.derive_escrows)
     ingest_mod._value_checks = timers["value_checks"].wrap(ingest_mod._value_checks)
