@@ -1,9 +1,11 @@
--- Columns of every table in the search path that is not a partition child
--- (children of partitioned parents are read through their parent).
-SELECT c.table_name::text AS table_name, c.column_name::text AS column_name
-FROM information_schema.columns c
-JOIN pg_class k ON k.relname = c.table_name
-JOIN pg_namespace n ON n.oid = k.relnamespace AND n.nspname = c.table_schema
-WHERE c.table_schema = current_schema()
-  AND NOT k.relispartition
-ORDER BY c.table_name, c.ordinal_position
+-- Columns of every table in the current schema that is not a partition child (children of
+-- partitioned parents are read through their parent). pg_catalog rather than
+-- information_schema: the latter costs ~0.5 s on a copy with many partitions.
+SELECT c.relname::text AS table_name, a.attname::text AS column_name
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+WHERE n.nspname = current_schema()
+  AND c.relkind IN ('r', 'p')
+  AND NOT c.relispartition
+ORDER BY c.relname, a.attnum
