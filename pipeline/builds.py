@@ -7,13 +7,13 @@ once through their as-of joins.
 
 from __future__ import annotations
 
-import tomllib
 from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
+from pipeline.tomlfile import read_toml
 from pipeline.transforms.derive import attribute_builds
 from pipeline.warehouse import transaction
 
@@ -23,12 +23,7 @@ class BuildsError(Exception):
 
 
 def read_builds(path: Path) -> pl.DataFrame:
-    if not path.exists():
-        raise BuildsError(f"{path}: no such file")
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise BuildsError(f"{path}: not valid TOML ({exc})") from None
+    doc = read_toml(path, BuildsError)
     entries = doc.get("builds")
     if not isinstance(entries, list) or not entries:
         raise BuildsError(f"{path}: no [[builds]] entries")

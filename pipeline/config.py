@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 from pipeline.paths import DATA_SAMPLES_DIR
 from pipeline.sources.base import SourceError
+from pipeline.tomlfile import read_toml
 
 CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
 SOURCE_KEYS = ("url", "path", "kind", "label")
@@ -88,7 +88,7 @@ def _focal_host(builds: Path) -> str | None:
     """The sample builds file names its focal host in `focal_host` (else its first entry's host)."""
     if not builds.exists():
         return None
-    doc = tomllib.loads(builds.read_text())
+    doc = read_toml(builds, SourceError)
     return doc.get("focal_host") or next((b.get("host") for b in doc.get("builds", [])), None)
 
 
@@ -98,12 +98,7 @@ def load_config(path: Path | None) -> RunConfig:
         if not DEFAULT_CONFIG_FILE.exists():
             return _checked(_env_overrides(sample_config()))
         path = DEFAULT_CONFIG_FILE
-    if not path.exists():
-        raise SourceError(f"{path}: no such config file")
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise SourceError(f"{path}: not valid TOML ({exc})") from None
+    doc = read_toml(path, SourceError, "config file")
     base = path.parent
     unknown = set(doc) - set(CONFIG_KEYS) - {"sources"}
     if unknown:

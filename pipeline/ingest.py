@@ -29,7 +29,8 @@ import pyarrow as pa
 from pipeline import __version__
 from pipeline.decode.txs import decode_diffs
 from pipeline.paths import sql_text
-from pipeline.sources.base import SessionStore
+from pipeline.planes import PLANE_INGESTERS
+from pipeline.sources.base import TABLES, SessionStore
 from pipeline.transforms.derive import STATUS_NAMES, derive_escrows
 from pipeline.warehouse import fetch_frame, transaction
 
@@ -75,8 +76,6 @@ def ingest_store(
     label: str | None = None,
     progress: Progress | None = None,
 ) -> IngestSummary:
-    from pipeline.sources.base import TABLES
-
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:16]
     summary = IngestSummary(run_id=run_id, source_id=store.source_id, source_display=store.display)
@@ -99,15 +98,17 @@ def ingest_store(
     status = "failed"
     try:
         with transaction(con):
-            _register(con, "new_escrow_cache", cache.append_column("copy_at", pa.nulls(cache.num_rows, pa.timestamp("us", "UTC"))))
+            _register(con, "new_escrow_cache", cache)
             con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql"))
             con.unregister("new_escrow_cache")
         summary.add("escrow_cache", cache.num_rows)
         for epoch_id in store.epochs():
             missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
             if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
-                quarantine += [(t, f"epoch {epoch_id}", "table missing in this copy") for t in missing]
-                _quarantine(con, store, run_id, quarantine[-len(missing):])
+                absent = [(t, f"epoch {epoch_id}", "table missing in this copy") for t in missing]
+                with transaction(con):
+                    _quarantine(con, store, run_id, absent)
+                quarantine += absent
                 continue
             sessions = pl.from_arrow(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
             if epoch_id not in known_epochs and sessions.height:
@@ -119,8 +120,6 @@ def ingest_store(
             for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
                 progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
                 _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, progress)
-        from pipeline.planes import PLANE_INGESTERS
-
         for plane in PLANE_INGESTERS:
             for table, n in plane(con, store, run_id).items():
                 summary.add(table, n)
@@ -183,8 +182,6 @@ def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
 
 
 def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, progress) -> None:
-    from pipeline.sources.base import TABLES
-
     escrow_ids = chunk["escrow_id"].to_list()
     chunk_cursors = {e: cursors[e] for e in escrow_ids}
     tx_parts, diff_parts, bad = [], [], []
@@ -207,7 +204,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarant
             progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
     bad += _value_checks(chunk, txs, sealed)
     sessions = chunk.drop("new_nonces").with_columns(
-        source_id=pl.lit(store.source_id), copy_at=pl.lit(None, dtype=pl.Datetime("us", "UTC")), run_id=pl.lit(run_id)
+        source_id=pl.lit(store.source_id), run_id=pl.lit(run_id)
     )
     with transaction(con):
         _register(con, "new_sessions", sessions)
@@ -217,7 +214,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarant
             con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run_id})
             _register(con, "new_txs", txs)
             con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
-        _register(con, "new_sealed", sealed.append_column("copy_at", pa.nulls(sealed.num_rows, pa.timestamp("us", "UTC"))))
+        _register(con, "new_sealed", sealed)
         con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"))
         if obs:
             _register(con, "new_obs", pa.Table.from_batches(obs))
@@ -226,10 +223,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarant
         bad += derived.quarantined
         _quarantine(con, store, run_id, bad)
         for name in ("new_sessions", "new_diffs", "new_txs", "new_sealed", "new_obs"):
-            try:
-                con.unregister(name)
-            except Exception:
-                pass
+            con.unregister(name)  # a no-op for names this chunk did not register
     quarantine += bad
     summary.add("sessions", chunk.height)
     summary.add("diffs", diffs.num_rows if diffs is not None else 0)

@@ -12,19 +12,10 @@ from typing import Callable
 import duckdb
 
 from pipeline.sources.base import SessionStore
+from pipeline.transforms.answers import ingest_payloads
+from pipeline.transforms.ledger import ingest_ledger
 
-# (con, store, run_id) -> {table: rows}; quarantined rows are recorded by the ingester itself.
+# (con, store, run_id) -> {table: rows}; quarantined rows are recorded by the ingester itself
+# and reported as "<plane>_quarantined".
 PlaneIngester = Callable[[duckdb.DuckDBPyConnection, SessionStore, str], dict[str, int]]
-PLANE_INGESTERS: list[PlaneIngester] = []
-
-
-def _register_issue4_planes() -> None:
-    # Imported here, not at the top: the ingesters import the warehouse helpers, and
-    # `pipeline.ingest` imports this module lazily.
-    from pipeline.transforms.answers import ingest_payloads
-    from pipeline.transforms.ledger import ingest_ledger
-
-    PLANE_INGESTERS.extend([ingest_ledger, ingest_payloads])
-
-
-_register_issue4_planes()
+PLANE_INGESTERS: list[PlaneIngester] = [ingest_ledger, ingest_payloads]

@@ -100,6 +100,13 @@ KNOWN_UNREAD_COLUMNS = {
 ESCROW_SCOPED = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs")
 
 
+def require_columns(table: LogicalTable, present: list[str], where: str) -> None:
+    """A one-line error when a copy's table lacks a column the pipeline cannot do without."""
+    missing = [c for c in table.required if c not in present]
+    if missing:
+        raise SourceError(f"{where} lacks required column(s) {', '.join(missing)}")
+
+
 def conform(batch: pa.RecordBatch, table: LogicalTable, epoch_id: int | None) -> pa.RecordBatch:
     """Cast a batch to the canonical schema: missing columns become typed NULLs, extra ones are dropped."""
     n = batch.num_rows

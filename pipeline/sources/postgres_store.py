@@ -28,6 +28,7 @@ from pipeline.sources.base import (
     TableReport,
     conform,
     one_line,
+    require_columns,
 )
 
 SNAPSHOT_OPTIONS = "-c default_transaction_isolation=repeatable\\ read -c default_transaction_read_only=on"
@@ -113,15 +114,17 @@ class PostgresStore:
         """Columns of any table of the database (parents and plain tables), None when absent."""
         return self._tables.get(table)
 
-    def query_batches(self, sql: str, params: tuple = (), batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:
-        """Arrow batches of any read query, inside this ingest's snapshot (for other planes)."""
+    def query_batches(
+        self, sql: str, params: tuple = (), batch_rows: int = 65536, what: str = "query"
+    ) -> Iterator[pa.RecordBatch]:
+        """Arrow batches of any read query, inside this ingest's snapshot (for other planes too)."""
         cur = self._conn.cursor()
         cur.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(batch_rows * 256)})
         try:
             cur.execute(sql, params)
             yield from cur.fetch_record_batch()
         except Exception as exc:
-            raise SourceError(f"{self.display}: query failed ({one_line(exc)})") from None
+            raise SourceError(f"{self.display}: {what} failed ({one_line(exc)})") from None
         finally:
             cur.close()
 
@@ -138,9 +141,7 @@ class PostgresStore:
         present = self.columns(table, epoch_id)
         if present is None:
             return
-        missing = [c for c in spec.required if c not in present]
-        if missing:
-            raise SourceError(f"{self.display}: table {PREFIX}{table} lacks required column(s) {', '.join(missing)}")
+        require_columns(spec, present, f"{self.display}: table {PREFIX}{table}")
         cols = ", ".join(f't."{f.name}"' for f in spec.schema if f.name in present)
         # Values are written into the SQL as literals on purpose: with bind parameters the ADBC
         # driver runs a prepared statement instead of COPY and returns the whole result as one
@@ -151,17 +152,9 @@ class PostgresStore:
             sql += f" JOIN jsonb_each_text({_literal(json.dumps(cursors))}::jsonb) c ON c.key = t.escrow_id{past}"
         if spec.per_epoch and epoch_id is not None:
             sql += f" WHERE t.epoch_id = {int(epoch_id)}"
-        cur = self._conn.cursor()
-        cur.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(batch_rows * 256)})
-        try:
-            cur.execute(sql)
-            for batch in cur.fetch_record_batch():
-                if batch.num_rows:
-                    yield conform(batch, spec, epoch_id if spec.per_epoch else None)
-        except Exception as exc:
-            raise SourceError(f"{self.display}: reading {PREFIX}{table} failed ({one_line(exc)})") from None
-        finally:
-            cur.close()
+        for batch in self.query_batches(sql, batch_rows=batch_rows, what=f"reading {PREFIX}{table}"):
+            if batch.num_rows:
+                yield conform(batch, spec, epoch_id if spec.per_epoch else None)
 
     def describe(self) -> SourceDescription:
         counts = self._query(sql_text("sources/postgres/partition_counts.sql")).to_pylist()

@@ -33,6 +33,7 @@ from pipeline.sources.base import (
     TableReport,
     conform,
     one_line,
+    require_columns,
 )
 
 EPOCH_FILE = re.compile(r"^epoch_(\d+)\.db$")
@@ -108,16 +109,19 @@ class SqliteStore:
         rows = self._query(file, f"SELECT name FROM pragma_table_info('{table}')").column("name").to_pylist()
         return rows or None
 
-    def query_file_batches(self, file: Path, sql: str, params: tuple = (), batch_rows: int = 65536) -> Iterator[pa.RecordBatch]:
-        """Arrow batches of a read query on another SQLite file of the store (e.g. accounting.db),
-        opened with the same read-only rules. Mind ADBC's type inference from the first rows."""
+    def query_file_batches(
+        self, file: Path, sql: str, params: tuple = (), batch_rows: int = 65536, what: str = "query"
+    ) -> Iterator[pa.RecordBatch]:
+        """Arrow batches of a read query on one SQLite file of the store (an epoch file, or e.g.
+        accounting.db), opened with the read-only rules above. Mind ADBC's type inference from
+        the first rows (see `_select`)."""
         cur = self._connect(Path(file)).cursor()
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
         try:
             cur.execute(sql, params)
             yield from cur.fetch_record_batch()
         except Exception as exc:
-            raise SourceError(f"{Path(file).name}: query failed ({one_line(exc)})") from None
+            raise SourceError(f"{Path(file).name}: {what} failed ({one_line(exc)})") from None
         finally:
             cur.close()
 
@@ -149,24 +153,12 @@ class SqliteStore:
         present = self._physical_columns(file, physical)
         if present is None:
             return
-        missing = [c for c in spec.required if c not in present]
-        if missing:
-            raise SourceError(f"{file.name}: table {physical} lacks required column(s) {', '.join(missing)}")
+        require_columns(spec, present, f"{file.name}: table {physical}")
         sql, params = _select(spec, physical, present, cursors if table in ESCROW_SCOPED else None)
-        cur = self._connect(file).cursor()
-        cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
-        try:
-            cur.execute(sql, params)
-            for batch in cur.fetch_record_batch():
-                batch = batch.filter(pc.equal(batch.column("__witness"), 0)).drop_columns(["__witness"])
-                if batch.num_rows:
-                    yield conform(batch, spec, epoch_id if spec.per_epoch else None)
-        except SourceError:
-            raise
-        except Exception as exc:
-            raise SourceError(f"{file.name}: reading {physical} failed ({one_line(exc)})") from None
-        finally:
-            cur.close()
+        for batch in self.query_file_batches(file, sql, params, batch_rows, what=f"reading {physical}"):
+            batch = batch.filter(pc.equal(batch.column("__witness"), 0)).drop_columns(["__witness"])
+            if batch.num_rows:
+                yield conform(batch, spec, epoch_id if spec.per_epoch else None)
 
     def schema_version(self, file: Path) -> int | None:
         if self._physical_columns(file, "schema_migrations") is None:

@@ -101,7 +101,7 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
             )
         )
         con.execute(sql_text("warehouse/derive/clear.sql"))
-        _insert(con, "d_escrows", escrows.with_columns(settlement_nonce=pl.col("finalize_nonce") + pl.col("group_size")))
+        _insert(con, "d_escrows", escrows)
         _insert(con, "d_escrow_slots", frames.slots)
         _insert(con, "d_tx_times", times)
         _insert(con, "d_inferences", inferences)

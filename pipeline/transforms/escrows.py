@@ -82,7 +82,7 @@ def escrow_frames(sessions: pl.DataFrame, escrow_cache: pl.DataFrame, models: pl
                 "vote_threshold": vote_threshold(config, cached if isinstance(cached, dict) else {}, n),
                 "validation_rate": config.get("ValidationRate", cached.get("validation_rate") if isinstance(cached, dict) else None),
                 "creator_addr": s["creator_addr"], "settled_at_s": unix_seconds(s["settled_at"]),
-                "latest_nonce": s["latest_nonce"], "config_json": s["config_json"],
+                "latest_nonce": s["latest_nonce"],
             }
         )
         slot_rows += [
@@ -93,7 +93,7 @@ def escrow_frames(sessions: pl.DataFrame, escrow_cache: pl.DataFrame, models: pl
         escrow_rows,
         schema={"epoch_id": pl.Int64, "escrow_id": pl.String, "version": pl.String, "status": pl.String,
                 "group_size": pl.Int64, "vote_threshold": pl.Int64, "validation_rate": pl.Int64,
-                "creator_addr": pl.String, "settled_at_s": pl.Int64, "latest_nonce": pl.Int64, "config_json": pl.String},
+                "creator_addr": pl.String, "settled_at_s": pl.Int64, "latest_nonce": pl.Int64},
     )
     escrows = (
         escrows.join(models, on="escrow_id", how="left")

@@ -23,16 +23,15 @@ ev AS (
 ),
 deaths AS (
   SELECT d."at" AS w_from,
-         least(coalesce((SELECT min(r."at") FROM ev r WHERE r.kind = 'ready' AND r."at" >= d."at"),
-                        d."at" + to_seconds($cap_s::BIGINT)),
+         -- least() skips NULL: without a later `ready` the window is just capped
+         least((SELECT min(r."at") FROM ev r WHERE r.kind = 'ready' AND r."at" >= d."at"),
                d."at" + to_seconds($cap_s::BIGINT)) AS w_to
   FROM ev d
   WHERE d.kind IN ('fatal', 'engine_dead', 'oom', 'worker_died')
 ),
 pocs AS (
   SELECT p."at" AS w_from,
-         least(coalesce((SELECT min(s."at") FROM ev s WHERE s.kind = 'poc_stop' AND s."at" >= p."at"),
-                        p."at" + to_seconds($cap_s::BIGINT)),
+         least((SELECT min(s."at") FROM ev s WHERE s.kind = 'poc_stop' AND s."at" >= p."at"),
                p."at" + to_seconds($cap_s::BIGINT)) AS w_to
   FROM ev p
   WHERE p.kind = 'poc_start'

@@ -1,4 +1,4 @@
 INSERT INTO raw_escrow_cache BY NAME (SELECT * FROM new_escrow_cache)
 ON CONFLICT (escrow_id) DO UPDATE SET epoch_id = excluded.epoch_id, escrow_json = excluded.escrow_json,
-  cached_at = excluded.cached_at, copy_at = excluded.copy_at
+  cached_at = excluded.cached_at
 WHERE coalesce(excluded.cached_at, 0) >= coalesce(raw_escrow_cache.cached_at, 0)

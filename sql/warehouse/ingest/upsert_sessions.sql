@@ -5,5 +5,5 @@ ON CONFLICT (escrow_id) DO UPDATE SET
   config_json = excluded.config_json, group_json = excluded.group_json, initial_balance = excluded.initial_balance,
   latest_nonce = excluded.latest_nonce, last_finalized = excluded.last_finalized, status = excluded.status,
   settled_at = excluded.settled_at, imported_nonce = excluded.imported_nonce, source_id = excluded.source_id,
-  copy_at = excluded.copy_at, run_id = excluded.run_id
+  run_id = excluded.run_id
 WHERE coalesce(excluded.latest_nonce, 0) >= coalesce(raw_sessions.latest_nonce, 0)

@@ -16,14 +16,15 @@ CREATE TABLE IF NOT EXISTS quarantine (
 CREATE TABLE IF NOT EXISTS host_builds_t (host VARCHAR NOT NULL, build VARCHAR NOT NULL, valid_from TIMESTAMPTZ NOT NULL,
   valid_to TIMESTAMPTZ, PRIMARY KEY (host, valid_from));
 
--- Raw rows by natural key. Rows that change between copies carry the copy time; the newest copy wins.
+-- Raw rows by natural key. Rows that change between copies are replaced by the copy that is
+-- further along (its session's latest_nonce): the newest copy wins.
 CREATE TABLE IF NOT EXISTS raw_sessions (
   escrow_id VARCHAR PRIMARY KEY, epoch_id BIGINT NOT NULL, version VARCHAR, creator_addr VARCHAR, config_json VARCHAR,
   group_json VARCHAR, initial_balance BIGINT, latest_nonce BIGINT, last_finalized BIGINT, status VARCHAR,
-  settled_at BIGINT, imported_nonce BIGINT, source_id VARCHAR, copy_at TIMESTAMPTZ, run_id VARCHAR);
+  settled_at BIGINT, imported_nonce BIGINT, source_id VARCHAR, run_id VARCHAR);
 
 CREATE TABLE IF NOT EXISTS raw_escrow_cache (
-  escrow_id VARCHAR PRIMARY KEY, epoch_id BIGINT, escrow_json VARCHAR, cached_at BIGINT, copy_at TIMESTAMPTZ);
+  escrow_id VARCHAR PRIMARY KEY, epoch_id BIGINT, escrow_json VARCHAR, cached_at BIGINT);
 
 -- Diffs are immutable: the first copy that holds a nonce writes it, later copies (any host) skip it.
 CREATE TABLE IF NOT EXISTS raw_diffs (
@@ -42,7 +43,7 @@ CREATE TABLE IF NOT EXISTS raw_sealed_inferences (
   obs_present BOOLEAN, sealed_status BIGINT, sealed_executor_slot BIGINT, sealed_votes_valid BIGINT,
   sealed_votes_invalid BIGINT, sealed_validated_by BLOB, sealed_model VARCHAR, sealed_input_length BIGINT,
   sealed_max_tokens BIGINT, sealed_input_tokens BIGINT, sealed_output_tokens BIGINT, sealed_reserved_cost BIGINT,
-  sealed_actual_cost BIGINT, sealed_started_at BIGINT, sealed_confirmed_at BIGINT, copy_at TIMESTAMPTZ,
+  sealed_actual_cost BIGINT, sealed_started_at BIGINT, sealed_confirmed_at BIGINT,
   PRIMARY KEY (escrow_id, inference_id));
 
 -- (inference, slot) pairs that applied a validation or vote, without verdicts (completeness cross-check).
@@ -54,7 +55,7 @@ CREATE TABLE IF NOT EXISTS raw_validation_obs (
 CREATE TABLE IF NOT EXISTS d_escrows (
   epoch_id BIGINT, escrow_id VARCHAR PRIMARY KEY, model VARCHAR, version VARCHAR, status VARCHAR, group_size BIGINT,
   vote_threshold BIGINT, validation_rate BIGINT, creator_addr VARCHAR, settled_at TIMESTAMPTZ, latest_nonce BIGINT,
-  finalize_nonce BIGINT, settlement_nonce BIGINT, time_source VARCHAR, config_json VARCHAR);
+  finalize_nonce BIGINT, time_source VARCHAR);
 
 CREATE TABLE IF NOT EXISTS d_escrow_slots (
   epoch_id BIGINT, escrow_id VARCHAR, slot_id BIGINT, address VARCHAR, address_slots BIGINT,
