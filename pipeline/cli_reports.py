@@ -9,7 +9,7 @@ import typer
 
 from pipeline.cli import DEFAULT_WAREHOUSE, WarehouseOpt, app, user_errors
 
-report_app = typer.Typer(help="Write reports (Markdown, self-contained HTML, charts, CSV) from the warehouse.",
+report_app = typer.Typer(help="Write reports (Markdown, self-contained HTML, charts, CSV) from the warehouse. Example: gonka-evidence report epoch 3 --out out",
                          no_args_is_help=True)
 app.add_typer(report_app, name="report")
 

@@ -100,6 +100,23 @@ def test_named_queries_run_on_the_sample_warehouse(tmp_path):
     assert "closed_epochs: Per epoch" in listing and "[params: lag_seconds" in listing
 
 
+def test_every_evidence_column_is_listed_in_the_readme(tmp_path):
+    from pipeline.evidence import compute
+    from tests.helpers import ingest
+
+    ingest(tmp_path / "w.duckdb", DATA_SAMPLES_DIR / "store")
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        for name in EVIDENCE:
+            section = README.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0]
+            listed = re.search(r"\*Columns:\* (.*)\.", section)
+            assert listed, f"{name}: no *Columns:* line in its README section"
+            columns = compute(name, con, host="gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk", command="x").rows.columns
+            assert [c.strip(" `") for c in listed.group(1).split(",")] == columns, name
+    finally:
+        con.close()
+
+
 def _code_block(lang: str, containing: str) -> str:
     blocks = [b for b in re.findall(rf"```{lang}\n(.*?)\n```", README, re.S) if containing in b]
     assert len(blocks) == 1, f"one ```{lang} block with {containing!r} expected"
