@@ -87,7 +87,6 @@ class VllmFile:
         self.lines: list[str] = []
         self.first: datetime | None = None
         self.last: datetime | None = None
-        self.cycle_start: datetime | None = None
 
     # -- envelope ---------------------------------------------------------------------------
     def _v(self) -> tuple[int, int, int]:
@@ -127,7 +126,6 @@ class VllmFile:
         self.log("INFO", "core.py:61", f"Initializing a V1 LLM engine (v{self.version}) with config: model='{MODEL}', "
                  "speculative_config=SpeculativeConfig(method='eagle3', num_spec_tokens=5), seed=0")
         self.truth.events["start"] = self.truth.events.get("start", 0) + 1
-        self.cycle_start = self.t
         self.advance(ready_after / 2)
         self.log("INFO", "gpu_model_runner.py:1595", "Model loading took 54.2 GiB and 41.118230 seconds")
         self.log("INFO", "kv_cache_utils.py:634", "GPU KV cache size: 1,160,160 tokens")

@@ -69,9 +69,6 @@ class SqliteStore:
         }
 
     # -- files -----------------------------------------------------------------
-    def _file(self, epoch_id: int | None) -> Path:
-        return self.path / "_meta.db" if epoch_id is None else self._epoch_files[epoch_id]
-
     def _connect(self, file: Path):
         key = str(file)
         if key in self._conns:

@@ -39,13 +39,6 @@ import polars as pl
 from pipeline.sources.logfiles import LogFile
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-PROC_PREFIX = re.compile(r"\((?P<proc>[A-Za-z][\w-]*) pid=(?P<pid>\d+)\)\s?")
-ENVELOPE = re.compile(
-    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<mon>\d\d)-(?P<day>\d\d) (?P<h>\d\d):(?P<m>\d\d):(?P<s>\d\d)"
-    r"(?:[.,]\d+)? \[(?P<src>[^\]]*)\] (?P<msg>.*)"
-)
-ENVELOPE_START = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d")
-UVICORN = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+(?P<msg>.*)")
 # Lines that belong to a traceback or exception report even after a non-error record.
 TRACE_LINE = re.compile(
     r"\s|Traceback \(most recent call last\)|During handling of|The above exception|[\w.]+(?:Error|Exception|Exit|Interrupt)\b"
