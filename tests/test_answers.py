@@ -232,7 +232,7 @@ EDGE_BODIES = [
 def test_fast_path_gives_the_reference_facts(body):
     """Whichever path takes a body (msgspec fast path or the orjson/stdlib reference), the facts and
     the quarantine reason are the reference scanner's."""
-    from pipeline.transforms.answers import _scan_reference
+    from pipeline.transforms.answer_scan import _scan_reference
 
     assert _facts(scan_response, body) == _facts(_scan_reference, body)
 
@@ -241,7 +241,7 @@ def test_fast_path_takes_ordinary_bodies():
     import random
 
     from pipeline.samples.payloads import response_body
-    from pipeline.transforms.answers import _scan_fast, _scan_reference, scan_responses
+    from pipeline.transforms.answer_scan import _scan_fast, _scan_reference, scan_responses
 
     bodies = [response_body(random.Random(k), "m", k, 0, 50, n, k % 2 == 0) for k, n in enumerate((1, 7, 300, 1000))]
     bodies.append(bodies[0].replace(b"data: ", b"data:"))  # no space after the colon
@@ -250,3 +250,94 @@ def test_fast_path_takes_ordinary_bodies():
     got = scan_responses([*bodies, b"", b"not json"])
     assert got[:-2] == [_scan_reference(b) for b in bodies]
     assert isinstance(got[-1], BodyError) and str(got[-2]) == "empty response body" and str(got[-1]).startswith("not JSON (")
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def payload_source(request, copy4, tmp_path_factory):
+    """The copy with planted payload faults, in both layouts, opened as a store."""
+    from pipeline.sources import open_store
+
+    if request.param == "sqlite":
+        spec = copy4.write_sqlite(tmp_path_factory.mktemp("pooled") / "store")
+    else:
+        spec = throwaway_database(request)
+        copy4.write_postgres(spec)
+    store = open_store(str(spec))
+    yield store
+    store.close()
+
+
+def _ingest_payloads_with(store, pool, path) -> dict[str, pl.DataFrame]:
+    from pipeline.transforms.answers import ingest_payloads
+
+    con = open_for_write(path)
+    try:
+        counts = ingest_payloads(con, store, "run", pool=pool)
+        return {"counts": counts,
+                "rows": fetch_frame(con, "SELECT * EXCLUDE (run_id) FROM answer_checks_t ORDER BY escrow_id, inference_id"),
+                "quarantine": fetch_frame(con, "SELECT table_name, row_key, reason FROM quarantine ORDER BY row_key")}
+    finally:
+        con.close()
+
+
+def test_worker_processes_give_the_in_process_rows(payload_source, copy4, tmp_path):
+    """The same rows, order and quarantine reasons whether the payloads are checked here or in workers
+    (for the store directory the workers also read and decode the files)."""
+    from polars.testing import assert_frame_equal
+
+    from pipeline.parallel import BatchPool
+    from pipeline.transforms.answers import checked_payloads
+
+    in_process = list(checked_payloads(payload_source, set(), BatchPool(workers=1)))
+    with BatchPool(workers=2, batch_bytes=1, min_bytes=0) as pool:  # one payload per batch, workers from the start
+        pooled = list(checked_payloads(payload_source, set(), pool))
+        assert pool.started
+        assert [(r["escrow_id"], r["inference_id"]) for r, _ in pooled] == \
+            [(r["escrow_id"], r["inference_id"]) for r, _ in in_process]
+        assert pooled == in_process
+        assert len(pooled) == len(copy4.payloads) and sum(bool(found) for _, found in pooled) == 2
+        assert sorted(f.split(":")[0] for _, found in pooled for f in found) == ["response_payload"] * 2
+        known = {(r["escrow_id"], r["inference_id"]) for r, _ in in_process[::2]}  # known keys are not read again
+        assert list(checked_payloads(payload_source, known, pool)) == in_process[1::2]
+        wh_pooled = _ingest_payloads_with(payload_source, pool, tmp_path / "pooled.duckdb")
+    wh_here = _ingest_payloads_with(payload_source, BatchPool(workers=1), tmp_path / "here.duckdb")
+    assert wh_pooled["counts"] == wh_here["counts"] == {"answer_checks": len(copy4.payloads), "payloads_quarantined": 2}
+    assert_frame_equal(wh_pooled["rows"], wh_here["rows"])
+    assert_frame_equal(wh_pooled["quarantine"], wh_here["quarantine"])
+    assert wh_here["quarantine"].height == 2
+
+
+def test_worker_processes_on_bench_like_bodies(tmp_path):
+    """Large generated answers (~1,000 tokens, top-5 logprobs, JSON and SSE) with the faults the
+    benchmark plants: workers in 1 MB batches give exactly the in-process facts."""
+    import random
+    import re
+
+    from pipeline.parallel import BatchPool
+    from pipeline.samples.payloads import request_body, response_body
+    from pipeline.transforms.answer_scan import check_payloads
+
+    rng = random.Random(7)
+    payloads = []
+    for k in range(40):
+        stream = k % 2 == 0
+        body = response_body(rng, "m", k, 0, 50, rng.randrange(600, 1400), stream)
+        fault = k % 8
+        if fault == 1:
+            body = re.sub(rb'"logprob":-?[0-9.]+', b'"logprob":NaN', body, count=1)
+        elif fault == 3:
+            body = re.sub(rb'"token":"(\d+)"', rb'"token":"w\1"', body)
+        elif fault == 4:  # a stream cut mid-chunk
+            body = body[: len(body) // 2]
+        elif fault == 7:
+            body = b"upstream error: " + body[:200]
+        payloads.append(RawPayload(1, "e", k, request_body(rng, "m", 2048, 0.7, None, stream), body))
+    in_process = check_payloads(payloads)
+    with BatchPool(workers=2, batch_bytes=1_000_000, min_bytes=2_000_000) as pool:
+        pooled = list(pool.map(check_payloads, payloads, lambda p: len(p.response)))
+        assert pool.started
+    assert pooled == in_process
+    rows = [row for row, _ in pooled]
+    assert sum(r["nan_logprobs"] or 0 for r in rows) == 5 and sum(bool(r["tokens_not_ids"]) for r in rows) == 5
+    problems = [found[0] for _, found in pooled if found]
+    assert len(problems) == 10 and sum("truncated" in p for p in problems) == 5 and sum(p.startswith("response_payload: not JSON (") for p in problems) == 5

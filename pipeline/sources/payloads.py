@@ -46,8 +46,17 @@ def postgres_payloads(store, known: set[tuple[str, int]]) -> Iterator[RawPayload
             yield RawPayload(epoch, escrow, inference, prompt, response)
 
 
-def file_payloads(root: Path, known: set[tuple[str, int]]) -> Iterator[RawPayload]:
-    """`root/{epoch}/{escrow}/{inference}.json`, in path order; other names are ignored."""
+@dataclass(frozen=True)
+class PayloadFile:
+    """One payload file, listed but not read yet (what a worker process is handed: a path, not bytes)."""
+    epoch_id: int
+    escrow_id: str
+    inference_id: int
+    path: Path
+
+
+def payload_files(root: Path, known: set[tuple[str, int]]) -> Iterator[PayloadFile]:
+    """`root/{epoch}/{escrow}/{inference}.json`, in path order; other names and `known` keys are skipped."""
     if not root.is_dir():
         return
     for epoch_dir in sorted(p for p in root.iterdir() if p.is_dir() and NUMBER.match(p.name)):
@@ -55,16 +64,23 @@ def file_payloads(root: Path, known: set[tuple[str, int]]) -> Iterator[RawPayloa
             for path in sorted(escrow_dir.glob("*.json")):
                 if not NUMBER.match(path.stem) or (escrow_dir.name, int(path.stem)) in known:
                     continue
-                yield _decode_file(int(epoch_dir.name), escrow_dir.name, int(path.stem), path.read_bytes())
+                yield PayloadFile(int(epoch_dir.name), escrow_dir.name, int(path.stem), path)
 
 
-def _decode_file(epoch: int, escrow: str, inference: int, data: bytes) -> RawPayload:
+def read_payload_file(f: PayloadFile) -> RawPayload:
+    """The file's two base64 fields decoded; a file that is not such an object comes back with `problem` set."""
     try:
-        doc = orjson.loads(data)
+        doc = orjson.loads(f.path.read_bytes())
         if not isinstance(doc, dict):
             raise ValueError("not a JSON object")
         prompt, response = (None if doc.get(k) is None else base64.b64decode(doc[k], validate=True)
                             for k in ("prompt_payload", "response_payload"))
     except (orjson.JSONDecodeError, ValueError, binascii.Error, TypeError) as exc:
-        return RawPayload(epoch, escrow, inference, None, None, f"payload file is not a base64 JSON object ({exc})")
-    return RawPayload(epoch, escrow, inference, prompt, response)
+        return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, None, None,
+                          f"payload file is not a base64 JSON object ({exc})")
+    return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, prompt, response)
+
+
+def file_payloads(root: Path, known: set[tuple[str, int]]) -> Iterator[RawPayload]:
+    """`payload_files` read one after the other."""
+    return map(read_payload_file, payload_files(root, known))
