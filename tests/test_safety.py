@@ -13,6 +13,7 @@ import uuid
 import psycopg
 import pytest
 
+from pipeline.sources.postgres_store import PostgresStore
 from tests.helpers import assert_views_equal, frame, ingest, views
 
 
@@ -71,6 +72,31 @@ def test_postgres_ingest_works_with_a_select_only_role(tmp_path, pg_copy, pg_ser
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+def test_parallel_postgres_reads_share_the_snapshot_of_the_first_query(pg_copy):
+    url = pg_copy(4)
+    with psycopg.connect(url) as conn:
+        truth = dict(conn.execute(
+            "SELECT epoch_id, count(*) FROM devshard_sealed_inferences GROUP BY 1").fetchall())
+        diffs = dict(conn.execute("SELECT epoch_id, count(*) FROM devshard_diffs GROUP BY 1").fetchall())
+    store = PostgresStore(url)
+    try:
+        # A writer commits after the store opened, before the second connection exists.
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM devshard_sealed_inferences")
+            conn.execute("DELETE FROM devshard_diffs WHERE nonce > 2")
+        epochs = store.epochs()
+        requests = [(t, e, None) for e in epochs for t in ("diffs", "sealed_inferences")]
+        with store.read_many(requests) as streams:
+            counts = [sum(b.num_rows for b in stream) for stream in streams]
+        assert len(store._reader_connections()) == 2  # the parallel path ran
+        assert counts == [n for e in epochs for n in (diffs[e], truth[e])]
+        # Whatever the scheduling, the second connection on its own sees the first one's snapshot.
+        second = store._reader_connections()[1]
+        assert sum(b.num_rows for b in store._read_on(second, "sealed_inferences", None, None, 65536)) == sum(truth.values())
+    finally:
+        store.close()
 
 
 def _ingest_cmd(warehouse, store) -> list[str]:

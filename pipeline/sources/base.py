@@ -9,7 +9,8 @@ the rest of the pipeline never branches on the build. A source never writes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Protocol
+from contextlib import AbstractContextManager
+from typing import Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -148,6 +149,10 @@ class SourceDescription:
     planes: list[str]  # session storage, accounting ledger, payloads — whichever are present
 
 
+# (logical table, epoch or None, cursors or None): the arguments of one SessionStore.read.
+ReadRequest = tuple[str, "int | None", "dict[str, int] | None"]
+
+
 class SessionStore(Protocol):
     """A read-only session-storage copy (PostgreSQL database or SQLite store directory)."""
 
@@ -169,6 +174,12 @@ class SessionStore(Protocol):
         rows of those escrows past the cursor (diffs: nonce > cursor; other tables:
         every row of the escrow, because their rows change in place).
         """
+
+    def read_many(
+        self, requests: Sequence[ReadRequest], batch_rows: int = 65536
+    ) -> AbstractContextManager[list[Iterator[pa.RecordBatch]]]:
+        """The batches of several reads, one stream per request, consumed in request order inside
+        the `with` block; a store may read ahead on further connections of the same snapshot."""
 
     def describe(self) -> SourceDescription: ...
 

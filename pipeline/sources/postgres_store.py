@@ -5,12 +5,21 @@ Reads go through the ADBC PostgreSQL driver, which runs `COPY … TO STDOUT
 the batch size. The connection opens every transaction `REPEATABLE READ, READ
 ONLY` (libpq `options`), and the whole ingest runs inside the first one: one
 snapshot per ingest, and the source cannot be written even by mistake.
+
+`read_many` streams several reads at once on READ_CONNECTIONS connections. The
+first transaction exports its snapshot (`pg_export_snapshot()`) and every other
+connection imports it (`SET TRANSACTION SNAPSHOT`) before its first query, so
+all of them see exactly the same data. A server that refuses either step gets
+sequential reads on the one connection, with the same results.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Iterator
+import queue
+import threading
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 from urllib.parse import quote
 
 import adbc_driver_postgresql.dbapi as adbc_pg
@@ -23,6 +32,7 @@ from pipeline.sources.base import (
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
     TABLES,
+    ReadRequest,
     SourceDescription,
     SourceError,
     TableReport,
@@ -35,6 +45,12 @@ SNAPSHOT_OPTIONS = "-c default_transaction_isolation=repeatable\\ read -c defaul
 PREFIX = "devshard_"
 # Tables of other planes that may share the database (sources.md §1.5, §5, §6).
 OTHER_PLANES = {"accounting_": "accounting ledger", "payload_storage": "payloads", "gateway_": "gateway store"}
+# Connections streaming at once in read_many: the server's COPY and the driver's binary parsing
+# of one read overlap with another read and with the consumer (the driver releases the GIL).
+READ_CONNECTIONS = 2
+# Batches (≤ ~13 MB each) a read_many stream may hold ahead of its consumer.
+READ_AHEAD_BATCHES = 2
+_END = object()
 
 
 def redact(url: str) -> str:
@@ -71,20 +87,52 @@ class PostgresStore:
 
     def __init__(self, url: str):
         self.display = redact(url)
-        secret = _password(url) if url != "postgres" else None
-        try:
-            self._conn = adbc_pg.connect(_with_snapshot_options(url))
-        except Exception as exc:
-            message = one_line(exc)
-            if secret:
-                message = message.replace(secret, "***")
-            raise SourceError(f"{self.display}: cannot connect ({message})") from None
+        self._secret = _password(url) if url != "postgres" else None
+        self._url = _with_snapshot_options(url)
+        self._conn = self._connect()
+        self._snapshot = self._export_snapshot()  # first statement: the ingest's snapshot starts here
+        self._readers: list = []  # further connections in the same snapshot, opened by read_many
         self._tables = self._catalog()
         if not any(t.startswith(PREFIX) for t in self._tables):
             self.close()
             raise SourceError(f"{self.display}: no devshard_* tables (not a devshard session store, or empty)")
         self.lineage_id = self._lineage()
         self.source_id = f"lineage:{self.lineage_id}" if self.lineage_id else f"postgres:{self.display}"
+
+    def _connect(self):
+        try:
+            return adbc_pg.connect(self._url)
+        except Exception as exc:
+            message = one_line(exc)
+            if self._secret:
+                message = message.replace(self._secret, "***")
+            raise SourceError(f"{self.display}: cannot connect ({message})") from None
+
+    def _export_snapshot(self) -> str | None:
+        try:
+            return self._query("SELECT pg_export_snapshot() AS id").column("id")[0].as_py()
+        except SourceError:  # e.g. a pooler in statement mode: read sequentially on this connection
+            self._conn.rollback()  # the failed statement aborted the transaction; nothing was read yet
+            return None
+
+    def _reader_connections(self) -> list:
+        """This connection plus up to READ_CONNECTIONS - 1 more, all in this ingest's snapshot."""
+        while self._snapshot is not None and len(self._readers) < READ_CONNECTIONS - 1:
+            conn = None
+            try:
+                conn = self._connect()
+                cur = conn.cursor()
+                try:  # must be the transaction's first statement (REPEATABLE READ READ ONLY by options)
+                    cur.execute(f"SET TRANSACTION SNAPSHOT {_literal(self._snapshot)}")
+                finally:
+                    cur.close()
+            except Exception:  # connection limit, or a server that cannot import: stay sequential
+                if conn is not None:
+                    conn.close()
+                self._snapshot = None
+                break
+            self._readers.append(conn)
+        return [self._conn, *self._readers]
 
     def _query(self, sql: str, params: tuple = ()) -> pa.Table:
         cur = self._conn.cursor()
@@ -118,7 +166,10 @@ class PostgresStore:
         self, sql: str, params: tuple = (), batch_rows: int = 65536, what: str = "query"
     ) -> Iterator[pa.RecordBatch]:
         """Arrow batches of any read query, inside this ingest's snapshot (for other planes too)."""
-        cur = self._conn.cursor()
+        return self._batches(self._conn, sql, params, batch_rows, what)
+
+    def _batches(self, conn, sql: str, params: tuple, batch_rows: int, what: str) -> Iterator[pa.RecordBatch]:
+        cur = conn.cursor()
         cur.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(batch_rows * 256)})
         try:
             cur.execute(sql, params)
@@ -137,6 +188,11 @@ class PostgresStore:
     def read(
         self, table: str, epoch_id: int | None, cursors: dict[str, int] | None = None, batch_rows: int = 65536
     ) -> Iterator[pa.RecordBatch]:
+        return self._read_on(self._conn, table, epoch_id, cursors, batch_rows)
+
+    def _read_on(
+        self, conn, table: str, epoch_id: int | None, cursors: dict[str, int] | None, batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
         spec = TABLES[table]
         present = self.columns(table, epoch_id)
         if present is None:
@@ -152,9 +208,67 @@ class PostgresStore:
             sql += f" JOIN jsonb_each_text({_literal(json.dumps(cursors))}::jsonb) c ON c.key = t.escrow_id{past}"
         if spec.per_epoch and epoch_id is not None:
             sql += f" WHERE t.epoch_id = {int(epoch_id)}"
-        for batch in self.query_batches(sql, batch_rows=batch_rows, what=f"reading {PREFIX}{table}"):
+        for batch in self._batches(conn, sql, (), batch_rows, f"reading {PREFIX}{table}"):
             if batch.num_rows:
                 yield conform(batch, spec, epoch_id if spec.per_epoch else None)
+
+    @contextmanager
+    def read_many(
+        self, requests: Sequence[ReadRequest], batch_rows: int = 65536
+    ) -> Iterator[list[Iterator[pa.RecordBatch]]]:
+        """One batch stream per request, to be consumed in request order; up to READ_CONNECTIONS
+        requests are read at once (each stream holds at most READ_AHEAD_BATCHES ahead)."""
+        conns = self._reader_connections()[: len(requests)]
+        if len(conns) < 2:
+            yield [self.read(t, e, c, batch_rows) for t, e, c in requests]
+            return
+        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for i in range(len(requests)):
+            todo.put(i)
+        streams = [queue.Queue(READ_AHEAD_BATCHES) for _ in requests]
+        stop = threading.Event()
+
+        def offer(i: int, item) -> bool:
+            while not stop.is_set():
+                try:
+                    streams[i].put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        # Each worker takes the next request in order, so the earliest unfinished stream always
+        # has a connection and an in-order consumer never waits on a stream nobody reads.
+        def work(conn) -> None:
+            while not stop.is_set():
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    for batch in self._read_on(conn, *requests[i], batch_rows):
+                        if not offer(i, batch):
+                            return
+                    offer(i, _END)
+                except BaseException as exc:  # handed to the consumer, raised in its thread
+                    offer(i, exc)
+                    return
+
+        def drain(i: int) -> Iterator[pa.RecordBatch]:
+            while (item := streams[i].get()) is not _END:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+
+        workers = [threading.Thread(target=work, args=(conn,), daemon=True) for conn in conns]
+        for w in workers:
+            w.start()
+        try:
+            yield [drain(i) for i in range(len(requests))]
+        finally:
+            stop.set()
+            for w in workers:
+                w.join()
 
     def describe(self) -> SourceDescription:
         counts = self._query(sql_text("sources/postgres/partition_counts.sql")).to_pylist()
@@ -195,8 +309,9 @@ class PostgresStore:
         )
 
     def close(self) -> None:
-        try:
-            self._conn.rollback()  # end the read-only snapshot; nothing was written
-        except Exception:
-            pass
-        self._conn.close()
+        for conn in [*self._readers, self._conn]:  # the exporting transaction ends last
+            try:
+                conn.rollback()  # end the read-only snapshot; nothing was written
+            except Exception:
+                pass
+            conn.close()

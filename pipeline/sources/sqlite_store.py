@@ -16,8 +16,9 @@ import json
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import adbc_driver_sqlite.dbapi as adbc_sqlite
 import pyarrow as pa
@@ -28,6 +29,7 @@ from pipeline.sources.base import (
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
     TABLES,
+    ReadRequest,
     SourceDescription,
     SourceError,
     TableReport,
@@ -156,6 +158,13 @@ class SqliteStore:
             batch = batch.filter(pc.equal(batch.column("__witness"), 0)).drop_columns(["__witness"])
             if batch.num_rows:
                 yield conform(batch, spec, epoch_id if spec.per_epoch else None)
+
+    @contextmanager
+    def read_many(
+        self, requests: Sequence[ReadRequest], batch_rows: int = 65536
+    ) -> Iterator[list[Iterator[pa.RecordBatch]]]:
+        """Sequential: each epoch file is its own immutable snapshot, nothing to share."""
+        yield [self.read(t, e, c, batch_rows) for t, e, c in requests]
 
     def schema_version(self, file: Path) -> int | None:
         if self._physical_columns(file, "schema_migrations") is None:
