@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -134,8 +135,7 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     open_s = started - opened
     con = duckdb.connect(str(path))
     per_table = {}
-    read_timer = StepTimer()  # time spent inside PostgresStore.read (ADBC + conform); the rest is DuckDB
-    timed_read = read_timer.wrap_iter(store.read)
+    read_timer = StepTimer()  # time waiting for the next batch of a read (ADBC + conform); the rest is DuckDB
     batches = 0
     max_batch_bytes = 0
 
@@ -146,13 +146,16 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
             max_batch_bytes = max(max_batch_bytes, b.nbytes)
             yield b
 
+    epochs = store.epochs()
+    requests = [(t, e, None) for t in tables for e in (epochs if TABLES[t].per_epoch else [None])]
+    created = set()
+    # read_many, as the ingest reads a chunk: up to two reads stream at once in one snapshot.
+    with store.read_many(requests) as streams:
+        for (table, _, _), stream in zip(requests, streams):
+            reader = pa.RecordBatchReader.from_batches(TABLES[table].schema, counted(read_timer.wrap_iter(iter)(stream)))
+            con.execute(f"{'INSERT INTO ' + table if table in created else 'CREATE TABLE ' + table + ' AS'} SELECT * FROM reader")
+            created.add(table)
     for table in tables:
-        spec = TABLES[table]
-        created = False
-        for epoch_id in (store.epochs() if spec.per_epoch else [None]):
-            reader = pa.RecordBatchReader.from_batches(spec.schema, counted(timed_read(table, epoch_id)))
-            con.execute(f"{'INSERT INTO ' + table if created else 'CREATE TABLE ' + table + ' AS'} SELECT * FROM reader")
-            created = True
         per_table[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
     con.close()
     store.close()
@@ -191,6 +194,7 @@ def step_flat_raw(url: str, size: str) -> dict:
     upsert / insert-or-ignore statements, one per table and epoch: what storing them costs in the ingest."""
     import pyarrow as pa
 
+    from pipeline.ingest import INGEST_DUCKDB_MEMORY
     from pipeline.sources import open_store
     from pipeline.sources.base import TABLES
     from pipeline.warehouse import open_for_write, transaction
@@ -199,18 +203,22 @@ def step_flat_raw(url: str, size: str) -> dict:
     for p in (path, path.with_name(path.name + ".wal")):
         p.unlink(missing_ok=True)
     con = open_for_write(path)  # schema creation is not timed
+    con.execute(f"SET memory_limit = '{INGEST_DUCKDB_MEMORY}'")  # as during an ingest
     started = time.perf_counter()
     store = open_store(url)
     rows = 0
-    for table in FLAT_TABLES:
-        spec = TABLES[table]
-        for epoch_id in (store.epochs() if spec.per_epoch else [None]):
-            def counted(it):
-                nonlocal rows
-                for b in it:
-                    rows += b.num_rows
-                    yield b
-            reader = pa.RecordBatchReader.from_batches(spec.schema, counted(store.read(table, epoch_id)))
+
+    def counted(it):
+        nonlocal rows
+        for b in it:
+            rows += b.num_rows
+            yield b
+
+    epochs = store.epochs()
+    requests = [(t, e, None) for t in FLAT_TABLES for e in (epochs if TABLES[t].per_epoch else [None])]
+    with store.read_many(requests) as streams:
+        for (table, _, _), stream in zip(requests, streams):
+            reader = pa.RecordBatchReader.from_batches(TABLES[table].schema, counted(stream))
             with transaction(con):
                 con.execute(_RAW_INSERT[table])
     store.close()
@@ -294,6 +302,14 @@ def _ingest(url: str, size: str, fresh: bool) -> dict:
     con = open_for_write(path)
     store = open_store(url)
     store.read = timers["read"].wrap_iter(store.read)
+    read_many = store.read_many
+
+    @contextmanager
+    def timed_read_many(requests, *args, **kwargs):  # time spent waiting for each stream's next batch
+        with read_many(requests, *args, **kwargs) as streams:
+            yield [timers["read"].wrap_iter(iter)(stream) for stream in streams]
+
+    store.read_many = timed_read_many
     if profile:
         import cProfile
 
