@@ -21,14 +21,25 @@ base64 decode, untimed for the scan steps):
   baseline  plain `json.loads` loop doing the same checks naively (per SSE chunk for streams):
             logprob entries, duplicate top_logprob tokens per position, NaN / missing
             logprobs, non-numeric tokens, usage.completion_tokens → MB/s of response bodies
-  reference the previous scanner, kept as the fallback: `answers._scan_reference` (orjson, per
+  reference the previous scanner, kept as the fallback: `answer_scan._scan_reference` (orjson, per
             SSE line, per-entry Python checks, garbage collector left on)
-  scanner   `pipeline.transforms.answers.scan_response` over the same bodies (msgspec fast path,
-            orjson/stdlib reference path for the bodies the fast path leaves to it)
+  scanner   `pipeline.transforms.answer_scan.scan_response` over the same bodies in this one
+            process (msgspec fast path, orjson/stdlib reference path for the bodies it leaves)
+  scanner_pool  the same scan in a `BatchPool` of `worker_count()` worker processes
+            (`scan_responses` per ~4 MB batch): bodies read in 64 MB chunks (untimed), each
+            chunk's scan timed with the transfer of bodies and facts through the pool's pipes;
+            the pool's one-off start-up is timed apart (`pool_start_s`)
   row       `check_payload` (request + response + row dict) over the same payloads
-  ingest    the registered payload plane ingester (`ingest_payloads`, from
-            `pipeline.planes.PLANE_INGESTERS`) on the store into a fresh DuckDB warehouse
-            (schema creation untimed), with its time split into read / check / DuckDB writes
+  ingest_1  the registered payload plane ingester (`ingest_payloads`, from
+            `pipeline.planes.PLANE_INGESTERS`) into a fresh DuckDB warehouse (schema creation
+            untimed) with GONKA_EVIDENCE_WORKERS=1: read, check and DuckDB writes in one process
+  ingest    the same with the default workers (files read, decoded and checked in the workers)
+
+CPU seconds are those of the timed part: this process's CPU time while timing plus all the CPU
+time of the worker processes (the step stops multiprocessing's fork server, whose children the
+workers are, and reads RUSAGE_CHILDREN); `step_cpu_s` in the JSON is the whole step's process tree. Peak RSS is the
+largest single process (`ru_maxrss`) and, sampled every 50 ms from outside, the sum over the
+step's process tree.
 
 MB are 10^6 bytes of decoded response bodies. Results go to bench/results/payloads.json and
 print as a table; the target (scanner >= 3x baseline, memory bounded) is evaluated.
@@ -58,7 +69,8 @@ DATA = BENCH / "data"
 RESULTS = BENCH / "results"
 sys.path.insert(0, str(ROOT))
 
-STEPS = ("read", "baseline", "reference", "scanner", "row", "ingest")
+STEPS = ("read", "baseline", "reference", "scanner", "scanner_pool", "row", "ingest_1", "ingest")
+POOL_CHUNK_BYTES = 64_000_000  # bodies held in memory at once for the pooled scanner step
 TARGETS = {"speedup_vs_json_loads": 3.0, "rss_growth": 1.10}
 MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"
 EPOCH0 = 430
@@ -256,40 +268,91 @@ def _payloads(size: int):
     return file_payloads(DATA / f"payloads_{size}" / "payloads", set())
 
 
+def _add_facts(r, sums: dict) -> bool:
+    """Add one body's facts to the totals; False when the body could not be read to the end."""
+    if r is None or isinstance(r, Exception) or r.get("complete") is False:
+        return False
+    for k in sums:
+        sums[k] += r.get(k) or 0
+    return True
+
+
+def _new_sums() -> dict:
+    return {"logprob_tokens": 0, "duplicate_top_logprob_positions": 0, "nan_logprobs": 0, "tokens_not_ids": 0}
+
+
 def _scan_step(size: int, fn, use_payload: bool = False) -> dict:
-    scan_s, n, nbytes, errors, sums = 0.0, 0, 0, 0, {"logprob_tokens": 0, "duplicate_top_logprob_positions": 0,
-                                                        "nan_logprobs": 0, "tokens_not_ids": 0}
+    scan_s, cpu_s, n, nbytes, errors, sums = 0.0, 0.0, 0, 0, 0, _new_sums()
     started = time.perf_counter()
     for p in _payloads(size):
         if p.response is None:
             continue
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             r = fn(p) if use_payload else fn(p.response)
         except ValueError:  # BodyError is a ValueError; json.JSONDecodeError too
             r = None
         scan_s += time.perf_counter() - t0
+        cpu_s += time.process_time() - c0
         n += 1
         nbytes += len(p.response)
-        if r is None or r.get("complete") is False:
-            errors += 1
-            continue
-        for k in sums:
-            sums[k] += r.get(k) or 0
+        errors += not _add_facts(r, sums)
     wall = time.perf_counter() - started
-    return {"elapsed_s": scan_s, "wall_s": wall, "bodies": n, "response_bytes": nbytes,
+    return {"elapsed_s": scan_s, "cpu_s": cpu_s, "wall_s": wall, "bodies": n, "response_bytes": nbytes, "processes": 1,
+            "mb_per_s": nbytes / 1e6 / scan_s, "unreadable": errors, "totals": sums}
+
+
+def _chunks_of_bodies(size: int):
+    """The response bodies in lists of about POOL_CHUNK_BYTES (memory stays bounded)."""
+    chunk, held = [], 0
+    for p in _payloads(size):
+        if p.response is None:
+            continue
+        chunk.append(p.response)
+        held += len(p.response)
+        if held >= POOL_CHUNK_BYTES:
+            yield chunk
+            chunk, held = [], 0
+    if chunk:
+        yield chunk
+
+
+def step_scanner_pool(size: int) -> dict:
+    from pipeline.parallel import BatchPool
+    from pipeline.transforms.answer_scan import scan_responses
+
+    scan_s, cpu_s, n, nbytes, errors, sums = 0.0, 0.0, 0, 0, 0, _new_sums()
+    started = time.perf_counter()
+    with BatchPool(preload=[scan_responses.__module__]) as pool:
+        s0 = time.perf_counter()
+        pool.start()  # once per process, not per scan: timed apart (start_s)
+        start_s = time.perf_counter() - s0
+        for chunk in _chunks_of_bodies(size):
+            t0, c0 = time.perf_counter(), time.process_time()
+            facts = list(pool.map(scan_responses, chunk, len))
+            scan_s += time.perf_counter() - t0
+            cpu_s += time.process_time() - c0
+            n += len(chunk)
+            nbytes += sum(map(len, chunk))
+            errors += sum(not _add_facts(r, sums) for r in facts)
+        workers = pool.workers if pool.started else 1
+    wall = time.perf_counter() - started
+    cpu_s += _workers_cpu_s()
+    return {"elapsed_s": scan_s, "cpu_s": cpu_s, "wall_s": wall, "bodies": n, "response_bytes": nbytes, "processes": workers,
+            "pool_start_s": start_s,
             "mb_per_s": nbytes / 1e6 / scan_s, "unreadable": errors, "totals": sums}
 
 
 def step_read(size: int) -> dict:
-    started = time.perf_counter()
+    c0, started = time.process_time(), time.perf_counter()
     n = nbytes = req = 0
     for p in _payloads(size):
         n += 1
         nbytes += len(p.response or b"")
         req += len(p.prompt or b"")
     elapsed = time.perf_counter() - started
-    return {"elapsed_s": elapsed, "bodies": n, "response_bytes": nbytes, "request_bytes": req,
+    return {"elapsed_s": elapsed, "cpu_s": time.process_time() - c0, "bodies": n, "response_bytes": nbytes,
+            "request_bytes": req, "processes": 1,
             "mb_per_s": nbytes / 1e6 / elapsed}
 
 
@@ -298,19 +361,19 @@ def step_baseline(size: int) -> dict:
 
 
 def step_reference(size: int) -> dict:
-    from pipeline.transforms.answers import _scan_reference
+    from pipeline.transforms.answer_scan import _scan_reference
 
     return _scan_step(size, _scan_reference)
 
 
 def step_scanner(size: int) -> dict:
-    from pipeline.transforms.answers import scan_response
+    from pipeline.transforms.answer_scan import scan_response
 
     return _scan_step(size, scan_response)
 
 
 def step_row(size: int) -> dict:
-    from pipeline.transforms.answers import check_payload
+    from pipeline.transforms.answer_scan import check_payload
 
     return _scan_step(size, lambda p: check_payload(p)[0], use_payload=True)
 
@@ -325,8 +388,14 @@ class _PayloadOnlyStore:
         self.source_id = f"sqlite:{path}"
 
 
+def step_ingest_1(size: int) -> dict:
+    os.environ["GONKA_EVIDENCE_WORKERS"] = "1"
+    return step_ingest(size)
+
+
 def step_ingest(size: int) -> dict:
     import pipeline.transforms.answers as answers
+    from pipeline.parallel import worker_count
     from pipeline.planes import PLANE_INGESTERS
     from pipeline.warehouse import open_for_write
 
@@ -335,35 +404,64 @@ def step_ingest(size: int) -> dict:
     for p in (path, path.with_name(path.name + ".wal")):
         p.unlink(missing_ok=True)
     con = open_for_write(path)  # schema creation: not timed
-    timers = {k: StepTimer() for k in ("read", "check", "duckdb")}
-    answers.file_payloads = timers["read"].wrap_iter(answers.file_payloads)
-    answers.check_payload = timers["check"].wrap(answers.check_payload)
+    timers = {k: StepTimer() for k in ("read+check", "duckdb")}  # read+check: waiting for the checked rows
+    answers.checked_payloads = timers["read+check"].wrap_iter(answers.checked_payloads)
     answers.insert_rows = timers["duckdb"].wrap(answers.insert_rows)
     answers.record_problems = timers["duckdb"].wrap(answers.record_problems)
     store = _PayloadOnlyStore(DATA / f"payloads_{size}")
-    started = time.perf_counter()
+    c0, started = time.process_time(), time.perf_counter()
     counts = ingester(con, store, "bench")
     elapsed = time.perf_counter() - started
+    cpu_s = time.process_time() - c0 + _workers_cpu_s()
     rows, quarantined, nbytes = con.execute(
         "SELECT count(*), count(*) FILTER (WHERE problem IS NOT NULL), sum(response_bytes) FROM answer_checks_t").fetchone()
     con.close()
     breakdown = {k: t.seconds for k, t in timers.items()}
     breakdown["other"] = elapsed - sum(breakdown.values())
-    return {"elapsed_s": elapsed, "rows": rows, "quarantined": quarantined, "counts": counts,
+    return {"elapsed_s": elapsed, "cpu_s": cpu_s, "rows": rows, "quarantined": quarantined, "counts": counts,
+            "processes": worker_count(),
             "response_bytes": int(nbytes or 0), "mb_per_s": (nbytes or 0) / 1e6 / elapsed,
             "breakdown_s": breakdown, "duckdb_bytes": path.stat().st_size}
 
 
-STEP_FUNCS = {"read": step_read, "baseline": step_baseline, "reference": step_reference, "scanner": step_scanner, "row": step_row,
-              "ingest": step_ingest}
+STEP_FUNCS = {"read": step_read, "baseline": step_baseline, "reference": step_reference, "scanner": step_scanner,
+              "scanner_pool": step_scanner_pool, "row": step_row, "ingest_1": step_ingest_1, "ingest": step_ingest}
+
+
+def _workers_cpu_s() -> float:
+    """CPU seconds of the worker processes this step ran (none: 0)."""
+    import resource
+
+    _stop_fork_server()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _stop_fork_server() -> None:
+    """Stop (and wait for) multiprocessing's fork server, if a step started one: its workers are its
+    children, so only then does the step's `os.wait4` count their CPU time."""
+    from multiprocessing import forkserver
+
+    forkserver._forkserver._stop()  # private, but the only way to reap it before exit (Python 3.11–3.13)
 
 
 def run_step(step: str, size: int) -> dict:
     """One step in a child process; its peak RSS from os.wait4 (ru_maxrss is KiB on Linux)."""
     with tempfile.NamedTemporaryFile(suffix=".json", dir=DATA, delete=False) as f:
         out = Path(f.name)
+    import psutil
+
     proc = subprocess.Popen([sys.executable, __file__, "--step", step, "--size", str(size), "--out", str(out)])
-    _, status, rusage = os.wait4(proc.pid, 0)
+    tree, peak_tree = psutil.Process(proc.pid), 0
+    while True:  # sample the RSS of the step's whole process tree (workers included)
+        pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        try:
+            peak_tree = max(peak_tree, sum(p.memory_info().rss for p in [tree, *tree.children(recursive=True)]))
+        except psutil.Error:
+            pass  # a process ended between listing and reading
+        time.sleep(0.05)
     code = os.waitstatus_to_exitcode(status)
     try:
         result = json.loads(out.read_text()) if code == 0 else {"error": f"exit code {code}"}
@@ -372,7 +470,8 @@ def run_step(step: str, size: int) -> dict:
     finally:
         out.unlink(missing_ok=True)
     result["peak_rss_bytes"] = rusage.ru_maxrss * 1024
-    result["cpu_s"] = rusage.ru_utime + rusage.ru_stime
+    result["peak_rss_tree_bytes"] = peak_tree
+    result["step_cpu_s"] = rusage.ru_utime + rusage.ru_stime
     result["loadavg_after"] = os.getloadavg()
     return result
 
@@ -383,12 +482,17 @@ def evaluate(sizes: dict) -> dict:
     out = {}
     for size, r in sizes.items():
         s = r["steps"]
-        if "mb_per_s" in s.get("scanner", {}) and "mb_per_s" in s.get("baseline", {}):
-            ratio = s["scanner"]["mb_per_s"] / s["baseline"]["mb_per_s"]
-            out[f"{size} scanner vs json.loads"] = {"value": ratio, "target": ">= 3.0", "pass": ratio >= TARGETS["speedup_vs_json_loads"]}
-        if "mb_per_s" in s.get("ingest", {}) and "mb_per_s" in s.get("baseline", {}):
-            ratio = s["ingest"]["mb_per_s"] / s["baseline"]["mb_per_s"]
-            out[f"{size} full ingest vs json.loads (reference)"] = {"value": ratio, "target": "(none)", "pass": None}
+        base = s.get("baseline", {}).get("mb_per_s")
+        if not base:
+            continue
+        if "mb_per_s" in s.get("scanner_pool", {}):
+            ratio = s["scanner_pool"]["mb_per_s"] / base
+            out[f"{size} scanner ({s['scanner_pool']['processes']} processes) vs json.loads"] = {
+                "value": ratio, "target": ">= 3.0", "pass": ratio >= TARGETS["speedup_vs_json_loads"]}
+        for step, what in (("scanner", "scanner (1 process)"), ("ingest_1", "full ingest (1 process)"),
+                           ("ingest", "full ingest (default workers)")):
+            if "mb_per_s" in s.get(step, {}):
+                out[f"{size} {what} vs json.loads"] = {"value": s[step]["mb_per_s"] / base, "target": "(none)", "pass": None}
     names = list(sizes)
     if len(names) >= 2:
         small, large = names[0], names[-1]
@@ -409,9 +513,11 @@ LABELS = {
     "read": "read: file + base64 decode only (floor)",
     "baseline": "baseline: json.loads + naive checks",
     "reference": "previous scanner: orjson (`_scan_reference`, now the fallback)",
-    "scanner": "**scanner: `scan_response` (msgspec fast path)**",
-    "row": "`check_payload` (request + response + row)",
-    "ingest": "**full payload plane ingest → DuckDB**",
+    "scanner": "scanner: `scan_response` (msgspec fast path), one process",
+    "scanner_pool": "**scanner in worker processes (`BatchPool`)**",
+    "row": "`check_payload` (request + response + row), one process",
+    "ingest_1": "full payload plane ingest → DuckDB, one process",
+    "ingest": "**full payload plane ingest → DuckDB, default workers**",
 }
 
 
@@ -421,24 +527,26 @@ def render(results: dict) -> str:
         c = r["store"]
         lines.append(f"\n## {size} MB: {c['payloads']:,} payloads, {c['response_bytes'] / 1e6:,.0f} MB response bodies, "
                      f"{c['file_bytes'] / 1e6:,.0f} MB payload files")
-        lines.append("| step | bodies | seconds | MB/s | vs baseline | peak RSS MiB |")
-        lines.append("|---|---:|---:|---:|---:|---:|")
+        lines.append("| step | processes | bodies | wall s | CPU s | MB/s | vs baseline | peak RSS MiB (largest process / all) | load1 after |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         base = r["steps"].get("baseline", {}).get("mb_per_s")
         for step in STEPS:
             x = r["steps"].get(step)
             if not x:
                 continue
             if "error" in x:
-                lines.append(f"| {LABELS[step]} | error: {x['error']} | | | | {x['peak_rss_bytes'] / 2**20:,.0f} |")
+                lines.append(f"| {LABELS[step]} | | error: {x['error']} | | | | | {x['peak_rss_bytes'] / 2**20:,.0f} | |")
                 continue
             n = x.get("bodies", x.get("rows", 0))
             vs = f"{x['mb_per_s'] / base:.2f}×" if base else ""
-            lines.append(f"| {LABELS[step]} | {n:,} | {x['elapsed_s']:.2f} | {x['mb_per_s']:,.1f} | {vs} | "
-                         f"{x['peak_rss_bytes'] / 2**20:,.0f} |")
-        ing = r["steps"].get("ingest", {})
-        if "breakdown_s" in ing:
-            parts = ", ".join(f"{k} {v:.1f}s ({v / ing['elapsed_s']:.0%})" for k, v in ing["breakdown_s"].items())
-            lines.append(f"\ningest time: {parts}; {ing['rows']:,} rows, {ing['quarantined']} quarantined")
+            lines.append(f"| {LABELS[step]} | {x.get('processes', 1)} | {n:,} | {x['elapsed_s']:.2f} | {x['cpu_s']:.2f} | "
+                         f"{x['mb_per_s']:,.1f} | {vs} | {x['peak_rss_bytes'] / 2**20:,.0f} / "
+                         f"{x.get('peak_rss_tree_bytes', 0) / 2**20:,.0f} | {x['loadavg_after'][0]:.2f} |")
+        for step in ("ingest_1", "ingest"):
+            ing = r["steps"].get(step, {})
+            if "breakdown_s" in ing:
+                parts = ", ".join(f"{k} {v:.2f}s ({v / ing['elapsed_s']:.0%})" for k, v in ing["breakdown_s"].items())
+                lines.append(f"\n{step} time: {parts}; {ing['rows']:,} rows, {ing['quarantined']} quarantined")
     lines.append("\n## targets")
     for name, e in results["targets"].items():
         if name == "rss_growth":

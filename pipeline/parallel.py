@@ -83,7 +83,7 @@ class BatchPool:
             for batch in head:
                 yield from fn(batch)
             return
-        executor = self._start()
+        executor = self.start()
         in_flight: deque[Future] = deque()
         try:
             for batch in _chain(head, (batch for batch, _ in batches)):
@@ -96,13 +96,16 @@ class BatchPool:
             for future in in_flight:  # the consumer stopped early or a batch failed: drop queued work
                 future.cancel()
 
-    def _start(self) -> ProcessPoolExecutor:
+    def start(self) -> ProcessPoolExecutor:
+        """The worker processes, started now if they are not running yet."""
         if self._executor is None:
             context = multiprocessing.get_context("forkserver")
             if self.preload:
                 # a no-op once the fork server runs; `__main__` kept so workers do not each import it
                 context.set_forkserver_preload(["__main__", *self.preload])
             self._executor = ProcessPoolExecutor(self.workers, mp_context=context)
+            for ready in [self._executor.submit(int) for _ in range(self.workers)]:
+                ready.result()  # the pool spawns workers on demand: make them all exist now
         return self._executor
 
 
