@@ -8,7 +8,8 @@ here when missing), each step runs in its own child process so its peak RSS
 
   floor     psycopg `COPY (SELECT <ingested columns>) TO STDOUT (FORMAT binary)` of the
             flat tables, bytes discarded (the raw floor); the diff blobs timed separately
-  flat      our PostgresStore.read (ADBC `fetch_record_batch`, per epoch, conformed) of the
+  flat      our PostgresStore.read_many (ADBC `fetch_record_batch`, two reads at once in one
+            snapshot, per epoch, conformed: how the ingest reads a chunk) of the
             flat tables (sessions, sealed_inferences, both validation-obs tables, escrow
             cache: what the ingest stores as it is) streamed into plain tables of a fresh
             DuckDB file: flat-table transfer alone
