@@ -28,6 +28,7 @@ chunk; nothing else is kept.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -214,15 +215,19 @@ EVENT_WORDS = [
 
 # -- streaming, vectorised parser ----------------------------------------------------------------
 
-CHUNK_BYTES = 8 << 20  # whole lines per chunk; peak memory is a small multiple of this (bench: 8 ≈ 16 ≈ 32 MiB in speed)
+CHUNK_BYTES = 16 << 20  # whole lines per chunk; peak memory is a small multiple of this
 _WS = r"[\s\x1c-\x1f]"  # Python's str.isspace() also counts \x1c-\x1f, Rust's \s does not
 _PY_SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # what str.strip() strips
 _LEVEL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
 _RX_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
 _RX_PREFIX = rf"^(\([A-Za-z][\w-]* pid=\d+\){_WS}?)"
-_RX_ENV = rf"^(.{{0,{MAX_PREFIX}}}?(?:{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[[^\]]*\] )"
-_RX_ENV0 = rf"^((?:{_LEVEL}) \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[[^\]]*\] )"
-_RX_STAMP = rf"({_LEVEL}) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)"
+# MM-DD HH:MM:SS of a calendar time: a line with month 13 or hour 25 is not an envelope line (it is
+# folded or unparsed), rather than a record that cannot be dated
+_MONTH, _DAY, _HOUR, _MIN = r"0[1-9]|1[0-2]", r"0[1-9]|[12]\d|3[01]", r"[01]\d|2[0-3]", r"[0-5]\d"
+_TIME = rf"(?:{_MONTH})-(?:{_DAY}) (?:{_HOUR}):(?:{_MIN}):(?:{_MIN})"
+_RX_ENV = rf"^(.{{0,{MAX_PREFIX}}}?(?:{_LEVEL}) {_TIME}(?:[.,]\d+)? \[[^\]]*\] )"
+_RX_ENV0 = rf"^((?:{_LEVEL}) {_TIME}(?:[.,]\d+)? \[[^\]]*\] )"
+_RX_STAMP = rf"({_LEVEL}) ({_MONTH})-({_DAY}) ({_HOUR}):({_MIN}):({_MIN})"
 _RX_UVICORN = rf"^(?:{_LEVEL}):{_WS}+(.*)$"
 _RX_TRACE = (rf"^(?:{_WS}|Traceback \(most recent call last\)|During handling of|The above exception"
              r"|[\w.]+(?:Error|Exception|Exit|Interrupt)\b)")
@@ -276,8 +281,7 @@ class VllmStream:
     first: tuple | None = None  # stamp of the first / last record
     last: tuple | None = None
     base: int | None = None  # year of rollover 0
-    _seen: list = field(default_factory=list)  # sorted uint64 runs of the key hashes seen (see _assign_keys)
-    _multi: dict = field(default_factory=dict)  # hash64 -> occurrences so far, only for hashes seen twice or more
+    keys: object = field(default_factory=lambda: _native.KeyState() if _native is not None else _NumpyKeys())
 
     def at(self, stamp) -> datetime | None:
         if stamp is None or self.base is None:
@@ -289,8 +293,8 @@ class VllmStream:
             return datetime(self.base + r, mo, min(d, 28), h, mi, s, tzinfo=timezone.utc)
 
 
-def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[pl.Series]:
-    """The file's lines, chunk by chunk, split like Python's text-mode iteration (\\n, \\r\\n, \\r)."""
+def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
+    """The file in blocks of whole lines (a block ends at a \n, or at the end of the file)."""
     import gzip
 
     with gzip.open(file.path, "rb") if file.gzipped else open(file.path, "rb") as fh:
@@ -300,7 +304,7 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[pl.Series]:
                 return
             if not block.endswith(b"\n"):
                 block += fh.readline()  # up to the end of the line (a lone \r inside is split below)
-            yield _split(block)
+            yield block
 
 
 def _split(data: bytes) -> pl.Series:
@@ -328,17 +332,13 @@ def _split(data: bytes) -> pl.Series:
     return pl.Series("raw", parts, dtype=pl.String)
 
 
-def _hashes_series(s: pl.Series) -> pl.Series:
-    """line_hash of every string (the record key's hash, unchanged from the line-by-line parser)."""
-    b2 = hashlib.blake2b
-    return pl.Series([b2(b, digest_size=10).digest() for b in s.cast(pl.Binary).to_list()], dtype=pl.Binary).bin.encode("hex")
-
-
-def _lines_frame(raw: pl.Series, first_line: int) -> pl.DataFrame:
+def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
     """Per line: body (ANSI stripped, process prefix removed), proc, and for envelope lines the level,
-    stamp and message."""
+    stamp and message. Lines are numbered from `first_line`, or given as a Series."""
     raw = raw.alias("raw")
-    df = pl.DataFrame({"raw": raw}).with_columns(line=pl.int_range(first_line, first_line + raw.len(), dtype=pl.Int64))
+    line = (first_line.cast(pl.Int64).alias("line") if isinstance(first_line, pl.Series)
+            else pl.int_range(first_line, first_line + raw.len(), dtype=pl.Int64, eager=True).alias("line"))
+    df = pl.DataFrame({"raw": raw, "line": line})
     l = pl.col("raw").str.replace_all(_RX_ANSI, "")
     df = df.with_columns(l=l).with_columns(pre=pl.col("l").str.extract(_RX_PREFIX, 1))
     df = df.with_columns(
@@ -364,7 +364,25 @@ def _lines_frame(raw: pl.Series, first_line: int) -> pl.DataFrame:
 
 
 def _spec_rows(d: pl.DataFrame) -> pl.DataFrame:
-    """`parse_spec_line` as column expressions (see it for the rules); `ok` False where it returns None."""
+    """`parse_spec_line`'s rules as column expressions over the extracted fields (`_spec_regex`, or the C
+    scanner's columns); `ok` False where it returns None."""
+    total = pl.col("pp_total")
+    mal = pl.col("mal_printed")
+    mal_ok = mal.is_not_null() & mal.is_not_nan()
+    closer = (mal - total).abs() < (mal - (1 + total)).abs()
+    old = pl.col("ver").is_not_null() & (pl.col("ver") < _V090)
+    no_plus1 = pl.col("accepted_tps").is_null() & mal_ok & pl.when(pl.col("usable")).then(closer).otherwise(old)
+    d = d.with_columns(mal_semantics=pl.when(no_plus1).then(pl.lit("no_plus1")).otherwise(pl.lit("plus1")))
+    ratio = pl.when(pl.col("mal_semantics") == "plus1").then(mal - 1).otherwise(mal)
+    ratio = pl.when(mal_ok & (pl.col("accepted") > 0) & (ratio > 0)).then(ratio)  # else no drafts
+    return d.with_columns(
+        drafts=(pl.col("accepted") / ratio).round(0, mode="half_to_even").cast(pl.Int64).clip(lower_bound=1),
+        ok=pl.col("accepted").is_not_null() & pl.col("drafted").is_not_null(),
+    )
+
+
+def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
+    """The fields of `SpecDecoding metrics:` messages, by name (the per-position list set aside first)."""
     # msg.split("SpecDecoding metrics:", 1)[1].strip() (trailing whitespace cannot change a match)
     d = d.with_columns(st=pl.col("msg").str.splitn("SpecDecoding metrics:", 2).struct.field("field_1")
                        .str.strip_chars_start(_PY_SPACE))
@@ -380,43 +398,20 @@ def _spec_rows(d: pl.DataFrame) -> pl.DataFrame:
         drafted=r.extract(r", Drafted: (\d+) tokens", 1).cast(pl.Int64),
         acceptance_rate_printed=r.extract(rf", (?:Avg )?Draft acceptance rate: ({NUMBER})%", 1).cast(pl.Float64),
         per_position=pl.col("pp_text").str.split(", ").cast(pl.List(pl.Float64)),
-    )
+        usable=pl.col("pp_text").is_not_null() & ~pl.col("pp_text").str.contains("nan", literal=True),
+    ).drop("st", "pp_text", "rest")
     k = int(d["per_position"].list.len().max() or 0) if d.height else 0
     total = pl.lit(0.0)
-    for i in range(k):  # left to right, as Python's sum(): the 0.8.5 test can sit on a tie
+    for i in range(k):  # left to right, as Python's sum() (and the C scanner): the 0.8.5 test can sit on a tie
         total = total + pl.col("per_position").list.get(i, null_on_oob=True).fill_null(0.0)
-    mal = pl.col("mal_printed")
-    mal_ok = mal.is_not_null() & mal.is_not_nan()
-    usable = pl.col("pp_text").is_not_null() & ~pl.col("pp_text").str.contains("nan", literal=True)
-    closer = (mal - total).abs() < (mal - (1 + total)).abs()
-    old = pl.col("ver").is_not_null() & (pl.col("ver") < _V090)
-    no_plus1 = pl.col("accepted_tps").is_null() & mal_ok & pl.when(usable).then(closer).otherwise(old)
-    d = d.with_columns(mal_semantics=pl.when(no_plus1).then(pl.lit("no_plus1")).otherwise(pl.lit("plus1")))
-    ratio = pl.when(pl.col("mal_semantics") == "plus1").then(mal - 1).otherwise(mal)
-    ratio = pl.when(mal_ok & (pl.col("accepted") > 0) & (ratio > 0)).then(ratio)  # else no drafts
-    return d.with_columns(
-        drafts=(pl.col("accepted") / ratio).round(0, mode="half_to_even").cast(pl.Int64).clip(lower_bound=1),
-        ok=pl.col("accepted").is_not_null() & pl.col("drafted").is_not_null(),
-    )
+    return d.with_columns(pp_total=total)
 
 
 def _stats_rows(d: pl.DataFrame) -> pl.DataFrame:
-    """`parse_stats_line` as column expressions; `ok` False where it returns None."""
-    d = d.with_columns(head=pl.col("msg").str.extract_groups(_RX_STATS_HEAD))
-    f = pl.col("head").struct
-    m = pl.col("msg").str
-    d = d.with_columns(
-        matched=f.field("gen").is_not_null(), engine_n=f.field("engine"), engines=f.field("engines"),
-        prompt_tps=f.field("prompt").cast(pl.Float64), generation_tps=f.field("gen").cast(pl.Float64),
-        running=m.extract(r", Running: (\d+) reqs", 1).cast(pl.Int64),
-        waiting=m.extract(r", (?:Waiting|Pending): (\d+) reqs", 1).cast(pl.Int64),
-        pre=m.extract(r", Preemptions: (\d+)", 1).cast(pl.Int64),
-        kv_cache_usage=m.extract(rf", GPU KV cache usage: ({NUMBER})%", 1).cast(pl.Float64),
-        prefix_cache_hit_rate=m.extract(rf", Prefix cache hit rate: ({NUMBER})%", 1).cast(pl.Float64),
-    ).drop("head")
+    """`parse_stats_line`'s rules over the extracted fields; `ok` False where it returns None."""
     # x / 100 with a true division (Polars turns division by a scalar into a multiplication by 0.01)
     d = d.with_columns(pl.Series(c, d[c].to_numpy() / 100.0, dtype=pl.Float64) for c in ("kv_cache_usage", "prefix_cache_hit_rate"))
-    aggregated = pl.col("engines").is_not_null()
+    aggregated = pl.col("aggregated")
     new = pl.col("ver").is_not_null() & (pl.col("ver") >= _V0111)
     return d.with_columns(
         engine=pl.when(pl.col("engine_n").is_not_null()).then(pl.col("engine_n"))
@@ -425,6 +420,22 @@ def _stats_rows(d: pl.DataFrame) -> pl.DataFrame:
         .when(aggregated | new).then(pl.lit(0, pl.Int64)).otherwise(pl.lit(None, pl.Int64)),
         ok=pl.col("matched") & pl.col("running").is_not_null(),
     )
+
+
+def _stats_regex(d: pl.DataFrame) -> pl.DataFrame:
+    """The fields of `Avg prompt throughput:` messages, by name (percentages as printed)."""
+    d = d.with_columns(_groups=pl.col("msg").str.extract_groups(_RX_STATS_HEAD))
+    f = pl.col("_groups").struct
+    m = pl.col("msg").str
+    return d.with_columns(
+        matched=f.field("gen").is_not_null(), engine_n=f.field("engine"), aggregated=f.field("engines").is_not_null(),
+        prompt_tps=f.field("prompt").cast(pl.Float64), generation_tps=f.field("gen").cast(pl.Float64),
+        running=m.extract(r", Running: (\d+) reqs", 1).cast(pl.Int64),
+        waiting=m.extract(r", (?:Waiting|Pending): (\d+) reqs", 1).cast(pl.Int64),
+        pre=m.extract(r", Preemptions: (\d+)", 1).cast(pl.Int64),
+        kv_cache_usage=m.extract(rf", GPU KV cache usage: ({NUMBER})%", 1).cast(pl.Float64),
+        prefix_cache_hit_rate=m.extract(rf", Prefix cache hit rate: ({NUMBER})%", 1).cast(pl.Float64),
+    ).drop("_groups")
 
 
 SPEC_COLS = ["accepted", "drafted", "drafts", "per_position", "mal_printed", "mal_semantics", "accepted_tps",
@@ -437,10 +448,37 @@ _EVENT_SCHEMA = _BASE | {"kind": pl.String, "detail": pl.String}
 _UNPARSED_SCHEMA = {"line": pl.Int64, "head": pl.String, "text": pl.String}
 
 
-def _parse_chunk(raw: pl.Series, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, list, list]:
-    """One chunk → (spec rows, stats rows, event rows, unparsed rows), each still keyed by `head`."""
-    df = _lines_frame(raw, st.lines + 1)
-    st.lines += raw.len()
+@dataclass
+class _Chunk:
+    """One chunk as the record walk (`_walk`) needs it, from either path."""
+
+    spec: pl.DataFrame  # line, head, _hash, level, proc, stamp columns, the extracted spec fields
+    stats: pl.DataFrame  # the same with the stats fields
+    rare: pl.DataFrame  # lines that may start, continue or date a record the vectorised part does not handle
+    env: int  # envelope lines (records)
+    first: tuple | None  # stamp of the first envelope line
+    last: tuple | None  # (line, level is ERROR/CRITICAL, stamp) of the last envelope line
+    failed: set[int] = field(default_factory=set)  # record lines whose fields do not parse (C scanner)
+    unparsed: list = field(default_factory=list)  # (line, head, text) of those
+    digests: tuple | None = None  # the C scanner's record hashes of spec / stats rows, (n, 10) uint8 each
+
+
+def _parse_chunk(block: bytes, scanned: tuple | None, st: VllmStream) -> VllmBatch:
+    """One chunk → its rows (with record keys and `at`); `scanned` is the C scanner's result or None."""
+    chunk = _native_chunk(scanned, st) if scanned is not None else _polars_chunk(block, st)
+    return _finish(st, *_walk(chunk, st), chunk.digests)
+
+
+def _scan(block: bytes) -> tuple | None:
+    """The C scanner's reading of a chunk, or None: no scanner, or a chunk it leaves to Polars (not
+    ASCII, \r line ends, or a line it cannot read exactly)."""
+    return _native.scan(block) if _native is not None and block.isascii() and b"\r" not in block else None
+
+
+def _polars_chunk(block: bytes, st: VllmStream) -> _Chunk:
+    """Every line through the Polars expressions (the reference path; the C scanner gives the same)."""
+    df = _lines_frame(_split(block), st.lines + 1)
+    st.lines += df.height
     is_env = pl.col("level").is_not_null()
     # year rollovers and the month of the last envelope line, carried over chunks
     prev = pl.col("month").shift(1).forward_fill()
@@ -448,8 +486,7 @@ def _parse_chunk(raw: pl.Series, st: VllmStream) -> tuple[pl.DataFrame, pl.DataF
         prev = prev.fill_null(st.last_month)
     df = df.with_columns(rollovers=(st.rollovers + (pl.col("month") < prev - 6).fill_null(False).cast(pl.Int32).cum_sum()))
     df = df.with_columns(rollovers=pl.when(is_env).then(pl.col("rollovers")).otherwise(None))
-    env_lines = df.filter(is_env).select(["line", *STAMP_COLS])
-    had_cur = st.cur is not None
+    env_lines = df.filter(is_env).select("line", "level", *STAMP_COLS)
     # rare lines: everything that is not an envelope line, and envelope lines that may hold an event or a version
     rare_mask = (~is_env & ~pl.col("body").str.contains(_RX_BLANK)) | (
         is_env & (pl.col("msg").str.contains_any(EVENT_WORDS) | pl.col("msg").str.contains("version", literal=True)))
@@ -458,44 +495,52 @@ def _parse_chunk(raw: pl.Series, st: VllmStream) -> tuple[pl.DataFrame, pl.DataF
     ffill = [pl.when(is_env).then(pl.col(c)).otherwise(None).forward_fill().alias(f"p_{c}") for c in STAMP_COLS]
     ffill += [pl.when(is_env).then(pl.col("line")).otherwise(None).forward_fill().alias("p_line"),
               pl.when(is_env).then(pl.col("level").is_in(["ERROR", "CRITICAL"])).otherwise(None).forward_fill().alias("p_err")]
-    rare = df.with_columns(*ffill, n_env_before=n_env_before).filter(rare_mask)
-    rare = rare.with_columns(
+    rare = df.with_columns(*ffill, n_env_before=n_env_before).filter(rare_mask).select(_RARE_COLS)
+    spec_mask = is_env & pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)
+    stats_mask = is_env & ~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True) & pl.col("msg").str.contains(
+        "Avg prompt throughput:", literal=True)
+    spec = _spec_regex(df.filter(spec_mask).with_columns(head=pl.col("body")))
+    stats = _stats_regex(df.filter(stats_mask).with_columns(head=pl.col("body")))
+    first = last = None
+    if env_lines.height:
+        first = env_lines.select(STAMP_COLS).row(0)
+        row = env_lines.row(-1)
+        last = (row[0], row[1] in ("ERROR", "CRITICAL"), tuple(row[2:]))
+    return _Chunk(spec, stats, rare, env_lines.height, first, last)
+
+
+_RARE_SCHEMA = {"line": pl.Int64, "body": pl.String, "proc": pl.String, "level": pl.String, "msg": pl.String,
+                **dict.fromkeys(STAMP_COLS, pl.Int32), "p_line": pl.Int64, "p_err": pl.Boolean,
+                **dict.fromkeys([f"p_{c}" for c in STAMP_COLS], pl.Int32), "n_env_before": pl.Int64}
+_RARE_COLS = list(_RARE_SCHEMA)
+
+
+def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, list, list]:
+    """The record walk over the rare lines (uvicorn records, traceback folding, events, unparsed lines)
+    and the state carried to the next chunk; the spec / stats rows get their version and rules."""
+    had_cur = st.cur is not None
+    rare = chunk.rare.with_columns(
         uv_msg=pl.when(pl.col("level").is_null()).then(pl.col("body").str.extract(_RX_UVICORN, 1)),
         trace=pl.when(pl.col("level").is_null()).then(pl.col("body").str.contains(_RX_TRACE)),
     )
     rare = rare.with_columns(uv_rec=pl.col("uv_msg").is_not_null() & ((pl.col("n_env_before") > 0) | had_cur))
-    # version (of records: envelope and uvicorn), forward-filled over the chunk
+    # the vLLM version of records (envelope and uvicorn) holds until the next version line
     vtext = pl.when(pl.col("level").is_not_null()).then(pl.col("msg")).when(pl.col("uv_rec")).then(pl.col("uv_msg"))
     vg = vtext.str.extract_groups(_RX_VERSION).struct
-    rare = rare.with_columns(ver_new=vg.field("1").cast(pl.Int64) * 10**12 + vg.field("2").cast(pl.Int64) * 10**6
+    rare = rare.with_columns(ver=vg.field("1").cast(pl.Int64) * 10**12 + vg.field("2").cast(pl.Int64) * 10**6
                              + vg.field("3").cast(pl.Int64))
-    versions = rare.filter(pl.col("ver_new").is_not_null()).select("line", "ver_new")
-    if versions.height or st.version is not None:
-        df = (df.join(versions, on="line", how="left", maintain_order="left") if versions.height
-              else df.with_columns(ver_new=pl.lit(None, pl.Int64)))
-        ver = pl.col("ver_new").forward_fill()
-        if st.version is not None:
-            ver = ver.fill_null(st.version)
-        df = df.with_columns(ver=ver).drop("ver_new")
-        if versions.height:
-            st.version = int(versions["ver_new"][-1])
-    else:
-        df = df.with_columns(ver=pl.lit(None, pl.Int64))
+    versions = rare.filter(pl.col("ver").is_not_null()).select("line", "ver")
+    spec = _spec_rows(_with_version(chunk.spec, versions, st.version))
+    stats = _stats_rows(_with_version(chunk.stats, versions, st.version))
+    if versions.height:
+        st.version = int(versions["ver"][-1])
+    bad = pl.concat([spec.filter(~pl.col("ok")).select("line", "head"), stats.filter(~pl.col("ok")).select("line", "head")])
+    failed = chunk.failed | set(bad["line"].to_list())
+    unparsed: list[tuple[int, str, str]] = chunk.unparsed + [(r[0], r[1], r[1][:500]) for r in bad.iter_rows()]
+    keep = ["line", "head", "level", "proc", *STAMP_COLS]
+    spec = spec.filter(pl.col("ok")).select(*keep, *SPEC_COLS)
+    stats = stats.filter(pl.col("ok")).select(*keep, *STATS_COLS)
 
-    # spec / stats rows (vectorised)
-    spec_mask = is_env & pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)
-    stats_mask = is_env & ~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True) & pl.col("msg").str.contains(
-        "Avg prompt throughput:", literal=True)
-    keep = ["line", "body", "level", "proc", *STAMP_COLS, "msg", "ver"]
-    spec = _spec_rows(df.filter(spec_mask).select(keep))
-    stats = _stats_rows(df.filter(stats_mask).select(keep))
-    failed = set(spec.filter(~pl.col("ok"))["line"].to_list()) | set(stats.filter(~pl.col("ok"))["line"].to_list())
-    unparsed: list[tuple[int, str, str]] = [(r[0], r[1], r[1][:500]) for r in pl.concat([
-        spec.filter(~pl.col("ok")).select("line", "body"), stats.filter(~pl.col("ok")).select("line", "body")]).sort("line").iter_rows()]
-    spec = spec.filter(pl.col("ok")).select("line", pl.col("body").alias("head"), "level", "proc", *STAMP_COLS, *SPEC_COLS)
-    stats = stats.filter(pl.col("ok")).select("line", pl.col("body").alias("head"), "level", "proc", *STAMP_COLS, *STATS_COLS)
-
-    # the rare lines, in order: uvicorn records, traceback folding, events, unparsed lines
     events: list[tuple] = []
 
     def flush(cur: _Open | None) -> None:
@@ -506,7 +551,7 @@ def _parse_chunk(raw: pl.Series, st: VllmStream) -> tuple[pl.DataFrame, pl.DataF
             cur.pending = None
 
     cur = st.cur
-    st.records += env_lines.height
+    st.records += chunk.env
     cols = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_err", *[f"p_{c}" for c in STAMP_COLS],
             "uv_msg", "uv_rec", "trace"]
     for (line, body, proc, level, msg, r, mo, d, h, mi, s, p_line, p_err, pr, pmo, pd, ph, pmi, ps,
@@ -542,78 +587,252 @@ def _parse_chunk(raw: pl.Series, st: VllmStream) -> tuple[pl.DataFrame, pl.DataF
                     cur.pending["oom"] = True
             continue
         unparsed.append((line, body, body[:500]))
-    if env_lines.height:  # the chunk's last record may be a plain one after the last rare line
-        last = env_lines.row(-1)
-        if cur is None or cur.line < last[0]:
+    if chunk.last is not None:  # the chunk's last record may be a plain one after the last rare line
+        line, err, stamp = chunk.last
+        if cur is None or cur.line < line:
             flush(cur)
-            cur = _Open(last[0], bool(df.filter(pl.col("line") == last[0])["level"][0] in ("ERROR", "CRITICAL")), tuple(last[1:]))
+            cur = _Open(line, err, stamp)
         if st.first is None:
-            st.first = tuple(env_lines.row(0)[1:])
-        st.last = tuple(last[1:])
-        st.rollovers, st.last_month = int(last[1]), int(last[2])
+            st.first = chunk.first
+        st.last = stamp
+        st.rollovers, st.last_month = int(stamp[0]), int(stamp[1])
     st.cur = cur
     return spec, stats, events, sorted(unparsed)
 
 
-_RUN_CAP = 1 << 21  # 16 MiB per run of seen hashes
+def _with_version(rows: pl.DataFrame, versions: pl.DataFrame, prior: int | None) -> pl.DataFrame:
+    """`ver`: the version of the latest version line at or before each row (else the one carried in)."""
+    if not versions.height:
+        return rows.with_columns(ver=pl.lit(prior, pl.Int64))
+    rows = rows.join_asof(versions, on="line", strategy="backward")
+    return rows.with_columns(pl.col("ver").fill_null(prior)) if prior is not None else rows
 
 
-def _assign_keys(st: VllmStream, frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """record_key = line_hash(head):n, n = earlier occurrences of the same hash in the file (as before).
+# -- the C scanner (pipeline/native/vllmscan.c): the same chunk from compact arrays ---------------------
 
-    The earlier occurrences are looked up by the first 64 bits of the hash in a sorted array of the
-    hashes seen so far (8 bytes per keyed record; a 64-bit collision between two different heads in
-    one file, p ≈ n²/2⁶⁵, would give the second one n = 1)."""
-    keys = pl.concat([f.select("line", "head") for f in frames]).unique("line").sort("line")
-    if keys.height == 0:
-        return pl.DataFrame(schema={"line": pl.Int64, "record_key": pl.String})
-    keys = keys.with_columns(hash=_hashes_series(keys["head"]))
-    h = keys["hash"].str.slice(0, 16).str.to_integer(base=16, dtype=pl.UInt64).to_numpy()
-    order = np.argsort(h, kind="stable")  # stable: equal hashes stay in line order
-    hs = h[order]
-    idx = np.arange(len(hs))
-    starts = np.ones(len(hs), dtype=bool)
-    starts[1:] = hs[1:] != hs[:-1]
-    rank_s = idx - np.maximum.accumulate(np.where(starts, idx, 0))  # occurrence within this chunk
-    prior_s = np.zeros(len(hs), dtype=np.int64)
-    found_s = np.zeros(len(hs), dtype=bool)
-    for run in st._seen:
-        found_s |= run[np.searchsorted(run, hs).clip(max=len(run) - 1)] == hs
-    for i in np.flatnonzero(found_s):  # a head seen in an earlier chunk (rare)
-        prior_s[i] = st._multi.get(int(hs[i]), 1)
-    n_s = prior_s + rank_s
-    ends = np.ones(len(hs), dtype=bool)
-    ends[:-1] = starts[1:]
-    for i in np.flatnonzero(ends & (n_s >= 1)):  # hashes now seen twice or more
-        st._multi[int(hs[i])] = int(n_s[i]) + 1
-    new = hs[starts & ~found_s]  # unique and sorted: a new run
-    runs = st._seen
-    if len(new):
-        runs.append(new)
-    # merge runs of similar size (binary-counter style), never beyond _RUN_CAP entries: few runs to search,
-    # and no transient copy of the whole set (which would show in the peak RSS of a large file)
-    while len(runs) >= 2 and len(runs[-1]) >= len(runs[-2]) // 2 and len(runs[-1]) + len(runs[-2]) <= _RUN_CAP:
-        b, a = runs.pop(), runs.pop()
-        runs.append(np.insert(a, np.searchsorted(a, b), b))
-    n = np.empty(len(h), dtype=np.int64)
-    n[order] = n_s
-    return keys.select("line", record_key=pl.col("hash") + ":" + pl.Series(n).cast(pl.String))
+try:
+    from pipeline import _vllmscan as _native
+except ImportError:  # built without a C compiler: the Polars expressions do all the work (same rows)
+    _native = None
+if os.environ.get("GONKA_EVIDENCE_NATIVE_LOGS", "1") == "0":
+    _native = None
+if _native is not None:
+    _native.configure([*EVENT_WORDS, "version"])  # what makes an envelope line rare, as in `_polars_chunk`
+
+_F_PP, _F_PP_NAN, _F_AGGREGATED, _F_ENGINE = 1, 2, 4, 8  # vllmscan.c `flags`
+_K_RARE, _K_FAILED = 1, 2  # vllmscan.c rare-row kinds
+
+
+def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
+    """`_polars_chunk` from the scanner's arrays: record rows (spec / stats lines read in full, with their
+    hash), rare rows (with what `_lines_frame` gives for them), and the chunk summary. The scanner counts
+    year rollovers from the chunk's first envelope line; they are shifted by what came before here."""
+    import pyarrow as pa
+
+    (lines, n_env, first_idx, first_stamp, last_idx, last_level, last_stamp, last_roll), a = scanned
+    base = st.lines + 1
+    st.lines += lines
+    shift = st.rollovers
+    if first_idx >= 0 and st.last_month is not None and first_stamp[0] < st.last_month - 6:
+        shift += 1
+
+    def arr(name: str, dtype, width: int = 0) -> np.ndarray:
+        v = np.frombuffer(a[name], dtype)
+        return v.reshape(-1, width) if width else v
+
+    def masked(values: np.ndarray, valid: np.ndarray) -> pl.Series:
+        return pl.Series(pa.array(values, mask=~valid))
+
+    def stamp_columns(stamps: np.ndarray, valid: np.ndarray | None = None, prefix: str = "") -> dict:
+        return {prefix + c: stamps[:, i].astype(np.int32) if valid is None else masked(stamps[:, i].astype(np.int32), valid)
+                for i, c in enumerate(STAMP_COLS[1:])}
+
+    cls, valid, flags = arr("cls", np.uint8), arr("valid", np.uint8), arr("flags", np.uint8)
+    ints, floats, stamps, digests = arr("ints", np.int64, 3), arr("floats", np.float64, 4), arr("stamp", np.uint8, 5), arr("digest", np.uint8, 10)
+    list_offsets = np.zeros(len(cls) + 1, np.int32)
+    np.cumsum(arr("pp_count", np.int32), out=list_offsets[1:])  # values were pushed in row order
+    has_pp = (flags & _F_PP) != 0
+    # (built from buffers and nulled afterwards: pa.array() of int32 offsets or a validity mask cost ~100× more)
+    per_position = pl.Series(pa.Array.from_buffers(pa.list_(pa.float64()), len(cls), [None, pa.py_buffer(list_offsets)],
+                                                   children=[pa.array(arr("pp_values", np.float64))]))
+    per_position = per_position.set(pl.Series(~has_pp), None)
+    procs, engines = _strings(pa, a["procs"], arr("proc_len", np.int32)), _strings(pa, a["engines"], arr("eng_len", np.int32))
+    levels = _levels(pa, arr("level", np.uint8))
+    line, roll = arr("idx", np.int32).astype(np.int64) + base, arr("roll", np.int32) + shift
+
+    def rows(kind: int, fields: dict) -> pl.DataFrame:
+        pick = cls == kind
+        sel = pl.Series(pick)
+        return pl.DataFrame({
+            "line": line[pick], "head": pl.repeat(None, int(pick.sum()), dtype=pl.String, eager=True),
+            "level": levels.filter(sel), "proc": procs.filter(sel), "rollovers": roll[pick], **stamp_columns(stamps[pick]),
+            **{name: masked(values[pick], (valid[pick] & bit) != 0) if bit else values[pick] if isinstance(values, np.ndarray)
+               else values.filter(sel) for name, (values, bit) in fields.items()},
+        })
+
+    spec = rows(2, {
+        "accepted": (ints[:, 0], 1), "drafted": (ints[:, 1], 2), "mal_printed": (floats[:, 0], 8),
+        "accepted_tps": (floats[:, 1], 16), "drafted_tps": (floats[:, 2], 32), "acceptance_rate_printed": (floats[:, 3], 64),
+        "per_position": (per_position, 0), "usable": (has_pp & ((flags & _F_PP_NAN) == 0), 0),
+        "pp_total": (arr("pp_total", np.float64), 0),
+    })
+    stats = rows(3, {
+        "matched": (np.ones(len(cls), bool), 0), "aggregated": ((flags & _F_AGGREGATED) != 0, 0),
+        "engine_n": (engines, 0), "prompt_tps": (floats[:, 0], 8), "generation_tps": (floats[:, 1], 16),
+        "running": (ints[:, 0], 1), "waiting": (ints[:, 1], 2), "pre": (ints[:, 2], 4),
+        "kv_cache_usage": (floats[:, 2], 32), "prefix_cache_hit_rate": (floats[:, 3], 64),
+    })
+
+    kind = arr("x_kind", np.uint8)
+    env, p_idx = arr("x_level", np.uint8) > 0, arr("x_p_idx", np.int32)
+    has_p = p_idx >= 0
+    p_roll = arr("x_p_roll", np.int32) + shift
+    frame = pl.DataFrame({
+        "line": arr("x_idx", np.int32).astype(np.int64) + base,
+        "body": _strings(pa, a["x_bodies"], arr("x_body_len", np.int32), nullable=False),
+        "proc": _strings(pa, a["x_procs"], arr("x_proc_len", np.int32)), "level": _levels(pa, arr("x_level", np.uint8)),
+        "_msg_off": arr("x_msg_off", np.int32), "rollovers": masked(p_roll, env),
+        **stamp_columns(arr("x_stamp", np.uint8, 5), env),
+        "p_line": masked(p_idx.astype(np.int64) + base, has_p), "p_err": masked(arr("x_p_level", np.uint8) >= 4, has_p),
+        "p_rollovers": masked(p_roll, has_p), **stamp_columns(arr("x_p_stamp", np.uint8, 5), has_p, "p_"),
+        "n_env_before": arr("x_n_env", np.int32).astype(np.int64),
+    }).with_columns(msg=pl.when(pl.col("level").is_not_null()).then(pl.col("body").str.slice(pl.col("_msg_off"))))
+    rare = frame.filter(pl.Series((kind & _K_RARE) != 0)).select(_RARE_COLS)
+    failed = frame.filter(pl.Series((kind & _K_FAILED) != 0)).select("line", "body")
+    first = (shift, *first_stamp) if first_idx >= 0 else None
+    last = (last_idx + base, last_level >= 4, (last_roll + shift, *last_stamp)) if last_idx >= 0 else None
+    return _Chunk(spec, stats, rare, n_env, first, last, failed=set(failed["line"].to_list()),
+                  unparsed=[(line, body, body[:500]) for line, body in failed.iter_rows()],
+                  digests=(digests[cls == 2], digests[cls == 3]))
+
+
+_LEVEL_DICTIONARY = [None, "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]  # vllmscan.c level codes
+
+
+def _levels(pa, codes: np.ndarray) -> pl.Series:
+    return pl.Series(pa.array(_LEVEL_DICTIONARY, pa.string()).take(pa.array(codes)))
+
+
+def _strings(pa, data: bytes, lengths: np.ndarray, nullable: bool = True) -> pl.Series:
+    """Strings laid end to end in `data`; when nullable, a length of 0 is null (no process prefix, no engine)."""
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    nulls = pa.py_buffer(np.packbits(lengths > 0, bitorder="little")) if nullable else None
+    return pl.Series(pa.StringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data), nulls))
+
+
+def _record_keys(st: VllmStream, lines: list[np.ndarray], digests: list[np.ndarray]) -> list[pl.Series]:
+    """record_key = hex(line hash):n of every row of a chunk's frames, n = earlier records of the file with
+    the same hash (rows of one line, e.g. a stats record and its event, share the key)."""
+    all_lines = np.concatenate(lines)
+    order = np.argsort(all_lines, kind="stable")
+    ordered = all_lines[order]
+    first = np.ones(len(ordered), bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    keys = _key_series(st.keys.assign(np.ascontiguousarray(np.concatenate(digests)[order[first]]).tobytes()))
+    full = keys.gather(np.searchsorted(ordered[first], all_lines)) if len(all_lines) else keys
+    bounds = np.cumsum([0, *map(len, lines)])
+    return [full.slice(int(lo), int(hi - lo)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _key_series(assigned: tuple[bytes, bytes]) -> pl.Series:
+    import pyarrow as pa
+
+    offsets, text = assigned
+    return pl.Series("record_key", pa.StringArray.from_buffers((len(offsets) // 4) - 1, pa.py_buffer(offsets), pa.py_buffer(text)))
+
+
+def _digests(heads: pl.Series) -> np.ndarray:
+    """The record hash of each head, (n, 10) uint8: BLAKE2b with a 10-byte digest (as the C scanner)."""
+    b2 = hashlib.blake2b
+    data = b"".join(b2(h, digest_size=10).digest() for h in heads.cast(pl.Binary).to_list())
+    return np.frombuffer(data, np.uint8).reshape(-1, 10)
+
+
+class _NumpyKeys:
+    """`_vllmscan.KeyState` without the C extension: the same keys. The hashes seen so far are kept by their
+    first 64 bits in sorted runs (8 bytes per record; a 64-bit collision between two different heads in
+    one file, p ≈ n²/2⁶⁵, would give the second one n = 1, in both implementations)."""
+
+    _RUN_CAP = 1 << 21  # 16 MiB per run of seen hashes
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+        self.multi: dict[int, int] = {}  # hash64 -> occurrences so far, only for hashes seen twice or more
+
+    def assign(self, digests: bytes) -> tuple[bytes, bytes]:
+        d = np.frombuffer(digests, np.uint8).reshape(-1, 10)
+        h = np.ascontiguousarray(d[:, :8]).view(">u8").ravel().astype(np.uint64)
+        order = np.argsort(h, kind="stable")  # stable: equal hashes stay in line order
+        hs = h[order]
+        idx = np.arange(len(hs))
+        starts = np.ones(len(hs), dtype=bool)
+        starts[1:] = hs[1:] != hs[:-1]
+        rank_s = idx - np.maximum.accumulate(np.where(starts, idx, 0))  # occurrence within this chunk
+        prior_s = np.zeros(len(hs), dtype=np.int64)
+        found_s = np.zeros(len(hs), dtype=bool)
+        for run in self.runs:
+            found_s |= run[np.searchsorted(run, hs).clip(max=len(run) - 1)] == hs
+        for i in np.flatnonzero(found_s):  # a head seen in an earlier chunk (rare)
+            prior_s[i] = self.multi.get(int(hs[i]), 1)
+        n_s = prior_s + rank_s
+        ends = np.ones(len(hs), dtype=bool)
+        ends[:-1] = starts[1:]
+        for i in np.flatnonzero(ends & (n_s >= 1)):  # hashes now seen twice or more
+            self.multi[int(hs[i])] = int(n_s[i]) + 1
+        new = hs[starts & ~found_s]  # unique and sorted: a new run
+        runs = self.runs
+        if len(new):
+            runs.append(new)
+        # merge runs of similar size (binary-counter style), never beyond _RUN_CAP entries: few runs to search,
+        # and no transient copy of the whole set (which would show in the peak RSS of a large file)
+        while len(runs) >= 2 and len(runs[-1]) >= len(runs[-2]) // 2 and len(runs[-1]) + len(runs[-2]) <= self._RUN_CAP:
+            b, a = runs.pop(), runs.pop()
+            runs.append(np.insert(a, np.searchsorted(a, b), b))
+        n = np.empty(len(h), dtype=np.int64)
+        n[order] = n_s
+        text = [f"{x.hex()}:{k}".encode() for x, k in zip(map(bytes, d), n.tolist())]
+        offsets = np.zeros(len(text) + 1, np.int32)
+        np.cumsum([len(t) for t in text], out=offsets[1:])
+        return offsets.tobytes(), b"".join(text)
+
+
+_MONTH_DAYS = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
 
 
 def with_at(frame: pl.DataFrame, base: int) -> pl.DataFrame:
-    """`at` from the stamp columns and the year of rollover 0 (an impossible day → the 28th, as before)."""
-    year = pl.col("rollovers") + base
-    month_days = pl.date(year, pl.col("month"), 1).dt.month_end().dt.day().cast(pl.Int32)
-    day = pl.when(pl.col("day") <= month_days).then(pl.col("day")).otherwise(pl.min_horizontal(pl.col("day"), 28))
-    return frame.with_columns(at=pl.datetime(year, pl.col("month"), day, pl.col("h"), pl.col("m"), pl.col("s"),
-                                             time_zone="UTC")).drop(STAMP_COLS)
+    """`at` from the stamp columns and the year of rollover 0; a day past the month's end (02-30, or 02-29
+    in a year guessed wrong) becomes the 28th. Days from the civil date as in H. Hinnant's algorithm."""
+    y, mo, d, h, mi, s = (frame[c].fill_null(1).to_numpy().astype(np.int64) for c in STAMP_COLS)
+    y = y + base
+    leap = (y % 4 == 0) & ((y % 100 != 0) | (y % 400 == 0))
+    d = np.where(d <= _MONTH_DAYS[mo - 1] + ((mo == 2) & leap), d, np.minimum(d, 28))
+    yy = y - (mo <= 2)
+    era = np.floor_divide(yy, 400)
+    yoe = yy - era * 400
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + (153 * ((mo + 9) % 12) + 2) // 5 + d - 1
+    micros = ((((era * 146097 + doe - 719468) * 24 + h) * 60 + mi) * 60 + s) * 1_000_000
+    at = pl.Series("at", micros).cast(pl.Datetime("us", "UTC"))
+    missing = frame["month"].is_null()
+    if missing.any():
+        at = at.set(missing, None)
+    return frame.with_columns(at).drop(STAMP_COLS)
 
 
 def scan_years(file: LogFile, chunk_bytes: int = CHUNK_BYTES) -> tuple[int, tuple | None]:
     """(rollovers, stamp of the last record): the first pass when no --year is given."""
     rollovers, last_month, last = 0, None, None
-    for raw in _chunks(file, chunk_bytes):
-        df = _lines_frame(raw, 0).filter(pl.col("level").is_not_null()).select(STAMP_COLS[1:])
+    for block in _chunks(file, chunk_bytes):
+        scanned = _scan(block)
+        if scanned is not None:  # the scanner's summary: rollovers within the chunk, first / last stamp
+            (_, _, first_idx, first_stamp, last_idx, _, last_stamp, roll), _ = scanned
+            if last_idx < 0:
+                continue
+            rollovers += roll + (last_month is not None and first_stamp[0] < last_month - 6)
+            last_month = last_stamp[0]
+            last = (rollovers, *last_stamp)
+            continue
+        df = _lines_frame(_split(block), 0).filter(pl.col("level").is_not_null()).select(STAMP_COLS[1:])
         if not df.height:
             continue
         prev = pl.col("month").shift(1)
@@ -644,79 +863,62 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
     """Row frames chunk by chunk (with `at`); totals and first/last record in `stream`."""
     st = stream if stream is not None else VllmStream(year)
     st.base = base_year(file, year, chunk_bytes)
-    pending_tail = False
-    for spec, stats, events, unparsed in _pipelined(_parse_chunks(file, st, chunk_bytes)):
-        yield _finish(st, spec, stats, events, unparsed)
-        pending_tail = True
-    if pending_tail and st.cur is not None and st.cur.pending is not None:  # the file's last record
+    parsed = False
+    for block, scanned in _scanned(file, chunk_bytes):
+        yield _parse_chunk(block, scanned, st)
+        parsed = True
+    if parsed and st.cur is not None and st.cur.pending is not None:  # the file's last record
         p, st.cur.pending = st.cur.pending, None
         events = [(p["line"], p["head"], p["level"], p["proc"], *p["stamp"], kind, detail)
                   for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"])]
         if events:
-            yield _finish(st, spec.clear(), stats.clear(), events, [])
+            yield _finish(st, None, None, events, [])
 
 
-def _parse_chunks(file: LogFile, st: VllmStream, chunk_bytes: int):
-    for raw in _chunks(file, chunk_bytes):
-        yield _parse_chunk(raw, st)
+SCAN_AHEAD = 2  # chunks the C scanner reads ahead, each in its own thread (it runs without the GIL)
 
 
-def _pipelined(items: Iterator, depth: int = 1) -> Iterator:
-    """Run a generator one step ahead in a thread. The producer (reading, the Polars expressions, which
-    release the GIL) overlaps the consumer (record-key hashing, Python); at most `depth` + 2 chunks
-    are alive at once. Exceptions in the producer are raised in the consumer."""
-    import queue
-    import threading
+def _scanned(file: LogFile, chunk_bytes: int) -> Iterator[tuple[bytes, tuple | None]]:
+    """(block, `_scan(block)`) in file order. The scans of the next chunks run in threads while the caller
+    works on this one, so the C scanner and the Python / Polars part use both cores; at most
+    SCAN_AHEAD + 1 chunks are alive at once."""
+    if _native is None:
+        yield from ((block, None) for block in _chunks(file, chunk_bytes))
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
 
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def put(entry) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False  # the consumer has gone
-
-    def run() -> None:
-        try:
-            for item in items:
-                if not put((item, None)):
-                    return
-            put((done, None))
-        except BaseException as exc:  # noqa: BLE001 — handed to the consumer
-            put((done, exc))
-
-    worker = threading.Thread(target=run, name="vllm-log-parse", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item, exc = q.get()
-            if exc is not None:
-                raise exc
-            if item is done:
-                return
-            yield item
-    finally:
-        stop.set()
-        worker.join()
+    with ThreadPoolExecutor(SCAN_AHEAD, thread_name_prefix="vllm-scan") as pool:
+        pending: deque = deque()
+        for block in _chunks(file, chunk_bytes):
+            pending.append((block, pool.submit(_scan, block)))
+            if len(pending) > SCAN_AHEAD:
+                block, scan = pending.popleft()
+                yield block, scan.result()
+        while pending:
+            block, scan = pending.popleft()
+            yield block, scan.result()
 
 
-def _finish(st: VllmStream, spec, stats, events: list, unparsed: list) -> VllmBatch:
+def _finish(st: VllmStream, spec: pl.DataFrame | None, stats: pl.DataFrame | None, events: list, unparsed: list,
+            digests: tuple | None = None) -> VllmBatch:
+    """The chunk's frames with their record keys and `at`; `digests` are the C scanner's hashes of the
+    spec / stats rows (else every head is hashed here)."""
     ev = pl.DataFrame(events, schema=_EVENT_SCHEMA, orient="row")
     un = pl.DataFrame(unparsed, schema=_UNPARSED_SCHEMA, orient="row")
     st.unparsed += un.height
-    keys = _assign_keys(st, [spec, stats, ev, un])
+    frames, known = ([ev, un], [None, None]) if spec is None else ([spec, stats, ev, un], [*(digests or (None, None)), None, None])
+    hashes = [d if d is not None else _digests(f["head"]) for f, d in zip(frames, known)]
+    keys = _record_keys(st, [f["line"].to_numpy() for f in frames], hashes)
     out = []
-    for frame in (spec, stats, ev, un):
-        frame = frame.join(keys, on="line", how="left", maintain_order="left").drop("head")
+    for frame, key in zip(frames, keys):
+        frame = frame.drop("head").with_columns(key)
         if "rollovers" in frame.columns:
             frame = with_at(frame, st.base) if st.base is not None else frame.with_columns(
                 at=pl.lit(None, pl.Datetime("us", "UTC"))).drop(STAMP_COLS)
         out.append(frame)
+    if spec is None:
+        out = [pl.DataFrame(), pl.DataFrame(), *out]
     return VllmBatch(*out)
 
 

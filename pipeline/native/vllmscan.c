@@ -1,0 +1,1016 @@
+/*
+ * pipeline._vllmscan — the per-line hot path of the vLLM log parser (pipeline/sources/vllm_logs.py).
+ *
+ * `scan(chunk)` splits a chunk of whole lines (\n only; the caller sends chunks with \r elsewhere)
+ * and, for every line it can read *exactly* as the Polars expressions of vllm_logs.py would, does
+ * the work those expressions do: strips ANSI colour codes, sets the `(Name pid=N)` process prefix
+ * aside, reads the envelope (level, MM-DD HH:MM:SS, [file:line]), and for `SpecDecoding metrics:`
+ * and `Avg prompt throughput:` records reads every field by name, with the regex semantics of the
+ * Python side (first occurrence that matches, greedy numbers). It also computes the record key's
+ * hash, BLAKE2b with a 10-byte digest (RFC 7693), of the record's first line.
+ *
+ * Anything else — a line that is not an envelope line at its start (tracebacks, uvicorn lines, a
+ * free-text prefix before the level), a non-ASCII line, an integer of more than 18 digits — is
+ * marked UNSURE and left to the Polars path, so both paths give identical rows. The GIL is
+ * released while a chunk is scanned.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CLS_SPEC = 2, CLS_STATS = 3 };
+/* bits of `valid` */
+enum { V_I0 = 1, V_I1 = 2, V_I2 = 4, V_F0 = 8, V_F1 = 16, V_F2 = 32, V_F3 = 64, V_OK = 128 };
+/* bits of `flags` */
+enum { F_PP = 1, F_PP_NAN = 2, F_AGGREGATED = 4, F_ENGINE = 8 };
+
+#define DIGEST 10
+#define MAX_INT_DIGITS 18
+#define MAX_NUMBER 350
+
+/* ---- BLAKE2b (RFC 7693), unkeyed, digest of DIGEST bytes ------------------------------------- */
+
+static const uint64_t B2_IV[8] = {
+    0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL,
+    0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL};
+
+static const uint8_t B2_SIGMA[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4}, {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13}, {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11}, {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5}, {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3}};
+
+static inline uint64_t rotr64(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
+
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8); /* little-endian machines only; checked at import */
+    return v;
+}
+
+#define B2_G(a, b, c, d, x, y)            \
+    do {                                  \
+        v[a] = v[a] + v[b] + (x);         \
+        v[d] = rotr64(v[d] ^ v[a], 32);   \
+        v[c] = v[c] + v[d];               \
+        v[b] = rotr64(v[b] ^ v[c], 24);   \
+        v[a] = v[a] + v[b] + (y);         \
+        v[d] = rotr64(v[d] ^ v[a], 16);   \
+        v[c] = v[c] + v[d];               \
+        v[b] = rotr64(v[b] ^ v[c], 63);   \
+    } while (0)
+
+#define B2_ROUND(r)                                          \
+    do {                                                     \
+        B2_G(0, 4, 8, 12, m[B2_SIGMA[r][0]], m[B2_SIGMA[r][1]]);    \
+        B2_G(1, 5, 9, 13, m[B2_SIGMA[r][2]], m[B2_SIGMA[r][3]]);    \
+        B2_G(2, 6, 10, 14, m[B2_SIGMA[r][4]], m[B2_SIGMA[r][5]]);   \
+        B2_G(3, 7, 11, 15, m[B2_SIGMA[r][6]], m[B2_SIGMA[r][7]]);   \
+        B2_G(0, 5, 10, 15, m[B2_SIGMA[r][8]], m[B2_SIGMA[r][9]]);   \
+        B2_G(1, 6, 11, 12, m[B2_SIGMA[r][10]], m[B2_SIGMA[r][11]]); \
+        B2_G(2, 7, 8, 13, m[B2_SIGMA[r][12]], m[B2_SIGMA[r][13]]);  \
+        B2_G(3, 4, 9, 14, m[B2_SIGMA[r][14]], m[B2_SIGMA[r][15]]);  \
+    } while (0)
+
+static void b2_compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int last) {
+    uint64_t m[16], v[16];
+    for (int i = 0; i < 16; i++) m[i] = load64(block + 8 * i);
+    for (int i = 0; i < 8; i++) {
+        v[i] = h[i];
+        v[i + 8] = B2_IV[i];
+    }
+    v[12] ^= t; /* the high word of the counter stays 0: lines are far below 2^64 bytes */
+    if (last) v[14] = ~v[14];
+    /* unrolled with constant message indexes: about twice as fast as a loop over SIGMA */
+    B2_ROUND(0); B2_ROUND(1); B2_ROUND(2); B2_ROUND(3); B2_ROUND(4); B2_ROUND(5);
+    B2_ROUND(6); B2_ROUND(7); B2_ROUND(8); B2_ROUND(9); B2_ROUND(10); B2_ROUND(11);
+    for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+}
+
+static void blake2b_digest(const uint8_t *data, size_t n, uint8_t out[DIGEST]) {
+    uint64_t h[8];
+    uint8_t block[128];
+    memcpy(h, B2_IV, sizeof h);
+    h[0] ^= 0x01010000ULL ^ DIGEST; /* depth 1, fanout 1, no key, digest length */
+    size_t done = 0;
+    while (n - done > 128) { /* every full block but the last one */
+        b2_compress(h, data + done, done + 128, 0);
+        done += 128;
+    }
+    memset(block, 0, sizeof block);
+    memcpy(block, data + done, n - done);
+    b2_compress(h, block, n, 1);
+    memcpy(out, h, DIGEST); /* little-endian bytes of h[0], h[1] */
+}
+
+/* ---- the grammar of vllm_logs.py, character by character ------------------------------------ */
+
+static inline int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static inline int is_alpha(unsigned char c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }
+static inline int is_word(unsigned char c) { return is_alpha(c) || is_digit(c) || c == '_'; }
+/* Rust's \s on ASCII, plus \x1c-\x1f (what Python's str.isspace() adds): vllm_logs._WS */
+static inline int is_ws(unsigned char c) { return c == ' ' || (c >= 9 && c <= 13) || (c >= 0x1c && c <= 0x1f); }
+
+static inline int starts(const char *p, const char *end, const char *lit, size_t n) {
+    return (size_t)(end - p) >= n && memcmp(p, lit, n) == 0;
+}
+#define STARTS(p, end, lit) starts((p), (end), (lit), sizeof(lit) - 1)
+
+/* Length of vllm_logs.NUMBER = (?:nan|-?\d+(?:\.\d+)?) at p (greedy), 0 if none. Greedy is exact
+   wherever it is used: what may follow a number never starts with a digit or a dot. */
+static size_t number_len(const char *p, const char *end) {
+    if (STARTS(p, end, "nan")) return 3;
+    const char *q = p;
+    if (q < end && *q == '-') q++;
+    const char *d = q;
+    while (q < end && is_digit((unsigned char)*q)) q++;
+    if (q == d) return 0;
+    if (q + 1 < end && *q == '.' && is_digit((unsigned char)q[1])) {
+        q++;
+        while (q < end && is_digit((unsigned char)*q)) q++;
+    }
+    return (size_t)(q - p);
+}
+
+static inline size_t digits_len(const char *p, const char *end) {
+    const char *q = p;
+    while (q < end && is_digit((unsigned char)*q)) q++;
+    return (size_t)(q - p);
+}
+
+/* A NUMBER as Polars' string → Float64 cast reads it: correctly rounded. Up to 15 significant digits
+   the mantissa and the power of ten are exact doubles and one IEEE division rounds correctly
+   (Clinger's fast path); anything longer goes to strtod, also correctly rounded. */
+static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                               1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static double number_value(const char *p, size_t n) {
+    if (n == 3 && memcmp(p, "nan", 3) == 0) return NAN;
+    const char *q = p, *end = p + n;
+    int neg = 0;
+    if (*q == '-') {
+        neg = 1;
+        q++;
+    }
+    uint64_t mant = 0;
+    int digits = 0, frac = 0, seen_dot = 0;
+    for (; q < end; q++) {
+        if (*q == '.') {
+            seen_dot = 1;
+            continue;
+        }
+        if (mant || *q != '0') digits++; /* leading zeros are not significant */
+        mant = mant * 10 + (uint64_t)(*q - '0');
+        frac += seen_dot;
+        if (digits > 15) break;
+    }
+    if (q == end && frac <= 22) {
+        double v = (double)mant / POW10[frac];
+        return neg ? -v : v;
+    }
+    char buf[MAX_NUMBER + 1];
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return strtod(buf, NULL);
+}
+
+static int64_t int_value(const char *p, size_t n) {
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) v = v * 10 + (p[i] - '0');
+    return v;
+}
+
+/* A field `NAME: NUMBER<tail>` (name already matched); sets *out and returns 1 on a match.
+   *unsure is set when the number is too long to read here. */
+static int number_field(const char *p, const char *end, const char *tail, size_t tail_n, double *out, int *unsure) {
+    size_t n = number_len(p, end);
+    if (!n || !starts(p + n, end, tail, tail_n)) return 0;
+    if (n > MAX_NUMBER) {
+        *unsure = 1;
+        return 0;
+    }
+    *out = number_value(p, n);
+    return 1;
+}
+
+static int int_field(const char *p, const char *end, const char *tail, size_t tail_n, int64_t *out, int *unsure) {
+    size_t n = digits_len(p, end);
+    if (!n || !starts(p + n, end, tail, tail_n)) return 0;
+    if (n > MAX_INT_DIGITS) {
+        *unsure = 1;
+        return 0;
+    }
+    *out = int_value(p, n);
+    return 1;
+}
+
+typedef struct {
+    int64_t ints[3];
+    double floats[4];
+    uint8_t valid, flags, engine_len;
+    int32_t pp_start, pp_count;
+    double pp_total; /* 0.0 + r_1 + r_2 + … left to right, as _spec_derive's sum */
+} Fields;
+
+typedef struct {
+    double *v;
+    size_t n, cap;
+} DoubleVec;
+
+static int push_double(DoubleVec *vec, double x) {
+    if (vec->n == vec->cap) {
+        size_t cap = vec->cap ? vec->cap * 2 : 4096;
+        double *v = realloc(vec->v, cap * sizeof(double));
+        if (!v) return -1;
+        vec->v = v;
+        vec->cap = cap;
+    }
+    vec->v[vec->n++] = x;
+    return 0;
+}
+
+#define SET_NUMBER(slot, bit, tail)                                                               \
+    do {                                                                                         \
+        if (!(f->valid & (bit)) && number_field(v, end, tail, sizeof(tail) - 1, &f->floats[slot], &unsure)) \
+            f->valid |= (bit);                                                                   \
+    } while (0)
+#define SET_INT(slot, bit, tail)                                                                  \
+    do {                                                                                         \
+        if (!(f->valid & (bit)) && int_field(v, end, tail, sizeof(tail) - 1, &f->ints[slot], &unsure)) \
+            f->valid |= (bit);                                                                   \
+    } while (0)
+
+/* _spec_rows: ints = accepted, drafted; floats = mal_printed, accepted_tps, drafted_tps,
+   acceptance_rate_printed; the per-position list into `pp`. Returns -1 (unsure), 0, or -2 (no memory). */
+static const char MARK_SPEC[] = "SpecDecoding metrics:", MARK_STATS[] = "Avg prompt throughput:";
+
+/* `mark` = the first "SpecDecoding metrics:" of the message */
+static int spec_fields(const char *mark, const char *mend, Fields *f, DoubleVec *pp, char *tmp) {
+    static const char PP[] = "Per-position acceptance rate: ";
+    const char *st = mark + (sizeof MARK_SPEC - 1);
+    while (st < mend && is_ws((unsigned char)*st)) st++; /* str.strip_chars_start(_PY_SPACE) */
+    int unsure = 0;
+    /* the first "Per-position acceptance rate: NUMBER(, NUMBER)*", greedy */
+    const char *pp_from = NULL, *pp_to = NULL, *search = st;
+    while (search < mend) {
+        const char *r = memmem(search, (size_t)(mend - search), PP, sizeof PP - 1);
+        if (!r) break;
+        const char *q = r + sizeof PP - 1;
+        size_t n = number_len(q, mend);
+        if (!n) {
+            search = r + 1;
+            continue;
+        }
+        pp_from = r;
+        f->pp_start = (int32_t)pp->n;
+        for (;;) {
+            if (n > MAX_NUMBER) return -1;
+            if (n == 3 && memcmp(q, "nan", 3) == 0) f->flags |= F_PP_NAN;
+            double x = number_value(q, n);
+            if (push_double(pp, x) < 0) return -2;
+            f->pp_total += x;
+            f->pp_count++;
+            q += n;
+            if (!STARTS(q, mend, ", ")) break;
+            n = number_len(q + 2, mend);
+            if (!n) break;
+            q += 2;
+        }
+        pp_to = q;
+        f->flags |= F_PP;
+        break;
+    }
+    /* rest = ", " + st without that match; fields are the first ", NAME: value" that matches */
+    char *w = tmp;
+    *w++ = ',';
+    *w++ = ' ';
+    if (pp_from) {
+        memcpy(w, st, (size_t)(pp_from - st));
+        w += pp_from - st;
+        memcpy(w, pp_to, (size_t)(mend - pp_to));
+        w += mend - pp_to;
+    } else {
+        memcpy(w, st, (size_t)(mend - st));
+        w += mend - st;
+    }
+    const char *end = w;
+    for (const char *p = tmp; p + 1 < end; p++) {
+        p = memchr(p, ',', (size_t)(end - p));
+        if (!p) break;
+        if (p + 1 >= end || p[1] != ' ') continue;
+        const char *name = p + 2, *v;
+        switch (name < end ? *name : 0) {
+        case 'M':
+            if (STARTS(name, end, "Mean acceptance length: ")) {
+                v = name + 24;
+                size_t n = number_len(v, end);
+                if (!(f->valid & V_F0) && n) {
+                    if (n > MAX_NUMBER) return -1;
+                    f->floats[0] = number_value(v, n);
+                    f->valid |= V_F0;
+                }
+            }
+            break;
+        case 'A':
+            if (STARTS(name, end, "Accepted throughput: ")) {
+                v = name + 21;
+                SET_NUMBER(1, V_F1, " tokens/s");
+            } else if (STARTS(name, end, "Accepted: ")) {
+                v = name + 10;
+                SET_INT(0, V_I0, " tokens");
+            } else if (STARTS(name, end, "Avg Draft acceptance rate: ")) {
+                v = name + 27;
+                SET_NUMBER(3, V_F3, "%");
+            }
+            break;
+        case 'D':
+            if (STARTS(name, end, "Drafted throughput: ")) {
+                v = name + 20;
+                SET_NUMBER(2, V_F2, " tokens/s");
+            } else if (STARTS(name, end, "Drafted: ")) {
+                v = name + 9;
+                SET_INT(1, V_I1, " tokens");
+            } else if (STARTS(name, end, "Draft acceptance rate: ")) {
+                v = name + 23;
+                SET_NUMBER(3, V_F3, "%");
+            }
+            break;
+        }
+        if (unsure) return -1;
+    }
+    if ((f->valid & V_I0) && (f->valid & V_I1)) f->valid |= V_OK;
+    return 0;
+}
+
+/* _stats_rows: ints = running, waiting, preemptions; floats = prompt_tps, generation_tps,
+   kv_cache_usage (percent), prefix_cache_hit_rate (percent). */
+static int stats_fields(const char *msg, const char *end, Fields *f) {
+    int unsure = 0, matched = 0;
+    const char *p = msg, *v;
+    /* ^(?:Engine (\d+): |(\d+) Engines Aggregated: )?Avg prompt throughput: N tokens/s, Avg generation throughput: N tokens/s */
+    if (STARTS(p, end, "Engine ")) {
+        size_t d = digits_len(p + 7, end);
+        if (d >= 256) return -1; /* engine_len is one byte */
+        if (d && STARTS(p + 7 + d, end, ": ")) {
+            f->flags |= F_ENGINE;
+            f->engine_len = (uint8_t)d;
+            p += 7 + d + 2;
+        }
+    } else if (is_digit((unsigned char)*p)) {
+        size_t d = digits_len(p, end);
+        if (STARTS(p + d, end, " Engines Aggregated: ")) {
+            f->flags |= F_AGGREGATED;
+            p += d + 21;
+        }
+    }
+    if (STARTS(p, end, "Avg prompt throughput: ")) {
+        v = p + 23;
+        double prompt;
+        if (number_field(v, end, " tokens/s, Avg generation throughput: ", 38, &prompt, &unsure)) {
+            v += number_len(v, end) + 38;
+            if (number_field(v, end, " tokens/s", 9, &f->floats[1], &unsure)) {
+                f->floats[0] = prompt;
+                f->valid |= V_F0 | V_F1;
+                matched = 1;
+            }
+        }
+    }
+    if (!matched) f->flags &= ~(F_ENGINE | F_AGGREGATED);
+    for (const char *q = msg; q + 1 < end; q++) {
+        q = memchr(q, ',', (size_t)(end - q));
+        if (!q) break;
+        if (q + 1 >= end || q[1] != ' ') continue;
+        const char *name = q + 2;
+        switch (name < end ? *name : 0) {
+        case 'R':
+            if (STARTS(name, end, "Running: ")) {
+                v = name + 9;
+                if (!(f->valid & V_I0) && int_field(v, end, " reqs", 5, &f->ints[0], &unsure)) f->valid |= V_I0;
+            }
+            break;
+        case 'W':
+            if (STARTS(name, end, "Waiting: ")) {
+                v = name + 9;
+                if (!(f->valid & V_I1) && int_field(v, end, " reqs", 5, &f->ints[1], &unsure)) f->valid |= V_I1;
+            }
+            break;
+        case 'P':
+            if (STARTS(name, end, "Pending: ")) {
+                v = name + 9;
+                if (!(f->valid & V_I1) && int_field(v, end, " reqs", 5, &f->ints[1], &unsure)) f->valid |= V_I1;
+            } else if (STARTS(name, end, "Preemptions: ")) {
+                v = name + 13;
+                size_t n = digits_len(v, end);
+                if (!(f->valid & V_I2) && n) {
+                    if (n > MAX_INT_DIGITS) return -1;
+                    f->ints[2] = int_value(v, n);
+                    f->valid |= V_I2;
+                }
+            } else if (STARTS(name, end, "Prefix cache hit rate: ")) {
+                v = name + 23;
+                if (!(f->valid & V_F3) && number_field(v, end, "%", 1, &f->floats[3], &unsure)) f->valid |= V_F3;
+            }
+            break;
+        case 'G':
+            if (STARTS(name, end, "GPU KV cache usage: ")) {
+                v = name + 20;
+                if (!(f->valid & V_F2) && number_field(v, end, "%", 1, &f->floats[2], &unsure)) f->valid |= V_F2;
+            }
+            break;
+        }
+        if (unsure) return -1;
+    }
+    if (matched && (f->valid & V_I0)) f->valid |= V_OK;
+    return 0;
+}
+
+/* ---- envelope, process prefix, event words ---------------------------------------------------- */
+
+static const char *const LEVELS[] = {"DEBUG ", "INFO ", "WARNING ", "ERROR ", "CRITICAL "};
+static const size_t LEVEL_LEN[] = {6, 5, 8, 6, 9};
+
+/* vllm_logs._RX_STAMP at p: `LEVEL MM-DD HH:MM:SS`; the level code (1..5) or 0; fills stamp. */
+static int stamp_at(const char *p, const char *end, uint8_t stamp[5], const char **after) {
+    int level = 0;
+    for (int i = 0; i < 5; i++) {
+        if (starts(p, end, LEVELS[i], LEVEL_LEN[i])) {
+            level = i + 1;
+            p += LEVEL_LEN[i];
+            break;
+        }
+    }
+    if (!level || end - p < 14) return 0;
+    const unsigned char *s = (const unsigned char *)p;
+    static const char SHAPE[] = "dd-dd dd:dd:dd";
+    for (int i = 0; i < 14; i++) {
+        if (SHAPE[i] == 'd' ? !is_digit(s[i]) : s[i] != (unsigned char)SHAPE[i]) return 0;
+    }
+    for (int i = 0; i < 5; i++) stamp[i] = (uint8_t)((s[3 * i] - '0') * 10 + s[3 * i + 1] - '0');
+    /* a calendar time (vllm_logs._RX_STAMP's ranges): month 01-12, day 01-31, 00-23:00-59:00-59 */
+    if (stamp[0] < 1 || stamp[0] > 12 || stamp[1] < 1 || stamp[1] > 31 || stamp[2] > 23 || stamp[3] > 59 || stamp[4] > 59)
+        return 0;
+    *after = p + 14;
+    return level;
+}
+
+/* vllm_logs._RX_ENV0 at b: the envelope `LEVEL MM-DD HH:MM:SS[.fff] [where] `; its length or 0. */
+static size_t envelope_at(const char *b, const char *end) {
+    uint8_t stamp[5];
+    const char *p;
+    if (!stamp_at(b, end, stamp, &p)) return 0;
+    if (p + 1 < end && (*p == '.' || *p == ',') && is_digit((unsigned char)p[1])) {
+        p++;
+        while (p < end && is_digit((unsigned char)*p)) p++;
+    }
+    if (!STARTS(p, end, " [")) return 0;
+    const char *close = memchr(p + 2, ']', (size_t)(end - p - 2));
+    if (!close || close + 1 >= end || close[1] != ' ') return 0;
+    return (size_t)(close + 2 - b);
+}
+
+/* vllm_logs._RX_ENV: the envelope after the shortest free-text prefix of at most MAX_PREFIX (64)
+   characters; the level and stamp are the first _RX_STAMP match inside it. Returns the level code
+   or 0; *msg_off = where the message starts. */
+static int find_envelope(const char *b, const char *end, uint8_t stamp[5], size_t *msg_off) {
+    for (size_t k = 0; k <= 64 && b + k < end; k++) {
+        size_t n = envelope_at(b + k, end);
+        if (!n) continue;
+        const char *env_end = b + k + n, *after;
+        for (size_t j = 0; j <= k; j++) {
+            int level = stamp_at(b + j, env_end, stamp, &after);
+            if (level) {
+                *msg_off = k + n;
+                return level;
+            }
+        }
+    }
+    return 0;
+}
+
+/* vllm_logs._RX_PREFIX: "(Name pid=N)" and at most one whitespace character; its length or 0. */
+static size_t process_prefix(const char *l, const char *end, size_t *name_len) {
+    if (end - l < 2 || l[0] != '(' || !is_alpha((unsigned char)l[1])) return 0;
+    const char *p = l + 2;
+    while (p < end && (is_word((unsigned char)*p) || *p == '-')) p++;
+    if (!STARTS(p, end, " pid=")) return 0;
+    *name_len = (size_t)(p - l - 1);
+    p += 5;
+    size_t d = digits_len(p, end);
+    if (!d || p + d >= end || p[d] != ')') return 0;
+    p += d + 1;
+    if (p < end && is_ws((unsigned char)*p)) p++;
+    return (size_t)(p - l);
+}
+
+/* Copy the line without ANSI codes (\x1b\[[0-9;]*[A-Za-z]); returns the new length. */
+static size_t strip_ansi(const char *src, size_t n, char *dst) {
+    size_t o = 0, i = 0;
+    while (i < n) {
+        const char *esc = memchr(src + i, 0x1b, n - i);
+        size_t run = esc ? (size_t)(esc - src) - i : n - i;
+        memcpy(dst + o, src + i, run);
+        o += run;
+        i += run;
+        if (!esc) break;
+        if (i + 1 < n && src[i + 1] == '[') {
+            size_t j = i + 2;
+            while (j < n && (is_digit((unsigned char)src[j]) || src[j] == ';')) j++;
+            if (j < n && is_alpha((unsigned char)src[j])) {
+                i = j + 1;
+                continue;
+            }
+        }
+        dst[o++] = src[i++];
+    }
+    return o;
+}
+
+/* The words that make an envelope line "rare" (vllm_logs.EVENT_WORDS and "version"), set by
+   configure(). One pass over a message finds them and the two record markers: a table of the
+   first two bytes of every word says where a word may start (the usual message has no such place
+   but its own marker). */
+#define MAX_WORDS 64
+static char *words[MAX_WORDS];
+static size_t word_len[MAX_WORDS];
+static int n_words = 0;
+static uint8_t pair_start[65536]; /* indexed by the two bytes as a little-endian uint16 */
+
+static inline uint16_t pair_key(const char *p) {
+    uint16_t key;
+    memcpy(&key, p, 2);
+    return key;
+}
+
+typedef struct {
+    const char *spec; /* the first "SpecDecoding metrics:" */
+    int stats, rare;  /* "Avg prompt throughput:" anywhere; an event word (or "version") anywhere */
+} Marks;
+
+static Marks scan_message(const char *m, size_t n) {
+    Marks k = {NULL, 0, 0};
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (!pair_start[pair_key(m + i)]) continue;
+        const char *p = m + i;
+        size_t left = n - i;
+        if (!k.spec && left >= sizeof MARK_SPEC - 1 && memcmp(p, MARK_SPEC, sizeof MARK_SPEC - 1) == 0) k.spec = p;
+        if (!k.stats && left >= sizeof MARK_STATS - 1 && memcmp(p, MARK_STATS, sizeof MARK_STATS - 1) == 0) k.stats = 1;
+        for (int w = 0; !k.rare && w < n_words; w++) {
+            if (words[w][0] == p[0] && words[w][1] == p[1] && left >= word_len[w] && memcmp(p, words[w], word_len[w]) == 0)
+                k.rare = 1;
+        }
+    }
+    return k;
+}
+
+static int is_blank(const char *p, const char *end) {
+    for (; p < end; p++)
+        if (!is_ws((unsigned char)*p)) return 0;
+    return 1;
+}
+
+/* ---- the scan ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Buf;
+
+static int buf_add(Buf *b, const void *src, size_t n) {
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return -1;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+    return 0;
+}
+
+#define ADD(buf, type, value)                                      \
+    do {                                                           \
+        type v_ = (value);                                         \
+        if (buf_add(&(buf), &v_, sizeof v_) < 0) goto nomem;       \
+    } while (0)
+#define ADDN(buf, src, n)                                          \
+    do {                                                           \
+        if (buf_add(&(buf), (src), (n)) < 0) goto nomem;           \
+    } while (0)
+
+/* Record rows (spec and stats lines read in full), rare rows (lines the Python side handles), the
+   chunk summary. Row arrays are named as in vllm_logs._native_chunk. */
+enum { R_IDX, R_CLS, R_LEVEL, R_ROLL, R_STAMP, R_PROC_LEN, R_ENG_LEN, R_INTS, R_FLOATS, R_VALID, R_FLAGS,
+       R_PP_COUNT, R_PP_TOTAL, R_DIGEST, B_PROCS, B_ENGINES, B_PP,
+       X_IDX, X_KIND, X_LEVEL, X_STAMP, X_MSG_OFF, X_BODY_LEN, X_PROC_LEN, B_XBODIES, B_XPROCS, X_P_IDX, X_P_LEVEL,
+       X_P_ROLL, X_P_STAMP, X_N_ENV, N_BUFS };
+static const char *const BUF_NAMES[N_BUFS] = {
+    "idx", "cls", "level", "roll", "stamp", "proc_len", "eng_len", "ints", "floats", "valid", "flags",
+    "pp_count", "pp_total", "digest", "procs", "engines", "pp_values",
+    "x_idx", "x_kind", "x_level", "x_stamp", "x_msg_off", "x_body_len", "x_proc_len", "x_bodies", "x_procs",
+    "x_p_idx", "x_p_level", "x_p_roll", "x_p_stamp", "x_n_env"};
+enum { K_RARE = 1, K_FAILED = 2 };
+
+typedef struct {
+    int64_t lines, env, first_idx, last_idx, last_roll;
+    int last_level;
+    uint8_t first_stamp[5], last_stamp[5];
+} Summary;
+
+/* Returns 1 done, 0 a line this scanner cannot read exactly (the caller uses the Polars path for the
+   whole chunk), -1 out of memory. */
+static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum) {
+    char *scratch = NULL, *tmp = NULL;
+    size_t scratch_cap = 0;
+    int rc = 1;
+    int32_t roll = 0;
+    int last_month = -1;
+    int64_t last_env = -1, n_env = 0, i = 0;
+    int last_level = 0;
+    uint8_t last_stamp[5] = {0};
+    const char *p = data, *end = data + size;
+    sum->first_idx = -1;
+    for (; p < end; i++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        size_t n = (size_t)(le - p);
+        const char *l = p;
+        if (n + 2 > scratch_cap) { /* room for the stripped line and for spec_fields' rewritten message */
+            free(scratch);
+            free(tmp);
+            scratch_cap = 2 * n + 2;
+            scratch = malloc(scratch_cap);
+            tmp = malloc(scratch_cap);
+            if (!scratch || !tmp) goto nomem;
+        }
+        if (memchr(p, 0x1b, n)) {
+            n = strip_ansi(p, n, scratch);
+            l = scratch;
+        }
+        const char *lend = l + n;
+        size_t name_len = 0, msg_off = 0;
+        size_t pre = process_prefix(l, lend, &name_len);
+        if (!pre) name_len = 0;
+        const char *body = l + pre;
+        uint8_t stamp[5];
+        int level = find_envelope(body, lend, stamp, &msg_off);
+        int kind = 0;
+        if (level) {
+            if (last_month >= 0 && stamp[0] < last_month - 6) roll++;
+            last_month = stamp[0];
+            if (sum->first_idx < 0) {
+                sum->first_idx = i;
+                memcpy(sum->first_stamp, stamp, 5);
+            }
+            last_env = i;
+            last_level = level;
+            memcpy(last_stamp, stamp, 5);
+            const char *msg = body + msg_off;
+            size_t mn = (size_t)(lend - msg);
+            int cls = 0, r = 0;
+            Fields f;
+            memset(&f, 0, sizeof f);
+            f.pp_start = -1;
+            Marks marks = scan_message(msg, mn);
+            if (marks.spec) {
+                cls = CLS_SPEC;
+                DoubleVec pp = {(double *)(void *)b[B_PP].p, b[B_PP].n / sizeof(double), b[B_PP].cap / sizeof(double)};
+                r = spec_fields(marks.spec, lend, &f, &pp, tmp);
+                b[B_PP].p = (char *)pp.v;
+                b[B_PP].n = pp.n * sizeof(double);
+                b[B_PP].cap = pp.cap * sizeof(double);
+            } else if (marks.stats) {
+                cls = CLS_STATS;
+                r = stats_fields(msg, lend, &f);
+            }
+            if (r == -2) goto nomem;
+            if (r == -1) {
+                rc = 0;
+                goto out;
+            }
+            if (cls && (f.valid & V_OK)) {
+                uint8_t digest[DIGEST];
+                blake2b_digest((const uint8_t *)body, (size_t)(lend - body), digest);
+                ADDN(b[B_PROCS], l + 1, name_len);
+                ADDN(b[B_ENGINES], msg + 7, f.engine_len); /* "Engine " + digits, when F_ENGINE */
+                ADD(b[R_IDX], int32_t, (int32_t)i);
+                ADD(b[R_CLS], uint8_t, (uint8_t)cls);
+                ADD(b[R_LEVEL], uint8_t, (uint8_t)level);
+                ADD(b[R_ROLL], int32_t, roll);
+                ADDN(b[R_STAMP], stamp, 5);
+                ADD(b[R_PROC_LEN], int32_t, (int32_t)name_len);
+                ADD(b[R_ENG_LEN], int32_t, (int32_t)f.engine_len);
+                ADDN(b[R_INTS], f.ints, sizeof f.ints);
+                ADDN(b[R_FLOATS], f.floats, sizeof f.floats);
+                ADD(b[R_VALID], uint8_t, f.valid);
+                ADD(b[R_FLAGS], uint8_t, f.flags);
+                ADD(b[R_PP_COUNT], int32_t, f.pp_count);
+                ADD(b[R_PP_TOTAL], double, f.pp_total);
+                ADDN(b[R_DIGEST], digest, DIGEST);
+            } else if (cls) {
+                kind |= K_FAILED;
+                if (f.pp_start >= 0) b[B_PP].n = (size_t)f.pp_start * sizeof(double); /* drop its list */
+            }
+            if (marks.rare) kind |= K_RARE;
+        } else if (!is_blank(body, lend)) {
+            kind = K_RARE;
+        }
+        if (kind) {
+            ADD(b[X_IDX], int32_t, (int32_t)i);
+            ADD(b[X_KIND], uint8_t, (uint8_t)kind);
+            /* what _lines_frame gives for the line: body (ANSI codes and process prefix removed), proc,
+               and for an envelope line its level, stamp and where the message starts in the body */
+            ADD(b[X_LEVEL], uint8_t, (uint8_t)level);
+            ADDN(b[X_STAMP], level ? stamp : (const uint8_t[5]){0}, 5);
+            ADD(b[X_MSG_OFF], int32_t, (int32_t)msg_off);
+            ADD(b[X_BODY_LEN], int32_t, (int32_t)(lend - body));
+            ADDN(b[B_XBODIES], body, (size_t)(lend - body));
+            ADD(b[X_PROC_LEN], int32_t, (int32_t)name_len);
+            ADDN(b[B_XPROCS], l + 1, name_len);
+            ADD(b[X_P_IDX], int32_t, (int32_t)last_env);
+            ADD(b[X_P_LEVEL], uint8_t, (uint8_t)last_level);
+            ADD(b[X_P_ROLL], int32_t, roll);
+            ADDN(b[X_P_STAMP], last_stamp, 5);
+            ADD(b[X_N_ENV], int32_t, (int32_t)n_env); /* envelope lines before this one */
+        }
+        if (level) n_env++;
+        p = nl ? nl + 1 : end;
+    }
+    sum->lines = i;
+    sum->env = n_env;
+    sum->last_idx = last_env;
+    sum->last_level = last_level;
+    sum->last_roll = roll;
+    memcpy(sum->last_stamp, last_stamp, 5);
+    goto out;
+nomem:
+    rc = -1;
+out:
+    free(scratch);
+    free(tmp);
+    return rc;
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan(chunk: bytes) -> (summary, arrays) | None\n\n"
+"Scan whole ASCII lines split on \\n (see the module comment). None when a line is beyond what the\n"
+"scanner reads exactly; the caller then uses the Polars path for the chunk. summary = (lines,\n"
+"envelope lines, first envelope line or -1, its stamp, last envelope line or -1, its level, its\n"
+"stamp, rollovers seen in the chunk); arrays = {name: bytes}, see vllm_logs._native_chunk.");
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    if (n_words == 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_RuntimeError, "_vllmscan.configure() was not called");
+        return NULL;
+    }
+    Buf b[N_BUFS];
+    memset(b, 0, sizeof b);
+    Summary sum;
+    memset(&sum, 0, sizeof sum);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan_chunk(view.buf, (size_t)view.len, b, &sum);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *result = NULL, *arrays = NULL;
+    if (rc < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (rc == 0) {
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    arrays = PyDict_New();
+    if (!arrays) goto done;
+    for (int k = 0; k < N_BUFS; k++) {
+        PyObject *v = PyBytes_FromStringAndSize(b[k].p ? b[k].p : "", (Py_ssize_t)b[k].n);
+        if (!v || PyDict_SetItemString(arrays, BUF_NAMES[k], v) < 0) {
+            Py_XDECREF(v);
+            goto done;
+        }
+        Py_DECREF(v);
+    }
+    const uint8_t *fs = sum.first_stamp, *ls = sum.last_stamp;
+    result = Py_BuildValue("((LLL(iiiii)Li(iiiii)L)O)", (long long)sum.lines, (long long)sum.env,
+                           (long long)sum.first_idx, fs[0], fs[1], fs[2], fs[3], fs[4], (long long)sum.last_idx,
+                           sum.last_level, ls[0], ls[1], ls[2], ls[3], ls[4], (long long)sum.last_roll, arrays);
+done:
+    Py_XDECREF(arrays);
+    for (int k = 0; k < N_BUFS; k++) free(b[k].p);
+    return result;
+}
+
+static PyObject *configure(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O", &seq)) return NULL;
+    PyObject *fast = PySequence_Fast(seq, "configure() takes a sequence of words");
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n > MAX_WORDS) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "too many words");
+        return NULL;
+    }
+    for (int w = 0; w < n_words; w++) free(words[w]);
+    n_words = 0;
+    memset(pair_start, 0, sizeof pair_start);
+    pair_start[pair_key(MARK_SPEC)] = pair_start[pair_key(MARK_STATS)] = 1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t len;
+        const char *text = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(fast, k), &len);
+        if (!text || len < 2) {
+            Py_DECREF(fast);
+            if (text) PyErr_SetString(PyExc_ValueError, "words need two characters or more");
+            return NULL;
+        }
+        words[n_words] = malloc((size_t)len);
+        memcpy(words[n_words], text, (size_t)len);
+        word_len[n_words++] = (size_t)len;
+        pair_start[pair_key(text)] = 1;
+    }
+    Py_DECREF(fast);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_blake2b(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    uint8_t out[DIGEST];
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    blake2b_digest(buf.buf, (size_t)buf.len, out);
+    PyBuffer_Release(&buf);
+    return PyBytes_FromStringAndSize((const char *)out, DIGEST);
+}
+
+/* ---- record keys: `hex(hash):n`, n = earlier records of the file with the same hash ------------- */
+
+/* The first 8 bytes of every hash seen in the file, in an open-addressing set (8 bytes a slot, at most
+   3/4 full); hashes seen more than once also get a count in a second, small table. */
+typedef struct {
+    uint64_t *keys;
+    uint32_t *counts; /* NULL in the main set */
+    size_t cap, used;
+} Table;
+
+typedef struct {
+    PyObject_HEAD
+    Table seen, repeated;
+    uint32_t zero; /* occurrences of the hash prefix 0, the empty-slot marker */
+} KeyState;
+
+static int table_grow(Table *t, int with_counts) {
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    uint64_t *keys = calloc(cap, sizeof *keys);
+    uint32_t *counts = with_counts ? calloc(cap, sizeof *counts) : NULL;
+    if (!keys || (with_counts && !counts)) {
+        free(keys);
+        free(counts);
+        return -1;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->keys[i]) continue;
+        size_t j = (size_t)t->keys[i] & (cap - 1);
+        while (keys[j]) j = (j + 1) & (cap - 1);
+        keys[j] = t->keys[i];
+        if (with_counts) counts[j] = t->counts[i];
+    }
+    free(t->keys);
+    free(t->counts);
+    t->keys = keys;
+    t->counts = counts;
+    t->cap = cap;
+    return 0;
+}
+
+/* The slot of `key` (inserted when absent, *fresh = 1); NULL when out of memory. */
+static uint64_t *table_slot(Table *t, uint64_t key, int with_counts, int *fresh, size_t *index) {
+    if (4 * (t->used + 1) > 3 * t->cap && table_grow(t, with_counts) < 0) return NULL;
+    size_t j = (size_t)key & (t->cap - 1);
+    while (t->keys[j] && t->keys[j] != key) j = (j + 1) & (t->cap - 1);
+    *fresh = !t->keys[j];
+    if (*fresh) {
+        t->keys[j] = key;
+        t->used++;
+    }
+    *index = j;
+    return &t->keys[j];
+}
+
+static void KeyState_dealloc(KeyState *self) {
+    free(self->seen.keys);
+    free(self->repeated.keys);
+    free(self->repeated.counts);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static const char HEXDIGITS[] = "0123456789abcdef";
+
+PyDoc_STRVAR(assign_doc,
+"assign(digests: bytes) -> (offsets: bytes, text: bytes)\n\n"
+"Record keys for 10-byte hashes in line order: int32 Arrow string offsets and their text.");
+
+static PyObject *KeyState_assign(KeyState *self, PyObject *args) {
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    size_t n = (size_t)view.len / DIGEST;
+    const uint8_t *d = view.buf;
+    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * (n + 1)));
+    PyObject *text = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 32));
+    if (!offsets || !text) goto fail;
+    int32_t *off = (int32_t *)PyBytes_AS_STRING(offsets);
+    char *out = PyBytes_AS_STRING(text), *w = out;
+    off[0] = 0;
+    for (size_t i = 0; i < n; i++, d += DIGEST) {
+        uint64_t key = 0;
+        for (int b = 0; b < 8; b++) key = (key << 8) | d[b]; /* the first 16 hex digits as a number */
+        uint32_t seen_before;
+        if (key == 0) {
+            seen_before = self->zero++;
+        } else {
+            int fresh;
+            size_t j;
+            if (!table_slot(&self->seen, key, 0, &fresh, &j)) goto nomem;
+            seen_before = 0;
+            if (!fresh) {
+                if (!table_slot(&self->repeated, key, 1, &fresh, &j)) goto nomem;
+                if (fresh) self->repeated.counts[j] = 1;
+                seen_before = self->repeated.counts[j]++;
+            }
+        }
+        for (int b = 0; b < DIGEST; b++) {
+            *w++ = HEXDIGITS[d[b] >> 4];
+            *w++ = HEXDIGITS[d[b] & 15];
+        }
+        *w++ = ':';
+        char digits[10];
+        int nd = 0;
+        do {
+            digits[nd++] = (char)('0' + seen_before % 10);
+            seen_before /= 10;
+        } while (seen_before);
+        while (nd) *w++ = digits[--nd];
+        off[i + 1] = (int32_t)(w - out);
+    }
+    PyBuffer_Release(&view);
+    if (_PyBytes_Resize(&text, w - out) < 0) {
+        Py_DECREF(offsets);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", offsets, text);
+nomem:
+    PyErr_NoMemory();
+fail:
+    PyBuffer_Release(&view);
+    Py_XDECREF(offsets);
+    Py_XDECREF(text);
+    return NULL;
+}
+
+static PyMethodDef KeyState_methods[] = {
+    {"assign", (PyCFunction)KeyState_assign, METH_VARARGS, assign_doc}, {NULL, NULL, 0, NULL}};
+
+static PyTypeObject KeyStateType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pipeline._vllmscan.KeyState",
+    .tp_basicsize = sizeof(KeyState),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The record hashes seen so far in one file (for the occurrence number of record keys).",
+    .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)KeyState_dealloc,
+    .tp_methods = KeyState_methods,
+};
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, scan_doc},
+    {"configure", configure, METH_VARARGS, "configure(words): the words that make an envelope line rare."},
+    {"blake2b10", py_blake2b, METH_VARARGS, "BLAKE2b with a 10-byte digest (for tests against hashlib)."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_vllmscan", "vLLM log hot path (see vllmscan.c).", -1, methods};
+
+PyMODINIT_FUNC PyInit__vllmscan(void) {
+    const uint16_t one = 1;
+    if (*(const uint8_t *)&one != 1) {
+        PyErr_SetString(PyExc_ImportError, "_vllmscan assumes a little-endian machine");
+        return NULL;
+    }
+    if (PyType_Ready(&KeyStateType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&KeyStateType);
+    if (PyModule_AddObject(m, "KeyState", (PyObject *)&KeyStateType) < 0) {
+        Py_DECREF(&KeyStateType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
