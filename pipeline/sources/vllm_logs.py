@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 import numpy as np
 import polars as pl
 
+from pipeline.gcpause import gc_paused
 from pipeline.sources.logfiles import LogFile
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -376,7 +377,7 @@ def _spec_rows(d: pl.DataFrame) -> pl.DataFrame:
     ratio = pl.when(pl.col("mal_semantics") == "plus1").then(mal - 1).otherwise(mal)
     ratio = pl.when(mal_ok & (pl.col("accepted") > 0) & (ratio > 0)).then(ratio)  # else no drafts
     return d.with_columns(
-        drafts=(pl.col("accepted") / ratio).round(0, mode="half_to_even").cast(pl.Int64).clip(lower_bound=1),
+        drafts=(pl.col("accepted") / ratio).round(0, mode="half_to_even").cast(pl.Int64, strict=False).clip(lower_bound=1),
         ok=pl.col("accepted").is_not_null() & pl.col("drafted").is_not_null(),
     )
 
@@ -390,12 +391,13 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
     d = d.with_columns(rest=pl.lit(", ") + pl.when(pl.col("pp_text").is_null()).then(pl.col("st"))
                        .otherwise(pl.col("st").str.replace(_RX_PP, "")))
     r = pl.col("rest").str
+    # integers beyond Int64 become null (the record is then unparsed), never an error
     d = d.with_columns(
         mal_printed=r.extract(rf", Mean acceptance length: ({NUMBER})", 1).cast(pl.Float64),
         accepted_tps=r.extract(rf", Accepted throughput: ({NUMBER}) tokens/s", 1).cast(pl.Float64),
         drafted_tps=r.extract(rf", Drafted throughput: ({NUMBER}) tokens/s", 1).cast(pl.Float64),
-        accepted=r.extract(r", Accepted: (\d+) tokens", 1).cast(pl.Int64),
-        drafted=r.extract(r", Drafted: (\d+) tokens", 1).cast(pl.Int64),
+        accepted=r.extract(r", Accepted: (\d+) tokens", 1).cast(pl.Int64, strict=False),
+        drafted=r.extract(r", Drafted: (\d+) tokens", 1).cast(pl.Int64, strict=False),
         acceptance_rate_printed=r.extract(rf", (?:Avg )?Draft acceptance rate: ({NUMBER})%", 1).cast(pl.Float64),
         per_position=pl.col("pp_text").str.split(", ").cast(pl.List(pl.Float64)),
         usable=pl.col("pp_text").is_not_null() & ~pl.col("pp_text").str.contains("nan", literal=True),
@@ -430,9 +432,9 @@ def _stats_regex(d: pl.DataFrame) -> pl.DataFrame:
     return d.with_columns(
         matched=f.field("gen").is_not_null(), engine_n=f.field("engine"), aggregated=f.field("engines").is_not_null(),
         prompt_tps=f.field("prompt").cast(pl.Float64), generation_tps=f.field("gen").cast(pl.Float64),
-        running=m.extract(r", Running: (\d+) reqs", 1).cast(pl.Int64),
-        waiting=m.extract(r", (?:Waiting|Pending): (\d+) reqs", 1).cast(pl.Int64),
-        pre=m.extract(r", Preemptions: (\d+)", 1).cast(pl.Int64),
+        running=m.extract(r", Running: (\d+) reqs", 1).cast(pl.Int64, strict=False),
+        waiting=m.extract(r", (?:Waiting|Pending): (\d+) reqs", 1).cast(pl.Int64, strict=False),
+        pre=m.extract(r", Preemptions: (\d+)", 1).cast(pl.Int64, strict=False),
         kv_cache_usage=m.extract(rf", GPU KV cache usage: ({NUMBER})%", 1).cast(pl.Float64),
         prefix_cache_hit_rate=m.extract(rf", Prefix cache hit rate: ({NUMBER})%", 1).cast(pl.Float64),
     ).drop("_groups")
@@ -460,13 +462,16 @@ class _Chunk:
     last: tuple | None  # (line, level is ERROR/CRITICAL, stamp) of the last envelope line
     failed: set[int] = field(default_factory=set)  # record lines whose fields do not parse (C scanner)
     unparsed: list = field(default_factory=list)  # (line, head, text) of those
-    digests: tuple | None = None  # the C scanner's record hashes of spec / stats rows, (n, 10) uint8 each
+    records: tuple | None = None  # the C scanner's spec and stats rows in line order: (lines, hashes, is_spec)
 
 
 def _parse_chunk(block: bytes, scanned: tuple | None, st: VllmStream) -> VllmBatch:
-    """One chunk → its rows (with record keys and `at`); `scanned` is the C scanner's result or None."""
-    chunk = _native_chunk(scanned, st) if scanned is not None else _polars_chunk(block, st)
-    return _finish(st, *_walk(chunk, st), chunk.digests)
+    """One chunk → its rows (with record keys and `at`); `scanned` is the C scanner's result or None.
+    The cyclic garbage collector is paused meanwhile: the walk allocates many short-lived acyclic objects,
+    and its collections cost as much as the rest of a chunk's Python work."""
+    with gc_paused():
+        chunk = _native_chunk(scanned, st) if scanned is not None else _polars_chunk(block, st)
+        return _finish(st, *_walk(chunk, st), chunk.records)
 
 
 def _scan(block: bytes) -> tuple | None:
@@ -652,12 +657,14 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
     list_offsets = np.zeros(len(cls) + 1, np.int32)
     np.cumsum(arr("pp_count", np.int32), out=list_offsets[1:])  # values were pushed in row order
     has_pp = (flags & _F_PP) != 0
-    # (built from buffers and nulled afterwards: pa.array() of int32 offsets or a validity mask cost ~100× more)
+    # Arrow arrays are built from buffers: pa.array() of a read-only numpy array (np.frombuffer) takes a
+    # slow per-element path, and a list array with a validity bitmap converts ~10× slower than nulling it
+    # afterwards in Polars
+    values = pa.Array.from_buffers(pa.float64(), len(a["pp_values"]) // 8, [None, pa.py_buffer(a["pp_values"])])
     per_position = pl.Series(pa.Array.from_buffers(pa.list_(pa.float64()), len(cls), [None, pa.py_buffer(list_offsets)],
-                                                   children=[pa.array(arr("pp_values", np.float64))]))
-    per_position = per_position.set(pl.Series(~has_pp), None)
+                                                   children=[values]))
     procs, engines = _strings(pa, a["procs"], arr("proc_len", np.int32)), _strings(pa, a["engines"], arr("eng_len", np.int32))
-    levels = _levels(pa, arr("level", np.uint8))
+    levels = _levels(pa, a["level"])
     line, roll = arr("idx", np.int32).astype(np.int64) + base, arr("roll", np.int32) + shift
 
     def rows(kind: int, fields: dict) -> pl.DataFrame:
@@ -673,9 +680,9 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
     spec = rows(2, {
         "accepted": (ints[:, 0], 1), "drafted": (ints[:, 1], 2), "mal_printed": (floats[:, 0], 8),
         "accepted_tps": (floats[:, 1], 16), "drafted_tps": (floats[:, 2], 32), "acceptance_rate_printed": (floats[:, 3], 64),
-        "per_position": (per_position, 0), "usable": (has_pp & ((flags & _F_PP_NAN) == 0), 0),
+        "per_position": (per_position, 0), "has_pp": (has_pp, 0), "usable": (has_pp & ((flags & _F_PP_NAN) == 0), 0),
         "pp_total": (arr("pp_total", np.float64), 0),
-    })
+    }).with_columns(per_position=pl.when(pl.col("has_pp")).then(pl.col("per_position"))).drop("has_pp")
     stats = rows(3, {
         "matched": (np.ones(len(cls), bool), 0), "aggregated": ((flags & _F_AGGREGATED) != 0, 0),
         "engine_n": (engines, 0), "prompt_tps": (floats[:, 0], 8), "generation_tps": (floats[:, 1], 16),
@@ -690,7 +697,7 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
     frame = pl.DataFrame({
         "line": arr("x_idx", np.int32).astype(np.int64) + base,
         "body": _strings(pa, a["x_bodies"], arr("x_body_len", np.int32), nullable=False),
-        "proc": _strings(pa, a["x_procs"], arr("x_proc_len", np.int32)), "level": _levels(pa, arr("x_level", np.uint8)),
+        "proc": _strings(pa, a["x_procs"], arr("x_proc_len", np.int32)), "level": _levels(pa, a["x_level"]),
         "_msg_off": arr("x_msg_off", np.int32), "rollovers": masked(p_roll, env),
         **stamp_columns(arr("x_stamp", np.uint8, 5), env),
         "p_line": masked(p_idx.astype(np.int64) + base, has_p), "p_err": masked(arr("x_p_level", np.uint8) >= 4, has_p),
@@ -703,14 +710,15 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
     last = (last_idx + base, last_level >= 4, (last_roll + shift, *last_stamp)) if last_idx >= 0 else None
     return _Chunk(spec, stats, rare, n_env, first, last, failed=set(failed["line"].to_list()),
                   unparsed=[(line, body, body[:500]) for line, body in failed.iter_rows()],
-                  digests=(digests[cls == 2], digests[cls == 3]))
+                  records=(line, digests, cls == 2))
 
 
 _LEVEL_DICTIONARY = [None, "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]  # vllmscan.c level codes
 
 
-def _levels(pa, codes: np.ndarray) -> pl.Series:
-    return pl.Series(pa.array(_LEVEL_DICTIONARY, pa.string()).take(pa.array(codes)))
+def _levels(pa, codes: bytes) -> pl.Series:
+    indices = pa.Array.from_buffers(pa.uint8(), len(codes), [None, pa.py_buffer(codes)])
+    return pl.Series(pa.array(_LEVEL_DICTIONARY, pa.string()).take(indices))
 
 
 def _strings(pa, data: bytes, lengths: np.ndarray, nullable: bool = True) -> pl.Series:
@@ -721,18 +729,33 @@ def _strings(pa, data: bytes, lengths: np.ndarray, nullable: bool = True) -> pl.
     return pl.Series(pa.StringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data), nulls))
 
 
-def _record_keys(st: VllmStream, lines: list[np.ndarray], digests: list[np.ndarray]) -> list[pl.Series]:
-    """record_key = hex(line hash):n of every row of a chunk's frames, n = earlier records of the file with
-    the same hash (rows of one line, e.g. a stats record and its event, share the key)."""
-    all_lines = np.concatenate(lines)
-    order = np.argsort(all_lines, kind="stable")
-    ordered = all_lines[order]
-    first = np.ones(len(ordered), bool)
-    first[1:] = ordered[1:] != ordered[:-1]
-    keys = _key_series(st.keys.assign(np.ascontiguousarray(np.concatenate(digests)[order[first]]).tobytes()))
-    full = keys.gather(np.searchsorted(ordered[first], all_lines)) if len(all_lines) else keys
-    bounds = np.cumsum([0, *map(len, lines)])
-    return [full.slice(int(lo), int(hi - lo)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+def _record_keys(st: VllmStream, records: tuple, others: list[pl.DataFrame]) -> tuple[pl.Series, list[pl.Series]]:
+    """record_key = hex(head hash):n, n = earlier rows of the file with the same hash.
+
+    `records` = (lines, hashes (n, 10) uint8) of the spec and stats rows in line order; `others` = the
+    event and unparsed frames (hashed here from `head`). Records take their keys first, then the other
+    rows in line order: rows with the same hash have the same head, so they are all records or all
+    not, and only their own order matters: the keys are those of one pass in line order. An event of
+    a record's line shares the record's key. Returns (record keys, keys of each frame of `others`)."""
+    lines, hashes = records
+    record_keys = _key_series(st.keys.assign(np.ascontiguousarray(hashes).tobytes()))
+    other_lines = np.concatenate([f["line"].to_numpy() for f in others])
+    pos = np.searchsorted(lines, other_lines).clip(max=max(len(lines) - 1, 0))
+    shared = (lines[pos] == other_lines) if len(lines) else np.zeros(len(other_lines), bool)
+    keys = pl.Series("record_key", [None] * len(other_lines), dtype=pl.String)
+    if shared.any():
+        keys = keys.scatter(np.flatnonzero(shared), record_keys.gather(pos[shared]))
+    own = np.flatnonzero(~shared)
+    if len(own):  # in line order; the rows of one line (a fatal record and its oom event) share a key
+        own = own[np.argsort(other_lines[own], kind="stable")]
+        own_lines = other_lines[own]
+        first = np.ones(len(own), bool)
+        first[1:] = own_lines[1:] != own_lines[:-1]
+        heads = pl.concat([f["head"] for f in others]).gather(own[first])
+        assigned = _key_series(st.keys.assign(_digests(heads).tobytes()))
+        keys = keys.scatter(own, assigned.gather(np.cumsum(first) - 1))
+    bounds = np.cumsum([0, *(f.height for f in others)])
+    return record_keys, [keys.slice(int(lo), int(hi - lo)) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def _key_series(assigned: tuple[bytes, bytes]) -> pl.Series:
@@ -901,24 +924,32 @@ def _scanned(file: LogFile, chunk_bytes: int) -> Iterator[tuple[bytes, tuple | N
 
 
 def _finish(st: VllmStream, spec: pl.DataFrame | None, stats: pl.DataFrame | None, events: list, unparsed: list,
-            digests: tuple | None = None) -> VllmBatch:
-    """The chunk's frames with their record keys and `at`; `digests` are the C scanner's hashes of the
-    spec / stats rows (else every head is hashed here)."""
+            records: tuple | None = None) -> VllmBatch:
+    """The chunk's frames with their record keys and `at`. `records` = (lines, hashes, is_spec) of the spec
+    and stats rows in line order, as the C scanner gives them; else they are hashed here from `head`."""
     ev = pl.DataFrame(events, schema=_EVENT_SCHEMA, orient="row")
     un = pl.DataFrame(unparsed, schema=_UNPARSED_SCHEMA, orient="row")
     st.unparsed += un.height
-    frames, known = ([ev, un], [None, None]) if spec is None else ([spec, stats, ev, un], [*(digests or (None, None)), None, None])
-    hashes = [d if d is not None else _digests(f["head"]) for f, d in zip(frames, known)]
-    keys = _record_keys(st, [f["line"].to_numpy() for f in frames], hashes)
+    none = spec is None
+    spec = spec if spec is not None else pl.DataFrame(schema={"line": pl.Int64, "head": pl.String})
+    stats = stats if stats is not None else pl.DataFrame(schema={"line": pl.Int64, "head": pl.String})
+    if records is None:  # merge the spec and stats rows into line order
+        lines = np.concatenate([spec["line"].to_numpy(), stats["line"].to_numpy()])
+        order = np.argsort(lines, kind="stable")
+        heads = pl.concat([spec["head"], stats["head"]]).gather(order)
+        records = (lines[order], _digests(heads), order < spec.height)
+    lines, hashes, is_spec = records
+    record_keys, (ev_keys, un_keys) = _record_keys(st, (lines, hashes), [ev, un])
+    is_spec = pl.Series(is_spec)
     out = []
-    for frame, key in zip(frames, keys):
+    for frame, key in ((spec, record_keys.filter(is_spec)), (stats, record_keys.filter(~is_spec)), (ev, ev_keys), (un, un_keys)):
         frame = frame.drop("head").with_columns(key)
         if "rollovers" in frame.columns:
             frame = with_at(frame, st.base) if st.base is not None else frame.with_columns(
                 at=pl.lit(None, pl.Datetime("us", "UTC"))).drop(STAMP_COLS)
         out.append(frame)
-    if spec is None:
-        out = [pl.DataFrame(), pl.DataFrame(), *out]
+    if none:  # the file's last record only: events
+        out[:2] = pl.DataFrame(), pl.DataFrame()
     return VllmBatch(*out)
 
 

@@ -1,0 +1,229 @@
+"""The C scanner of vLLM logs (pipeline/native/vllmscan.c) against the Polars path it accelerates.
+
+Both paths must give the same rows, keys, counts and stream state on every input: generated logs of
+every supported vLLM version, the edge-case log of test_logs, and seeded random mutations of real
+line shapes (numbers of every form, ANSI codes, process and free-text prefixes, impossible stamps,
+event words inside records, duplicate lines, chunk boundaries everywhere).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import random
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from pipeline.sources import vllm_logs
+from pipeline.sources.logfiles import LogFile
+
+UTC = dt.timezone.utc
+native = vllm_logs._native
+
+
+def test_scanner_is_built():
+    """The extension is optional at install time; on this project's machines it must have been built."""
+    if os.environ.get("GONKA_EVIDENCE_NATIVE_LOGS") == "0":
+        pytest.skip("C scanner switched off")
+    assert native is not None, "pipeline._vllmscan did not build (is a C compiler installed?)"
+
+
+needs_native = pytest.mark.skipif(native is None, reason="C scanner not built")
+
+
+def _parse(file: LogFile, year, chunk_bytes: int, scanner) -> tuple[dict, vllm_logs.VllmStream]:
+    saved = vllm_logs._native
+    vllm_logs._native = scanner
+    try:
+        st = vllm_logs.VllmStream(year)
+        out: dict[str, list] = {k: [] for k in ("spec", "stats", "events", "unparsed")}
+        for batch in vllm_logs.iter_vllm_batches(file, year, st, chunk_bytes):
+            for name in out:
+                frame = getattr(batch, name)
+                if frame.width:
+                    out[name].append(frame)
+        return {k: pl.concat(v) if v else None for k, v in out.items()}, st
+    finally:
+        vllm_logs._native = saved
+
+
+def _same(path, year=None, chunk_bytes=vllm_logs.CHUNK_BYTES, mtime=dt.datetime(2026, 3, 1, tzinfo=UTC)) -> dict:
+    file = LogFile(path, mtime)
+    fast, st_fast = _parse(file, year, chunk_bytes, native)
+    slow, st_slow = _parse(file, year, chunk_bytes, None)
+    for name in fast:
+        assert (fast[name] is None) == (slow[name] is None), name
+        if fast[name] is not None:
+            assert_frame_equal(fast[name], slow[name].select(fast[name].columns), check_exact=True)
+    for attr in ("lines", "records", "unparsed", "rollovers", "last_month", "version", "first", "last", "base"):
+        assert getattr(st_fast, attr) == getattr(st_slow, attr), attr
+    return fast
+
+
+@needs_native
+def test_generated_logs_of_every_version(tmp_path):
+    from pipeline.samples.logs import write_log_samples
+
+    write_log_samples(tmp_path, seed=11)
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file() and "vllm" in p.name)
+    assert files, "the sample generator wrote no vLLM logs"
+    rows = 0
+    for path in files:
+        for chunk in (vllm_logs.CHUNK_BYTES, 3000):
+            out = _same(path, chunk_bytes=chunk)
+            rows += sum(f.height for f in out.values() if f is not None)
+    assert rows > 1000
+
+
+@needs_native
+def test_edge_log(tmp_path):
+    from tests.test_logs import EDGE_LOG
+
+    path = tmp_path / "edge.log"
+    path.write_bytes(EDGE_LOG * 3 + b"INFO 01-02 00:00:00 [x.py:1] PoC stopped: 1 nonces")
+    for chunk in (64, 1000, 1 << 20):
+        _same(path, chunk_bytes=chunk, mtime=dt.datetime(2027, 1, 2, tzinfo=UTC))
+
+
+NUMBERS = ["0", "7", "12.5", "-3.25", "nan", "00012", "3.", ".5", "1e5", "-", "123456789012345678",
+           "1234567890123456789", "0.1000000000000000055511151231257827", "9" * 30 + ".5", "nanx", "12.5.3"]
+SPEC_FIELDS = ["Mean acceptance length: {}", "Accepted throughput: {} tokens/s", "Drafted throughput: {} tokens/s",
+               "Accepted: {} tokens", "Drafted: {} tokens", "Draft acceptance rate: {}%",
+               "Avg Draft acceptance rate: {}%", "Per-position acceptance rate: {}", "Unknown: {}"]
+STATS_FIELDS = ["Running: {} reqs", "Waiting: {} reqs", "Pending: {} reqs", "Swapped: {} reqs", "Preemptions: {}",
+                "GPU KV cache usage: {}%", "Prefix cache hit rate: {}%", "CPU KV cache usage: {}%"]
+HEADS = ["", "Engine 000: ", "Engine 12: ", "2 Engines Aggregated: ", "Engine x: ", "Engine 001 "]
+PREFIXES = ["", "(EngineCore_DP0 pid=2834) ", "\x1b[36m(EngineCore_DP0 pid=2834)\x1b[0m ", "(APIServer pid=1)",
+            "(Bad pid=x) ", "[rank0]: ", "my-host | "]
+LEVELS = ["INFO", "DEBUG", "WARNING", "ERROR", "CRITICAL", "\x1b[32mINFO\x1b[0m", "TRACE"]
+EXTRAS = ["", " died unexpectedly", " version 1.2.3", ", LLM engine (v0.9.1)", " EngineDeadError", "\x1b[1m",
+          " CUDA out of memory", ", Engine 000: x"]
+
+
+INT_FIELDS = ("Accepted:", "Drafted:", "Running", "Waiting", "Pending", "Swapped", "Preemptions")
+
+
+def _number(rng, field: str = ""):
+    if rng.random() < 0.15:
+        return rng.choice(NUMBERS)
+    if field.startswith(INT_FIELDS):
+        return str(rng.randint(0, 5000))
+    return str(round(rng.uniform(0, 500), rng.randint(0, 4)))
+
+
+def _random_line(rng: random.Random, t: dt.datetime) -> str:
+    kind = rng.random()
+    stamp = t.strftime("%m-%d %H:%M:%S")
+    if rng.random() < 0.02:
+        stamp = rng.choice(["13-01 00:00:00", "02-30 10:00:00", "04-31 23:59:59", "01-01 24:00:00", "01-01 10:60:00",
+                            "00-10 10:00:00", "1-01 10:00:00"])
+    if rng.random() < 0.1:
+        stamp += rng.choice([".123", ",5", ".", ""])
+    env = f"{rng.choice(LEVELS)} {stamp} [{rng.choice(['loggers.py:118', 'metrics.py:86', 'a]b.py:1', ''])}] "
+    if rng.random() < 0.02:
+        env = env.replace("] ", "]")
+    if kind < 0.4:
+        fields = rng.sample(SPEC_FIELDS, rng.randint(0, len(SPEC_FIELDS)))
+        if rng.random() < 0.8:  # mostly records that parse
+            fields = ["Accepted: {} tokens", "Drafted: {} tokens"] + [f for f in fields if not f.startswith(("Acc", "Dra"))]
+        parts = []
+        for f in fields:
+            if f.startswith("Per-position"):
+                parts.append(f.format(", ".join(_number(rng) for _ in range(rng.randint(1, 6)))))
+            else:
+                parts.append(f.format(_number(rng, f)))
+        msg = "SpecDecoding metrics:" + rng.choice([" ", "", "  ", "\t", " \x1c"]) + ", ".join(parts)
+    elif kind < 0.8:
+        msg = (rng.choice(HEADS) + f"Avg prompt throughput: {_number(rng)} tokens/s, "
+               f"Avg generation throughput: {_number(rng)} tokens/s")
+        fields = rng.sample(STATS_FIELDS, rng.randint(0, len(STATS_FIELDS)))
+        if rng.random() < 0.8:
+            fields = ["Running: {} reqs"] + [f for f in fields if not f.startswith("Running")]
+        msg += "".join(", " + f.format(_number(rng, f)) for f in fields)
+    elif kind < 0.9:
+        msg = rng.choice(["Initializing a V1 LLM engine (v0.8.5) with config", "vLLM API server version 0.10.2",
+                          "EngineCore encountered a fatal error.", "PoC generation started", "plain message",
+                          "Application startup complete."])
+    else:
+        return rng.choice(["", "   ", "\t\x1c", "Traceback (most recent call last):", "  File \"x.py\", line 1",
+                           "ValueError: boom", "INFO:     Started server process [1]", "not a record",
+                           "INFO:     Application startup complete.", "torch.OutOfMemoryError: CUDA out of memory"])
+    if rng.random() < 0.05:
+        msg += rng.choice(EXTRAS)
+    return rng.choice(PREFIXES) + env + msg
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(4))
+def test_random_lines(tmp_path, seed):
+    rng = random.Random(seed)
+    t = dt.datetime(2025, 12, 31, 23, 0, tzinfo=UTC)
+    lines = []
+    for _ in range(2000):
+        t += dt.timedelta(seconds=rng.choice([0, 0, 1, 10, 3600, 86400 * 40]))
+        line = _random_line(rng, t)
+        lines.append(line)
+        if rng.random() < 0.05:
+            lines.append(line)  # the same record twice: occurrence numbers in the keys
+    path = tmp_path / "random.log"
+    path.write_text("\n".join(lines) + "\n", encoding="ascii")
+    for year, chunk in ((None, vllm_logs.CHUNK_BYTES), (2025, 4096), (2025, 2500)):
+        out = _same(path, year=year, chunk_bytes=chunk)
+    assert out["spec"].height > 100 and out["stats"].height > 100 and out["unparsed"].height > 10
+
+
+@needs_native
+def test_a_non_ascii_chunk_takes_the_polars_path(tmp_path):
+    path = tmp_path / "utf8.log"
+    line = "INFO 03-01 10:00:{:02d} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+    text = "\n".join(line.format(i) for i in range(40)) + "\nINFO 03-01 10:01:00 [x.py:1] modèle chargé\n"
+    path.write_text(text + text, encoding="utf-8")
+    out = _same(path, year=2026, chunk_bytes=len(text.encode()))
+    assert out["stats"].height == 80
+
+
+def _expected_keys(heads: list[str]) -> list[str]:
+    seen: dict[bytes, int] = {}
+    keys = []
+    for head in heads:
+        digest = hashlib.blake2b(head.encode(), digest_size=10).digest()
+        n = seen.get(digest[:8], 0)
+        seen[digest[:8]] = n + 1
+        keys.append(f"{digest.hex()}:{n}")
+    return keys
+
+
+@pytest.mark.parametrize("scanner", [pytest.param(native, marks=needs_native, id="c"), pytest.param(None, id="polars")])
+def test_record_keys_are_the_hash_of_the_head_and_its_occurrence(tmp_path, scanner):
+    """Identical records (and records sharing a head) get :0, :1, … in file order, across chunks."""
+    heads = [f"INFO 03-01 10:00:{i % 3:02d} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, "
+             f"Avg generation throughput: 2.0 tokens/s, Running: {i % 2} reqs" for i in range(60)]
+    prefixed = ["(EngineCore_DP0 pid=7) " + h if i % 4 == 0 else h for i, h in enumerate(heads)]
+    path = tmp_path / "dups.log"
+    path.write_text("\n".join(prefixed) + "\n", encoding="ascii")
+    out, _ = _parse(LogFile(path, dt.datetime(2026, 3, 2, tzinfo=UTC)), 2026, 500, scanner)
+    assert out["stats"]["record_key"].to_list() == _expected_keys(heads)
+
+
+@needs_native
+def test_blake2b_matches_hashlib():
+    rng = random.Random(3)
+    for n in [0, 1, 63, 127, 128, 129, 255, 256, 257, 1000, 4096]:
+        data = bytes(rng.randrange(256) for _ in range(n))
+        assert native.blake2b10(data) == hashlib.blake2b(data, digest_size=10).digest()
+
+
+@needs_native
+def test_key_state_matches_the_numpy_fallback():
+    rng = np.random.default_rng(5)
+    c_keys, np_keys = native.KeyState(), vllm_logs._NumpyKeys()
+    pool = rng.integers(0, 256, size=(50, 10), dtype=np.uint8)
+    pool[0, :8] = 0  # the hash prefix 0 is the C table's empty marker
+    for size in (1, 17, 500, 3000):
+        digests = np.ascontiguousarray(pool[rng.integers(0, 50, size)]).tobytes()
+        assert vllm_logs._key_series(c_keys.assign(digests)).to_list() == \
+            vllm_logs._key_series(np_keys.assign(digests)).to_list()
