@@ -19,7 +19,7 @@ import json
 import queue
 import threading
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Generator, Iterator, Sequence
 from urllib.parse import quote
 
 import adbc_driver_postgresql.dbapi as adbc_pg
@@ -51,6 +51,42 @@ READ_CONNECTIONS = 2
 # Batches (≤ ~13 MB each) a read_many stream may hold ahead of its consumer.
 READ_AHEAD_BATCHES = 2
 _END = object()
+
+
+class _ReadCall:
+    """The streams of one read_many call, filled by the store's reader threads."""
+
+    def __init__(self, requests: Sequence[ReadRequest], batch_rows: int):
+        self.requests, self.batch_rows = requests, batch_rows
+        self.streams = [queue.Queue(READ_AHEAD_BATCHES) for _ in requests]
+        self.stop = threading.Event()  # the consumer left the `with` block
+        self.done = threading.Semaphore(0)  # released once per request, when its job is over
+
+    def _offer(self, i: int, item) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.streams[i].put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def fill(self, i: int, batches: Generator[pa.RecordBatch, None, None]) -> None:
+        try:
+            for batch in batches:
+                if not self._offer(i, batch):
+                    return
+            self._offer(i, _END)
+        except BaseException as exc:  # handed to the consumer, raised in its thread
+            self._offer(i, exc)
+        finally:
+            batches.close()  # an abandoned read closes its cursor before the connection is reused
+
+    def drain(self, i: int) -> Iterator[pa.RecordBatch]:
+        while (item := self.streams[i].get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
 
 
 def redact(url: str) -> str:
@@ -92,6 +128,8 @@ class PostgresStore:
         self._conn = self._connect()
         self._snapshot = self._export_snapshot()  # first statement: the ingest's snapshot starts here
         self._readers: list = []  # further connections in the same snapshot, opened by read_many
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()  # (read call, request index) for the reader threads
+        self._threads: list[threading.Thread] = []
         self._tables = self._catalog()
         if not any(t.startswith(PREFIX) for t in self._tables):
             self.close()
@@ -132,7 +170,13 @@ class PostgresStore:
                 self._snapshot = None
                 break
             self._readers.append(conn)
-        return [self._conn, *self._readers]
+        conns = [self._conn, *self._readers]
+        if len(conns) > 1:
+            while len(self._threads) < len(conns):
+                thread = threading.Thread(target=self._serve, args=(conns[len(self._threads)],), daemon=True)
+                thread.start()
+                self._threads.append(thread)
+        return conns
 
     def _query(self, sql: str, params: tuple = ()) -> pa.Table:
         cur = self._conn.cursor()
@@ -218,57 +262,33 @@ class PostgresStore:
     ) -> Iterator[list[Iterator[pa.RecordBatch]]]:
         """One batch stream per request, to be consumed in request order; up to READ_CONNECTIONS
         requests are read at once (each stream holds at most READ_AHEAD_BATCHES ahead)."""
-        conns = self._reader_connections()[: len(requests)]
-        if len(conns) < 2:
+        if len(requests) < 2 or len(self._reader_connections()) < 2:
             yield [self.read(t, e, c, batch_rows) for t, e, c in requests]
             return
-        todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+        call = _ReadCall(requests, batch_rows)
+        # The jobs queue is FIFO, so the earliest unfinished stream always has a reader and an
+        # in-order consumer never waits on a stream nobody reads.
         for i in range(len(requests)):
-            todo.put(i)
-        streams = [queue.Queue(READ_AHEAD_BATCHES) for _ in requests]
-        stop = threading.Event()
-
-        def offer(i: int, item) -> bool:
-            while not stop.is_set():
-                try:
-                    streams[i].put(item, timeout=0.05)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        # Each worker takes the next request in order, so the earliest unfinished stream always
-        # has a connection and an in-order consumer never waits on a stream nobody reads.
-        def work(conn) -> None:
-            while not stop.is_set():
-                try:
-                    i = todo.get_nowait()
-                except queue.Empty:
-                    return
-                try:
-                    for batch in self._read_on(conn, *requests[i], batch_rows):
-                        if not offer(i, batch):
-                            return
-                    offer(i, _END)
-                except BaseException as exc:  # handed to the consumer, raised in its thread
-                    offer(i, exc)
-                    return
-
-        def drain(i: int) -> Iterator[pa.RecordBatch]:
-            while (item := streams[i].get()) is not _END:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-
-        workers = [threading.Thread(target=work, args=(conn,), daemon=True) for conn in conns]
-        for w in workers:
-            w.start()
+            self._jobs.put((call, i))
         try:
-            yield [drain(i) for i in range(len(requests))]
+            yield [call.drain(i) for i in range(len(requests))]
         finally:
-            stop.set()
-            for w in workers:
-                w.join()
+            call.stop.set()
+            for _ in requests:  # every job of this call finished or skipped: the connections are free
+                call.done.acquire()
+
+    def _serve(self, conn) -> None:
+        """A reader thread: one per connection, alive as long as the store. Threads are kept
+        rather than started per read_many because glibc gives each new thread a fresh malloc arena
+        (up to 8 per core) that keeps its freed pages: with threads per chunk the ingest's RSS grew
+        with the number of chunks (2M copy: peak 1.15 GiB vs 0.94 GiB with these threads)."""
+        while (job := self._jobs.get()) is not None:
+            call, i = job
+            try:
+                if not call.stop.is_set():
+                    call.fill(i, self._read_on(conn, *call.requests[i], call.batch_rows))
+            finally:
+                call.done.release()
 
     def describe(self) -> SourceDescription:
         counts = self._query(sql_text("sources/postgres/partition_counts.sql")).to_pylist()
@@ -309,6 +329,11 @@ class PostgresStore:
         )
 
     def close(self) -> None:
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
         for conn in [*self._readers, self._conn]:  # the exporting transaction ends last
             try:
                 conn.rollback()  # end the read-only snapshot; nothing was written
