@@ -225,6 +225,22 @@ EDGE_BODIES = [
     _sse_body([_entry()]).replace(b'"w"', b'"a\nb"', 1), _sse_body([_entry()]).replace(b'"w"', b'"x [DONE]"', 1),
     _sse_body([_entry()], pre='data: {"choices":{}}\n\n'), _sse_body([_entry()], pre='data: {"choices":[{"delta":[]}]}\n\n'),
     b"data: [DONE]\n\n", b"data: [DONE]",
+    # SSE layouts: a chunk continued on the next line (the reference rejects its first line), a string cut
+    # across lines, separators mixed or doubled, a comment between chunks, CR-only line ends, tabs
+    b'data: {"choices":\n[]}\n\ndata: [DONE]\n\n', b'data: {"choices":[],\n"usage":{}}\ndata: [DONE]\n',
+    b'data: {"choices":[{"delta":{"content":"a\n\ndata: b"}}]}\n\ndata: [DONE]\n\n',
+    b'data: {"choices":[],"x":"a\r\n\r\ndata: b"}\r\n\r\ndata: [DONE]\r\n\r\n',
+    _sse_body([_entry(), _entry()]).replace(b"\n\ndata:", b"\ndata:", 1), _sse_body([_entry()], sep="\n\n\n"),
+    _sse_body([_entry(), _entry()], sep="\n\n: keep-alive\n\n"), _sse_body([_entry()], sep="\r\n\r\n").replace(b"\r", b""),
+    _sse_body([_entry(), _entry()], sep="\r\n"), _sse_body([_entry()], sep="\r\r"), _sse_body([_entry()], sep="\t\n\n"),
+    _sse_body([_entry()], sep="\n\n", tail="data:\t[DONE]\n\n"), _sse_body([_entry()], sep="\n\n", tail="\ndata: [DONE]\n"),
+    # duplicates: first and last top token, a duplicate in a later position only, duplicates in several positions
+    _json_body([_entry(tops='[{"token":"7"},{"token":"8"},{"token":"9"},{"token":"7"}]')]),
+    _json_body([_entry(), _entry(tops='[{"token":"5"},{"token":"6"},{"token":"6"}]')]),
+    _sse_body([_entry(tops='[{"token":"1"},{"token":"1"}]'), _entry(), _entry(tops='[{"token":"2"},{"token":"\\u0032"}]')]),
+    _json_body([_entry(tops='[{"token":null},{}]'), _entry(tops='[{"token":true},{"token":1}]'), _entry(tops="[]")]),
+    _json_body([_entry(lp="1e308"), _entry(lp="1e308")]), _json_body([_entry(lp="true"), _entry(lp="-1")]),
+    _json_body([_entry(lp='"-1"')]), _json_body([_entry(lp="[]")]), _json_body([_entry(tok='"1"'), _entry(tok='""')]),
 ]
 
 

@@ -32,6 +32,7 @@ import gc
 import json
 import math
 from contextlib import contextmanager
+from itertools import chain
 from operator import attrgetter, ne
 from typing import Any
 
@@ -228,7 +229,7 @@ class _Doc(msgspec.Struct, gc=False):  # a chat.completion object, or one chat.c
 _DOC = msgspec.json.Decoder(_Doc)
 _CHUNKS = msgspec.json.Decoder(list[_Doc])
 _TOKEN, _LOGPROB, _TOPS = attrgetter("token"), attrgetter("logprob"), attrgetter("top_logprobs")
-_USAGE, _CHOICES, _LOGPROBS = attrgetter("usage"), attrgetter("choices"), attrgetter("logprobs")
+_USAGE, _CHOICES, _LOGPROBS, _CONTENT = attrgetter("usage"), attrgetter("choices"), attrgetter("logprobs"), attrgetter("content")
 _MESSAGE, _DELTA = attrgetter("message"), attrgetter("delta")
 _ORJSON_INT = (-(2**63), 2**64)  # orjson reads integers outside this range as floats; msgspec exactly
 
@@ -249,47 +250,59 @@ def _scan_fast(body: bytes) -> dict | None:
             usage: Any = {}
             for usage in filter(None, map(_USAGE, reversed(docs))):  # the last chunk that has one
                 break
-            choices = [c for cs in map(_CHOICES, docs) if cs for c in cs]
-            texts = map(_DELTA, choices)
+            choices = list(chain.from_iterable(filter(None, map(_CHOICES, docs))))
             sse = True
         elif body[:64].lstrip().startswith(b"{"):
             doc = _DOC.decode(body)
             if doc.choices is None:
                 return None
             choices = doc.choices
-            texts = map(_MESSAGE, choices)
             usage = doc.usage or {}
             sse = False
         else:
             return None
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    entries = [e for lp in map(_LOGPROBS, choices) if lp is not None and lp.content for e in lp.content]
+    # a _Logprobs struct is always truthy; filter(None) drops the absent ones and empty/null contents
+    entries = list(chain.from_iterable(filter(None, map(_CONTENT, filter(None, map(_LOGPROBS, choices))))))
     n, dup, nan, missing, not_ids = _entry_checks(entries)
+    # the text only matters for an answer without logprob entries
+    empty = n == 0 and not any(t is not None and t.content for t in map(_DELTA if sse else _MESSAGE, choices))
     return {
         "prompt_tokens": _usage_int(usage.get("prompt_tokens")),
         "completion_tokens": _usage_int(usage.get("completion_tokens")),
         "logprob_tokens": n, "duplicate_top_logprob_positions": dup, "nan_logprobs": nan, "missing_logprobs": missing,
-        "tokens_not_ids": not_ids, "empty": n == 0 and not any(t is not None and t.content for t in texts),
-        "sse": sse, "complete": True,
+        "tokens_not_ids": not_ids, "empty": empty, "sse": sse, "complete": True,
     }
 
 
 def _sse_array(body: bytes) -> bytearray | None:
     """An SSE stream ending in `data: [DONE]` as one JSON array of its chunks, else None.
 
-    Every `data:` line becomes one array element (`\ndata:` → `\n,`; the first one opens the array,
-    the `[DONE]` line closes it). A line that is not `data:` (comment, event name), an empty
-    `data:` line, two values on one line or an earlier `[DONE]` make the array invalid JSON, so the
-    decode fails and the reference scanner, which reads line by line, reports it.
+    The separator is the one before the `[DONE]` line (`\n\n`, `\r\n\r\n` or `\n`, then `data:`);
+    every separator becomes `\r,` (one `bytes.replace`), the first `data:` opens the array and
+    the `[DONE]` line closes it: one decode per stream instead of one per line. A newline left
+    before `[DONE]` means a line that is not a `data:` line in that layout (comment, event name,
+    extra blank line, a chunk continued on the next line): None, the reference decides. A
+    separator cannot end up inside a JSON string (a raw CR is invalid there), and an empty
+    `data:` line, two values on one line or an earlier `[DONE]` make the array invalid JSON, so
+    the decode fails and the reference, which reads line by line, reports it.
     """
     done = body.rfind(b"[DONE]")
     start = body.rfind(b"\n", 0, done) + 1
     if done < 0 or start == 0 or not body.startswith(b"data:", start) or body[start + 5:done].strip() \
             or body[done + 6:].strip():
         return None  # truncated, or anything after [DONE]: the reference decides
-    joined = body.replace(b"\ndata:", b"\n,")
+    if body.startswith(b"\r\n\r\n", start - 4):
+        sep = b"\r\n\r\ndata:"
+    elif body.startswith(b"\n\n", start - 2):
+        sep = b"\n\ndata:"
+    else:
+        sep = b"\ndata:"
+    joined = body.replace(sep, b"\r,")
     close = joined.rfind(b",", 0, joined.rfind(b"[DONE]"))
+    if joined.find(b"\n", 0, close) >= 0:
+        return None
     array = bytearray(joined)
     array[0:5] = b"    ["
     array[close] = 0x5D  # "]"
@@ -304,8 +317,8 @@ def _entry_checks(entries: list[_Entry]) -> tuple[int, int, int, int, int]:
         return 0, 0, 0, 0, 0
     tokens, logprobs, tops = list(map(_TOKEN, entries)), list(map(_LOGPROB, entries)), list(map(_TOPS, entries))
     missing = logprobs.count(None)
-    try:  # all finite numbers (the usual case): no NaN
-        total = math.fsum(logprobs if not missing else [v for v in logprobs if v is not None])
+    try:  # all finite numbers (the usual case): no NaN; a NaN or an infinity makes the sum not finite
+        total = sum(logprobs if not missing else [v for v in logprobs if v is not None])
         nan = 0 if math.isfinite(total) else None
     except (TypeError, ValueError, OverflowError):
         nan = None
@@ -314,14 +327,15 @@ def _entry_checks(entries: list[_Entry]) -> tuple[int, int, int, int, int]:
                   (v != v or (isinstance(v, str) and v.strip().lower() in ("nan", "-nan"))))
     try:  # every token a non-empty ASCII digit string (the usual case)
         joined = "".join(tokens)
-        not_ids = 0 if joined.isascii() and joined.isdigit() and "" not in tokens else None
+        not_ids = 0 if joined.isascii() and joined.isdigit() and all(tokens) else None
     except TypeError:
         not_ids = None
     if not_ids is None:
         not_ids = sum(1 for t in tokens if not (isinstance(t, str) and t.isascii() and t.isdigit()))
     if tops.count(None):
         tops = [t or () for t in tops]
-    dup = sum(map(ne, map(len, map(set, tops)), map(len, tops)))  # a set of _Top is the set of their tokens
+    lens, distinct = list(map(len, tops)), list(map(len, map(set, tops)))  # a set of _Top is the set of their tokens
+    dup = 0 if distinct == lens else sum(map(ne, distinct, lens))
     return n, dup, nan, missing, not_ids
 
 
