@@ -124,6 +124,7 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     import duckdb
     import pyarrow as pa
 
+    from pipeline.ingest import INGEST_DUCKDB_MEMORY
     from pipeline.sources import open_store
     from pipeline.sources.base import TABLES
 
@@ -135,6 +136,8 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     started = time.perf_counter()
     open_s = started - opened
     con = duckdb.connect(str(path))
+    # The ingest's DuckDB settings (the default buffer pool is 80% of RAM and grows with the data).
+    con.execute(f"SET memory_limit = '{INGEST_DUCKDB_MEMORY}'")
     per_table = {}
     read_timer = StepTimer()  # time waiting for the next batch of a read (ADBC + conform); the rest is DuckDB
     batches = 0
@@ -192,10 +195,13 @@ _RAW_INSERT = {
 
 def step_flat_raw(url: str, size: str) -> dict:
     """Like flat, but into the warehouse schema (raw_* tables with primary keys) with the ingest's
-    upsert / insert-or-ignore statements, one per table and epoch: what storing them costs in the ingest."""
+    upsert / insert-or-ignore statements, read and committed as the ingest does: sessions per
+    epoch, then per chunk of <= CHUNK_NONCES diffs the chunk's sealed and obs rows (read_many with
+    the chunk's escrow cursors), one transaction per chunk: what storing them costs in the ingest."""
+    import polars as pl
     import pyarrow as pa
 
-    from pipeline.ingest import INGEST_DUCKDB_MEMORY
+    from pipeline.ingest import CHUNK_TABLES, INGEST_DUCKDB_MEMORY, _chunks
     from pipeline.sources import open_store
     from pipeline.sources.base import TABLES
     from pipeline.warehouse import open_for_write, transaction
@@ -207,25 +213,37 @@ def step_flat_raw(url: str, size: str) -> dict:
     con.execute(f"SET memory_limit = '{INGEST_DUCKDB_MEMORY}'")  # as during an ingest
     started = time.perf_counter()
     store = open_store(url)
-    rows = 0
+    rows, chunks = 0, 0
 
-    def counted(it):
+    def store_rows(table: str, batches) -> None:
         nonlocal rows
-        for b in it:
-            rows += b.num_rows
-            yield b
+        batches = list(batches)  # the ingest holds a chunk's rows before its transaction, too
+        rows += sum(b.num_rows for b in batches)
+        reader = pa.RecordBatchReader.from_batches(TABLES[table].schema, iter(batches))  # noqa: F841 (used by name)
+        con.execute(_RAW_INSERT[table])
 
-    epochs = store.epochs()
-    requests = [(t, e, None) for t in FLAT_TABLES for e in (epochs if TABLES[t].per_epoch else [None])]
-    with store.read_many(requests) as streams:
-        for (table, _, _), stream in zip(requests, streams):
-            reader = pa.RecordBatchReader.from_batches(TABLES[table].schema, counted(stream))
+    with transaction(con):
+        store_rows("escrow_cache", store.read("escrow_cache", None))
+    for epoch_id in store.epochs():
+        sessions = list(store.read("sessions", epoch_id))
+        with transaction(con):
+            store_rows("sessions", sessions)
+        frame = pl.from_arrow(pa.Table.from_batches(sessions, schema=TABLES["sessions"].schema))
+        cursors = dict.fromkeys(frame["escrow_id"].to_list(), 0)  # a fresh warehouse: every escrow from the start
+        for chunk in _chunks(frame, cursors):
+            chunk_cursors = {e: 0 for e in chunk["escrow_id"].to_list()}
+            tables = CHUNK_TABLES[1:]  # the chunk's flat tables; its diffs are not flat
+            with store.read_many([(t, epoch_id, chunk_cursors) for t in tables]) as streams:
+                parts = [(t, list(stream)) for t, stream in zip(tables, streams)]
             with transaction(con):
-                con.execute(_RAW_INSERT[table])
+                for table, batches in parts:
+                    store_rows(table, batches)
+            chunks += 1
     store.close()
     con.close()
     elapsed = time.perf_counter() - started
-    return {"elapsed_s": elapsed, "rows": rows, "rows_per_s": rows / elapsed, "duckdb_bytes": path.stat().st_size}
+    return {"elapsed_s": elapsed, "rows": rows, "rows_per_s": rows / elapsed, "chunks": chunks,
+            "duckdb_bytes": path.stat().st_size}
 
 
 def step_decode(url: str, size: str) -> dict:
