@@ -3,7 +3,13 @@
 The package is library first; `pipeline.cli` is a thin Typer layer over it.
 """
 
+import os
 from importlib.metadata import PackageNotFoundError, version
+
+# numpy's OpenBLAS starts a thread per core that busy-waits: on a 2-core host it took ~8% of the CPU
+# from the log scanner's threads. Our linear algebra is tiny; set before numpy is first imported
+# (a value the user set wins).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 try:
     __version__ = version("gonka-evidence")

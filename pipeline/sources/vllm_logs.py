@@ -27,12 +27,13 @@ chunk; nothing else is kept.
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 
 import numpy as np
 import polars as pl
@@ -247,8 +248,8 @@ def _version_code(v: tuple[int, ...] | None) -> int | None:
 
 @dataclass
 class VllmBatch:
-    """Rows of one chunk. Every row frame has record_key, line, level, proc and the stamp columns
-    (rollovers, month, day, h, m, s; `at` once the base year is known, see `with_at`)."""
+    """Rows of one chunk. Every row frame has line and record_key; spec, stats and events also level, proc
+    and `at` (null when the file has no year to go by)."""
 
     spec: pl.DataFrame
     stats: pl.DataFrame
@@ -294,21 +295,33 @@ class VllmStream:
             return datetime(self.base + r, mo, min(d, 28), h, mi, s, tzinfo=timezone.utc)
 
 
-def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
-    """The file in blocks of whole lines (a block ends at a \n, or at the end of the file)."""
+def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytearray]:
+    """The file in blocks of whole lines (a block ends at a \n, or at the end of the file). Read into the
+    block's own buffer: the part line after its last \n starts the next block (no copy of the block)."""
     import gzip
 
     with gzip.open(file.path, "rb") if file.gzipped else open(file.path, "rb") as fh:
+        carry = b""
         while True:
-            block = fh.read(chunk_bytes)
-            if not block:
+            block = bytearray(len(carry) + chunk_bytes)
+            block[:len(carry)] = carry
+            got = fh.readinto(memoryview(block)[len(carry):])
+            if got < chunk_bytes:  # the end of the file
+                del block[len(carry) + got:]
+                if block:
+                    yield block
                 return
-            if not block.endswith(b"\n"):
-                block += fh.readline()  # up to the end of the line (a lone \r inside is split below)
+            end = block.rfind(b"\n") + 1
+            if end == 0:  # one line longer than the block: read on
+                carry = bytes(block)
+                continue
+            carry = bytes(block[end:])
+            del block[end:]
             yield block
 
 
-def _split(data: bytes) -> pl.Series:
+def _split(data: bytes | bytearray) -> pl.Series:
+    data = bytes(data)
     n = data.count(b"\n") + (not data.endswith(b"\n"))
     if (b"\r" not in data and b"\x1f" not in data and b"\n\n" not in data and not data.startswith(b"\n")
             and not data.startswith(b"\xef\xbb\xbf")):  # the CSV reader would drop empty lines and a BOM
@@ -504,8 +517,8 @@ def _polars_chunk(block: bytes, st: VllmStream) -> _Chunk:
     spec_mask = is_env & pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)
     stats_mask = is_env & ~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True) & pl.col("msg").str.contains(
         "Avg prompt throughput:", literal=True)
-    spec = _spec_regex(df.filter(spec_mask).with_columns(head=pl.col("body")))
-    stats = _stats_regex(df.filter(stats_mask).with_columns(head=pl.col("body")))
+    spec = with_at(_spec_regex(df.filter(spec_mask).with_columns(head=pl.col("body"))), st.base)
+    stats = with_at(_stats_regex(df.filter(stats_mask).with_columns(head=pl.col("body"))), st.base)
     first = last = None
     if env_lines.height:
         first = env_lines.select(STAMP_COLS).row(0)
@@ -542,7 +555,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     bad = pl.concat([spec.filter(~pl.col("ok")).select("line", "head"), stats.filter(~pl.col("ok")).select("line", "head")])
     failed = chunk.failed | set(bad["line"].to_list())
     unparsed: list[tuple[int, str, str]] = chunk.unparsed + [(r[0], r[1], r[1][:500]) for r in bad.iter_rows()]
-    keep = ["line", "head", "level", "proc", *STAMP_COLS]
+    keep = ["line", "head", "level", "proc", "at"]
     spec = spec.filter(pl.col("ok")).select(*keep, *SPEC_COLS)
     stats = stats.filter(pl.col("ok")).select(*keep, *STATS_COLS)
 
@@ -646,7 +659,9 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
         return v.reshape(-1, width) if width else v
 
     def masked(values: np.ndarray, valid: np.ndarray) -> pl.Series:
-        return pl.Series(pa.array(values, mask=~valid))
+        bits = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        data = np.packbits(values, bitorder="little") if values.dtype == bool else np.ascontiguousarray(values)
+        return pl.Series(pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [bits, pa.py_buffer(data)]))
 
     def stamp_columns(stamps: np.ndarray, valid: np.ndarray | None = None, prefix: str = "") -> dict:
         return {prefix + c: stamps[:, i].astype(np.int32) if valid is None else masked(stamps[:, i].astype(np.int32), valid)
@@ -664,15 +679,16 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
     per_position = pl.Series(pa.Array.from_buffers(pa.list_(pa.float64()), len(cls), [None, pa.py_buffer(list_offsets)],
                                                    children=[values]))
     procs, engines = _strings(pa, a["procs"], arr("proc_len", np.int32)), _strings(pa, a["engines"], arr("eng_len", np.int32))
-    levels = _levels(pa, a["level"])
-    line, roll = arr("idx", np.int32).astype(np.int64) + base, arr("roll", np.int32) + shift
+    levels = _levels(a["level"])
+    line = arr("idx", np.int32).astype(np.int64) + base
+    at = _at_series(arr("roll", np.int32) + shift, stamps, st.base)
 
     def rows(kind: int, fields: dict) -> pl.DataFrame:
         pick = cls == kind
         sel = pl.Series(pick)
         return pl.DataFrame({
             "line": line[pick], "head": pl.repeat(None, int(pick.sum()), dtype=pl.String, eager=True),
-            "level": levels.filter(sel), "proc": procs.filter(sel), "rollovers": roll[pick], **stamp_columns(stamps[pick]),
+            "level": levels.filter(sel), "proc": procs.filter(sel), "at": at.filter(sel),
             **{name: masked(values[pick], (valid[pick] & bit) != 0) if bit else values[pick] if isinstance(values, np.ndarray)
                else values.filter(sel) for name, (values, bit) in fields.items()},
         })
@@ -697,7 +713,7 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
     frame = pl.DataFrame({
         "line": arr("x_idx", np.int32).astype(np.int64) + base,
         "body": _strings(pa, a["x_bodies"], arr("x_body_len", np.int32), nullable=False),
-        "proc": _strings(pa, a["x_procs"], arr("x_proc_len", np.int32)), "level": _levels(pa, a["x_level"]),
+        "proc": _strings(pa, a["x_procs"], arr("x_proc_len", np.int32)), "level": _levels(a["x_level"]),
         "_msg_off": arr("x_msg_off", np.int32), "rollovers": masked(p_roll, env),
         **stamp_columns(arr("x_stamp", np.uint8, 5), env),
         "p_line": masked(p_idx.astype(np.int64) + base, has_p), "p_err": masked(arr("x_p_level", np.uint8) >= 4, has_p),
@@ -716,9 +732,11 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
 _LEVEL_DICTIONARY = [None, "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]  # vllmscan.c level codes
 
 
-def _levels(pa, codes: bytes) -> pl.Series:
-    indices = pa.Array.from_buffers(pa.uint8(), len(codes), [None, pa.py_buffer(codes)])
-    return pl.Series(pa.array(_LEVEL_DICTIONARY, pa.string()).take(indices))
+_LEVEL_NAMES = pl.Series(_LEVEL_DICTIONARY, dtype=pl.String)
+
+
+def _levels(codes: bytes) -> pl.Series:
+    return _LEVEL_NAMES.gather(np.frombuffer(codes, np.uint8))  # (pyarrow's take is ~20× slower under load)
 
 
 def _strings(pa, data: bytes, lengths: np.ndarray, nullable: bool = True) -> pl.Series:
@@ -820,23 +838,37 @@ class _NumpyKeys:
         return offsets.tobytes(), b"".join(text)
 
 
-_MONTH_DAYS = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+def _epoch_micros(rollovers: np.ndarray, stamps: np.ndarray, base: int) -> np.ndarray:
+    """Microseconds since 1970 of (year of rollover 0 + rollovers, MM-DD HH:MM:SS) rows, UTC; a day past
+    the month's end (02-30, or 02-29 in a year guessed wrong) becomes the 28th."""
+    rollovers = rollovers.astype(np.int64)
+    low = int(rollovers.min()) if len(rollovers) else 0
+    years = range(base + low, base + (int(rollovers.max()) if len(rollovers) else 0) + 1)
+    first = np.array([[(date(y, m, 1) - _EPOCH).days for m in range(1, 13)] for y in years], np.int64)
+    length = np.array([[calendar.monthrange(y, m)[1] for m in range(1, 13)] for y in years], np.int64)
+    y, mo = rollovers - low, stamps[:, 0].astype(np.int64) - 1
+    day = stamps[:, 1].astype(np.int64)
+    day = np.where(day <= length[y, mo], day, 28)
+    seconds = stamps[:, 2].astype(np.int64) * 3600 + stamps[:, 3].astype(np.int64) * 60 + stamps[:, 4]
+    return ((first[y, mo] + day - 1) * 86400 + seconds) * 1_000_000
 
 
-def with_at(frame: pl.DataFrame, base: int) -> pl.DataFrame:
-    """`at` from the stamp columns and the year of rollover 0; a day past the month's end (02-30, or 02-29
-    in a year guessed wrong) becomes the 28th. Days from the civil date as in H. Hinnant's algorithm."""
-    y, mo, d, h, mi, s = (frame[c].fill_null(1).to_numpy().astype(np.int64) for c in STAMP_COLS)
-    y = y + base
-    leap = (y % 4 == 0) & ((y % 100 != 0) | (y % 400 == 0))
-    d = np.where(d <= _MONTH_DAYS[mo - 1] + ((mo == 2) & leap), d, np.minimum(d, 28))
-    yy = y - (mo <= 2)
-    era = np.floor_divide(yy, 400)
-    yoe = yy - era * 400
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + (153 * ((mo + 9) % 12) + 2) // 5 + d - 1
-    micros = ((((era * 146097 + doe - 719468) * 24 + h) * 60 + mi) * 60 + s) * 1_000_000
-    at = pl.Series("at", micros).cast(pl.Datetime("us", "UTC"))
+_EPOCH = date(1970, 1, 1)
+_AT = pl.Datetime("us", "UTC")
+
+
+def _at_series(rollovers: np.ndarray, stamps: np.ndarray, base: int | None) -> pl.Series:
+    if base is None:
+        return pl.repeat(None, len(rollovers), dtype=_AT, eager=True).alias("at")
+    return pl.Series("at", _epoch_micros(rollovers, stamps, base)).cast(_AT)
+
+
+def with_at(frame: pl.DataFrame, base: int | None) -> pl.DataFrame:
+    """`at` from the stamp columns (see `_epoch_micros`), which it replaces; null where they are."""
     missing = frame["month"].is_null()
+    stamps = np.column_stack([frame[c].fill_null(1).to_numpy() for c in STAMP_COLS[1:]]) if frame.height else \
+        np.zeros((0, 5), np.int64)
+    at = _at_series(frame["rollovers"].fill_null(0).to_numpy(), stamps, base)
     if missing.any():
         at = at.set(missing, None)
     return frame.with_columns(at).drop(STAMP_COLS)
@@ -944,9 +976,8 @@ def _finish(st: VllmStream, spec: pl.DataFrame | None, stats: pl.DataFrame | Non
     out = []
     for frame, key in ((spec, record_keys.filter(is_spec)), (stats, record_keys.filter(~is_spec)), (ev, ev_keys), (un, un_keys)):
         frame = frame.drop("head").with_columns(key)
-        if "rollovers" in frame.columns:
-            frame = with_at(frame, st.base) if st.base is not None else frame.with_columns(
-                at=pl.lit(None, pl.Datetime("us", "UTC"))).drop(STAMP_COLS)
+        if "rollovers" in frame.columns:  # events and unparsed lines; records have `at` already
+            frame = with_at(frame, st.base)
         out.append(frame)
     if none:  # the file's last record only: events
         out[:2] = pl.DataFrame(), pl.DataFrame()
