@@ -24,16 +24,15 @@ base64 decode, untimed for the scan steps):
   reference the previous scanner, kept as the fallback: `answer_scan._scan_reference` (orjson, per
             SSE line, per-entry Python checks, garbage collector left on)
   scanner   `pipeline.transforms.answer_scan.scan_response` over the same bodies in this one
-            process (msgspec fast path, orjson/stdlib reference path for the bodies it leaves)
-  scanner_pool  the same scan in a `BatchPool` of `worker_count()` worker processes
-            (`scan_responses` per ~4 MB batch): bodies read in 64 MB chunks (untimed), each
-            chunk's scan timed with the transfer of bodies and facts through the pool's pipes;
-            the pool's one-off start-up is timed apart (`pool_start_s`)
+            process (msgspec fast path, orjson/stdlib reference path for the bodies it leaves);
+            the target is evaluated on this row
   row       `check_payload` (request + response + row dict) over the same payloads
   ingest_1  the registered payload plane ingester (`ingest_payloads`, from
             `pipeline.planes.PLANE_INGESTERS`) into a fresh DuckDB warehouse (schema creation
-            untimed) with GONKA_EVIDENCE_WORKERS=1: read, check and DuckDB writes in one process
-  ingest    the same with the default workers (files read, decoded and checked in the workers)
+            untimed) with the default GONKA_EVIDENCE_WORKERS=1: read, check and DuckDB writes in
+            one process
+  ingest    the same with GONKA_EVIDENCE_WORKERS=2, the opt-in (files read, decoded and checked
+            in the workers)
 
 CPU seconds are those of the timed part: this process's CPU time while timing plus all the CPU
 time of the worker processes (the step stops multiprocessing's fork server, whose children the
@@ -69,8 +68,7 @@ DATA = BENCH / "data"
 RESULTS = BENCH / "results"
 sys.path.insert(0, str(ROOT))
 
-STEPS = ("read", "baseline", "reference", "scanner", "scanner_pool", "row", "ingest_1", "ingest")
-POOL_CHUNK_BYTES = 64_000_000  # bodies held in memory at once for the pooled scanner step
+STEPS = ("read", "baseline", "reference", "scanner", "row", "ingest_1", "ingest")
 TARGETS = {"speedup_vs_json_loads": 3.0, "rss_growth": 1.10}
 MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"
 EPOCH0 = 430
@@ -302,47 +300,6 @@ def _scan_step(size: int, fn, use_payload: bool = False) -> dict:
             "mb_per_s": nbytes / 1e6 / scan_s, "unreadable": errors, "totals": sums}
 
 
-def _chunks_of_bodies(size: int):
-    """The response bodies in lists of about POOL_CHUNK_BYTES (memory stays bounded)."""
-    chunk, held = [], 0
-    for p in _payloads(size):
-        if p.response is None:
-            continue
-        chunk.append(p.response)
-        held += len(p.response)
-        if held >= POOL_CHUNK_BYTES:
-            yield chunk
-            chunk, held = [], 0
-    if chunk:
-        yield chunk
-
-
-def step_scanner_pool(size: int) -> dict:
-    from pipeline.parallel import BatchPool
-    from pipeline.transforms.answer_scan import scan_responses
-
-    scan_s, cpu_s, n, nbytes, errors, sums = 0.0, 0.0, 0, 0, 0, _new_sums()
-    started = time.perf_counter()
-    with BatchPool(preload=[scan_responses.__module__]) as pool:
-        s0 = time.perf_counter()
-        pool.start()  # once per process, not per scan: timed apart (start_s)
-        start_s = time.perf_counter() - s0
-        for chunk in _chunks_of_bodies(size):
-            t0, c0 = time.perf_counter(), time.process_time()
-            facts = list(pool.map(scan_responses, chunk, len))
-            scan_s += time.perf_counter() - t0
-            cpu_s += time.process_time() - c0
-            n += len(chunk)
-            nbytes += sum(map(len, chunk))
-            errors += sum(not _add_facts(r, sums) for r in facts)
-        workers = pool.workers if pool.started else 1
-    wall = time.perf_counter() - started
-    cpu_s += _workers_cpu_s()
-    return {"elapsed_s": scan_s, "cpu_s": cpu_s, "wall_s": wall, "bodies": n, "response_bytes": nbytes, "processes": workers,
-            "pool_start_s": start_s,
-            "mb_per_s": nbytes / 1e6 / scan_s, "unreadable": errors, "totals": sums}
-
-
 def step_read(size: int) -> dict:
     c0, started = time.process_time(), time.perf_counter()
     n = nbytes = req = 0
@@ -390,10 +347,15 @@ class _PayloadOnlyStore:
 
 def step_ingest_1(size: int) -> dict:
     os.environ["GONKA_EVIDENCE_WORKERS"] = "1"
-    return step_ingest(size)
+    return _ingest(size)
 
 
 def step_ingest(size: int) -> dict:
+    os.environ["GONKA_EVIDENCE_WORKERS"] = "2"
+    return _ingest(size)
+
+
+def _ingest(size: int) -> dict:
     import pipeline.transforms.answers as answers
     from pipeline.parallel import worker_count
     from pipeline.planes import PLANE_INGESTERS
@@ -425,7 +387,7 @@ def step_ingest(size: int) -> dict:
 
 
 STEP_FUNCS = {"read": step_read, "baseline": step_baseline, "reference": step_reference, "scanner": step_scanner,
-              "scanner_pool": step_scanner_pool, "row": step_row, "ingest_1": step_ingest_1, "ingest": step_ingest}
+              "row": step_row, "ingest_1": step_ingest_1, "ingest": step_ingest}
 
 
 def _workers_cpu_s() -> float:
@@ -485,12 +447,11 @@ def evaluate(sizes: dict) -> dict:
         base = s.get("baseline", {}).get("mb_per_s")
         if not base:
             continue
-        if "mb_per_s" in s.get("scanner_pool", {}):
-            ratio = s["scanner_pool"]["mb_per_s"] / base
-            out[f"{size} scanner ({s['scanner_pool']['processes']} processes) vs json.loads"] = {
+        if "mb_per_s" in s.get("scanner", {}):
+            ratio = s["scanner"]["mb_per_s"] / base
+            out[f"{size} scanner (1 process) vs json.loads"] = {
                 "value": ratio, "target": ">= 3.0", "pass": ratio >= TARGETS["speedup_vs_json_loads"]}
-        for step, what in (("scanner", "scanner (1 process)"), ("ingest_1", "full ingest (1 process)"),
-                           ("ingest", "full ingest (default workers)")):
+        for step, what in (("ingest_1", "full ingest (1 process, default)"), ("ingest", "full ingest (2 workers)")):
             if "mb_per_s" in s.get(step, {}):
                 out[f"{size} {what} vs json.loads"] = {"value": s[step]["mb_per_s"] / base, "target": "(none)", "pass": None}
     names = list(sizes)
@@ -513,11 +474,10 @@ LABELS = {
     "read": "read: file + base64 decode only (floor)",
     "baseline": "baseline: json.loads + naive checks",
     "reference": "previous scanner: orjson (`_scan_reference`, now the fallback)",
-    "scanner": "scanner: `scan_response` (msgspec fast path), one process",
-    "scanner_pool": "**scanner in worker processes (`BatchPool`)**",
+    "scanner": "**scanner: `scan_response` (msgspec fast path), one process**",
     "row": "`check_payload` (request + response + row), one process",
-    "ingest_1": "full payload plane ingest → DuckDB, one process",
-    "ingest": "**full payload plane ingest → DuckDB, default workers**",
+    "ingest_1": "full payload plane ingest → DuckDB, one process (default)",
+    "ingest": "full payload plane ingest → DuckDB, 2 worker processes (opt-in)",
 }
 
 

@@ -2,14 +2,16 @@
 
 `BatchPool.map(fn, items, weight)` cuts `items` into batches of about `batch_bytes` (by
 `weight(item)`), runs `fn(batch) -> list of results` and yields the results in item order.
-Worker processes start only when more than `min_bytes` is pending; a smaller input (or one
-worker) is mapped in this process, with exactly the same results. At most two batches per worker
-are in flight, so memory stays bounded whatever the input size.
+By default (`GONKA_EVIDENCE_WORKERS` unset or 1) everything is mapped in this process. With
+more workers, processes start only when more than `min_bytes` is pending; a smaller input is
+mapped in this process, with exactly the same results. At most two batches per worker are in
+flight, so memory stays bounded whatever the input size.
 
 Workers come from a `forkserver` context: forking the calling process is unsafe once DuckDB's
 threads run in it, and the fork server imports `__main__` and the modules named in `preload` once,
 so each worker starts in milliseconds. `fn` must be a module-level function and its items and
-results picklable.
+results picklable; a program that opts into workers needs the `if __name__ == "__main__":` guard
+of Python multiprocessing.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 WORKERS_ENV = "GONKA_EVIDENCE_WORKERS"
-MAX_DEFAULT_WORKERS = 4
 BATCH_BYTES = 4_000_000  # ~10 answers of ~1,000 tokens: small enough to balance, big enough for cheap IPC
 MIN_POOL_BYTES = 32_000_000  # below this, starting the fork server and workers costs more than it saves
 
@@ -30,10 +31,14 @@ R = TypeVar("R")
 
 
 def worker_count() -> int:
-    """`GONKA_EVIDENCE_WORKERS`, else the CPU count up to 4."""
+    """`GONKA_EVIDENCE_WORKERS`, else 1 (this process only).
+
+    Workers are opt-in: on the payload benchmark they paid off only for large stores on free
+    cores (bench/BENCHMARKS.md), and they oblige library callers to guard `__main__`.
+    """
     value = os.environ.get(WORKERS_ENV, "").strip()
     if not value:
-        return max(1, min(os.cpu_count() or 1, MAX_DEFAULT_WORKERS))
+        return 1
     try:
         workers = int(value)
     except ValueError:

@@ -67,7 +67,9 @@ def test_worker_count_from_the_environment(monkeypatch):
     monkeypatch.setenv(WORKERS_ENV, "3")
     assert worker_count() == 3 and BatchPool().workers == 3
     monkeypatch.setenv(WORKERS_ENV, " ")
-    assert worker_count() == max(1, min(os.cpu_count() or 1, 4))
+    assert worker_count() == 1
+    monkeypatch.delenv(WORKERS_ENV)
+    assert worker_count() == 1 and BatchPool().workers == 1  # workers are opt-in
     for bad in ("0", "-2", "two"):
         monkeypatch.setenv(WORKERS_ENV, bad)
         with pytest.raises(ValueError, match=f"{WORKERS_ENV}='{bad}': expected a whole number of processes >= 1"):

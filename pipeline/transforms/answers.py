@@ -1,10 +1,11 @@
 """Stored answers → `answer_checks_t`: one row of sampling parameters and integrity checks per
 answer, bodies dropped; the facts come from `pipeline.transforms.answer_scan`.
 
-Scanning is the heavy part, so payloads are checked in a `BatchPool` (worker processes when there
-is enough work, `GONKA_EVIDENCE_WORKERS`); rows, their order and quarantine reasons are the same
-either way. For the store directory the workers also read and base64-decode the files (they get
-paths, not bytes); PostgreSQL copies hand them the bodies read in the ingest's snapshot.
+Payloads are checked through a `BatchPool`: in this process by default, in worker processes when
+`GONKA_EVIDENCE_WORKERS` > 1 and there is enough work; rows, their order and quarantine reasons
+are the same either way. For the store directory the workers also read and base64-decode the
+files (they get paths, not bytes); PostgreSQL copies hand them the bodies read in the ingest's
+snapshot.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def checked_payloads(store, known: set[tuple[str, int]], pool: BatchPool):
 
 def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run_id: str, pool: BatchPool | None = None) -> dict[str, int]:
     """Plane ingester: every stored answer of the copy not yet in the warehouse (checked in `pool`,
-    by default a `BatchPool` of `GONKA_EVIDENCE_WORKERS` processes closed at the end)."""
+    by default a `BatchPool` of `GONKA_EVIDENCE_WORKERS` processes, 1 = this process, closed at the end)."""
     known = {(e, i) for e, i in fetch_frame(con, "SELECT escrow_id, inference_id FROM answer_checks_t").iter_rows()}
     rows, problems, total, bad = [], [], 0, 0
 
