@@ -604,16 +604,18 @@ static int buf_add(Buf *b, const void *src, size_t n) {
         if (buf_add(&(buf), (src), (n)) < 0) goto nomem;           \
     } while (0)
 
-/* Record rows (spec and stats lines read in full), rare rows (lines the Python side handles), the
-   chunk summary. Row arrays are named as in vllm_logs._native_chunk. */
-enum { R_IDX, R_CLS, R_LEVEL, R_ROLL, R_STAMP, R_PROC_LEN, R_ENG_LEN, R_INTS, R_FLOATS, R_VALID, R_FLAGS,
-       R_PP_COUNT, R_PP_TOTAL, R_DIGEST, B_PROCS, B_ENGINES, B_PP,
-       X_IDX, X_KIND, X_LEVEL, X_STAMP, X_MSG_OFF, X_BODY_LEN, X_PROC_LEN, B_XBODIES, B_XPROCS, X_P_IDX, X_P_LEVEL,
-       X_P_ROLL, X_P_STAMP, X_N_ENV, N_BUFS };
-static const char *const BUF_NAMES[N_BUFS] = {
-    "idx", "cls", "level", "roll", "stamp", "proc_len", "eng_len", "ints", "floats", "valid", "flags",
-    "pp_count", "pp_total", "digest", "procs", "engines", "pp_values",
-    "x_idx", "x_kind", "x_level", "x_stamp", "x_msg_off", "x_body_len", "x_proc_len", "x_bodies", "x_procs",
+/* Record rows (spec and stats lines read in full), one set of arrays per kind, with the kinds'
+   sequence in line order (`cls`); rare rows (lines the Python side handles); the chunk summary.
+   Arrays are named as in vllm_logs._native_chunk: "spec_idx", "stats_idx", …, "cls", "x_idx", … */
+enum { R_IDX, R_LEVEL, R_ROLL, R_STAMP, R_PROC_LEN, R_ENG_LEN, R_INTS, R_FLOATS, R_VALID, R_FLAGS, R_PP_COUNT,
+       R_PP_TOTAL, R_DIGEST, B_PROCS, B_ENGINES, B_PP, N_REC };
+static const char *const REC_NAMES[N_REC] = {
+    "idx", "level", "roll", "stamp", "proc_len", "eng_len", "ints", "floats", "valid", "flags", "pp_count",
+    "pp_total", "digest", "procs", "engines", "pp_values"};
+enum { B_CLS = 2 * N_REC, X_IDX, X_KIND, X_LEVEL, X_STAMP, X_MSG_OFF, X_BODY_LEN, X_PROC_LEN, B_XBODIES, B_XPROCS,
+       X_P_IDX, X_P_LEVEL, X_P_ROLL, X_P_STAMP, X_N_ENV, N_BUFS };
+static const char *const OTHER_NAMES[N_BUFS - B_CLS] = {
+    "cls", "x_idx", "x_kind", "x_level", "x_stamp", "x_msg_off", "x_body_len", "x_proc_len", "x_bodies", "x_procs",
     "x_p_idx", "x_p_level", "x_p_roll", "x_p_stamp", "x_n_env"};
 enum { K_RARE = 1, K_FAILED = 2 };
 
@@ -697,22 +699,23 @@ static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum) {
             if (cls && (f.valid & V_OK)) {
                 uint8_t digest[DIGEST];
                 blake2b_digest((const uint8_t *)body, (size_t)(lend - body), digest);
-                ADDN(b[B_PROCS], l + 1, name_len);
-                ADDN(b[B_ENGINES], msg + 7, f.engine_len); /* "Engine " + digits, when F_ENGINE */
-                ADD(b[R_IDX], int32_t, (int32_t)i);
-                ADD(b[R_CLS], uint8_t, (uint8_t)cls);
-                ADD(b[R_LEVEL], uint8_t, (uint8_t)level);
-                ADD(b[R_ROLL], int32_t, roll);
-                ADDN(b[R_STAMP], stamp, 5);
-                ADD(b[R_PROC_LEN], int32_t, (int32_t)name_len);
-                ADD(b[R_ENG_LEN], int32_t, (int32_t)f.engine_len);
-                ADDN(b[R_INTS], f.ints, sizeof f.ints);
-                ADDN(b[R_FLOATS], f.floats, sizeof f.floats);
-                ADD(b[R_VALID], uint8_t, f.valid);
-                ADD(b[R_FLAGS], uint8_t, f.flags);
-                ADD(b[R_PP_COUNT], int32_t, f.pp_count);
-                ADD(b[R_PP_TOTAL], double, f.pp_total);
-                ADDN(b[R_DIGEST], digest, DIGEST);
+                Buf *r = b + (cls == CLS_SPEC ? 0 : N_REC);
+                ADD(b[B_CLS], uint8_t, (uint8_t)cls);
+                ADDN(r[B_PROCS], l + 1, name_len);
+                ADDN(r[B_ENGINES], msg + 7, f.engine_len); /* "Engine " + digits, when F_ENGINE */
+                ADD(r[R_IDX], int32_t, (int32_t)i);
+                ADD(r[R_LEVEL], uint8_t, (uint8_t)level);
+                ADD(r[R_ROLL], int32_t, roll);
+                ADDN(r[R_STAMP], stamp, 5);
+                ADD(r[R_PROC_LEN], int32_t, (int32_t)name_len);
+                ADD(r[R_ENG_LEN], int32_t, (int32_t)f.engine_len);
+                ADDN(r[R_INTS], f.ints, sizeof f.ints);
+                ADDN(r[R_FLOATS], f.floats, sizeof f.floats);
+                ADD(r[R_VALID], uint8_t, f.valid);
+                ADD(r[R_FLAGS], uint8_t, f.flags);
+                ADD(r[R_PP_COUNT], int32_t, f.pp_count);
+                ADD(r[R_PP_TOTAL], double, f.pp_total);
+                ADDN(r[R_DIGEST], digest, DIGEST);
             } else if (cls) {
                 kind |= K_FAILED;
                 if (f.pp_start >= 0) b[B_PP].n = (size_t)f.pp_start * sizeof(double); /* drop its list */
@@ -842,8 +845,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     arrays = PyDict_New();
     if (!arrays) goto done;
     for (int k = 0; k < N_BUFS; k++) {
+        char name[32];
+        if (k < B_CLS)
+            snprintf(name, sizeof name, "%s_%s", k < N_REC ? "spec" : "stats", REC_NAMES[k % N_REC]);
+        else
+            snprintf(name, sizeof name, "%s", OTHER_NAMES[k - B_CLS]);
         PyObject *v = owned_from(&b[k]);
-        if (!v || PyDict_SetItemString(arrays, BUF_NAMES[k], v) < 0) {
+        if (!v || PyDict_SetItemString(arrays, name, v) < 0) {
             Py_XDECREF(v);
             goto done;
         }
@@ -971,17 +979,17 @@ static const char HEXDIGITS[] = "0123456789abcdef";
 
 PyDoc_STRVAR(assign_doc,
 "assign(digests: bytes) -> (offsets: bytes, text: bytes)\n\n"
-"Record keys for 10-byte hashes in line order: int32 Arrow string offsets and their text.");
+"Record keys for 10-byte hashes in line order: int64 Arrow (large) string offsets and their text.");
 
 static PyObject *KeyState_assign(KeyState *self, PyObject *args) {
     Py_buffer view;
     if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
     size_t n = (size_t)view.len / DIGEST;
     const uint8_t *d = view.buf;
-    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * (n + 1)));
+    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * (n + 1)));
     PyObject *text = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 32));
     if (!offsets || !text) goto fail;
-    int32_t *off = (int32_t *)PyBytes_AS_STRING(offsets);
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
     char *out = PyBytes_AS_STRING(text), *w = out;
     off[0] = 0;
     /* Room for all of them first, so that the slots of the next keys can be prefetched: the set
@@ -1019,7 +1027,7 @@ static PyObject *KeyState_assign(KeyState *self, PyObject *args) {
             seen_before /= 10;
         } while (seen_before);
         while (nd) *w++ = digits[--nd];
-        off[i + 1] = (int32_t)(w - out);
+        off[i + 1] = (int64_t)(w - out);
     }
     PyBuffer_Release(&view);
     if (_PyBytes_Resize(&text, w - out) < 0) {

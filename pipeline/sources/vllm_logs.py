@@ -667,44 +667,49 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
         return {prefix + c: stamps[:, i].astype(np.int32) if valid is None else masked(stamps[:, i].astype(np.int32), valid)
                 for i, c in enumerate(STAMP_COLS[1:])}
 
-    cls, valid, flags = arr("cls", np.uint8), arr("valid", np.uint8), arr("flags", np.uint8)
-    ints, floats, stamps, digests = arr("ints", np.int64, 3), arr("floats", np.float64, 4), arr("stamp", np.uint8, 5), arr("digest", np.uint8, 10)
-    list_offsets = np.zeros(len(cls) + 1, np.int32)
-    np.cumsum(arr("pp_count", np.int32), out=list_offsets[1:])  # values were pushed in row order
+    def records(kind: str, fields: dict) -> tuple[pl.DataFrame, np.ndarray]:
+        """The rows of one kind of record, and their hashes."""
+        def col(name: str, dtype, width: int = 0) -> np.ndarray:
+            return arr(f"{kind}_{name}", dtype, width)
+
+        valid, ints, floats = col("valid", np.uint8), col("ints", np.int64, 3), col("floats", np.float64, 4)
+        values = {"ints": ints, "floats": floats}
+        return pl.DataFrame({
+            "line": col("idx", np.int32).astype(np.int64) + base, "head": pl.repeat(None, len(valid), dtype=pl.String, eager=True),
+            "level": _levels(a[f"{kind}_level"]), "proc": _strings(pa, a[f"{kind}_procs"], col("proc_len", np.int32)),
+            "at": _at_series(col("roll", np.int32) + shift, col("stamp", np.uint8, 5), st.base),
+            **{name: masked(values[array][:, slot], (valid & bit) != 0) for name, (array, slot, bit) in fields.items()},
+        }), col("digest", np.uint8, 10)
+
+    spec, spec_hashes = records("spec", {
+        "accepted": ("ints", 0, 1), "drafted": ("ints", 1, 2), "mal_printed": ("floats", 0, 8),
+        "accepted_tps": ("floats", 1, 16), "drafted_tps": ("floats", 2, 32), "acceptance_rate_printed": ("floats", 3, 64)})
+    flags = arr("spec_flags", np.uint8)
     has_pp = (flags & _F_PP) != 0
+    list_offsets = np.zeros(len(flags) + 1, np.int64)
+    np.cumsum(arr("spec_pp_count", np.int32), out=list_offsets[1:])  # values were pushed in row order
     # Arrow arrays are built from buffers: pa.array() of a read-only numpy array (np.frombuffer) takes a
     # slow per-element path, and a list array with a validity bitmap converts ~10× slower than nulling it
-    # afterwards in Polars
-    values = pa.Array.from_buffers(pa.float64(), len(a["pp_values"]) // 8, [None, pa.py_buffer(a["pp_values"])])
-    per_position = pl.Series(pa.Array.from_buffers(pa.list_(pa.float64()), len(cls), [None, pa.py_buffer(list_offsets)],
-                                                   children=[values]))
-    procs, engines = _strings(pa, a["procs"], arr("proc_len", np.int32)), _strings(pa, a["engines"], arr("eng_len", np.int32))
-    levels = _levels(a["level"])
-    line = arr("idx", np.int32).astype(np.int64) + base
-    at = _at_series(arr("roll", np.int32) + shift, stamps, st.base)
-
-    def rows(kind: int, fields: dict) -> pl.DataFrame:
-        pick = cls == kind
-        sel = pl.Series(pick)
-        return pl.DataFrame({
-            "line": line[pick], "head": pl.repeat(None, int(pick.sum()), dtype=pl.String, eager=True),
-            "level": levels.filter(sel), "proc": procs.filter(sel), "at": at.filter(sel),
-            **{name: masked(values[pick], (valid[pick] & bit) != 0) if bit else values[pick] if isinstance(values, np.ndarray)
-               else values.filter(sel) for name, (values, bit) in fields.items()},
-        })
-
-    spec = rows(2, {
-        "accepted": (ints[:, 0], 1), "drafted": (ints[:, 1], 2), "mal_printed": (floats[:, 0], 8),
-        "accepted_tps": (floats[:, 1], 16), "drafted_tps": (floats[:, 2], 32), "acceptance_rate_printed": (floats[:, 3], 64),
-        "per_position": (per_position, 0), "has_pp": (has_pp, 0), "usable": (has_pp & ((flags & _F_PP_NAN) == 0), 0),
-        "pp_total": (arr("pp_total", np.float64), 0),
-    }).with_columns(per_position=pl.when(pl.col("has_pp")).then(pl.col("per_position"))).drop("has_pp")
-    stats = rows(3, {
-        "matched": (np.ones(len(cls), bool), 0), "aggregated": ((flags & _F_AGGREGATED) != 0, 0),
-        "engine_n": (engines, 0), "prompt_tps": (floats[:, 0], 8), "generation_tps": (floats[:, 1], 16),
-        "running": (ints[:, 0], 1), "waiting": (ints[:, 1], 2), "pre": (ints[:, 2], 4),
-        "kv_cache_usage": (floats[:, 2], 32), "prefix_cache_hit_rate": (floats[:, 3], 64),
-    })
+    # in Polars; large (int64) offsets convert without a copy
+    values = pa.Array.from_buffers(pa.float64(), len(a["spec_pp_values"]) // 8, [None, pa.py_buffer(a["spec_pp_values"])])
+    spec = spec.with_columns(
+        per_position=pl.Series(pa.Array.from_buffers(pa.large_list(pa.float64()), len(flags), [None, pa.py_buffer(list_offsets)],
+                                                      children=[values])),
+        has_pp=has_pp, usable=has_pp & ((flags & _F_PP_NAN) == 0), pp_total=arr("spec_pp_total", np.float64),
+    ).with_columns(per_position=pl.when(pl.col("has_pp")).then(pl.col("per_position"))).drop("has_pp")
+    stats, stats_hashes = records("stats", {
+        "prompt_tps": ("floats", 0, 8), "generation_tps": ("floats", 1, 16), "running": ("ints", 0, 1),
+        "waiting": ("ints", 1, 2), "pre": ("ints", 2, 4), "kv_cache_usage": ("floats", 2, 32),
+        "prefix_cache_hit_rate": ("floats", 3, 64)})
+    flags = arr("stats_flags", np.uint8)
+    stats = stats.with_columns(matched=pl.lit(True), aggregated=(flags & _F_AGGREGATED) != 0,
+                               engine_n=_strings(pa, a["stats_engines"], arr("stats_eng_len", np.int32)))
+    # the records in line order, for their keys
+    is_spec = arr("cls", np.uint8) == 2
+    hashes = np.empty((len(is_spec), 10), np.uint8)
+    hashes[is_spec], hashes[~is_spec] = spec_hashes, stats_hashes
+    record_lines = np.empty(len(is_spec), np.int64)
+    record_lines[is_spec], record_lines[~is_spec] = spec["line"].to_numpy(), stats["line"].to_numpy()
 
     kind = arr("x_kind", np.uint8)
     env, p_idx = arr("x_level", np.uint8) > 0, arr("x_p_idx", np.int32)
@@ -726,7 +731,7 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
     last = (last_idx + base, last_level >= 4, (last_roll + shift, *last_stamp)) if last_idx >= 0 else None
     return _Chunk(spec, stats, rare, n_env, first, last, failed=set(failed["line"].to_list()),
                   unparsed=[(line, body, body[:500]) for line, body in failed.iter_rows()],
-                  records=(line, digests, cls == 2))
+                  records=(record_lines, hashes, is_spec))
 
 
 _LEVEL_DICTIONARY = [None, "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]  # vllmscan.c level codes
@@ -741,10 +746,10 @@ def _levels(codes: bytes) -> pl.Series:
 
 def _strings(pa, data: bytes, lengths: np.ndarray, nullable: bool = True) -> pl.Series:
     """Strings laid end to end in `data`; when nullable, a length of 0 is null (no process prefix, no engine)."""
-    offsets = np.zeros(len(lengths) + 1, np.int32)
+    offsets = np.zeros(len(lengths) + 1, np.int64)  # large (int64) offsets: Polars takes them without a copy
     np.cumsum(lengths, out=offsets[1:])
     nulls = pa.py_buffer(np.packbits(lengths > 0, bitorder="little")) if nullable else None
-    return pl.Series(pa.StringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data), nulls))
+    return pl.Series(pa.LargeStringArray.from_buffers(len(lengths), pa.py_buffer(offsets), pa.py_buffer(data), nulls))
 
 
 def _record_keys(st: VllmStream, records: tuple, others: list[pl.DataFrame]) -> tuple[pl.Series, list[pl.Series]]:
@@ -780,7 +785,7 @@ def _key_series(assigned: tuple[bytes, bytes]) -> pl.Series:
     import pyarrow as pa
 
     offsets, text = assigned
-    return pl.Series("record_key", pa.StringArray.from_buffers((len(offsets) // 4) - 1, pa.py_buffer(offsets), pa.py_buffer(text)))
+    return pl.Series("record_key", pa.LargeStringArray.from_buffers((len(offsets) // 8) - 1, pa.py_buffer(offsets), pa.py_buffer(text)))
 
 
 def _digests(heads: pl.Series) -> np.ndarray:
@@ -833,7 +838,7 @@ class _NumpyKeys:
         n = np.empty(len(h), dtype=np.int64)
         n[order] = n_s
         text = [f"{x.hex()}:{k}".encode() for x, k in zip(map(bytes, d), n.tolist())]
-        offsets = np.zeros(len(text) + 1, np.int32)
+        offsets = np.zeros(len(text) + 1, np.int64)
         np.cumsum([len(t) for t in text], out=offsets[1:])
         return offsets.tobytes(), b"".join(text)
 
