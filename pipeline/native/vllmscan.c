@@ -911,7 +911,9 @@ static PyObject *py_blake2b(PyObject *self, PyObject *args) {
 /* ---- record keys: `hex(hash):n`, n = earlier records of the file with the same hash ------------- */
 
 /* The first 8 bytes of every hash seen in the file, in an open-addressing set (8 bytes a slot, at most
-   3/4 full); hashes seen more than once also get a count in a second, small table. */
+   7/8 full, grown by half: ~10 bytes a record, the parser's only state that grows with the file);
+   hashes seen more than once also get a count in a second, small table. Any capacity works: a key's
+   home slot is its high bits scaled to the capacity (the hashes are uniform). */
 typedef struct {
     uint64_t *keys;
     uint32_t *counts; /* NULL in the main set */
@@ -924,8 +926,12 @@ typedef struct {
     uint32_t zero; /* occurrences of the hash prefix 0, the empty-slot marker */
 } KeyState;
 
+static inline size_t home(uint64_t key, size_t cap) { return (size_t)(((unsigned __int128)key * cap) >> 64); }
+
+static inline int too_full(size_t used, size_t cap) { return 8 * used > 7 * cap; }
+
 static int table_grow(Table *t, int with_counts) {
-    size_t cap = t->cap ? t->cap * 2 : 1024;
+    size_t cap = t->cap ? t->cap + t->cap / 2 : 1024;
     uint64_t *keys = calloc(cap, sizeof *keys);
     uint32_t *counts = with_counts ? calloc(cap, sizeof *counts) : NULL;
     if (!keys || (with_counts && !counts)) {
@@ -935,8 +941,8 @@ static int table_grow(Table *t, int with_counts) {
     }
     for (size_t i = 0; i < t->cap; i++) {
         if (!t->keys[i]) continue;
-        size_t j = (size_t)t->keys[i] & (cap - 1);
-        while (keys[j]) j = (j + 1) & (cap - 1);
+        size_t j = home(t->keys[i], cap);
+        while (keys[j]) j = j + 1 == cap ? 0 : j + 1;
         keys[j] = t->keys[i];
         if (with_counts) counts[j] = t->counts[i];
     }
@@ -956,9 +962,9 @@ static inline uint64_t digest_key(const uint8_t *d) { /* the first 16 hex digits
 
 /* The slot of `key` (inserted when absent, *fresh = 1); NULL when out of memory. */
 static uint64_t *table_slot(Table *t, uint64_t key, int with_counts, int *fresh, size_t *index) {
-    if (4 * (t->used + 1) > 3 * t->cap && table_grow(t, with_counts) < 0) return NULL;
-    size_t j = (size_t)key & (t->cap - 1);
-    while (t->keys[j] && t->keys[j] != key) j = (j + 1) & (t->cap - 1);
+    if (too_full(t->used + 1, t->cap) && table_grow(t, with_counts) < 0) return NULL;
+    size_t j = home(key, t->cap);
+    while (t->keys[j] && t->keys[j] != key) j = j + 1 == t->cap ? 0 : j + 1;
     *fresh = !t->keys[j];
     if (*fresh) {
         t->keys[j] = key;
@@ -994,12 +1000,12 @@ static PyObject *KeyState_assign(KeyState *self, PyObject *args) {
     off[0] = 0;
     /* Room for all of them first, so that the slots of the next keys can be prefetched: the set
        outgrows the caches (8 bytes a record), and a miss per key cost more than the rest. */
-    while (4 * (self->seen.used + n) > 3 * self->seen.cap)
+    while (too_full(self->seen.used + n, self->seen.cap))
         if (table_grow(&self->seen, 0) < 0) goto nomem;
     enum { AHEAD = 16 };
     for (size_t i = 0; i < n; i++, d += DIGEST) {
         if (i + AHEAD < n)
-            __builtin_prefetch(&self->seen.keys[(size_t)digest_key(d + AHEAD * DIGEST) & (self->seen.cap - 1)]);
+            __builtin_prefetch(&self->seen.keys[home(digest_key(d + AHEAD * DIGEST), self->seen.cap)]);
         uint64_t key = digest_key(d);
         uint32_t seen_before;
         if (key == 0) {
