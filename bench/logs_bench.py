@@ -63,7 +63,9 @@ GREP_PATTERNS = [
     "larger than the available KV cache memory",
 ]
 GREP_RE = "|".join(GREP_PATTERNS)
-STEPS = ("grep_c", "grep_utf8", "read", "parse", "ingest")
+STEPS = ("grep_c", "grep_utf8", "read", "parse", "parse_polars", "ingest")
+# parse_polars: the same parse with the C scanner switched off (the path used without a compiler)
+STEP_ENV = {"parse_polars": {"GONKA_EVIDENCE_NATIVE_LOGS": "0"}}
 TARGETS = {"parse_vs_grep_floor": 0.25, "rss_growth": 1.10}
 SEEDS_PER_VARIANT = 5
 WINDOWS_PER_SEGMENT = 180  # 30 minutes of 10-second windows per engine lifetime
@@ -238,6 +240,7 @@ def step_read(path: Path) -> dict:
 def step_parse(path: Path) -> dict:
     """The streaming parser over the whole file: every chunk's row frames (with record_key and `at`)
     are built and dropped; only counts are kept."""
+    from pipeline.sources import vllm_logs
     from pipeline.sources.logfiles import LogFile
     from pipeline.sources.vllm_logs import VllmStream, iter_vllm_batches
 
@@ -256,7 +259,8 @@ def step_parse(path: Path) -> dict:
     elapsed = time.perf_counter() - started
     return {"elapsed_s": elapsed, "lines": stream.lines, "records": stream.records, "spec": n["spec"],
             "stats": n["stats"], "events": n["events"], "unparsed": stream.unparsed, "event_kinds": dict(kinds),
-            "batches": batches, "first_at": str(stream.at(stream.first)), "last_at": str(stream.at(stream.last))}
+            "batches": batches, "first_at": str(stream.at(stream.first)), "last_at": str(stream.at(stream.last)),
+            "c_scanner": vllm_logs._native is not None}
 
 
 def step_ingest(path: Path) -> dict:
@@ -279,7 +283,7 @@ def step_ingest(path: Path) -> dict:
             "events": tables["log_engine_events"], "quarantined": quarantined, "duckdb_bytes": db.stat().st_size}
 
 
-STEP_FUNCS = {"read": step_read, "parse": step_parse, "ingest": step_ingest}
+STEP_FUNCS = {"read": step_read, "parse": step_parse, "parse_polars": step_parse, "ingest": step_ingest}
 
 
 # -- orchestration -------------------------------------------------------------------------------
@@ -336,7 +340,7 @@ def run_step(step: str, meta: dict, rss_limit: int) -> dict:
             out = Path(tmp.name)
         try:
             info, _, _, _, _ = run_child([sys.executable, str(Path(__file__).resolve()), "--step", step,
-                                          "--file", str(path), "--out", str(out)], None, rss_limit)
+                                          "--file", str(path), "--out", str(out)], STEP_ENV.get(step), rss_limit)
             if info["exit_code"] == 0:
                 info = json.loads(out.read_text()) | info
             else:
@@ -357,8 +361,11 @@ def check(step: str, r: dict, expected: dict) -> list[str]:
     if "error" in r or step.startswith("grep"):
         return []
     keys = {"read": ("lines",), "parse": ("lines", "records", "spec", "stats", "events", "unparsed"),
-            "ingest": ("lines", "spec", "stats", "events", "unparsed")}[step]
-    return [f"{k}: {r.get(k)} != expected {expected[k]}" for k in keys if r.get(k) != expected[k]]
+            "ingest": ("lines", "spec", "stats", "events", "unparsed")}[step.removesuffix("_polars")]
+    found = [f"{k}: {r.get(k)} != expected {expected[k]}" for k in keys if r.get(k) != expected[k]]
+    if "c_scanner" in r and r["c_scanner"] != (step == "parse"):
+        found.append("the C scanner was " + ("not " if step == "parse" else "") + "used")
+    return found
 
 
 def profile_parse(meta: dict, out: Path, rate: int = 50) -> dict:
@@ -438,6 +445,7 @@ def render(results: dict) -> str:
     lines = []
     names = {"grep_c": "grep -c -E (LC_ALL=C)", "grep_utf8": "grep -c -E (LC_ALL=C.UTF-8)",
              "read": "LogFile.lines() only (no parse)", "parse": "iter_vllm_batches (no warehouse)",
+             "parse_polars": "iter_vllm_batches, Polars path only (no C scanner)",
              "ingest": "ingest_logs → fresh DuckDB"}
     for size, entry in results["sizes"].items():
         f = entry["file"]

@@ -14,15 +14,22 @@ first record, otherwise the file's modification time is taken as the time of its
 last record (then a first, cheaper pass counts the rollovers). Times are taken as UTC.
 
 Streaming (bench/BENCHMARKS.md, log parsing): the file is read in chunks of whole lines
-(``CHUNK_BYTES``); each chunk is one Polars frame of lines on which the envelope,
-the ANSI codes, the process prefix and the stats / SpecDecoding fields are handled
-by vectorised string expressions. Only the rare lines (events, version lines,
-uvicorn lines, tracebacks, unparsed lines) go through Python. What crosses a chunk
-boundary is a small state: rollovers and the last month, the vLLM version, the open
-record (its level, whether lines were folded into it, its pending events) and the
-set of record-key hashes already seen (8 bytes per keyed record, for the occurrence
-number of the key). `iter_vllm_batches` yields one `VllmBatch` of row frames per
-chunk; nothing else is kept.
+(``CHUNK_BYTES``). Two paths give the same rows (tests/test_vllm_scanner.py):
+
+- the C scanner (``pipeline/native/vllmscan.c``, built as an optional extension) reads every
+  ASCII line: envelope, ANSI codes, process prefix, the spec / stats fields with the regexes'
+  semantics, and the record hash; it runs on the next chunks in threads without the GIL while
+  this chunk's rows are assembled from its arrays (``_native_chunk``);
+- the Polars path (``_polars_chunk``) does the same with vectorised string expressions; it is
+  the reference, and takes the chunks the scanner leaves (non-ASCII, ``\r`` line ends, numbers
+  beyond Int64) and everything when the extension is not built.
+
+Either way only the rare lines (events, version lines, uvicorn lines, tracebacks, unparsed
+lines) go through Python (``_walk``). What crosses a chunk boundary is a small state: rollovers
+and the last month, the vLLM version, the open record (its level, whether lines were folded into
+it, its pending events) and the set of record-key hashes already seen (~10 bytes per keyed record,
+for the occurrence number of the key). `iter_vllm_batches` yields one `VllmBatch` of row frames
+per chunk; nothing else is kept.
 """
 
 from __future__ import annotations
