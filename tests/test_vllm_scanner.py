@@ -227,3 +227,18 @@ def test_key_state_matches_the_numpy_fallback():
         digests = np.ascontiguousarray(pool[rng.integers(0, 50, size)]).tobytes()
         assert vllm_logs._key_series(c_keys.assign(digests)).to_list() == \
             vllm_logs._key_series(np_keys.assign(digests)).to_list()
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_blocks_hold_every_line_once(tmp_path, gz):
+    """Blocks end at a line end, hold each byte once, and survive lines longer than a block (and gzip's
+    short reads)."""
+    import gzip
+
+    lines = b"".join(b"INFO 03-01 10:00:%02d [x.py:1] line %d%s\n" % (i % 60, i, b"x" * (9000 if i % 997 == 0 else 0))
+                     for i in range(5000)) + b"no final newline"
+    path = tmp_path / ("a.log.gz" if gz else "a.log")
+    path.write_bytes(gzip.compress(lines) if gz else lines)
+    blocks = list(vllm_logs._chunks(LogFile(path, dt.datetime(2026, 3, 2, tzinfo=UTC)), 4096))
+    assert b"".join(blocks) == lines
+    assert all(b.endswith(b"\n") for b in blocks[:-1]) and len(blocks) > 40

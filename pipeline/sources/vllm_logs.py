@@ -312,9 +312,15 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytearray]:
         while True:
             block = bytearray(len(carry) + chunk_bytes)
             block[:len(carry)] = carry
-            got = fh.readinto(memoryview(block)[len(carry):])
-            if got < chunk_bytes:  # the end of the file
-                del block[len(carry) + got:]
+            filled, view = len(carry), memoryview(block)
+            while filled < len(block):  # a read may return less than asked (gzip) before the end
+                got = fh.readinto(view[filled:])
+                if not got:
+                    break
+                filled += got
+            view.release()
+            if filled < len(block):  # the end of the file
+                del block[filled:]
                 if block:
                     yield block
                 return
