@@ -242,3 +242,18 @@ def test_blocks_hold_every_line_once(tmp_path, gz):
     blocks = list(vllm_logs._chunks(LogFile(path, dt.datetime(2026, 3, 2, tzinfo=UTC)), 4096))
     assert b"".join(blocks) == lines
     assert all(b.endswith(b"\n") for b in blocks[:-1]) and len(blocks) > 40
+
+
+@pytest.mark.parametrize("scanner", [pytest.param(native, marks=needs_native, id="c"), pytest.param(None, id="polars")])
+def test_an_impossible_stamp_is_an_unparsed_line_not_an_error(tmp_path, scanner):
+    """Month 13 or hour 25 cannot be dated: the line is not a record (it used to stop the whole parse)."""
+    path = tmp_path / "bad-stamp.log"
+    path.write_text("INFO 03-01 10:00:00 [x.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
+                    "2.0 tokens/s, Running: 3 reqs\n"
+                    "INFO 13-01 10:00:10 [x.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
+                    "2.0 tokens/s, Running: 4 reqs\n"
+                    "INFO 03-01 25:00:20 [x.py:1] plain\n", encoding="ascii")
+    out, st = _parse(LogFile(path, dt.datetime(2026, 3, 2, tzinfo=UTC)), 2026, 1 << 20, scanner)
+    assert out["stats"]["running"].to_list() == [3]
+    assert out["unparsed"]["line"].to_list() == [2, 3]
+    assert (st.lines, st.records, st.unparsed) == (3, 1, 2)
