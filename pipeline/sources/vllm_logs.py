@@ -480,7 +480,7 @@ _UNPARSED_SCHEMA = {"line": pl.Int64, "head": pl.String, "text": pl.String}
 class _Chunk:
     """One chunk as the record walk (`_walk`) needs it, from either path."""
 
-    spec: pl.DataFrame  # line, head, _hash, level, proc, stamp columns, the extracted spec fields
+    spec: pl.DataFrame  # line, head (None from the scanner), level, proc, at, the extracted spec fields
     stats: pl.DataFrame  # the same with the stats fields
     rare: pl.DataFrame  # lines that may start, continue or date a record the vectorised part does not handle
     env: int  # envelope lines (records)
@@ -650,7 +650,7 @@ if os.environ.get("GONKA_EVIDENCE_NATIVE_LOGS", "1") == "0":
 if _native is not None:
     _native.configure([*EVENT_WORDS, "version"])  # what makes an envelope line rare, as in `_polars_chunk`
 
-_F_PP, _F_PP_NAN, _F_AGGREGATED, _F_ENGINE = 1, 2, 4, 8  # vllmscan.c `flags`
+_F_PP, _F_PP_NAN, _F_AGGREGATED = 1, 2, 4  # vllmscan.c `flags`
 _K_RARE, _K_FAILED = 1, 2  # vllmscan.c rare-row kinds
 
 
