@@ -489,14 +489,16 @@ class _Chunk:
     failed: set[int] = field(default_factory=set)  # record lines whose fields do not parse (C scanner)
     unparsed: list = field(default_factory=list)  # (line, head, text) of those
     records: tuple | None = None  # the C scanner's spec and stats rows in line order: (lines, hashes, is_spec)
+    lines: int = 0  # lines in the chunk (C scanner)
+    stamps: dict = field(default_factory=dict)  # per record kind: (rollovers, stamps) arrays (C scanner)
 
 
-def _parse_chunk(block: bytes, scanned: tuple | None, st: VllmStream) -> VllmBatch:
-    """One chunk → its rows (with record keys and `at`); `scanned` is the C scanner's result or None.
-    The cyclic garbage collector is paused meanwhile: the walk allocates many short-lived acyclic objects,
-    and its collections cost as much as the rest of a chunk's Python work."""
+def _parse_chunk(block: bytes, prepared: _Chunk | None, st: VllmStream) -> VllmBatch:
+    """One chunk → its rows (with record keys and `at`); `prepared` is what the scanning thread made of it
+    (`_prepare`), None for the Polars path. The cyclic garbage collector is paused meanwhile: the walk
+    allocates many short-lived acyclic objects, and its collections cost as much as the rest."""
     with gc_paused():
-        chunk = _native_chunk(scanned, st) if scanned is not None else _polars_chunk(block, st)
+        chunk = _place(prepared, st) if prepared is not None else _polars_chunk(block, st)
         return _finish(st, *_walk(chunk, st), chunk.records)
 
 
@@ -504,6 +506,12 @@ def _scan(block: bytes) -> tuple | None:
     """The C scanner's reading of a chunk, or None: no scanner, or a chunk it leaves to Polars (not
     ASCII, \r line ends, or a line it cannot read exactly)."""
     return _native.scan(block) if _native is not None and block.isascii() and b"\r" not in block else None
+
+
+def _prepare(block: bytes, base_year: int | None) -> _Chunk | None:
+    """In a scanning thread: the chunk as `_native_chunk` makes it, or None for the Polars path."""
+    scanned = _scan(block)
+    return _native_chunk(scanned, base_year) if scanned is not None else None
 
 
 def _polars_chunk(block: bytes, st: VllmStream) -> _Chunk:
@@ -654,18 +662,15 @@ _F_PP, _F_PP_NAN, _F_AGGREGATED = 1, 2, 4  # vllmscan.c `flags`
 _K_RARE, _K_FAILED = 1, 2  # vllmscan.c rare-row kinds
 
 
-def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
-    """`_polars_chunk` from the scanner's arrays: record rows (spec / stats lines read in full, with their
-    hash), rare rows (with what `_lines_frame` gives for them), and the chunk summary. The scanner counts
-    year rollovers from the chunk's first envelope line; they are shifted by what came before here."""
+def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
+    """`_polars_chunk` from the scanner's arrays, on its own: record rows (spec / stats lines read in full,
+    with their hash), rare rows (with what `_lines_frame` gives for them), and the chunk summary, with
+    lines numbered from 1 and year rollovers counted from the chunk's first envelope line. It runs in
+    the scanning threads; `_place` puts the chunk after what came before."""
     import pyarrow as pa
 
     (lines, n_env, first_idx, first_stamp, last_idx, last_level, last_stamp, last_roll), a = scanned
-    base = st.lines + 1
-    st.lines += lines
-    shift = st.rollovers
-    if first_idx >= 0 and st.last_month is not None and first_stamp[0] < st.last_month - 6:
-        shift += 1
+    base, shift = 1, 0
 
     def arr(name: str, dtype, width: int = 0) -> np.ndarray:
         v = np.frombuffer(a[name], dtype)
@@ -687,12 +692,15 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
 
         valid, ints, floats = col("valid", np.uint8), col("ints", np.int64, 3), col("floats", np.float64, 4)
         values = {"ints": ints, "floats": floats}
+        stamps[kind] = (col("roll", np.int32), col("stamp", np.uint8, 5))  # for `at` once the rollovers are known
         return pl.DataFrame({
             "line": col("idx", np.int32).astype(np.int64) + base, "head": pl.repeat(None, len(valid), dtype=pl.String, eager=True),
             "level": _levels(a[f"{kind}_level"]), "proc": _strings(pa, a[f"{kind}_procs"], col("proc_len", np.int32)),
-            "at": _at_series(col("roll", np.int32) + shift, col("stamp", np.uint8, 5), st.base),
+            "at": _at_series(*stamps[kind], base_year),
             **{name: masked(values[array][:, slot], (valid & bit) != 0) for name, (array, slot, bit) in fields.items()},
         }), col("digest", np.uint8, 10)
+
+    stamps: dict[str, tuple] = {}
 
     spec, spec_hashes = records("spec", {
         "accepted": ("ints", 0, 1), "drafted": ("ints", 1, 2), "mal_printed": ("floats", 0, 8),
@@ -744,7 +752,37 @@ def _native_chunk(scanned: tuple, st: VllmStream) -> _Chunk:
     last = (last_idx + base, last_level >= 4, (last_roll + shift, *last_stamp)) if last_idx >= 0 else None
     return _Chunk(spec, stats, rare, n_env, first, last, failed=set(failed["line"].to_list()),
                   unparsed=[(line, body, body[:500]) for line, body in failed.iter_rows()],
-                  records=(record_lines, hashes, is_spec))
+                  records=(record_lines, hashes, is_spec), lines=lines, stamps=stamps)
+
+
+def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
+    """A chunk `_native_chunk` read on its own, numbered after the lines before it and with the year
+    rollovers before it (and one more when its first month falls back from the last one seen)."""
+    offset = st.lines
+    st.lines += chunk.lines
+    shift = st.rollovers
+    if chunk.first is not None and st.last_month is not None and chunk.first[1] < st.last_month - 6:
+        shift += 1
+    if offset == 0 and shift == 0:
+        return chunk
+    line = pl.col("line") + offset
+    for kind in ("spec", "stats"):
+        frame = getattr(chunk, kind).with_columns(line)
+        if shift:
+            roll, stamps = chunk.stamps[kind]
+            frame = frame.with_columns(_at_series(roll + shift, stamps, st.base))
+        setattr(chunk, kind, frame)
+    chunk.rare = chunk.rare.with_columns(line, pl.col("p_line") + offset, pl.col("rollovers") + shift,
+                                         pl.col("p_rollovers") + shift)
+    chunk.failed = {n + offset for n in chunk.failed}
+    chunk.unparsed = [(n + offset, head, text) for n, head, text in chunk.unparsed]
+    lines, hashes, is_spec = chunk.records
+    chunk.records = (lines + offset, hashes, is_spec)
+    if chunk.first is not None:
+        chunk.first = (chunk.first[0] + shift, *chunk.first[1:])
+        line_no, err, stamp = chunk.last
+        chunk.last = (line_no + offset, err, (stamp[0] + shift, *stamp[1:]))
+    return chunk
 
 
 _LEVEL_DICTIONARY = [None, "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]  # vllmscan.c level codes
@@ -937,8 +975,8 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
     st = stream if stream is not None else VllmStream(year)
     st.base = base_year(file, year, chunk_bytes)
     parsed = False
-    for block, scanned in _scanned(file, chunk_bytes):
-        yield _parse_chunk(block, scanned, st)
+    for block, prepared in _scanned(file, chunk_bytes, st.base):
+        yield _parse_chunk(block, prepared, st)
         parsed = True
     if parsed and st.cur is not None and st.cur.pending is not None:  # the file's last record
         p, st.cur.pending = st.cur.pending, None
@@ -951,10 +989,10 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
 SCAN_AHEAD = 2  # chunks the C scanner reads ahead, each in its own thread (it runs without the GIL)
 
 
-def _scanned(file: LogFile, chunk_bytes: int) -> Iterator[tuple[bytes, tuple | None]]:
-    """(block, `_scan(block)`) in file order. The scans of the next chunks run in threads while the caller
-    works on this one, so the C scanner and the Python / Polars part use both cores; at most
-    SCAN_AHEAD + 1 chunks are alive at once."""
+def _scanned(file: LogFile, chunk_bytes: int, base_year: int | None) -> Iterator[tuple[bytes, _Chunk | None]]:
+    """(block, `_prepare(block)`) in file order. The next chunks are scanned and assembled in threads while
+    the caller works on this one, so the C scanner, the assembly (much of it in Polars and Arrow, without
+    the GIL) and the walk use both cores; at most SCAN_AHEAD + 1 chunks are alive at once."""
     if _native is None:
         yield from ((block, None) for block in _chunks(file, chunk_bytes))
         return
@@ -964,7 +1002,7 @@ def _scanned(file: LogFile, chunk_bytes: int) -> Iterator[tuple[bytes, tuple | N
     with ThreadPoolExecutor(SCAN_AHEAD, thread_name_prefix="vllm-scan") as pool:
         pending: deque = deque()
         for block in _chunks(file, chunk_bytes):
-            pending.append((block, pool.submit(_scan, block)))
+            pending.append((block, pool.submit(_prepare, block, base_year)))
             if len(pending) > SCAN_AHEAD:
                 block, scan = pending.popleft()
                 yield block, scan.result()
