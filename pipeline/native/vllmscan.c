@@ -531,14 +531,17 @@ static size_t strip_ansi(const char *src, size_t n, char *dst) {
 }
 
 /* The words that make an envelope line "rare" (vllm_logs.EVENT_WORDS and "version"), set by
-   configure(). One pass over a message finds them and the two record markers: a table of the
-   first two bytes of every word says where a word may start (the usual message has no such place
-   but its own marker). */
+   configure(). One pass over a message finds them and the two record markers, Wu–Manber style: a
+   window as long as the shortest pattern slides over the message, and a table indexed by the
+   window's last two bytes says how far it may jump without passing over the start of a pattern
+   (most windows jump the whole length; the usual message holds no pattern but its own marker). */
 #define MAX_WORDS 64
+static const char *patterns[MAX_WORDS + 2]; /* the words, then the two markers */
+static size_t pattern_len[MAX_WORDS + 2];
 static char *words[MAX_WORDS];
-static size_t word_len[MAX_WORDS];
-static int n_words = 0;
-static uint8_t pair_start[65536]; /* indexed by the two bytes as a little-endian uint16 */
+static int n_words = 0, n_patterns = 0;
+static size_t window = 2;
+static uint8_t jump[65536]; /* indexed by two bytes as a little-endian uint16 */
 
 static inline uint16_t pair_key(const char *p) {
     uint16_t key;
@@ -553,18 +556,40 @@ typedef struct {
 
 static Marks scan_message(const char *m, size_t n) {
     Marks k = {NULL, 0, 0};
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (!pair_start[pair_key(m + i)]) continue;
-        const char *p = m + i;
-        size_t left = n - i;
-        if (!k.spec && left >= sizeof MARK_SPEC - 1 && memcmp(p, MARK_SPEC, sizeof MARK_SPEC - 1) == 0) k.spec = p;
-        if (!k.stats && left >= sizeof MARK_STATS - 1 && memcmp(p, MARK_STATS, sizeof MARK_STATS - 1) == 0) k.stats = 1;
-        for (int w = 0; !k.rare && w < n_words; w++) {
-            if (words[w][0] == p[0] && words[w][1] == p[1] && left >= word_len[w] && memcmp(p, words[w], word_len[w]) == 0)
-                k.rare = 1;
+    for (size_t last = window - 1; last < n;) {
+        uint8_t j = jump[pair_key(m + last - 1)];
+        if (j) {
+            last += j;
+            continue;
         }
+        const char *p = m + last + 1 - window; /* a pattern may start here */
+        size_t left = (size_t)(m + n - p);
+        for (int w = 0; w < n_patterns; w++) {
+            if (pattern_len[w] > left || p[0] != patterns[w][0] || memcmp(p, patterns[w], pattern_len[w]) != 0) continue;
+            if (w < n_words) k.rare = 1;
+            else if (patterns[w] == MARK_SPEC) { if (!k.spec) k.spec = p; }
+            else k.stats = 1;
+        }
+        last++;
     }
     return k;
+}
+
+static void build_jumps(void) {
+    n_patterns = n_words;
+    patterns[n_patterns] = MARK_SPEC;
+    pattern_len[n_patterns++] = sizeof MARK_SPEC - 1;
+    patterns[n_patterns] = MARK_STATS;
+    pattern_len[n_patterns++] = sizeof MARK_STATS - 1;
+    window = pattern_len[0];
+    for (int w = 1; w < n_patterns; w++)
+        if (pattern_len[w] < window) window = pattern_len[w];
+    memset(jump, (int)(window - 1), sizeof jump);
+    for (int w = 0; w < n_patterns; w++) /* the pair ending at offset i of a pattern: jump to align it */
+        for (size_t i = 1; i < window; i++) {
+            uint16_t key = pair_key(patterns[w] + i - 1);
+            if (jump[key] > window - 1 - i) jump[key] = (uint8_t)(window - 1 - i);
+        }
 }
 
 static int is_blank(const char *p, const char *end) {
@@ -880,21 +905,20 @@ static PyObject *configure(PyObject *self, PyObject *args) {
     }
     for (int w = 0; w < n_words; w++) free(words[w]);
     n_words = 0;
-    memset(pair_start, 0, sizeof pair_start);
-    pair_start[pair_key(MARK_SPEC)] = pair_start[pair_key(MARK_STATS)] = 1;
     for (Py_ssize_t k = 0; k < n; k++) {
         Py_ssize_t len;
         const char *text = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(fast, k), &len);
-        if (!text || len < 2) {
+        if (!text || len < 2 || len > 255) {
             Py_DECREF(fast);
-            if (text) PyErr_SetString(PyExc_ValueError, "words need two characters or more");
+            if (text) PyErr_SetString(PyExc_ValueError, "words need 2 to 255 bytes");
             return NULL;
         }
         words[n_words] = malloc((size_t)len);
         memcpy(words[n_words], text, (size_t)len);
-        word_len[n_words++] = (size_t)len;
-        pair_start[pair_key(text)] = 1;
+        patterns[n_words] = words[n_words];
+        pattern_len[n_words++] = (size_t)len;
     }
+    build_jumps();
     Py_DECREF(fast);
     Py_RETURN_NONE;
 }
