@@ -650,9 +650,24 @@ typedef struct {
     uint8_t first_stamp[5], last_stamp[5];
 } Summary;
 
-/* Returns 1 done, 0 a line this scanner cannot read exactly (the caller uses the Polars path for the
-   whole chunk), -1 out of memory. */
+/* Only ASCII without \r (the Polars path splits \r and \r\n line ends and decodes UTF-8). */
+static int plain_ascii(const char *data, size_t size) {
+    if (memchr(data, '\r', size)) return 0;
+    size_t i = 0;
+    uint64_t high = 0;
+    for (; i + 8 <= size; i += 8) {
+        uint64_t w;
+        memcpy(&w, data + i, 8);
+        high |= w;
+    }
+    for (; i < size; i++) high |= (uint8_t)data[i];
+    return !(high & 0x8080808080808080ULL);
+}
+
+/* Returns 1 done, 0 a chunk or a line this scanner cannot read exactly (the caller uses the Polars
+   path for the whole chunk), -1 out of memory. */
 static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum) {
+    if (!plain_ascii(data, size)) return 0;
     char *scratch = NULL, *tmp = NULL;
     size_t scratch_cap = 0;
     int rc = 1;

@@ -302,38 +302,38 @@ class VllmStream:
             return datetime(self.base + r, mo, min(d, 28), h, mi, s, tzinfo=timezone.utc)
 
 
-def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytearray]:
-    """The file in blocks of whole lines (a block ends at a \n, or at the end of the file). Read into the
-    block's own buffer: the part line after its last \n starts the next block (no copy of the block)."""
+def _chunks(file: LogFile, chunk_bytes: int, spare: list[bytearray] | None = None) -> Iterator[memoryview]:
+    """The file in blocks of whole lines (a block ends at a \n, or at the end of the file), each a view of
+    a buffer it was read into; the part line after its last \n starts the next block (no copy of a
+    block). Buffers the caller puts back into `spare` are reused (no fresh memory to fault in)."""
     import gzip
 
     with gzip.open(file.path, "rb") if file.gzipped else open(file.path, "rb") as fh:
         carry = b""
         while True:
-            block = bytearray(len(carry) + chunk_bytes)
-            block[:len(carry)] = carry
-            filled, view = len(carry), memoryview(block)
-            while filled < len(block):  # a read may return less than asked (gzip) before the end
-                got = fh.readinto(view[filled:])
+            need = len(carry) + chunk_bytes
+            buffer = spare.pop() if spare and len(spare[-1]) >= need else bytearray(need)
+            view = memoryview(buffer)
+            view[:len(carry)] = carry
+            filled = len(carry)
+            while filled < need:  # a read may return less than asked (gzip) before the end
+                got = fh.readinto(view[filled:need])
                 if not got:
                     break
                 filled += got
-            view.release()
-            if filled < len(block):  # the end of the file
-                del block[filled:]
-                if block:
-                    yield block
+            if filled < need:  # the end of the file
+                if filled:
+                    yield view[:filled]
                 return
-            end = block.rfind(b"\n") + 1
+            end = buffer.rfind(b"\n", 0, filled) + 1
             if end == 0:  # one line longer than the block: read on
-                carry = bytes(block)
+                carry = bytes(view[:filled])
                 continue
-            carry = bytes(block[end:])
-            del block[end:]
-            yield block
+            carry = bytes(view[end:filled])
+            yield view[:end]
 
 
-def _split(data: bytes | bytearray) -> pl.Series:
+def _split(data: bytes | memoryview) -> pl.Series:
     data = bytes(data)
     n = data.count(b"\n") + (not data.endswith(b"\n"))
     if (b"\r" not in data and b"\x1f" not in data and b"\n\n" not in data and not data.startswith(b"\n")
@@ -502,10 +502,10 @@ def _parse_chunk(block: bytes, prepared: _Chunk | None, st: VllmStream) -> VllmB
         return _finish(st, *_walk(chunk, st), chunk.records)
 
 
-def _scan(block: bytes) -> tuple | None:
+def _scan(block: memoryview) -> tuple | None:
     """The C scanner's reading of a chunk, or None: no scanner, or a chunk it leaves to Polars (not
     ASCII, \r line ends, or a line it cannot read exactly)."""
-    return _native.scan(block) if _native is not None and block.isascii() and b"\r" not in block else None
+    return _native.scan(block) if _native is not None else None
 
 
 def _prepare(block: bytes, base_year: int | None) -> _Chunk | None:
@@ -989,7 +989,7 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
 SCAN_AHEAD = 2  # chunks the C scanner reads ahead, each in its own thread (it runs without the GIL)
 
 
-def _scanned(file: LogFile, chunk_bytes: int, base_year: int | None) -> Iterator[tuple[bytes, _Chunk | None]]:
+def _scanned(file: LogFile, chunk_bytes: int, base_year: int | None) -> Iterator[tuple[memoryview, _Chunk | None]]:
     """(block, `_prepare(block)`) in file order. The next chunks are scanned and assembled in threads while
     the caller works on this one, so the C scanner, the assembly (much of it in Polars and Arrow, without
     the GIL) and the walk use both cores; at most SCAN_AHEAD + 1 chunks are alive at once."""
@@ -999,13 +999,15 @@ def _scanned(file: LogFile, chunk_bytes: int, base_year: int | None) -> Iterator
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
+    spare: list[bytearray] = []  # the buffers of chunks the caller is done with
     with ThreadPoolExecutor(SCAN_AHEAD, thread_name_prefix="vllm-scan") as pool:
         pending: deque = deque()
-        for block in _chunks(file, chunk_bytes):
+        for block in _chunks(file, chunk_bytes, spare):
             pending.append((block, pool.submit(_prepare, block, base_year)))
             if len(pending) > SCAN_AHEAD:
                 block, scan = pending.popleft()
                 yield block, scan.result()
+                spare.append(block.obj)  # the caller has parsed it: nothing refers to its bytes any more
         while pending:
             block, scan = pending.popleft()
             yield block, scan.result()
