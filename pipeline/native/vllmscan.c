@@ -837,6 +837,8 @@ static PyTypeObject OwnedType = {
 static PyObject *owned_from(Buf *b) {
     Owned *o = PyObject_New(Owned, &OwnedType);
     if (!o) return NULL;
+    o->data = NULL;
+    o->size = 0;
     if (!b->p && !(b->p = malloc(1))) { /* never a NULL pointer, even for an empty array */
         Py_DECREF(o);
         return PyErr_NoMemory();
