@@ -125,3 +125,22 @@ def test_sigkill_then_rerun_equals_a_clean_run(tmp_path, sqlite_copy, delay):
     assert statuses[-1] == "ok"
     # The killed run's row is unfinished ('running') unless it had finished its work before the kill.
     assert set(statuses[:-1]) <= {"running", "ok"}
+
+
+def test_postgres_reads_stream_in_bounded_batches(pg_copy):
+    """The batch size bounds what the reads hold at once (READ_CONNECTIONS x read-ahead batches):
+    a table larger than a batch arrives in several batches, complete and in one snapshot."""
+    url = pg_copy(4)
+    with psycopg.connect(url) as conn:
+        total = conn.execute("SELECT count(*) FROM devshard_diffs").fetchone()[0]
+    store = PostgresStore(url)
+    try:
+        with store.read_many([("diffs", None, None), ("sealed_inferences", None, None)], batch_rows=8) as streams:
+            diffs = list(streams[0])
+            list(streams[1])
+        assert sum(b.num_rows for b in diffs) == total
+        assert len(diffs) > 1
+        # the driver cuts a batch once it holds batch_rows x 256 bytes (a hint: plus the last row)
+        assert max(b.num_rows for b in diffs) < total
+    finally:
+        store.close()
