@@ -7,14 +7,17 @@ request named them). The response is either one `chat.completion` object or an S
 (sources.md §6.2). Per answer we count logprob entries, positions whose `top_logprobs` repeat a
 token, NaN and missing logprobs, tokens that are not numeric ids, and whether the answer is empty.
 
-Two scanners give the same facts. The fast path (`_scan_fast`) decodes with msgspec into typed
-structs that name only the fields the checks read (everything else is skipped without building
-a Python object), turns an SSE stream into one JSON array so it is decoded in one call, and
-counts with C-level list operations; the garbage collector is paused while a body is scanned
-(the objects are acyclic). Whatever the fast path cannot take exactly as the reference would
-(not strict JSON, e.g. NaN literals; a value of another type than its struct field; a stream
-that is truncated, has comment or event lines, or an empty `data:` line; invalid UTF-8) goes to
-the reference scanner (`_scan_reference`): orjson, and for a body orjson rejects the standard
+Three scanners give the same facts. First a C scanner (`pipeline._answerscan`,
+pipeline/native/answerscan.c) reads, in one pass and without building Python objects, every body
+it can read exactly as the reference would (strict JSON, the plain SSE layout, the expected value
+types, no duplicate keys) and returns None for anything else. The fast path (`_scan_fast`)
+decodes with msgspec into typed structs that name only the fields the checks read (everything
+else is skipped without building a Python object), turns an SSE stream into one JSON array so
+it is decoded in one call, and counts with C-level list operations; the garbage collector is
+paused while a body is scanned (the objects are acyclic). Whatever the fast path cannot take
+exactly as the reference would (not strict JSON, e.g. NaN literals; a value of another type than
+its struct field; a stream that is truncated, has comment or event lines, or an empty `data:`
+line; invalid UTF-8) goes to the reference scanner (`_scan_reference`): orjson, and for a body orjson rejects the standard
 library, which accepts the NaN / Infinity literals some engines write, so those still count as
 NaN. Results and quarantine reasons are therefore the same whichever path a body takes.
 A body that is not JSON, or a stream cut before `[DONE]`, keeps a row with `complete = false`
@@ -31,6 +34,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import os
 from contextlib import contextmanager
 from itertools import chain
 from operator import attrgetter, ne
@@ -40,6 +44,15 @@ import msgspec
 import orjson
 
 from pipeline.sources.payloads import PayloadFile, RawPayload, read_payload_file
+
+# The C scanner (pipeline/native/answerscan.c): the facts of the bodies it reads exactly, else None and the
+# Python paths below decide. Optional at build time; GONKA_EVIDENCE_NATIVE_ANSWERS=0 switches it off.
+try:
+    from pipeline import _answerscan as _native
+except ImportError:  # built without a C compiler: the msgspec fast path and the reference do all the work
+    _native = None
+if os.environ.get("GONKA_EVIDENCE_NATIVE_ANSWERS", "1") == "0":
+    _native = None
 
 ENVELOPE_KEYS = ("request", "payload", "body", "inference_request", "openai_request")
 
@@ -117,6 +130,10 @@ def scan_response(body: bytes | None) -> dict:
     """Integrity facts of one response body; raises BodyError when it cannot be read to the end."""
     if not body:
         raise BodyError("empty response body")
+    if _native is not None:
+        facts = _native.scan(body)
+        if facts is not None:
+            return facts
     with _gc_paused():
         facts = _scan_fast(body)
         return facts if facts is not None else _scan_reference(body)
@@ -228,6 +245,7 @@ class _Doc(msgspec.Struct, gc=False):  # a chat.completion object, or one chat.c
 
 _DOC = msgspec.json.Decoder(_Doc)
 _CHUNKS = msgspec.json.Decoder(list[_Doc])
+_ELEMENTS = msgspec.json.Decoder(list[msgspec.Raw])  # the array's elements as their bytes, nothing decoded
 _TOKEN, _LOGPROB, _TOPS = attrgetter("token"), attrgetter("logprob"), attrgetter("top_logprobs")
 _USAGE, _CHOICES, _LOGPROBS, _CONTENT = attrgetter("usage"), attrgetter("choices"), attrgetter("logprobs"), attrgetter("content")
 _MESSAGE, _DELTA = attrgetter("message"), attrgetter("delta")
@@ -245,6 +263,11 @@ def _scan_fast(body: bytes) -> dict | None:
         if body.startswith(b"data:"):
             chunks = _sse_array(body)
             if chunks is None:
+                return None
+            # a separator inside a chunk (`{"a":1` + `\n\ndata: ` + `"b":2}`: lines the reference rejects) can
+            # still make a valid array: each `\r,` must be between two elements, and no other comma must be
+            elements = _ELEMENTS.decode(chunks)
+            if len(elements) != chunks.count(b"\r,") + 1 or b"\r," in b"".join(elements):
                 return None
             docs = _CHUNKS.decode(chunks)
             usage: Any = {}
@@ -268,9 +291,11 @@ def _scan_fast(body: bytes) -> dict | None:
     n, dup, nan, missing, not_ids = _entry_checks(entries)
     # the text only matters for an answer without logprob entries
     empty = n == 0 and not any(t is not None and t.content for t in map(_DELTA if sse else _MESSAGE, choices))
+    prompt_tokens, completion_tokens = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if _beyond_orjson(prompt_tokens) or _beyond_orjson(completion_tokens):
+        return None
     return {
-        "prompt_tokens": _usage_int(usage.get("prompt_tokens")),
-        "completion_tokens": _usage_int(usage.get("completion_tokens")),
+        "prompt_tokens": _int(prompt_tokens), "completion_tokens": _int(completion_tokens),
         "logprob_tokens": n, "duplicate_top_logprob_positions": dup, "nan_logprobs": nan, "missing_logprobs": missing,
         "tokens_not_ids": not_ids, "empty": empty, "sse": sse, "complete": True,
     }
@@ -339,10 +364,10 @@ def _entry_checks(entries: list[_Entry]) -> tuple[int, int, int, int, int]:
     return n, dup, nan, missing, not_ids
 
 
-def _usage_int(value) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and not _ORJSON_INT[0] <= value < _ORJSON_INT[1]:
-        value = float(value)
-    return _int(value)
+def _beyond_orjson(value) -> bool:
+    """An integer orjson reads as a float. The reference's value then depends on whether orjson or the
+    standard library (exact) read the body, e.g. orjson rejects `1e999` elsewhere in it: the reference decides."""
+    return isinstance(value, int) and not isinstance(value, bool) and not _ORJSON_INT[0] <= value < _ORJSON_INT[1]
 
 
 NULL_CHECKS = dict.fromkeys(("prompt_tokens", "completion_tokens", "logprob_tokens", "duplicate_top_logprob_positions",
