@@ -261,13 +261,16 @@ def _scan_fast(body: bytes) -> dict | None:
             return None
     try:
         if body.startswith(b"data:"):
-            chunks = _sse_array(body)
-            if chunks is None:
+            sse_array = _sse_array(body)
+            if sse_array is None:
                 return None
-            # a separator inside a chunk (`{"a":1` + `\n\ndata: ` + `"b":2}`: lines the reference rejects) can
-            # still make a valid array: each `\r,` must be between two elements, and no other comma must be
+            chunks, lines = sse_array
+            # Lines the reference rejects can still join into a valid array: a separator inside a chunk
+            # (`{"a":1` + `\n\ndata: ` + `"b":2}`) or two chunks on one line (`{...},{...}`). Each element
+            # must be one line: no element holds a CR (so every separator is between two elements),
+            # and there are as many elements as lines (so no other comma is).
             elements = _ELEMENTS.decode(chunks)
-            if len(elements) != chunks.count(b"\r,") + 1 or b"\r," in b"".join(elements):
+            if len(elements) != lines or b"\r" in b"".join(elements):
                 return None
             docs = _CHUNKS.decode(chunks)
             usage: Any = {}
@@ -301,8 +304,9 @@ def _scan_fast(body: bytes) -> dict | None:
     }
 
 
-def _sse_array(body: bytes) -> bytearray | None:
-    """An SSE stream ending in `data: [DONE]` as one JSON array of its chunks, else None.
+def _sse_array(body: bytes) -> tuple[bytearray, int] | None:
+    """An SSE stream ending in `data: [DONE]` as one JSON array of its chunks and their number of
+    `data:` lines, else None.
 
     The separator is the one before the `[DONE]` line (`\n\n`, `\r\n\r\n` or `\n`, then `data:`);
     every separator becomes `\r,` (one `bytes.replace`), the first `data:` opens the array and
@@ -310,8 +314,10 @@ def _sse_array(body: bytes) -> bytearray | None:
     before `[DONE]` means a line that is not a `data:` line in that layout (comment, event name,
     extra blank line, a chunk continued on the next line): None, the reference decides. A
     separator cannot end up inside a JSON string (a raw CR is invalid there), and an empty
-    `data:` line, two values on one line or an earlier `[DONE]` make the array invalid JSON, so
-    the decode fails and the reference, which reads line by line, reports it.
+    `data:` line, two values on one line without a comma or an earlier `[DONE]` make the array
+    invalid JSON, so the decode fails and the reference, which reads line by line, reports it
+    (a separator between two tokens of a chunk, or a comma between two chunks on one line, are
+    valid JSON: `_scan_fast` checks the elements against the line count).
     """
     done = body.rfind(b"[DONE]")
     start = body.rfind(b"\n", 0, done) + 1
@@ -332,7 +338,7 @@ def _sse_array(body: bytes) -> bytearray | None:
     array[0:5] = b"    ["
     array[close] = 0x5D  # "]"
     array[close + 1:] = b" " * (len(array) - close - 1)
-    return array
+    return array, (len(body) - len(joined)) // (len(sep) - 2)  # each separator became 2 bytes
 
 
 def _entry_checks(entries: list[_Entry]) -> tuple[int, int, int, int, int]:
