@@ -23,9 +23,11 @@ base64 decode, untimed for the scan steps):
             logprobs, non-numeric tokens, usage.completion_tokens → MB/s of response bodies
   reference the previous scanner, kept as the fallback: `answer_scan._scan_reference` (orjson, per
             SSE line, per-entry Python checks, garbage collector left on)
-  scanner   `pipeline.transforms.answer_scan.scan_response` over the same bodies in this one
-            process (msgspec fast path, orjson/stdlib reference path for the bodies it leaves);
-            the target is evaluated on this row
+  scanner_py `scan_response` without the C scanner (GONKA_EVIDENCE_NATIVE_ANSWERS=0 in the
+            child): msgspec fast path, orjson/stdlib reference path for the bodies it leaves
+  scanner   `pipeline.transforms.answer_scan.scan_response` as the ingest uses it, over the same
+            bodies in this one process: the C scanner (pipeline/native/answerscan.c) first, then
+            the Python paths for the bodies it leaves; the target is evaluated on this row
   row       `check_payload` (request + response + row dict) over the same payloads
   ingest_1  the registered payload plane ingester (`ingest_payloads`, from
             `pipeline.planes.PLANE_INGESTERS`) into a fresh DuckDB warehouse (schema creation
@@ -68,7 +70,8 @@ DATA = BENCH / "data"
 RESULTS = BENCH / "results"
 sys.path.insert(0, str(ROOT))
 
-STEPS = ("read", "baseline", "reference", "scanner", "row", "ingest_1", "ingest")
+STEPS = ("read", "baseline", "reference", "scanner_py", "scanner", "row", "ingest_1", "ingest")
+STEP_ENV = {"scanner_py": {"GONKA_EVIDENCE_NATIVE_ANSWERS": "0"}}  # set for the step's child process
 TARGETS = {"speedup_vs_json_loads": 3.0, "rss_growth": 1.10}
 MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"
 EPOCH0 = 430
@@ -324,9 +327,20 @@ def step_reference(size: int) -> dict:
 
 
 def step_scanner(size: int) -> dict:
-    from pipeline.transforms.answer_scan import scan_response
+    from pipeline.transforms import answer_scan
 
-    return _scan_step(size, scan_response)
+    result = _scan_step(size, answer_scan.scan_response)
+    native = answer_scan._native  # untimed: how many bodies the C scanner decided itself
+    result["c_scanner"] = native is not None
+    result["c_decided"] = sum(native.scan(p.response) is not None for p in _payloads(size) if p.response) if native else 0
+    return result
+
+
+def step_scanner_py(size: int) -> dict:
+    from pipeline.transforms import answer_scan
+
+    assert answer_scan._native is None, "GONKA_EVIDENCE_NATIVE_ANSWERS=0 did not reach the step"
+    return _scan_step(size, answer_scan.scan_response)
 
 
 def step_row(size: int) -> dict:
@@ -386,7 +400,8 @@ def _ingest(size: int) -> dict:
             "breakdown_s": breakdown, "duckdb_bytes": path.stat().st_size}
 
 
-STEP_FUNCS = {"read": step_read, "baseline": step_baseline, "reference": step_reference, "scanner": step_scanner,
+STEP_FUNCS = {"read": step_read, "baseline": step_baseline, "reference": step_reference, "scanner_py": step_scanner_py,
+              "scanner": step_scanner,
               "row": step_row, "ingest_1": step_ingest_1, "ingest": step_ingest}
 
 
@@ -413,7 +428,8 @@ def run_step(step: str, size: int) -> dict:
         out = Path(f.name)
     import psutil
 
-    proc = subprocess.Popen([sys.executable, __file__, "--step", step, "--size", str(size), "--out", str(out)])
+    proc = subprocess.Popen([sys.executable, __file__, "--step", step, "--size", str(size), "--out", str(out)],
+                            env={**os.environ, **STEP_ENV.get(step, {})})
     tree, peak_tree = psutil.Process(proc.pid), 0
     while True:  # sample the RSS of the step's whole process tree (workers included)
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
@@ -451,6 +467,9 @@ def evaluate(sizes: dict) -> dict:
             ratio = s["scanner"]["mb_per_s"] / base
             out[f"{size} scanner (1 process) vs json.loads"] = {
                 "value": ratio, "target": ">= 3.0", "pass": ratio >= TARGETS["speedup_vs_json_loads"]}
+        if "mb_per_s" in s.get("scanner_py", {}):
+            out[f"{size} scanner without C (msgspec path) vs json.loads"] = {
+                "value": s["scanner_py"]["mb_per_s"] / base, "target": "(none)", "pass": None}
         for step, what in (("ingest_1", "full ingest (1 process, default)"), ("ingest", "full ingest (2 workers)")):
             if "mb_per_s" in s.get(step, {}):
                 out[f"{size} {what} vs json.loads"] = {"value": s[step]["mb_per_s"] / base, "target": "(none)", "pass": None}
@@ -474,7 +493,8 @@ LABELS = {
     "read": "read: file + base64 decode only (floor)",
     "baseline": "baseline: json.loads + naive checks",
     "reference": "previous scanner: orjson (`_scan_reference`, now the fallback)",
-    "scanner": "**scanner: `scan_response` (msgspec fast path), one process**",
+    "scanner_py": "scanner without C: `scan_response` with GONKA_EVIDENCE_NATIVE_ANSWERS=0 (msgspec fast path)",
+    "scanner": "**scanner: `scan_response` as the ingest uses it (C scanner first), one process**",
     "row": "`check_payload` (request + response + row), one process",
     "ingest_1": "full payload plane ingest → DuckDB, one process (default)",
     "ingest": "full payload plane ingest → DuckDB, 2 worker processes (opt-in)",
@@ -502,6 +522,10 @@ def render(results: dict) -> str:
             lines.append(f"| {LABELS[step]} | {x.get('processes', 1)} | {n:,} | {x['elapsed_s']:.2f} | {x['cpu_s']:.2f} | "
                          f"{x['mb_per_s']:,.1f} | {vs} | {x['peak_rss_bytes'] / 2**20:,.0f} / "
                          f"{x.get('peak_rss_tree_bytes', 0) / 2**20:,.0f} | {x['loadavg_after'][0]:.2f} |")
+        sc = r["steps"].get("scanner", {})
+        if "c_decided" in sc:
+            lines.append(f"\nscanner: the C scanner decided {sc['c_decided']:,} of {sc['bodies']:,} bodies "
+                         f"(the Python paths the rest)")
         for step in ("ingest_1", "ingest"):
             ing = r["steps"].get(step, {})
             if "breakdown_s" in ing:
