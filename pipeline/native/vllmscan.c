@@ -1091,8 +1091,19 @@ fail:
     return NULL;
 }
 
+static PyObject *KeyState_reserve(KeyState *self, PyObject *args) {
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "n", &n)) return NULL;
+    while (n > 0 && too_full(self->seen.used + (size_t)n, self->seen.cap))
+        if (table_grow(&self->seen, 0) < 0) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef KeyState_methods[] = {
-    {"assign", (PyCFunction)KeyState_assign, METH_VARARGS, assign_doc}, {NULL, NULL, 0, NULL}};
+    {"assign", (PyCFunction)KeyState_assign, METH_VARARGS, assign_doc},
+    {"reserve", (PyCFunction)KeyState_reserve, METH_VARARGS,
+     "reserve(n): room for n more hashes now (growing the set later holds the old and new tables at once)."},
+    {NULL, NULL, 0, NULL}};
 
 static PyTypeObject KeyStateType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pipeline._vllmscan.KeyState",

@@ -312,7 +312,10 @@ def _chunks(file: LogFile, chunk_bytes: int, spare: list[bytearray] | None = Non
         carry = b""
         while True:
             need = len(carry) + chunk_bytes
-            buffer = spare.pop() if spare and len(spare[-1]) >= need else bytearray(need)
+            while spare and len(spare[-1]) < need:  # too small for this block: let it go
+                spare.pop()
+            # room for the usual part line too, so that the next block can reuse this buffer
+            buffer = spare.pop() if spare else bytearray(need + max(len(carry), 1 << 16))
             view = memoryview(buffer)
             view[:len(carry)] = carry
             filled = len(carry)
@@ -857,6 +860,9 @@ class _NumpyKeys:
         self.runs: list[np.ndarray] = []
         self.multi: dict[int, int] = {}  # hash64 -> occurrences so far, only for hashes seen twice or more
 
+    def reserve(self, n: int) -> None:  # the runs grow as they go
+        pass
+
     def assign(self, digests: bytes) -> tuple[bytes, bytes]:
         d = np.frombuffer(digests, np.uint8).reshape(-1, 10)
         h = np.ascontiguousarray(d[:, :8]).view(">u8").ravel().astype(np.uint64)
@@ -974,6 +980,8 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
     """Row frames chunk by chunk (with `at`); totals and first/last record in `stream`."""
     st = stream if stream is not None else VllmStream(year)
     st.base = base_year(file, year, chunk_bytes)
+    if not file.gzipped:  # room for the record hashes at once (a record is ~256 bytes of log)
+        st.keys.reserve(file.path.stat().st_size // 256)
     parsed = False
     for block, prepared in _scanned(file, chunk_bytes, st.base):
         yield _parse_chunk(block, prepared, st)
