@@ -31,11 +31,9 @@ This module is pure (bytes in, facts out) and imports no DuckDB or warehouse cod
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import os
-from contextlib import contextmanager
 from itertools import chain
 from operator import attrgetter, ne
 from typing import Any
@@ -43,6 +41,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from pipeline.gcpause import gc_paused
 from pipeline.sources.payloads import PayloadFile, RawPayload, read_payload_file
 
 # The C scanner (pipeline/native/answerscan.c): the facts of the bodies it reads exactly, else None and the
@@ -134,7 +133,7 @@ def scan_response(body: bytes | None) -> dict:
         facts = _native.scan(body)
         if facts is not None:
             return facts
-    with _gc_paused():
+    with gc_paused():
         facts = _scan_fast(body)
         return facts if facts is not None else _scan_reference(body)
 
@@ -142,25 +141,13 @@ def scan_response(body: bytes | None) -> dict:
 def scan_responses(bodies: list[bytes | None]) -> list[dict | BodyError]:
     """`scan_response` of many bodies: per body its facts, or the BodyError it raises."""
     out: list[dict | BodyError] = []
-    with _gc_paused():
+    with gc_paused():
         for body in bodies:
             try:
                 out.append(scan_response(body))
             except BodyError as exc:
                 out.append(exc)
     return out
-
-
-@contextmanager
-def _gc_paused():
-    """A scan allocates many short-lived acyclic objects; generation-0 collections only cost time."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _scan_reference(body: bytes) -> dict:
@@ -405,13 +392,13 @@ def check_payload(p: RawPayload) -> tuple[dict, list[str]]:
 
 def check_payloads(payloads: list[RawPayload]) -> list[tuple[dict, list[str]]]:
     """`check_payload` of each payload, in order (a batch for `BatchPool.map`)."""
-    with _gc_paused():
+    with gc_paused():
         return [check_payload(p) for p in payloads]
 
 
 def check_payload_files(files: list[PayloadFile]) -> list[tuple[dict, list[str]]]:
     """`check_payload` of each payload file, read and decoded here (in the worker), one at a time."""
-    with _gc_paused():
+    with gc_paused():
         return [check_payload(read_payload_file(f)) for f in files]
 
 
