@@ -224,7 +224,7 @@ EVENT_WORDS = [
 
 # -- streaming, vectorised parser ----------------------------------------------------------------
 
-CHUNK_BYTES = 16 << 20  # whole lines per chunk; peak memory is a small multiple of this
+CHUNK_BYTES = 32 << 20  # whole lines per chunk; peak memory is a small multiple of this (32 MiB: ~12% faster than 16, +150 MiB)
 _WS = r"[\s\x1c-\x1f]"  # Python's str.isspace() also counts \x1c-\x1f, Rust's \s does not
 _PY_SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # what str.strip() strips
 _LEVEL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
