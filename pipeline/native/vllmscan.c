@@ -1028,63 +1028,72 @@ PyDoc_STRVAR(assign_doc,
 "assign(digests: bytes) -> (offsets: bytes, text: bytes)\n\n"
 "Record keys for 10-byte hashes in line order: int64 Arrow (large) string offsets and their text.");
 
+static char hex_pairs[512]; /* "000102…ff": the two hex digits of every byte value */
+
 static PyObject *KeyState_assign(KeyState *self, PyObject *args) {
     Py_buffer view;
     if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
     size_t n = (size_t)view.len / DIGEST;
-    const uint8_t *d = view.buf;
-    PyObject *offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * (n + 1)));
-    PyObject *text = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 32));
-    if (!offsets || !text) goto fail;
-    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
-    char *out = PyBytes_AS_STRING(text), *w = out;
-    off[0] = 0;
+    const uint8_t *digests = view.buf;
+    PyObject *offsets = NULL, *text = NULL;
+    uint32_t *seen = malloc((n ? n : 1) * sizeof *seen);
+    if (!seen) goto nomem;
     /* Room for all of them first, so that the slots of the next keys can be prefetched: the set
        outgrows the caches (8 bytes a record), and a miss per key cost more than the rest. */
     while (too_full(self->seen.used + n, self->seen.cap))
         if (table_grow(&self->seen, 0) < 0) goto nomem;
     enum { AHEAD = 16 };
-    for (size_t i = 0; i < n; i++, d += DIGEST) {
+    size_t length = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *d = digests + i * DIGEST;
         if (i + AHEAD < n)
             __builtin_prefetch(&self->seen.keys[home(digest_key(d + AHEAD * DIGEST), self->seen.cap)]);
         uint64_t key = digest_key(d);
-        uint32_t seen_before;
+        uint32_t seen_before = 0;
         if (key == 0) {
             seen_before = self->zero++;
         } else {
             int fresh;
             size_t j;
             if (!table_slot(&self->seen, key, 0, &fresh, &j)) goto nomem;
-            seen_before = 0;
             if (!fresh) {
                 if (!table_slot(&self->repeated, key, 1, &fresh, &j)) goto nomem;
                 if (fresh) self->repeated.counts[j] = 1;
                 seen_before = self->repeated.counts[j]++;
             }
         }
-        for (int b = 0; b < DIGEST; b++) {
-            *w++ = HEXDIGITS[d[b] >> 4];
-            *w++ = HEXDIGITS[d[b] & 15];
-        }
+        seen[i] = seen_before;
+        length += 2 * DIGEST + 2;
+        for (uint32_t v = seen_before; v >= 10; v /= 10) length++;
+    }
+    /* then the keys, written into text of the exact length */
+    offsets = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(8 * (n + 1)));
+    text = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)length);
+    if (!offsets || !text) goto fail;
+    int64_t *off = (int64_t *)PyBytes_AS_STRING(offsets);
+    char *out = PyBytes_AS_STRING(text), *w = out;
+    off[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *d = digests + i * DIGEST;
+        for (int b = 0; b < DIGEST; b++, w += 2) memcpy(w, hex_pairs + 2 * d[b], 2);
         *w++ = ':';
         char digits[10];
         int nd = 0;
+        uint32_t v = seen[i];
         do {
-            digits[nd++] = (char)('0' + seen_before % 10);
-            seen_before /= 10;
-        } while (seen_before);
+            digits[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
         while (nd) *w++ = digits[--nd];
         off[i + 1] = (int64_t)(w - out);
     }
+    free(seen);
     PyBuffer_Release(&view);
-    if (_PyBytes_Resize(&text, w - out) < 0) {
-        Py_DECREF(offsets);
-        return NULL;
-    }
     return Py_BuildValue("(NN)", offsets, text);
 nomem:
     PyErr_NoMemory();
 fail:
+    free(seen);
     PyBuffer_Release(&view);
     Py_XDECREF(offsets);
     Py_XDECREF(text);
@@ -1128,6 +1137,10 @@ PyMODINIT_FUNC PyInit__vllmscan(void) {
     if (*(const uint8_t *)&one != 1) {
         PyErr_SetString(PyExc_ImportError, "_vllmscan assumes a little-endian machine");
         return NULL;
+    }
+    for (int v = 0; v < 256; v++) {
+        hex_pairs[2 * v] = HEXDIGITS[v >> 4];
+        hex_pairs[2 * v + 1] = HEXDIGITS[v & 15];
     }
     if (PyType_Ready(&KeyStateType) < 0 || PyType_Ready(&OwnedType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
