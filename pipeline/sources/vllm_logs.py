@@ -537,7 +537,7 @@ def _polars_chunk(block: bytes, st: VllmStream) -> _Chunk:
     ffill = [pl.when(is_env).then(pl.col(c)).otherwise(None).forward_fill().alias(f"p_{c}") for c in STAMP_COLS]
     ffill += [pl.when(is_env).then(pl.col("line")).otherwise(None).forward_fill().alias("p_line"),
               pl.when(is_env).then(pl.col("level").is_in(["ERROR", "CRITICAL"])).otherwise(None).forward_fill().alias("p_err")]
-    rare = df.with_columns(*ffill, n_env_before=n_env_before).filter(rare_mask).select(_RARE_COLS)
+    rare = _rare_text(df.with_columns(*ffill, n_env_before=n_env_before).filter(rare_mask).select(_RARE_COLS))
     spec_mask = is_env & pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)
     stats_mask = is_env & ~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True) & pl.col("msg").str.contains(
         "Avg prompt throughput:", literal=True)
@@ -557,20 +557,29 @@ _RARE_SCHEMA = {"line": pl.Int64, "body": pl.String, "proc": pl.String, "level":
 _RARE_COLS = list(_RARE_SCHEMA)
 
 
+def _rare_text(rare: pl.DataFrame) -> pl.DataFrame:
+    """What the walk reads of a rare line's text, ahead of the walk (in the scanning threads when the C
+    scanner runs): the uvicorn message, whether it continues a traceback, and a version code in the
+    envelope message or in the uvicorn message (which counts only for a uvicorn record, see `_walk`)."""
+    def version(text: pl.Expr) -> pl.Expr:
+        g = text.str.extract_groups(_RX_VERSION).struct
+        return g.field("1").cast(pl.Int64) * 10**12 + g.field("2").cast(pl.Int64) * 10**6 + g.field("3").cast(pl.Int64)
+
+    rare = rare.with_columns(
+        uv_msg=pl.when(pl.col("level").is_null()).then(pl.col("body").str.extract(_RX_UVICORN, 1)),
+        trace=pl.when(pl.col("level").is_null()).then(pl.col("body").str.contains(_RX_TRACE)),
+    )
+    return rare.with_columns(ver_msg=version(pl.col("msg")), ver_uv=version(pl.col("uv_msg")))
+
+
 def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, list, list]:
     """The record walk over the rare lines (uvicorn records, traceback folding, events, unparsed lines)
     and the state carried to the next chunk; the spec / stats rows get their version and rules."""
     had_cur = st.cur is not None
-    rare = chunk.rare.with_columns(
-        uv_msg=pl.when(pl.col("level").is_null()).then(pl.col("body").str.extract(_RX_UVICORN, 1)),
-        trace=pl.when(pl.col("level").is_null()).then(pl.col("body").str.contains(_RX_TRACE)),
-    )
-    rare = rare.with_columns(uv_rec=pl.col("uv_msg").is_not_null() & ((pl.col("n_env_before") > 0) | had_cur))
+    rare = chunk.rare.with_columns(uv_rec=pl.col("uv_msg").is_not_null() & ((pl.col("n_env_before") > 0) | had_cur))
     # the vLLM version of records (envelope and uvicorn) holds until the next version line
-    vtext = pl.when(pl.col("level").is_not_null()).then(pl.col("msg")).when(pl.col("uv_rec")).then(pl.col("uv_msg"))
-    vg = vtext.str.extract_groups(_RX_VERSION).struct
-    rare = rare.with_columns(ver=vg.field("1").cast(pl.Int64) * 10**12 + vg.field("2").cast(pl.Int64) * 10**6
-                             + vg.field("3").cast(pl.Int64))
+    rare = rare.with_columns(ver=pl.when(pl.col("level").is_not_null()).then(pl.col("ver_msg"))
+                             .when(pl.col("uv_rec")).then(pl.col("ver_uv")))
     versions = rare.filter(pl.col("ver").is_not_null()).select("line", "ver")
     spec = _spec_rows(_with_version(chunk.spec, versions, st.version))
     stats = _stats_rows(_with_version(chunk.stats, versions, st.version))
@@ -749,7 +758,7 @@ def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
         "p_rollovers": masked(p_roll, has_p), **stamp_columns(arr("x_p_stamp", np.uint8, 5), has_p, "p_"),
         "n_env_before": arr("x_n_env", np.int32).astype(np.int64),
     }).with_columns(msg=pl.when(pl.col("level").is_not_null()).then(pl.col("body").str.slice(pl.col("_msg_off"))))
-    rare = frame.filter(pl.Series((kind & _K_RARE) != 0)).select(_RARE_COLS)
+    rare = _rare_text(frame.filter(pl.Series((kind & _K_RARE) != 0)).select(_RARE_COLS))
     failed = frame.filter(pl.Series((kind & _K_FAILED) != 0)).select("line", "body")
     first = (shift, *first_stamp) if first_idx >= 0 else None
     last = (last_idx + base, last_level >= 4, (last_roll + shift, *last_stamp)) if last_idx >= 0 else None
