@@ -187,6 +187,18 @@ class SessionStore(Protocol):
 
 
 
+def stream_query(cur, sql: str, params: tuple, where: str, what: str) -> Iterator[pa.RecordBatch]:
+    """The Arrow batches of one query on an ADBC cursor, which is closed after; a driver error is a
+    one-line SourceError naming `where` and `what`."""
+    try:
+        cur.execute(sql, params)
+        yield from cur.fetch_record_batch()
+    except Exception as exc:
+        raise SourceError(f"{where}: {what} failed ({one_line(exc)})") from None
+    finally:
+        cur.close()
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
     """A driver error as one short line (libpq and ADBC spread theirs over several lines)."""
     text = " ".join(str(exc).split())

@@ -39,6 +39,7 @@ from pipeline.sources.base import (
     conform,
     one_line,
     require_columns,
+    stream_query,
 )
 
 SNAPSHOT_OPTIONS = "-c default_transaction_isolation=repeatable\\ read -c default_transaction_read_only=on"
@@ -222,13 +223,7 @@ class PostgresStore:
     def _batches(self, conn, sql: str, params: tuple, batch_rows: int, what: str) -> Iterator[pa.RecordBatch]:
         cur = conn.cursor()
         cur.adbc_statement.set_options(**{"adbc.postgresql.batch_size_hint_bytes": str(batch_rows * 256)})
-        try:
-            cur.execute(sql, params)
-            yield from cur.fetch_record_batch()
-        except Exception as exc:
-            raise SourceError(f"{self.display}: {what} failed ({one_line(exc)})") from None
-        finally:
-            cur.close()
+        yield from stream_query(cur, sql, params, self.display, what)
 
     def epochs(self) -> list[int]:
         return self._query(sql_text("sources/postgres/epochs.sql")).column("epoch_id").to_pylist()

@@ -36,6 +36,7 @@ from pipeline.sources.base import (
     conform,
     one_line,
     require_columns,
+    stream_query,
 )
 
 EPOCH_FILE = re.compile(r"^epoch_(\d+)\.db$")
@@ -116,13 +117,7 @@ class SqliteStore:
         the first rows (see `_select`)."""
         cur = self._connect(Path(file)).cursor()
         cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
-        try:
-            cur.execute(sql, params)
-            yield from cur.fetch_record_batch()
-        except Exception as exc:
-            raise SourceError(f"{Path(file).name}: {what} failed ({one_line(exc)})") from None
-        finally:
-            cur.close()
+        yield from stream_query(cur, sql, params, Path(file).name, what)
 
     # -- SessionStore ----------------------------------------------------------
     def epochs(self) -> list[int]:

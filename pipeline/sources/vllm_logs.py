@@ -44,15 +44,12 @@ from datetime import date, datetime, timezone
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from pipeline.gcpause import gc_paused
 from pipeline.sources.logfiles import LogFile
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-# Lines that belong to a traceback or exception report even after a non-error record.
-TRACE_LINE = re.compile(
-    r"\s|Traceback \(most recent call last\)|During handling of|The above exception|[\w.]+(?:Error|Exception|Exit|Interrupt)\b"
-)
 MAX_PREFIX = 64  # VLLM_LOGGING_PREFIX: free text before the level
 
 NUMBER = r"(?:nan|-?\d+(?:\.\d+)?)"
@@ -97,11 +94,6 @@ class ParsedLog:
     records: int = 0
     first_at: datetime | None = None
     last_at: datetime | None = None
-
-
-def parse_version(text: str) -> tuple[int, ...] | None:
-    m = re.match(r"(\d+)\.(\d+)\.(\d+)", text)
-    return tuple(int(x) for x in m.groups()) if m else None
 
 
 def _float(text: str | None) -> float | None:
@@ -247,10 +239,6 @@ _RX_STATS_HEAD = (rf"^(?:Engine (?P<engine>\d+): |(?P<engines>\d+) Engines Aggre
                   rf"Avg prompt throughput: (?P<prompt>{NUMBER}) tokens/s, Avg generation throughput: (?P<gen>{NUMBER}) tokens/s")
 _V090, _V0111 = 9 * 10**6, 11 * 10**6 + 1  # version code = major·10^12 + minor·10^6 + patch
 STAMP_COLS = ("rollovers", "month", "day", "h", "m", "s")
-
-
-def _version_code(v: tuple[int, ...] | None) -> int | None:
-    return None if v is None else v[0] * 10**12 + v[1] * 10**6 + v[2]
 
 
 @dataclass
@@ -604,9 +592,9 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     cur = st.cur
     st.records += chunk.env
     cols = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_err", *[f"p_{c}" for c in STAMP_COLS],
-            "uv_msg", "uv_rec", "trace"]
+            "uv_msg", "trace"]
     for (line, body, proc, level, msg, r, mo, d, h, mi, s, p_line, p_err, pr, pmo, pd, ph, pmi, ps,
-         uv_msg, uv_rec, trace) in rare.select(cols).iter_rows():
+         uv_msg, trace) in rare.select(cols).iter_rows():
         if level is not None:  # an envelope record that may hold events
             flush(cur)
             stamp = (r, mo, d, h, mi, s)
@@ -679,8 +667,6 @@ def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
     with their hash), rare rows (with what `_lines_frame` gives for them), and the chunk summary, with
     lines numbered from 1 and year rollovers counted from the chunk's first envelope line. It runs in
     the scanning threads; `_place` puts the chunk after what came before."""
-    import pyarrow as pa
-
     (lines, n_env, first_idx, first_stamp, last_idx, last_level, last_stamp, last_roll), a = scanned
     base, shift = 1, 0
 
@@ -693,9 +679,8 @@ def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
         data = np.packbits(values, bitorder="little") if values.dtype == bool else np.ascontiguousarray(values)
         return pl.Series(pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [bits, pa.py_buffer(data)]))
 
-    def stamp_columns(stamps: np.ndarray, valid: np.ndarray | None = None, prefix: str = "") -> dict:
-        return {prefix + c: stamps[:, i].astype(np.int32) if valid is None else masked(stamps[:, i].astype(np.int32), valid)
-                for i, c in enumerate(STAMP_COLS[1:])}
+    def stamp_columns(stamps: np.ndarray, valid: np.ndarray, prefix: str = "") -> dict:
+        return {prefix + c: masked(stamps[:, i].astype(np.int32), valid) for i, c in enumerate(STAMP_COLS[1:])}
 
     def records(kind: str, fields: dict) -> tuple[pl.DataFrame, np.ndarray]:
         """The rows of one kind of record, and their hashes."""
@@ -707,7 +692,7 @@ def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
         stamps[kind] = (col("roll", np.int32), col("stamp", np.uint8, 5))  # for `at` once the rollovers are known
         return pl.DataFrame({
             "line": col("idx", np.int32).astype(np.int64) + base, "head": pl.repeat(None, len(valid), dtype=pl.String, eager=True),
-            "level": _levels(a[f"{kind}_level"]), "proc": _strings(pa, a[f"{kind}_procs"], col("proc_len", np.int32)),
+            "level": _levels(a[f"{kind}_level"]), "proc": _strings(a[f"{kind}_procs"], col("proc_len", np.int32)),
             "at": _at_series(*stamps[kind], base_year),
             **{name: masked(values[array][:, slot], (valid & bit) != 0) for name, (array, slot, bit) in fields.items()},
         }), col("digest", np.uint8, 10)
@@ -736,7 +721,7 @@ def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
         "prefix_cache_hit_rate": ("floats", 3, 64)})
     flags = arr("stats_flags", np.uint8)
     stats = stats.with_columns(matched=pl.lit(True), aggregated=(flags & _F_AGGREGATED) != 0,
-                               engine_n=_strings(pa, a["stats_engines"], arr("stats_eng_len", np.int32)))
+                               engine_n=_strings(a["stats_engines"], arr("stats_eng_len", np.int32)))
     # the records in line order, for their keys
     is_spec = arr("cls", np.uint8) == 2
     hashes = np.empty((len(is_spec), 10), np.uint8)
@@ -750,8 +735,8 @@ def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
     p_roll = arr("x_p_roll", np.int32) + shift
     frame = pl.DataFrame({
         "line": arr("x_idx", np.int32).astype(np.int64) + base,
-        "body": _strings(pa, a["x_bodies"], arr("x_body_len", np.int32), nullable=False),
-        "proc": _strings(pa, a["x_procs"], arr("x_proc_len", np.int32)), "level": _levels(a["x_level"]),
+        "body": _strings(a["x_bodies"], arr("x_body_len", np.int32), nullable=False),
+        "proc": _strings(a["x_procs"], arr("x_proc_len", np.int32)), "level": _levels(a["x_level"]),
         "_msg_off": arr("x_msg_off", np.int32), "rollovers": masked(p_roll, env),
         **stamp_columns(arr("x_stamp", np.uint8, 5), env),
         "p_line": masked(p_idx.astype(np.int64) + base, has_p), "p_err": masked(arr("x_p_level", np.uint8) >= 4, has_p),
@@ -807,7 +792,7 @@ def _levels(codes: bytes) -> pl.Series:
     return _LEVEL_NAMES.gather(np.frombuffer(codes, np.uint8))  # (pyarrow's take is ~20× slower under load)
 
 
-def _strings(pa, data: bytes, lengths: np.ndarray, nullable: bool = True) -> pl.Series:
+def _strings(data: bytes, lengths: np.ndarray, nullable: bool = True) -> pl.Series:
     """Strings laid end to end in `data`; when nullable, a length of 0 is null (no process prefix, no engine)."""
     offsets = np.zeros(len(lengths) + 1, np.int64)  # large (int64) offsets: Polars takes them without a copy
     np.cumsum(lengths, out=offsets[1:])
@@ -845,8 +830,6 @@ def _record_keys(st: VllmStream, records: tuple, others: list[pl.DataFrame]) -> 
 
 
 def _key_series(assigned: tuple[bytes, bytes]) -> pl.Series:
-    import pyarrow as pa
-
     offsets, text = assigned
     return pl.Series("record_key", pa.LargeStringArray.from_buffers((len(offsets) // 8) - 1, pa.py_buffer(offsets), pa.py_buffer(text)))
 

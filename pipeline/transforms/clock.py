@@ -5,8 +5,6 @@ Invariant 6 (design.md): the unit is detected by magnitude here, never guessed p
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import polars as pl
 
 # 1e11 seconds is the year 5138; 1e11 milliseconds is 1973. Real values sit far from the cut.
@@ -18,11 +16,6 @@ def unix_seconds(value: int | None) -> int | None:
     if not value:
         return None
     return value // 1000 if value >= MILLISECONDS_FROM else value
-
-
-def unix_to_datetime(value: int | None) -> datetime | None:
-    seconds = unix_seconds(value)
-    return None if seconds is None else datetime.fromtimestamp(seconds, tz=timezone.utc)
 
 
 def unix_seconds_expr(col: str | pl.Expr) -> pl.Expr:

@@ -26,9 +26,6 @@ STRING_FIELDS = ("disposition", "timeout_kind", "timeout_outcome", "timeout_reas
 FLAGS = ("slow_receipt", "slow_chunk", "clock_drifted", "slow_decode", "logprobs_decoded")
 KNOWN_KEYS = {"slot_id", "phase", "dispatch_phase", "timeout_evaluation_phase", "timeout_action", "escrow_id",
               "count", "key", *STRING_FIELDS, *FLAGS}
-COUNTER_COLUMNS = ("slot_id", "disposition", "phase", "warmup", "timeout_kind", "timeout_outcome", "timeout_reason",
-                   "failure_origin", "no_send_reason", "quarantine_mode", "detail_reason", "delivery_reason",
-                   "terminal", "ghost_reason", *FLAGS, "key_json", "extra_keys")
 LEDGER_TABLES = ("ledger_counters", "ledger_host_stats", "ledger_slot_sets", "ledger_slots", "ledger_escrows")
 
 
