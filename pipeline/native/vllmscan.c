@@ -666,7 +666,7 @@ static int plain_ascii(const char *data, size_t size) {
 
 /* Returns 1 done, 0 a chunk or a line this scanner cannot read exactly (the caller uses the Polars
    path for the whole chunk), -1 out of memory. */
-static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum) {
+static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum, int summary_only) {
     if (!plain_ascii(data, size)) return 0;
     char *scratch = NULL, *tmp = NULL;
     size_t scratch_cap = 0;
@@ -703,6 +703,10 @@ static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum) {
         uint8_t stamp[5];
         int level = find_envelope(body, lend, stamp, &msg_off);
         int kind = 0;
+        if (summary_only && !level) { /* the year pass only needs the envelope lines' stamps */
+            p = nl ? nl + 1 : end;
+            continue;
+        }
         if (level) {
             if (last_month >= 0 && stamp[0] < last_month - 6) roll++;
             last_month = stamp[0];
@@ -713,6 +717,11 @@ static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum) {
             last_env = i;
             last_level = level;
             memcpy(last_stamp, stamp, 5);
+            if (summary_only) {
+                n_env++;
+                p = nl ? nl + 1 : end;
+                continue;
+            }
             const char *msg = body + msg_off;
             size_t mn = (size_t)(lend - msg);
             int cls = 0, r = 0;
@@ -851,7 +860,7 @@ static PyObject *owned_from(Buf *b) {
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(chunk: bytes) -> (summary, arrays) | None\n\n"
+"scan(chunk: bytes, summary_only: bool = False) -> (summary, arrays) | None\n\n"
 "Scan whole ASCII lines split on \\n (see the module comment). None when a line is beyond what the\n"
 "scanner reads exactly; the caller then uses the Polars path for the chunk. summary = (lines,\n"
 "envelope lines, first envelope line or -1, its stamp, last envelope line or -1, its level, its\n"
@@ -859,7 +868,8 @@ PyDoc_STRVAR(scan_doc,
 
 static PyObject *scan(PyObject *self, PyObject *args) {
     Py_buffer view;
-    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    int summary_only = 0;
+    if (!PyArg_ParseTuple(args, "y*|p", &view, &summary_only)) return NULL;
     if (n_words == 0) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_RuntimeError, "_vllmscan.configure() was not called");
@@ -871,7 +881,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     memset(&sum, 0, sizeof sum);
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = scan_chunk(view.buf, (size_t)view.len, b, &sum);
+    rc = scan_chunk(view.buf, (size_t)view.len, b, &sum, summary_only);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyObject *result = NULL, *arrays = NULL;

@@ -493,10 +493,11 @@ def _parse_chunk(block: bytes, prepared: _Chunk | None, st: VllmStream) -> VllmB
         return _finish(st, *_walk(chunk, st), chunk.records)
 
 
-def _scan(block: memoryview) -> tuple | None:
+def _scan(block: memoryview, summary_only: bool = False) -> tuple | None:
     """The C scanner's reading of a chunk, or None: no scanner, or a chunk it leaves to Polars (not
-    ASCII, \r line ends, or a line it cannot read exactly)."""
-    return _native.scan(block) if _native is not None else None
+    ASCII, \r line ends, or a line it cannot read exactly). `summary_only`: just the chunk summary
+    (line and envelope counts, first / last stamp, rollovers), for the year pass."""
+    return _native.scan(block, summary_only) if _native is not None else None
 
 
 def _prepare(block: bytes, base_year: int | None) -> _Chunk | None:
@@ -932,7 +933,7 @@ def scan_years(file: LogFile, chunk_bytes: int = CHUNK_BYTES) -> tuple[int, tupl
     """(rollovers, stamp of the last record): the first pass when no --year is given."""
     rollovers, last_month, last = 0, None, None
     for block in _chunks(file, chunk_bytes):
-        scanned = _scan(block)
+        scanned = _scan(block, summary_only=True)
         if scanned is not None:  # the scanner's summary: rollovers within the chunk, first / last stamp
             (_, _, first_idx, first_stamp, last_idx, _, last_stamp, roll), _ = scanned
             if last_idx < 0:
