@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import calendar
 import hashlib
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from pipeline.extensions import optional_extension
 from pipeline.gcpause import gc_paused
 from pipeline.sources.logfiles import LogFile
 
@@ -650,12 +650,7 @@ def _with_version(rows: pl.DataFrame, versions: pl.DataFrame, prior: int | None)
 
 # -- the C scanner (pipeline/native/vllmscan.c): the same chunk from compact arrays ---------------------
 
-try:
-    from pipeline import _vllmscan as _native
-except ImportError:  # built without a C compiler: the Polars expressions do all the work (same rows)
-    _native = None
-if os.environ.get("GONKA_EVIDENCE_NATIVE_LOGS", "1") == "0":
-    _native = None
+_native = optional_extension("_vllmscan", "GONKA_EVIDENCE_NATIVE_LOGS")  # None: the Polars path does everything
 if _native is not None:
     _native.configure([*EVENT_WORDS, "version"])  # what makes an envelope line rare, as in `_polars_chunk`
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from itertools import chain
 from operator import attrgetter, ne
 from typing import Any
@@ -41,17 +40,13 @@ from typing import Any
 import msgspec
 import orjson
 
+from pipeline.extensions import optional_extension
 from pipeline.gcpause import gc_paused
 from pipeline.sources.payloads import PayloadFile, RawPayload, read_payload_file
 
 # The C scanner (pipeline/native/answerscan.c): the facts of the bodies it reads exactly, else None and the
 # Python paths below decide. Optional at build time; GONKA_EVIDENCE_NATIVE_ANSWERS=0 switches it off.
-try:
-    from pipeline import _answerscan as _native
-except ImportError:  # built without a C compiler: the msgspec fast path and the reference do all the work
-    _native = None
-if os.environ.get("GONKA_EVIDENCE_NATIVE_ANSWERS", "1") == "0":
-    _native = None
+_native = optional_extension("_answerscan", "GONKA_EVIDENCE_NATIVE_ANSWERS")
 
 ENVELOPE_KEYS = ("request", "payload", "body", "inference_request", "openai_request")
 
