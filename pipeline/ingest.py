@@ -32,7 +32,7 @@ from pipeline.paths import sql_text
 from pipeline.planes import PLANE_INGESTERS
 from pipeline.sources.base import TABLES, SessionStore
 from pipeline.transforms.derive import STATUS_NAMES, derive_escrows
-from pipeline.warehouse import fetch_frame, transaction
+from pipeline.warehouse import duckdb_setting, fetch_frame, transaction
 
 # Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
 CHUNK_NONCES = int(os.environ.get("GONKA_EVIDENCE_CHUNK_NONCES", "100000"))
@@ -99,44 +99,41 @@ def ingest_store(
     }
     quarantine: list[tuple[str, str, str]] = []
     plane_quarantined = 0
-    memory_limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
-    con.execute(f"SET memory_limit = '{INGEST_DUCKDB_MEMORY}'")
-
-    cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
     status = "failed"
     try:
-        with transaction(con):
-            _register(con, "new_escrow_cache", cache)
-            con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql"))
-            con.unregister("new_escrow_cache")
-        summary.add("escrow_cache", cache.num_rows)
-        for epoch_id in store.epochs():
-            missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
-            if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
-                absent = [(t, f"epoch {epoch_id}", "table missing in this copy") for t in missing]
-                with transaction(con):
-                    _quarantine(con, store, run_id, absent)
-                quarantine += absent
-                continue
-            sessions = pl.from_arrow(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
-            if epoch_id not in known_epochs and sessions.height:
-                summary.new_epochs.append(epoch_id)
-            heads.append(sessions.select("escrow_id", "latest_nonce"))
-            changed, cursors = _changed_escrows(sessions, state)
-            summary.escrows_changed += len(changed)
-            summary.escrows_unchanged += sessions.height - len(changed)
-            for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
-                progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
-                _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, progress)
-        for plane in PLANE_INGESTERS:
-            for table, n in plane(con, store, run_id).items():
-                summary.add(table, n)
-                if table.endswith("_quarantined"):  # planes record their problem rows themselves
-                    plane_quarantined += n
+        with duckdb_setting(con, "memory_limit", INGEST_DUCKDB_MEMORY):  # the caller's limit again after
+            cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
+            with transaction(con):
+                _register(con, "new_escrow_cache", cache)
+                con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql"))
+                con.unregister("new_escrow_cache")
+            summary.add("escrow_cache", cache.num_rows)
+            for epoch_id in store.epochs():
+                missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
+                if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
+                    absent = [(t, f"epoch {epoch_id}", "table missing in this copy") for t in missing]
+                    with transaction(con):
+                        _quarantine(con, store, run_id, absent)
+                    quarantine += absent
+                    continue
+                sessions = pl.from_arrow(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
+                if epoch_id not in known_epochs and sessions.height:
+                    summary.new_epochs.append(epoch_id)
+                heads.append(sessions.select("escrow_id", "latest_nonce"))
+                changed, cursors = _changed_escrows(sessions, state)
+                summary.escrows_changed += len(changed)
+                summary.escrows_unchanged += sessions.height - len(changed)
+                for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
+                    progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
+                    _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, progress)
+            for plane in PLANE_INGESTERS:
+                for table, n in plane(con, store, run_id).items():
+                    summary.add(table, n)
+                    if table.endswith("_quarantined"):  # planes record their problem rows themselves
+                        plane_quarantined += n
         status = "ok"
     finally:
-        con.execute(f"SET memory_limit = '{memory_limit}'")  # the caller's connection, as it was
         summary.copy_at = _copy_time(con, heads) if status == "ok" else None
         summary.quarantined = len(quarantine) + plane_quarantined
         summary.elapsed_s = time.monotonic() - started

@@ -31,7 +31,7 @@ from pipeline.sources.metrics_scrapes import parse_scrape
 from pipeline.sources.poc_results import parse_poc
 from pipeline.sources.validator_logs import parse_validator_log
 from pipeline.sources.vllm_logs import VllmStream, iter_vllm_batches
-from pipeline.warehouse import transaction
+from pipeline.warehouse import duckdb_setting, transaction
 
 TS = pl.Datetime("us", "UTC")
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
@@ -113,19 +113,17 @@ def ingest_logs(
             [run_id, source_id, ", ".join(str(p) for p in paths), __version__],
         )
     status, copy_at = "failed", None
-    # Log rows commit per chunk (~16 MB of log each); at DuckDB's default 16MB WAL threshold every commit
-    # also checkpointed, a third of a large file's ingest time. Checkpoint every 256MB of WAL instead
-    # (peak RSS unchanged at 1 GB of log, bench/BENCHMARKS.md), and restore the setting after.
-    threshold = con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()[0]
-    con.execute("SET checkpoint_threshold = '256MB'")
     try:
-        for file in files:
-            file_kind = kind or detect_kind(file)
-            last = _ingest_file(con, file, file_kind, host, year, run_id, summary)
-            copy_at = max(copy_at, last) if copy_at and last else (last or copy_at)
+        # Log rows commit per chunk (~32 MB of log each); at DuckDB's default 16MB WAL threshold every
+        # commit also checkpointed, a third of a large file's ingest time. Checkpoint every 256MB of WAL
+        # instead (peak RSS unchanged at 1 GB of log, bench/BENCHMARKS.md).
+        with duckdb_setting(con, "checkpoint_threshold", "256MB"):
+            for file in files:
+                file_kind = kind or detect_kind(file)
+                last = _ingest_file(con, file, file_kind, host, year, run_id, summary)
+                copy_at = max(copy_at, last) if copy_at and last else (last or copy_at)
         status = "ok"
     finally:
-        con.execute(f"SET checkpoint_threshold = '{threshold}'")
         summary.elapsed_s = time.monotonic() - started
         with transaction(con):
             con.execute(

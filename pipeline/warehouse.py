@@ -66,6 +66,17 @@ def open_read_only(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection
 
 
 @contextmanager
+def duckdb_setting(con: duckdb.DuckDBPyConnection, name: str, value: str) -> Iterator[None]:
+    """`SET name = value` for the block, then the connection's own value again."""
+    before = con.execute(f"SELECT current_setting('{name}')").fetchone()[0]
+    con.execute(f"SET {name} = '{value}'")
+    try:
+        yield
+    finally:
+        con.execute(f"SET {name} = '{before}'")
+
+
+@contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     con.execute("BEGIN TRANSACTION")
     try:
