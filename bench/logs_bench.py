@@ -428,7 +428,8 @@ def evaluate(sizes: dict) -> dict:
                 targets[f"{size} {step} vs grep floor"] = {
                     "value": share, "target": TARGETS["parse_vs_grep_floor"],
                     "pass": share >= TARGETS["parse_vs_grep_floor"],
-                    "cpu_value": s[step]["mb_per_cpu_s"] / max(s[g]["mb_per_cpu_s"] for g in ("grep_c", "grep_utf8"))}
+                    "cpu_value": s[step]["mb_per_cpu_s"] / max(s[g]["mb_per_cpu_s"] for g in ("grep_c", "grep_utf8")
+                                                                 if "mb_per_cpu_s" in s.get(g, {}))}
     keys = sorted(sizes, key=lambda k: sizes[k]["file"]["bytes"])
     if len(keys) >= 2:
         small, large = sizes[keys[0]]["steps"], sizes[keys[-1]]["steps"]
