@@ -186,6 +186,36 @@ def test_a_non_ascii_chunk_takes_the_polars_path(tmp_path):
     assert out["stats"].height == 80
 
 
+@needs_native
+def test_chunks_are_placed_in_the_scanning_threads_until_a_polars_chunk(tmp_path):
+    """Each chunk is numbered, dated and given its version in its scanning thread, from the placement of
+    the chunk before it; a chunk of the Polars path (here non-ASCII) breaks that chain, and the chunks
+    after it are placed by the walk. Both give the rows and state of the Polars path (a year rollover
+    and version lines on both sides of the break)."""
+    t = dt.datetime(2025, 12, 31, 23, 59, 0, tzinfo=UTC)
+    lines = []
+    for i in range(400):
+        t += dt.timedelta(seconds=7)
+        stamp = t.strftime("%m-%d %H:%M:%S")
+        if i % 50 == 0:
+            lines.append(f"INFO {stamp} [api_server.py:1] vLLM API server version 0.{9 + i // 100}.1")
+        lines.append(f"INFO {stamp} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation "
+                     f"throughput: 2.0 tokens/s, Running: {i % 5} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.5%")
+        if i == 200:
+            lines.append(f"INFO {stamp} [x.py:1] modèle chargé")
+    path = tmp_path / "chain.log"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    file = LogFile(path, dt.datetime(2026, 3, 1, tzinfo=UTC))
+    st = vllm_logs.VllmStream(2025)
+    start = vllm_logs._Placement(0, 0, None, None, False)
+    placed = [prepared.placed for _, prepared in vllm_logs._scanned(file, 3000, 2025, start) if prepared is not None]
+    broken = placed.index(False)
+    assert 5 < broken < len(placed) - 5 and all(placed[:broken]) and not any(placed[broken:])
+    out = _same(path, year=2025, chunk_bytes=3000)
+    _, st = _parse(file, 2025, 3000, native)
+    assert st.rollovers == 1 and st.version == 12_000_001 and out["stats"].height == 400
+
+
 def _expected_keys(heads: list[str]) -> list[str]:
     seen: dict[bytes, int] = {}
     keys = []
@@ -215,6 +245,27 @@ def test_blake2b_matches_hashlib():
     for n in [0, 1, 63, 127, 128, 129, 255, 256, 257, 1000, 4096]:
         data = bytes(rng.randrange(256) for _ in range(n))
         assert native.blake2b10(data) == hashlib.blake2b(data, digest_size=10).digest()
+
+
+@needs_native
+@pytest.mark.parametrize("kernel", ["avx512", "avx2", "scalar"])
+def test_every_hash_kernel_matches_hashlib(kernel):
+    """The lane kernels hash up to 8 lines at once, queued by block count (lines of 1-4 blocks; longer ones
+    at once): every length around the block edges, queues flushed part full, the same digests as hashlib."""
+    saved = native.hash_kernel()
+    try:
+        native.hash_kernel(kernel)
+    except ValueError:
+        pytest.skip(f"this CPU has no {kernel}")
+    try:
+        rng = random.Random(8)
+        lengths = [n for edge in (0, 128, 256, 384, 512, 640) for n in range(max(edge - 2, 0), edge + 3)]
+        items = [bytes(rng.randrange(256) for _ in range(n)) for n in lengths + [rng.randrange(700) for _ in range(500)]]
+        for count in (1, 7, 8, 9, len(items)):  # part-full and full queues
+            expected = b"".join(hashlib.blake2b(x, digest_size=10).digest() for x in items[:count])
+            assert native.blake2b10_many(items[:count]) == expected
+    finally:
+        native.hash_kernel(saved)
 
 
 @needs_native

@@ -38,6 +38,7 @@ import calendar
 import hashlib
 import re
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 
@@ -217,6 +218,8 @@ EVENT_WORDS = [
 # -- streaming, vectorised parser ----------------------------------------------------------------
 
 CHUNK_BYTES = 32 << 20  # whole lines per chunk; peak memory is a small multiple of this (32 MiB: ~12% faster than 16, +150 MiB)
+# the first chunks are smaller (doubling up to CHUNK_BYTES): the walk waits for the first chunk's scan
+FIRST_CHUNK_BYTES = 2 << 20
 _WS = r"[\s\x1c-\x1f]"  # Python's str.isspace() also counts \x1c-\x1f, Rust's \s does not
 _PY_SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # what str.strip() strips
 _LEVEL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
@@ -298,8 +301,10 @@ def _chunks(file: LogFile, chunk_bytes: int, spare: list[bytearray] | None = Non
 
     with gzip.open(file.path, "rb") if file.gzipped else open(file.path, "rb") as fh:
         carry = b""
+        size = min(chunk_bytes, FIRST_CHUNK_BYTES)
         while True:
-            need = len(carry) + chunk_bytes
+            need = len(carry) + size
+            size = min(2 * size, chunk_bytes)
             while spare and len(spare[-1]) < need:  # too small for this block: let it go
                 spare.pop()
             # room for the usual part line too, so that the next block can reuse this buffer
@@ -482,6 +487,35 @@ class _Chunk:
     records: tuple | None = None  # the C scanner's spec and stats rows in line order: (lines, hashes, is_spec)
     lines: int = 0  # lines in the chunk (C scanner)
     stamps: dict = field(default_factory=dict)  # per record kind: (rollovers, stamps) arrays (C scanner)
+    placed: bool = False  # numbered and dated after the chunks before it already (C scanner, `_prepare`)
+    rows: _Rows | None = None  # `_record_rows` already applied (C scanner, `_prepare`)
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """What places a chunk after the ones before it: their lines, the year rollovers of their last
+    envelope line and its month, the version in force and whether they hold a record (VllmStream.lines /
+    rollovers / last_month / version / cur is not None, once they are walked)."""
+
+    lines: int
+    rollovers: int
+    last_month: int | None
+    version: int | None
+    had_record: bool
+
+    def shift(self, first: tuple | None) -> int:
+        """The rollovers before a chunk whose first envelope line has the stamp `first`: one more when its
+        month falls back from the last one seen."""
+        fell_back = first is not None and self.last_month is not None and first[1] < self.last_month - 6
+        return self.rollovers + fell_back
+
+    def after(self, chunk: _Chunk) -> _Placement:
+        """The placement after `chunk` (placed with this one, its rows made)."""
+        lines, version = self.lines + chunk.lines, chunk.rows.version
+        if chunk.last is None:  # no envelope line: no record either (a uvicorn one needs one before)
+            return _Placement(lines, self.rollovers, self.last_month, version, self.had_record)
+        _, _, (rollovers, month, *_) = chunk.last
+        return _Placement(lines, int(rollovers), int(month), version, True)
 
 
 def _parse_chunk(block: bytes, prepared: _Chunk | None, st: VllmStream) -> VllmBatch:
@@ -500,10 +534,28 @@ def _scan(block: memoryview, summary_only: bool = False) -> tuple | None:
     return _native.scan(block, summary_only) if _native is not None else None
 
 
-def _prepare(block: bytes, base_year: int | None) -> _Chunk | None:
-    """In a scanning thread: the chunk as `_native_chunk` makes it, or None for the Polars path."""
-    scanned = _scan(block)
-    return _native_chunk(scanned, base_year) if scanned is not None else None
+def _prepare(block: bytes, base_year: int | None, before: Future, after: Future) -> _Chunk | None:
+    """In a scanning thread: the chunk as `_native_chunk` makes it, or None for the Polars path. Once
+    scanned, it waits for the placement after the chunk before (`before`, set by the thread of that
+    chunk as soon as it is scanned), so the chunk is numbered and dated here and not by the walk in
+    the main thread; its own placement goes to `after`. None there (a chunk of the Polars path, whose
+    placement is known only once walked) leaves the chunks after it to `_place`."""
+    placed = None
+    try:
+        scanned = _scan(block)
+        if scanned is None:
+            return None
+        prior = before.result()
+        if prior is None:
+            return _native_chunk(scanned, base_year)
+        (lines, _, first_idx, first_stamp, *_), _ = scanned
+        shift = prior.shift((0, *first_stamp) if first_idx >= 0 else None)
+        chunk = _native_chunk(scanned, base_year, prior.lines, shift)
+        chunk.rows = _record_rows(chunk, prior.version, prior.had_record)
+        chunk.placed, placed = True, prior.after(chunk)
+        return chunk
+    finally:
+        after.set_result(placed)
 
 
 def _polars_chunk(block: bytes, st: VllmStream) -> _Chunk:
@@ -561,25 +613,42 @@ def _rare_text(rare: pl.DataFrame) -> pl.DataFrame:
     return rare.with_columns(ver_msg=version(pl.col("msg")), ver_uv=version(pl.col("uv_msg")))
 
 
+@dataclass
+class _Rows:
+    """A chunk's spec and stats rows with their version and rules applied (`_record_rows`)."""
+
+    spec: pl.DataFrame  # the rows that parse: line, head, level, proc, at, SPEC_COLS
+    stats: pl.DataFrame  # the same with STATS_COLS
+    failed: set[int]  # record lines that do not parse (no events either)
+    unparsed: list  # (line, head, text) of those
+    version: int | None  # the version in force after the chunk
+
+
+def _record_rows(chunk: _Chunk, version: int | None, had_record: bool) -> _Rows:
+    """The spec / stats rows of a chunk with their version and rules, given the version in force before
+    it and whether a record came before it (a uvicorn line is a record only after one)."""
+    rare = chunk.rare.lazy().with_columns(
+        uv_rec=pl.col("uv_msg").is_not_null() & ((pl.col("n_env_before") > 0) | had_record))
+    # the vLLM version of records (envelope and uvicorn) holds until the next version line
+    versions = rare.select("line", ver=pl.when(pl.col("level").is_not_null()).then(pl.col("ver_msg"))
+                           .when(pl.col("uv_rec")).then(pl.col("ver_uv"))).drop_nulls("ver").collect()
+    spec = _spec_rows(_with_version(chunk.spec, versions, version))
+    stats = _stats_rows(_with_version(chunk.stats, versions, version))
+    bad = pl.concat([spec.filter(~pl.col("ok")).select("line", "head"), stats.filter(~pl.col("ok")).select("line", "head")])
+    keep = ["line", "head", "level", "proc", "at"]
+    return _Rows(spec.filter(pl.col("ok")).select(*keep, *SPEC_COLS), stats.filter(pl.col("ok")).select(*keep, *STATS_COLS),
+                 chunk.failed | set(bad["line"].to_list()),
+                 chunk.unparsed + [(line, head, head[:500]) for line, head in bad.iter_rows()],
+                 int(versions["ver"][-1]) if versions.height else version)
+
+
 def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, list, list]:
     """The record walk over the rare lines (uvicorn records, traceback folding, events, unparsed lines)
-    and the state carried to the next chunk; the spec / stats rows get their version and rules."""
-    had_cur = st.cur is not None
-    rare = chunk.rare.with_columns(uv_rec=pl.col("uv_msg").is_not_null() & ((pl.col("n_env_before") > 0) | had_cur))
-    # the vLLM version of records (envelope and uvicorn) holds until the next version line
-    rare = rare.with_columns(ver=pl.when(pl.col("level").is_not_null()).then(pl.col("ver_msg"))
-                             .when(pl.col("uv_rec")).then(pl.col("ver_uv")))
-    versions = rare.filter(pl.col("ver").is_not_null()).select("line", "ver")
-    spec = _spec_rows(_with_version(chunk.spec, versions, st.version))
-    stats = _stats_rows(_with_version(chunk.stats, versions, st.version))
-    if versions.height:
-        st.version = int(versions["ver"][-1])
-    bad = pl.concat([spec.filter(~pl.col("ok")).select("line", "head"), stats.filter(~pl.col("ok")).select("line", "head")])
-    failed = chunk.failed | set(bad["line"].to_list())
-    unparsed: list[tuple[int, str, str]] = chunk.unparsed + [(r[0], r[1], r[1][:500]) for r in bad.iter_rows()]
-    keep = ["line", "head", "level", "proc", "at"]
-    spec = spec.filter(pl.col("ok")).select(*keep, *SPEC_COLS)
-    stats = stats.filter(pl.col("ok")).select(*keep, *STATS_COLS)
+    and the state carried to the next chunk; the spec / stats rows get their version and rules (in
+    the scanning thread already when the chunks before it were known there, `_prepare`)."""
+    rows = chunk.rows if chunk.rows is not None else _record_rows(chunk, st.version, st.cur is not None)
+    st.version = rows.version
+    spec, stats, failed, unparsed = rows.spec, rows.stats, rows.failed, list(rows.unparsed)
 
     events: list[tuple] = []
 
@@ -595,7 +664,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     cols = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_err", *[f"p_{c}" for c in STAMP_COLS],
             "uv_msg", "trace"]
     for (line, body, proc, level, msg, r, mo, d, h, mi, s, p_line, p_err, pr, pmo, pd, ph, pmi, ps,
-         uv_msg, trace) in rare.select(cols).iter_rows():
+         uv_msg, trace) in zip(*(chunk.rare[c].to_list() for c in cols)):  # column lists: far cheaper than iter_rows
         if level is not None:  # an envelope record that may hold events
             flush(cur)
             stamp = (r, mo, d, h, mi, s)
@@ -658,13 +727,13 @@ _F_PP, _F_PP_NAN, _F_AGGREGATED = 1, 2, 4  # vllmscan.c `flags`
 _K_RARE, _K_FAILED = 1, 2  # vllmscan.c rare-row kinds
 
 
-def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
-    """`_polars_chunk` from the scanner's arrays, on its own: record rows (spec / stats lines read in full,
-    with their hash), rare rows (with what `_lines_frame` gives for them), and the chunk summary, with
-    lines numbered from 1 and year rollovers counted from the chunk's first envelope line. It runs in
-    the scanning threads; `_place` puts the chunk after what came before."""
+def _native_chunk(scanned: tuple, base_year: int | None, offset: int = 0, shift: int = 0) -> _Chunk:
+    """`_polars_chunk` from the scanner's arrays, in a scanning thread: record rows (spec / stats lines
+    read in full, with their hash), rare rows (with what `_lines_frame` gives for them), and the chunk
+    summary, with lines numbered from offset + 1 and `shift` year rollovers before its first envelope
+    line. Unless both are known (`_prepare`), `_place` later puts the chunk after what came before."""
     (lines, n_env, first_idx, first_stamp, last_idx, last_level, last_stamp, last_roll), a = scanned
-    base, shift = 1, 0
+    base = offset + 1
 
     def arr(name: str, dtype, width: int = 0) -> np.ndarray:
         v = np.frombuffer(a[name], dtype)
@@ -685,7 +754,7 @@ def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
 
         valid, ints, floats = col("valid", np.uint8), col("ints", np.int64, 3), col("floats", np.float64, 4)
         values = {"ints": ints, "floats": floats}
-        stamps[kind] = (col("roll", np.int32), col("stamp", np.uint8, 5))  # for `at` once the rollovers are known
+        stamps[kind] = (col("roll", np.int32) + shift, col("stamp", np.uint8, 5))  # for `at` (again in `_place`)
         return pl.DataFrame({
             "line": col("idx", np.int32).astype(np.int64) + base, "head": pl.repeat(None, len(valid), dtype=pl.String, eager=True),
             "level": _levels(a[f"{kind}_level"]), "proc": _strings(a[f"{kind}_procs"], col("proc_len", np.int32)),
@@ -750,12 +819,14 @@ def _native_chunk(scanned: tuple, base_year: int | None) -> _Chunk:
 
 def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
     """A chunk `_native_chunk` read on its own, numbered after the lines before it and with the year
-    rollovers before it (and one more when its first month falls back from the last one seen)."""
+    rollovers before it (unless `_prepare` placed it already)."""
+    if chunk.placed:
+        st.lines += chunk.lines
+        return chunk
     offset = st.lines
     st.lines += chunk.lines
-    shift = st.rollovers
-    if chunk.first is not None and st.last_month is not None and chunk.first[1] < st.last_month - 6:
-        shift += 1
+    shift = _Placement(offset, st.rollovers, st.last_month, st.version, st.cur is not None).shift(chunk.first)
+
     if offset == 0 and shift == 0:
         return chunk
     line = pl.col("line") + offset
@@ -971,7 +1042,8 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
     if not file.gzipped:  # room for the record hashes at once (a record is ~256 bytes of log)
         st.keys.reserve(file.path.stat().st_size // 256)
     parsed = False
-    for block, prepared in _scanned(file, chunk_bytes, st.base):
+    for block, prepared in _scanned(file, chunk_bytes, st.base, _Placement(st.lines, st.rollovers, st.last_month, st.version,
+                                                                                  st.cur is not None)):
         yield _parse_chunk(block, prepared, st)
         parsed = True
     if parsed and st.cur is not None and st.cur.pending is not None:  # the file's last record
@@ -985,10 +1057,12 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
 SCAN_AHEAD = 2  # chunks the C scanner reads ahead, each in its own thread (it runs without the GIL)
 
 
-def _scanned(file: LogFile, chunk_bytes: int, base_year: int | None) -> Iterator[tuple[memoryview, _Chunk | None]]:
-    """(block, `_prepare(block)`) in file order. The next chunks are scanned and assembled in threads while
-    the caller works on this one, so the C scanner, the assembly (much of it in Polars and Arrow, without
-    the GIL) and the walk use both cores; at most SCAN_AHEAD + 1 chunks are alive at once."""
+def _scanned(file: LogFile, chunk_bytes: int, base_year: int | None,
+             start: _Placement) -> Iterator[tuple[memoryview, _Chunk | None]]:
+    """(block, `_prepare(block)`) in file order, the first block placed after `start`. The next chunks are
+    scanned and assembled in threads while the caller works on this one, so the C scanner, the assembly
+    (much of it in Polars and Arrow, without the GIL) and the walk use both cores; at most
+    SCAN_AHEAD + 1 chunks are alive at once."""
     if _native is None:
         yield from ((block, None) for block in _chunks(file, chunk_bytes))
         return
@@ -996,10 +1070,13 @@ def _scanned(file: LogFile, chunk_bytes: int, base_year: int | None) -> Iterator
     from concurrent.futures import ThreadPoolExecutor
 
     spare: list[bytearray] = []  # the buffers of chunks the caller is done with
+    placement: Future = Future()
+    placement.set_result(start)
     with ThreadPoolExecutor(SCAN_AHEAD, thread_name_prefix="vllm-scan") as pool:
         pending: deque = deque()
         for block in _chunks(file, chunk_bytes, spare):
-            pending.append((block, pool.submit(_prepare, block, base_year)))
+            before, placement = placement, Future()
+            pending.append((block, pool.submit(_prepare, block, base_year, before, placement)))
             if len(pending) > SCAN_AHEAD:
                 block, scan = pending.popleft()
                 yield block, scan.result()
