@@ -216,6 +216,21 @@ def test_chunks_are_placed_in_the_scanning_threads_until_a_polars_chunk(tmp_path
     assert st.rollovers == 1 and st.version == 12_000_001 and out["stats"].height == 400
 
 
+@needs_native
+@pytest.mark.parametrize("odd", ["\x1b[1m", "\r", "é", "\x1b[0m\r"])
+def test_a_code_or_byte_anywhere_in_a_line(tmp_path, odd):
+    """The scanner reads a line 16 bytes at a time, noting ANSI codes (stripped) and \r or non-ASCII bytes
+    (the chunk goes to the Polars path): at every offset of the first blocks, and in a last line without
+    its newline, the rows are the Polars path's."""
+    line = "INFO 03-01 10:00:01 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+    for pos in range(0, 40):
+        for last in (False, True):
+            text = line + "\n" + line[:pos] + odd + line[pos:] + ("" if last else "\n" + line + "\n")
+            path = tmp_path / f"odd-{pos}-{last}.log"
+            path.write_bytes(text.encode("utf-8"))
+            _same(path, year=2026, chunk_bytes=1 << 20)
+
+
 def _expected_keys(heads: list[str]) -> list[str]:
     seen: dict[bytes, int] = {}
     keys = []

@@ -739,8 +739,25 @@ typedef struct {
     int stats, rare;  /* "Avg prompt throughput:" anywhere; an event word (or "version") anywhere */
 } Marks;
 
+/* Event words shorter than SHORT_WORD ("version") are searched apart, by their first byte: with them
+   in the jump table its shifts would be at most 6 bytes. */
+#define SHORT_WORD 10
+static int short_words[MAX_WORDS], n_short = 0, n_long = 0;
+
 static Marks scan_message(const char *m, size_t n) {
     Marks k = {NULL, 0, 0};
+    for (int s = 0; s < n_short && !k.rare; s++) {
+        const char *w = patterns[short_words[s]];
+        size_t len = pattern_len[short_words[s]];
+        for (const char *p = m; (size_t)(m + n - p) >= len; p++) {
+            p = memchr(p, w[0], (size_t)(m + n - p) - len + 1);
+            if (!p) break;
+            if (memcmp(p + 1, w + 1, len - 1) == 0) {
+                k.rare = 1;
+                break;
+            }
+        }
+    }
     for (size_t last = window - 1; last < n;) {
         uint8_t j = jump[pair_key(m + last - 1)];
         if (j) {
@@ -751,7 +768,7 @@ static Marks scan_message(const char *m, size_t n) {
         size_t left = (size_t)(m + n - p);
         for (int w = 0; w < n_patterns; w++) {
             if (pattern_len[w] > left || p[0] != patterns[w][0] || memcmp(p, patterns[w], pattern_len[w]) != 0) continue;
-            if (w < n_words) k.rare = 1;
+            if (w < n_long) k.rare = 1;
             else if (patterns[w] == MARK_SPEC) { if (!k.spec) k.spec = p; }
             else k.stats = 1;
         }
@@ -761,11 +778,26 @@ static Marks scan_message(const char *m, size_t n) {
 }
 
 static void build_jumps(void) {
-    n_patterns = n_words;
+    /* the long words first, then the markers (the jump table's patterns), then the short words */
+    const char *all[MAX_WORDS];
+    size_t all_len[MAX_WORDS];
+    memcpy(all, patterns, sizeof all);
+    memcpy(all_len, pattern_len, sizeof all_len);
+    n_patterns = n_short = 0;
+    for (int w = 0; w < n_words; w++)
+        if (all_len[w] >= SHORT_WORD) patterns[n_patterns] = all[w], pattern_len[n_patterns++] = all_len[w];
+    n_long = n_patterns;
     patterns[n_patterns] = MARK_SPEC;
     pattern_len[n_patterns++] = sizeof MARK_SPEC - 1;
     patterns[n_patterns] = MARK_STATS;
     pattern_len[n_patterns++] = sizeof MARK_STATS - 1;
+    for (int w = 0; w < n_words; w++)
+        if (all_len[w] < SHORT_WORD) {
+            patterns[n_patterns + n_short] = all[w];
+            pattern_len[n_patterns + n_short] = all_len[w];
+            short_words[n_short] = n_patterns + n_short;
+            n_short++;
+        }
     window = pattern_len[0];
     for (int w = 1; w < n_patterns; w++)
         if (pattern_len[w] < window) window = pattern_len[w];
@@ -815,18 +847,18 @@ static int buf_add(Buf *b, const void *src, size_t n) {
     } while (0)
 
 /* Record rows (spec and stats lines read in full), one set of arrays per kind, with the kinds'
-   sequence in line order (`cls`); rare rows (lines the Python side handles); the chunk summary.
+   sequence, lines and hashes in line order (`cls`, `rec_idx`, `digest`); rare rows (lines the Python side handles); the chunk summary.
    Arrays are named as in vllm_logs._native_chunk: "spec_idx", "stats_idx", …, "cls", "x_idx", … */
 enum { R_IDX, R_LEVEL, R_ROLL, R_STAMP, R_PROC_LEN, R_ENG_LEN, R_INTS, R_FLOATS, R_VALID, R_FLAGS, R_PP_COUNT,
-       R_PP_TOTAL, R_DIGEST, B_PROCS, B_ENGINES, B_PP, N_REC };
+       R_PP_TOTAL, B_PROCS, B_ENGINES, B_PP, N_REC };
 static const char *const REC_NAMES[N_REC] = {
     "idx", "level", "roll", "stamp", "proc_len", "eng_len", "ints", "floats", "valid", "flags", "pp_count",
-    "pp_total", "digest", "procs", "engines", "pp_values"};
-enum { B_CLS = 2 * N_REC, X_IDX, X_KIND, X_LEVEL, X_STAMP, X_MSG_OFF, X_BODY_LEN, X_PROC_LEN, B_XBODIES, B_XPROCS,
+    "pp_total", "procs", "engines", "pp_values"};
+enum { B_CLS = 2 * N_REC, B_REC_IDX, B_DIGEST, X_IDX, X_KIND, X_LEVEL, X_STAMP, X_MSG_OFF, X_BODY_LEN, X_PROC_LEN, B_XBODIES, B_XPROCS,
        X_P_IDX, X_P_LEVEL, X_P_ROLL, X_P_STAMP, X_N_ENV, N_BUFS };
 static const char *const OTHER_NAMES[N_BUFS - B_CLS] = {
-    "cls", "x_idx", "x_kind", "x_level", "x_stamp", "x_msg_off", "x_body_len", "x_proc_len", "x_bodies", "x_procs",
-    "x_p_idx", "x_p_level", "x_p_roll", "x_p_stamp", "x_n_env"};
+    "cls", "rec_idx", "digest", "x_idx", "x_kind", "x_level", "x_stamp", "x_msg_off", "x_body_len", "x_proc_len",
+    "x_bodies", "x_procs", "x_p_idx", "x_p_level", "x_p_roll", "x_p_stamp", "x_n_env"};
 enum { K_RARE = 1, K_FAILED = 2 };
 
 typedef struct {
@@ -835,24 +867,49 @@ typedef struct {
     uint8_t first_stamp[5], last_stamp[5];
 } Summary;
 
-/* Only ASCII without \r (the Polars path splits \r and \r\n line ends and decodes UTF-8). */
-static int plain_ascii(const char *data, size_t size) {
-    if (memchr(data, '\r', size)) return 0;
-    size_t i = 0;
-    uint64_t high = 0;
-    for (; i + 8 <= size; i += 8) {
-        uint64_t w;
-        memcpy(&w, data + i, 8);
-        high |= w;
+/* The end of the line at p (its \n, or `end`), in one pass that also tells what the line holds: ESC
+   (an ANSI code to strip) in *esc, and in *odd a \r or a byte past ASCII (the Polars path splits \r
+   and \r\n line ends and decodes UTF-8). Three memchr calls a line cost more. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline const char *line_end(const char *p, const char *end, int *esc, int *odd) {
+    const __m128i nl = _mm_set1_epi8('\n'), ansi = _mm_set1_epi8(0x1b), cr = _mm_set1_epi8('\r');
+    unsigned seen_esc = 0, seen_odd = 0;
+    for (; end - p >= 16; p += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        unsigned at_nl = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl));
+        unsigned at_esc = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, ansi));
+        unsigned at_odd = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, cr), v)); /* \r, or bit 7 */
+        if (at_nl) {
+            unsigned before = (at_nl & -at_nl) - 1;
+            *esc = (seen_esc | (at_esc & before)) != 0;
+            *odd = (seen_odd | (at_odd & before)) != 0;
+            return p + __builtin_ctz(at_nl);
+        }
+        seen_esc |= at_esc;
+        seen_odd |= at_odd;
     }
-    for (; i < size; i++) high |= (uint8_t)data[i];
-    return !(high & 0x8080808080808080ULL);
+    for (; p < end && *p != '\n'; p++) {
+        seen_esc |= *p == 0x1b;
+        seen_odd |= *p == '\r' || (*p & 0x80);
+    }
+    *esc = seen_esc != 0;
+    *odd = seen_odd != 0;
+    return p;
 }
+#else
+static inline const char *line_end(const char *p, const char *end, int *esc, int *odd) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl : end;
+    *esc = memchr(p, 0x1b, (size_t)(le - p)) != NULL;
+    *odd = memchr(p, '\r', (size_t)(le - p)) != NULL;
+    for (const char *q = p; q < le && !*odd; q++) *odd = (*q & 0x80) != 0;
+    return le;
+}
+#endif
 
 /* Returns 1 done, 0 a chunk or a line this scanner cannot read exactly (the caller uses the Polars
    path for the whole chunk), -1 out of memory. */
 static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum, int summary_only) {
-    if (!plain_ascii(data, size)) return 0;
     char *scratch = NULL, *tmp = NULL;
     size_t scratch_cap = 0;
     int rc = 1;
@@ -865,9 +922,14 @@ static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum, int s
     const char *p = data, *end = data + size;
     sum->first_idx = -1;
     for (; p < end; i++) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *le = nl ? nl : end;
+        int has_esc, odd;
+        const char *le = line_end(p, end, &has_esc, &odd);
+        const char *nl = le < end ? le : NULL;
         size_t n = (size_t)(le - p);
+        if (odd) {
+            rc = 0;
+            goto out;
+        }
         const char *l = p;
         if (n + 2 > scratch_cap) { /* room for the stripped line and for spec_fields' rewritten message */
             free(scratch);
@@ -877,7 +939,7 @@ static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum, int s
             tmp = malloc(scratch_cap);
             if (!scratch || !tmp) goto nomem;
         }
-        if (memchr(p, 0x1b, n)) {
+        if (has_esc) {
             n = strip_ansi(p, n, scratch);
             l = scratch;
         }
@@ -934,6 +996,7 @@ static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum, int s
             if (cls && (f.valid & V_OK)) {
                 Buf *r = b + (cls == CLS_SPEC ? 0 : N_REC);
                 ADD(b[B_CLS], uint8_t, (uint8_t)cls);
+                ADD(b[B_REC_IDX], int32_t, (int32_t)i); /* records of both kinds in line order, for their keys */
                 ADDN(r[B_PROCS], l + 1, name_len);
                 ADDN(r[B_ENGINES], msg + 7, f.engine_len); /* "Engine " + digits, when F_ENGINE */
                 ADD(r[R_IDX], int32_t, (int32_t)i);
@@ -949,8 +1012,8 @@ static int scan_chunk(const char *data, size_t size, Buf *b, Summary *sum, int s
                 ADD(r[R_PP_COUNT], int32_t, f.pp_count);
                 ADD(r[R_PP_TOTAL], double, f.pp_total);
                 static const uint8_t unhashed[DIGEST];
-                ADDN(r[R_DIGEST], unhashed, DIGEST);
-                hasher_add(hs, (const uint8_t *)body, (size_t)(lend - body), &r[R_DIGEST].p, r[R_DIGEST].n - DIGEST);
+                ADDN(b[B_DIGEST], unhashed, DIGEST);
+                hasher_add(hs, (const uint8_t *)body, (size_t)(lend - body), &b[B_DIGEST].p, b[B_DIGEST].n - DIGEST);
             } else if (cls) {
                 kind |= K_FAILED;
                 if (f.pp_start >= 0) b[B_PP].n = (size_t)f.pp_start * sizeof(double); /* drop its list */

@@ -747,8 +747,8 @@ def _native_chunk(scanned: tuple, base_year: int | None, offset: int = 0, shift:
     def stamp_columns(stamps: np.ndarray, valid: np.ndarray, prefix: str = "") -> dict:
         return {prefix + c: masked(stamps[:, i].astype(np.int32), valid) for i, c in enumerate(STAMP_COLS[1:])}
 
-    def records(kind: str, fields: dict) -> tuple[pl.DataFrame, np.ndarray]:
-        """The rows of one kind of record, and their hashes."""
+    def records(kind: str, fields: dict) -> pl.DataFrame:
+        """The rows of one kind of record."""
         def col(name: str, dtype, width: int = 0) -> np.ndarray:
             return arr(f"{kind}_{name}", dtype, width)
 
@@ -760,11 +760,11 @@ def _native_chunk(scanned: tuple, base_year: int | None, offset: int = 0, shift:
             "level": _levels(a[f"{kind}_level"]), "proc": _strings(a[f"{kind}_procs"], col("proc_len", np.int32)),
             "at": _at_series(*stamps[kind], base_year),
             **{name: masked(values[array][:, slot], (valid & bit) != 0) for name, (array, slot, bit) in fields.items()},
-        }), col("digest", np.uint8, 10)
+        })
 
     stamps: dict[str, tuple] = {}
 
-    spec, spec_hashes = records("spec", {
+    spec = records("spec", {
         "accepted": ("ints", 0, 1), "drafted": ("ints", 1, 2), "mal_printed": ("floats", 0, 8),
         "accepted_tps": ("floats", 1, 16), "drafted_tps": ("floats", 2, 32), "acceptance_rate_printed": ("floats", 3, 64)})
     flags = arr("spec_flags", np.uint8)
@@ -780,7 +780,7 @@ def _native_chunk(scanned: tuple, base_year: int | None, offset: int = 0, shift:
                                                       children=[values])),
         has_pp=has_pp, usable=has_pp & ((flags & _F_PP_NAN) == 0), pp_total=arr("spec_pp_total", np.float64),
     ).with_columns(per_position=pl.when(pl.col("has_pp")).then(pl.col("per_position"))).drop("has_pp")
-    stats, stats_hashes = records("stats", {
+    stats = records("stats", {
         "prompt_tps": ("floats", 0, 8), "generation_tps": ("floats", 1, 16), "running": ("ints", 0, 1),
         "waiting": ("ints", 1, 2), "pre": ("ints", 2, 4), "kv_cache_usage": ("floats", 2, 32),
         "prefix_cache_hit_rate": ("floats", 3, 64)})
@@ -788,11 +788,8 @@ def _native_chunk(scanned: tuple, base_year: int | None, offset: int = 0, shift:
     stats = stats.with_columns(matched=pl.lit(True), aggregated=(flags & _F_AGGREGATED) != 0,
                                engine_n=_strings(a["stats_engines"], arr("stats_eng_len", np.int32)))
     # the records in line order, for their keys
-    is_spec = arr("cls", np.uint8) == 2
-    hashes = np.empty((len(is_spec), 10), np.uint8)
-    hashes[is_spec], hashes[~is_spec] = spec_hashes, stats_hashes
-    record_lines = np.empty(len(is_spec), np.int64)
-    record_lines[is_spec], record_lines[~is_spec] = spec["line"].to_numpy(), stats["line"].to_numpy()
+    is_spec, hashes = arr("cls", np.uint8) == 2, arr("digest", np.uint8, 10)
+    record_lines = arr("rec_idx", np.int32).astype(np.int64) + base
 
     kind = arr("x_kind", np.uint8)
     env, p_idx = arr("x_level", np.uint8) > 0, arr("x_p_idx", np.int32)
