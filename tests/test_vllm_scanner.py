@@ -231,6 +231,21 @@ def test_a_code_or_byte_anywhere_in_a_line(tmp_path, odd):
             _same(path, year=2026, chunk_bytes=1 << 20)
 
 
+@needs_native
+def test_the_first_spec_marker_of_a_message_counts(tmp_path):
+    """The marker is searched from both halves of a message at once; the fields are those after its first
+    occurrence wherever the second one lies (as `str.splitn(..., 2)` of the Polars path)."""
+    lines = []
+    for pad in (0, 5, 40, 120, 300):  # the second marker starts at the middle of the message
+        first, second = "SpecDecoding metrics: Accepted: 7 tokens, Drafted: 9 tokens, ", "SpecDecoding metrics: Accepted: 1 tokens"
+        second += ", Drafted: 2 tokens".ljust(len(first) - len(second))
+        lines.append(f"INFO 03-01 10:00:{pad % 60:02d} [metrics.py:1] {'x' * pad}{first}{second}{'y' * pad}")
+    path = tmp_path / "twice.log"
+    path.write_text("\n".join(lines) + "\n", encoding="ascii")
+    out = _same(path, year=2026)
+    assert out["spec"]["accepted"].to_list() == [7] * 5 and out["spec"]["drafted"].to_list() == [9] * 5
+
+
 def _expected_keys(heads: list[str]) -> list[str]:
     seen: dict[bytes, int] = {}
     keys = []

@@ -744,6 +744,18 @@ typedef struct {
 #define SHORT_WORD 10
 static int short_words[MAX_WORDS], n_short = 0, n_long = 0;
 
+/* The patterns that start where the window ending at `last` starts (the jump table says one may). */
+static inline void check_at(const char *m, size_t n, size_t last, Marks *k) {
+    const char *p = m + last + 1 - window;
+    size_t left = (size_t)(m + n - p);
+    for (int w = 0; w < n_patterns; w++) {
+        if (pattern_len[w] > left || p[0] != patterns[w][0] || memcmp(p, patterns[w], pattern_len[w]) != 0) continue;
+        if (w < n_long) k->rare = 1;
+        else if (patterns[w] == MARK_SPEC) { if (!k->spec || p < k->spec) k->spec = p; } /* the first one */
+        else k->stats = 1;
+    }
+}
+
 static Marks scan_message(const char *m, size_t n) {
     Marks k = {NULL, 0, 0};
     for (int s = 0; s < n_short && !k.rare; s++) {
@@ -758,21 +770,25 @@ static Marks scan_message(const char *m, size_t n) {
             }
         }
     }
-    for (size_t last = window - 1; last < n;) {
-        uint8_t j = jump[pair_key(m + last - 1)];
-        if (j) {
-            last += j;
-            continue;
-        }
-        const char *p = m + last + 1 - window; /* a pattern may start here */
-        size_t left = (size_t)(m + n - p);
-        for (int w = 0; w < n_patterns; w++) {
-            if (pattern_len[w] > left || p[0] != patterns[w][0] || memcmp(p, patterns[w], pattern_len[w]) != 0) continue;
-            if (w < n_long) k.rare = 1;
-            else if (patterns[w] == MARK_SPEC) { if (!k.spec) k.spec = p; }
-            else k.stats = 1;
-        }
-        last++;
+    /* Two cursors, over the first and the second half of the window ends: each shift waits for the
+       table lookup of the one before, and two independent chains run in the time of one. */
+    size_t a = window - 1, b = n / 2 > a ? n / 2 : a, a_end = b;
+    while (a < a_end && b < n) {
+        uint8_t ja = jump[pair_key(m + a - 1)], jb = jump[pair_key(m + b - 1)];
+        if (!ja) check_at(m, n, a, &k), ja = 1;
+        if (!jb) check_at(m, n, b, &k), jb = 1;
+        a += ja;
+        b += jb;
+    }
+    for (; a < a_end; a++) {
+        uint8_t j = jump[pair_key(m + a - 1)];
+        if (j) a += j - 1;
+        else check_at(m, n, a, &k);
+    }
+    for (; b < n; b++) {
+        uint8_t j = jump[pair_key(m + b - 1)];
+        if (j) b += j - 1;
+        else check_at(m, n, b, &k);
     }
     return k;
 }
