@@ -246,6 +246,21 @@ def test_the_first_spec_marker_of_a_message_counts(tmp_path):
     assert out["spec"]["accepted"].to_list() == [7] * 5 and out["spec"]["drafted"].to_list() == [9] * 5
 
 
+@needs_native
+def test_numbers_at_the_edges_of_the_fast_float_path(tmp_path):
+    """Floats are read with one division when the digits make a mantissa of at most 2^53 and at most 22
+    follow the point, else with strtod: both correctly rounded, the Polars cast's value on each side."""
+    numbers = ["9007199254740992", "9007199254740993", "0.9007199254740993", "900719925474099.3", "1234567890123456789",
+               "12345678901234567890", "0." + "0" * 21 + "1", "0." + "0" * 22 + "1", "123.4567890123456789", "-0.0",
+               "0" * 19 + "1.5", "1." + "9" * 22, "-9007199254740992.5"]
+    path = tmp_path / "numbers.log"
+    path.write_text("".join(f"INFO 03-01 10:00:{i:02d} [loggers.py:118] Avg prompt throughput: {x} tokens/s, Avg generation "
+                            f"throughput: 1.0 tokens/s, Running: 1 reqs, GPU KV cache usage: {x}%\n"
+                            for i, x in enumerate(numbers)), encoding="ascii")
+    out = _same(path, year=2026)
+    assert out["stats"]["prompt_tps"].to_list() == [float(x) for x in numbers]
+
+
 def _expected_keys(heads: list[str]) -> list[str]:
     seen: dict[bytes, int] = {}
     keys = []

@@ -328,33 +328,24 @@ static inline size_t digits_len(const char *p, const char *end) {
     return (size_t)(q - p);
 }
 
-/* A NUMBER as Polars' string → Float64 cast reads it: correctly rounded. Up to 15 significant digits
-   the mantissa and the power of ten are exact doubles and one IEEE division rounds correctly
-   (Clinger's fast path); anything longer goes to strtod, also correctly rounded. */
+/* A NUMBER as Polars' string → Float64 cast reads it: correctly rounded. When its digits make a
+   mantissa of at most 2^53 and at most 22 of them follow the point, mantissa and power of ten are
+   exact doubles and one IEEE division rounds correctly (Clinger's fast path); anything else goes to
+   strtod, also correctly rounded. */
 static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
 static double number_value(const char *p, size_t n) {
-    if (n == 3 && memcmp(p, "nan", 3) == 0) return NAN;
+    if (n == 3 && *p == 'n') return NAN; /* number_len's "nan" */
     const char *q = p, *end = p + n;
-    int neg = 0;
-    if (*q == '-') {
-        neg = 1;
-        q++;
-    }
+    int neg = *q == '-', digits = 0, frac = 0;
+    q += neg;
     uint64_t mant = 0;
-    int digits = 0, frac = 0, seen_dot = 0;
-    for (; q < end; q++) {
-        if (*q == '.') {
-            seen_dot = 1;
-            continue;
-        }
-        if (mant || *q != '0') digits++; /* leading zeros are not significant */
-        mant = mant * 10 + (uint64_t)(*q - '0');
-        frac += seen_dot;
-        if (digits > 15) break;
-    }
-    if (q == end && frac <= 22) {
+    for (; q < end && *q != '.'; q++, digits++) mant = mant * 10 + (uint64_t)(*q - '0');
+    if (q < end)
+        for (q++; q < end; q++, digits++, frac++) mant = mant * 10 + (uint64_t)(*q - '0');
+    /* 19 digits cannot overflow; a mantissa up to 2^53 is an exact double */
+    if (digits <= 19 && mant <= (1ULL << 53) && frac <= 22) {
         double v = (double)mant / POW10[frac];
         return neg ? -v : v;
     }
