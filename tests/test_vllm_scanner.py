@@ -223,7 +223,7 @@ def test_a_code_or_byte_anywhere_in_a_line(tmp_path, odd):
     (the chunk goes to the Polars path): at every offset of the first blocks, and in a last line without
     its newline, the rows are the Polars path's."""
     line = "INFO 03-01 10:00:01 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
-    for pos in range(0, 40):
+    for pos in range(40):
         for last in (False, True):
             text = line + "\n" + line[:pos] + odd + line[pos:] + ("" if last else "\n" + line + "\n")
             path = tmp_path / f"odd-{pos}-{last}.log"

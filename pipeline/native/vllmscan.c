@@ -54,33 +54,38 @@ static inline uint64_t load64(const uint8_t *p) {
     return v;
 }
 
-#define B2_G(a, b, c, d, x, y)            \
-    do {                                  \
-        v[a] = v[a] + v[b] + (x);         \
-        v[d] = rotr64(v[d] ^ v[a], 32);   \
-        v[c] = v[c] + v[d];               \
-        v[b] = rotr64(v[b] ^ v[c], 24);   \
-        v[a] = v[a] + v[b] + (y);         \
-        v[d] = rotr64(v[d] ^ v[a], 16);   \
-        v[c] = v[c] + v[d];               \
-        v[b] = rotr64(v[b] ^ v[c], 63);   \
+/* One round over the working words v[16] and the message words mw[16], written in the operations
+   VADD, VXOR and VROT that each user defines: 64-bit words here, vector lanes in the lane kernels. */
+#define B2_G(a, b, c, d, x, y)                          \
+    do {                                                \
+        v[a] = VADD(VADD(v[a], v[b]), (x));             \
+        v[d] = VROT(VXOR(v[d], v[a]), 32);              \
+        v[c] = VADD(v[c], v[d]);                        \
+        v[b] = VROT(VXOR(v[b], v[c]), 24);              \
+        v[a] = VADD(VADD(v[a], v[b]), (y));             \
+        v[d] = VROT(VXOR(v[d], v[a]), 16);              \
+        v[c] = VADD(v[c], v[d]);                        \
+        v[b] = VROT(VXOR(v[b], v[c]), 63);              \
     } while (0)
 
-#define B2_ROUND(r)                                          \
-    do {                                                     \
-        B2_G(0, 4, 8, 12, m[B2_SIGMA[r][0]], m[B2_SIGMA[r][1]]);    \
-        B2_G(1, 5, 9, 13, m[B2_SIGMA[r][2]], m[B2_SIGMA[r][3]]);    \
-        B2_G(2, 6, 10, 14, m[B2_SIGMA[r][4]], m[B2_SIGMA[r][5]]);   \
-        B2_G(3, 7, 11, 15, m[B2_SIGMA[r][6]], m[B2_SIGMA[r][7]]);   \
-        B2_G(0, 5, 10, 15, m[B2_SIGMA[r][8]], m[B2_SIGMA[r][9]]);   \
-        B2_G(1, 6, 11, 12, m[B2_SIGMA[r][10]], m[B2_SIGMA[r][11]]); \
-        B2_G(2, 7, 8, 13, m[B2_SIGMA[r][12]], m[B2_SIGMA[r][13]]);  \
-        B2_G(3, 4, 9, 14, m[B2_SIGMA[r][14]], m[B2_SIGMA[r][15]]);  \
+#define B2_ROUND(r)                                                    \
+    do {                                                               \
+        B2_G(0, 4, 8, 12, mw[B2_SIGMA[r][0]], mw[B2_SIGMA[r][1]]);     \
+        B2_G(1, 5, 9, 13, mw[B2_SIGMA[r][2]], mw[B2_SIGMA[r][3]]);     \
+        B2_G(2, 6, 10, 14, mw[B2_SIGMA[r][4]], mw[B2_SIGMA[r][5]]);    \
+        B2_G(3, 7, 11, 15, mw[B2_SIGMA[r][6]], mw[B2_SIGMA[r][7]]);    \
+        B2_G(0, 5, 10, 15, mw[B2_SIGMA[r][8]], mw[B2_SIGMA[r][9]]);    \
+        B2_G(1, 6, 11, 12, mw[B2_SIGMA[r][10]], mw[B2_SIGMA[r][11]]);  \
+        B2_G(2, 7, 8, 13, mw[B2_SIGMA[r][12]], mw[B2_SIGMA[r][13]]);   \
+        B2_G(3, 4, 9, 14, mw[B2_SIGMA[r][14]], mw[B2_SIGMA[r][15]]);   \
     } while (0)
 
+#define VADD(a, b) ((a) + (b))
+#define VXOR(a, b) ((a) ^ (b))
+#define VROT rotr64
 static void b2_compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int last) {
-    uint64_t m[16], v[16];
-    for (int i = 0; i < 16; i++) m[i] = load64(block + 8 * i);
+    uint64_t mw[16], v[16];
+    for (int i = 0; i < 16; i++) mw[i] = load64(block + 8 * i);
     for (int i = 0; i < 8; i++) {
         v[i] = h[i];
         v[i + 8] = B2_IV[i];
@@ -92,6 +97,9 @@ static void b2_compress(uint64_t h[8], const uint8_t block[128], uint64_t t, int
     B2_ROUND(6); B2_ROUND(7); B2_ROUND(8); B2_ROUND(9); B2_ROUND(10); B2_ROUND(11);
     for (int i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
 }
+#undef VADD
+#undef VXOR
+#undef VROT
 
 static void blake2b_digest(const uint8_t *data, size_t n, uint8_t out[DIGEST]) {
     uint64_t h[8];
@@ -125,7 +133,7 @@ typedef struct {
        lane at once (storing the words lane-interleaved cost as much as the compression) */
     uint8_t data[LANES][MB_BLOCKS * 128] __attribute__((aligned(64)));
     uint64_t t[LANES]; /* the length of each lane's line (the last block's counter) */
-    char **dest[LANES];               /* where each digest goes: *dest + at (the buffer may move) */
+    char **dest[LANES]; /* where each digest goes: *dest + at (the buffer may move meanwhile) */
     size_t at[LANES];
     int n;
 } LaneQueue;
@@ -137,30 +145,6 @@ typedef struct {
 typedef void (*lanes_fn)(const LaneQueue *q, int blocks, uint8_t out[LANES][DIGEST]);
 static lanes_fn hash_lanes = NULL; /* NULL: scalar only */
 static const char *hash_kernel_name = "scalar";
-
-#define MB_G(a, b, c, d, x, y)                          \
-    do {                                                \
-        v[a] = VADD(VADD(v[a], v[b]), (x));             \
-        v[d] = VROT(VXOR(v[d], v[a]), 32);              \
-        v[c] = VADD(v[c], v[d]);                        \
-        v[b] = VROT(VXOR(v[b], v[c]), 24);              \
-        v[a] = VADD(VADD(v[a], v[b]), (y));             \
-        v[d] = VROT(VXOR(v[d], v[a]), 16);              \
-        v[c] = VADD(v[c], v[d]);                        \
-        v[b] = VROT(VXOR(v[b], v[c]), 63);              \
-    } while (0)
-
-#define MB_ROUND(r)                                                    \
-    do {                                                               \
-        MB_G(0, 4, 8, 12, mw[B2_SIGMA[r][0]], mw[B2_SIGMA[r][1]]);     \
-        MB_G(1, 5, 9, 13, mw[B2_SIGMA[r][2]], mw[B2_SIGMA[r][3]]);     \
-        MB_G(2, 6, 10, 14, mw[B2_SIGMA[r][4]], mw[B2_SIGMA[r][5]]);    \
-        MB_G(3, 7, 11, 15, mw[B2_SIGMA[r][6]], mw[B2_SIGMA[r][7]]);    \
-        MB_G(0, 5, 10, 15, mw[B2_SIGMA[r][8]], mw[B2_SIGMA[r][9]]);    \
-        MB_G(1, 6, 11, 12, mw[B2_SIGMA[r][10]], mw[B2_SIGMA[r][11]]);  \
-        MB_G(2, 7, 8, 13, mw[B2_SIGMA[r][12]], mw[B2_SIGMA[r][13]]);   \
-        MB_G(3, 4, 9, 14, mw[B2_SIGMA[r][14]], mw[B2_SIGMA[r][15]]);   \
-    } while (0)
 
 /* The body of a lane kernel: VEC lanes starting at lane `first` of the queue. */
 #define MB_COMPRESS_LANES(VEC, first)                                                                 \
@@ -180,8 +164,8 @@ static const char *hash_kernel_name = "scalar";
                 v[12] = VXOR(v[12], VLOAD(&q->t[first]));                                             \
                 v[14] = VXOR(v[14], VSET1(~0ULL));                                                    \
             }                                                                                         \
-            MB_ROUND(0); MB_ROUND(1); MB_ROUND(2); MB_ROUND(3); MB_ROUND(4); MB_ROUND(5);              \
-            MB_ROUND(6); MB_ROUND(7); MB_ROUND(8); MB_ROUND(9); MB_ROUND(10); MB_ROUND(11);            \
+            B2_ROUND(0); B2_ROUND(1); B2_ROUND(2); B2_ROUND(3); B2_ROUND(4); B2_ROUND(5);              \
+            B2_ROUND(6); B2_ROUND(7); B2_ROUND(8); B2_ROUND(9); B2_ROUND(10); B2_ROUND(11);            \
             for (int i = 0; i < 8; i++) h[i] = VXOR(h[i], VXOR(v[i], v[i + 8]));                      \
         }                                                                                             \
         uint64_t h0[sizeof(VEC) / 8], h1[sizeof(VEC) / 8];                                            \

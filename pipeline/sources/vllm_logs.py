@@ -503,6 +503,11 @@ class _Placement:
     version: int | None
     had_record: bool
 
+    @classmethod
+    def of(cls, st: VllmStream) -> _Placement:
+        """The placement after what `st` has walked."""
+        return cls(st.lines, st.rollovers, st.last_month, st.version, st.cur is not None)
+
     def shift(self, first: tuple | None) -> int:
         """The rollovers before a chunk whose first envelope line has the stamp `first`: one more when its
         month falls back from the last one seen."""
@@ -548,7 +553,7 @@ def _prepare(block: bytes, base_year: int | None, before: Future, after: Future)
         prior = before.result()
         if prior is None:
             return _native_chunk(scanned, base_year)
-        (lines, _, first_idx, first_stamp, *_), _ = scanned
+        (_, _, first_idx, first_stamp, *_), _ = scanned
         shift = prior.shift((0, *first_stamp) if first_idx >= 0 else None)
         chunk = _native_chunk(scanned, base_year, prior.lines, shift)
         chunk.rows = _record_rows(chunk, prior.version, prior.had_record)
@@ -648,7 +653,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     the scanning thread already when the chunks before it were known there, `_prepare`)."""
     rows = chunk.rows if chunk.rows is not None else _record_rows(chunk, st.version, st.cur is not None)
     st.version = rows.version
-    spec, stats, failed, unparsed = rows.spec, rows.stats, rows.failed, list(rows.unparsed)
+    spec, stats, failed, unparsed = rows.spec, rows.stats, rows.failed, rows.unparsed
 
     events: list[tuple] = []
 
@@ -820,10 +825,8 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
     if chunk.placed:
         st.lines += chunk.lines
         return chunk
-    offset = st.lines
+    offset, shift = st.lines, _Placement.of(st).shift(chunk.first)
     st.lines += chunk.lines
-    shift = _Placement(offset, st.rollovers, st.last_month, st.version, st.cur is not None).shift(chunk.first)
-
     if offset == 0 and shift == 0:
         return chunk
     line = pl.col("line") + offset
@@ -1039,8 +1042,7 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
     if not file.gzipped:  # room for the record hashes at once (a record is ~256 bytes of log)
         st.keys.reserve(file.path.stat().st_size // 256)
     parsed = False
-    for block, prepared in _scanned(file, chunk_bytes, st.base, _Placement(st.lines, st.rollovers, st.last_month, st.version,
-                                                                                  st.cur is not None)):
+    for block, prepared in _scanned(file, chunk_bytes, st.base, _Placement.of(st)):
         yield _parse_chunk(block, prepared, st)
         parsed = True
     if parsed and st.cur is not None and st.cur.pending is not None:  # the file's last record
