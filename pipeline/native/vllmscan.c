@@ -854,15 +854,16 @@ static int buf_add(Buf *b, const void *src, size_t n) {
     } while (0)
 
 /* Record rows (spec and stats lines read in full), one set of arrays per kind, with the kinds'
-   sequence, lines and hashes in line order (`cls`, `rec_idx`, `digest`); rare rows (lines the Python side handles); the chunk summary.
-   Arrays are named as in vllm_logs._native_chunk: "spec_idx", "stats_idx", …, "cls", "x_idx", … */
+   sequence, lines and hashes in line order (`cls`, `rec_idx`, `digest`); rare rows (lines the Python
+   side handles); the chunk summary. Arrays are named as in vllm_logs._native_chunk: "spec_idx",
+   "stats_idx", …, "cls", "x_idx", … */
 enum { R_IDX, R_LEVEL, R_ROLL, R_STAMP, R_PROC_LEN, R_ENG_LEN, R_INTS, R_FLOATS, R_VALID, R_FLAGS, R_PP_COUNT,
        R_PP_TOTAL, B_PROCS, B_ENGINES, B_PP, N_REC };
 static const char *const REC_NAMES[N_REC] = {
     "idx", "level", "roll", "stamp", "proc_len", "eng_len", "ints", "floats", "valid", "flags", "pp_count",
     "pp_total", "procs", "engines", "pp_values"};
-enum { B_CLS = 2 * N_REC, B_REC_IDX, B_DIGEST, X_IDX, X_KIND, X_LEVEL, X_STAMP, X_MSG_OFF, X_BODY_LEN, X_PROC_LEN, B_XBODIES, B_XPROCS,
-       X_P_IDX, X_P_LEVEL, X_P_ROLL, X_P_STAMP, X_N_ENV, N_BUFS };
+enum { B_CLS = 2 * N_REC, B_REC_IDX, B_DIGEST, X_IDX, X_KIND, X_LEVEL, X_STAMP, X_MSG_OFF, X_BODY_LEN, X_PROC_LEN,
+       B_XBODIES, B_XPROCS, X_P_IDX, X_P_LEVEL, X_P_ROLL, X_P_STAMP, X_N_ENV, N_BUFS };
 static const char *const OTHER_NAMES[N_BUFS - B_CLS] = {
     "cls", "rec_idx", "digest", "x_idx", "x_kind", "x_level", "x_stamp", "x_msg_off", "x_body_len", "x_proc_len",
     "x_bodies", "x_procs", "x_p_idx", "x_p_level", "x_p_roll", "x_p_stamp", "x_n_env"};
