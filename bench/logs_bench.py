@@ -361,9 +361,9 @@ def run_repeated(step: str, meta: dict, rss_limit: int, repeat: int) -> dict:
     """`run_step` `repeat` times (the steps the targets compare): the run of median time, with the median
     peak RSS of the runs, and every run's time, CPU and peak in `runs` (one run of a shared two-core
     machine moves by ±5% in time and ±4% in peak RSS)."""
-    runs = [run_step(step, meta, rss_limit) for _ in range(repeat)]
+    runs = [run_step(step, meta, rss_limit) for _ in range(max(repeat, 1))]
     failed = [r for r in runs if "error" in r]
-    if failed or repeat == 1:
+    if failed or len(runs) == 1:
         return failed[0] if failed else runs[0]
     chosen = sorted(runs, key=lambda r: r["elapsed_s"])[len(runs) // 2]
     peaks = sorted(r["peak_rss_bytes"] for r in runs)
