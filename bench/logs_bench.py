@@ -494,10 +494,10 @@ def render(results: dict) -> str:
                 f"{name}: " + ", ".join(f"{x['elapsed_s']:.2f} s / {x['peak_rss_bytes'] / 2**20:,.0f} MiB" for x in runs)
                 for name, runs in repeated) + ".")
     for heading, reference in (("Targets (issue 5)", False), ("For reference (no target)", True)):
-        lines.append(f"\n{heading}:")
-        for name, t in results.get("targets", {}).items():
-            if t.get("reference", False) != reference:
-                continue
+        shown = {name: t for name, t in results.get("targets", {}).items() if t.get("reference", False) == reference}
+        if shown:
+            lines.append(f"\n{heading}:")
+        for name, t in shown.items():
             extra = f" (by CPU time {t['cpu_value']:.3f})" if "cpu_value" in t else ""
             verdict = "" if reference else f": {'PASS' if t['pass'] else 'FAIL'}"
             lines.append(f"- {name}: {t['value']:.3f} ({'target' if not reference else 'the target line'} "
