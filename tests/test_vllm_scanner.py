@@ -187,11 +187,13 @@ def test_a_non_ascii_chunk_takes_the_polars_path(tmp_path):
 
 
 @needs_native
-def test_chunks_are_placed_in_the_scanning_threads_until_a_polars_chunk(tmp_path):
+def test_chunks_are_placed_in_the_scanning_threads_also_after_a_polars_chunk(tmp_path, monkeypatch):
     """Each chunk is numbered, dated and given its version in its scanning thread, from the placement of
-    the chunk before it; a chunk of the Polars path (here non-ASCII) breaks that chain, and the chunks
-    after it are placed by the walk. Both give the rows and state of the Polars path (a year rollover
-    and version lines on both sides of the break)."""
+    the chunk before it; after a chunk of the Polars path (here non-ASCII) the walk hands the placement
+    on, and the chunks after it are still assembled in their threads. The rows and state are those of
+    the Polars path (a year rollover and version lines on both sides of that chunk)."""
+    import threading
+
     t = dt.datetime(2025, 12, 31, 23, 59, 0, tzinfo=UTC)
     lines = []
     for i in range(400):
@@ -206,14 +208,17 @@ def test_chunks_are_placed_in_the_scanning_threads_until_a_polars_chunk(tmp_path
     path = tmp_path / "chain.log"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     file = LogFile(path, dt.datetime(2026, 3, 1, tzinfo=UTC))
-    st = vllm_logs.VllmStream(2025)
-    start = vllm_logs._Placement(0, 0, None, None, False)
-    placed = [prepared.placed for _, prepared in vllm_logs._scanned(file, 3000, 2025, start) if prepared is not None]
-    broken = placed.index(False)
-    assert 5 < broken < len(placed) - 5 and all(placed[:broken]) and not any(placed[broken:])
-    out = _same(path, year=2025, chunk_bytes=3000)
+    assembled, polars_chunks = [], []
+    native_chunk, polars_chunk = vllm_logs._native_chunk, vllm_logs._polars_chunk
+    monkeypatch.setattr(vllm_logs, "_native_chunk", lambda *a: assembled.append(threading.current_thread().name)
+                        or native_chunk(*a))
+    monkeypatch.setattr(vllm_logs, "_polars_chunk", lambda *a: polars_chunks.append(1) or polars_chunk(*a))
     _, st = _parse(file, 2025, 3000, native)
-    assert st.rollovers == 1 and st.version == 12_000_001 and out["stats"].height == 400
+    assert len(polars_chunks) == 1 and len(assembled) > 10
+    assert all(name.startswith("vllm-scan") for name in assembled)
+    assert st.rollovers == 1 and st.version == 12_000_001
+    out = _same(path, year=2025, chunk_bytes=3000)
+    assert out["stats"].height == 400
 
 
 @needs_native
@@ -259,6 +264,39 @@ def test_numbers_at_the_edges_of_the_fast_float_path(tmp_path):
                             for i, x in enumerate(numbers)), encoding="ascii")
     out = _same(path, year=2026)
     assert out["stats"]["prompt_tps"].to_list() == [float(x) for x in numbers]
+
+
+@needs_native
+def test_stopping_at_a_polars_chunk_leaves_no_thread_waiting(tmp_path, monkeypatch):
+    """The threads of the chunks after a Polars-path chunk wait for its walk; a consumer that stops there,
+    or a walk that fails there, must still end the parse (the waits are cancelled, nothing hangs)."""
+    import threading
+
+    line = "INFO 03-01 10:00:{:02d} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+    text = "INFO 03-01 10:00:00 [x.py:1] modèle chargé\n" + "\n".join(line.format(i % 60) for i in range(300)) + "\n"
+    path = tmp_path / "stop.log"
+    path.write_text(text, encoding="utf-8")  # the first chunk is the Polars path's
+    file = LogFile(path, dt.datetime(2026, 3, 2, tzinfo=UTC))
+    outcome = {}
+
+    def stop_early() -> None:
+        batches = vllm_logs.iter_vllm_batches(file, 2026, None, 2000)
+        outcome["first"] = next(batches).stats.height
+        batches.close()
+
+    def failing_walk() -> None:
+        monkeypatch.setattr(vllm_logs, "_polars_chunk", lambda *a: (_ for _ in ()).throw(ValueError("walk failed")))
+        try:
+            list(vllm_logs.iter_vllm_batches(file, 2026, None, 2000))
+        except ValueError as exc:
+            outcome["error"] = str(exc)
+
+    for run in (stop_early, failing_walk):
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive(), f"{run.__name__} hung"
+    assert outcome == {"first": 14, "error": "walk failed"}
 
 
 def _expected_keys(heads: list[str]) -> list[str]:

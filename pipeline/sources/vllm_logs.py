@@ -485,9 +485,7 @@ class _Chunk:
     failed: set[int] = field(default_factory=set)  # record lines whose fields do not parse (C scanner)
     unparsed: list = field(default_factory=list)  # (line, head, text) of those
     records: tuple | None = None  # the C scanner's spec and stats rows in line order: (lines, hashes, is_spec)
-    lines: int = 0  # lines in the chunk (C scanner)
-    stamps: dict = field(default_factory=dict)  # per record kind: (rollovers, stamps) arrays (C scanner)
-    placed: bool = False  # numbered and dated after the chunks before it already (C scanner, `_prepare`)
+    lines: int = 0  # lines in the chunk
     rows: _Rows | None = None  # `_record_rows` already applied (C scanner, `_prepare`)
 
 
@@ -514,8 +512,15 @@ class _Placement:
         fell_back = first is not None and self.last_month is not None and first[1] < self.last_month - 6
         return self.rollovers + fell_back
 
+    def place(self, scanned: tuple, base_year: int | None) -> _Chunk:
+        """A scanned chunk as it comes after these lines: numbered, dated, its rows made."""
+        (_, _, first_idx, first_stamp, *_), _ = scanned
+        chunk = _native_chunk(scanned, base_year, self.lines, self.shift((0, *first_stamp) if first_idx >= 0 else None))
+        chunk.rows = _record_rows(chunk, self.version, self.had_record)
+        return chunk
+
     def after(self, chunk: _Chunk) -> _Placement:
-        """The placement after `chunk` (placed with this one, its rows made)."""
+        """The placement after `chunk` (placed after these lines, its rows made)."""
         lines, version = self.lines + chunk.lines, chunk.rows.version
         if chunk.last is None:  # no envelope line: no record either (a uvicorn one needs one before)
             return _Placement(lines, self.rollovers, self.last_month, version, self.had_record)
@@ -528,7 +533,8 @@ def _parse_chunk(block: bytes, prepared: _Chunk | None, st: VllmStream) -> VllmB
     (`_prepare`), None for the Polars path. The cyclic garbage collector is paused meanwhile: the walk
     allocates many short-lived acyclic objects, and its collections cost as much as the rest."""
     with gc_paused():
-        chunk = _place(prepared, st) if prepared is not None else _polars_chunk(block, st)
+        chunk = prepared if prepared is not None else _polars_chunk(block, st)
+        st.lines += chunk.lines
         return _finish(st, *_walk(chunk, st), chunk.records)
 
 
@@ -541,32 +547,25 @@ def _scan(block: memoryview, summary_only: bool = False) -> tuple | None:
 
 def _prepare(block: bytes, base_year: int | None, before: Future, after: Future) -> _Chunk | None:
     """In a scanning thread: the chunk as `_native_chunk` makes it, or None for the Polars path. Once
-    scanned, it waits for the placement after the chunk before (`before`, set by the thread of that
-    chunk as soon as it is scanned), so the chunk is numbered and dated here and not by the walk in
-    the main thread; its own placement goes to `after`. None there (a chunk of the Polars path, whose
-    placement is known only once walked) leaves the chunks after it to `_place`."""
-    placed = None
+    scanned, it waits for the placement after the chunk before (`before`: set by that chunk's thread as
+    soon as it is placed, or by the walk for a chunk of the Polars path), so the chunk is numbered, dated
+    and given its rows here, not in the main thread; its own placement goes to `after`."""
     try:
         scanned = _scan(block)
         if scanned is None:
-            return None
+            return None  # `after` is set once the walk has read the chunk (iter_vllm_batches)
         prior = before.result()
-        if prior is None:
-            return _native_chunk(scanned, base_year)
-        (_, _, first_idx, first_stamp, *_), _ = scanned
-        shift = prior.shift((0, *first_stamp) if first_idx >= 0 else None)
-        chunk = _native_chunk(scanned, base_year, prior.lines, shift)
-        chunk.rows = _record_rows(chunk, prior.version, prior.had_record)
-        chunk.placed, placed = True, prior.after(chunk)
+        chunk = prior.place(scanned, base_year)
+        after.set_result(prior.after(chunk))
         return chunk
-    finally:
-        after.set_result(placed)
+    except BaseException as exc:  # the chunks after this one stop too
+        after.set_exception(exc)
+        raise
 
 
 def _polars_chunk(block: bytes, st: VllmStream) -> _Chunk:
     """Every line through the Polars expressions (the reference path; the C scanner gives the same)."""
     df = _lines_frame(_split(block), st.lines + 1)
-    st.lines += df.height
     is_env = pl.col("level").is_not_null()
     # year rollovers and the month of the last envelope line, carried over chunks
     prev = pl.col("month").shift(1).forward_fill()
@@ -594,13 +593,11 @@ def _polars_chunk(block: bytes, st: VllmStream) -> _Chunk:
         first = env_lines.select(STAMP_COLS).row(0)
         row = env_lines.row(-1)
         last = (row[0], row[1] in ("ERROR", "CRITICAL"), tuple(row[2:]))
-    return _Chunk(spec, stats, rare, env_lines.height, first, last)
+    return _Chunk(spec, stats, rare, env_lines.height, first, last, lines=df.height)
 
 
-_RARE_SCHEMA = {"line": pl.Int64, "body": pl.String, "proc": pl.String, "level": pl.String, "msg": pl.String,
-                **dict.fromkeys(STAMP_COLS, pl.Int32), "p_line": pl.Int64, "p_err": pl.Boolean,
-                **dict.fromkeys([f"p_{c}" for c in STAMP_COLS], pl.Int32), "n_env_before": pl.Int64}
-_RARE_COLS = list(_RARE_SCHEMA)
+_RARE_COLS = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_err", *[f"p_{c}" for c in STAMP_COLS],
+              "n_env_before"]
 
 
 def _rare_text(rare: pl.DataFrame) -> pl.DataFrame:
@@ -732,11 +729,11 @@ _F_PP, _F_PP_NAN, _F_AGGREGATED = 1, 2, 4  # vllmscan.c `flags`
 _K_RARE, _K_FAILED = 1, 2  # vllmscan.c rare-row kinds
 
 
-def _native_chunk(scanned: tuple, base_year: int | None, offset: int = 0, shift: int = 0) -> _Chunk:
+def _native_chunk(scanned: tuple, base_year: int | None, offset: int, shift: int) -> _Chunk:
     """`_polars_chunk` from the scanner's arrays, in a scanning thread: record rows (spec / stats lines
     read in full, with their hash), rare rows (with what `_lines_frame` gives for them), and the chunk
     summary, with lines numbered from offset + 1 and `shift` year rollovers before its first envelope
-    line. Unless both are known (`_prepare`), `_place` later puts the chunk after what came before."""
+    line (`_Placement.place`)."""
     (lines, n_env, first_idx, first_stamp, last_idx, last_level, last_stamp, last_roll), a = scanned
     base = offset + 1
 
@@ -759,15 +756,12 @@ def _native_chunk(scanned: tuple, base_year: int | None, offset: int = 0, shift:
 
         valid, ints, floats = col("valid", np.uint8), col("ints", np.int64, 3), col("floats", np.float64, 4)
         values = {"ints": ints, "floats": floats}
-        stamps[kind] = (col("roll", np.int32) + shift, col("stamp", np.uint8, 5))  # for `at` (again in `_place`)
         return pl.DataFrame({
             "line": col("idx", np.int32).astype(np.int64) + base, "head": pl.repeat(None, len(valid), dtype=pl.String, eager=True),
             "level": _levels(a[f"{kind}_level"]), "proc": _strings(a[f"{kind}_procs"], col("proc_len", np.int32)),
-            "at": _at_series(*stamps[kind], base_year),
+            "at": _at_series(col("roll", np.int32) + shift, col("stamp", np.uint8, 5), base_year),
             **{name: masked(values[array][:, slot], (valid & bit) != 0) for name, (array, slot, bit) in fields.items()},
         })
-
-    stamps: dict[str, tuple] = {}
 
     spec = records("spec", {
         "accepted": ("ints", 0, 1), "drafted": ("ints", 1, 2), "mal_printed": ("floats", 0, 8),
@@ -816,37 +810,7 @@ def _native_chunk(scanned: tuple, base_year: int | None, offset: int = 0, shift:
     last = (last_idx + base, last_level >= 4, (last_roll + shift, *last_stamp)) if last_idx >= 0 else None
     return _Chunk(spec, stats, rare, n_env, first, last, failed=set(failed["line"].to_list()),
                   unparsed=[(line, body, body[:500]) for line, body in failed.iter_rows()],
-                  records=(record_lines, hashes, is_spec), lines=lines, stamps=stamps)
-
-
-def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
-    """A chunk `_native_chunk` read on its own, numbered after the lines before it and with the year
-    rollovers before it (unless `_prepare` placed it already)."""
-    if chunk.placed:
-        st.lines += chunk.lines
-        return chunk
-    offset, shift = st.lines, _Placement.of(st).shift(chunk.first)
-    st.lines += chunk.lines
-    if offset == 0 and shift == 0:
-        return chunk
-    line = pl.col("line") + offset
-    for kind in ("spec", "stats"):
-        frame = getattr(chunk, kind).with_columns(line)
-        if shift:
-            roll, stamps = chunk.stamps[kind]
-            frame = frame.with_columns(_at_series(roll + shift, stamps, st.base))
-        setattr(chunk, kind, frame)
-    chunk.rare = chunk.rare.with_columns(line, pl.col("p_line") + offset, pl.col("rollovers") + shift,
-                                         pl.col("p_rollovers") + shift)
-    chunk.failed = {n + offset for n in chunk.failed}
-    chunk.unparsed = [(n + offset, head, text) for n, head, text in chunk.unparsed]
-    lines, hashes, is_spec = chunk.records
-    chunk.records = (lines + offset, hashes, is_spec)
-    if chunk.first is not None:
-        chunk.first = (chunk.first[0] + shift, *chunk.first[1:])
-        line_no, err, stamp = chunk.last
-        chunk.last = (line_no + offset, err, (stamp[0] + shift, *stamp[1:]))
-    return chunk
+                  records=(record_lines, hashes, is_spec), lines=lines)
 
 
 _LEVEL_DICTIONARY = [None, "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]  # vllmscan.c level codes
@@ -1042,9 +1006,12 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
     if not file.gzipped:  # room for the record hashes at once (a record is ~256 bytes of log)
         st.keys.reserve(file.path.stat().st_size // 256)
     parsed = False
-    for block, prepared in _scanned(file, chunk_bytes, st.base, _Placement.of(st)):
-        yield _parse_chunk(block, prepared, st)
+    for block, prepared, placement in _scanned(file, chunk_bytes, st.base, _Placement.of(st)):
+        batch = _parse_chunk(block, prepared, st)
+        if placement is not None and prepared is None:  # a Polars-path chunk: placed once walked
+            placement.set_result(_Placement.of(st))
         parsed = True
+        yield batch
     if parsed and st.cur is not None and st.cur.pending is not None:  # the file's last record
         p, st.cur.pending = st.cur.pending, None
         events = [(p["line"], p["head"], p["level"], p["proc"], *p["stamp"], kind, detail)
@@ -1057,32 +1024,42 @@ SCAN_AHEAD = 2  # chunks the C scanner reads ahead, each in its own thread (it r
 
 
 def _scanned(file: LogFile, chunk_bytes: int, base_year: int | None,
-             start: _Placement) -> Iterator[tuple[memoryview, _Chunk | None]]:
-    """(block, `_prepare(block)`) in file order, the first block placed after `start`. The next chunks are
-    scanned and assembled in threads while the caller works on this one, so the C scanner, the assembly
-    (much of it in Polars and Arrow, without the GIL) and the walk use both cores; at most
-    SCAN_AHEAD + 1 chunks are alive at once."""
+             start: _Placement) -> Iterator[tuple[memoryview, _Chunk | None, Future | None]]:
+    """(block, `_prepare(block)`, the placement after it) in file order, the first block placed after
+    `start`. The next chunks are scanned, placed and assembled in threads while the caller works on
+    this one, so the C scanner, the assembly (much of it in Polars and Arrow, without the GIL) and the
+    walk use both cores; at most SCAN_AHEAD + 1 chunks are alive at once. For a chunk of the Polars
+    path (None) the caller sets the placement after it once walked; the chunks after it wait for it."""
     if _native is None:
-        yield from ((block, None) for block in _chunks(file, chunk_bytes))
+        yield from ((block, None, None) for block in _chunks(file, chunk_bytes))
         return
     from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import CancelledError, InvalidStateError, ThreadPoolExecutor
 
     spare: list[bytearray] = []  # the buffers of chunks the caller is done with
     placement: Future = Future()
     placement.set_result(start)
+    pending: deque = deque()
     with ThreadPoolExecutor(SCAN_AHEAD, thread_name_prefix="vllm-scan") as pool:
-        pending: deque = deque()
-        for block in _chunks(file, chunk_bytes, spare):
-            before, placement = placement, Future()
-            pending.append((block, pool.submit(_prepare, block, base_year, before, placement)))
-            if len(pending) > SCAN_AHEAD:
-                block, scan = pending.popleft()
-                yield block, scan.result()
-                spare.append(block.obj)  # the caller has parsed it: nothing refers to its bytes any more
-        while pending:
-            block, scan = pending.popleft()
-            yield block, scan.result()
+        try:
+            for block in _chunks(file, chunk_bytes, spare):
+                before, placement = placement, Future()
+                pending.append((block, pool.submit(_prepare, block, base_year, before, placement), placement))
+                if len(pending) > SCAN_AHEAD:
+                    block, scan, after = pending[0]
+                    yield block, scan.result(), after
+                    pending.popleft()
+                    spare.append(block.obj)  # the caller has parsed it: nothing refers to its bytes any more
+            while pending:
+                block, scan, after = pending[0]
+                yield block, scan.result(), after
+                pending.popleft()
+        finally:  # the caller stopped early: chunks waiting for a placement the walk will not set stop too
+            for _, _, after in pending:
+                try:
+                    after.set_exception(CancelledError())
+                except InvalidStateError:  # set already
+                    pass
 
 
 def _finish(st: VllmStream, spec: pl.DataFrame | None, stats: pl.DataFrame | None, events: list, unparsed: list,
