@@ -14,10 +14,8 @@ along (higher `latest_nonce`) wins; diffs are immutable and deduplicated on
 
 from __future__ import annotations
 
-import json
 import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable
@@ -26,8 +24,8 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from pipeline import __version__
 from pipeline.decode.txs import decode_diffs
+from pipeline.loading import IngestRun, ingest_run
 from pipeline.paths import sql_text
 from pipeline.planes import PLANE_INGESTERS
 from pipeline.sources.base import TABLES, SessionStore
@@ -62,9 +60,6 @@ class IngestSummary:
     elapsed_s: float = 0.0
     copy_at: datetime | None = None
 
-    def add(self, table: str, n: int) -> None:
-        self.rows[table] = self.rows.get(table, 0) + n
-
 
 Progress = Callable[[str, int, int], None]  # (task description, advance, total)
 
@@ -84,64 +79,44 @@ def ingest_store(
     progress: Progress | None = None,
 ) -> IngestSummary:
     started = time.monotonic()
-    run_id = uuid.uuid4().hex[:16]
-    summary = IngestSummary(run_id=run_id, source_id=store.source_id, source_display=store.display)
     progress = progress or (lambda *_: None)
-    with transaction(con):
-        con.execute(
-            "INSERT INTO ingest_runs (run_id, source_id, source_kind, label, source_display, started_at, status, pipeline_version) "
-            "VALUES (?, ?, ?, ?, ?, now(), 'running', ?)",
-            [run_id, store.source_id, store.kind, label, store.display, __version__],
-        )
     known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
     state = {
         r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
     }
-    quarantine: list[tuple[str, str, str]] = []
-    plane_quarantined = 0
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
-    status = "failed"
-    try:
-        with duckdb_setting(con, "memory_limit", INGEST_DUCKDB_MEMORY):  # the caller's limit again after
-            cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
-            with transaction(con):
-                _register(con, "new_escrow_cache", cache)
-                con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql"))
-                con.unregister("new_escrow_cache")
-            summary.add("escrow_cache", cache.num_rows)
-            for epoch_id in store.epochs():
-                missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
-                if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
-                    absent = [(t, f"epoch {epoch_id}", "table missing in this copy") for t in missing]
-                    with transaction(con):
-                        _quarantine(con, store, run_id, absent)
-                    quarantine += absent
-                    continue
-                sessions = pl.from_arrow(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
-                if epoch_id not in known_epochs and sessions.height:
-                    summary.new_epochs.append(epoch_id)
-                heads.append(sessions.select("escrow_id", "latest_nonce"))
-                changed, cursors = _changed_escrows(sessions, state)
-                summary.escrows_changed += len(changed)
-                summary.escrows_unchanged += sessions.height - len(changed)
-                for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
-                    progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
-                    _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, progress)
-            for plane in PLANE_INGESTERS:
-                for table, n in plane(con, store, run_id).items():
-                    summary.add(table, n)
-                    if table.endswith("_quarantined"):  # planes record their problem rows themselves
-                        plane_quarantined += n
-        status = "ok"
-    finally:
-        summary.copy_at = _copy_time(con, heads) if status == "ok" else None
-        summary.quarantined = len(quarantine) + plane_quarantined
-        summary.elapsed_s = time.monotonic() - started
-        with transaction(con):
-            con.execute(
-                "UPDATE ingest_runs SET finished_at = now(), status = ?, rows = ?, copy_at = ? WHERE run_id = ?",
-                [status, json.dumps(summary.rows | {"quarantined": summary.quarantined}), summary.copy_at, run_id],
-            )
+    with ingest_run(con, source_id=store.source_id, kind=store.kind, display=store.display, label=label) as run:
+        summary = IngestSummary(run_id=run.run_id, source_id=store.source_id, source_display=store.display, rows=run.rows)
+        try:
+            with duckdb_setting(con, "memory_limit", INGEST_DUCKDB_MEMORY):  # the caller's limit again after
+                cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
+                with transaction(con):
+                    _register(con, "new_escrow_cache", cache)
+                    con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql"))
+                    con.unregister("new_escrow_cache")
+                run.count("escrow_cache", cache.num_rows)
+                for epoch_id in store.epochs():
+                    missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
+                    if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
+                        with transaction(con):
+                            run.quarantine((t, f"epoch {epoch_id}", "table missing in this copy") for t in missing)
+                        continue
+                    sessions = pl.from_arrow(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
+                    if epoch_id not in known_epochs and sessions.height:
+                        summary.new_epochs.append(epoch_id)
+                    heads.append(sessions.select("escrow_id", "latest_nonce"))
+                    changed, cursors = _changed_escrows(sessions, state)
+                    summary.escrows_changed += len(changed)
+                    summary.escrows_unchanged += sessions.height - len(changed)
+                    for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
+                        progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
+                        _ingest_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress)
+                for plane in PLANE_INGESTERS:
+                    plane(con, store, run)
+            run.copy_at = summary.copy_at = _copy_time(con, heads)
+        finally:
+            summary.quarantined = run.quarantined
+            summary.elapsed_s = time.monotonic() - started
     return summary
 
 
@@ -188,7 +163,7 @@ def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
         yield frame.slice(start)
 
 
-def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarantine, progress) -> None:
+def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary: IngestSummary, progress) -> None:
     escrow_ids = chunk["escrow_id"].to_list()
     chunk_cursors = {e: cursors[e] for e in escrow_ids}
     tx_parts, diff_parts, bad = [], [], []
@@ -211,14 +186,14 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarant
     sealed = _table(sealed_batches, TABLES["sealed_inferences"].schema)
     bad += _value_checks(chunk, txs, sealed)
     sessions = chunk.drop("new_nonces").with_columns(
-        source_id=pl.lit(store.source_id), run_id=pl.lit(run_id)
+        source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id)
     )
     with transaction(con):
         _register(con, "new_sessions", sessions)
         con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
         if diffs is not None:
             _register(con, "new_diffs", diffs)
-            con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run_id})
+            con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id})
             _register(con, "new_txs", txs)
             con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
         _register(con, "new_sealed", sealed)
@@ -228,16 +203,15 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run_id, summary, quarant
             con.execute(sql_text("warehouse/ingest/insert_obs.sql"))
         derived = derive_escrows(con, escrow_ids)
         bad += derived.quarantined
-        _quarantine(con, store, run_id, bad)
+        run.quarantine(bad)
         for name in ("new_sessions", "new_diffs", "new_txs", "new_sealed", "new_obs"):
             con.unregister(name)  # a no-op for names this chunk did not register
-    quarantine += bad
-    summary.add("sessions", chunk.height)
-    summary.add("diffs", diffs.num_rows if diffs is not None else 0)
-    summary.add("txs", txs.num_rows if txs is not None else 0)
-    summary.add("sealed_inferences", sealed.num_rows)
-    summary.add("validation_obs", sum(b.num_rows for b in obs))
-    summary.add("inferences", derived.inferences)
+    run.count("sessions", chunk.height)
+    run.count("diffs", diffs.num_rows if diffs is not None else 0)
+    run.count("txs", txs.num_rows if txs is not None else 0)
+    run.count("sealed_inferences", sealed.num_rows)
+    run.count("validation_obs", sum(b.num_rows for b in obs))
+    run.count("inferences", derived.inferences)
     summary.disagreements += derived.disagreements
 
 
@@ -258,14 +232,3 @@ def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table
         for r in tx.filter((pl.col("kind") == "timeout") & ~pl.col("timeout_reason").is_in(list(KNOWN_TIMEOUT_REASONS))).iter_rows(named=True):
             bad.append(("diffs", f"{r['escrow_id']}/{r['nonce']}/{r['tx_index']}", f"unknown timeout reason {r['timeout_reason']}"))
     return bad
-
-
-def _quarantine(con, store, run_id: str, bad: list[tuple[str, str, str]]) -> None:
-    """Record problem rows (inside the caller's transaction when there is one)."""
-    if not bad:
-        return
-    _register(con, "new_quarantine", pl.DataFrame(
-        [{"run_id": run_id, "source_id": store.source_id, "table_name": t, "row_key": k, "reason": r} for t, k, r in bad]
-    ))
-    con.execute(sql_text("warehouse/ingest/quarantine.sql"))
-    con.unregister("new_quarantine")

@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import orjson
 
-from pipeline import __version__
+from pipeline.loading import ingest_run
 from pipeline.sources.base import SourceError
-from pipeline.transforms.ledger import CounterKeyError, counter_id, insert_rows, parse_counter_key, record_problems
+from pipeline.transforms.ledger import CounterKeyError, counter_id, parse_counter_key
 from pipeline.warehouse import transaction
 
 CHAIN_COUNTERS = ("inference_count", "missed_requests", "validated_inferences", "invalidated_inferences",
@@ -162,31 +161,25 @@ def ingest_json_files(con: duckdb.DuckDBPyConnection, files: list[Path]) -> Json
         path = Path(file)
         if not path.is_file():
             raise SourceError(f"{path}: no such file")
-        run_id, source_id = uuid.uuid4().hex[:16], f"json:{path.resolve()}"
+        source_id = f"json:{path.resolve()}"
         collector = _Collector(path.name)
         try:
             collector.walk(orjson.loads(path.read_bytes()))
         except orjson.JSONDecodeError as exc:
             collector.problems.append(("json_file", str(path.resolve()), f"not JSON ({exc})"))
-        extras = {"source_id": source_id, "run_id": run_id}
-        counts = {"api_participants": len(collector.participants), "api_counters": len(collector.counters),
-                  "chain_participant_stats": len(collector.chain)}
-        with transaction(con):
-            con.execute("INSERT INTO ingest_runs (run_id, source_id, source_kind, label, source_display, started_at, "
-                        "finished_at, status, rows, pipeline_version) VALUES (?, ?, 'json', NULL, ?, now(), now(), "
-                        "'ok', ?, ?)", [run_id, source_id, str(path), json.dumps(counts | {
-                            "quarantined": len(collector.problems)}), __version__])
+        with ingest_run(con, source_id=source_id, kind="json", display=str(path)) as run, transaction(con):
+            extras = {"source_id": source_id, "run_id": run.run_id}
             for (epoch, participant, model) in collector.participants:  # a newer response replaces the record
                 con.execute("DELETE FROM api_counters WHERE epoch_id = ? AND participant = ? AND model = ?",
                             [epoch, participant, model])
-            insert_rows(con, "api_participants", [r | extras for r in collector.participants.values()])
-            insert_rows(con, "api_counters", list(collector.counters.values()))
-            insert_rows(con, "chain_participant_stats", [r | extras for r in collector.chain.values()])
-            record_problems(con, run_id, source_id, collector.problems)
+            run.insert("api_participants", [r | extras for r in collector.participants.values()], "replace")
+            run.insert("api_counters", list(collector.counters.values()), "replace")
+            run.insert("chain_participant_stats", [r | extras for r in collector.chain.values()], "replace")
+            run.quarantine(collector.problems)
         summary.files += 1
-        summary.run_ids.append(run_id)
-        summary.quarantined += len(collector.problems)
-        for table, n in counts.items():
+        summary.run_ids.append(run.run_id)
+        summary.quarantined += run.quarantined
+        for table, n in run.rows.items():
             summary.rows[table] = summary.rows.get(table, 0) + n
     summary.elapsed_s = time.monotonic() - started
     return summary

@@ -284,12 +284,14 @@ def payload_source(request, copy4, tmp_path_factory):
 
 
 def _ingest_payloads_with(store, pool, path) -> dict[str, pl.DataFrame]:
+    from pipeline.loading import ingest_run
     from pipeline.transforms.answers import ingest_payloads
 
     con = open_for_write(path)
     try:
-        counts = ingest_payloads(con, store, "run", pool=pool)
-        return {"counts": counts,
+        with ingest_run(con, source_id=store.source_id, kind=store.kind, display="payloads") as run:
+            ingest_payloads(con, store, run, pool=pool)
+        return {"counts": run.rows,
                 "rows": fetch_frame(con, "SELECT * EXCLUDE (run_id) FROM answer_checks_t ORDER BY escrow_id, inference_id"),
                 "quarantine": fetch_frame(con, "SELECT table_name, row_key, reason FROM quarantine ORDER BY row_key")}
     finally:

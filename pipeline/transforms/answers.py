@@ -18,7 +18,7 @@ from pipeline.parallel import BatchPool
 from pipeline.sources.payloads import PayloadFile, RawPayload, payload_files, postgres_payloads
 from pipeline.transforms.answer_scan import (BodyError, check_payload, check_payload_files, check_payloads,
                                              scan_request, scan_response, scan_responses)
-from pipeline.transforms.ledger import insert_rows, record_problems
+from pipeline.loading import IngestRun
 from pipeline.warehouse import fetch_frame, transaction
 
 ROWS_PER_COMMIT = 5000
@@ -39,31 +39,27 @@ def checked_payloads(store, known: set[tuple[str, int]], pool: BatchPool):
     return pool.map(check_payload_files, payload_files(store.path / "payloads", known), _file_bytes)
 
 
-def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run_id: str, pool: BatchPool | None = None) -> dict[str, int]:
+def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run: IngestRun, pool: BatchPool | None = None) -> None:
     """Plane ingester: every stored answer of the copy not yet in the warehouse (checked in `pool`,
     by default a `BatchPool` of `GONKA_EVIDENCE_WORKERS` processes, 1 = this process, closed at the end)."""
     known = {(e, i) for e, i in fetch_frame(con, "SELECT escrow_id, inference_id FROM answer_checks_t").iter_rows()}
-    rows, problems, total, bad = [], [], 0, 0
+    rows, problems = [], []
 
     def commit() -> None:
         with transaction(con):
-            insert_rows(con, "answer_checks_t", rows)
-            record_problems(con, run_id, store.source_id, problems)
+            run.insert("answer_checks_t", rows, on_conflict="replace", count_as="answer_checks")
+            run.count("payloads_quarantined", run.quarantine(problems))
 
     with nullcontext(pool) if pool else BatchPool(preload=[check_payloads.__module__]) as pool:
         for row, found in checked_payloads(store, known, pool):
-            rows.append(row | {"source_id": store.source_id, "run_id": run_id})
+            rows.append(row | {"source_id": store.source_id, "run_id": run.run_id})
             key = f"{row['epoch_id']}/{row['escrow_id']}/{row['inference_id']}"
             problems += [("payload_storage", key, "; ".join(found))] if found else []
-            bad += bool(found)
             if len(rows) >= ROWS_PER_COMMIT:
                 commit()
-                total += len(rows)
                 rows, problems = [], []
     if rows or problems:
         commit()
-        total += len(rows)
-    return {"answer_checks": total, "payloads_quarantined": bad} if total else {}
 
 
 # re-exported: the scanner's names were first defined here

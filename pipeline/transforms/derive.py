@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import duckdb
 import polars as pl
 
+from pipeline.loading import insert
 from pipeline.warehouse import fetch_frame
 from pipeline.paths import sql_text
 from pipeline.transforms.clock import to_utc_datetime_expr, unix_seconds_expr
@@ -101,12 +102,12 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
             )
         )
         con.execute(sql_text("warehouse/derive/clear.sql"))
-        _insert(con, "d_escrows", escrows)
-        _insert(con, "d_escrow_slots", frames.slots)
-        _insert(con, "d_tx_times", times)
-        _insert(con, "d_inferences", inferences)
-        _insert(con, "d_validations", validations)
-        _insert(con, "d_replay_disagreements", disagreements)
+        insert(con, "d_escrows", escrows)
+        insert(con, "d_escrow_slots", frames.slots)
+        insert(con, "d_tx_times", times)
+        insert(con, "d_inferences", inferences)
+        insert(con, "d_validations", validations)
+        insert(con, "d_replay_disagreements", disagreements)
         attribute_builds(con, "chunk_escrows")
         outcome.escrows = escrows.height
         outcome.inferences = inferences.height
@@ -120,16 +121,6 @@ def attribute_builds(con: duckdb.DuckDBPyConnection, escrows_relation: str) -> N
     """Materialise the build columns of the escrows listed in the named relation (column escrow_id)."""
     con.execute(f"CREATE OR REPLACE TEMP VIEW attribute_escrows AS SELECT escrow_id FROM {escrows_relation}")
     con.execute(sql_text("warehouse/builds/attribute.sql"))
-
-
-def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> None:
-    if frame.height == 0:
-        return
-    con.register("frame_to_insert", frame.to_arrow())
-    try:
-        con.execute(f"INSERT INTO {table} BY NAME (SELECT * FROM frame_to_insert)")
-    finally:
-        con.unregister("frame_to_insert")
 
 
 def _with_times(inferences: pl.DataFrame, times: pl.DataFrame) -> pl.DataFrame:

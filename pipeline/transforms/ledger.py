@@ -18,6 +18,7 @@ import duckdb
 import orjson
 import polars as pl
 
+from pipeline.loading import IngestRun, insert
 from pipeline.sources.accounting import LedgerRead, read_postgres_ledger, read_sqlite_ledger
 from pipeline.warehouse import fetch_frame, transaction
 
@@ -77,18 +78,18 @@ def counter_id(key: dict) -> str:
     return hashlib.sha256(orjson.dumps(key, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def ingest_ledger(con: duckdb.DuckDBPyConnection, store, run_id: str) -> dict[str, int]:
+def ingest_ledger(con: duckdb.DuckDBPyConnection, store, run: IngestRun) -> None:
     """Plane ingester: the accounting ledger of the copy, if it holds one."""
     if store.kind == "postgres":
         read = read_postgres_ledger(store)
     else:
         read = read_sqlite_ledger(store)
-    if read is None:
-        return {}
-    return write_ledger(con, read, store.source_id, run_id)
+    if read is not None:
+        write_ledger(con, read, run)
 
 
-def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, source_id: str, run_id: str) -> dict[str, int]:
+def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, run: IngestRun) -> None:
+    """Replace the ledger rows of every escrow the copy holds at least as far along as the warehouse."""
     problems = list(read.problems)
     stored = dict(fetch_frame(con, "SELECT escrow_id, latest_nonce FROM ledger_escrows").iter_rows())
     escrows = [e for e in read.escrows if e["escrow_id"] not in stored
@@ -100,7 +101,7 @@ def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, source_id: st
             "escrow_id": e["escrow_id"], "epoch_id": e["epoch_id"], "model": e["model"],
             "group_size": len(e["slots"]), "phase": e["phase"], "phase_rank": e["phase_rank"],
             "latest_nonce": e["latest_nonce"], "schema_version": read.schema_version, "layout": read.layout,
-            "source_id": source_id, "run_id": run_id})
+            "source_id": run.source_id, "run_id": run.run_id})
         if not e["slots"]:
             problems.append(("accounting_escrow_state", e["escrow_id"], "escrow metadata has no slots; "
                              "its counters cannot be attributed to participants"))
@@ -127,35 +128,7 @@ def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, source_id: st
                 con.execute(f"DELETE FROM {table} WHERE escrow_id IN (SELECT escrow_id FROM ledger_keep)")
             con.unregister("ledger_keep")
         for table, rows in frames.items():
-            insert_rows(con, table, rows)
-        record_problems(con, run_id, source_id, problems)
-    return {"ledger_escrows": len(escrow_rows), "ledger_counters": len(counter_rows),
-            "ledger_quarantined": len(problems)}
-
-
-def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:
-    """Insert dict rows by column name (inside the caller's transaction)."""
-    if not rows:
-        return
-    frame = pl.DataFrame(rows, infer_schema_length=None)
-    con.register("new_rows", frame.to_arrow())
-    try:
-        cols = ", ".join(f'"{c}"' for c in frame.columns)
-        con.execute(f"INSERT OR REPLACE INTO {table} ({cols}) SELECT {cols} FROM new_rows")
-    finally:
-        con.unregister("new_rows")
-
-
-def record_problems(con: duckdb.DuckDBPyConnection, run_id: str, source_id: str,
-                    problems: list[tuple[str, str, str]]) -> None:
-    """Quarantine rows (first report of a row wins; re-reading it adds nothing)."""
-    if not problems:
-        return
-    frame = pl.DataFrame([{"run_id": run_id, "source_id": source_id, "table_name": t, "row_key": k, "reason": r}
-                          for t, k, r in problems]).unique(subset=["table_name", "row_key"], keep="first")
-    con.register("new_problems", frame.to_arrow())
-    try:
-        con.execute("INSERT OR IGNORE INTO quarantine (run_id, source_id, table_name, row_key, reason) "
-                    "SELECT run_id, source_id, table_name, row_key, reason FROM new_problems")
-    finally:
-        con.unregister("new_problems")
+            insert(con, table, rows, on_conflict="replace")
+        run.count("ledger_quarantined", run.quarantine(problems))
+    run.count("ledger_escrows", len(escrow_rows))
+    run.count("ledger_counters", len(counter_rows))
