@@ -134,13 +134,15 @@ def query(
     list_: Annotated[bool, typer.Option("--list", help="List the named queries with their parameters.")] = False,
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:
-    """Run SQL (read-only) on the warehouse views.
+    """Run SQL on the warehouse views, in a sandbox: the warehouse is opened read-only, and DuckDB is
+    locked so that the SQL cannot reach files, the network or extensions (no ATTACH, COPY, EXPORT,
+    INSTALL/LOAD, read_csv/read_text/glob) nor change settings. Export results with --format/--output.
 
     Example: gonka-evidence query "SELECT status, count(*) FROM inferences GROUP BY ALL" --format markdown
     """
     from pipeline.console import out, print_frame
     from pipeline.query import QueryError, frame_to_bytes, frame_to_csv, frame_to_json, named_queries, resolve_sql, run_query
-    from pipeline.warehouse import open_read_only
+    from pipeline.warehouse import open_sandboxed
 
     if list_:
         for q in named_queries().values():
@@ -155,9 +157,11 @@ def query(
         k, v = item.split("=", 1)
         params[k] = v
     text = resolve_sql(sql, file)
-    con = open_read_only(warehouse)
-    frame = run_query(con, text, params)
-    con.close()
+    con = open_sandboxed(warehouse)
+    try:
+        frame = run_query(con, text, params)
+    finally:
+        con.close()
     if fmt == "parquet":
         data = frame_to_bytes(frame, fmt)
         if output:

@@ -65,6 +65,25 @@ def open_read_only(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection
     return _connect(path, read_only=True)
 
 
+# What `query` locks down before it runs an analyst's SQL: no file, network or extension access
+# (ATTACH, COPY, EXPORT, INSTALL/LOAD, read_csv/read_text/glob, secrets) and no SET afterwards.
+# The engine enforces it, whatever the SQL says; the connection is read-only besides.
+SANDBOX_SETTINGS = (
+    "SET autoinstall_known_extensions = false",
+    "SET autoload_known_extensions = false",
+    "SET enable_external_access = false",
+    "SET lock_configuration = true",
+)
+
+
+def open_sandboxed(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection:
+    """A read-only connection that can read the warehouse and nothing else, and cannot be reconfigured."""
+    con = open_read_only(path)
+    for statement in SANDBOX_SETTINGS:
+        con.execute(statement)
+    return con
+
+
 @contextmanager
 def duckdb_setting(con: duckdb.DuckDBPyConnection, name: str, value: str) -> Iterator[None]:
     """`SET name = value` for the block, then the connection's own value again."""
