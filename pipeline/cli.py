@@ -30,8 +30,9 @@ DEFAULT_WAREHOUSE = Path("warehouse.duckdb")
 
 def _fail(message: str, code: int = 1) -> None:
     from pipeline.console import err
+    from pipeline.secrets import scrub
 
-    err.print(f"error: {' '.join(message.split())}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"error: {scrub(' '.join(message.split()))}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -227,12 +228,12 @@ def evidence(
 
 
 def reproducing_command() -> str:
-    """The command line as typed, with any URL password redacted (it lands in provenance footers)."""
+    """The command line as typed, with any password redacted (it lands in provenance footers)."""
     import shlex
 
-    from pipeline.sources.postgres_store import redact
+    from pipeline.secrets import scrub
 
-    args = [redact(a) if a.startswith(("postgresql://", "postgres://")) else a for a in sys.argv[1:]]
+    args = [scrub(a) for a in sys.argv[1:]]
     return shlex.join(["gonka-evidence", *args])
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.secrets import scrub
 from pipeline.sources.base import SessionStore, SourceError
 
 
@@ -21,7 +22,7 @@ def open_store(spec: str) -> SessionStore:
 
     path = Path(spec)
     if not path.exists():
-        raise SourceError(f"{spec}: no such directory, and not a postgresql:// URL")
+        raise SourceError(f"{scrub(spec)}: no such directory, and not a postgresql:// URL")
     return SqliteStore(path)
 
 

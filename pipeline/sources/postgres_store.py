@@ -24,9 +24,9 @@ from urllib.parse import quote
 
 import adbc_driver_postgresql.dbapi as adbc_pg
 import pyarrow as pa
-from sqlalchemy.engine import make_url
 
 from pipeline.paths import sql_text
+from pipeline.secrets import HIDDEN, password_of, redact_url, scrub
 from pipeline.sources.base import (
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
@@ -98,13 +98,10 @@ class _ReadCall:
 
 
 def redact(url: str) -> str:
-    """The URL with its password replaced, for every message and every stored row."""
+    """The URL with its passwords replaced, for every message and every stored row."""
     if url in ("postgres", "postgresql://"):
         return "postgres (libpq environment)"
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return "postgresql://(unparseable URL)"
+    return redact_url(url)
 
 
 def _with_snapshot_options(url: str) -> str:
@@ -119,11 +116,9 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _password(url: str) -> str | None:
-    try:
-        return make_url(url).password
-    except Exception:
-        return None
+# A driver message is also searched for the password itself, but only a password this long: starring
+# every "a" of a message would reveal a one-letter password rather than hide it.
+MIN_LITERAL_SECRET = 4
 
 
 class PostgresStore:
@@ -131,7 +126,7 @@ class PostgresStore:
 
     def __init__(self, url: str):
         self.display = redact(url)
-        self._secret = _password(url) if url != "postgres" else None
+        self._secret = password_of(url) if url != "postgres" else None
         self._url = _with_snapshot_options(url)
         self._conn = self._connect()
         self._snapshot = self._export_snapshot()  # first statement: the ingest's snapshot starts here
@@ -149,9 +144,9 @@ class PostgresStore:
         try:
             return adbc_pg.connect(self._url)
         except Exception as exc:
-            message = one_line(exc)
-            if self._secret:
-                message = message.replace(self._secret, "***")
+            message = scrub(one_line(exc))
+            if self._secret and len(self._secret) >= MIN_LITERAL_SECRET:
+                message = message.replace(self._secret, HIDDEN)
             raise SourceError(f"{self.display}: cannot connect ({message})") from None
 
     def _export_snapshot(self) -> str | None:
