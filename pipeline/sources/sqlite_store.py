@@ -53,6 +53,12 @@ def is_sqlite_store(path: Path) -> bool:
     return path.is_dir() and ((path / "_meta.db").exists() or any(EPOCH_FILE.match(p.name) for p in path.iterdir()))
 
 
+def sqlite_uri(file: Path, query: str) -> str:
+    """A SQLite URI naming exactly `file`: `%`, `#`, `?` and spaces in a path are percent-encoded, so a
+    directory named ``s%41`` is not read as ``sA`` and a ``#`` or ``?`` cannot turn into URI syntax."""
+    return f"{file.resolve().as_uri()}?{query}"
+
+
 class SqliteStore:
     kind = "sqlite"
 
@@ -83,9 +89,9 @@ class SqliteStore:
             for suffix in ("", "-wal", "-shm", "-journal"):
                 if Path(f"{file}{suffix}").exists():
                     shutil.copy2(f"{file}{suffix}", f"{private}{suffix}")
-            uri = f"file:{private}?mode=rw"
+            uri = sqlite_uri(private, "mode=rw")
         else:
-            uri = f"file:{file}?mode=ro&immutable=1"
+            uri = sqlite_uri(file, "mode=ro&immutable=1")
         try:
             conn = adbc_sqlite.connect(uri)
             cur = conn.cursor()
