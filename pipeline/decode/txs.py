@@ -3,7 +3,9 @@
 Each blob is a `devshard.v1.DiffContent` with only field 2 (`txs`) set. A
 `DevshardTx` whose oneof member this schema does not know decodes with no member
 set; it becomes kind `other` with the field number of its unknown field, never a
-drop. Bytes that do not parse go to quarantine with the reason.
+drop. Bytes that do not parse, parse but are not a stored DiffContent, or hold transactions that
+contradict the diff's own key go to quarantine with the reason, and none of their transactions
+is kept.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -74,11 +77,16 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
     quarantined: list[tuple[str, str]] = []
     escrows, nonces = batch.column("escrow_id"), batch.column("nonce")
     for pos, blob in enumerate(batch.column("txs_proto").to_pylist()):
+        blob = blob or b""
         try:
-            txs = DiffContent.FromString(blob or b"").txs
+            content = DiffContent.FromString(blob)
+            problem = _not_stored_content(content, blob)
         except DecodeError as exc:
-            quarantined.append((f"{escrows[pos].as_py()}/{nonces[pos].as_py()}", f"txs_proto does not decode: {exc}"))
+            problem = f"txs_proto does not decode: {exc}"
+        if problem:
+            quarantined.append((f"{escrows[pos].as_py()}/{nonces[pos].as_py()}", problem))
             continue
+        txs = content.txs
         n = len(txs)
         decoded.append(pos)
         tx_counts.append(n)
@@ -91,6 +99,13 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
     per_tx["tx_index"] = pa.array(tx_index, type=pa.int64())
     columns = list(zip(*fields)) if fields else [[] for _ in TX_FIELDS]
     per_tx |= {name: pa.array(values, type=TX_SCHEMA.field(name).type) for name, values in zip(TX_FIELDS, columns)}
+    contradicted = _contradicting_diffs(per_tx, take)
+    if contradicted:
+        quarantined += [(f"{escrows[pos].as_py()}/{nonces[pos].as_py()}", why) for pos, why in contradicted.items()]
+        keep_tx = pc.invert(pc.is_in(take, value_set=pa.array(list(contradicted), pa.int64())))
+        per_tx = {name: column.filter(keep_tx) for name, column in per_tx.items()}
+        decoded_kept = [(pos, n) for pos, n in zip(decoded, tx_counts) if pos not in contradicted]
+        decoded, tx_counts = [p for p, _ in decoded_kept], [n for _, n in decoded_kept]
     kept = pa.array(decoded, type=pa.int64())
     diffs = pa.Table.from_arrays(
         [batch.column("epoch_id").take(kept), batch.column("escrow_id").take(kept), batch.column("nonce").take(kept),
@@ -105,6 +120,52 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
 
 
 TX_FIELDS = [n for n in TX_SCHEMA.names if n not in ("epoch_id", "escrow_id", "nonce", "tx_index", "diff_created_at")]
+_TOP_LEVEL = ("nonce", "escrow_id", "post_state_root", "sealed_inference_ids")
+
+
+def _not_stored_content(content: DiffContent, blob: bytes) -> str | None:
+    """Why bytes that parse as protobuf are still not a stored DiffContent, or None.
+
+    Protobuf parses almost anything (``08 96 01`` is a DiffContent with nonce 150 and no
+    transactions), so a blob must also be what the writer stores: only field 2 (txs) set,
+    nothing unknown at the top level, and the same size when re-encoded (no duplicated or overlong fields)."""
+    if content.nonce or content.escrow_id or content.post_state_root or content.sealed_inference_ids:
+        others = [name for name in _TOP_LEVEL if getattr(content, name)]
+        return f"txs_proto sets DiffContent field(s) {', '.join(others)}; a stored diff holds only txs"
+    unknown = UnknownFieldSet(content)
+    if len(unknown):
+        numbers = sorted({f.field_number for f in unknown})
+        return f"txs_proto holds unknown DiffContent field(s) {', '.join(map(str, numbers))}"
+    if content.ByteSize() != len(blob):
+        return f"txs_proto does not round-trip as DiffContent ({len(blob)} bytes, {content.ByteSize()} re-encoded)"
+    return None
+
+
+def _contradicting_diffs(per_tx: dict[str, pa.Array], diff_pos: pa.Array) -> dict[int, str]:
+    """Diffs whose transactions contradict the diff's own key, by position: more than one
+    MsgStartInference, a start whose inference_id is not the diff's nonce, or a transaction about
+    an inference started after this diff (an inference's id is the nonce of the diff that started
+    it, so no diff can name a later one). Checked over the whole batch at once: per-transaction
+    Python checks would double the decode time."""
+    import polars as pl
+
+    txs = pl.DataFrame({"pos": diff_pos, "kind": per_tx["kind"], "inference_id": per_tx["inference_id"],
+                        "nonce": per_tx["nonce"]})
+    bad = txs.group_by("pos").agg(
+        starts=(pl.col("kind") == "start").sum(),
+        wrong_start=pl.col("inference_id").filter((pl.col("kind") == "start") & (pl.col("inference_id") != pl.col("nonce"))).first(),
+        later=pl.col("inference_id").filter(pl.col("inference_id") > pl.col("nonce")).first(),
+        nonce=pl.col("nonce").first(),
+    ).filter((pl.col("starts") > 1) | pl.col("wrong_start").is_not_null() | pl.col("later").is_not_null())
+
+    def why(starts: int, wrong_start: int | None, later: int | None, nonce: int) -> str:
+        if starts > 1:
+            return f"txs_proto holds {starts} MsgStartInference; a diff holds at most one"
+        if wrong_start is not None:
+            return f"MsgStartInference.inference_id {wrong_start} is not the diff's nonce {nonce}"
+        return f"txs_proto names inference {later}, started after this diff's nonce {nonce}"
+
+    return {pos: why(*rest) for pos, *rest in bad.sort("pos").iter_rows()}
 
 
 # Fields between tx_index and diff_created_at, in TX_SCHEMA order:
