@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -141,8 +142,8 @@ def test_a_table_without_data_is_a_skipped_section(sample_dir, monkeypatch, tmp_
     def stability(con, host, window):
         return EvidenceResult("stability", "Stability", {}, pl.DataFrame({"x": []}), notes=["no engine logs for this host."])
 
-    monkeypatch.setitem(EVIDENCE, "acceptance", acceptance)
-    monkeypatch.setitem(EVIDENCE, "stability", stability)
+    monkeypatch.setitem(EVIDENCE, "acceptance", dataclasses.replace(EVIDENCE["acceptance"], compute=acceptance))
+    monkeypatch.setitem(EVIDENCE, "stability", dataclasses.replace(EVIDENCE["stability"], compute=stability))
     con = duckdb.connect(str(sample_dir / "warehouse.duckdb"), read_only=True)
     try:
         text = render_report_markdown(build_epoch_report(con, 3, HOST))
