@@ -16,11 +16,12 @@ import polars as pl
 from pipeline.evidence.result import EvidenceResult
 from pipeline.render.text import provenance_lines, stat_lines, table_cells
 
-# HTML needs "<" (tags, autolinks) and "&" (entities); a link needs "](" (inline) or "]:" (a
-# reference definition, without which "[x]" and "[x][y]" are plain text). A backslash is escaped
-# first so that one from the data cannot cancel the escapes that follow it.
-_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_SPECIAL = re.compile(r"[\\&<>]|\](?=[(:])|\r\n|[\r\n]")
+# HTML needs "<" before a letter, "/", "!" or "?" (tags, comments, autolinks) and "&" before a
+# letter or "#" (entities); a link needs "](" (inline) or "]:" (a reference definition, without
+# which "[x]" and "[x][y]" are plain text). A backslash is escaped too, so that one from the data
+# cannot cancel the escapes that follow it. Everything else ("p < 0.001", "_", "*") stays as is.
+_HTML = {"&": "&amp;", "<": "&lt;"}
+_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|\](?=[(:])|\r\n|[\r\n]")
 
 
 def escape(text: str) -> str:

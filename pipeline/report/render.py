@@ -54,12 +54,26 @@ def fingerprint(report: EpochReport) -> str:
 
 def write_epoch_report(report: EpochReport, out_dir: Path) -> Path:
     """Write ``out_dir/epoch-N/`` whole: built in a temporary directory, then renamed into place."""
-    import vl_convert as vlc
-
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / f"epoch-{report.epoch}"
     staging = out_dir / f".epoch-{report.epoch}.tmp-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
+    try:
+        _write_files(report, staging)
+    except BaseException:  # a full disk or Ctrl-C leaves no half-written copy behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    old = out_dir / f".epoch-{report.epoch}.old-{os.getpid()}"
+    if final.exists():
+        final.rename(old)
+    staging.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _write_files(report: EpochReport, staging: Path) -> None:
+    import vl_convert as vlc
+
     (staging / "charts").mkdir(parents=True)
     (staging / "tables").mkdir()
     svgs = {}
@@ -73,9 +87,3 @@ def write_epoch_report(report: EpochReport, out_dir: Path) -> Path:
             svgs[section.key] = svg
     (staging / "report.md").write_text(render_report_markdown(report))
     (staging / "report.html").write_text(render_report_html(report, svgs))
-    old = out_dir / f".epoch-{report.epoch}.old-{os.getpid()}"
-    if final.exists():
-        final.rename(old)
-    staging.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
