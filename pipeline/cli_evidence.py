@@ -45,10 +45,8 @@ def table_list() -> str:
     """One paragraph per table: its name, its options and its summary."""
     from pipeline.evidence import EVIDENCE
 
-    return "\n\n".join(
-        f"{spec.name}" + "".join(f" [{o.flag}{' ' + (o.metavar or o.type.__name__.upper()) if o.type is not bool else ''}]"
-                                 for o in spec.options) + f": {spec.summary}"
-        for spec in EVIDENCE.values())
+    return "\n\n".join(f"{spec.name}{''.join(f' [{o.usage}]' for o in spec.options)}: {spec.summary}"
+                       for spec in EVIDENCE.values())
 
 
 class EvidenceCommand(TyperCommand):

@@ -583,6 +583,18 @@ def test_a_new_table_is_one_module(loaded, tmp_path, monkeypatch):
     assert headings.index("X count") == headings.index("Votes by build") + 1
 
 
+def test_the_readme_sections_open_with_the_registry_overview():
+    from pipeline.evidence.catalogue import overview, reference
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    tables = readme.split("\n## Evidence tables\n", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^### `([^`]+)`$", tables, re.M) == list(EVIDENCE)
+    for name, spec in EVIDENCE.items():
+        assert f"### `{name}`\n\n{overview(spec)}\n" in tables, f"README section of {name} differs from its spec"
+    full = reference(EVIDENCE)
+    assert all(f"## `{name}`" in full and spec.definitions.strip().splitlines()[0] in full for name, spec in EVIDENCE.items())
+
+
 def test_one_option_means_one_thing_on_the_command_line():
     from pipeline.evidence import EvidenceResult, Option
     from pipeline.evidence.registry import shared_options

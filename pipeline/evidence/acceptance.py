@@ -113,7 +113,8 @@ def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict:
 
 SPEC = register(EvidenceSpec(
     name=NAME,
-    summary="Speculative-decoding acceptance per build of the host (vLLM logs and /metrics).",
+    summary="Speculative-decoding acceptance per build (mean acceptance length, per-position rates), from vLLM "
+            "logs or `/metrics` scrapes.",
     compute=acceptance,
     columns=COLUMNS,
     sql=("evidence/log_window_bounds.sql", "evidence/spec_windows.sql", "evidence/host_builds.sql"),

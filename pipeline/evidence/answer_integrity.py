@@ -87,8 +87,7 @@ def answer_integrity(con: duckdb.DuckDBPyConnection, host: str, window: Window) 
 
 SPEC = register(EvidenceSpec(
     name=NAME,
-    summary="The host's stored answers checked: complete bodies, token counts, logprobs, empty answers against "
-            "engine deaths and PoC windows.",
+    summary="Checks of the stored answers (payloads): token counts, logprob positions, empty answers.",
     compute=answer_integrity,
     columns=("answers_scanned", "complete", "token_count_mismatches", "duplicate_top_logprob_positions",
              "nan_or_missing_logprob_answers", "tokens_not_ids_answers", "empty_answers", *MATCH_COLUMNS),

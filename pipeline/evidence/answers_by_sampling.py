@@ -95,7 +95,7 @@ def _fisher(frame: pl.DataFrame) -> dict | None:
 
 SPEC = register(EvidenceSpec(
     name=NAME,
-    summary="The host's judged answers by build and sampling (greedy vs sampled), with Fisher's exact test.",
+    summary="The host's judged answers split by build and by greedy vs sampled requests.",
     compute=answers_by_sampling,
     columns=COLUMNS,
     sql=("evidence/judged_answers.sql",),

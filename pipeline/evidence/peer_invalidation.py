@@ -141,7 +141,7 @@ def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
 
 SPEC = register(EvidenceSpec(
     name=NAME,
-    summary="The host's challenged-or-invalidated rate against every other executor in the same escrows.",
+    summary="The host's answers against other executors' in the same escrows.",
     compute=peer_invalidation,
     columns=("group", "escrows", "answers", "challenged_or_invalidated", "rate", "ci_low", "ci_high"),
     sql=("evidence/peer_answers.sql",),

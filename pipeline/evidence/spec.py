@@ -37,6 +37,11 @@ class Option:
     metavar: str | None = None
     without_host: bool = False  # when set, the table needs no --host (it covers every participant)
 
+    @property
+    def usage(self) -> str:
+        """``--by-escrow`` or ``--compare EPOCH``: how the option is written on the command line."""
+        return self.flag if self.type is bool else f"{self.flag} {self.metavar or self.type.__name__.upper()}"
+
 
 @dataclass(frozen=True)
 class ReportContext:

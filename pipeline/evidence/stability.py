@@ -167,12 +167,12 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
 
 SPEC = register(EvidenceSpec(
     name=NAME,
-    summary="Engine deaths, OOMs, restarts, time to ready and preemptions of the host, per build (and per day).",
+    summary="Engine deaths, OOMs and restarts per build and per hours observed, from vLLM logs.",
     compute=stability,
     columns=("build", *COLUMNS),
     sql=("evidence/log_window_bounds.sql", "evidence/stability_events.sql", "evidence/stability_stats.sql",
          "evidence/stability_coverage.sql", "evidence/host_build_windows.sql", "evidence/host_builds.sql"),
-    options=(Option("by", "--by", "Extra grouping: day.", type=str, metavar="day"),),
+    options=(Option("by", "--by", "One row per build and day.", type=str, metavar="day"),),
     report=ReportSection(order=60, heading="Engine stability"),
     definitions=__doc__,
 ))

@@ -111,13 +111,14 @@ def _compare(rows: pl.DataFrame, first: int, second: int) -> dict:
 
 SPEC = register(EvidenceSpec(
     name=NAME,
-    summary="The gateway ledger's record of the host (or of every participant, ranked), per epoch.",
+    summary="The gateway tracker's per-participant record (accounting ledger or saved accounting-API responses), "
+            "per epoch.",
     compute=tracker,
     columns=tuple(COLUMNS),
     sql=("evidence/tracker_rows.sql", "evidence/tracker_disagreements.sql"),
     options=(
         Option("all_participants", "--all", "Every participant, ranked.", without_host=True),
-        Option("compare", "--compare", "Side by side with another epoch (with --epoch).", type=int, metavar="EPOCH"),
+        Option("compare", "--compare", "Side by side with another epoch (with --epoch N).", type=int, metavar="EPOCH"),
     ),
     # The report compares the epoch with the one before it.
     report=ReportSection(order=40, heading="Tracker (against the previous epoch)",
