@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from pipeline import __version__
+from pipeline.cli_evidence import OPTIONS_KEY, EvidenceCommand
 
 app = typer.Typer(
     help="Reproducible evidence about Gonka devshard hosts: ingest database copies into a DuckDB warehouse, "
@@ -191,23 +192,20 @@ def query(
         sys.stdout.write(text_out if text_out.endswith("\n") else text_out + "\n")
 
 
-@app.command()
+@app.command(cls=EvidenceCommand, short_help="Print an evidence table with statistics and a provenance footer.")
 @user_errors
 def evidence(
-    name: Annotated[str, typer.Argument(help="The evidence table, e.g. votes-by-build, epoch-summary, peer-invalidation.")],
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The evidence table (listed below).")],
     host: Annotated[Optional[str], typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")] = None,
     epoch: Annotated[Optional[int], typer.Option(help="The escrows of epoch N.")] = None,
     since: Annotated[Optional[str], typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
     until: Annotated[Optional[str], typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,
-    by_escrow: Annotated[bool, typer.Option("--by-escrow", help="Per-escrow rows (peer-invalidation).")] = False,
-    all_participants: Annotated[bool, typer.Option("--all", help="Every participant, ranked (tracker).")] = False,
-    compare: Annotated[Optional[int], typer.Option(help="Side by side with another epoch (tracker).")] = None,
-    detail: Annotated[bool, typer.Option("--detail", help="Finer split (answers-by-sampling).")] = False,
-    by: Annotated[Optional[str], typer.Option(help="Extra grouping, e.g. day (stability).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="markdown, csv, json or table.")] = "markdown",
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:
-    """Print an evidence table with statistics and a provenance footer.
+    """Print an evidence table with statistics and a provenance footer. The table options
+    (--by-escrow, --all, ...) come from the tables that declare them.
 
     Example: gonka-evidence evidence votes-by-build --host gonka1... --epoch 3 --format markdown
     """
@@ -219,9 +217,8 @@ def evidence(
         _fail(f"unknown --format {fmt!r} (markdown, csv, json, table)")
     con = open_read_only(warehouse)
     try:
-        result = compute(name, con, host=host, epoch=epoch, since=since, until=until, by_escrow=by_escrow,
-                         all_participants=all_participants, compare=compare, detail=detail, by=by,
-                         command=reproducing_command())
+        result = compute(name, con, host=host, epoch=epoch, since=since, until=until,
+                         command=reproducing_command(), **ctx.meta[OPTIONS_KEY])
     finally:
         con.close()
     typer.echo(render(result, fmt))

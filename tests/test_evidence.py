@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -485,11 +486,125 @@ def test_naive_and_offset_times_are_read_as_utc(loaded):
     assert a.params["since"] == at("2026-10-20T00:00:00Z")
 
 
-def test_the_registry_names_the_public_tables():
+def test_the_registry_names_the_public_tables_in_report_order():
     assert list(EVIDENCE) == [
-        "votes-by-build", "epoch-summary", "peer-invalidation", "tracker", "answers-by-sampling",
-        "answer-integrity", "acceptance", "stability", "similarity", "poc",
+        "epoch-summary", "peer-invalidation", "votes-by-build", "tracker", "acceptance", "stability",
+        "answer-integrity", "answers-by-sampling", "similarity", "poc",
     ]
+    orders = [spec.report.order for spec in EVIDENCE.values()]
+    assert orders == sorted(orders) and len(set(orders)) == len(orders)
+
+
+def test_every_spec_declares_its_columns_sql_and_definitions(loaded):
+    import inspect
+
+    from pipeline.paths import sql_text
+
+    for name, spec in EVIDENCE.items():
+        assert spec.name == name and spec.summary and spec.definitions.strip(), name
+        assert run(loaded, name).rows.columns == list(spec.columns), name
+        # The SQL files it names are the ones its module reads (directly or through the log-window helpers).
+        source = inspect.getsource(inspect.getmodule(spec.compute))
+        read = set(re.findall(r'sql_text\("([^"]+)"\)', source))
+        if "time_bounds(" in source:
+            read.add("evidence/log_window_bounds.sql")
+        if "build_order(" in source:
+            read.add("evidence/host_builds.sql")
+        assert read == set(spec.sql), name
+        assert all(sql_text(path).strip() for path in spec.sql), name
+
+
+NEW_TABLE = """
+import polars as pl
+
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.warehouse import fetch_frame
+
+
+def x_count(con, host, window, *, per_model=False):
+    rows = fetch_frame(con, "SELECT count(*) AS n FROM inferences WHERE executor = $host", {"host": host})
+    return EvidenceResult("x-count", f"X of {host}", {"host": host, "per_model": per_model}, rows)
+
+
+SPEC = register(EvidenceSpec(
+    name="x-count", summary="Inferences the host executed.", compute=x_count, columns=("n",), sql=(),
+    options=(Option("per_model", "--per-model", "One row per model."),),
+    report=ReportSection(order=35, heading="X count"),
+))
+"""
+
+
+def test_a_new_table_is_one_module(loaded, tmp_path, monkeypatch):
+    """A module added to the package is found by the registry and reaches compute, the CLI and the report."""
+    import sys
+
+    import pipeline.evidence
+    from typer.testing import CliRunner
+
+    import pipeline.cli_reports  # noqa: F401 (registers `report`)
+    from pipeline import cli_evidence
+    from pipeline.cli import app
+    from pipeline.evidence.registry import load_specs
+    from pipeline.evidence.spec import _REGISTRY
+    from pipeline.report import build_epoch_report, render_report_markdown
+
+    (tmp_path / "x_count.py").write_text(NEW_TABLE)
+    monkeypatch.setattr(pipeline.evidence, "__path__", [*pipeline.evidence.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "pipeline.evidence.x_count", raising=False)
+    monkeypatch.setattr("pipeline.evidence.spec._REGISTRY", dict(_REGISTRY))
+    specs = load_specs()
+    assert list(specs).index("x-count") == list(specs).index("votes-by-build") + 1  # order 35: after 30
+    for name, spec in specs.items():
+        monkeypatch.setitem(EVIDENCE, name, spec)
+    monkeypatch.setattr(pipeline.evidence, "EVIDENCE", dict(specs))
+    monkeypatch.setattr("pipeline.report.model.EVIDENCE", pipeline.evidence.EVIDENCE)
+
+    expected = fetch_frame(loaded.con, "SELECT count(*) AS n FROM inferences WHERE executor = $h", {"h": loaded.focal})
+    result = compute("x-count", loaded.con, host=loaded.focal, command="c", per_model=True)
+    assert result.rows["n"].to_list() == expected["n"].to_list() and result.params["per_model"] is True
+    with pytest.raises(EvidenceError, match="--detail is not available for x-count"):
+        compute("x-count", loaded.con, host=loaded.focal, command="c", detail=True)
+
+    cli_evidence.table_parameters.cache_clear()
+    cli_evidence.table_list.cache_clear()
+    try:
+        help_text = CliRunner().invoke(app, ["evidence", "--help"], terminal_width=200).output
+        assert "x-count [--per-model]: Inferences the host executed." in help_text
+        assert "One row per model (x-count)." in help_text
+        out = CliRunner().invoke(app, ["evidence", "x-count", "--host", loaded.focal, "--per-model",
+                                       "-w", str(loaded.warehouse), "--format", "csv"])
+    finally:
+        cli_evidence.table_parameters.cache_clear()
+        cli_evidence.table_list.cache_clear()
+    assert out.exit_code == 0 and out.output.splitlines()[:2] == ["n", str(expected["n"][0])], out.output
+
+    headings = re.findall(r"^## \d+\. (.*)$", render_report_markdown(build_epoch_report(loaded.con, 3, loaded.focal)), re.M)
+    assert headings.index("X count") == headings.index("Votes by build") + 1
+
+
+def test_the_readme_sections_open_with_the_registry_overview():
+    from pipeline.evidence.catalogue import overview, reference
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    tables = readme.split("\n## Evidence tables\n", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^### `([^`]+)`$", tables, re.M) == list(EVIDENCE)
+    for name, spec in EVIDENCE.items():
+        assert f"### `{name}`\n\n{overview(spec)}\n" in tables, f"README section of {name} differs from its spec"
+    full = reference(EVIDENCE)
+    assert all(f"## `{name}`" in full and spec.definitions.strip().splitlines()[0] in full for name, spec in EVIDENCE.items())
+
+
+def test_one_option_means_one_thing_on_the_command_line():
+    from pipeline.evidence import EvidenceResult, Option
+    from pipeline.evidence.registry import shared_options
+    from pipeline.evidence.spec import EvidenceSpec
+
+    assert shared_options(EVIDENCE)["by_escrow"][1] == ["peer-invalidation"]
+    clash = EvidenceSpec(name="y-count", summary="", compute=lambda con, host, window: EvidenceResult("", "", {}, pl.DataFrame()),
+                         columns=(), sql=(), options=(Option("by_escrow", "--by-escrow", "Another meaning."),))
+    with pytest.raises(ValueError, match="option 'by_escrow' of y-count differs from the one of peer-invalidation"):
+        shared_options({**EVIDENCE, "y-count": clash})
 
 
 @pytest.mark.parametrize("name", ["votes-by-build", "epoch-summary", "peer-invalidation"])

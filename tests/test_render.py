@@ -330,3 +330,94 @@ def test_registry():
     assert FORMATS == ("markdown", "csv", "json", "table")
     with pytest.raises(ValueError, match="unknown format 'html'"):
         render(votes_result(), "html")
+
+
+# -- untrusted text in Markdown ------------------------------------------------------------------------------
+
+HOSTILE = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[click](javascript:alert(1))",
+    "![x](javascript:alert(1))",
+    "<javascript:alert(1)>",
+    "a | b",
+    "back\\slash \\| pipe",
+    "&lt;b&gt; &#60;i&#62;",
+    "two\nlines",
+]
+
+
+def parse_markdown(text: str):
+    """GitHub-like parse (CommonMark with raw HTML allowed, tables), every link kept however unsafe."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.validateLink = lambda url: True
+    return md.parse(text)
+
+
+def injected(tokens, allowed_links=()) -> list[str]:
+    """Raw HTML and links (other than those whose target starts with one of ``allowed_links``) in the parse."""
+    found = []
+    for token in tokens:
+        for t in [token, *(token.children or [])]:
+            if t.type in ("html_inline", "html_block", "image"):
+                found.append(f"{t.type}: {t.content}")
+            if t.type == "link_open" and not str(t.attrs.get("href", "")).startswith(tuple(allowed_links)):
+                found.append(f"link: {t.attrs.get('href')}")
+    return found
+
+
+def table_rows(tokens) -> list[list[str]]:
+    """The text of every table cell, row by row (what a reader sees)."""
+    rows, row, inside = [], None, False
+    for token in tokens:
+        if token.type == "tr_open":
+            row = []
+        elif token.type in ("th_open", "td_open"):
+            inside = True
+        elif token.type == "inline" and inside:
+            row.append("".join(c.content for c in token.children or []))
+            inside = False
+        elif token.type in ("th_close", "td_close") and inside:  # an empty cell has no inline token
+            row.append("")
+            inside = False
+        elif token.type == "tr_close":
+            rows.append(row)
+    return rows
+
+
+def hostile_result() -> EvidenceResult:
+    result = EvidenceResult(
+        "votes-by-build", f"Verdicts of {HOSTILE[0]}", {}, pl.DataFrame({"build": HOSTILE, "valid": range(len(HOSTILE))}),
+        stats={"fisher_by_build": {label: {"p_value": 0.5} for label in HOSTILE[:3]}},
+        notes=[f"host {label} validated nothing." for label in HOSTILE],
+        provenance=provenance(),
+    )
+    result.provenance.sources[0]["label"] = HOSTILE[1]
+    result.provenance.command = f"gonka-evidence evidence votes-by-build --host '{HOSTILE[2]}``'"
+    return result
+
+
+def test_markdown_escapes_untrusted_text():
+    text = render(hostile_result(), "markdown")
+    tokens = parse_markdown(text)
+    assert injected(tokens) == []
+    rows = table_rows(tokens)
+    assert rows[0] == ["build", "valid"]
+    # Each label is one cell, shown exactly as it is (a newline becomes a space), and the table keeps two columns.
+    assert [r[0] for r in rows[1:]] == [label.replace("\n", " ") for label in HOSTILE]
+    assert all(len(r) == 2 for r in rows)
+    outside_code = text.rsplit("\n", 1)[0]  # all but the command line
+    assert "<script" not in outside_code and "<img" not in outside_code and "](" not in outside_code.replace("\\](", "")
+    # The command stays a code span, literal whatever it holds.
+    spans = [c.content for t in tokens for c in t.children or [] if c.type == "code_inline"]
+    assert spans == [hostile_result().provenance.command]
+
+
+def test_markdown_escaping_keeps_ordinary_text():
+    from pipeline.render.markdown import escape
+
+    for text in ("V2 + DSpark, processed_logprobs, vLLM fix", "p < 1e-300", "[since, until)", "{'epochs': [3, 2]}",
+                 "(`gonka-evidence ingest-logs` first)", "x > y & z"):
+        assert escape(text) == text

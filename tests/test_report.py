@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 import shutil
@@ -141,8 +143,8 @@ def test_a_table_without_data_is_a_skipped_section(sample_dir, monkeypatch, tmp_
     def stability(con, host, window):
         return EvidenceResult("stability", "Stability", {}, pl.DataFrame({"x": []}), notes=["no engine logs for this host."])
 
-    monkeypatch.setitem(EVIDENCE, "acceptance", acceptance)
-    monkeypatch.setitem(EVIDENCE, "stability", stability)
+    monkeypatch.setitem(EVIDENCE, "acceptance", dataclasses.replace(EVIDENCE["acceptance"], compute=acceptance))
+    monkeypatch.setitem(EVIDENCE, "stability", dataclasses.replace(EVIDENCE["stability"], compute=stability))
     con = duckdb.connect(str(sample_dir / "warehouse.duckdb"), read_only=True)
     try:
         text = render_report_markdown(build_epoch_report(con, 3, HOST))
@@ -207,3 +209,57 @@ def _png_colours(png: bytes) -> int:
             idat += png[pos + 8:pos + 8 + length]
         pos += 12 + length
     return len(set(zlib.decompress(idat)[:2_000_000]))
+
+
+def test_untrusted_build_labels_and_host_cannot_inject_markdown(sample_dir, tmp_path):
+    """builds.toml labels and a host address full of HTML, links and pipes: report.md and the evidence
+    Markdown show them as text, in one cell each, and the HTML escapes them."""
+    from pipeline.builds import load_builds
+    from pipeline.evidence import compute
+    from pipeline.render import render
+    from pipeline.report import build_epoch_report, render_report_html, render_report_markdown
+    from pipeline.warehouse import open_for_write
+    from tests.test_render import HOSTILE, injected, parse_markdown, table_rows
+
+    labels = [label for label in HOSTILE if "\n" not in label]  # a TOML basic string cannot hold a raw newline
+    entries = "".join(f'[[builds]]\nhost = "{HOST}"\nlabel = {json.dumps(label)}\nsince = "2026-10-{5 + 3 * i:02d}T00:00:00Z"\n\n'
+                      for i, label in enumerate(labels))
+    (tmp_path / "builds.toml").write_text(entries)
+    shutil.copy(sample_dir / "warehouse.duckdb", tmp_path / "w.duckdb")
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        assert load_builds(con, tmp_path / "builds.toml") == len(labels)
+        report = build_epoch_report(con, 3, HOST)
+        evidence = render(compute("votes-by-build", con, host=HOST, epoch=3, command="c"), "markdown")
+        stranger = build_epoch_report(con, 3, HOSTILE[1])
+    finally:
+        con.close()
+    text = render_report_markdown(report)
+    tokens = parse_markdown(text)
+    assert injected(tokens, allowed_links=("tables/", "charts/")) == []
+    votes = text.split("## 4. Votes by build", 1)[1].split("\n## ", 1)[0]
+    assert {r[0] for r in table_rows(parse_markdown(votes))[1:]} == set(labels)
+    assert all(len(r) == len(table_rows(parse_markdown(votes))[0]) for r in table_rows(parse_markdown(votes)))
+    evidence_tokens = parse_markdown(evidence)
+    assert injected(evidence_tokens) == []
+    assert {r[0] for r in table_rows(evidence_tokens)[1:]} == set(labels)
+    # A host address from the command line is data too: in the heading, the titles and the notes.
+    stranger_text = render_report_markdown(stranger)
+    assert injected(parse_markdown(stranger_text), allowed_links=("tables/", "charts/")) == []
+    assert stranger_text.startswith("# Epoch 3 report: &lt;img src=x onerror=alert(1)>\n")
+    html = render_report_html(report, {})
+    assert "<script>alert" not in html and "<img src=x" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_a_failed_write_leaves_no_partial_copy(sample_dir, tmp_path):
+    from pipeline.report import build_epoch_report, write_epoch_report
+
+    con = duckdb.connect(str(sample_dir / "warehouse.duckdb"), read_only=True)
+    try:
+        report = build_epoch_report(con, 3, HOST)
+    finally:
+        con.close()
+    next(s for s in report.sections if s.chart is not None).chart = {"mark": "no-such-mark", "data": {"values": []}}
+    with pytest.raises(ValueError, match="Vega-Lite to SVG conversion failed"):
+        write_epoch_report(report, tmp_path)
+    assert list(tmp_path.iterdir()) == []

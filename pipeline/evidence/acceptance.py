@@ -24,6 +24,7 @@ import polars as pl
 
 from pipeline.evidence.log_window import build_order, time_bounds
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.stats import with_wilson
@@ -35,6 +36,8 @@ SCHEMA = {
     "accepted": pl.Int64, "acceptance_rate": pl.Float64, "mean_acceptance_length": pl.Float64,
     "per_position": pl.List(pl.Float64), "length_distribution": pl.List(pl.Float64),
 }
+COLUMNS = ("build", "source", "windows", "drafts", "drafted", "accepted", "acceptance_rate", "ci_low", "ci_high",
+           "mean_acceptance_length", "per_position", "length_distribution")
 
 
 def length_distribution(rates: list[float]) -> list[float]:
@@ -83,9 +86,7 @@ def acceptance(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
         rows.append(row)
         without_drafts += missing
     frame = pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
-    frame = with_wilson(frame, "accepted", "drafted").select(
-        "build", "source", "windows", "drafts", "drafted", "accepted", "acceptance_rate", "ci_low", "ci_high",
-        "mean_acceptance_length", "per_position", "length_distribution")
+    frame = with_wilson(frame, "accepted", "drafted").select(COLUMNS)
     notes = []
     if windows.height == 0:
         notes.append(f"no speculative-decoding windows for host {host} in {window.describe()} "
@@ -102,3 +103,21 @@ def acceptance(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
         stats={"windows": windows.height, "windows_without_drafts": without_drafts},
         notes=notes,
     )
+
+
+def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict:
+    from pipeline.render.charts import acceptance_chart
+
+    return acceptance_chart(result).to_dict()
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="Speculative-decoding acceptance per build (mean acceptance length, per-position rates), from vLLM "
+            "logs or `/metrics` scrapes.",
+    compute=acceptance,
+    columns=COLUMNS,
+    sql=("evidence/log_window_bounds.sql", "evidence/spec_windows.sql", "evidence/host_builds.sql"),
+    report=ReportSection(order=50, heading="Speculative-decoding acceptance", chart=_chart),
+    definitions=__doc__,
+))

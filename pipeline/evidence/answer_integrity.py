@@ -35,6 +35,7 @@ import duckdb
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.warehouse import fetch_frame
@@ -82,3 +83,15 @@ def answer_integrity(con: duckdb.DuckDBPyConnection, host: str, window: Window) 
     return EvidenceResult(
         evidence=NAME, title=f"Integrity of the stored answers of {host} ({window.describe()})",
         params=params, rows=rows, notes=notes)
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="Checks of the stored answers (payloads): token counts, logprob positions, empty answers.",
+    compute=answer_integrity,
+    columns=("answers_scanned", "complete", "token_count_mismatches", "duplicate_top_logprob_positions",
+             "nan_or_missing_logprob_answers", "tokens_not_ids_answers", "empty_answers", *MATCH_COLUMNS),
+    sql=("evidence/answer_integrity.sql", "evidence/answer_integrity_events.sql", "evidence/answer_integrity_empty.sql"),
+    report=ReportSection(order=70),
+    definitions=__doc__,
+))

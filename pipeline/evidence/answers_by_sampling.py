@@ -21,6 +21,7 @@ import duckdb
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.stats import fisher_exact_2x2, with_wilson
@@ -28,6 +29,7 @@ from pipeline.warehouse import fetch_frame
 
 NAME = "answers-by-sampling"
 BANDS = ((0.5, "(0, 0.5]"), (0.8, "(0.5, 0.8]"), (1.0, "(0.8, 1]"))
+COLUMNS = ("build", "sampling", "judged", "invalidated", "challenged", "invalidated_rate", "ci_low", "ci_high")
 
 
 def sampling_label(temperature: float | None, top_p: float | None, detail: bool) -> str:
@@ -74,8 +76,7 @@ def answers_by_sampling(con: duckdb.DuckDBPyConnection, host: str, window: Windo
     return EvidenceResult(
         evidence=NAME, title=f"Judged answers of {host} by build and sampling ({window.describe()})",
         params={"host": host, **window.params, "detail": detail},
-        rows=rows.select("build", "sampling", "judged", "invalidated", "challenged", "invalidated_rate",
-                         "ci_low", "ci_high"),
+        rows=rows.select(COLUMNS),
         stats=stats, notes=notes)
 
 
@@ -90,3 +91,15 @@ def _fisher(frame: pl.DataFrame) -> dict | None:
         return None
     result = fisher_exact_2x2(a, n1 - a, c, n2 - c)
     return dataclasses.asdict(result) | {"rows": ["sampled", "greedy"]}
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="The host's judged answers split by build and by greedy vs sampled requests.",
+    compute=answers_by_sampling,
+    columns=COLUMNS,
+    sql=("evidence/judged_answers.sql",),
+    options=(Option("detail", "--detail", "Split sampled answers by temperature band and top_p."),),
+    report=ReportSection(order=80),
+    definitions=__doc__,
+))

@@ -27,6 +27,7 @@ import duckdb
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, ReportContext, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.warehouse import fetch_frame
@@ -75,3 +76,67 @@ def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> 
         rows=rows,
         notes=notes,
     )
+
+
+# --- in the epoch report ---------------------------------------------------------------------------------
+
+# Each count of a row against the whole it is part of: (column, whole, what the whole counts).
+# "executed" is the host's inferences in the epoch (any final status); a whole named by a tuple is
+# the sum of those columns.
+DENOMINATORS = (
+    ("sealed", "executed", "inferences executed"),
+    ("finished", "executed", "inferences executed"),
+    ("validated", "executed", "inferences executed"),
+    ("invalidated", "executed", "inferences executed"),
+    ("timed_out", "executed", "inferences executed"),
+    ("challenged", "executed", "inferences executed"),
+    ("cleared", "challenged", "challenged"),
+    ("validations_valid", ("validations_valid", "validations_invalid"), "sampled validations"),
+    ("validations_invalid", ("validations_valid", "validations_invalid"), "sampled validations"),
+    ("votes_valid", ("votes_valid", "votes_invalid"), "challenge votes"),
+    ("votes_invalid", ("votes_valid", "votes_invalid"), "challenge votes"),
+    ("input_tokens", "finished", "finished inferences (sum of tokens)"),
+    ("output_tokens", "finished", "finished inferences (sum of tokens)"),
+)
+
+
+def with_denominators(result: EvidenceResult, context: ReportContext) -> pl.DataFrame:
+    """The rows as the reader sees them: one ``count | of | share`` row per measure and epoch
+    (token sums have no share: they are not parts of the inferences they are summed over)."""
+    out = []
+    for row in result.rows.iter_rows(named=True):
+        values = {**row, "executed": context.executed_by_epoch.get(row["epoch"], 0)}
+        for measure, whole_of, unit in DENOMINATORS:
+            n = row[measure]
+            whole = sum(values[c] for c in whole_of) if isinstance(whole_of, tuple) else values[whole_of]
+            share = None if not whole or measure.endswith("_tokens") else n / whole
+            out.append({"epoch": row["epoch"], "measure": measure, "count": n, "of": whole, "of_what": unit, "share": share})
+    return pl.DataFrame(out, schema={"epoch": pl.Int64, "measure": pl.String, "count": pl.Int64, "of": pl.Int64,
+                                     "of_what": pl.String, "share": pl.Float64})
+
+
+def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
+    """Shares of the host's inferences by outcome."""
+    import altair as alt
+
+    data = table.filter(pl.col("share").is_not_null() & (pl.col("of_what") == "inferences executed"))
+    if data.height == 0:
+        return None
+    chart = alt.Chart(data).mark_bar().encode(
+        y=alt.Y("measure:N", sort=None, title=None),
+        x=alt.X("share:Q", title="share of the host's inferences", axis=alt.Axis(format="%")),
+        tooltip=["measure", "count", "of"],
+    )
+    return chart.properties(title="Outcomes of the host's inferences", width=420).to_dict()
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="The host as executor, one row per epoch: sealed, finished, final statuses, challenges, the verdicts "
+            "on its answers and its tokens.",
+    compute=epoch_summary,
+    columns=tuple(COLUMNS),
+    sql=("evidence/host_answer_counts.sql", "evidence/verdict_counts_on_host_answers.sql", "evidence/host_epochs.sql"),
+    report=ReportSection(order=10, view=with_denominators, chart=_chart),
+    definitions=__doc__,
+))

@@ -27,6 +27,7 @@ import duckdb
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.stats import cmh_test, fisher_exact_2x2, with_wilson
@@ -123,3 +124,29 @@ def _stats(pooled: pl.DataFrame, per_escrow: pl.DataFrame) -> dict:
         "fisher": dataclasses.asdict(fisher_exact_2x2(a, b, c, d)),
         "cmh": dataclasses.asdict(cmh_test(strata)) | {"confidence": 0.95},
     }
+
+
+def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
+    """The pooled rate of the host and of the other executors, with the Wilson interval as a rule."""
+    import altair as alt
+
+    rows = result.rows
+    data = rows.filter(pl.col("escrow_id") == POOLED) if "escrow_id" in rows.columns else rows
+    data = data.with_columns(label=pl.format("{} ({} of {})", pl.col("group"), pl.col("challenged_or_invalidated"), pl.col("answers")))
+    base = alt.Chart(data).encode(y=alt.Y("label:N", title=None))
+    chart = base.mark_bar().encode(x=alt.X("rate:Q", title="challenged or invalidated / answers", axis=alt.Axis(format="%")))
+    return (chart + base.mark_rule(color="black").encode(x="ci_low:Q", x2="ci_high:Q")).properties(
+        title="Host vs other executors (Wilson 95%)", width=420).to_dict()
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="The host's answers against other executors' in the same escrows.",
+    compute=peer_invalidation,
+    columns=("group", "escrows", "answers", "challenged_or_invalidated", "rate", "ci_low", "ci_high"),
+    sql=("evidence/peer_answers.sql",),
+    options=(Option("by_escrow", "--by-escrow", "Per-escrow rows after the pooled ones."),),
+    report=ReportSection(order=20, heading="Peer invalidation in the epoch's escrows",
+                         options=lambda epoch: {"by_escrow": True}, chart=_chart),
+    definitions=__doc__,
+))

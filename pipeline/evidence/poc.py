@@ -19,6 +19,7 @@ import polars as pl
 
 from pipeline.evidence.log_window import time_bounds
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.sources.poc_results import binomial_p_value
@@ -65,6 +66,17 @@ def poc(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceRe
         params={"host": host, **window.params},
         rows=frame,
         stats={"results": results.height,
-               "params_sources": sorted(set(fetch_frame(con, "SELECT DISTINCT params_source FROM poc_results")["params_source"].to_list()))},
+               "params_sources": sorted(set(fetch_frame(con, sql_text("evidence/poc_params_sources.sql"))["params_source"].to_list()))},
         notes=notes,
     )
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="PoC validation results per PoC event with recomputed binomial p-values.",
+    compute=poc,
+    columns=tuple(SCHEMA),
+    sql=("evidence/log_window_bounds.sql", "evidence/poc_rows.sql", "evidence/poc_params_sources.sql"),
+    report=ReportSection(order=100, heading="PoC validation"),
+    definitions=__doc__,
+))

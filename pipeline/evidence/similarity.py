@@ -21,6 +21,7 @@ import polars as pl
 
 from pipeline.evidence.log_window import time_bounds
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.stats import with_wilson
@@ -29,6 +30,7 @@ from pipeline.warehouse import fetch_frame
 NAME = "similarity"
 SCHEMA = {"source": pl.String, "answers_build": pl.String, "validator_build": pl.String, "n": pl.Int64,
           "min": pl.Float64, "median": pl.Float64, "judged": pl.Int64, "passed": pl.Int64}
+COLUMNS = (*SCHEMA, "passed_share", "ci_low", "ci_high")
 
 
 def similarity(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
@@ -47,9 +49,7 @@ def similarity(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
     frame = pl.concat([score_rows.select(list(SCHEMA)).cast(SCHEMA), vote_rows.select(list(SCHEMA)).cast(SCHEMA)])
     frame = frame.sort("source", "answers_build", "validator_build").with_columns(
         passed_share=pl.when(pl.col("judged") > 0).then(pl.col("passed") / pl.col("judged")).otherwise(None))
-    frame = with_wilson(frame, "passed", "judged").select(
-        "source", "answers_build", "validator_build", "n", "min", "median", "judged", "passed", "passed_share",
-        "ci_low", "ci_high")
+    frame = with_wilson(frame, "passed", "judged").select(COLUMNS)
     notes = []
     if scores.height == 0:
         notes.append(f"no similarity scores for host {host} in {window.describe()} "
@@ -66,3 +66,14 @@ def similarity(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
         stats={"scores": scores.height, "votes": votes.height},
         notes=notes,
     )
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="Validation similarity scores (dapi logs) and field verdicts, answers' build × validator's build.",
+    compute=similarity,
+    columns=COLUMNS,
+    sql=("evidence/log_window_bounds.sql", "evidence/similarity_scores.sql", "evidence/similarity_votes.sql"),
+    report=ReportSection(order=90),
+    definitions=__doc__,
+))

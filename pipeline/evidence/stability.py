@@ -28,6 +28,7 @@ import polars as pl
 
 from pipeline.evidence.log_window import build_order, time_bounds
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.paths import sql_text
 from pipeline.warehouse import fetch_frame
@@ -77,8 +78,7 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
     events = fetch_frame(con, sql_text("evidence/stability_events.sql"), {"host": host})
     stats = fetch_frame(con, sql_text("evidence/stability_stats.sql"), {"host": host})
     coverage = fetch_frame(con, sql_text("evidence/stability_coverage.sql"), {"host": host})
-    timeline = fetch_frame(con, "SELECT build, valid_from, valid_to FROM host_builds WHERE host = $host ORDER BY valid_from",
-                           {"host": host})
+    timeline = fetch_frame(con, sql_text("evidence/host_build_windows.sql"), {"host": host})
 
     first_seen = min([*events["at"].to_list(), *stats["at"].to_list()], default=None)
     starts = events.filter(pl.col("kind") == "start")
@@ -163,3 +163,16 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
         stats={"log_files": coverage.height, "events": events.height},
         notes=notes,
     )
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="Engine deaths, OOMs and restarts per build and per hours observed, from vLLM logs.",
+    compute=stability,
+    columns=("build", *COLUMNS),
+    sql=("evidence/log_window_bounds.sql", "evidence/stability_events.sql", "evidence/stability_stats.sql",
+         "evidence/stability_coverage.sql", "evidence/host_build_windows.sql", "evidence/host_builds.sql"),
+    options=(Option("by", "--by", "One row per build and day.", type=str, metavar="day"),),
+    report=ReportSection(order=60, heading="Engine stability"),
+    definitions=__doc__,
+))

@@ -26,6 +26,7 @@ import duckdb
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.paths import sql_text
 from pipeline.stats import fisher_exact_2x2
@@ -72,10 +73,7 @@ def tracker(con: duckdb.DuckDBPyConnection, host: str | None, window: Window, *,
             rows = rows.with_columns(rank=pl.col("participant").replace_strict(rank, default=None, return_dtype=pl.Int64)
                                      ).sort("rank", "epoch", nulls_last=True)
     columns = (["rank"] if all_participants else []) + COLUMNS
-    disagreements = fetch_frame(
-        con, "SELECT * FROM tracker_disagreements WHERE ($host::VARCHAR IS NULL OR participant = $host) "
-        "AND ($epochs::BIGINT[] IS NULL OR list_contains($epochs::BIGINT[], epoch_id)) ORDER BY ALL",
-        {"host": who, "epochs": epochs})
+    disagreements = fetch_frame(con, sql_text("evidence/tracker_disagreements.sql"), {"host": who, "epochs": epochs})
     stats["disagreements"] = disagreements.to_dicts()
     notes = []
     if rows.height == 0:
@@ -109,3 +107,21 @@ def _compare(rows: pl.DataFrame, first: int, second: int) -> dict:
             result = fisher_exact_2x2(a[part], a[whole] - a[part], b[part], b[whole] - b[part])
             out[share] = dataclasses.asdict(result) | {"epochs": [first, second]}
     return out
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="The gateway tracker's per-participant record (accounting ledger or saved accounting-API responses), "
+            "per epoch.",
+    compute=tracker,
+    columns=tuple(COLUMNS),
+    sql=("evidence/tracker_rows.sql", "evidence/tracker_disagreements.sql"),
+    options=(
+        Option("all_participants", "--all", "Every participant, ranked.", without_host=True),
+        Option("compare", "--compare", "Side by side with another epoch (with --epoch N).", type=int, metavar="EPOCH"),
+    ),
+    # The report compares the epoch with the one before it.
+    report=ReportSection(order=40, heading="Tracker (against the previous epoch)",
+                         options=lambda epoch: {"compare": epoch - 1} if epoch > 0 else {}),
+    definitions=__doc__,
+))

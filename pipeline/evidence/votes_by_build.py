@@ -24,6 +24,7 @@ import duckdb
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.stats import with_wilson
@@ -32,6 +33,7 @@ from pipeline.warehouse import fetch_frame
 NAME = "votes-by-build"
 KINDS = ("validation", "vote")
 UNATTRIBUTED = "unattributed"
+COLUMNS = ("build", "kind", "valid", "invalid", "total", "invalid_rate", "ci_low", "ci_high", "disagreed", "resolved")
 
 
 def votes_by_build(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
@@ -57,9 +59,7 @@ def votes_by_build(con: duckdb.DuckDBPyConnection, host: str, window: Window) ->
         )
         .sort("order")
     )
-    rows = with_wilson(rows, "invalid", "total").select(
-        "build", "kind", "valid", "invalid", "total", "invalid_rate", "ci_low", "ci_high", "disagreed", "resolved"
-    )
+    rows = with_wilson(rows, "invalid", "total").select(COLUMNS)
 
     notes = []
     if counts.height == 0:
@@ -78,3 +78,29 @@ def votes_by_build(con: duckdb.DuckDBPyConnection, host: str, window: Window) ->
         rows=rows,
         notes=notes,
     )
+
+
+def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
+    """Invalid share of the verdicts per build and kind, with the Wilson interval as a rule."""
+    import altair as alt
+
+    data = result.rows.filter(pl.col("total") > 0)
+    if data.height == 0:
+        return None
+    data = data.with_columns(label=pl.format("{} ({} of {})", pl.col("kind"), pl.col("invalid"), pl.col("total")))
+    base = alt.Chart(data).encode(y=alt.Y("build:N", title=None), yOffset="kind:N", color=alt.Color("kind:N"))
+    chart = base.mark_bar().encode(x=alt.X("invalid_rate:Q", title="invalid verdicts / verdicts", axis=alt.Axis(format="%")),
+                                   tooltip=["build", "kind", "invalid", "total"])
+    bars = chart + base.mark_rule(color="black").encode(x="ci_low:Q", x2="ci_high:Q")
+    return bars.properties(title="Invalid verdicts by build (Wilson 95%)", width=420).to_dict()
+
+
+SPEC = register(EvidenceSpec(
+    name=NAME,
+    summary="The verdicts the host cast on other hosts' answers, by the host's build at the time.",
+    compute=votes_by_build,
+    columns=COLUMNS,
+    sql=("evidence/host_verdict_counts.sql", "evidence/host_builds.sql"),
+    report=ReportSection(order=30, chart=_chart),
+    definitions=__doc__,
+))

@@ -1,23 +1,65 @@
 """GitHub-flavoured Markdown: the table, its statistics and a provenance footer,
-ready to paste into a governance issue."""
+ready to paste into a governance issue.
+
+Text that comes from the data (build labels, host addresses, source labels, error messages)
+is untrusted: it goes through `escape` (or `inline_code`) so that it can neither inject HTML
+(``<script>``, ``<img onerror=…>``) nor form a link (``[x](javascript:…)``) nor end a table
+cell or a line.
+"""
 
 from __future__ import annotations
+
+import re
 
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
 from pipeline.render.text import provenance_lines, stat_lines, table_cells
 
+# HTML needs "<" before a letter, "/", "!" or "?" (tags, comments, autolinks) and "&" before a
+# letter or "#" (entities); a link needs "](" (inline) or "]:" (a reference definition, without
+# which "[x]" and "[x][y]" are plain text). A backslash is escaped too, so that one from the data
+# cannot cancel the escapes that follow it. Everything else ("p < 0.001", "_", "*") stays as is.
+_HTML = {"&": "&amp;", "<": "&lt;"}
+_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|\](?=[(:])|\r\n|[\r\n]")
+
+
+def escape(text: str) -> str:
+    """``text`` as literal Markdown inline text on one line."""
+    return _SPECIAL.sub(_escaped, str(text))
+
+
+def _escaped(match: re.Match) -> str:
+    char = match.group()
+    if char in _HTML:
+        return _HTML[char]
+    if char in ("\r\n", "\r", "\n"):
+        return " "
+    return "\\" + char  # "\" or "]"
+
+
+def cell(text: str) -> str:
+    """``text`` as the content of a table cell: escaped, and a pipe no longer ends the cell."""
+    return escape(text).replace("|", "\\|")
+
+
+def inline_code(text: str) -> str:
+    """``text`` as a code span: literal whatever it holds (a fence longer than any backtick run in it)."""
+    text = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if "`" in text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
 
 def render_markdown(result: EvidenceResult) -> str:
     """``### title``, the table (or ``_no rows_``), statistics as bullets, notes
     as paragraphs, then after a rule the provenance footer as bullets."""
-    blocks = [f"### {result.title}", frame_markdown(result.rows)]
+    blocks = [f"### {escape(result.title)}", frame_markdown(result.rows)]
     if result.stats:
-        blocks.append("\n".join(f"- {line}" for line in stat_lines(result.stats)))
-    blocks += result.notes
+        blocks.append("\n".join(f"- {escape(line)}" for line in stat_lines(result.stats)))
+    blocks += [escape(note) for note in result.notes]
     if result.provenance is not None:
-        lines = provenance_lines(result.provenance, quote_command=_inline_code)
+        lines = provenance_lines(result.provenance, quote_command=inline_code, quote_text=escape)
         # The rule keeps the footer list apart from the statistics list; a blank
         # line before it stops GitHub reading the previous line as a heading.
         blocks += ["---", "\n".join(f"- {line}" for line in lines)]
@@ -28,24 +70,19 @@ def frame_markdown(rows: pl.DataFrame) -> str:
     """A GitHub table of ``rows`` (or ``_no rows_``), numbers formatted as in evidence tables."""
     if rows.height == 0:
         return "_no rows_"
+    return markdown_table(rows)
+
+
+def markdown_table(rows: pl.DataFrame) -> str:
+    """A GitHub table of ``rows``: header, alignment row (numbers right-aligned), one line per row."""
     header, numeric, body = table_cells(rows)
     lines = [
         _row(header),
-        _row(["---:" if is_numeric else "---" for is_numeric in numeric]),
+        "| " + " | ".join("---:" if is_numeric else "---" for is_numeric in numeric) + " |",
         *(_row(cells) for cells in body),
     ]
     return "\n".join(lines)
 
 
 def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(_escape(cell) for cell in cells) + " |"
-
-
-def _inline_code(text: str) -> str:
-    # A command that itself holds backticks needs a longer fence.
-    return f"`` {text} ``" if "`" in text else f"`{text}`"
-
-
-def _escape(cell: str) -> str:
-    # A pipe ends the cell and a newline ends the row in a GitHub table.
-    return cell.replace("|", "\\|").replace("\r\n", " ").replace("\n", " ")
+    return "| " + " | ".join(cell(text) for text in cells) + " |"

@@ -196,18 +196,21 @@ def window_text(window: dict[str, Any]) -> str:
     return ", ".join(parts) if parts else "all data"
 
 
-def provenance_lines(provenance: Provenance, quote_command: Callable[[str], str] = str) -> list[str]:
-    """The footer lines that let a reader reproduce the table."""
+def provenance_lines(
+    provenance: Provenance, quote_command: Callable[[str], str] = str, quote_text: Callable[[str], str] = str
+) -> list[str]:
+    """The footer lines that let a reader reproduce the table. ``quote_command`` formats the
+    command, ``quote_text`` every other value from the data (labels, ids, kinds)."""
     lines = []
     for source in provenance.sources:
         name = source.get("label") or source.get("source_id")
         copy_at = source.get("copy_at")
         copy_text = iso_utc(copy_at) if copy_at is not None else MISSING
-        lines.append(f"source: {name} ({source.get('source_kind')}), copy {copy_text}")
-    lines.append(f"window: {window_text(provenance.window)}")
-    lines.append(f"runs: {', '.join(provenance.run_ids) if provenance.run_ids else MISSING}")
+        lines.append(f"source: {quote_text(str(name))} ({quote_text(str(source.get('source_kind')))}), copy {copy_text}")
+    lines.append(f"window: {quote_text(window_text(provenance.window))}")
+    lines.append(f"runs: {quote_text(', '.join(provenance.run_ids)) if provenance.run_ids else MISSING}")
     if provenance.quarantined_rows > 0:
         lines.append(f"quarantined rows: {provenance.quarantined_rows:,}")
-    lines.append(f"pipeline: gonka-evidence {provenance.pipeline_version}")
+    lines.append(f"pipeline: gonka-evidence {quote_text(provenance.pipeline_version)}")
     lines.append(f"command: {quote_command(provenance.command)}")
     return lines
