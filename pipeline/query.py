@@ -71,9 +71,9 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return params
 
 
-def _bound(sql: str, params: dict[str, str]) -> dict[str, str] | None:
-    """The parameters ``sql`` uses ($name), checked to be all given."""
-    used = set(re.findall(r"\$([A-Za-z_]\w*)", sql))
+def _bound(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> dict[str, str] | None:
+    """The parameters ``sql`` uses ($name, as DuckDB parses it: not inside strings), checked to be all given."""
+    used = {name for statement in con.extract_statements(sql) for name in statement.named_parameters}
     missing = used - set(params)
     if missing:
         raise QueryError(f"missing --param for: {', '.join(sorted(missing))}")
@@ -82,7 +82,7 @@ def _bound(sql: str, params: dict[str, str]) -> dict[str, str] | None:
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> pl.DataFrame:
     try:
-        return fetch_frame(con, sql, _bound(sql, params))
+        return fetch_frame(con, sql, _bound(con, sql, params))
     except duckdb.Error as exc:
         raise QueryError(str(exc).splitlines()[0]) from None
 
@@ -102,7 +102,7 @@ def render_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str
     ``width``: fit the table to this many terminal cells (None: every column, full width)."""
     started = time.perf_counter()
     try:
-        relation = con.sql(sql, params=_bound(sql, params))
+        relation = con.sql(sql, params=_bound(con, sql, params))
         if relation is None:
             raise QueryError("the statement returned no result to show (only queries do)")
         if fmt is QueryFormat.parquet:

@@ -56,6 +56,7 @@ NULL_TEXT = "NULL"
 # On a terminal a column is first given at most this many cells; longer values fold onto
 # more lines (every character kept) and wide columns get the room left over.
 FOLD_WIDTH = 24
+MIN_FOLDED_WIDTH = 8
 
 
 # Imported by the command line for its --format choices: keep this module light (duckdb,
@@ -89,6 +90,8 @@ def text_sql(index: int, kind: str) -> str:
         return f"CAST(to_json({ref}) AS VARCHAR)"
     if kind == ZONED_TIMESTAMP:
         return rf"regexp_replace(CAST({ref} AS VARCHAR), '^(\d+-\d\d-\d\d) (\d[^+]*)\+00$', '\1T\2Z')"
+    if kind == "decimal":  # DuckDB writes DECIMAL(1,1) zero as ".0": not a JSON number
+        return rf"regexp_replace(CAST({ref} AS VARCHAR), '^(-?)\.', '\10.')"
     if kind in NAIVE_TIMESTAMPS:
         return rf"regexp_replace(CAST({ref} AS VARCHAR), '^(\d+-\d\d-\d\d) (\d)', '\1T\2')"
     return f"CAST({ref} AS VARCHAR)"
@@ -207,11 +210,15 @@ def layout_table(cells: Cells, texts: list[list[str]], width: int | None) -> Tab
     budget = width - 1  # the left border; every column adds its width, two pads and a border
     shown, widths = [], []
     for i, full in enumerate(natural):
-        want = min(full, max(cell_len(cells.columns[i]), FOLD_WIDTH))
-        if want + 3 > budget and shown:
+        header = cell_len(cells.columns[i])
+        want = min(full, max(header, FOLD_WIDTH))
+        room = budget - 3
+        # A column is shown if its header fits (and a few cells of its values): narrower than
+        # it wants, it folds.
+        if room < min(full, max(header, MIN_FOLDED_WIDTH)) and shown:
             break
         shown.append(i)
-        widths.append(min(want, max(budget - 3, 1)))
+        widths.append(max(min(want, room), 1))
         budget -= widths[-1] + 3
     for k, i in enumerate(shown):  # the room left goes to folded columns, left to right
         extra = min(max(budget, 0), natural[i] - widths[k])
@@ -257,6 +264,7 @@ def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
     (see ``PARQUET_AS_TEXT``; also nested values holding one) are written as their
     exact text; HUGEINT/UHUGEINT as DECIMAL(38,0) unless a value has 39 digits."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     kinds = [t.id for t in relation.types]
@@ -267,10 +275,11 @@ def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
     for i, kind in enumerate(kinds):
         column = table.column(i)
         if kind in ("hugeint", "uhugeint"):
-            try:
+            # pyarrow's cast wraps a 39-digit value around silently, and DECIMAL(39) is not read
+            # back faithfully (DuckDB reads -1): such a column stays text.
+            digits = pc.max(pc.utf8_length(pc.utf8_ltrim(column, characters="-"))).as_py()
+            if digits is None or digits <= 38:
                 column = column.cast(pa.decimal128(38, 0))
-            except pa.ArrowInvalid:
-                pass  # a 39-digit value: DECIMAL(39) is not read back faithfully (DuckDB reads -1), text is
         elif kinds[i] in NESTED_TYPES and as_text[i]:
             column = pa.chunked_array([pa.array([None if v is None else _json_constants_quoted(v) for v in column.to_pylist()], pa.string())])
         columns.append(column)
