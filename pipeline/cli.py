@@ -368,4 +368,8 @@ for _module in ("pipeline.cli_logs", "pipeline.cli_tracker", "pipeline.cli_repor
     __import__(_module)
 
 if __name__ == "__main__":
-    app()
+    # `python -m pipeline.cli`: the feature modules registered their commands on the app of the
+    # importable module `pipeline.cli`, not on this `__main__` copy of it.
+    from pipeline.cli import app as registered_app
+
+    registered_app(prog_name="gonka-evidence")

@@ -22,7 +22,7 @@ from pipeline.sources.base import SourceDescription
 
 # Off a terminal (pipes, CI logs) tables keep their full width instead of 80 columns.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 _verbosity = NORMAL
@@ -77,7 +77,9 @@ def print_ingest_summary(summary: IngestSummary) -> None:
     """The rows per table and the counts of an ingest, on stderr (a summary, not data)."""
     if _verbosity < NORMAL:
         return
-    table = Table(title=Text(f"ingest {summary.run_id} — {summary.source_display}"), show_header=True)
+    # The heading on its own line: as a table title it would wrap to the two narrow columns.
+    info(f"ingest {summary.run_id} — {summary.source_display}")
+    table = Table(show_header=True)
     table.add_column("table")
     table.add_column("rows", justify="right")
     for name, n in summary.rows.items():
