@@ -8,7 +8,9 @@ never a traceback for a user error.
 from __future__ import annotations
 
 import inspect
+import os
 import sys
+from contextlib import ExitStack, redirect_stdout
 from enum import Enum
 from functools import wraps
 from pathlib import Path
@@ -19,9 +21,8 @@ import typer
 from pipeline import __version__
 from pipeline.query_output import QueryFormat, terminal_width
 
-EXIT_OK = 0
 EXIT_USER_ERROR = 1  # bad arguments, missing source, failed query: a one-line message
-EXIT_USAGE = 2  # the command line itself is wrong (unknown option, missing argument)
+# 2 is click's own: the command line itself is wrong (unknown option, missing argument, bad choice).
 EXIT_QUARANTINED = 3  # rows were quarantined and --strict was given
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; "
@@ -46,7 +47,7 @@ ConfigWarehouseOpt = Annotated[Optional[Path], typer.Option(
     "--warehouse", "-w", envvar="GONKA_EVIDENCE_WAREHOUSE",
     help="DuckDB warehouse file (default: the config's warehouse, else ./warehouse.duckdb).")]
 ConfigOpt = Annotated[Optional[Path], typer.Option(
-    "--config", help="Config file for defaults (default: gonka-evidence.toml here, else the bundled samples).")]
+    "--config", help="Config file whose host and warehouse are the defaults (default: gonka-evidence.toml here, if any).")]
 
 
 VERBOSITY_OPTIONS = ("quiet", "verbose")
@@ -65,14 +66,11 @@ def _set_verbosity(level: int):
 def _verbosity_options() -> list[inspect.Parameter]:
     from pipeline.console import QUIET, VERBOSE
 
-    options = {
-        VERBOSITY_OPTIONS[0]: typer.Option("--quiet", "-q", help="Only data and errors: no progress or summaries on stderr.",
-                              callback=_set_verbosity(QUIET), expose_value=False),
-        VERBOSITY_OPTIONS[1]: typer.Option("--verbose", "-v", help="More detail on stderr.",
-                                callback=_set_verbosity(VERBOSE), expose_value=False),
-    }
+    quiet = typer.Option("--quiet", "-q", help="Only data and errors: no progress or summaries on stderr.",
+                         callback=_set_verbosity(QUIET), expose_value=False)
+    verbose = typer.Option("--verbose", "-v", help="More detail on stderr.", callback=_set_verbosity(VERBOSE), expose_value=False)
     return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[bool, option])
-            for name, option in options.items()]
+            for name, option in zip(VERBOSITY_OPTIONS, (quiet, verbose))]
 
 
 def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
@@ -83,13 +81,22 @@ def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
     raise typer.Exit(code)
 
 
+def prints_data(func):
+    """Marks a command whose stdout is data (query results, tables); under `user_errors` it is
+    put below it. Every other command's stdout is a summary and goes to stderr."""
+    func.prints_data = True
+    return func
+
+
 def user_errors(func):
     """The conventions of every command: the library's one-line errors become exit code 1
-    without a traceback, and the command takes --quiet and --verbose."""
+    without a traceback; the command takes --quiet and --verbose; and unless it `prints_data`,
+    what it prints goes to stderr (nowhere with --quiet)."""
 
     @wraps(func)
     def wrapper(*args, **kwargs):
         from pipeline.builds import BuildsError
+        from pipeline.console import NORMAL, verbosity
         from pipeline.evidence.window import EvidenceError
         from pipeline.query import QueryError
         from pipeline.sources.base import SourceError
@@ -98,7 +105,12 @@ def user_errors(func):
         for name in VERBOSITY_OPTIONS:
             kwargs.pop(name, None)  # handled by the option's callback, not the command
         try:
-            return func(*args, **kwargs)
+            with ExitStack() as stack:
+                if not getattr(func, "prints_data", False):
+                    # What a command without data output prints is a summary: stderr, or nothing with --quiet.
+                    sink = sys.stderr if verbosity() >= NORMAL else stack.enter_context(open(os.devnull, "w"))
+                    stack.enter_context(redirect_stdout(sink))
+                return func(*args, **kwargs)
         except (SourceError, WarehouseError, QueryError, BuildsError, EvidenceError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
@@ -215,6 +227,7 @@ def builds(
 
 @app.command()
 @user_errors
+@prints_data
 def doctor(source: Annotated[str, typer.Argument(help="postgresql:// URL, `postgres`, or a SQLite store directory.")]) -> None:
     """Describe what a source holds (layout, schema version, lineage, rows per epoch) without ingesting.
 
@@ -232,6 +245,7 @@ def doctor(source: Annotated[str, typer.Argument(help="postgresql:// URL, `postg
 
 @app.command()
 @user_errors
+@prints_data
 def query(
     sql: Annotated[Optional[str], typer.Argument(help="SQL text or the name of a query in sql/queries/.", autocompletion=complete_named_query)] = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the SQL from a file.")] = None,
@@ -287,6 +301,7 @@ def query(
 
 @app.command()
 @user_errors
+@prints_data
 def evidence(
     name: Annotated[str, typer.Argument(help="The evidence table, e.g. votes-by-build, epoch-summary, peer-invalidation.", autocompletion=complete_evidence_name)],
     host: Annotated[Optional[str], typer.Option(help="The host address (gonka1…; default: GONKA_EVIDENCE_HOST, else the config's host).", envvar="GONKA_EVIDENCE_HOST")] = None,
@@ -335,6 +350,7 @@ def reproducing_command() -> str:
 
 @app.command()
 @user_errors
+@prints_data  # the job's log is its output: cron and systemd keep stdout (`>> run.log`)
 def run(
     config: Annotated[Optional[Path], typer.Option(help="Config file (default: gonka-evidence.toml here, else the bundled samples).")] = None,
     warehouse: Annotated[Optional[Path], typer.Option("--warehouse", "-w", help="Override the warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE")] = None,
@@ -358,6 +374,7 @@ def run(
 
 @app.command()
 @user_errors
+@prints_data
 def version() -> None:
     """Print the pipeline version."""
     typer.echo(__version__)

@@ -78,6 +78,8 @@ def test_ingest_logs_strict_exits_3(tmp_path):
     write_log_samples(tmp_path)
     result = cli("ingest-logs", str(tmp_path / "vllm"), "--host", HOST, "-w", str(tmp_path / "w.duckdb"), "--strict")
     assert result.returncode == 3, result.stderr
+    # A command without data output prints its summary on stderr.
+    assert result.stdout == "" and "unparsed lines: 1" in result.stderr
 
 
 def test_data_on_stdout_notices_on_stderr_quiet_and_verbose(warehouse):
