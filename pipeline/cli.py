@@ -1,13 +1,17 @@
 """The `gonka-evidence` command line: a few lines per command over the library.
 
-Exit codes: 0 success; 1 user error (bad arguments, missing source) with a
-one-line message; 2 data problems that were reported (quarantine), only with
---strict. Never a traceback for a user error.
+Conventions shared by every command (set up here, once): data on stdout, progress
+and summaries on stderr; `--quiet`/`--verbose`; the exit codes below; one-line errors,
+never a traceback for a user error.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
 import sys
+from contextlib import ExitStack, redirect_stdout
+from enum import Enum
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Optional
@@ -16,20 +20,61 @@ import typer
 
 from pipeline import __version__
 from pipeline.cli_evidence import OPTIONS_KEY, EvidenceCommand
+from pipeline.query_output import QueryFormat, terminal_width
+
+EXIT_USER_ERROR = 1  # bad arguments, missing source, failed query: a one-line message
+# 2 is click's own: the command line itself is wrong (unknown option, missing argument, bad choice).
+EXIT_QUARANTINED = 3  # rows were quarantined and --strict was given
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; "
+    "3 rows quarantined with --strict."
+)
 
 app = typer.Typer(
     help="Reproducible evidence about Gonka devshard hosts: ingest database copies into a DuckDB warehouse, "
-    "query it, and print evidence tables.",
+    "query it, and print evidence tables. Data goes to stdout; progress and summaries to stderr. "
+    + EXIT_CODES_HELP,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=True,
+    # Help texts are plain text: "[[builds]]" or "[since, until)" must print as written.
+    rich_markup_mode=None,
 )
 
 WarehouseOpt = Annotated[Path, typer.Option("--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE")]
 DEFAULT_WAREHOUSE = Path("warehouse.duckdb")
+# For commands that fall back to the config file's warehouse when none is given.
+ConfigWarehouseOpt = Annotated[Optional[Path], typer.Option(
+    "--warehouse", "-w", envvar="GONKA_EVIDENCE_WAREHOUSE",
+    help="DuckDB warehouse file (default: the config's warehouse, else ./warehouse.duckdb).")]
+ConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--config", help="Config file whose host and warehouse are the defaults (default: gonka-evidence.toml here, if any).")]
 
 
-def _fail(message: str, code: int = 1) -> None:
+VERBOSITY_OPTIONS = ("quiet", "verbose")
+
+
+def _set_verbosity(level: int):
+    def callback(value: bool) -> None:
+        if value:
+            from pipeline.console import set_verbosity
+
+            set_verbosity(level)
+
+    return callback
+
+
+def _verbosity_options() -> list[inspect.Parameter]:
+    from pipeline.console import QUIET, VERBOSE
+
+    quiet = typer.Option("--quiet", "-q", help="Only data and errors: no progress or summaries on stderr.",
+                         callback=_set_verbosity(QUIET), expose_value=False)
+    verbose = typer.Option("--verbose", "-v", help="More detail on stderr.", callback=_set_verbosity(VERBOSE), expose_value=False)
+    return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[bool, option])
+            for name, option in zip(VERBOSITY_OPTIONS, (quiet, verbose))]
+
+
+def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
     from pipeline.console import err
     from pipeline.secrets import scrub
 
@@ -37,25 +82,98 @@ def _fail(message: str, code: int = 1) -> None:
     raise typer.Exit(code)
 
 
+def prints_data(func):
+    """Marks a command whose stdout is data (query results, tables); under `user_errors` it is
+    put below it. Every other command's stdout is a summary and goes to stderr."""
+    func.prints_data = True
+    return func
+
+
 def user_errors(func):
-    """Turn the library's one-line errors into exit code 1 without a traceback."""
+    """The conventions of every command: the library's one-line errors become exit code 1
+    without a traceback; the command takes --quiet and --verbose; and unless it `prints_data`,
+    what it prints goes to stderr (nowhere with --quiet)."""
 
     @wraps(func)
     def wrapper(*args, **kwargs):
         from pipeline.builds import BuildsError
+        from pipeline.console import NORMAL, verbosity
         from pipeline.evidence.window import EvidenceError
         from pipeline.query import QueryError
         from pipeline.sources.base import SourceError
         from pipeline.warehouse import WarehouseError
 
+        for name in VERBOSITY_OPTIONS:
+            kwargs.pop(name, None)  # handled by the option's callback, not the command
         try:
-            return func(*args, **kwargs)
+            with ExitStack() as stack:
+                if not getattr(func, "prints_data", False):
+                    # What a command without data output prints is a summary: stderr, or nothing with --quiet.
+                    sink = sys.stderr if verbosity() >= NORMAL else stack.enter_context(open(os.devnull, "w"))
+                    stack.enter_context(redirect_stdout(sink))
+                return func(*args, **kwargs)
         except (SourceError, WarehouseError, QueryError, BuildsError, EvidenceError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
             _fail("interrupted; committed chunks are kept, re-run to continue", 130)
 
+    # Typer reads the options from the signature; these two are handled by their callbacks.
+    signature = inspect.signature(func, eval_str=True)
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *_verbosity_options()])
     return wrapper
+
+
+def config_defaults(config: Optional[Path]) -> tuple[Optional[str], Path]:
+    """The host and warehouse that `query` and `evidence` use when none is given: those of
+    the config file (--config, else gonka-evidence.toml here), else no host and
+    ./warehouse.duckdb. Unlike `run`, the bundled samples' host is never assumed."""
+    from pipeline.config import DEFAULT_CONFIG_FILE, load_config
+    from pipeline.sources.base import SourceError
+
+    if config is not None and not config.exists():
+        raise SourceError(f"{config}: no such config file")
+    if config is None and not DEFAULT_CONFIG_FILE.exists():
+        return None, DEFAULT_WAREHOUSE
+    cfg = load_config(config or DEFAULT_CONFIG_FILE)
+    return cfg.host, cfg.warehouse
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", callback=_print_version, is_eager=True)] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors, for every command.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr, for every command.")] = False,
+) -> None:
+    from pipeline.console import NORMAL, QUIET, VERBOSE, set_verbosity
+
+    set_verbosity(QUIET if quiet else VERBOSE if verbose else NORMAL)
+
+
+class EvidenceFormat(str, Enum):
+    """The formats of pipeline.render (kept equal to its FORMATS by a test)."""
+
+    markdown = "markdown"
+    csv = "csv"
+    json = "json"
+    table = "table"
+
+
+def complete_named_query(incomplete: str) -> list[str]:
+    from pipeline.query import named_queries
+
+    return [name for name in named_queries() if name.startswith(incomplete)]
+
+
+def complete_evidence_name(incomplete: str) -> list[str]:
+    from pipeline.evidence import EVIDENCE
+
+    return [name for name in EVIDENCE if name.startswith(incomplete)]
 
 
 @app.command()
@@ -64,7 +182,7 @@ def ingest(
     source: Annotated[str, typer.Argument(help="postgresql:// URL, `postgres` (libpq environment), or a SQLite store directory.")],
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
     label: Annotated[Optional[str], typer.Option(help="A name for this copy in provenance footers.")] = None,
-    strict: Annotated[bool, typer.Option(help="Exit 2 when rows were quarantined.")] = False,
+    strict: Annotated[bool, typer.Option(help="Exit 3 when rows were quarantined.")] = False,
 ) -> None:
     """Ingest a devshard database copy (read-only) into the warehouse.
 
@@ -85,7 +203,7 @@ def ingest(
         store.close()
     print_ingest_summary(summary)
     if strict and summary.quarantined:
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_QUARANTINED)
 
 
 @app.command()
@@ -99,17 +217,18 @@ def builds(
     Example: gonka-evidence builds data-samples/builds.toml
     """
     from pipeline.builds import load_builds
-    from pipeline.console import out
+    from pipeline.console import info
     from pipeline.warehouse import open_for_write
 
     con = open_for_write(warehouse)
     n = load_builds(con, file)
     con.close()
-    out.print(f"host_builds: {n} entries from {file}")
+    info(f"host_builds: {n} entries from {file}")
 
 
 @app.command()
 @user_errors
+@prints_data
 def doctor(source: Annotated[str, typer.Argument(help="postgresql:// URL, `postgres`, or a SQLite store directory.")]) -> None:
     """Describe what a source holds (layout, schema version, lineage, rows per epoch) without ingesting.
 
@@ -127,82 +246,73 @@ def doctor(source: Annotated[str, typer.Argument(help="postgresql:// URL, `postg
 
 @app.command()
 @user_errors
+@prints_data
 def query(
-    sql: Annotated[Optional[str], typer.Argument(help="SQL text or the name of a query in sql/queries/.")] = None,
+    sql: Annotated[Optional[str], typer.Argument(help="SQL text or the name of a query in sql/queries/.", autocompletion=complete_named_query)] = None,
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Read the SQL from a file.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table, csv, json, markdown or parquet.")] = "table",
+    fmt: Annotated[QueryFormat, typer.Option("--format", help="Output format.")] = QueryFormat.table,
+    vertical: Annotated[bool, typer.Option("--vertical", "-x", help="Table format as one block per record (every column shown).")] = False,
     param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="k=v, bound to $k in the SQL.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write to a file (required for parquet on a terminal).")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the named queries with their parameters.")] = False,
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: ConfigWarehouseOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Run SQL on the warehouse views, in a sandbox: the warehouse is opened read-only, and DuckDB is
     locked so that the SQL cannot reach files, the network or extensions (no ATTACH, COPY, EXPORT,
     INSTALL/LOAD, read_csv/read_text/glob) nor change settings. Export results with --format/--output.
 
+    Every value prints exactly as DuckDB holds it (decimals, HUGEINT, intervals, nested values as JSON);
+    on a terminal the table leaves out the columns that do not fit and says which (see them with
+    --vertical or --format csv/json).
+
     Example: gonka-evidence query "SELECT status, count(*) FROM inferences GROUP BY ALL" --format markdown
     """
-    from pipeline.console import out, print_frame
-    from pipeline.query import QueryError, frame_to_bytes, frame_to_csv, frame_to_json, named_queries, resolve_sql, run_query
+    from pipeline.console import detail, info, out
+    from pipeline.query import QueryError, named_queries, parse_params, render_query, resolve_sql
     from pipeline.warehouse import open_sandboxed
 
     if list_:
         for q in named_queries().values():
-            out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False)
+            out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False, highlight=False)
         return
-    if fmt not in ("table", "csv", "json", "markdown", "parquet"):
-        raise QueryError(f"unknown --format {fmt!r} (table, csv, json, markdown, parquet)")
-    params = {}
-    for item in param or []:
-        if "=" not in item:
-            raise QueryError(f"--param {item!r} is not k=v")
-        k, v = item.split("=", 1)
-        params[k] = v
+    if vertical and fmt is not QueryFormat.table:
+        raise QueryError("--vertical is a layout of the table format; leave out --format")
     text = resolve_sql(sql, file)
-    con = open_sandboxed(warehouse)
+    if fmt is QueryFormat.parquet and output is None and sys.stdout.isatty():
+        raise QueryError("parquet is binary: give --output FILE or redirect stdout")
+    width = terminal_width() if fmt is QueryFormat.table and output is None and not vertical else None
+    con = open_sandboxed(warehouse or config_defaults(config)[1])
     try:
-        frame = run_query(con, text, params)
+        rendered = render_query(con, text, parse_params(param or []), fmt, vertical=vertical, width=width)
     finally:
         con.close()
-    if fmt == "parquet":
-        data = frame_to_bytes(frame, fmt)
-        if output:
-            output.write_bytes(data)
-        elif sys.stdout.isatty():
-            raise QueryError("parquet is binary: give --output FILE or redirect stdout")
-        else:
-            sys.stdout.buffer.write(data)
-        return
-    if fmt == "table" and output is None:
-        print_frame(frame)
-        return
-    if fmt == "csv":
-        text_out = frame_to_csv(frame)
-    elif fmt == "json":
-        text_out = frame_to_json(frame)
-    elif fmt == "markdown":
-        from pipeline.render.markdown import frame_markdown
-
-        text_out = frame_markdown(frame)
-    else:
-        text_out = str(frame)
+    if rendered.hidden:
+        info(f"{len(rendered.hidden)} of {rendered.columns} columns left out to fit the terminal: "
+             f"{', '.join(rendered.hidden)} (see every column with --vertical, or --format csv/json)")
+    detail(f"rows: {rendered.rows:,}, columns: {rendered.columns}, {rendered.elapsed_s:.3f} s")
+    data = rendered.data if isinstance(rendered.data, bytes) else (rendered.data + "\n" if rendered.data else "").encode()
     if output:
-        output.write_text(text_out)
+        output.write_bytes(data)
     else:
-        sys.stdout.write(text_out if text_out.endswith("\n") else text_out + "\n")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
 
 
 @app.command(cls=EvidenceCommand, short_help="Print an evidence table with statistics and a provenance footer.")
 @user_errors
+@prints_data
 def evidence(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The evidence table (listed below).")],
-    host: Annotated[Optional[str], typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")] = None,
+    name: Annotated[str, typer.Argument(help="The evidence table (listed below).", autocompletion=complete_evidence_name)],
+    host: Annotated[Optional[str], typer.Option(help="The host address (gonka1…; default: GONKA_EVIDENCE_HOST, else the config's host).", envvar="GONKA_EVIDENCE_HOST")] = None,
     epoch: Annotated[Optional[int], typer.Option(help="The escrows of epoch N.")] = None,
     since: Annotated[Optional[str], typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
     until: Annotated[Optional[str], typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="markdown, csv, json or table.")] = "markdown",
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
+    warehouse: ConfigWarehouseOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Print an evidence table with statistics and a provenance footer. The table options
     (--by-escrow, --all, ...) come from the tables that declare them.
@@ -213,15 +323,16 @@ def evidence(
     from pipeline.render import render
     from pipeline.warehouse import open_read_only
 
-    if fmt not in ("markdown", "csv", "json", "table"):
-        _fail(f"unknown --format {fmt!r} (markdown, csv, json, table)")
+    if host is None or warehouse is None:
+        default_host, default_warehouse = config_defaults(config)
+        host, warehouse = host or default_host, warehouse or default_warehouse
     con = open_read_only(warehouse)
     try:
         result = compute(name, con, host=host, epoch=epoch, since=since, until=until,
                          command=reproducing_command(), **ctx.meta[OPTIONS_KEY])
     finally:
         con.close()
-    typer.echo(render(result, fmt))
+    typer.echo(render(result, fmt.value))
 
 
 def reproducing_command() -> str:
@@ -236,6 +347,7 @@ def reproducing_command() -> str:
 
 @app.command()
 @user_errors
+@prints_data  # the job's log is its output: cron and systemd keep stdout (`>> run.log`)
 def run(
     config: Annotated[Optional[Path], typer.Option(help="Config file (default: gonka-evidence.toml here, else the bundled samples).")] = None,
     warehouse: Annotated[Optional[Path], typer.Option("--warehouse", "-w", help="Override the warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE")] = None,
@@ -246,12 +358,20 @@ def run(
     into ./warehouse.duckdb and reports on the samples' focal host.
     Example: gonka-evidence run --config gonka-evidence.toml
     """
+    from pipeline.console import QUIET, out, verbosity
     from pipeline.runner import run_job
 
-    run_job(config, warehouse)
+    # The job's own lines are its summary: --quiet silences them too (errors still print).
+    out.quiet = verbosity() == QUIET
+    try:
+        run_job(config, warehouse)
+    finally:
+        out.quiet = False
 
 
 @app.command()
+@user_errors
+@prints_data
 def version() -> None:
     """Print the pipeline version."""
     typer.echo(__version__)
@@ -262,4 +382,8 @@ for _module in ("pipeline.cli_logs", "pipeline.cli_tracker", "pipeline.cli_repor
     __import__(_module)
 
 if __name__ == "__main__":
-    app()
+    # `python -m pipeline.cli`: the feature modules registered their commands on the app of the
+    # importable module `pipeline.cli`, not on this `__main__` copy of it.
+    from pipeline.cli import app as registered_app
+
+    registered_app(prog_name="gonka-evidence")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pipeline.cli import DEFAULT_WAREHOUSE, WarehouseOpt, app, user_errors
+from pipeline.cli import DEFAULT_WAREHOUSE, EXIT_QUARANTINED, WarehouseOpt, app, user_errors
 
 
 @app.command(name="ingest-logs")
@@ -18,7 +18,7 @@ def ingest_logs_command(
     kind: Annotated[Optional[str], typer.Option(help="vllm, validator, poc or metrics (default: detected per file).")] = None,
     year: Annotated[Optional[int], typer.Option(help="Year of the first line of each vLLM log (default: from the file time).")] = None,
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
-    strict: Annotated[bool, typer.Option(help="Exit 2 when lines could not be parsed.")] = False,
+    strict: Annotated[bool, typer.Option(help="Exit 3 when lines could not be parsed (they are in quarantine).")] = False,
 ) -> None:
     """Ingest vLLM logs, validator (dapi) logs, /metrics scrapes or PoC validation results of one host.
 
@@ -42,4 +42,4 @@ def ingest_logs_command(
     if summary.unparsed:
         out.print(f"  unparsed lines: {summary.unparsed:,} (in quarantine)", markup=False, highlight=False)
     if strict and summary.unparsed:
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_QUARANTINED)

@@ -1,4 +1,9 @@
-"""Terminal output of the CLI: progress bars, run summaries, doctor reports."""
+"""Terminal output of the CLI: progress bars, run summaries, doctor reports.
+
+Data goes to stdout (`out`); progress, summaries and notices go to stderr (`err`),
+so that `gonka-evidence query ... > file` and pipes carry data only. `--quiet` silences
+stderr's progress and summaries (errors still print), `--verbose` adds detail there.
+"""
 
 from __future__ import annotations
 
@@ -10,19 +15,45 @@ import polars as pl
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from pipeline.ingest import IngestSummary
 from pipeline.sources.base import SourceDescription
 
 # Off a terminal (pipes, CI logs) tables keep their full width instead of 80 columns.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+
+QUIET, NORMAL, VERBOSE = 0, 1, 2
+_verbosity = NORMAL
+
+
+def set_verbosity(level: int) -> None:
+    """The `--quiet` (QUIET) / `--verbose` (VERBOSE) setting of this process."""
+    global _verbosity
+    _verbosity = level
+
+
+def verbosity() -> int:
+    return _verbosity
+
+
+def info(message: str) -> None:
+    """A summary or notice for the person at the terminal: stderr, silent with --quiet."""
+    if _verbosity >= NORMAL:
+        err.print(Text(message), highlight=False, soft_wrap=True)
+
+
+def detail(message: str) -> None:
+    """Detail shown only with --verbose (stderr)."""
+    if _verbosity >= VERBOSE:
+        err.print(Text(message), highlight=False, soft_wrap=True)
 
 
 @contextmanager
 def ingest_progress() -> Iterator:
-    """A progress callback for `ingest_store`: bars on a terminal, silence otherwise."""
-    if not sys.stderr.isatty():
+    """A progress callback for `ingest_store`: bars on a terminal, silence otherwise (and with --quiet)."""
+    if not sys.stderr.isatty() or _verbosity < NORMAL:
         yield None
         return
     tasks: dict[str, int] = {}
@@ -43,13 +74,18 @@ def ingest_progress() -> Iterator:
 
 
 def print_ingest_summary(summary: IngestSummary) -> None:
-    table = Table(title=f"ingest {summary.run_id} — {summary.source_display}", show_header=True)
+    """The rows per table and the counts of an ingest, on stderr (a summary, not data)."""
+    if _verbosity < NORMAL:
+        return
+    # The heading on its own line: as a table title it would wrap to the two narrow columns.
+    info(f"ingest {summary.run_id} — {summary.source_display}")
+    table = Table(show_header=True)
     table.add_column("table")
     table.add_column("rows", justify="right")
     for name, n in summary.rows.items():
-        table.add_row(name, f"{n:,}")
-    out.print(table)
-    out.print(
+        table.add_row(Text(name), f"{n:,}")
+    err.print(table)
+    info(
         f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
         f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; "
         f"quarantined rows: {summary.quarantined:,}; replay/sealed disagreements: {summary.disagreements:,}; "
@@ -58,11 +94,11 @@ def print_ingest_summary(summary: IngestSummary) -> None:
 
 
 def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
-    table = Table(title=title)
+    table = Table(title=None if title is None else Text(title))
     for col in frame.columns:
-        table.add_column(col, justify="right" if frame.schema[col].is_numeric() else "left")
-    for row in frame.iter_rows():
-        table.add_row(*["–" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v) for v in row])
+        table.add_column(Text(col), justify="right" if frame.schema[col].is_numeric() else "left")
+    for row in frame.iter_rows():  # Text cells: a value is never read as Rich markup
+        table.add_row(*[Text("–" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)) for v in row])
     out.print(table)
 
 

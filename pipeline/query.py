@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import io
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
-import orjson
 import polars as pl
 
-from pipeline.warehouse import fetch_frame
+from pipeline import query_output
 from pipeline.paths import SQL_DIR
+from pipeline.query_output import QueryFormat
+from pipeline.warehouse import fetch_frame
 
 QUERIES_DIR = SQL_DIR / "queries"
 HEADER = re.compile(r"^--\s*(name|description|params):\s*(.*)$")
@@ -59,47 +60,66 @@ def resolve_sql(text: str | None, file: Path | None) -> str:
     return text
 
 
-def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> pl.DataFrame:
-    used = set(re.findall(r"\$([A-Za-z_]\w*)", sql))
+def parse_params(items: list[str]) -> dict[str, str]:
+    """``--param k=v`` items as a dict."""
+    params = {}
+    for item in items:
+        if "=" not in item:
+            raise QueryError(f"--param {item!r} is not k=v")
+        k, v = item.split("=", 1)
+        params[k] = v
+    return params
+
+
+def _bound(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> dict[str, str] | None:
+    """The parameters ``sql`` uses ($name, as DuckDB parses it: not inside strings), checked to be all given."""
+    used = {name for statement in con.extract_statements(sql) for name in statement.named_parameters}
     missing = used - set(params)
     if missing:
         raise QueryError(f"missing --param for: {', '.join(sorted(missing))}")
+    return {k: v for k, v in params.items() if k in used} or None
+
+
+def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> pl.DataFrame:
     try:
-        return fetch_frame(con, sql, {k: v for k, v in params.items() if k in used} or None)
+        return fetch_frame(con, sql, _bound(con, sql, params))
     except duckdb.Error as exc:
         raise QueryError(str(exc).splitlines()[0]) from None
 
 
-def json_default(value):
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    raise TypeError
+@dataclass
+class RenderedQuery:
+    data: str | bytes  # text without a final newline, or Parquet bytes
+    rows: int
+    columns: int
+    hidden: list[str]  # columns the table left out to fit the terminal
+    elapsed_s: float
 
 
-def with_iso_times(frame: pl.DataFrame) -> pl.DataFrame:
-    """Datetime columns as ISO-8601 strings: UTC with a trailing Z for zoned ones."""
-    def iso(col: str, dtype) -> pl.Expr:
-        e = pl.col(col)
-        if dtype.time_zone:
-            e = e.dt.convert_time_zone("UTC")
-        text = e.dt.strftime("%Y-%m-%dT%H:%M:%S%.f").str.replace(r"\.0+$", "").str.replace(r"(\.\d*?)0+$", "$1")
-        return (text + "Z") if dtype.time_zone else text
-
-    return frame.with_columns(iso(c, t).alias(c) for c, t in frame.schema.items() if isinstance(t, pl.Datetime))
-
-
-def frame_to_json(frame: pl.DataFrame) -> str:
-    """JSON array of row objects; timestamps as ISO-8601 UTC with a trailing Z."""
-    return orjson.dumps(with_iso_times(frame).to_dicts(), default=json_default).decode()
-
-
-def frame_to_csv(frame: pl.DataFrame) -> str:
-    return with_iso_times(frame).write_csv()
-
-
-def frame_to_bytes(frame: pl.DataFrame, fmt: str) -> bytes:
-    if fmt == "parquet":
-        buf = io.BytesIO()
-        frame.write_parquet(buf)
-        return buf.getvalue()
-    raise QueryError(f"unknown binary format {fmt}")
+def render_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str], fmt: QueryFormat,
+                 vertical: bool = False, width: int | None = None) -> RenderedQuery:
+    """Run ``sql`` once and render its result exactly in ``fmt`` (see pipeline.query_output).
+    ``width``: fit the table to this many terminal cells (None: every column, full width)."""
+    started = time.perf_counter()
+    try:
+        relation = con.sql(sql, params=_bound(con, sql, params))
+        if relation is None:
+            raise QueryError("the statement returned no result to show (only queries do)")
+        if fmt is QueryFormat.parquet:
+            data, rows = query_output.to_parquet(relation)
+            return RenderedQuery(data, rows, len(relation.columns), [], time.perf_counter() - started)
+        cells = query_output.fetch_cells(relation)
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).splitlines()[0]) from None
+    hidden: list[str] = []
+    if fmt is QueryFormat.csv:
+        data = query_output.to_csv(cells)
+    elif fmt is QueryFormat.json:
+        data = query_output.to_json(cells)
+    elif fmt is QueryFormat.markdown:
+        data = query_output.to_markdown(cells)
+    elif vertical:
+        data = query_output.to_vertical(cells)
+    else:
+        data, hidden = query_output.to_table(cells, width)
+    return RenderedQuery(data, len(cells.rows), len(cells.columns), hidden, time.perf_counter() - started)

@@ -293,7 +293,7 @@ def test_cli_ingest_logs(samples, tmp_path):
     assert result.exit_code == 0, result.output
     assert "log_spec_decode: 215 new rows" in result.output and "unparsed lines: 1" in result.output
     strict = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--warehouse", str(warehouse), "--strict"])
-    assert strict.exit_code == 2
+    assert strict.exit_code == 3  # rows quarantined with --strict (2 is a usage error)
     missing = runner.invoke(app, ["ingest-logs", str(tmp_path / "nope"), "--host", HOST, "--warehouse", str(warehouse)])
     assert missing.exit_code == 1 and "no such file" in missing.output and "Traceback" not in missing.output
     bad_kind = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--kind", "x", "--warehouse", str(warehouse)])
