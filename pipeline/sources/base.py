@@ -77,6 +77,11 @@ TABLES: dict[str, LogicalTable] = {
             required=("escrow_id", "inference_id", "slot_id"),
         ),
         LogicalTable(
+            "snapshots",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("nonce", I64), ("state_data", BIN), ("created_at", I64)),
+            required=("escrow_id", "nonce", "state_data"),
+        ),
+        LogicalTable(
             "escrow_cache",
             _schema(("escrow_id", TXT), ("epoch_id", I64), ("escrow_json", TXT), ("cached_at", I64)),
             required=("escrow_id",),
@@ -87,7 +92,7 @@ TABLES: dict[str, LogicalTable] = {
 
 # Tables a store may hold that we recognise but do not ingest (no evidence uses them).
 KNOWN_NOT_INGESTED = {
-    "signatures", "snapshots", "slot_validation_obs", "validation_leases", "storage_identity",
+    "signatures", "slot_validation_obs", "validation_leases", "storage_identity",
     "session_index", "escrow_epoch", "schema_migrations", "validation_credits",
 }
 
@@ -98,7 +103,7 @@ KNOWN_UNREAD_COLUMNS = {
 }
 
 # Escrow-scoped tables are read for a set of escrows beyond a per-escrow nonce cursor.
-ESCROW_SCOPED = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs")
+ESCROW_SCOPED = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
 
 
 def require_columns(table: LogicalTable, present: list[str], where: str) -> None:
