@@ -171,60 +171,69 @@ def _with_sealed(
         ),
         on=["escrow_id", "inference_id"], how="full", coalesce=True,
     )
-    partial = pl.col("start_nonce").is_null() & pl.col("sealed_nonce").fill_null(0).eq(0)
-    log_knows = pl.col("in_diff_log").fill_null(False)
-    merged = merged.with_columns(
-        status=pl.when(partial & ~log_knows).then(pl.col("live_status")).otherwise(pl.col("status")),
-        executor_slot=pl.when(partial).then(pl.coalesce("executor_slot", "live_executor_slot")).otherwise(pl.col("executor_slot")),
-        model=pl.when(partial).then(pl.coalesce("model", "live_model")).otherwise(pl.col("model")),
-        input_tokens=pl.when(partial).then(pl.coalesce("input_tokens", "live_input_tokens")).otherwise(pl.col("input_tokens")),
-        output_tokens=pl.when(partial).then(pl.coalesce("output_tokens", "live_output_tokens")).otherwise(pl.col("output_tokens")),
-        started_at=pl.when(partial).then(pl.coalesce("started_at", "live_started_at")).otherwise(pl.col("started_at")),
-        confirmed_at=pl.when(partial).then(pl.coalesce("confirmed_at", "live_confirmed_at")).otherwise(pl.col("confirmed_at")),
-        votes_valid=pl.when(partial & ~log_knows).then(pl.col("live_votes_valid")).otherwise(pl.col("votes_valid")),
-        votes_invalid=pl.when(partial & ~log_knows).then(pl.col("live_votes_invalid")).otherwise(pl.col("votes_invalid")),
-        in_diff_log=log_knows,
-    )
     merged = merged.join(escrows.select("escrow_id", pl.col("epoch_id").alias("escrow_epoch"), "group_size"), on="escrow_id", how="inner")
-    only_sealed = ~pl.col("in_diff_log") & pl.col("sealed_nonce").is_not_null()
-    rich = pl.col("obs_present").fill_null(True)
+    rich_seal = (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(True)
+
+    def stored(fact: str) -> pl.Expr:
+        """The store's own record of a fact: its full sealed row, else the checkpoint's live record."""
+        return pl.when(rich_seal).then(pl.col(f"sealed_{fact}")).otherwise(pl.col(f"live_{fact}"))
+
+    merged = merged.with_columns(
+        store_status=pl.when(rich_seal).then(pl.col("sealed_status_name")).otherwise(pl.col("live_status")),
+        **{f"store_{f}": stored(f) for f in ("executor_slot", "model", "input_tokens", "output_tokens",
+                                             "started_at", "confirmed_at", "votes_valid", "votes_invalid")},
+    )
+    # Without its start in the log (an escrow joined by import has no diffs before imported_nonce, and
+    # inferences sealed before it have no diffs at all) the replay saw only part of the record's life;
+    # the store's record, which carries the whole of it, knows better.
+    partial = pl.col("start_nonce").is_null() & pl.col("store_status").is_not_null()
+    in_log = pl.col("in_diff_log").fill_null(False)
+    rank = {name: i for i, name in enumerate(STATUS_NAMES)}
+    further = pl.col("status").replace_strict(rank, default=-1, return_dtype=pl.Int64) > pl.col("store_status").replace_strict(
+        rank, default=-1, return_dtype=pl.Int64)
+    store_finished = pl.col("store_status").is_in(["finished", "challenged", "validated", "invalidated"]) | (
+        (pl.col("store_status") == "timed_out") & (pl.col("store_output_tokens").fill_null(0) > 0))
     merged = merged.with_columns(
         epoch_id=pl.coalesce("escrow_epoch", "epoch_id"),
-        # Inferences before an imported_nonce exist only as sealed rows; take their facts from there.
-        # Without its start in the log (state imported before imported_nonce) the replay saw only part
-        # of the record's life; a full sealed row knows better.
-        status=pl.when((only_sealed | pl.col("start_nonce").is_null()) & rich & pl.col("sealed_status_name").is_not_null())
-        .then(pl.col("sealed_status_name")).otherwise(pl.col("status")),
-        executor_slot=pl.when(pl.col("executor_slot").is_null()).then(pl.col("inference_id") % pl.col("group_size"))
-        .otherwise(pl.col("executor_slot")),
-        model=pl.when(only_sealed & rich).then(pl.col("sealed_model")).otherwise(pl.col("model")),
-        votes_valid=pl.when(only_sealed & rich).then(pl.col("sealed_votes_valid")).otherwise(pl.col("votes_valid")),
-        votes_invalid=pl.when(only_sealed & rich).then(pl.col("sealed_votes_invalid")).otherwise(pl.col("votes_invalid")),
-        input_tokens=pl.when(only_sealed & rich).then(pl.col("sealed_input_tokens")).otherwise(pl.col("input_tokens")),
-        output_tokens=pl.when(only_sealed & rich).then(pl.col("sealed_output_tokens")).otherwise(pl.col("output_tokens")),
-        started_at=pl.when(only_sealed & rich).then(pl.col("sealed_started_at")).otherwise(pl.col("started_at")),
-        confirmed_at=pl.when(only_sealed & rich).then(pl.col("sealed_confirmed_at")).otherwise(pl.col("confirmed_at")),
+        in_diff_log=in_log,
+        # A live record's later transactions may have moved it past the checkpoint; a seal is final.
+        status=pl.when(partial).then(pl.when(~rich_seal & in_log & further).then(pl.col("status"))
+                                     .otherwise(pl.col("store_status"))).otherwise(pl.col("status")),
+        **{f: pl.when(partial).then(pl.coalesce(f, f"store_{f}")).otherwise(pl.col(f))
+           for f in ("model", "input_tokens", "output_tokens", "started_at", "confirmed_at")},
+        **{f: pl.when(partial).then(pl.max_horizontal(pl.col(f).fill_null(0), pl.col(f"store_{f}").fill_null(0)))
+           .otherwise(pl.col(f)) for f in ("votes_valid", "votes_invalid")},
+        executor_slot=pl.coalesce("executor_slot", "store_executor_slot", pl.col("inference_id") % pl.col("group_size")),
         sealed=pl.col("sealed_nonce").fill_null(0) > 0,
-        challenged=pl.col("challenged").fill_null(False),
+        challenged=pl.col("challenged").fill_null(False)
+        | (partial & ((pl.col("store_votes_invalid").fill_null(0) > 0) | pl.col("store_status").is_in(["challenged", "invalidated"]))),
         cleared=pl.col("cleared").fill_null(False),
-        finished=pl.col("finished").fill_null(False),
+        finished=pl.col("finished").fill_null(False) | (partial & store_finished),
         # A record sealed while Pending or Started was sealed by the settlement drain (the
-        # "unchanged" rule); one known only from its sealed row is drained too.
+        # "unchanged" rule), also when the log does not hold its start.
         drained=pl.col("drained").fill_null(False)
-        | (only_sealed & rich & (pl.col("sealed_nonce") > 0) & pl.col("sealed_status").is_in([0, 1])),
+        | (partial & rich_seal & pl.col("sealed_status").is_in([0, 1])),
         pre_drain_status=pl.coalesce(
-            "pre_drain_status",
-            pl.when(only_sealed & rich & (pl.col("sealed_nonce") > 0) & pl.col("sealed_status").is_in([0, 1]))
-            .then(pl.col("sealed_status_name")),
-        ),
+            "pre_drain_status", pl.when(partial & rich_seal & pl.col("sealed_status").is_in([0, 1])).then(pl.col("store_status"))),
+    ).with_columns(
+        cleared=pl.col("cleared") | (partial & pl.col("challenged") & (pl.col("status") == "validated")),
+        # A timeout the log does not hold: after a finish an error miss, after a receipt an execution
+        # timeout, else a refusal.
+        miss_kind=pl.when(pl.col("miss_kind").is_null() & partial & (pl.col("status") == "timed_out") & ~pl.col("drained"))
+        .then(pl.when(pl.col("finished")).then(pl.lit("error_miss"))
+              .when(pl.col("confirmed_at").fill_null(0) > 0).then(pl.lit("execution")).otherwise(pl.lit("refused")))
+        .otherwise(pl.col("miss_kind")),
     )
+    rich = pl.col("obs_present").fill_null(True)
     merged = merged.join(
         slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
         on=["escrow_id", "executor_slot"], how="left",
     )
     # Compare only real seals with full records (bare rows and live obs rows carry defaults).
     # A drained record's final status is the drain's doing (checked in drain_outcomes), not the log's.
-    comparable = merged.filter(pl.col("in_diff_log") & (pl.col("sealed_nonce").fill_null(0) > 0) & rich & ~pl.col("drained"))
+    comparable = merged.filter(
+        pl.col("in_diff_log") & pl.col("start_nonce").is_not_null() & (pl.col("sealed_nonce").fill_null(0) > 0) & rich
+        & ~pl.col("drained"))
     checks = {
         "status": ("status", "sealed_status_name"),
         "votes_valid": ("votes_valid", "sealed_votes_valid"),

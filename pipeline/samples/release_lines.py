@@ -1,0 +1,51 @@
+"""What the writer's release line changes in a copy: its migration lists, the snapshot format and
+whether escrows can be joined by import.
+
+The PostgreSQL step lists are upstream's (gonka-ai/gonka `devshard/storage/postgres_migrate.go` and
+its history): ids mean different things on different lines. The drain rule and the reason-3 error
+misses are per escrow (scenario.py), because a host that upgrades keeps its older escrows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_PG_BASE = ((1, "devshard_session_index"), (2, "devshard_session_index_by_epoch"),
+            (3, "devshard_sessions_parent"), (4, "devshard_diffs_parent"), (5, "devshard_signatures_parent"),
+            (6, "devshard_snapshots_parent"), (7, "devshard_sealed_inferences_parent"),
+            (8, "devshard_slot_validation_obs_parent"), (9, "devshard_inference_validation_obs_parent"))
+_PG_HA = _PG_BASE + ((10, "devshard_validation_leases_parent"), (11, "devshard_escrow_cache"),
+                     (13, "devshard_storage_identity"))
+
+# SQLite epoch files: the old list (step 5 made the 3-column sealed_inferences, step 6 added
+# sessions.version) and the wide one of later builds.
+SQLITE_OLD_EPOCH = ((1, "sessions"), (2, "diffs"), (3, "signatures"), (4, "snapshots"), (5, "sealed_inferences"))
+SQLITE_EPOCH = SQLITE_OLD_EPOCH + ((6, "sessions_version_column"), (7, "noop"),
+                                   (8, "sealed_inferences_obs_columns"), (9, "validation_obs"))
+SQLITE_IMPORT_EPOCH = SQLITE_EPOCH + ((10, "snapshot_import_watermark"),)
+SQLITE_META = ((1, "escrow_epoch"), (2, "escrow_cache"))
+
+
+@dataclass(frozen=True)
+class SampleReleaseLine:
+    name: str
+    postgres_migrations: tuple[tuple[int, str], ...]
+    sqlite_epoch_migrations: tuple[tuple[int, str], ...]
+    snapshot_root_prefix: bool  # newer builds prefix state_data with the marker and the state root
+    imports: bool  # sessions.imported_nonce exists; the copy holds one escrow joined by import
+    tables_absent: tuple[str, ...] = ()  # PostgreSQL tables this line never created
+
+
+SAMPLE_LINES = {line.name: line for line in (
+    SampleReleaseLine("v0.2.13", _PG_BASE, SQLITE_EPOCH, False, False,
+                      ("devshard_validation_leases", "devshard_escrow_cache", "devshard_storage_identity")),
+    SampleReleaseLine("v0.2.14", _PG_BASE + ((10, "devshard_escrow_cache"),), SQLITE_EPOCH, False, False,
+                      ("devshard_validation_leases", "devshard_storage_identity")),
+    SampleReleaseLine("ha", _PG_HA + ((14, "devshard_storage_challenge"), (15, "devshard_connection_lineage")),
+                      SQLITE_EPOCH, True, False),
+    SampleReleaseLine("snapshot-import", _PG_BASE + ((10, "devshard_validation_leases_parent"),
+                                                     (11, "devshard_escrow_cache"), (12, "snapshot_import_watermark"),
+                                                     (13, "devshard_storage_identity")),
+                      SQLITE_IMPORT_EPOCH, True, True),
+)}
+DEFAULT_LINE = "ha"
