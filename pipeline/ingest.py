@@ -58,6 +58,8 @@ class IngestSummary:
     escrows_changed: int = 0
     escrows_unchanged: int = 0
     disagreements: int = 0
+    snapshot_disagreements: int = 0  # checkpoint slots whose host stats differ from the log or the ledger
+    snapshot_disagreements_imported: int = 0  # of those, in escrows joined by import
     elapsed_s: float = 0.0
     copy_at: datetime | None = None
 
@@ -114,6 +116,9 @@ def ingest_store(
                         _ingest_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress)
                 for plane in PLANE_INGESTERS:
                     plane(con, store, run)
+                found = fetch_frame(con, sql_text("warehouse/ingest/snapshot_disagreements.sql"),
+                                    {"source_id": store.source_id}).row(0, named=True)
+                summary.snapshot_disagreements, summary.snapshot_disagreements_imported = found["slots"], found["imported"]
             run.copy_at = summary.copy_at = _copy_time(con, heads)
         finally:
             summary.quarantined = run.quarantined
@@ -194,6 +199,8 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
         source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id)
     )
     with transaction(con):
+        _register(con, "new_sealed", sealed)
+        bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copy stored before this one
         _register(con, "new_sessions", sessions)
         con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
         if diffs is not None:
@@ -201,9 +208,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id})
             _register(con, "new_txs", txs)
             con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
-        _register(con, "new_sealed", sealed)
-        bad += _sealed_conflicts(con, store.source_id, run.run_id)
-        con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"))
+        con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id})
         snapshot_rows = snapshots.snapshots.append_column(
             "source_id", pa.array([store.source_id] * snapshots.snapshots.num_rows, pa.string()))
         for name, table in (("new_snapshots", snapshot_rows), ("new_snapshot_host_stats", snapshots.host_stats),

@@ -121,7 +121,8 @@ class HostCopy:
         if ledger:
             from .ledger_writer import write_accounting_postgres
 
-            write_accounting_postgres(self.ledger, conninfo)
+            write_accounting_postgres(self.ledger, conninfo, self.release_line.ledger_tables_absent,
+                                      self.release_line.ledger_invalid_slot)
 
 
 _INFERENCE_SCHEMA = {

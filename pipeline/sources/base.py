@@ -152,6 +152,8 @@ class SourceDescription:
     tables: list[TableReport]
     unrecognised: list[str]
     planes: list[str]  # session storage, accounting ledger, payloads — whichever are present
+    release_lines: dict[str, str] = field(default_factory=dict)  # per database file: recognised line
+    snapshots: str = ""  # what the checkpoints hold (decoded, prefixed, undecodable, imported escrows)
 
 
 # (logical table, epoch or None, cursors or None): the arguments of one SessionStore.read.
@@ -190,6 +192,20 @@ class SessionStore(Protocol):
 
     def close(self) -> None: ...
 
+
+
+def describe_snapshots(batches: Iterator[pa.RecordBatch], imported: int) -> str:
+    """One line on a copy's checkpoints for `doctor`: how many decode, carry the root prefix, hold
+    live records, and how many escrows were joined by import."""
+    from pipeline.decode.snapshots import decode_snapshots
+
+    decoded = [decode_snapshots(b) for b in batches]
+    ok = sum(d.snapshots.num_rows for d in decoded)
+    bad = sum(len(d.quarantined) for d in decoded)
+    prefixed = sum(sum(d.snapshots.column("root_prefixed").to_pylist()) for d in decoded)
+    live = sum(d.live.num_rows for d in decoded)
+    return (f"{ok:,} decoded ({prefixed:,} with the state-root prefix), {bad:,} undecodable; "
+            f"{live:,} live records; {imported:,} escrows joined by import (no diffs before imported_nonce)")
 
 
 def stream_query(cur, sql: str, params: tuple, where: str, what: str) -> Iterator[pa.RecordBatch]:

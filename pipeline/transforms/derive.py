@@ -245,7 +245,8 @@ def _with_sealed(
     for name, (replayed, stored) in checks.items():
         r = pl.col(replayed).cast(pl.String)
         s = pl.col(stored).cast(pl.String)
-        mask = r.fill_null("∅") != s.fill_null("∅")
+        # A column the copy's schema lacks (NULL in every row) cannot disagree.
+        mask = (r.fill_null("∅") != s.fill_null("∅")) & s.is_not_null()
         if name == "output_tokens":
             mask = mask & pl.col("finished")
         parts.append(
@@ -264,7 +265,7 @@ def _with_sealed(
     disagreements = pl.concat(parts)
     inferences_out = merged.select(
         "epoch_id", "escrow_id", "inference_id", "model", "executor", "executor_slot", "status", "sealed",
-        "challenged", "cleared", "finished", "drained", "pre_drain_status", "miss_kind", "votes_valid",
+        "challenged", "cleared", "finished", "drained", "pre_drain_status", "miss_kind", "miss_nonce", "votes_valid",
         "votes_invalid", "input_tokens", "output_tokens", "started_at", "confirmed_at", "resolved_nonce",
         "sealed_nonce", "sealed_status", "obs_present", "in_diff_log", "start_nonce", "finish_slot",
     )

@@ -207,6 +207,8 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
         miss_kind=pl.when(timed_out & (pl.col("timeout_pos") == pl.col("refused_pos"))).then(pl.lit("refused"))
         .when(timed_out).then(pl.lit("execution"))
         .when(error_missed).then(pl.lit("error_miss")),
+        miss_nonce=pl.when(timed_out).then(pl.col("timeout_pos") // 1_000_000)
+        .when(error_missed).then(pl.col("errormiss_pos") // 1_000_000),
     ).with_columns(
         # A drained record keeps the status the log last gave it; derive.py applies the drain outcome.
         status=pl.when(timed_out).then(pl.lit("timed_out"))
@@ -228,7 +230,7 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
     )
     inferences = facts.select(
         "escrow_id", "inference_id", "model", "executor_slot", "status", "challenged", "finished", "drained",
-        "pre_drain_status", "miss_kind", "settlement_nonce", "votes_valid", "votes_invalid", "input_tokens", "output_tokens", "started_at", "confirmed_at",
+        "pre_drain_status", "miss_kind", "miss_nonce", "settlement_nonce", "votes_valid", "votes_invalid", "input_tokens", "output_tokens", "started_at", "confirmed_at",
         "resolved_nonce", "start_nonce", "finish_slot",
     ).with_columns(cleared=pl.col("challenged") & (pl.col("status") == "validated"))
 

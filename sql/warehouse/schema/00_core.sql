@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS d_validations (
 ALTER TABLE d_inferences ADD COLUMN IF NOT EXISTS pre_drain_status VARCHAR;
 ALTER TABLE d_inferences ADD COLUMN IF NOT EXISTS drain_outcome VARCHAR;
 ALTER TABLE d_inferences ADD COLUMN IF NOT EXISTS miss_kind VARCHAR;
+ALTER TABLE d_inferences ADD COLUMN IF NOT EXISTS miss_nonce BIGINT;
 
 -- Two copies whose real seals (sealed_nonce > 0, full rows) of one inference differ. Sealed rows are
 -- final once written, so such a difference is a conflict to report, never a newest-wins update.
