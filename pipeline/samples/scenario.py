@@ -208,12 +208,12 @@ class EscrowPlanner:
         drains = self.position == min(2, n_epochs - 1) and self.index == 0 and n_epochs > 1
         # The host ran three release lines over the calendar: in the second epoch the first escrow
         # settles under the oldest drain rule (sealed unchanged) and the second under the refund
-        # rule; later escrows are paid. The third escrow of the middle epochs comes from the build
+        # rule; later escrows are paid. The third escrow of the second epoch comes from the build
         # line that sent error misses as reason-3 timeouts.
         drain_rule = "paid"
         if self.position == 1 and n_epochs > 2 and self.index < 2:
             drains, drain_rule = True, ("unchanged", "refunded")[self.index]
-        error_miss_as_timeout = self.position in (1, 2) and self.index == 2
+        error_miss_as_timeout = self.position == 1 and self.index == 2
         finalizes = not (self.position == min(1, n_epochs - 1) and self.index == spec.escrows_per_epoch - 1
                          and n_epochs > 1)
         count = max(30, round(spec.inferences_per_escrow * rng.uniform(0.8, 1.2)))
@@ -353,9 +353,9 @@ class EscrowPlanner:
             output_tokens=output_tokens, executor_slot=executor_slot,
             proposer_sig=wire.signature(self.escrow_id, i, "finish"), escrow_id=self.escrow_id)))
         if story == "error_miss":
-            if plan.error_miss_as_timeout:
-                self._emit(finish_at + rng.randint(1, 2), i,
-                           self._timeout(group, executor, i, pb.TIMEOUT_REASON_ERROR, plan.threshold))
+            if plan.error_miss_as_timeout:  # the votes first, as for MsgErrorMiss: the same draws
+                tx = self._timeout(group, executor, i, pb.TIMEOUT_REASON_ERROR, plan.threshold)
+                self._emit(finish_at + rng.randint(1, 2), i, tx)
                 return inference
             votes = self._timeout_votes(group, executor, i, plan.threshold, "error")
             self._emit(finish_at + rng.randint(1, 2), i, pb.DevshardTx(error_miss=pb.MsgErrorMiss(
