@@ -126,6 +126,11 @@ def ingest_store(
     return summary
 
 
+def source_findings(con: duckdb.DuckDBPyConnection, source_id: str) -> dict[str, int]:
+    """For `doctor --warehouse`: seal conflicts with other copies and checkpoint disagreements of a source."""
+    return fetch_frame(con, sql_text("warehouse/ingest/source_findings.sql"), {"source_id": source_id}).row(0, named=True)
+
+
 def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> datetime | None:
     """When the copy was taken, as far as its data tells: the newest event time at the head
     (latest nonce) of any of its escrows. Deterministic, and the same for a no-op re-ingest."""

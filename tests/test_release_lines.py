@@ -9,6 +9,9 @@ import dataclasses
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from typer.testing import CliRunner
+
+from pipeline.cli import app
 
 from pipeline.samples.release_lines import SAMPLE_LINES
 from pipeline.sources import open_store
@@ -131,6 +134,9 @@ def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_pa
     assert fields == ["drained_between_copies"]
     reasons = frame(wh, "SELECT reason FROM quarantine WHERE table_name = 'sealed_inferences'")["reason"].to_list()
     assert len(reasons) == 1 and "copies disagree on the sealed row: sealed_status" in reasons[0]
+    shown = CliRunner().invoke(app, ["doctor", str(tmp_path / "host-b"), "--warehouse", str(wh)])
+    assert shown.exit_code == 0, shown.output
+    assert "1 sealed rows disagree with another copy (1 of drained records" in " ".join(shown.output.split())
     # The same copy from a third place agrees, and adds nothing.
     ingest(wh, copy.write_sqlite(tmp_path / "host-c"))
     assert frame(wh, "SELECT count(*) AS n FROM quarantine WHERE table_name = 'sealed_inferences'")["n"][0] == 1

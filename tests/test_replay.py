@@ -172,12 +172,12 @@ def test_the_three_drain_rules_and_records_whose_rows_do_not_tell():
     # Sealed unchanged (up to v0.2.14): 0 / 1 as they were; the bare row (3) follows the escrow's rule.
     got, bad = outcomes(drained_rows((1, "pending", 0, True), (2, "started", 1, True), (3, "pending", None, False)))
     assert got == {1: ("unchanged", "pending"), 2: ("unchanged", "started"), 3: ("unchanged", "pending")} and bad.height == 0
-    # Refunded (PR #1368): Pending → timed out, Started → finished and paid.
+    # Refunded (the rule after v0.2.14): Pending → timed out, Started → finished and paid.
     got, _ = outcomes(drained_rows((1, "pending", 6, True), (2, "started", 2, True), (3, "started", None, False),
                                    (4, "pending", None, False)))
     assert got == {1: ("refunded", "timed_out"), 2: ("paid", "finished"), 3: ("paid", "finished"),
                    4: ("refunded", "timed_out")}
-    # Paid (PR #1626): both finished at reserved cost.
+    # Paid (the newest rule): both finished at reserved cost.
     got, _ = outcomes(drained_rows((1, "pending", 2, True), (2, "started", 2, True), (3, "pending", None, False)))
     assert got == {1: ("paid", "finished"), 2: ("paid", "finished"), 3: ("paid", "finished")}
     # Only a paid Started record: either of the two later rules, so a Pending one stays unknown.

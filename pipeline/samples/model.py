@@ -31,8 +31,8 @@ TERMINAL = {Status.VALIDATED, Status.INVALIDATED, Status.TIMED_OUT}
 LIVE_OBS = {Status.CHALLENGED, Status.VALIDATED, Status.INVALIDATED}
 
 # What the settlement drain does to records still Pending or Started, by upstream release line:
-# sealed as they are (up to v0.2.14), Pending refunded as timed out and Started paid (PR #1368), or
-# both paid at reserved cost (PR #1626). None of them is a miss.
+# sealed as they are (up to v0.2.14), Pending refunded as timed out and Started paid (the next
+# rule), or both paid at reserved cost (the newest). None of them is a miss.
 DRAIN_RULES = ("unchanged", "refunded", "paid")
 
 TX_KINDS = {

@@ -1,9 +1,9 @@
 """What the writer's release line changes in a copy: its migration lists, the snapshot format and
 whether escrows can be joined by import.
 
-The PostgreSQL step lists are upstream's (gonka-ai/gonka `devshard/storage/postgres_migrate.go` and
-its history): ids mean different things on different lines. The drain rule and the reason-3 error
-misses are per escrow (scenario.py), because a host that upgrades keeps its older escrows.
+The step lists are the upstream writers' own, line by line: ids mean different things on different
+lines. The drain rule and the reason-3 error misses are per escrow (scenario.py), because a host
+that upgrades keeps its older escrows.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ _PG_BASE = ((1, "devshard_session_index"), (2, "devshard_session_index_by_epoch"
 _PG_HA = _PG_BASE + ((10, "devshard_validation_leases_parent"), (11, "devshard_escrow_cache"),
                      (13, "devshard_storage_identity"))
 
-# SQLite epoch files (`devshard/storage/sqlite_epoch_migrate.go` and its history). Before the squash,
+# SQLite epoch files. Before the squash,
 # step 5 made a 3-column sealed_inferences and later steps added columns and tables; the squashed list
 # reuses ids 6 and 7 for other steps. The import step's name on SQLite is the PostgreSQL one
 # (unconfirmed upstream).
