@@ -36,8 +36,9 @@ def snapshot_blob(plan, machine: EscrowMachine, root_prefix: bool) -> bytes:
     for slot, holder in enumerate(plan.group.slots):
         state.group.add(slot_id=slot, validator_address=holder)
     live = machine.live
-    state.balance = plan.initial_balance - sum(r.reserved_cost for r in live) - sum(
-        r.actual_cost for r in machine.records.values() if r.sealed_nonce)
+    # The sample plans more work than a small initial balance pays for; a balance cannot go below 0.
+    state.balance = max(0, plan.initial_balance - sum(r.reserved_cost for r in live) - sum(
+        r.actual_cost for r in machine.records.values() if r.sealed_nonce))
     state.fees = config["CreateDevshardFee"] + config["FeePerNonce"] * (machine.finalize_nonce or machine.latest_nonce)
     state.phase = (SETTLEMENT if machine.settled_nonce else FINALIZING if machine.finalize_nonce else ACTIVE)
     state.finalize_nonce = machine.finalize_nonce or 0
