@@ -26,6 +26,7 @@ KEYS = {
     "snapshot_host_stats": "escrow_id, slot_id",
     "replay_disagreements": "escrow_id, inference_id, field",
     "tracker_participants": "epoch_id, participant, model",
+    "answer_checks": "escrow_id, inference_id",  # payloads: payload_storage.inference_id INT or BIGINT
 }
 RECOGNISED = {  # (PostgreSQL database, SQLite epoch file) as doctor names them
     "v0.2.13": ("v0.2.13", "pre-squash epoch list"),

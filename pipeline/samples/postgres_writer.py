@@ -46,6 +46,8 @@ def write_database(copy: HostCopy, conninfo: str) -> None:
             cursor.execute(f"DROP TABLE {table}")
         if not line.imports:
             cursor.execute("ALTER TABLE devshard_sessions DROP COLUMN imported_nonce")
+        if line.payload_inference_id_type != "INT":
+            cursor.execute(f"ALTER TABLE payload_storage ALTER COLUMN inference_id TYPE {line.payload_inference_id_type}")
         for _, name in line.postgres_migrations:
             if name in LATER_STEPS:
                 cursor.execute(sql_text(LATER_STEPS[name]))

@@ -47,6 +47,7 @@ class SampleReleaseLine:
     # invalid-nonce set carries the executor slot.
     ledger_tables_absent: tuple[str, ...] = ()
     ledger_invalid_slot: bool = True
+    payload_inference_id_type: str = "INT"  # payload_storage.inference_id: INT upstream, BIGINT in some builds
 
 
 SAMPLE_LINES = {line.name: line for line in (
@@ -56,7 +57,7 @@ SAMPLE_LINES = {line.name: line for line in (
     SampleReleaseLine("v0.2.14", _PG_BASE + ((10, "devshard_escrow_cache"),), SQLITE_PRE_SQUASH_EPOCH, False, False,
                       ("devshard_validation_leases", "devshard_storage_identity")),
     SampleReleaseLine("ha", _PG_HA + ((14, "devshard_storage_challenge"), (15, "devshard_connection_lineage")),
-                      SQLITE_EPOCH, True, False),
+                      SQLITE_EPOCH, True, False, payload_inference_id_type="BIGINT"),
     SampleReleaseLine("snapshot-import", _PG_BASE + ((10, "devshard_validation_leases_parent"),
                                                      (11, "devshard_escrow_cache"), (12, "snapshot_import_watermark"),
                                                      (13, "devshard_storage_identity")),
