@@ -229,8 +229,11 @@ def builds(
 @app.command()
 @user_errors
 @prints_data
-def doctor(source: Annotated[str, typer.Argument(help="postgresql:// URL, `postgres`, or a SQLite store directory.")]) -> None:
-    """Describe what a source holds (layout, schema version, lineage, rows per epoch) without ingesting.
+def doctor(
+    source: Annotated[str, typer.Argument(help="postgresql:// URL, `postgres`, or a SQLite store directory.")],
+    warehouse: Annotated[Optional[Path], typer.Option("--warehouse", "-w", help="Also show what this warehouse found about the source (copies that disagree, checkpoint cross-checks).")] = None,
+) -> None:
+    """Describe what a source holds (layout, release line, lineage, rows per epoch, checkpoints) without ingesting.
 
     Example: gonka-evidence doctor data-samples/store
     """
@@ -239,7 +242,17 @@ def doctor(source: Annotated[str, typer.Argument(help="postgresql:// URL, `postg
 
     store = open_store(source)
     try:
-        print_description(store.describe())
+        findings = None
+        if warehouse is not None:
+            from pipeline.ingest import source_findings
+            from pipeline.warehouse import open_read_only
+
+            con = open_read_only(warehouse)
+            try:
+                findings = source_findings(con, store.source_id)
+            finally:
+                con.close()
+        print_description(store.describe(), findings)
     finally:
         store.close()
 

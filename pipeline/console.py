@@ -91,6 +91,11 @@ def print_ingest_summary(summary: IngestSummary) -> None:
         f"quarantined rows: {summary.quarantined:,}; replay/sealed disagreements: {summary.disagreements:,}; "
         f"elapsed {summary.elapsed_s:.1f} s"
     )
+    out.print(
+        f"snapshot host stats disagreeing with the diff log or the ledger: {summary.snapshot_disagreements:,} slots "
+        f"({summary.snapshot_disagreements_imported:,} in escrows joined by import); "
+        "query snapshot_host_stats_check lists them"
+    )
 
 
 def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
@@ -102,11 +107,21 @@ def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
     out.print(table)
 
 
-def print_description(d: SourceDescription) -> None:
+def print_description(d: SourceDescription, findings: dict[str, int] | None = None) -> None:
     out.print(f"[bold]{d.display}[/bold]  layout: {d.kind}  source id: {d.source_id}")
     out.print(f"lineage id: {d.lineage_id or '– (none; the path is the source id)'}")
     out.print(f"planes: {', '.join(d.planes)}")
     out.print("schema versions: " + ", ".join(f"{k}={v}" for k, v in d.schema_versions.items()))
+    for where, line in d.release_lines.items():
+        out.print(f"release line ({where}): {line}")
+    if d.snapshots:
+        out.print(f"snapshots: {d.snapshots}")
+    if findings is not None:
+        out.print(
+            f"in the warehouse: {findings['seal_conflicts']:,} sealed rows disagree with another copy "
+            f"({findings['drained_conflicts']:,} of drained records; see replay_disagreements and quarantine), "
+            f"{findings['snapshot_disagreements']:,} checkpoint slots disagree with the diff log or the ledger "
+            "(query snapshot_host_stats_check)")
     out.print(f"epochs: {', '.join(map(str, d.epochs)) or 'none'}")
     epochs = sorted({e for t in d.tables for e in t.rows_by_epoch if e is not None})
     table = Table()

@@ -24,6 +24,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from pipeline.decode.snapshots import decode_snapshots
 from pipeline.decode.txs import decode_diffs
 from pipeline.loading import IngestRun, ingest_run
 from pipeline.paths import sql_text
@@ -43,7 +44,7 @@ REQUIRED_PER_EPOCH = ("sessions", "diffs")
 # of rows, so a small pool costs nothing (measured: 2M ingest 95 -> 82 s, peak 0.90 GiB at both sizes).
 INGEST_DUCKDB_MEMORY = os.environ.get("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 # What a chunk reads, in this order (the diffs first: decoding them is the long part).
-CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs")
+CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
 
 
 @dataclass
@@ -57,6 +58,8 @@ class IngestSummary:
     escrows_changed: int = 0
     escrows_unchanged: int = 0
     disagreements: int = 0
+    snapshot_disagreements: int = 0  # checkpoint slots whose host stats differ from the log or the ledger
+    snapshot_disagreements_imported: int = 0  # of those, in escrows joined by import
     elapsed_s: float = 0.0
     copy_at: datetime | None = None
 
@@ -105,7 +108,7 @@ def ingest_store(
                     if epoch_id not in known_epochs and sessions.height:
                         summary.new_epochs.append(epoch_id)
                     heads.append(sessions.select("escrow_id", "latest_nonce"))
-                    changed, cursors = _changed_escrows(sessions, state)
+                    changed, cursors = _changed_escrows(sessions, state, store.source_id)
                     summary.escrows_changed += len(changed)
                     summary.escrows_unchanged += sessions.height - len(changed)
                     for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
@@ -113,11 +116,19 @@ def ingest_store(
                         _ingest_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress)
                 for plane in PLANE_INGESTERS:
                     plane(con, store, run)
+                found = fetch_frame(con, sql_text("warehouse/ingest/snapshot_disagreements.sql"),
+                                    {"source_id": store.source_id}).row(0, named=True)
+                summary.snapshot_disagreements, summary.snapshot_disagreements_imported = found["slots"], found["imported"]
             run.copy_at = summary.copy_at = _copy_time(con, heads)
         finally:
             summary.quarantined = run.quarantined
             summary.elapsed_s = time.monotonic() - started
     return summary
+
+
+def source_findings(con: duckdb.DuckDBPyConnection, source_id: str) -> dict[str, int]:
+    """For `doctor --warehouse`: seal conflicts with other copies and checkpoint disagreements of a source."""
+    return fetch_frame(con, sql_text("warehouse/ingest/source_findings.sql"), {"source_id": source_id}).row(0, named=True)
 
 
 def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> datetime | None:
@@ -132,14 +143,16 @@ def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> dat
         con.unregister("copy_heads")
 
 
-def _changed_escrows(sessions: pl.DataFrame, state: dict) -> tuple[list[str], dict[str, int]]:
-    """Escrows whose session moved past what the warehouse holds, and their diff cursors."""
+def _changed_escrows(sessions: pl.DataFrame, state: dict, source_id: str) -> tuple[list[str], dict[str, int]]:
+    """Escrows whose session moved past what the warehouse holds, and their diff cursors. An escrow
+    as far along as the stored one is read again when another copy (another host) stored it, so
+    that the two copies' sealed rows are compared."""
     changed, cursors = [], {}
     for s in sessions.iter_rows(named=True):
         known = state.get(s["escrow_id"])
         if known is not None:
-            same = (known["latest_nonce"], known["status"], known["settled_at"]) == (
-                s["latest_nonce"], s["status"], s["settled_at"])
+            same = (known["latest_nonce"], known["status"], known["settled_at"], known["source_id"]) == (
+                s["latest_nonce"], s["status"], s["settled_at"], source_id)
             behind = (s["latest_nonce"] or 0) < (known["latest_nonce"] or 0)
             if same or behind:
                 continue
@@ -167,7 +180,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     escrow_ids = chunk["escrow_id"].to_list()
     chunk_cursors = {e: cursors[e] for e in escrow_ids}
     tx_parts, diff_parts, bad = [], [], []
-    sealed_batches, obs = [], []
+    sealed_batches, obs, snapshot_batches = [], [], []
     # The sealed and obs rows stream in (on a second connection of the same snapshot, where the
     # store has one) while the diffs are decoded.
     with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
@@ -179,16 +192,20 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
         for table, stream in zip(CHUNK_TABLES[1:], streams[1:]):
             for batch in stream:
-                (sealed_batches if table == "sealed_inferences" else obs).append(batch)
+                {"sealed_inferences": sealed_batches, "snapshots": snapshot_batches}.get(table, obs).append(batch)
                 progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
     txs = pa.concat_tables(tx_parts) if tx_parts else None
     diffs = pa.concat_tables(diff_parts) if diff_parts else None
     sealed = _table(sealed_batches, TABLES["sealed_inferences"].schema)
+    snapshots = decode_snapshots(_table(snapshot_batches, TABLES["snapshots"].schema))
+    bad += [("snapshots", key, reason) for key, reason in snapshots.quarantined]
     bad += _value_checks(chunk, txs, sealed)
     sessions = chunk.drop("new_nonces").with_columns(
         source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id)
     )
     with transaction(con):
+        _register(con, "new_sealed", sealed)
+        bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copy stored before this one
         _register(con, "new_sessions", sessions)
         con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
         if diffs is not None:
@@ -196,23 +213,46 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id})
             _register(con, "new_txs", txs)
             con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
-        _register(con, "new_sealed", sealed)
-        con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"))
+        con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id})
+        snapshot_rows = snapshots.snapshots.append_column(
+            "source_id", pa.array([store.source_id] * snapshots.snapshots.num_rows, pa.string()))
+        for name, table in (("new_snapshots", snapshot_rows), ("new_snapshot_host_stats", snapshots.host_stats),
+                            ("new_snapshot_live", snapshots.live)):
+            _register(con, name, table)
+        con.execute(sql_text("warehouse/ingest/upsert_snapshots.sql"))
         if obs:
             _register(con, "new_obs", pa.Table.from_batches(obs))
             con.execute(sql_text("warehouse/ingest/insert_obs.sql"))
         derived = derive_escrows(con, escrow_ids)
         bad += derived.quarantined
         run.quarantine(bad)
-        for name in ("new_sessions", "new_diffs", "new_txs", "new_sealed", "new_obs"):
+        for name in ("new_sessions", "new_diffs", "new_txs", "new_sealed", "new_obs", "new_snapshots",
+                     "new_snapshot_host_stats", "new_snapshot_live"):
             con.unregister(name)  # a no-op for names this chunk did not register
     run.count("sessions", chunk.height)
     run.count("diffs", diffs.num_rows if diffs is not None else 0)
     run.count("txs", txs.num_rows if txs is not None else 0)
     run.count("sealed_inferences", sealed.num_rows)
     run.count("validation_obs", sum(b.num_rows for b in obs))
+    run.count("snapshots", snapshots.snapshots.num_rows)
     run.count("inferences", derived.inferences)
     summary.disagreements += derived.disagreements
+
+
+def _sealed_conflicts(con: duckdb.DuckDBPyConnection, source_id: str, run_id: str) -> list[tuple[str, str, str]]:
+    """Real seals of this copy that differ from the ones another copy stored: recorded in
+    raw_sealed_conflicts and returned as quarantine problems (must run before the sealed upsert)."""
+    params = {"source_id": source_id, "run_id": run_id}
+    conflicts = fetch_frame(con, sql_text("warehouse/ingest/sealed_conflicts.sql"), params)
+    if conflicts.height:
+        _register(con, "new_sealed_conflicts", conflicts)
+        con.execute("INSERT OR IGNORE INTO raw_sealed_conflicts BY NAME (SELECT * FROM new_sealed_conflicts)")
+        con.unregister("new_sealed_conflicts")
+    return [
+        ("sealed_inferences", f"{r['escrow_id']}/{r['inference_id']}",
+         f"copies disagree on the sealed row: {r['field']} {r['stored']} ({r['stored_source_id']}) vs {r['copy']} (this copy)")
+        for r in conflicts.iter_rows(named=True)
+    ]
 
 
 def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table) -> list[tuple[str, str, str]]:

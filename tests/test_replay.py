@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from pipeline.decode.txs import TX_SCHEMA
+from pipeline.transforms.derive import drain_outcomes
 from pipeline.transforms.replay import replay
 
 # Group of 5 slots: A holds 0, B holds 1 and 2 (weight 2), C holds 3, D holds 4. VoteThreshold 2.
@@ -114,11 +115,83 @@ def test_error_miss_ends_a_finished_record():
     assert inf[7]["status"] == "timed_out" and inf[7]["finished"]
 
 
-def test_settlement_drains_live_records_to_finished_without_a_finish():
-    # Finalize at nonce 3; N = 5 → settlement at nonce 8 once the log reaches it.
-    txs = log([start(1)], [start(2), confirm(1)], [{"kind": "finalize"}], *[[{"kind": "other"}]] * 5)
+def test_a_reason_3_timeout_is_an_error_miss_on_a_finished_record():
+    # One build line sent the error miss as MsgTimeoutInference reason 3 (ERROR): it needs Finished.
+    txs = log([start(7)], [confirm(7), finish(7, 2)], [timeout(7, 3, 0, 3, 4)], [start(8)], [timeout(8, 3, 0, 3, 4)])
     inf, _ = run(txs)
-    assert inf[1]["status"] == "finished" and inf[1]["drained"] and not inf[1]["finished"]
-    assert inf[2]["status"] == "finished" and inf[2]["drained"]
+    assert inf[7]["status"] == "timed_out" and inf[7]["finished"] and inf[7]["miss_kind"] == "error_miss"
+    # On a Pending record it does not apply, and it is never an ordinary refusal.
+    assert inf[8]["status"] == "pending" and inf[8]["miss_kind"] is None
+
+
+def test_miss_kind_splits_refusals_execution_timeouts_and_error_misses():
+    txs = log([start(2)], [timeout(2, 1, 1, 4)], [start(4)], [confirm(4)], [timeout(4, 2, 1, 2, 0)],
+              [start(6)], [confirm(6), finish(6, 1)], [error_miss(6, 0, 3, 4)])
+    inf, _ = run(txs)
+    assert [inf[i]["miss_kind"] for i in (2, 4, 6)] == ["refused", "execution", "error_miss"]
+
+
+def test_settlement_marks_live_records_drained_with_their_pre_drain_status():
+    # Finalize at nonce 3; N = 5 → settlement at nonce 8 once the log reaches it. Inference 4 starts
+    # and finishes before it: not drained.
+    txs = log([start(1)], [start(2), confirm(1)], [{"kind": "finalize"}], [start(4)], [confirm(4), finish(4, 4)],
+              *[[{"kind": "other"}]] * 3)
+    inf, _ = run(txs)
+    assert inf[1]["drained"] and inf[1]["pre_drain_status"] == "started" and not inf[1]["finished"]
+    assert inf[2]["drained"] and inf[2]["pre_drain_status"] == "pending"
+    assert not inf[4]["drained"] and inf[4]["pre_drain_status"] is None
+    # Drained records are never misses; the replay keeps the log's status, the drain rule comes later.
+    assert inf[1]["miss_kind"] is None and inf[1]["status"] == "started"
     not_yet, _ = run(txs.filter(pl.col("nonce") < 8))
     assert not_yet[1]["status"] == "started" and not not_yet[1]["drained"]
+
+
+def drained_rows(*rows) -> pl.DataFrame:
+    """(inference_id, pre_drain_status, sealed_status or None, obs_present) of drained records of escrow E."""
+    return pl.DataFrame(
+        [{"epoch_id": 1, "escrow_id": "E", "inference_id": i, "drained": True, "pre_drain_status": pre,
+          "status": pre, "sealed_status": code, "sealed_nonce": None if code is None else 8, "obs_present": rich}
+         for i, pre, code, rich in rows],
+        schema={"epoch_id": pl.Int64, "escrow_id": pl.String, "inference_id": pl.Int64, "drained": pl.Boolean,
+                "pre_drain_status": pl.String, "status": pl.String, "sealed_status": pl.Int64,
+                "sealed_nonce": pl.Int64, "obs_present": pl.Boolean},
+    )
+
+
+NO_CONFLICTS = pl.DataFrame(schema={"escrow_id": pl.String, "inference_id": pl.Int64, "field": pl.String,
+                                    "stored": pl.String, "copy": pl.String, "stored_source_id": pl.String,
+                                    "copy_source_id": pl.String})
+
+
+def outcomes(frame, conflicts=NO_CONFLICTS):
+    result, disagreements = drain_outcomes(frame, conflicts)
+    return {r["inference_id"]: (r["drain_outcome"], r["status"]) for r in result.iter_rows(named=True)}, disagreements
+
+
+def test_the_three_drain_rules_and_records_whose_rows_do_not_tell():
+    # Sealed unchanged (up to v0.2.14): 0 / 1 as they were; the bare row (3) follows the escrow's rule.
+    got, bad = outcomes(drained_rows((1, "pending", 0, True), (2, "started", 1, True), (3, "pending", None, False)))
+    assert got == {1: ("unchanged", "pending"), 2: ("unchanged", "started"), 3: ("unchanged", "pending")} and bad.height == 0
+    # Refunded (the rule after v0.2.14): Pending → timed out, Started → finished and paid.
+    got, _ = outcomes(drained_rows((1, "pending", 6, True), (2, "started", 2, True), (3, "started", None, False),
+                                   (4, "pending", None, False)))
+    assert got == {1: ("refunded", "timed_out"), 2: ("paid", "finished"), 3: ("paid", "finished"),
+                   4: ("refunded", "timed_out")}
+    # Paid (the newest rule): both finished at reserved cost.
+    got, _ = outcomes(drained_rows((1, "pending", 2, True), (2, "started", 2, True), (3, "pending", None, False)))
+    assert got == {1: ("paid", "finished"), 2: ("paid", "finished"), 3: ("paid", "finished")}
+    # Only a paid Started record: either of the two later rules, so a Pending one stays unknown.
+    got, _ = outcomes(drained_rows((2, "started", 2, True), (3, "pending", None, False)))
+    assert got == {2: ("paid", "finished"), 3: (None, "pending")}
+
+
+def test_contradicting_drain_rows_and_disagreeing_copies_are_reported_not_resolved():
+    got, bad = outcomes(drained_rows((1, "pending", 0, True), (2, "pending", 6, True), (3, "started", 6, True)))
+    assert got == {1: (None, "pending"), 2: (None, "timed_out"), 3: (None, "timed_out")}
+    assert sorted(bad["inference_id"].to_list()) == [1, 2, 3] and set(bad["field"]) == {"drain_outcome"}
+    conflict = NO_CONFLICTS.vstack(pl.DataFrame(
+        [{"escrow_id": "E", "inference_id": 1, "field": "sealed_status", "stored": "0", "copy": "6",
+          "stored_source_id": "a", "copy_source_id": "b"}], schema=NO_CONFLICTS.schema))
+    got, bad = outcomes(drained_rows((1, "pending", 0, True), (2, "started", 1, True)), conflict)
+    assert got[1][0] is None and got[2] == ("unchanged", "started")
+    assert bad.select("inference_id", "field").rows() == [(1, "drained_between_copies")]

@@ -8,7 +8,10 @@ or by ``started_at`` in ``[since, until)``:
 - ``finished``: inferences with a finish transaction, whatever followed (validation,
   challenge, an error miss); records drained to Finished at settlement are not included;
 - ``validated``, ``invalidated``, ``timed_out``: inferences in that final status
-  (``timed_out`` covers refusals, execution timeouts and error misses);
+  (``timed_out`` covers refusals, execution timeouts and error misses, not records the
+  settlement drain refunded);
+- ``drained``: inferences still pending or started when their escrow entered settlement
+  (never an answer, never a miss, whatever status the drain left them in);
 - ``challenged``: inferences that ever received an invalid sampled validation, including
   those later cleared or invalidated; ``cleared``: challenged, then validated by the vote;
 - ``validations_valid`` / ``validations_invalid``: sampled validation transactions
@@ -34,7 +37,7 @@ from pipeline.warehouse import fetch_frame
 
 NAME = "epoch-summary"
 COLUMNS = [
-    "epoch", "sealed", "finished", "validated", "invalidated", "timed_out", "challenged", "cleared",
+    "epoch", "sealed", "finished", "validated", "invalidated", "timed_out", "drained", "challenged", "cleared",
     "validations_valid", "validations_invalid", "votes_valid", "votes_invalid", "input_tokens", "output_tokens",
 ]
 
@@ -65,6 +68,7 @@ def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> 
         notes.append(f"host {host} executed nothing in {window.describe()}.")
     notes.append(
         "finished = inferences with a finish transaction; validated / invalidated / timed_out = final status; "
+        "drained = still pending or started at settlement (not answers, not misses, not in timed_out); "
         "challenged = ever received an invalid sampled validation (cleared ones included); "
         "cleared = challenged, then validated; validations_* = sampled checks and votes_* = challenge votes "
         "on the host's answers, one per transaction; tokens from finish transactions."

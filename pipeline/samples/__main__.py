@@ -1,4 +1,4 @@
-"""python -m pipeline.samples OUT_DIR [--seed N] [--last-epoch K] [--no-ledger]: write OUT_DIR/store and OUT_DIR/builds.toml."""
+"""python -m pipeline.samples OUT_DIR [--seed N] [--last-epoch K] [--line NAME] [--no-ledger]: write OUT_DIR/store and OUT_DIR/builds.toml."""
 
 from __future__ import annotations
 
@@ -6,6 +6,10 @@ import argparse
 from pathlib import Path
 
 from . import SampleSpec, generate_timeline
+from .release_lines import SAMPLE_LINES
+
+# The bundled samples come from the newest line: non-default migration ids and an imported escrow.
+BUNDLED_LINE = "snapshot-import"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -14,10 +18,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--last-epoch", type=int, default=None, help="epoch the copy is taken in (default: the last)")
     parser.add_argument("--no-ledger", action="store_true", help="leave out the gateway ledger (accounting.db)")
+    parser.add_argument("--line", choices=sorted(SAMPLE_LINES), default=BUNDLED_LINE,
+                        help="the writer's release line (migration lists, snapshot format, imports)")
     args = parser.parse_args(argv)
     timeline = generate_timeline(SampleSpec(seed=args.seed))
     last_epoch = timeline.spec.epochs[-1] if args.last_epoch is None else args.last_epoch
-    timeline.copy(last_epoch).write_sqlite(args.out_dir / "store", ledger=not args.no_ledger)
+    timeline.copy(last_epoch, line=args.line).write_sqlite(args.out_dir / "store", ledger=not args.no_ledger)
     timeline.write_builds_toml(args.out_dir / "builds.toml")
     print(timeline.focal_host)
 

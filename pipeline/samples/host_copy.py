@@ -18,7 +18,13 @@ import polars as pl
 from . import payload_faults, wire
 from .ledger import LedgerBuilder, LedgerCopy
 from .model import LIVE_OBS, EscrowMachine, Record, Status, tx_rows
+from .release_lines import DEFAULT_LINE, SAMPLE_LINES, SampleReleaseLine
 from .scenario import EscrowPlan, address
+from .snapshots import snapshot_blob
+
+# The escrow of the newest epoch that this host joined by importing another host's state, and the
+# nonce of the import (copies of release lines that import only).
+IMPORTED_ESCROW_INDEX, IMPORTED_NONCE = 1, 30
 
 # Tables of an epoch file / epoch partition, in write order.
 EPOCH_TABLES = ("sessions", "diffs", "signatures", "snapshots", "sealed_inferences",
@@ -35,6 +41,7 @@ class Truth:
     planted: dict
     tracker: pl.DataFrame | None = None  # per epoch, participant, model: what the ledger must yield
     answers: pl.DataFrame | None = None  # per stored answer: the answer checks (planted faults)
+    snapshot_host_stats: pl.DataFrame | None = None  # per escrow and slot: HostStats at the checkpoint
 
     def __getitem__(self, name: str):
         return getattr(self, name)
@@ -51,6 +58,7 @@ class HostCopy:
     truth: Truth
     focal_host: str
     ledger: LedgerCopy | None = None  # the gateway's accounting ledger; written only when asked
+    release_line: SampleReleaseLine = SAMPLE_LINES[DEFAULT_LINE]
 
     def with_ledger_schema(self, schema_version: int) -> HostCopy:
         """The same copy with its ledger written in another schema version (2, 4, 6 or 7)."""
@@ -59,10 +67,12 @@ class HostCopy:
         return dataclasses.replace(self, ledger=ledger, truth=truth)
 
     @classmethod
-    def from_timeline(cls, timeline, last_epoch: int, malformed_payloads: bool = False) -> HostCopy:
+    def from_timeline(cls, timeline, last_epoch: int, malformed_payloads: bool = False,
+                      line: str = DEFAULT_LINE) -> HostCopy:
         spec = timeline.spec
         kept = [e for e in spec.epochs if last_epoch - 2 <= e <= last_epoch]
-        builder = _CopyBuilder(timeline, last_epoch)
+        release_line = SAMPLE_LINES[line]
+        builder = _CopyBuilder(timeline, last_epoch, release_line)
         for plan in timeline.escrows:
             if plan.epoch_id in kept:
                 builder.add_escrow(plan)
@@ -82,9 +92,15 @@ class HostCopy:
             inferences=pl.DataFrame(builder.truth_inferences, schema=_INFERENCE_SCHEMA, orient="row"),
             txs=pl.DataFrame(builder.truth_txs, schema=_TX_SCHEMA, orient="row"),
             escrows=pl.DataFrame(builder.truth_escrows, schema=_ESCROW_SCHEMA, orient="row"),
-            planted=planted, tracker=ledger.truth(), answers=answers)
+            planted=planted, tracker=ledger.truth(), answers=answers,
+            snapshot_host_stats=pl.DataFrame(
+                [(e, x, slot, nonce, hs.missed, hs.invalid, hs.cost)
+                 for e, x, nonce, machine in builder.truth_snapshots for slot, hs in sorted(machine.host_stats.items())],
+                schema={"epoch_id": pl.Int64, "escrow_id": pl.String, "slot_id": pl.Int64, "snapshot_nonce": pl.Int64,
+                        "missed": pl.Int64, "invalid": pl.Int64, "cost": pl.Int64}, orient="row"))
+        planted["release_line"] = release_line.name
         return cls(last_epoch, lineage, epochs, builder.tables, builder.payloads, builder.leases, truth,
-                   timeline.focal_host, ledger)
+                   timeline.focal_host, ledger, release_line)
 
     def write_sqlite(self, store_dir: str | Path, ledger: bool = False) -> Path:
         """The SQLite store directory; with `ledger`, also the gateway's `accounting.db` beside it."""
@@ -105,12 +121,14 @@ class HostCopy:
         if ledger:
             from .ledger_writer import write_accounting_postgres
 
-            write_accounting_postgres(self.ledger, conninfo)
+            write_accounting_postgres(self.ledger, conninfo, self.release_line.ledger_tables_absent,
+                                      self.release_line.ledger_invalid_slot)
 
 
 _INFERENCE_SCHEMA = {
     "epoch_id": pl.Int64, "escrow_id": pl.String, "inference_id": pl.Int64, "executor_slot": pl.Int64,
     "executor": pl.String, "status": pl.String, "has_finish_tx": pl.Boolean, "drained": pl.Boolean,
+    "pre_drain_status": pl.String, "drain_outcome": pl.String, "miss_kind": pl.String,
     "sealed": pl.Boolean, "sealed_nonce": pl.Int64, "bare": pl.Boolean, "challenged": pl.Boolean,
     "votes_valid": pl.Int64, "votes_invalid": pl.Int64, "input_tokens": pl.Int64, "output_tokens": pl.Int64,
     "started_at": pl.Int64, "confirmed_at": pl.Int64, "temperature": pl.Float64, "top_p": pl.Float64,
@@ -151,8 +169,8 @@ def _sealed_row(epoch_id: int, escrow_id: str, record: Record, sealed_nonce: int
 
 
 class _CopyBuilder:
-    def __init__(self, timeline, last_epoch: int):
-        self.timeline, self.last_epoch = timeline, last_epoch
+    def __init__(self, timeline, last_epoch: int, line: SampleReleaseLine):
+        self.timeline, self.last_epoch, self.line = timeline, last_epoch, line
         self.focal = timeline.focal_host
         self.tables: dict[str, list[dict]] = {name: [] for name in EPOCH_TABLES + ("escrow_epoch", "escrow_cache")}
         self.payloads: list[dict] = []
@@ -161,25 +179,29 @@ class _CopyBuilder:
         self.truth_inferences: list[tuple] = []
         self.truth_txs: list[tuple] = []
         self.truth_escrows: list[tuple] = []
+        self.truth_snapshots: list[tuple] = []  # (epoch, escrow, snapshot nonce, machine at that nonce)
         self.ledger = LedgerBuilder(timeline.spec.seed)
         self.planted: dict[str, list] = {key: [] for key in (
             "unknown_txs", "bare_rows", "votes_after_resolution", "duplicate_validations", "heartbeats",
-            "drained", "challenged_at_settlement", "never_finalized")}
+            "drained", "challenged_at_settlement", "never_finalized", "imported", "reason3_error_misses")}
 
     def add_escrow(self, plan: EscrowPlan) -> None:
         spec = self.timeline.spec
         epoch, escrow = plan.epoch_id, plan.escrow_id
         cut = plan.epoch_id >= self.last_epoch
         upto = max(1, round(len(plan.diffs) * spec.copy_cut_fraction)) if cut else len(plan.diffs)
-        machine = EscrowMachine(plan.group, plan.threshold, plan.config["TokenPrice"],
-                                plan.config["InferenceSealGraceNonces"], plan.config["AutoSealEveryNNonces"])
-        machine.replay(plan.diffs[:upto])
+        machine = self._machine(plan).replay(plan.diffs[:upto])
         settled = machine.settled_nonce is not None
         settled_at = plan.nonce_times[machine.settled_nonce - 1] if settled else None
         last_finalized = upto if settled else upto - 1
-        self._session_rows(plan, upto, settled, settled_at, last_finalized)
-        self._record_rows(plan, machine)
-        self._diff_rows(plan, upto)
+        imported = (self.line.imports and plan.epoch_id == self.last_epoch
+                    and plan.escrow_id.endswith(str(IMPORTED_ESCROW_INDEX)) and upto > IMPORTED_NONCE)
+        imported_nonce = IMPORTED_NONCE if imported else None
+        if imported:
+            self.planted["imported"].append({"epoch_id": epoch, "escrow_id": escrow, "imported_nonce": IMPORTED_NONCE})
+        self._session_rows(plan, upto, settled, settled_at, last_finalized, imported_nonce)
+        self._record_rows(plan, machine, imported_nonce or 0)
+        self._diff_rows(plan, upto, imported_nonce or 0)
         self.truth_escrows.append((epoch, escrow, plan.group.size, plan.threshold,
                                    "settled" if settled else "active", len(plan.group.addresses()), upto,
                                    plan.creator, settled_at))
@@ -198,7 +220,13 @@ class _CopyBuilder:
         if not plan.finalizes:
             self.planted["never_finalized"].append({"epoch_id": epoch, "escrow_id": escrow})
 
-    def _session_rows(self, plan: EscrowPlan, upto: int, settled: bool, settled_at, last_finalized) -> None:
+    def _machine(self, plan: EscrowPlan) -> EscrowMachine:
+        return EscrowMachine(plan.group, plan.threshold, plan.config["TokenPrice"],
+                             plan.config["InferenceSealGraceNonces"], plan.config["AutoSealEveryNNonces"],
+                             drain_rule=plan.drain_rule)
+
+    def _session_rows(self, plan: EscrowPlan, upto: int, settled: bool, settled_at, last_finalized,
+                      imported_nonce: int | None) -> None:
         epoch, escrow = plan.epoch_id, plan.escrow_id
         self.tables["escrow_epoch"].append({"escrow_id": escrow, "epoch_id": epoch})
         self.tables["escrow_cache"].append({"escrow_id": escrow, "epoch_id": epoch,
@@ -207,19 +235,22 @@ class _CopyBuilder:
             "epoch_id": epoch, "escrow_id": escrow, "version": plan.version, "creator_addr": plan.creator,
             "config_json": json.dumps(plan.config), "group_json": plan.group_json(),
             "initial_balance": plan.initial_balance, "latest_nonce": upto, "last_finalized": last_finalized,
-            "status": "settled" if settled else "active", "settled_at": settled_at, "imported_nonce": None})
+            "status": "settled" if settled else "active", "settled_at": settled_at, "imported_nonce": imported_nonce})
         if last_finalized > 0:
             for slot in range(plan.group.size):
                 self.tables["signatures"].append({"epoch_id": epoch, "escrow_id": escrow, "nonce": last_finalized,
                                                   "slot_id": slot, "sig": wire.signature(escrow, last_finalized, slot)})
         every = plan.config["AutoSealEveryNNonces"]
-        snapshot_nonce = upto if settled else max(1, upto - upto % every)
+        # The latest checkpoint: at settlement, else at the last auto-seal point (never before an import).
+        snapshot_nonce = upto if settled else max(1, imported_nonce or 0, upto - upto % every)
+        at_snapshot = self._machine(plan).replay(plan.diffs[:snapshot_nonce])
         self.tables["snapshots"].append({
             "epoch_id": epoch, "escrow_id": escrow, "nonce": snapshot_nonce,
-            "state_data": b"\x0a\x30" + wire.fake_bytes("snapshot", escrow, snapshot_nonce, size=48),
+            "state_data": snapshot_blob(plan, at_snapshot, self.line.snapshot_root_prefix),
             "created_at": plan.created_at(snapshot_nonce)})
+        self.truth_snapshots.append((epoch, escrow, snapshot_nonce, at_snapshot))
 
-    def _diff_rows(self, plan: EscrowPlan, upto: int) -> None:
+    def _diff_rows(self, plan: EscrowPlan, upto: int, imported_nonce: int) -> None:
         epoch, escrow, group = plan.epoch_id, plan.escrow_id, plan.group
         clock = 0  # the nonce clock: started_at of the latest start at or before the nonce
         for nonce in range(1, upto + 1):
@@ -227,6 +258,8 @@ class _CopyBuilder:
             created_at = plan.created_at(nonce)
             if nonce in plan.inferences:
                 clock = plan.inferences[nonce].started_at
+            if nonce <= imported_nonce:  # a host that joined by import has no diffs before it
+                continue
             event_at = {"zero": clock, "s": created_at, "ms": created_at // 1000}[plan.created_at_unit]
             warm = json.dumps({"0": address("warm", escrow, group.slots[0])}) if nonce == 1 else None
             self.tables["diffs"].append({
@@ -248,9 +281,11 @@ class _CopyBuilder:
                         "instance_address": self.focal, "status": "submitted",
                         "claimed_at": datetime.fromtimestamp(event_at - 20, timezone.utc)})
 
-    def _record_rows(self, plan: EscrowPlan, machine: EscrowMachine) -> None:
+    def _record_rows(self, plan: EscrowPlan, machine: EscrowMachine, imported_nonce: int) -> None:
         epoch, escrow = plan.epoch_id, plan.escrow_id
         for record in machine.records.values():
+            if record.sealed_nonce and record.sealed_nonce <= imported_nonce:
+                continue  # sealed before the import: this host never held it
             sealed = record.sealed_nonce > 0
             bare = sealed and (plan.legacy_build or record.inference_id in plan.bare_sealed_ids)
             if sealed:
@@ -265,7 +300,7 @@ class _CopyBuilder:
                                                "required_validations": 1, "completed_validations": 1})
             executor = machine.executor(record)
             inference = plan.inferences[record.inference_id]
-            if record.has_finish_tx and executor == self.focal:
+            if record.has_finish_tx and executor == self.focal and record.inference_id > imported_nonce:
                 self.payloads.append({"epoch_id": epoch, "escrow_id": escrow, "inference_id": record.inference_id,
                                       "prompt_payload": inference.prompt, "response_payload": inference.response})
             where = {"epoch_id": epoch, "escrow_id": escrow, "inference_id": record.inference_id}
@@ -275,8 +310,16 @@ class _CopyBuilder:
                 self.planted["drained"].append(where)
             if record.status is Status.CHALLENGED and sealed:
                 self.planted["challenged_at_settlement"].append(where)
+            if record.miss == "error_miss" and plan.error_miss_as_timeout:
+                self.planted["reason3_error_misses"].append(where)
+            outcome = None
+            if record.drained:
+                outcome = ("unchanged" if record.status is record.pre_drain_status
+                           else "refunded" if record.status is Status.TIMED_OUT else "paid")
             self.truth_inferences.append((
                 epoch, escrow, record.inference_id, record.executor_slot, executor, record.status.label,
-                record.has_finish_tx, record.drained, sealed, record.sealed_nonce, bare, record.challenged,
+                record.has_finish_tx, record.drained,
+                record.pre_drain_status.label if record.drained else None, outcome, record.miss,
+                sealed, record.sealed_nonce, bare, record.challenged,
                 record.votes_valid, record.votes_invalid, record.input_tokens, record.output_tokens,
                 record.started_at, record.confirmed_at, inference.temperature, inference.top_p, record.model))

@@ -144,13 +144,10 @@ class LedgerBuilder:
                 ledger.challenges.append((record.inference_id, record.executor_slot, resolved))
             if record.status is Status.INVALIDATED:
                 ledger.invalid.append((record.inference_id, record.executor_slot))
-        for slot in range(group.size):
-            mine = [r for r in machine.records.values() if r.executor_slot == slot]
-            ledger.host_stats[slot] = {
-                "Missed": sum(r.status is Status.TIMED_OUT for r in mine),
-                "Invalid": sum(r.status is Status.INVALIDATED for r in mine),
-                "Cost": sum(r.actual_cost for r in mine if r.status is not Status.INVALIDATED),
-                "RequiredValidations": 0, "CompletedValidations": 0}
+        for slot in range(group.size):  # the mirror of the session's HostStats
+            stats = machine.stats(slot)
+            ledger.host_stats[slot] = {"Missed": stats.missed, "Invalid": stats.invalid, "Cost": stats.cost,
+                                       "RequiredValidations": 0, "CompletedValidations": 0}
         self.escrows.append(ledger)
 
     def build(self, focal: str, schema_version: int = 6) -> LedgerCopy:

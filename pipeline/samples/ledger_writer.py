@@ -16,16 +16,25 @@ PG_TABLES = ("accounting_meta", "accounting_migration", "accounting_writers", "a
              "accounting_escrow_invalid_nonces", "accounting_escrow_protocol_nonces", "accounting_escrow_challenges")
 
 
-def write_accounting_postgres(ledger: LedgerCopy, conninfo: str) -> None:
+def write_accounting_postgres(ledger: LedgerCopy, conninfo: str, tables_absent: tuple[str, ...] = (),
+                              invalid_slot: bool = True) -> None:
+    """The row layout; an older ledger lacks `tables_absent` and the invalid set's slot column."""
     rows = ledger.postgres_rows()
     with psycopg.connect(conninfo) as connection, connection.cursor() as cursor:
         cursor.execute(sql_text("upstream/postgres_accounting.sql"))
+        for table in tables_absent:
+            cursor.execute(f"DROP TABLE {table}")
+        if not invalid_slot:
+            cursor.execute("ALTER TABLE accounting_escrow_invalid_nonces DROP COLUMN slot_id")
         for table in PG_TABLES:
-            if not rows.get(table):
+            if not rows.get(table) or table in tables_absent:
                 continue
-            columns = list(rows[table][0])
+            columns = [c for c in rows[table][0] if invalid_slot or table != "accounting_escrow_invalid_nonces"
+                       or c != "slot_id"]
             with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for row in rows[table]:
+                    if not invalid_slot and row.get("slot_id", 0) < 0:
+                        continue  # legacy dedupe rows came with the slot column
                     copy.write_row([row[c] for c in columns])
 
 

@@ -30,6 +30,11 @@ TERMINAL = {Status.VALIDATED, Status.INVALIDATED, Status.TIMED_OUT}
 # Statuses that get a live observability row (sealed_nonce = 0) before the real seal.
 LIVE_OBS = {Status.CHALLENGED, Status.VALIDATED, Status.INVALIDATED}
 
+# What the settlement drain does to records still Pending or Started, by upstream release line:
+# sealed as they are (up to v0.2.14), Pending refunded as timed out and Started paid (the next
+# rule), or both paid at reserved cost (the newest). None of them is a miss.
+DRAIN_RULES = ("unchanged", "refunded", "paid")
+
 TX_KINDS = {
     "start_inference": "start", "confirm_start": "confirm", "finish_inference": "finish",
     "timeout_inference": "timeout", "validation": "validation", "validation_vote": "vote",
@@ -80,6 +85,8 @@ class Record:
     validated_by: int = 0  # slot bitmask
     has_finish_tx: bool = False
     drained: bool = False
+    pre_drain_status: Status | None = None
+    miss: str | None = None  # refused, execution or error_miss
     challenged: bool = False
     participants: set[str] = field(default_factory=set)  # addresses that validated or voted
     obs_slots: list[int] = field(default_factory=list)  # validation-obs rows, in order applied
@@ -90,13 +97,24 @@ class Record:
 
 
 @dataclass
+class HostStats:
+    """The state machine's per-slot `HostStats` (what checkpoints and settlement carry)."""
+
+    missed: int = 0
+    invalid: int = 0
+    cost: int = 0
+
+
+@dataclass
 class EscrowMachine:
     group: Group
     threshold: int
     token_price: int
     seal_grace_nonces: int
     auto_seal_every: int
+    drain_rule: str = "paid"
     records: dict[int, Record] = field(default_factory=dict)
+    host_stats: dict[int, HostStats] = field(default_factory=dict)
     latest_nonce: int = 0
     finalize_nonce: int | None = None
     settled_nonce: int | None = None
@@ -135,6 +153,9 @@ class EscrowMachine:
     def executor(self, record: Record) -> str:
         return self.group.slots[record.executor_slot]
 
+    def stats(self, slot: int) -> HostStats:
+        return self.host_stats.setdefault(slot, HostStats())
+
     # -- transitions ---------------------------------------------------------------------
     def _live_record(self, inference_id: int, *allowed: Status) -> Record:
         record = self.records.get(inference_id)
@@ -165,23 +186,31 @@ class EscrowMachine:
         record.response_hash = msg.response_hash
         record.input_tokens, record.output_tokens = msg.input_tokens, msg.output_tokens
         record.actual_cost = min((msg.input_tokens + msg.output_tokens) * self.token_price, record.reserved_cost)
+        self.stats(record.executor_slot).cost += record.actual_cost
 
     def _accepted_weight(self, votes) -> int:
         voters = {self.group.slots[v.voter_slot] for v in votes if v.accept}
         return sum(self.group.weight(address) for address in voters)
 
     def _timeout_inference(self, nonce: int, msg: pb.MsgTimeoutInference) -> None:
+        if msg.reason == pb.TIMEOUT_REASON_ERROR:  # the build line that sent error misses as reason 3
+            return self._error_miss(nonce, msg)
         required = {pb.TIMEOUT_REASON_REFUSED: Status.PENDING, pb.TIMEOUT_REASON_EXECUTION: Status.STARTED}
         record = self._live_record(msg.inference_id, required[msg.reason])
         if self._accepted_weight(msg.votes) <= self.threshold:
             raise PlanError(f"timeout of {msg.inference_id} without enough accept weight")
         record.status, record.actual_cost = Status.TIMED_OUT, 0
+        record.miss = "refused" if msg.reason == pb.TIMEOUT_REASON_REFUSED else "execution"
+        self.stats(record.executor_slot).missed += 1
 
-    def _error_miss(self, nonce: int, msg: pb.MsgErrorMiss) -> None:
+    def _error_miss(self, nonce: int, msg: pb.MsgErrorMiss | pb.MsgTimeoutInference) -> None:
         record = self._live_record(msg.inference_id, Status.FINISHED)
         if self._accepted_weight(msg.votes) <= self.threshold:
             raise PlanError(f"error miss of {msg.inference_id} without enough accept weight")
-        record.status, record.actual_cost = Status.TIMED_OUT, 0
+        stats = self.stats(record.executor_slot)
+        stats.missed += 1
+        stats.cost -= record.actual_cost  # the finish's pay is unwound: the client is refunded
+        record.status, record.actual_cost, record.miss = Status.TIMED_OUT, 0, "error_miss"
 
     def _validation(self, nonce: int, msg: pb.MsgValidation) -> bool:
         record = self._live_record(msg.inference_id, Status.FINISHED, *LIVE_OBS)
@@ -216,6 +245,9 @@ class EscrowMachine:
             record.votes_invalid += self.group.weight(address)
         if record.votes_invalid > self.threshold:
             record.status = Status.INVALIDATED
+            stats = self.stats(record.executor_slot)
+            stats.invalid += 1
+            stats.cost -= record.actual_cost
         elif record.votes_valid > self.threshold:
             record.status = Status.VALIDATED
         return True
@@ -235,8 +267,13 @@ class EscrowMachine:
     def _settle(self, nonce: int) -> None:
         for record in self.live:
             if record.status in (Status.PENDING, Status.STARTED):
-                # settleLiveRecordLocked: paid in full, no miss, no finish transaction.
-                record.status, record.drained, record.actual_cost = Status.FINISHED, True, record.reserved_cost
+                record.drained, record.pre_drain_status = True, record.status
+                refund = self.drain_rule == "refunded" and record.status is Status.PENDING
+                if self.drain_rule != "unchanged" and not refund:  # paid in full, no finish transaction
+                    record.status, record.actual_cost = Status.FINISHED, record.reserved_cost
+                    self.stats(record.executor_slot).cost += record.reserved_cost
+                elif refund:  # the reserved cost goes back to the creator; not a miss
+                    record.status = Status.TIMED_OUT
             record.sealed_nonce = nonce
         self.settled_nonce = nonce
 

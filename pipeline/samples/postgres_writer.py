@@ -22,12 +22,9 @@ TABLE_NAMES = {
 PARTITIONED = [TABLE_NAMES[t] for t in ("sessions", "diffs", "signatures", "snapshots", "sealed_inferences",
                                         "slot_validation_obs", "inference_validation_obs",
                                         "sealed_validation_obs")] + ["devshard_validation_leases", "payload_storage"]
-MIGRATIONS = ((1, "create_devshard_session_index"), (2, "add_session_index_epoch_lookup"),
-              (3, "create_devshard_sessions"), (4, "create_devshard_diffs"), (5, "create_devshard_signatures"),
-              (6, "create_devshard_snapshots"), (7, "create_devshard_sealed_inferences"),
-              (8, "create_devshard_slot_validation_obs"), (9, "create_devshard_validation_obs"),
-              (10, "create_devshard_validation_leases"), (11, "create_devshard_escrow_cache"),
-              (13, "create_devshard_storage_identity"))
+# DDL of the steps some release lines add after the common schema (sql/upstream/postgres.sql).
+LATER_STEPS = {"devshard_storage_challenge": "upstream/postgres_storage_challenge.sql",
+               "devshard_connection_lineage": "upstream/postgres_connection_lineage.sql"}
 
 
 def _copy_rows(cursor: psycopg.Cursor, table: str, rows: list[dict]) -> None:
@@ -42,18 +39,36 @@ def _copy_rows(cursor: psycopg.Cursor, table: str, rows: list[dict]) -> None:
 def write_database(copy: HostCopy, conninfo: str) -> None:
     """Create the schema and load the copy into an existing, empty database, in one transaction."""
     with psycopg.connect(conninfo) as connection, connection.cursor() as cursor:
+        line = copy.release_line
         cursor.execute(sql_text("upstream/postgres.sql"))
         cursor.execute(sql_text("upstream/postgres_payloads.sql"))
+        for table in line.tables_absent:
+            cursor.execute(f"DROP TABLE {table}")
+        if not line.imports:
+            cursor.execute("ALTER TABLE devshard_sessions DROP COLUMN imported_nonce")
+        if line.payload_inference_id_type != "INT":
+            cursor.execute(f"ALTER TABLE payload_storage ALTER COLUMN inference_id TYPE {line.payload_inference_id_type}")
+        for _, name in line.postgres_migrations:
+            if name in LATER_STEPS:
+                cursor.execute(sql_text(LATER_STEPS[name]))
         for parent in PARTITIONED:
+            if parent in line.tables_absent:
+                continue
             for epoch in copy.epochs:
                 cursor.execute(f"CREATE TABLE {parent}_epoch_{epoch} PARTITION OF {parent} "
                                f"FOR VALUES FROM ({epoch}) TO ({epoch + 1})")
         applied_at = datetime.fromtimestamp(CALENDAR_START - 30 * 86400, timezone.utc).replace(tzinfo=None)
         cursor.executemany("INSERT INTO schema_migrations (id, name, applied_at) VALUES (%s, %s, %s)",
-                           [(step, name, applied_at) for step, name in MIGRATIONS])
-        cursor.execute("INSERT INTO devshard_storage_identity (singleton, identity) VALUES (true, %s)",
-                       (copy.lineage,))
+                           [(step, name, applied_at) for step, name in line.postgres_migrations])
+        if "devshard_storage_identity" not in line.tables_absent:
+            cursor.execute("INSERT INTO devshard_storage_identity (singleton, identity) VALUES (true, %s)",
+                           (copy.lineage,))
         for table, rows in copy.tables.items():
+            if TABLE_NAMES[table] in line.tables_absent:
+                continue
+            if not line.imports and table == "sessions":
+                rows = [{k: v for k, v in row.items() if k != "imported_nonce"} for row in rows]
             _copy_rows(cursor, TABLE_NAMES[table], rows)
-        _copy_rows(cursor, "devshard_validation_leases", copy.validation_leases)
+        if "devshard_validation_leases" not in line.tables_absent:
+            _copy_rows(cursor, "devshard_validation_leases", copy.validation_leases)
         _copy_rows(cursor, "payload_storage", copy.payloads)

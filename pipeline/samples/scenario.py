@@ -102,6 +102,8 @@ class EscrowPlan:
     unknown_tx: list[tuple[int, int]] = field(default_factory=list)  # (nonce, tx_index)
     finalizes: bool = True
     drains: bool = False
+    drain_rule: str = "paid"  # what settlement does to records still live (model.DRAIN_RULES)
+    error_miss_as_timeout: bool = False  # error misses sent as MsgTimeoutInference reason 3 (ERROR)
 
     def created_at(self, nonce: int) -> int:
         at = self.nonce_times[nonce - 1]
@@ -204,6 +206,14 @@ class EscrowPlanner:
             config["LogprobsMode"] = "processed_logprobs" if self.position >= 3 else "raw_logprobs"
         n_epochs = len(spec.epochs)
         drains = self.position == min(2, n_epochs - 1) and self.index == 0 and n_epochs > 1
+        # The host ran three release lines over the calendar: in the second epoch the first escrow
+        # settles under the oldest drain rule (sealed unchanged) and the second under the refund
+        # rule; later escrows are paid. The third escrow of the second epoch comes from the build
+        # line that sent error misses as reason-3 timeouts.
+        drain_rule = "paid"
+        if self.position == 1 and n_epochs > 2 and self.index < 2:
+            drains, drain_rule = True, ("unchanged", "refunded")[self.index]
+        error_miss_as_timeout = self.position == 1 and self.index == 2
         finalizes = not (self.position == min(1, n_epochs - 1) and self.index == spec.escrows_per_epoch - 1
                          and n_epochs > 1)
         count = max(30, round(spec.inferences_per_escrow * rng.uniform(0.8, 1.2)))
@@ -226,7 +236,8 @@ class EscrowPlanner:
             initial_balance=5_000_000 + 1000 * rng.randrange(1000),
             legacy_build=self.position == 0,
             created_at_unit="zero" if self.position == 0 else ("ms" if self.position == 2 else "s"),
-            opened_at=opened_at, nonce_times=times, finalizes=finalizes, drains=drains)
+            opened_at=opened_at, nonce_times=times, finalizes=finalizes, drains=drains, drain_rule=drain_rule,
+            error_miss_as_timeout=error_miss_as_timeout)
 
         forced = self._forced_stories(starts, group)
         for position, start in enumerate(starts):
@@ -342,6 +353,10 @@ class EscrowPlanner:
             output_tokens=output_tokens, executor_slot=executor_slot,
             proposer_sig=wire.signature(self.escrow_id, i, "finish"), escrow_id=self.escrow_id)))
         if story == "error_miss":
+            if plan.error_miss_as_timeout:  # the votes first, as for MsgErrorMiss: the same draws
+                tx = self._timeout(group, executor, i, pb.TIMEOUT_REASON_ERROR, plan.threshold)
+                self._emit(finish_at + rng.randint(1, 2), i, tx)
+                return inference
             votes = self._timeout_votes(group, executor, i, plan.threshold, "error")
             self._emit(finish_at + rng.randint(1, 2), i, pb.DevshardTx(error_miss=pb.MsgErrorMiss(
                 inference_id=i, votes=[pb.ErrorMissVote(voter_slot=s, accept=a, signature=g) for s, a, g in votes])))

@@ -11,15 +11,9 @@ from pipeline.paths import sql_text
 
 from .host_copy import EPOCH_TABLES, HostCopy
 from .payloads import payload_file
+from .release_lines import PRE_SQUASH_MISSING_SEALED, SQLITE_META, SQLITE_OLD_EPOCH, SQLITE_PRE_SQUASH_EPOCH
 from .spec import CALENDAR_START
 
-META_MIGRATIONS = ((1, "create_escrow_epoch"), (2, "create_escrow_cache"))
-EPOCH_MIGRATIONS = ((1, "create_sessions"), (2, "create_diffs"), (3, "create_signatures"),
-                    (4, "create_snapshots"), (5, "create_sealed_inferences"),
-                    (6, "add_sealed_inference_obs_columns"), (7, "create_validation_obs"),
-                    (8, "add_sessions_version"), (9, "add_sessions_imported_nonce"))
-# The old, pre-squash list: step 5 made the 3-column sealed_inferences and nothing followed yet.
-NARROW_EPOCH_MIGRATIONS = EPOCH_MIGRATIONS[:5]
 
 
 def _open(path: Path, ddl: str) -> sqlite3.Connection:
@@ -52,16 +46,26 @@ def write_store(copy: HostCopy, store: Path) -> Path:
     shutil.rmtree(store / "payloads", ignore_errors=True)
 
     with _open(store / "_meta.db", sql_text("upstream/sqlite_meta.sql")) as meta:
-        _migrations(meta, META_MIGRATIONS, CALENDAR_START - 30 * 86400)
+        cached = "devshard_escrow_cache" not in copy.release_line.tables_absent  # lines before the escrow cache
+        _migrations(meta, SQLITE_META if cached else SQLITE_META[:3], CALENDAR_START - 30 * 86400)
         _insert(meta, "escrow_epoch", copy.tables["escrow_epoch"])
-        _insert(meta, "escrow_cache", copy.tables["escrow_cache"])
+        if cached:
+            _insert(meta, "escrow_cache", copy.tables["escrow_cache"])
+        else:
+            meta.execute("DROP TABLE escrow_cache")
     meta.close()
 
     for epoch, narrow in copy.epochs.items():
         ddl = sql_text("upstream/sqlite_epoch_narrow.sql" if narrow else "upstream/sqlite_epoch.sql")
         with _open(store / f"epoch_{epoch}.db", ddl) as db:
             first_open = min((r["cached_at"] for r in copy.tables["escrow_cache"] if r["epoch_id"] == epoch))
-            _migrations(db, NARROW_EPOCH_MIGRATIONS if narrow else EPOCH_MIGRATIONS, first_open)
+            steps = SQLITE_OLD_EPOCH if narrow else copy.release_line.sqlite_epoch_migrations
+            _migrations(db, steps, first_open)
+            if not narrow and not copy.release_line.imports:  # only import-capable lines have the column
+                db.execute("ALTER TABLE sessions DROP COLUMN imported_nonce")
+            if steps == SQLITE_PRE_SQUASH_EPOCH:
+                for column in PRE_SQUASH_MISSING_SEALED:
+                    db.execute(f"ALTER TABLE sealed_inferences DROP COLUMN {column}")
             for table in EPOCH_TABLES:
                 rows = [r for r in copy.tables[table] if r["epoch_id"] == epoch]
                 if rows and not db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():

@@ -24,12 +24,15 @@ class Timeline:
     def builds(self) -> tuple[BuildWindow, ...]:
         return self.cast.builds
 
-    def copy(self, last_epoch: int, malformed_payloads: bool = False):
+    def copy(self, last_epoch: int, malformed_payloads: bool = False, line: str | None = None):
         """The focal host's database as copied during `last_epoch` (epochs last_epoch-2 .. last_epoch);
-        `malformed_payloads` adds a response that is not JSON and a truncated SSE stream."""
+        `malformed_payloads` adds a response that is not JSON and a truncated SSE stream; `line` is the
+        writer's release line (release_lines.SAMPLE_LINES), which sets the migration lists, the
+        snapshot format and whether an escrow was joined by import."""
         from .host_copy import HostCopy
+        from .release_lines import DEFAULT_LINE
 
-        return HostCopy.from_timeline(self, last_epoch, malformed_payloads)
+        return HostCopy.from_timeline(self, last_epoch, malformed_payloads, line or DEFAULT_LINE)
 
     def builds_toml(self) -> str:
         # The focal host is the one whose database this is; `gonka-evidence run` reports on it.

@@ -114,10 +114,17 @@ def read_postgres_ledger(store) -> LedgerRead | None:
             row = slot_row(r["escrow_id"], r["slot_id"])
             row["challenges"] += r["n"]
             row["open_challenges"] += r["open"]
-    for r in table("accounting_escrow_invalid_nonces", "SELECT escrow_id, slot_id, count(*)::bigint AS n "
-                   "FROM accounting_escrow_invalid_nonces WHERE slot_id >= 0 GROUP BY 1, 2"):
+    invalid_columns = store.table_columns("accounting_escrow_invalid_nonces") or []
+    if "slot_id" in invalid_columns:
+        invalid_sql = ("SELECT escrow_id, slot_id, count(*)::bigint AS n FROM accounting_escrow_invalid_nonces "
+                       "WHERE slot_id >= 0 GROUP BY 1, 2")
+    else:  # ledgers before the slot column: the executor of a nonce is its slot nonce mod N
+        invalid_sql = "SELECT escrow_id, nonce, 1::bigint AS n FROM accounting_escrow_invalid_nonces"
+    group_sizes = {e["escrow_id"]: len(e["slots"]) for e in read.escrows}
+    for r in table("accounting_escrow_invalid_nonces", invalid_sql):
         if r["escrow_id"] in known:
-            slot_row(r["escrow_id"], r["slot_id"])["invalid_transitions"] += r["n"]
+            slot = r["slot_id"] if "slot_id" in r else r["nonce"] % max(group_sizes.get(r["escrow_id"]) or 1, 1)
+            slot_row(r["escrow_id"], slot)["invalid_transitions"] += r["n"]
     for r in table("accounting_escrow_slot_counts", "SELECT escrow_id, slot_id, sum(open_challenges)::bigint AS open, "
                    "sum(invalid_nonces)::bigint AS invalid FROM accounting_escrow_slot_counts GROUP BY 1, 2"):
         if r["escrow_id"] in known:

@@ -77,6 +77,11 @@ TABLES: dict[str, LogicalTable] = {
             required=("escrow_id", "inference_id", "slot_id"),
         ),
         LogicalTable(
+            "snapshots",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("nonce", I64), ("state_data", BIN), ("created_at", I64)),
+            required=("escrow_id", "nonce", "state_data"),
+        ),
+        LogicalTable(
             "escrow_cache",
             _schema(("escrow_id", TXT), ("epoch_id", I64), ("escrow_json", TXT), ("cached_at", I64)),
             required=("escrow_id",),
@@ -87,7 +92,7 @@ TABLES: dict[str, LogicalTable] = {
 
 # Tables a store may hold that we recognise but do not ingest (no evidence uses them).
 KNOWN_NOT_INGESTED = {
-    "signatures", "snapshots", "slot_validation_obs", "validation_leases", "storage_identity",
+    "signatures", "slot_validation_obs", "validation_leases", "storage_identity",
     "session_index", "escrow_epoch", "schema_migrations", "validation_credits",
 }
 
@@ -98,7 +103,7 @@ KNOWN_UNREAD_COLUMNS = {
 }
 
 # Escrow-scoped tables are read for a set of escrows beyond a per-escrow nonce cursor.
-ESCROW_SCOPED = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs")
+ESCROW_SCOPED = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
 
 
 def require_columns(table: LogicalTable, present: list[str], where: str) -> None:
@@ -147,6 +152,8 @@ class SourceDescription:
     tables: list[TableReport]
     unrecognised: list[str]
     planes: list[str]  # session storage, accounting ledger, payloads — whichever are present
+    release_lines: dict[str, str] = field(default_factory=dict)  # per database file: recognised line
+    snapshots: str = ""  # what the checkpoints hold (decoded, prefixed, undecodable, imported escrows)
 
 
 # (logical table, epoch or None, cursors or None): the arguments of one SessionStore.read.
@@ -185,6 +192,20 @@ class SessionStore(Protocol):
 
     def close(self) -> None: ...
 
+
+
+def describe_snapshots(batches: Iterator[pa.RecordBatch], imported: int) -> str:
+    """One line on a copy's checkpoints for `doctor`: how many decode, carry the root prefix, hold
+    live records, and how many escrows were joined by import."""
+    from pipeline.decode.snapshots import decode_snapshots
+
+    decoded = [decode_snapshots(b) for b in batches]
+    ok = sum(d.snapshots.num_rows for d in decoded)
+    bad = sum(len(d.quarantined) for d in decoded)
+    prefixed = sum(sum(d.snapshots.column("root_prefixed").to_pylist()) for d in decoded)
+    live = sum(d.live.num_rows for d in decoded)
+    return (f"{ok:,} decoded ({prefixed:,} with the state-root prefix), {bad:,} undecodable; "
+            f"{live:,} live records; {imported:,} escrows joined by import (no diffs before imported_nonce)")
 
 
 def stream_query(cur, sql: str, params: tuple, where: str, what: str) -> Iterator[pa.RecordBatch]:

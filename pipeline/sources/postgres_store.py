@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from pipeline.paths import sql_text
 from pipeline.secrets import HIDDEN, password_of, redact_url, scrub
+from pipeline.sources.release_lines import recognise
 from pipeline.sources.base import (
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
@@ -37,6 +38,7 @@ from pipeline.sources.base import (
     SourceError,
     TableReport,
     conform,
+    describe_snapshots,
     one_line,
     require_columns,
     stream_query,
@@ -316,13 +318,17 @@ class PostgresStore:
                     planes.append(plane)
                 elif plane is None:
                     unrecognised.append(f"table {name}")
-        version = None
+        version, steps = None, []
         if "schema_migrations" in self._tables:
-            version = self._query("SELECT max(id)::bigint AS v FROM schema_migrations").column("v")[0].as_py()
+            steps = self._query("SELECT id::bigint AS id, name FROM schema_migrations ORDER BY id").to_pylist()
+            version = max((r["id"] for r in steps), default=None)
+        line = recognise("postgres", [(r["id"], r["name"]) for r in steps], self._tables).describe()
+        imported = sum(sum(1 for n in b.column("imported_nonce").to_pylist() if n) for b in self.read("sessions", None))
         return SourceDescription(
             kind=self.kind, display=self.display, source_id=self.source_id, lineage_id=self.lineage_id,
             epochs=self.epochs(), schema_versions={"database": version}, tables=list(reports.values()),
-            unrecognised=unrecognised, planes=planes,
+            unrecognised=unrecognised, planes=planes, release_lines={"database": line},
+            snapshots=describe_snapshots(self.read("snapshots", None), imported),
         )
 
     def close(self) -> None:

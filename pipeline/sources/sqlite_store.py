@@ -24,6 +24,7 @@ import adbc_driver_sqlite.dbapi as adbc_sqlite
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.sources.release_lines import recognise
 from pipeline.sources.base import (
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
@@ -34,6 +35,7 @@ from pipeline.sources.base import (
     SourceError,
     TableReport,
     conform,
+    describe_snapshots,
     one_line,
     require_columns,
     stream_query,
@@ -172,14 +174,25 @@ class SqliteStore:
             return None
         return self._query(file, "SELECT max(id) AS v FROM schema_migrations").column("v")[0].as_py()
 
+    def release_line(self, file: Path) -> str:
+        """The release line of one file's migration list (`doctor`)."""
+        steps = []
+        if self._physical_columns(file, "schema_migrations") is not None:
+            steps = self._query(file, "SELECT id, name FROM schema_migrations ORDER BY id").to_pylist()
+        columns = {t: self._physical_columns(file, t) or [] for t in ("sessions", "sealed_inferences")}
+        layout = "sqlite_meta" if file.name == "_meta.db" else "sqlite_epoch"
+        return recognise(layout, [(r["id"], r["name"]) for r in steps], columns).describe()
+
     def describe(self) -> SourceDescription:
         files = [self.path / "_meta.db"] if (self.path / "_meta.db").exists() else []
         files += list(self._epoch_files.values())
         reports: dict[str, TableReport] = {}
         unrecognised: list[str] = []
         versions: dict[str, int | None] = {}
+        lines: dict[str, str] = {}
         for file in files:
             versions[file.name] = self.schema_version(file)
+            lines[file.name] = self.release_line(file)
             epoch = next((e for e, f in self._epoch_files.items() if f == file), None)
             names = self._query(file, "SELECT name FROM sqlite_master WHERE type = 'table'").column("name").to_pylist()
             for name in names:
@@ -213,10 +226,13 @@ class SqliteStore:
             planes.append("accounting ledger")
         if (self.path / "payloads").is_dir():
             planes.append("payloads")
+        imported = sum(
+            sum(1 for n in b.column("imported_nonce").to_pylist() if n) for e in self.epochs() for b in self.read("sessions", e))
+        snapshots = describe_snapshots((b for e in self.epochs() for b in self.read("snapshots", e)), imported)
         return SourceDescription(
             kind=self.kind, display=self.display, source_id=self.source_id, lineage_id=None,
             epochs=self.epochs(), schema_versions=versions, tables=list(reports.values()),
-            unrecognised=unrecognised, planes=planes,
+            unrecognised=unrecognised, planes=planes, release_lines=lines, snapshots=snapshots,
         )
 
     def close(self) -> None:

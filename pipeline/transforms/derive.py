@@ -84,7 +84,10 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
             .then(pl.lit("created_at")).otherwise(pl.lit("nonce_clock"))
         )
         inferences, verdicts = replay(txs, escrows, frames.slots)
-        inferences, disagreements = _with_sealed(inferences, sealed, escrows, frames.slots)
+        inferences, disagreements = _with_sealed(
+            inferences, sealed, _read(con, "snapshot_live"), escrows, frames.slots)
+        inferences, drain_disagreements = drain_outcomes(inferences, _read(con, "sealed_conflicts"))
+        disagreements = pl.concat([disagreements, drain_disagreements])
         inferences = _with_times(inferences, times)
         validations = (
             verdicts.join(times, on=["escrow_id", "nonce"], how="left")
@@ -137,14 +140,16 @@ def _with_times(inferences: pl.DataFrame, times: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _status_name(code: str) -> pl.Expr:
+    return pl.col(code).replace_strict(dict(enumerate(STATUS_NAMES)), default=None, return_dtype=pl.String)
+
+
 def _with_sealed(
-    inferences: pl.DataFrame, sealed: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame
+    inferences: pl.DataFrame, sealed: pl.DataFrame, live: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Attach sealed-row facts, add inferences known only from sealed rows, list disagreements."""
-    status_name = pl.col("sealed_status").replace_strict(
-        dict(enumerate(STATUS_NAMES)), default=None, return_dtype=pl.String
-    )
-    sealed = sealed.with_columns(sealed_status_name=status_name)
+    """Attach sealed-row facts, add inferences known only from sealed rows or from the checkpoint's
+    live records, list disagreements."""
+    sealed = sealed.with_columns(sealed_status_name=_status_name("sealed_status"))
     merged = inferences.with_columns(in_diff_log=pl.lit(True)).join(
         sealed.select(
             "escrow_id", "inference_id", "epoch_id", "sealed_nonce", "obs_present", "sealed_status", "sealed_status_name",
@@ -153,37 +158,82 @@ def _with_sealed(
         ),
         on=["escrow_id", "inference_id"], how="full", coalesce=True,
     )
+    # Records still live at the checkpoint. They matter where the diff log lacks their start: an
+    # escrow joined by import has no diffs before imported_nonce, and its live records at the import
+    # are known only from the checkpoint (and from their later transactions).
+    merged = merged.join(
+        live.select(
+            "escrow_id", "inference_id", _status_name("status").alias("live_status"),
+            pl.col("executor_slot").alias("live_executor_slot"), pl.col("model").alias("live_model"),
+            pl.col("input_tokens").alias("live_input_tokens"), pl.col("output_tokens").alias("live_output_tokens"),
+            pl.col("started_at").alias("live_started_at"), pl.col("confirmed_at").alias("live_confirmed_at"),
+            pl.col("votes_valid").alias("live_votes_valid"), pl.col("votes_invalid").alias("live_votes_invalid"),
+        ),
+        on=["escrow_id", "inference_id"], how="full", coalesce=True,
+    )
     merged = merged.join(escrows.select("escrow_id", pl.col("epoch_id").alias("escrow_epoch"), "group_size"), on="escrow_id", how="inner")
-    only_sealed = pl.col("in_diff_log").is_null()
-    rich = pl.col("obs_present").fill_null(True)
+    rich_seal = (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(True)
+
+    def store_fact(fact: str) -> pl.Expr:
+        """The store's own record of a fact: its full sealed row, else the checkpoint's live record."""
+        return pl.when(rich_seal).then(pl.col(f"sealed_{fact}")).otherwise(pl.col(f"live_{fact}"))
+
+    merged = merged.with_columns(
+        store_status=pl.when(rich_seal).then(pl.col("sealed_status_name")).otherwise(pl.col("live_status")),
+        **{f"store_{f}": store_fact(f) for f in ("executor_slot", "model", "input_tokens", "output_tokens",
+                                             "started_at", "confirmed_at", "votes_valid", "votes_invalid")},
+    )
+    # Without its start in the log (an escrow joined by import has no diffs before imported_nonce, and
+    # inferences sealed before it have no diffs at all) the replay saw only part of the record's life;
+    # the store's record, which carries the whole of it, knows better.
+    partial = pl.col("start_nonce").is_null() & pl.col("store_status").is_not_null()
+    in_log = pl.col("in_diff_log").fill_null(False)
+    rank = {name: i for i, name in enumerate(STATUS_NAMES)}
+    further = pl.col("status").replace_strict(rank, default=-1, return_dtype=pl.Int64) > pl.col("store_status").replace_strict(
+        rank, default=-1, return_dtype=pl.Int64)
+    store_finished = pl.col("store_status").is_in(["finished", "challenged", "validated", "invalidated"]) | (
+        (pl.col("store_status") == "timed_out") & (pl.col("store_output_tokens").fill_null(0) > 0))
     merged = merged.with_columns(
         epoch_id=pl.coalesce("escrow_epoch", "epoch_id"),
-        in_diff_log=pl.col("in_diff_log").fill_null(False),
-        # Inferences before an imported_nonce exist only as sealed rows; take their facts from there.
-        # Without its start in the log (state imported before imported_nonce) the replay saw only part
-        # of the record's life; a full sealed row knows better.
-        status=pl.when((only_sealed | pl.col("start_nonce").is_null()) & rich & pl.col("sealed_status_name").is_not_null())
-        .then(pl.col("sealed_status_name")).otherwise(pl.col("status")),
-        executor_slot=pl.when(only_sealed).then(pl.col("inference_id") % pl.col("group_size")).otherwise(pl.col("executor_slot")),
-        model=pl.when(only_sealed & rich).then(pl.col("sealed_model")).otherwise(pl.col("model")),
-        votes_valid=pl.when(only_sealed & rich).then(pl.col("sealed_votes_valid")).otherwise(pl.col("votes_valid")),
-        votes_invalid=pl.when(only_sealed & rich).then(pl.col("sealed_votes_invalid")).otherwise(pl.col("votes_invalid")),
-        input_tokens=pl.when(only_sealed & rich).then(pl.col("sealed_input_tokens")).otherwise(pl.col("input_tokens")),
-        output_tokens=pl.when(only_sealed & rich).then(pl.col("sealed_output_tokens")).otherwise(pl.col("output_tokens")),
-        started_at=pl.when(only_sealed & rich).then(pl.col("sealed_started_at")).otherwise(pl.col("started_at")),
-        confirmed_at=pl.when(only_sealed & rich).then(pl.col("sealed_confirmed_at")).otherwise(pl.col("confirmed_at")),
+        in_diff_log=in_log,
+        # A live record's later transactions may have moved it past the checkpoint; a seal is final.
+        status=pl.when(partial).then(pl.when(~rich_seal & in_log & further).then(pl.col("status"))
+                                     .otherwise(pl.col("store_status"))).otherwise(pl.col("status")),
+        **{f: pl.when(partial).then(pl.coalesce(f, f"store_{f}")).otherwise(pl.col(f))
+           for f in ("model", "input_tokens", "output_tokens", "started_at", "confirmed_at")},
+        **{f: pl.when(partial).then(pl.max_horizontal(pl.col(f).fill_null(0), pl.col(f"store_{f}").fill_null(0)))
+           .otherwise(pl.col(f)) for f in ("votes_valid", "votes_invalid")},
+        executor_slot=pl.coalesce("executor_slot", "store_executor_slot", pl.col("inference_id") % pl.col("group_size")),
         sealed=pl.col("sealed_nonce").fill_null(0) > 0,
-        challenged=pl.col("challenged").fill_null(False),
+        challenged=pl.col("challenged").fill_null(False)
+        | (partial & ((pl.col("store_votes_invalid").fill_null(0) > 0) | pl.col("store_status").is_in(["challenged", "invalidated"]))),
         cleared=pl.col("cleared").fill_null(False),
-        finished=pl.col("finished").fill_null(False),
-        drained=pl.col("drained").fill_null(False),
+        finished=pl.col("finished").fill_null(False) | (partial & store_finished),
+        # A record sealed while Pending or Started was sealed by the settlement drain (the
+        # "unchanged" rule), also when the log does not hold its start.
+        drained=pl.col("drained").fill_null(False)
+        | (partial & rich_seal & pl.col("sealed_status").is_in([0, 1])),
+        pre_drain_status=pl.coalesce(
+            "pre_drain_status", pl.when(partial & rich_seal & pl.col("sealed_status").is_in([0, 1])).then(pl.col("store_status"))),
+    ).with_columns(
+        cleared=pl.col("cleared") | (partial & pl.col("challenged") & (pl.col("status") == "validated")),
+        # A timeout the log does not hold: after a finish an error miss, after a receipt an execution
+        # timeout, else a refusal.
+        miss_kind=pl.when(pl.col("miss_kind").is_null() & partial & (pl.col("status") == "timed_out") & ~pl.col("drained"))
+        .then(pl.when(pl.col("finished")).then(pl.lit("error_miss"))
+              .when(pl.col("confirmed_at").fill_null(0) > 0).then(pl.lit("execution")).otherwise(pl.lit("refused")))
+        .otherwise(pl.col("miss_kind")),
     )
+    rich = pl.col("obs_present").fill_null(True)
     merged = merged.join(
         slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
         on=["escrow_id", "executor_slot"], how="left",
     )
     # Compare only real seals with full records (bare rows and live obs rows carry defaults).
-    comparable = merged.filter(pl.col("in_diff_log") & (pl.col("sealed_nonce").fill_null(0) > 0) & rich)
+    # A drained record's final status is the drain's doing (checked in drain_outcomes), not the log's.
+    comparable = merged.filter(
+        pl.col("in_diff_log") & pl.col("start_nonce").is_not_null() & (pl.col("sealed_nonce").fill_null(0) > 0) & rich
+        & ~pl.col("drained"))
     checks = {
         "status": ("status", "sealed_status_name"),
         "votes_valid": ("votes_valid", "sealed_votes_valid"),
@@ -196,6 +246,8 @@ def _with_sealed(
         r = pl.col(replayed).cast(pl.String)
         s = pl.col(stored).cast(pl.String)
         mask = r.fill_null("∅") != s.fill_null("∅")
+        if name != "status":  # a column the copy's schema lacks (NULL in every row) cannot disagree
+            mask = mask & s.is_not_null()
         if name == "output_tokens":
             mask = mask & pl.col("finished")
         parts.append(
@@ -214,8 +266,95 @@ def _with_sealed(
     disagreements = pl.concat(parts)
     inferences_out = merged.select(
         "epoch_id", "escrow_id", "inference_id", "model", "executor", "executor_slot", "status", "sealed",
-        "challenged", "cleared", "finished", "drained", "votes_valid", "votes_invalid", "input_tokens",
-        "output_tokens", "started_at", "confirmed_at", "resolved_nonce", "sealed_nonce", "sealed_status",
-        "in_diff_log", "start_nonce", "finish_slot",
+        "challenged", "cleared", "finished", "drained", "pre_drain_status", "miss_kind", "miss_nonce", "votes_valid",
+        "votes_invalid", "input_tokens", "output_tokens", "started_at", "confirmed_at", "resolved_nonce",
+        "sealed_nonce", "sealed_status", "obs_present", "in_diff_log", "start_nonce", "finish_slot",
     )
     return inferences_out, disagreements
+
+
+# What a full sealed row of a drained record says the drain did: sealed as it was (0 pending,
+# 1 started), refunded (6 timed out) or paid (2 finished). Anything else is not a drain outcome.
+DRAIN_OUTCOME_BY_SEALED_STATUS = {0: "unchanged", 1: "unchanged", 6: "refunded", 2: "paid"}
+STATUS_AFTER_DRAIN = {"refunded": "timed_out", "paid": "finished"}
+
+
+def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`drain_outcome` and final status of the drained records, and the disagreements about them.
+
+    Every host of one escrow applies the same drain rule (it changes the state root), and the rule
+    is one of three: everything sealed unchanged; Pending refunded (timed out) and Started paid;
+    or both paid. Full sealed rows of drained records show which one; a record whose row is bare or
+    missing takes the outcome the escrow's rule gives its pre-drain status. Where the rows of one
+    escrow contradict each other, or two copies disagree about a record's seal, the contradiction is
+    listed and the outcome is left NULL (unknown) rather than resolved by newest-wins.
+    """
+    code = pl.col("sealed_status")
+    observed_row = pl.col("drained") & (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(True) & code.is_not_null()
+    pending = pl.col("pre_drain_status") == "pending"
+    frame = inferences.with_columns(
+        observed=pl.when(observed_row).then(
+            code.replace_strict(DRAIN_OUTCOME_BY_SEALED_STATUS, default="unexpected", return_dtype=pl.String)),
+    ).with_columns(
+        # The outcome must fit the record: unchanged keeps the pre-drain status, and only a Pending
+        # record can be refunded.
+        observed=pl.when(
+            ((pl.col("observed") == "unchanged") & (pl.col("sealed_status") != pl.when(pending).then(0).otherwise(1)))
+            | ((pl.col("observed") == "refunded") & ~pending)
+        ).then(pl.lit("unexpected")).otherwise(pl.col("observed")),
+    )
+    rules = frame.filter(pl.col("observed").is_not_null()).group_by("escrow_id").agg(
+        unchanged=(pl.col("observed") == "unchanged").any(),
+        refund=((pl.col("observed") == "refunded") & pending).any(),
+        pay_pending=((pl.col("observed") == "paid") & pending).any(),
+        pay_started=((pl.col("observed") == "paid") & ~pending).any(),
+    ).with_columns(
+        contradicts=(pl.col("unchanged").cast(pl.Int8) + pl.col("refund").cast(pl.Int8) + pl.col("pay_pending").cast(pl.Int8) > 1)
+        | (pl.col("unchanged") & pl.col("pay_started")),
+    )
+    frame = frame.join(rules, on="escrow_id", how="left")
+    conflicted = conflicts.select("escrow_id", "inference_id").unique().with_columns(copies_disagree=pl.lit(True))
+    frame = frame.join(conflicted, on=["escrow_id", "inference_id"], how="left").with_columns(
+        pl.col("copies_disagree").fill_null(False))
+    by_rule = (
+        pl.when(pl.col("contradicts")).then(None)
+        .when(pl.col("unchanged")).then(pl.lit("unchanged"))
+        .when(pl.col("refund")).then(pl.when(pending).then(pl.lit("refunded")).otherwise(pl.lit("paid")))
+        .when(pl.col("pay_pending")).then(pl.lit("paid"))
+        .when(pl.col("pay_started") & ~pending).then(pl.lit("paid"))
+    )
+    outcome = (
+        pl.when(~pl.col("drained") | pl.col("copies_disagree")).then(None)
+        .when(pl.col("observed").is_in(["unchanged", "refunded", "paid"]) & ~pl.col("contradicts").fill_null(False))
+        .then(pl.col("observed"))
+        .otherwise(by_rule)
+    )
+    frame = frame.with_columns(drain_outcome=outcome).with_columns(
+        # status stays what the store says; without a full sealed row, what the drain made of it.
+        status=pl.when(~pl.col("drained")).then(pl.col("status"))
+        .when(observed_row).then(_status_name("sealed_status"))
+        .otherwise(pl.coalesce(
+            pl.col("drain_outcome").replace_strict(STATUS_AFTER_DRAIN, default=None, return_dtype=pl.String),
+            pl.col("pre_drain_status"))),
+    )
+    unexpected = frame.filter((pl.col("observed") == "unexpected") | (pl.col("observed").is_not_null() & pl.col("contradicts")))
+    copies = conflicts.join(frame.filter(pl.col("drained")).select("escrow_id", "inference_id", "epoch_id"),
+                            on=["escrow_id", "inference_id"], how="inner")
+    disagreements = pl.concat([
+        unexpected.select(
+            "epoch_id", "escrow_id", "inference_id", pl.lit("drain_outcome").alias("field"),
+            pl.concat_str(pl.lit("drained while "), pl.col("pre_drain_status")).alias("replayed"),
+            pl.concat_str(pl.lit("sealed_status "), pl.col("sealed_status").cast(pl.String),
+                          pl.when(pl.col("contradicts")).then(pl.lit(" (escrow's drained rows contradict each other)"))
+                          .otherwise(pl.lit(""))).alias("sealed"),
+        ),
+        copies.group_by("epoch_id", "escrow_id", "inference_id").agg(
+            pl.lit("drained_between_copies").alias("field"),
+            pl.concat_str(pl.col("field"), pl.lit(" "), pl.col("stored"), pl.lit(" ("), pl.col("stored_source_id"), pl.lit(")"))
+            .sort().str.join("; ").alias("replayed"),
+            pl.concat_str(pl.col("field"), pl.lit(" "), pl.col("copy"), pl.lit(" ("), pl.col("copy_source_id"), pl.lit(")"))
+            .sort().str.join("; ").alias("sealed"),
+        ).select("epoch_id", "escrow_id", "inference_id", "field", "replayed", "sealed"),
+    ])
+    keep = [c for c in inferences.columns if c != "obs_present"] + ["drain_outcome"]
+    return frame.select(keep), disagreements

@@ -15,8 +15,13 @@ confirm it. Rules (sources.md §3, newest build):
   already validated) adds weight; then votes_invalid > T → Invalidated, else
   votes_valid > T → Validated (votes_valid includes the pre-challenge
   validations). Votes after resolution are in the log but change nothing.
-- Settlement (latest nonce ≥ finalize nonce + N) drains records still Pending or
-  Started to Finished without a finish transaction (sources.md §3.6).
+- A timeout with reason 3 (ERROR, one build line) is an error miss: it applies to a
+  Finished record like MsgErrorMiss does.
+- Settlement (latest nonce ≥ finalize nonce + N) drains the records still Pending or
+  Started: live at the settlement nonce with no finish, timeout or error-miss
+  transaction. What the drain did to them depends on the writer's release line
+  (sealed unchanged, refunded, or paid); the replay only marks them `drained` with
+  their `pre_drain_status` and leaves the outcome to the sealed rows (derive.py).
 
 Everything is computed per inference with Polars window/group operations, so the
 cost is a few passes over the escrow's transactions.
@@ -28,7 +33,7 @@ import polars as pl
 
 # Orders transactions within an escrow: nonce first, then position in the diff.
 POS = (pl.col("nonce") * 1_000_000 + pl.col("tx_index")).alias("pos")
-REFUSED, EXECUTION = 1, 2
+REFUSED, EXECUTION, ERROR = 1, 2, 3
 INF = 2**62
 
 
@@ -88,7 +93,8 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
         finish_pos=_first(kind == "finish"),
         refused_pos=_first((kind == "timeout") & pl.col("applied") & (pl.col("timeout_reason") == REFUSED)),
         execution_pos=_first((kind == "timeout") & pl.col("applied") & (pl.col("timeout_reason") == EXECUTION)),
-        errormiss_pos=_first((kind == "error_miss") & pl.col("applied")),
+        errormiss_pos=_first(((kind == "error_miss") | ((kind == "timeout") & (pl.col("timeout_reason") == ERROR)))
+                             & pl.col("applied")),
         model=pl.col("model").filter(kind == "start").first(),
         started_at=pl.col("started_at").filter(kind == "start").first(),
         confirmed_at=pl.col("confirmed_at").filter(kind == "confirm").first(),
@@ -99,8 +105,10 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
         group_size=pl.col("group_size").first(),
         vote_threshold=pl.col("vote_threshold").first(),
     )
-    # A refusal needs Pending (before the receipt); an execution timeout needs Started.
+    # A refusal needs Pending (before the receipt); an execution timeout needs Started; an error
+    # miss needs Finished.
     facts = facts.with_columns(
+        errormiss_pos=pl.when(pl.col("errormiss_pos") > pl.col("finish_pos")).then(pl.col("errormiss_pos")),
         timeout_pos=pl.min_horizontal(
             pl.when(pl.col("refused_pos") < pl.col("confirm_pos").fill_null(INF)).then(pl.col("refused_pos")),
             pl.when(
@@ -189,11 +197,21 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
     timed_out = pl.col("timeout_pos").is_not_null() & (pl.col("timeout_pos") < pl.col("finish_pos").fill_null(INF))
     drained = (
         no_finish & ~timed_out & pl.col("start_pos").is_not_null()
-        & pl.col("settlement_nonce").is_not_null() & (pl.col("start_nonce") < pl.col("settlement_nonce"))
+        & pl.col("settlement_nonce").is_not_null() & (pl.col("start_nonce") <= pl.col("settlement_nonce"))
     )
-    facts = facts.with_columns(drained=drained).with_columns(
+    error_missed = pl.col("errormiss_pos").is_not_null() & ~challenged_now & ~no_finish
+    facts = facts.with_columns(
+        drained=drained,
+        pre_drain_status=pl.when(drained).then(
+            pl.when(pl.col("confirm_pos").is_not_null()).then(pl.lit("started")).otherwise(pl.lit("pending"))),
+        miss_kind=pl.when(timed_out & (pl.col("timeout_pos") == pl.col("refused_pos"))).then(pl.lit("refused"))
+        .when(timed_out).then(pl.lit("execution"))
+        .when(error_missed).then(pl.lit("error_miss")),
+        miss_nonce=pl.when(timed_out).then(pl.col("timeout_pos") // 1_000_000)
+        .when(error_missed).then(pl.col("errormiss_pos") // 1_000_000),
+    ).with_columns(
+        # A drained record keeps the status the log last gave it; derive.py applies the drain outcome.
         status=pl.when(timed_out).then(pl.lit("timed_out"))
-        .when(no_finish & pl.col("drained")).then(pl.lit("finished"))
         .when(no_finish & pl.col("confirm_pos").is_not_null()).then(pl.lit("started"))
         .when(no_finish).then(pl.lit("pending"))
         .when(pl.col("errormiss_pos").is_not_null() & ~challenged_now).then(pl.lit("timed_out"))
@@ -212,7 +230,7 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
     )
     inferences = facts.select(
         "escrow_id", "inference_id", "model", "executor_slot", "status", "challenged", "finished", "drained",
-        "votes_valid", "votes_invalid", "input_tokens", "output_tokens", "started_at", "confirmed_at",
+        "pre_drain_status", "miss_kind", "miss_nonce", "settlement_nonce", "votes_valid", "votes_invalid", "input_tokens", "output_tokens", "started_at", "confirmed_at",
         "resolved_nonce", "start_nonce", "finish_slot",
     ).with_columns(cleared=pl.col("challenged") & (pl.col("status") == "validated"))
 

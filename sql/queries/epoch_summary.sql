@@ -1,16 +1,18 @@
 -- name: epoch_summary
--- description: Per epoch: escrows, inferences by status, and validation verdicts (valid / invalid).
+-- description: Per epoch: escrows, inferences by status, drained records, and validation verdicts (valid / invalid).
+-- Records drained at settlement are counted only under drained, whatever status the drain left them in.
 -- params: none
 WITH s AS (
   SELECT epoch_id,
          count(*) AS inferences,
-         count(*) FILTER (status = 'pending') AS pending,
-         count(*) FILTER (status = 'started') AS started,
-         count(*) FILTER (status = 'finished') AS finished,
-         count(*) FILTER (status = 'challenged') AS challenged,
-         count(*) FILTER (status = 'validated') AS validated,
-         count(*) FILTER (status = 'invalidated') AS invalidated,
-         count(*) FILTER (status = 'timed_out') AS timed_out
+         count(*) FILTER (status = 'pending' AND NOT drained) AS pending,
+         count(*) FILTER (status = 'started' AND NOT drained) AS started,
+         count(*) FILTER (status = 'finished' AND NOT drained) AS finished,
+         count(*) FILTER (status = 'challenged' AND NOT drained) AS challenged,
+         count(*) FILTER (status = 'validated' AND NOT drained) AS validated,
+         count(*) FILTER (status = 'invalidated' AND NOT drained) AS invalidated,
+         count(*) FILTER (status = 'timed_out' AND NOT drained) AS timed_out,
+         count(*) FILTER (drained) AS drained
   FROM inferences GROUP BY epoch_id
 ), v AS (
   SELECT epoch_id, count(*) FILTER (valid) AS validations_valid, count(*) FILTER (NOT valid) AS validations_invalid
@@ -21,7 +23,7 @@ WITH s AS (
 SELECT e.epoch_id AS epoch, e.escrows, coalesce(s.inferences, 0) AS inferences,
        coalesce(s.pending, 0) AS pending, coalesce(s.started, 0) AS started, coalesce(s.finished, 0) AS finished,
        coalesce(s.challenged, 0) AS challenged, coalesce(s.validated, 0) AS validated,
-       coalesce(s.invalidated, 0) AS invalidated, coalesce(s.timed_out, 0) AS timed_out,
+       coalesce(s.invalidated, 0) AS invalidated, coalesce(s.timed_out, 0) AS timed_out, coalesce(s.drained, 0) AS drained,
        coalesce(v.validations_valid, 0) AS validations_valid, coalesce(v.validations_invalid, 0) AS validations_invalid
 FROM e LEFT JOIN s USING (epoch_id) LEFT JOIN v USING (epoch_id)
 ORDER BY epoch

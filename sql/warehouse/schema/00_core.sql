@@ -78,6 +78,38 @@ CREATE TABLE IF NOT EXISTS d_validations (
   event_at TIMESTAMPTZ, validator_build VARCHAR, executor_build VARCHAR, final_status VARCHAR,
   inference_started_at TIMESTAMPTZ, PRIMARY KEY (escrow_id, nonce, tx_index));
 
+-- Drain and miss columns added after the first release of d_inferences (older warehouse files).
+ALTER TABLE d_inferences ADD COLUMN IF NOT EXISTS pre_drain_status VARCHAR;
+ALTER TABLE d_inferences ADD COLUMN IF NOT EXISTS drain_outcome VARCHAR;
+ALTER TABLE d_inferences ADD COLUMN IF NOT EXISTS miss_kind VARCHAR;
+ALTER TABLE d_inferences ADD COLUMN IF NOT EXISTS miss_nonce BIGINT;
+
+-- Two copies whose real seals (sealed_nonce > 0, full rows) of one inference differ. Sealed rows are
+-- final once written, so such a difference is a conflict to report, never a newest-wins update.
+CREATE TABLE IF NOT EXISTS raw_sealed_conflicts (
+  escrow_id VARCHAR NOT NULL, inference_id BIGINT NOT NULL, epoch_id BIGINT, field VARCHAR NOT NULL,
+  stored VARCHAR, copy VARCHAR, stored_source_id VARCHAR, copy_source_id VARCHAR NOT NULL, run_id VARCHAR,
+  PRIMARY KEY (escrow_id, inference_id, field, copy_source_id));
+
+-- The latest checkpoint of each escrow (snapshots.state_data decoded); the copy with the newer
+-- checkpoint nonce wins. Host stats hold the slot's history before an import too.
+CREATE TABLE IF NOT EXISTS raw_snapshots (
+  escrow_id VARCHAR PRIMARY KEY, epoch_id BIGINT NOT NULL, snapshot_nonce BIGINT, created_at BIGINT,
+  state_latest_nonce BIGINT, phase BIGINT, finalize_nonce BIGINT, balance BIGINT, fees BIGINT, token_price BIGINT,
+  vote_threshold BIGINT, group_size BIGINT, live_records BIGINT, root_prefixed BOOLEAN, source_id VARCHAR);
+
+CREATE TABLE IF NOT EXISTS raw_snapshot_host_stats (
+  escrow_id VARCHAR NOT NULL, slot_id BIGINT NOT NULL, epoch_id BIGINT NOT NULL, snapshot_nonce BIGINT,
+  missed BIGINT, invalid BIGINT, cost BIGINT, required_validations BIGINT, completed_validations BIGINT,
+  PRIMARY KEY (escrow_id, slot_id));
+
+-- Records still live at the checkpoint (the state's inferences map).
+CREATE TABLE IF NOT EXISTS raw_snapshot_live (
+  escrow_id VARCHAR NOT NULL, inference_id BIGINT NOT NULL, epoch_id BIGINT NOT NULL, snapshot_nonce BIGINT,
+  status BIGINT, executor_slot BIGINT, model VARCHAR, input_length BIGINT, max_tokens BIGINT, input_tokens BIGINT,
+  output_tokens BIGINT, reserved_cost BIGINT, actual_cost BIGINT, started_at BIGINT, confirmed_at BIGINT,
+  votes_valid BIGINT, votes_invalid BIGINT, PRIMARY KEY (escrow_id, inference_id));
+
 -- Where the diff-log replay and the copy's sealed rows disagree (sealed rows are best-effort).
 CREATE TABLE IF NOT EXISTS d_replay_disagreements (
   epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, field VARCHAR, replayed VARCHAR, sealed VARCHAR,

@@ -22,7 +22,8 @@ SELECT t.epoch_id, t.escrow_id, t.nonce, t.tx_index, t.kind,
        t.valid,
        CASE
          WHEN t.kind = 'timeout' THEN CASE t.timeout_reason WHEN 1 THEN 'refused' WHEN 2 THEN 'execution'
-                                       WHEN 0 THEN 'unspecified' ELSE 'reason ' || t.timeout_reason END
+                                       WHEN 3 THEN 'error' WHEN 0 THEN 'unspecified'
+                                       ELSE 'reason ' || t.timeout_reason END
          WHEN t.kind = 'other' THEN t.member || ' (field ' || coalesce(t.field_number::VARCHAR, '?') || ')'
        END AS reason,
        tt.event_at
@@ -38,7 +39,8 @@ LEFT JOIN d_tx_times tt ON tt.escrow_id = t.escrow_id AND tt.nonce = t.nonce;
 CREATE OR REPLACE VIEW inferences AS
 SELECT epoch_id, escrow_id, inference_id, model, executor, executor_slot, status, sealed,
        challenged, votes_valid, votes_invalid, input_tokens, output_tokens, started_at, confirmed_at,
-       executor_build, cleared, finished, drained, event_at, sealed_nonce, sealed_status
+       executor_build, drained, pre_drain_status, drain_outcome, cleared, finished, miss_kind, event_at,
+       sealed_nonce, sealed_status
 FROM d_inferences;
 
 CREATE OR REPLACE VIEW validations AS
@@ -52,10 +54,10 @@ SELECT epoch_id, escrow_id, inference_id, field, replayed, sealed FROM d_replay_
 
 COMMENT ON VIEW escrows IS 'One row per escrow (devshard session): epoch, model, runtime version, status (active/settled), group size N, VoteThreshold (tallies must exceed it), validation rate in basis points, creator (gateway), settlement time (UTC). Newest copy wins.';
 COMMENT ON VIEW escrow_slots IS 'Group membership: one row per slot with the address holding it; address_slots = vote weight of that address in the escrow.';
-COMMENT ON VIEW txs IS 'Every transaction of the diff log, deduplicated across copies and hosts on (escrow_id, nonce, tx_index). kind in start, confirm, finish, timeout, validation, vote, error_miss, finalize, other; reason = timeout reason, or the oneof member / field number of kind other. event_at = diffs.created_at when set, else the escrow nonce clock.';
-COMMENT ON VIEW inferences IS 'One row per inference, status from replaying the diff log under the devshard state machine (sealed rows only confirm it). sealed = a sealed row with sealed_nonce > 0; challenged = ever received an invalid MsgValidation; cleared = challenged then validated; finished = has a finish transaction; drained = made Finished by the settlement drain without one. executor_build from an as-of join of host_builds on event_at.';
+COMMENT ON VIEW txs IS 'Every transaction of the diff log, deduplicated across copies and hosts on (escrow_id, nonce, tx_index). kind in start, confirm, finish, timeout, validation, vote, error_miss, finalize, other; reason = timeout reason (refused 1, execution 2, error 3: a reason-3 timeout is an error miss), or the oneof member / field number of kind other. event_at = diffs.created_at when set, else the escrow nonce clock.';
+COMMENT ON VIEW inferences IS 'One row per inference, status from replaying the diff log under the devshard state machine (sealed rows only confirm it). sealed = a sealed row with sealed_nonce > 0; challenged = ever received an invalid MsgValidation; cleared = challenged then validated; finished = has a finish transaction; drained = still pending or started when the escrow entered settlement (no finish, timeout or error-miss transaction before it): never an answer, never a miss; pre_drain_status = pending | started (NULL when not drained); drain_outcome = unchanged (sealed as it was) | refunded (pending -> timed_out, cost back to the creator) | paid (-> finished at reserved cost), NULL when the copy does not tell or copies disagree; status stays what the store says; miss_kind = refused | execution | error_miss (MsgErrorMiss or a reason-3 timeout) for the inferences that are misses. executor_build from an as-of join of host_builds on event_at.';
 COMMENT ON VIEW validations IS 'Every verdict in the diff log: kind validation (MsgValidation, the sampled check) or vote (MsgValidationVote after a challenge). counted = the verdict added weight to the tally; after_resolution = cast after the inference was validated or invalidated (a no-op); final_status and inference_started_at = the judged inference''s final status and start. Builds from as-of joins of host_builds on event_at.';
 COMMENT ON VIEW host_builds IS 'Build timeline of hosts (gonka-evidence builds FILE.toml): each entry lasts from valid_from until the host''s next entry (valid_to, NULL = open).';
-COMMENT ON VIEW replay_disagreements IS 'Inferences whose replayed facts differ from the copy''s sealed row (status, votes, executor slot, tokens).';
+COMMENT ON VIEW replay_disagreements IS 'Inferences whose replayed facts differ from the copy''s sealed row (status, votes, executor slot, tokens); field drain_outcome = a drained record sealed with a status no drain rule gives (or the escrow''s drained rows contradict each other); field drained_between_copies = two copies of the escrow hold different seals of a drained record (replayed = the stored copy, sealed = the other copy).';
 COMMENT ON TABLE ingest_runs IS 'One row per ingest run: source id (lineage UUID or path), kind, copy time, rows per table (JSON), status, pipeline version.';
 COMMENT ON TABLE quarantine IS 'Rows that could not be decoded (bad protobuf, bad JSON, unknown values), with source, table, key and reason.';

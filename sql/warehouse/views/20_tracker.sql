@@ -154,7 +154,8 @@ FROM rates
 WHERE whole >= 20 AND part > 0 AND part >= warn * whole;
 
 -- The tracker against session storage, per escrow held by both: protocol_invalid vs inferences
--- invalidated, protocol_misses vs inferences timed out (executor = the participant).
+-- invalidated, protocol_misses vs misses (timeouts and error misses; a record timed out by the
+-- settlement drain is not a miss) with the executor as the participant.
 CREATE OR REPLACE VIEW tracker_cross_checks AS
 WITH ledger AS (
   SELECT e.epoch_id, e.escrow_id, s.address AS participant, (sum(coalesce(h.invalid, 0)))::BIGINT AS protocol_invalid,
@@ -166,7 +167,7 @@ WITH ledger AS (
 ),
 session AS (
   SELECT escrow_id, executor AS participant, count(*) FILTER (WHERE status = 'invalidated') AS invalidated,
-         count(*) FILTER (WHERE status = 'timed_out') AS timed_out
+         count(*) FILTER (WHERE miss_kind IS NOT NULL) AS timed_out
   FROM d_inferences GROUP BY ALL
 )
 SELECT l.epoch_id, l.escrow_id, l.participant, u.check_name, u.tracker, u.session, u.tracker - u.session AS difference,
@@ -196,6 +197,6 @@ LEFT JOIN inferences i ON i.escrow_id = a.escrow_id AND i.inference_id = a.infer
 COMMENT ON VIEW tracker_counter_rows IS 'Accounting-ledger counter rows (summed across writers) and saved accounting-API counters, attributed to (epoch, participant, model) through the escrow slot list; counter_key parsed (known fields as columns, raw JSON in key_json). origin = ledger | api.';
 COMMENT ON VIEW tracker_participants IS 'The gateway tracker''s per-participant record per (epoch, participant, model), summed over every slot the participant holds: assigned_nonces (nonces 1..latest with nonce mod N = slot, protocol-only included), dispositions, delivered (finished_* without warm-up probes), flag counts slow_decode/slow_chunk/slow_receipt (PoC phase and warm-up excluded), clock_drifted/logprobs_decoded (warm-up excluded), protocol_misses / protocol_invalid (host stats), unresolved_challenges; chain_* columns from saved chain REST JSON. origin = ledger (a ledger database) or api (saved API responses, used only where no ledger row exists).';
 COMMENT ON VIEW tracker_findings IS 'Findings recomputed from tracker_participants (never stored upstream): code, severity (warning|critical), part, whole, rate and thresholds of the newer build; no finding when whole < 20.';
-COMMENT ON VIEW tracker_cross_checks IS 'Per escrow held by both the ledger and session storage: the tracker''s protocol_invalid against inferences invalidated and protocol_misses against inferences timed out (executor = participant); agrees = equal.';
+COMMENT ON VIEW tracker_cross_checks IS 'Per escrow held by both the ledger and session storage: the tracker''s protocol_invalid against inferences invalidated and protocol_misses against misses (timeouts and error misses, drained records excluded; executor = participant); agrees = equal.';
 COMMENT ON VIEW tracker_disagreements IS 'The rows of tracker_cross_checks where the tracker and session storage disagree.';
 COMMENT ON VIEW answer_checks IS 'One row per stored answer (payload storage): sampling parameters of the request (absent = API defaults temperature 1, top_p 1; sampling = greedy when temperature is 0), usage.completion_tokens, logprob entries, positions whose top_logprobs repeat a token, NaN / missing logprobs, tokens that are not numeric ids, empty answers, sse = streamed response, complete = parsed to the end. Bodies are not stored.';

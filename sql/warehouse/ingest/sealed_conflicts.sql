@@ -1,0 +1,21 @@
+-- Real seals (sealed_nonce > 0, full rows) of this copy that differ from the stored ones of another copy.
+-- A seal is final once written, so every hosts' copy of one escrow must hold the same one.
+-- params: $source_id (this copy), $run_id
+WITH pairs AS (
+  SELECT n.escrow_id, n.inference_id, n.epoch_id, s.source_id AS stored_source_id,
+         r.sealed_status AS stored_status, n.sealed_status AS copy_status,
+         r.sealed_actual_cost AS stored_cost, n.sealed_actual_cost AS copy_cost
+  FROM new_sealed n
+  JOIN raw_sealed_inferences r USING (escrow_id, inference_id)
+  JOIN raw_sessions s USING (escrow_id)
+  WHERE n.sealed_nonce > 0 AND r.sealed_nonce > 0 AND coalesce(n.obs_present, TRUE) AND coalesce(r.obs_present, TRUE)
+    AND s.source_id IS DISTINCT FROM $source_id
+)
+SELECT escrow_id, inference_id, epoch_id, u.field, u.stored, u.copy, stored_source_id,
+       $source_id AS copy_source_id, $run_id AS run_id
+FROM pairs
+CROSS JOIN UNNEST([
+  {'field': 'sealed_status', 'stored': stored_status::VARCHAR, 'copy': copy_status::VARCHAR},
+  {'field': 'sealed_actual_cost', 'stored': stored_cost::VARCHAR, 'copy': copy_cost::VARCHAR}
+]) AS t(u)
+WHERE u.stored IS DISTINCT FROM u.copy

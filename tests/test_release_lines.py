@@ -1,0 +1,143 @@
+"""Copies of every upstream release line, in both layouts: the drain rules, reason-3 error misses,
+migration lists, older ledgers and checkpoints (including an escrow joined by import) are read as
+defined, and PostgreSQL and SQLite give identical views."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+from typer.testing import CliRunner
+
+from pipeline.cli import app
+
+from pipeline.samples.release_lines import SAMPLE_LINES
+from pipeline.sources import open_store
+from tests.helpers import frame, ingest
+
+# Public views compared between layouts, with their ordering keys.
+KEYS = {
+    "inferences": "escrow_id, inference_id",
+    "txs": "escrow_id, nonce, tx_index",
+    "validations": "escrow_id, nonce, tx_index",
+    "escrows": "escrow_id",
+    "snapshot_host_stats": "escrow_id, slot_id",
+    "replay_disagreements": "escrow_id, inference_id, field",
+    "tracker_participants": "epoch_id, participant, model",
+    "answer_checks": "escrow_id, inference_id",  # payloads: payload_storage.inference_id INT or BIGINT
+}
+RECOGNISED = {  # (PostgreSQL database, SQLite epoch file) as doctor names them
+    "v0.2.13": ("v0.2.13", "pre-squash epoch list"),
+    "v0.2.14": ("v0.2.14", "pre-squash epoch list"),
+    "ha": ("HA line", "squashed epoch list"),
+    "snapshot-import": ("snapshot-import line", "squashed epoch list with snapshot import"),
+}
+TRUTH_COLUMNS = ["escrow_id", "inference_id", "executor", "status", "challenged", "sealed", "finished", "drained",
+                 "pre_drain_status", "drain_outcome", "miss_kind", "votes_valid", "votes_invalid"]
+
+
+def _views(wh) -> dict[str, pl.DataFrame]:
+    return {v: frame(wh, f"SELECT * FROM {v} ORDER BY {k}") for v, k in KEYS.items()}
+
+
+@pytest.fixture(scope="module")
+def line_copies(timeline):
+    return {name: timeline.copy(last_epoch=4, line=name) for name in SAMPLE_LINES}
+
+
+@pytest.mark.parametrize("line", list(SAMPLE_LINES))
+def test_each_release_line_reads_as_defined_in_both_layouts(line, tmp_path, line_copies, pg_database):
+    copy = line_copies[line]
+    store = copy.write_sqlite(tmp_path / "store", ledger=True)
+    url = pg_database()
+    copy.write_postgres(url, ledger=True)
+    sqlite_summary = ingest(tmp_path / "a.duckdb", store)
+    pg_summary = ingest(tmp_path / "b.duckdb", url)
+
+    a, b = _views(tmp_path / "a.duckdb"), _views(tmp_path / "b.duckdb")
+    for name in KEYS:
+        # An older PostgreSQL ledger lacks set tables that the SQLite blob of the same ledger has.
+        if name != "tracker_participants" or not copy.release_line.ledger_tables_absent:
+            assert_frame_equal(a[name], b[name], check_exact=True)
+    assert b["tracker_participants"].height > 0
+
+    want = copy.truth.inferences.rename({"has_finish_tx": "finished"}).select(TRUTH_COLUMNS).sort("escrow_id", "inference_id")
+    assert_frame_equal(a["inferences"].select(TRUTH_COLUMNS), want, check_dtypes=False)
+    assert a["replay_disagreements"].height == 0
+    # The three drain rules are all in the copy, and none of their records is an answer or a miss.
+    drained = a["inferences"].filter(pl.col("drained"))
+    assert set(drained["drain_outcome"]) == {"unchanged", "refunded", "paid"}
+    assert not drained["finished"].any() and drained["miss_kind"].is_null().all()
+    # Checkpoint host stats: what the host wrote, and the diff log agrees wherever it holds the whole history.
+    stats = a["snapshot_host_stats"]
+    got = stats.select("epoch_id", "escrow_id", "slot_id", "snapshot_nonce", "missed", "invalid", "cost")
+    assert_frame_equal(got, copy.truth.snapshot_host_stats.sort("escrow_id", "slot_id"), check_dtypes=False)
+    assert stats.filter(~pl.col("history_before_import"))["agrees_log"].all()
+    imported = copy.truth.planted["imported"]
+    assert stats.filter(pl.col("history_before_import"))["escrow_id"].unique().to_list() == [
+        i["escrow_id"] for i in imported]
+    if imported:
+        assert not stats.filter(pl.col("history_before_import"))["agrees_log"].all()  # shown, not hidden
+        assert sqlite_summary.snapshot_disagreements_imported > 0
+    # Nothing but the planted unknown transaction kinds is quarantined: no gap before an import.
+    for wh in (tmp_path / "a.duckdb", tmp_path / "b.duckdb"):
+        reasons = frame(wh, "SELECT DISTINCT reason FROM quarantine")["reason"].to_list()
+        assert all(r.startswith("unknown tx kind") for r in reasons), reasons
+    assert sqlite_summary.snapshot_disagreements == pg_summary.snapshot_disagreements
+
+    for source, expected in ((url, RECOGNISED[line][0]), (str(store), RECOGNISED[line][1])):
+        described = open_store(source)
+        try:
+            d = described.describe()
+        finally:
+            described.close()
+        assert any(v.split(" (")[0] == expected for k, v in d.release_lines.items() if k != "_meta.db"), d.release_lines
+        assert "0 undecodable" in d.snapshots and f"{len(imported)} escrows joined by import" in d.snapshots
+
+
+def test_reason_3_timeouts_are_error_misses(tmp_path, line_copies):
+    copy = line_copies["ha"]
+    planted = pl.DataFrame(copy.truth.planted["reason3_error_misses"])
+    assert planted.height > 0
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, copy.write_sqlite(tmp_path / "store"))
+    got = frame(wh, "SELECT i.epoch_id, i.escrow_id, i.inference_id, i.status, i.miss_kind, t.kind, t.reason "
+                    "FROM inferences i JOIN txs t ON t.escrow_id = i.escrow_id AND t.inference_id = i.inference_id "
+                    "AND t.kind = 'timeout' WHERE t.reason = 'error' ORDER BY ALL")
+    assert got.select("epoch_id", "escrow_id", "inference_id").to_dicts() == planted.sort(pl.all()).to_dicts()
+    assert set(got["miss_kind"]) == {"error_miss"} and set(got["status"]) == {"timed_out"}
+
+
+def target_status(copy, target) -> str:
+    row = copy.truth.inferences.filter(
+        (pl.col("escrow_id") == target["escrow_id"]) & (pl.col("inference_id") == target["inference_id"]))
+    return row["status"][0]
+
+
+def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_path, line_copies):
+    copy = line_copies["ha"]
+    target = next(d for d in copy.truth.planted["drained"] if d["escrow_id"].endswith("100") and d["epoch_id"] == 2)
+    rows = [dict(r) for r in copy.tables["sealed_inferences"]]
+    for r in rows:
+        if (r["escrow_id"], r["inference_id"]) == (target["escrow_id"], target["inference_id"]):
+            r["sealed_status"] = 6  # this host claims the record was refunded
+    other = dataclasses.replace(copy, tables={**copy.tables, "sealed_inferences": rows})
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, copy.write_sqlite(tmp_path / "host-a"))
+    ingest(wh, other.write_sqlite(tmp_path / "host-b"))
+    where = f"escrow_id = '{target['escrow_id']}' AND inference_id = {target['inference_id']}"
+    row = frame(wh, f"SELECT drained, drain_outcome, status FROM inferences WHERE {where}").row(0, named=True)
+    # The seal stored first stays (a seal is final); the outcome is left unknown rather than picked.
+    assert row == {"drained": True, "drain_outcome": None, "status": target_status(copy, target)}
+    fields = frame(wh, f"SELECT field FROM replay_disagreements WHERE {where}")["field"].to_list()
+    assert fields == ["drained_between_copies"]
+    reasons = frame(wh, "SELECT reason FROM quarantine WHERE table_name = 'sealed_inferences'")["reason"].to_list()
+    assert len(reasons) == 1 and "copies disagree on the sealed row: sealed_status" in reasons[0]
+    shown = CliRunner().invoke(app, ["doctor", str(tmp_path / "host-b"), "--warehouse", str(wh)])
+    assert shown.exit_code == 0, shown.output
+    assert "1 sealed rows disagree with another copy (1 of drained records" in " ".join(shown.output.split())
+    # The same copy from a third place agrees, and adds nothing.
+    ingest(wh, copy.write_sqlite(tmp_path / "host-c"))
+    assert frame(wh, "SELECT count(*) AS n FROM quarantine WHERE table_name = 'sealed_inferences'")["n"][0] == 1
