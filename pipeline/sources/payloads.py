@@ -12,9 +12,7 @@ symlink to /dev/zero).
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -22,6 +20,7 @@ from typing import Iterator
 import msgspec
 
 from pipeline.paths import sql_text
+from pipeline.sources.regular_files import FileReadError, read_regular_file
 
 NUMBER = re.compile(r"^\d+$")
 # The largest payload file one read may take: answers of tens of thousands of tokens with top-20
@@ -87,51 +86,11 @@ class _PayloadFileDoc(msgspec.Struct):
 _FILE_DOC = msgspec.json.Decoder(_PayloadFileDoc)
 
 
-class PayloadFileError(ValueError):
-    """A payload file that cannot be used, with the reason."""
-
-
-def read_regular_file(path: Path, limit: int) -> bytes:
-    """The bytes of `path` if it is a regular file (after symlinks) of at most `limit` bytes.
-
-    Opened without blocking (a FIFO with no writer would otherwise wait forever) and checked on the
-    open descriptor, so what is read is what was checked; at most `limit` + 1 bytes are ever read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise PayloadFileError(f"cannot open ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise PayloadFileError(f"not a regular file ({_file_kind(info.st_mode)})")
-        if info.st_size > limit:
-            raise PayloadFileError(f"larger than {limit:,} bytes ({info.st_size:,})")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(info.st_size + 1)  # one byte more than it holds: did it grow?
-            if len(data) > info.st_size:
-                data += f.read(limit + 1 - len(data))
-    except OSError as exc:
-        raise PayloadFileError(f"cannot read ({exc.strerror})") from None
-    finally:
-        os.close(fd)
-    if len(data) > limit:  # it grew while being read
-        raise PayloadFileError(f"larger than {limit:,} bytes")
-    return data
-
-
-def _file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "another kind"
-
-
 def read_payload_file(f: PayloadFile) -> RawPayload:
     """The file's two base64 fields decoded; a file that cannot be used comes back with `problem` set."""
     try:
         doc = _FILE_DOC.decode(read_regular_file(f.path, MAX_PAYLOAD_FILE_BYTES))
-    except PayloadFileError as exc:
+    except FileReadError as exc:
         return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, None, None, f"payload file {exc}")
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, None, None,
