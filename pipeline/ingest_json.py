@@ -69,9 +69,9 @@ def _document(data: bytes):
         data = _gunzip(data)
     try:
         return msgspec.json.decode(data)  # integers exact at any size (orjson would round them to floats)
+    except msgspec.ValidationError as exc:  # a number no integer or double holds, e.g. 1e999
+        raise Unreadable(f"a number out of range ({exc})") from None
     except msgspec.DecodeError as exc:
-        raise Unreadable(f"not JSON ({exc})") from None
-    except msgspec.ValidationError as exc:  # a number beyond a double, e.g. 1e999
         raise Unreadable(f"not JSON ({exc})") from None
     except RecursionError:
         raise Unreadable("not JSON (nested too deeply)") from None
