@@ -1,12 +1,12 @@
 """Saved JSON responses → the tracker views (`gonka-evidence ingest-json FILE...`).
 
 Hosts usually hold these rather than a gateway's database:
-- the gateway accounting API, `GET /api/v1/epochs/{n}/participants[/{addr}]` (sources.md §5.7):
-  per-participant records of schema 2–7; `counters[]` entries are `{escrow_id, key: {…}, count}`
+- the gateway accounting API, `GET /api/v1/epochs/{n}/participants[/{addr}]` (docs/sources.md,
+  Saved API and chain JSON): per-participant records of schema 2–7; `counters[]` entries are `{escrow_id, key: {…}, count}`
   up to v6 and flattened `{escrow_id, slot_id, disposition, …, count}` in v7. They land in
   `api_participants` / `api_counters` and so in tracker_participants (origin `api`, used where
   no ledger database row exists for the same epoch, participant and model);
-- chain REST (§8.1): `epoch_performance_summary`, a participant's `current_epoch_stats` (epoch
+- chain REST (same section): `epoch_performance_summary`, a participant's `current_epoch_stats` (epoch
   taken from the enclosing response), `DevshardHostEpochStats`. uint64 values are strings and
   `Decimal{value, exponent}` means value × 10^exponent. They land in `chain_participant_stats`
   (tracker_participants.chain_*).

@@ -4,7 +4,7 @@ The request gives model, temperature, top_p, max_tokens and the logprobs setting
 sampling keys are the API defaults, temperature 1 and top_p 1; `*_given` says whether the
 request named them). The response is either one `chat.completion` object or an SSE stream of
 `chat.completion.chunk` objects ending in `data: [DONE]`, with `usage` in the final chunk (the
-layouts are described in docs/). Per answer we count logprob entries, positions whose
+layouts are described in docs/sources.md, Payloads). Per answer we count logprob entries, positions whose
 `top_logprobs` repeat a token, NaN and missing logprobs, tokens that are not numeric ids, and
 whether the answer is empty.
 
