@@ -517,7 +517,7 @@ def render(results: dict) -> str:
                 lines.append(f"| {LABELS[step]} | | error: {x['error']} | | | | | {x['peak_rss_bytes'] / 2**20:,.0f} | |")
                 continue
             n = x.get("bodies", x.get("rows", 0))
-            vs = f"{x['mb_per_s'] / base:.2f}×" if base else ""
+            vs = f"{x['ratio']:.2f}× (paired)" if step == "paired" else f"{x['mb_per_s'] / base:.2f}×" if base else ""
             lines.append(f"| {LABELS[step]} | {x.get('processes', 1)} | {n:,} | {x['elapsed_s']:.2f} | {x['cpu_s']:.2f} | "
                          f"{x['mb_per_s']:,.1f} | {vs} | {x['peak_rss_bytes'] / 2**20:,.0f} / "
                          f"{x.get('peak_rss_tree_bytes', 0) / 2**20:,.0f} | {x['loadavg_after'][0]:.2f} |")
