@@ -1,6 +1,6 @@
-"""Payload-scanning benchmark (issue 4, Performance): MB/s of response bodies scanned.
+"""Payload benchmark: MB/s of stored answers scanned and ingested, against a `json.loads` loop.
 
-    python bench/payloads_bench.py [--sizes 100,300] [--regenerate] [--steps baseline,scanner,row,ingest]
+    python bench/payloads_bench.py [--sizes 100,300] [--regenerate] [--steps read,baseline,scanner,...] [--rounds 3]
 
 Generates (into git-ignored bench/data/) a store directory holding only the payload plane,
 `payloads_<MB>/payloads/{epoch}/{escrow}/{inference}.json` (base64 fields, as Go writes them),
@@ -14,20 +14,14 @@ the same bodies in the same order, and both hold the largest bodies (3,200-token
 SSE and one JSON, generated first): peak RSS at the two sizes is then comparable.
 
 Every step runs in its own child process (peak RSS = `ru_maxrss` of that child via
-`os.wait4`, as in bench/run.py) and reads the bodies the same way (`file_payloads`: read +
-base64 decode, untimed for the scan steps):
+`os.wait4`, as in bench/run.py); the scan steps read the bodies through `file_payloads`
+(file read + base64 decode), untimed:
 
   read      `file_payloads` alone: file read + base64 decode (the I/O floor of the ingest)
   baseline  plain `json.loads` loop doing the same checks naively (per SSE chunk for streams):
             logprob entries, duplicate top_logprob tokens per position, NaN / missing
             logprobs, non-numeric tokens, usage.completion_tokens → MB/s of response bodies
-  reference the previous scanner, kept as the fallback: `answer_scan._scan_reference` (orjson, per
-            SSE line, per-entry Python checks, garbage collector left on)
-  scanner_py `scan_response` without the C scanner (GONKA_EVIDENCE_NATIVE_ANSWERS=0 in the
-            child): msgspec fast path, orjson/stdlib reference path for the bodies it leaves
-  scanner   `pipeline.transforms.answer_scan.scan_response` as the ingest uses it, over the same
-            bodies in this one process: the C scanner (pipeline/native/answerscan.c) first, then
-            the Python paths for the bodies it leaves; the target is evaluated on this row
+  scanner   `pipeline.transforms.answer_scan.scan_response` over the same bodies
   row       `check_payload` (request + response + row dict) over the same payloads
   ingest_1  the registered payload plane ingester (`ingest_payloads`, from
             `pipeline.planes.PLANE_INGESTERS`) into a fresh DuckDB warehouse (schema creation
@@ -35,6 +29,9 @@ base64 decode, untimed for the scan steps):
             one process
   ingest    the same with GONKA_EVIDENCE_WORKERS=2, the opt-in (files read, decoded and checked
             in the workers)
+  paired    the baseline and ingest_1, alternated `--rounds` times in one process, so that both see
+            the same machine load; the target (ingest >= 2x the json.loads loop) is evaluated on
+            the ratio of their median wall times
 
 CPU seconds are those of the timed part: this process's CPU time while timing plus all the CPU
 time of the worker processes (the step stops multiprocessing's fork server, whose children the
@@ -43,7 +40,7 @@ largest single process (`ru_maxrss`) and, sampled every 50 ms from outside, the 
 step's process tree.
 
 MB are 10^6 bytes of decoded response bodies. Results go to bench/results/payloads.json and
-print as a table; the target (scanner >= 3x baseline, memory bounded) is evaluated.
+print as a table; the targets (paired ingest >= 2x the baseline, memory flat between sizes) are evaluated.
 """
 
 from __future__ import annotations
@@ -70,9 +67,9 @@ DATA = BENCH / "data"
 RESULTS = BENCH / "results"
 sys.path.insert(0, str(ROOT))
 
-STEPS = ("read", "baseline", "reference", "scanner_py", "scanner", "row", "ingest_1", "ingest")
-STEP_ENV = {"scanner_py": {"GONKA_EVIDENCE_NATIVE_ANSWERS": "0"}}  # set for the step's child process
-TARGETS = {"speedup_vs_json_loads": 3.0, "rss_growth": 1.10}
+STEPS = ("read", "baseline", "scanner", "row", "ingest_1", "ingest", "paired")
+TARGETS = {"ingest_vs_json_loads": 2.0, "rss_growth": 1.10}
+ROUNDS = 3  # of the paired step (--rounds)
 MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"
 EPOCH0 = 430
 ESCROWS_PER_EPOCH = 6
@@ -320,27 +317,10 @@ def step_baseline(size: int) -> dict:
     return _scan_step(size, naive_checks)
 
 
-def step_reference(size: int) -> dict:
-    from pipeline.transforms.answer_scan import _scan_reference
-
-    return _scan_step(size, _scan_reference)
-
-
 def step_scanner(size: int) -> dict:
-    from pipeline.transforms import answer_scan
+    from pipeline.transforms.answer_scan import scan_response
 
-    result = _scan_step(size, answer_scan.scan_response)
-    native = answer_scan._native  # untimed: how many bodies the C scanner decided itself
-    result["c_scanner"] = native is not None
-    result["c_decided"] = sum(native.scan(p.response) is not None for p in _payloads(size) if p.response) if native else 0
-    return result
-
-
-def step_scanner_py(size: int) -> dict:
-    from pipeline.transforms import answer_scan
-
-    assert answer_scan._native is None, "GONKA_EVIDENCE_NATIVE_ANSWERS=0 did not reach the step"
-    return _scan_step(size, answer_scan.scan_response)
+    return _scan_step(size, scan_response)
 
 
 def step_row(size: int) -> dict:
@@ -369,8 +349,9 @@ def step_ingest(size: int) -> dict:
     return _ingest(size)
 
 
-def _ingest(size: int) -> dict:
+def _ingest(size: int, timed: bool = True) -> dict:
     import pipeline.transforms.answers as answers
+    from pipeline.loading import IngestRun, ingest_run
     from pipeline.parallel import worker_count
     from pipeline.planes import PLANE_INGESTERS
     from pipeline.warehouse import open_for_write
@@ -381,12 +362,14 @@ def _ingest(size: int) -> dict:
         p.unlink(missing_ok=True)
     con = open_for_write(path)  # schema creation: not timed
     timers = {k: StepTimer() for k in ("read+check", "duckdb")}  # read+check: waiting for the checked rows
-    answers.checked_payloads = timers["read+check"].wrap_iter(answers.checked_payloads)
-    answers.insert_rows = timers["duckdb"].wrap(answers.insert_rows)
-    answers.record_problems = timers["duckdb"].wrap(answers.record_problems)
+    if timed:  # the breakdown (once per process: the wrappers stay)
+        answers.checked_payloads = timers["read+check"].wrap_iter(answers.checked_payloads)
+        IngestRun.insert = timers["duckdb"].wrap(IngestRun.insert)
+        IngestRun.quarantine = timers["duckdb"].wrap(IngestRun.quarantine)
     store = _PayloadOnlyStore(DATA / f"payloads_{size}")
     c0, started = time.process_time(), time.perf_counter()
-    counts = ingester(con, store, "bench")
+    with ingest_run(con, source_id=store.source_id, kind=store.kind, display="bench") as run:
+        ingester(con, store, run)
     elapsed = time.perf_counter() - started
     cpu_s = time.process_time() - c0 + _workers_cpu_s()
     rows, quarantined, nbytes = con.execute(
@@ -394,15 +377,34 @@ def _ingest(size: int) -> dict:
     con.close()
     breakdown = {k: t.seconds for k, t in timers.items()}
     breakdown["other"] = elapsed - sum(breakdown.values())
-    return {"elapsed_s": elapsed, "cpu_s": cpu_s, "rows": rows, "quarantined": quarantined, "counts": counts,
+    return {"elapsed_s": elapsed, "cpu_s": cpu_s, "rows": rows, "quarantined": quarantined, "counts": run.rows,
             "processes": worker_count(),
             "response_bytes": int(nbytes or 0), "mb_per_s": (nbytes or 0) / 1e6 / elapsed,
-            "breakdown_s": breakdown, "duckdb_bytes": path.stat().st_size}
+            **({"breakdown_s": breakdown} if timed else {}), "duckdb_bytes": path.stat().st_size}
 
 
-STEP_FUNCS = {"read": step_read, "baseline": step_baseline, "reference": step_reference, "scanner_py": step_scanner_py,
-              "scanner": step_scanner,
-              "row": step_row, "ingest_1": step_ingest_1, "ingest": step_ingest}
+def step_paired(size: int, rounds: int = ROUNDS) -> dict:
+    """Baseline and one-process ingest alternated in this process: the same load for both."""
+    import statistics
+
+    os.environ["GONKA_EVIDENCE_WORKERS"] = "1"
+    runs = []
+    for _ in range(rounds):
+        base = step_baseline(size)
+        ingest = _ingest(size, timed=False)
+        runs.append({"baseline_s": base["elapsed_s"], "baseline_cpu_s": base["cpu_s"], "ingest_s": ingest["elapsed_s"],
+                     "ingest_cpu_s": ingest["cpu_s"], "ratio": base["elapsed_s"] / ingest["elapsed_s"],
+                     "load1": os.getloadavg()[0]})
+    base_s = statistics.median(r["baseline_s"] for r in runs)
+    ingest_s = statistics.median(r["ingest_s"] for r in runs)
+    return {"rounds": runs, "baseline_s": base_s, "elapsed_s": ingest_s, "ratio": base_s / ingest_s,
+            "cpu_ratio": statistics.median(r["baseline_cpu_s"] for r in runs) / statistics.median(r["ingest_cpu_s"] for r in runs),
+            "cpu_s": statistics.median(r["ingest_cpu_s"] for r in runs), "rows": ingest["rows"], "processes": 1,
+            "response_bytes": ingest["response_bytes"], "mb_per_s": ingest["response_bytes"] / 1e6 / ingest_s}
+
+
+STEP_FUNCS = {"read": step_read, "baseline": step_baseline, "scanner": step_scanner, "row": step_row,
+              "ingest_1": step_ingest_1, "ingest": step_ingest, "paired": step_paired}
 
 
 def _workers_cpu_s() -> float:
@@ -422,14 +424,14 @@ def _stop_fork_server() -> None:
     forkserver._forkserver._stop()  # private, but the only way to reap it before exit (Python 3.11–3.13)
 
 
-def run_step(step: str, size: int) -> dict:
+def run_step(step: str, size: int, rounds: int = ROUNDS) -> dict:
     """One step in a child process; its peak RSS from os.wait4 (ru_maxrss is KiB on Linux)."""
     with tempfile.NamedTemporaryFile(suffix=".json", dir=DATA, delete=False) as f:
         out = Path(f.name)
     import psutil
 
     proc = subprocess.Popen([sys.executable, __file__, "--step", step, "--size", str(size), "--out", str(out)],
-                            env={**os.environ, **STEP_ENV.get(step, {})})
+                            env={**os.environ, "PAYLOADS_BENCH_ROUNDS": str(rounds)})
     tree, peak_tree = psutil.Process(proc.pid), 0
     while True:  # sample the RSS of the step's whole process tree (workers included)
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
@@ -461,16 +463,14 @@ def evaluate(sizes: dict) -> dict:
     for size, r in sizes.items():
         s = r["steps"]
         base = s.get("baseline", {}).get("mb_per_s")
+        if "ratio" in s.get("paired", {}):
+            ratio = s["paired"]["ratio"]
+            out[f"{size} ingest (1 process) vs json.loads, paired in one process"] = {
+                "value": ratio, "target": f">= {TARGETS['ingest_vs_json_loads']}", "pass": ratio >= TARGETS["ingest_vs_json_loads"]}
         if not base:
             continue
-        if "mb_per_s" in s.get("scanner", {}):
-            ratio = s["scanner"]["mb_per_s"] / base
-            out[f"{size} scanner (1 process) vs json.loads"] = {
-                "value": ratio, "target": ">= 3.0", "pass": ratio >= TARGETS["speedup_vs_json_loads"]}
-        if "mb_per_s" in s.get("scanner_py", {}):
-            out[f"{size} scanner without C (msgspec path) vs json.loads"] = {
-                "value": s["scanner_py"]["mb_per_s"] / base, "target": "(none)", "pass": None}
-        for step, what in (("ingest_1", "full ingest (1 process, default)"), ("ingest", "full ingest (2 workers)")):
+        for step, what in (("scanner", "scanner"), ("ingest_1", "full ingest (1 process, default), separate steps"),
+                           ("ingest", "full ingest (2 workers), separate steps")):
             if "mb_per_s" in s.get(step, {}):
                 out[f"{size} {what} vs json.loads"] = {"value": s[step]["mb_per_s"] / base, "target": "(none)", "pass": None}
     names = list(sizes)
@@ -492,12 +492,11 @@ def evaluate(sizes: dict) -> dict:
 LABELS = {
     "read": "read: file + base64 decode only (floor)",
     "baseline": "baseline: json.loads + naive checks",
-    "reference": "previous scanner: orjson (`_scan_reference`, now the fallback)",
-    "scanner_py": "scanner without C: `scan_response` with GONKA_EVIDENCE_NATIVE_ANSWERS=0 (msgspec fast path)",
-    "scanner": "**scanner: `scan_response` as the ingest uses it (C scanner first), one process**",
+    "scanner": "scanner: `scan_response` (msgspec), one process",
     "row": "`check_payload` (request + response + row), one process",
     "ingest_1": "full payload plane ingest → DuckDB, one process (default)",
     "ingest": "full payload plane ingest → DuckDB, 2 worker processes (opt-in)",
+    "paired": "**paired: the same ingest, median of the rounds alternated with the baseline in one process**",
 }
 
 
@@ -518,14 +517,16 @@ def render(results: dict) -> str:
                 lines.append(f"| {LABELS[step]} | | error: {x['error']} | | | | | {x['peak_rss_bytes'] / 2**20:,.0f} | |")
                 continue
             n = x.get("bodies", x.get("rows", 0))
-            vs = f"{x['mb_per_s'] / base:.2f}×" if base else ""
+            vs = f"{x['ratio']:.2f}× (paired)" if step == "paired" else f"{x['mb_per_s'] / base:.2f}×" if base else ""
             lines.append(f"| {LABELS[step]} | {x.get('processes', 1)} | {n:,} | {x['elapsed_s']:.2f} | {x['cpu_s']:.2f} | "
                          f"{x['mb_per_s']:,.1f} | {vs} | {x['peak_rss_bytes'] / 2**20:,.0f} / "
                          f"{x.get('peak_rss_tree_bytes', 0) / 2**20:,.0f} | {x['loadavg_after'][0]:.2f} |")
-        sc = r["steps"].get("scanner", {})
-        if "c_decided" in sc:
-            lines.append(f"\nscanner: the C scanner decided {sc['c_decided']:,} of {sc['bodies']:,} bodies "
-                         f"(the Python paths the rest)")
+        paired = r["steps"].get("paired", {})
+        if "rounds" in paired:
+            rounds = "; ".join(f"{x['baseline_s']:.2f} s / {x['ingest_s']:.2f} s = {x['ratio']:.2f}× (load {x['load1']:.1f})"
+                               for x in paired["rounds"])
+            lines.append(f"\npaired (baseline / ingest, wall): {rounds}; median ratio {paired['ratio']:.2f}×, "
+                         f"CPU-time ratio {paired['cpu_ratio']:.2f}×")
         for step in ("ingest_1", "ingest"):
             ing = r["steps"].get(step, {})
             if "breakdown_s" in ing:
@@ -561,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,300", help="response-body MB per size, comma separated")
     parser.add_argument("--steps", default=",".join(STEPS))
     parser.add_argument("--regenerate", action="store_true")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="baseline/ingest rounds of the paired step")
     parser.add_argument("--output", default=str(RESULTS / "payloads.json"))
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--size", help=argparse.SUPPRESS)
@@ -568,7 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.step:
-        result = STEP_FUNCS[args.step](int(args.size))
+        func = STEP_FUNCS[args.step]
+        result = func(int(args.size), int(os.environ["PAYLOADS_BENCH_ROUNDS"])) if func is step_paired else func(int(args.size))
         Path(args.out).write_text(json.dumps(result, default=str))
         return 0
 
@@ -585,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
         run_step("read", size)  # warm-up: the page cache holds the files for every step alike
         entry = {"store": infos[size], "steps": {}}
         for step in steps:
-            r = run_step(step, size)
+            r = run_step(step, size, args.rounds)
             entry["steps"][step] = r
             brief = {k: r[k] for k in ("elapsed_s", "mb_per_s", "peak_rss_bytes", "error") if k in r}
             print(f"[{size} MB] {step}: {json.dumps(brief)} load {os.getloadavg()[0]:.2f}", flush=True)

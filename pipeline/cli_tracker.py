@@ -28,6 +28,8 @@ def ingest_json(
         summary = ingest_json_files(con, files)
     finally:
         con.close()
+    for line in summary.unreadable:
+        typer.echo(f"warning: {line}; quarantined", err=True)
     rows = ", ".join(f"{table} {n}" for table, n in summary.rows.items())
     typer.echo(f"ingested {summary.files} file(s): {rows}; quarantined {summary.quarantined} "
                f"({summary.elapsed_s:.2f} s, runs {', '.join(summary.run_ids)})")

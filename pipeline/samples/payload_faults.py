@@ -1,6 +1,6 @@
 """Integrity faults planted into the stored response bodies of a copy, and the per-answer truth.
 
-Faults (sources.md §6.2), each planted in one JSON body and one SSE body:
+Faults (the body layouts are in docs/sources.md, Payloads), each planted in one JSON body and one SSE body:
 - ``token_mismatch``: usage.completion_tokens is 3 more than the logprob entries;
 - ``duplicate_top``: a position whose top_logprobs repeat a token (2 positions in the JSON body,
   1 in the SSE body);

@@ -1,4 +1,4 @@
-"""Prompt and response bodies (sources.md §6.2): chat-completions requests and answers."""
+"""Prompt and response bodies (docs/sources.md, Payloads): chat-completions requests and answers."""
 
 from __future__ import annotations
 

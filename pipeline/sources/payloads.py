@@ -1,26 +1,31 @@
-"""Stored prompt/response payloads of a copy (sources.md §6.1), as raw bytes, never written.
+"""Stored prompt/response payloads of a copy, as raw bytes, never written.
 
 PostgreSQL: the partitioned `payload_storage` table, read in Arrow batches inside the ingest's
 snapshot. Files: `payloads/{epoch}/{escrow}/{inference}.json`, one JSON object whose two
 fields are base64 (Go's encoding of byte slices). Both yield `RawPayload`s; `known` keys
 (already in the warehouse: payloads are immutable, the first write wins) are skipped before
-any body is read or decoded. A file that is not such an object comes back with `problem` set.
+any body is read or decoded. A file that cannot be used (not a regular file, larger than
+`MAX_PAYLOAD_FILE_BYTES`, unreadable, or not such an object) comes back with `problem` set, and
+so is quarantined with that reason; it is never waited on (a FIFO) or read without limit (a
+symlink to /dev/zero).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import orjson
+import msgspec
 
 from pipeline.paths import sql_text
+from pipeline.sources.regular_files import FileReadError, read_regular_file
 
 NUMBER = re.compile(r"^\d+$")
+# The largest payload file one read may take: answers of tens of thousands of tokens with top-20
+# logprobs stay far below it, and it bounds the memory a single file can claim.
+MAX_PAYLOAD_FILE_BYTES = 256 * 2**20
 
 
 @dataclass
@@ -53,6 +58,7 @@ class PayloadFile:
     escrow_id: str
     inference_id: int
     path: Path
+    size: int = 0  # from the listing (0 when it could not be stat'ed): batching weight only
 
 
 def payload_files(root: Path, known: set[tuple[str, int]]) -> Iterator[PayloadFile]:
@@ -64,21 +70,32 @@ def payload_files(root: Path, known: set[tuple[str, int]]) -> Iterator[PayloadFi
             for path in sorted(escrow_dir.glob("*.json")):
                 if not NUMBER.match(path.stem) or (escrow_dir.name, int(path.stem)) in known:
                     continue
-                yield PayloadFile(int(epoch_dir.name), escrow_dir.name, int(path.stem), path)
+                try:
+                    size = path.stat().st_size
+                except OSError:  # e.g. a dangling symlink: reading it reports the problem
+                    size = 0
+                yield PayloadFile(int(epoch_dir.name), escrow_dir.name, int(path.stem), path, size)
+
+
+class _PayloadFileDoc(msgspec.Struct):
+    """The file's object; msgspec decodes the base64 strings into bytes (strictly, padding included)."""
+    prompt_payload: bytes | None = None
+    response_payload: bytes | None = None
+
+
+_FILE_DOC = msgspec.json.Decoder(_PayloadFileDoc)
 
 
 def read_payload_file(f: PayloadFile) -> RawPayload:
-    """The file's two base64 fields decoded; a file that is not such an object comes back with `problem` set."""
+    """The file's two base64 fields decoded; a file that cannot be used comes back with `problem` set."""
     try:
-        doc = orjson.loads(f.path.read_bytes())
-        if not isinstance(doc, dict):
-            raise ValueError("not a JSON object")
-        prompt, response = (None if doc.get(k) is None else base64.b64decode(doc[k], validate=True)
-                            for k in ("prompt_payload", "response_payload"))
-    except (orjson.JSONDecodeError, ValueError, binascii.Error, TypeError) as exc:
+        doc = _FILE_DOC.decode(read_regular_file(f.path, MAX_PAYLOAD_FILE_BYTES))
+    except FileReadError as exc:
+        return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, None, None, f"payload file {exc}")
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, None, None,
                           f"payload file is not a base64 JSON object ({exc})")
-    return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, prompt, response)
+    return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, doc.prompt_payload, doc.response_payload)
 
 
 def file_payloads(root: Path, known: set[tuple[str, int]]) -> Iterator[RawPayload]:

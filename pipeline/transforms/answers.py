@@ -17,7 +17,7 @@ import duckdb
 from pipeline.parallel import BatchPool
 from pipeline.sources.payloads import PayloadFile, RawPayload, payload_files, postgres_payloads
 from pipeline.transforms.answer_scan import (BodyError, check_payload, check_payload_files, check_payloads,
-                                             scan_request, scan_response, scan_responses)
+                                             scan_request, scan_response)
 from pipeline.loading import IngestRun
 from pipeline.warehouse import fetch_frame, transaction
 
@@ -29,7 +29,7 @@ def _payload_bytes(p: RawPayload) -> int:
 
 
 def _file_bytes(f: PayloadFile) -> int:
-    return f.path.stat().st_size
+    return f.size
 
 
 def checked_payloads(store, known: set[tuple[str, int]], pool: BatchPool):
@@ -63,5 +63,4 @@ def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run: IngestRun, pool:
 
 
 # re-exported: the scanner's names were first defined here
-__all__ = ["BodyError", "check_payload", "checked_payloads", "ingest_payloads", "scan_request", "scan_response",
-           "scan_responses"]
+__all__ = ["BodyError", "check_payload", "checked_payloads", "ingest_payloads", "scan_request", "scan_response"]
