@@ -82,3 +82,36 @@ def test_builds_file_replaces_the_timeline_and_rejects_bad_files(tmp_path):
     bad.write_text('[[builds]]\nhost = "h1"\nlabel = "x"\nsince = "yesterday"\n')
     with pytest.raises(BuildsError, match="not an ISO-8601 time"):
         read_builds(bad)
+
+
+@pytest.mark.parametrize("text, message", [
+    (b'[[builds]]\nhost = ["h1", "h2"]\nlabel = "a"\nsince = "2026-10-01"\n', "entry 1: host must be a string, not an array"),
+    (b'[[builds]]\nhost = "h1"\nlabel = {name = "a"}\nsince = "2026-10-01"\n', "entry 1: label must be a string, not a table"),
+    (b'[[builds]]\nhost = "h1"\nlabel = "a"\nsince = 20261001\n', "since = 20261001 (an integer), not an ISO-8601 time"),
+    (b'focal_host = 3\n[[builds]]\nhost = "h1"\nlabel = "a"\nsince = "2026-10-01"\n', "focal_host must be a string, not an integer"),
+    (b'builds = [1, 2]\n', "no [[builds]] entries"),
+    (b'[[builds]]\nhost = "h\xe9"\n', "not UTF-8 text (byte 0xe9 at offset 20)"),
+    (b'[[builds]\n', "not valid TOML"),
+])
+def test_a_builds_file_of_the_wrong_shape_is_rejected_never_stringified(tmp_path, text, message):
+    path = tmp_path / "builds.toml"
+    path.write_bytes(text)
+    with pytest.raises(BuildsError) as caught:
+        read_builds(path)
+    assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_host_that_no_escrow_has_is_loaded_with_a_warning(warehouse_with_old_epochs, tmp_path, timeline, capsys):
+    builds = tmp_path / "builds.toml"
+    timeline.write_builds_toml(builds)
+    con = open_for_write(warehouse_with_old_epochs)
+    try:
+        load_builds(con, builds)
+        assert capsys.readouterr().err == ""  # every host of the generated timeline takes part in its escrows
+        builds.write_text(builds.read_text() + '\n[[builds]]\nhost = "gonka1typo"\nlabel = "x"\nsince = "2026-10-01T00:00:00Z"\n')
+        assert load_builds(con, builds) == len(timeline.builds) + 1
+    finally:
+        con.close()
+    warning = capsys.readouterr().err
+    assert warning.startswith(f"warning: {builds}: host gonka1typo is not a participant of any escrow") and warning.count("\n") == 1
