@@ -175,17 +175,23 @@ def _pid_alive(pid: int) -> bool:
 
 def remove_debris(warehouse: Path, output: Path, own: bool = False) -> list[Path]:
     """Remove what killed runs left: warehouse copies (``<warehouse>.run-PID.tmp``) and report
-    staging directories (``OUTPUT/.epoch-N.tmp-PID``, ``.old-PID``) whose process is gone, or, with
-    `own`, those of this process (a run that failed); returns what went."""
+    staging directories (``OUTPUT/.epoch-N.tmp-PID``) whose process is gone, or, with `own`, those
+    of this process (a run that failed); returns what went. A report set aside while its new
+    version was renamed in (``.epoch-N.old-PID``) goes back into place when that never happened."""
     found = [(p, p.name.removeprefix(f"{warehouse.name}.run-").split(".", 1)[0])
              for p in warehouse.parent.glob(f"{glob_escape(warehouse.name)}.run-*.tmp*")]
     if output.is_dir():
         found += [(p, p.name.rpartition("-")[2]) for p in [*output.glob(".epoch-*.tmp-*"), *output.glob(".epoch-*.old-*")]]
     removed = []
     for path, pid in found:
-        if not pid.isdigit() or (int(pid) == os.getpid()) != own or (not own and _pid_alive(int(pid))):
+        if not pid.isdigit():
             continue
-        if path.is_dir() and not path.is_symlink():
+        if not (int(pid) == os.getpid() if own else not _pid_alive(int(pid))):
+            continue
+        report = output / path.name[1:].rpartition(".old-")[0]  # .epoch-N.old-PID → epoch-N
+        if ".old-" in path.name and not report.exists():
+            path.rename(report)
+        elif path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)

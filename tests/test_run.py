@@ -237,19 +237,23 @@ def test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_abor
                 "VALUES ('killed', 'x', 'store', now(), 'running')")
     con.close()
     dead, alive = _dead_pid(), os.getppid()
+    out = tmp_path / "out"
     debris = [wh.with_name(f"warehouse.duckdb.run-{dead}.tmp"), wh.with_name(f"warehouse.duckdb.run-{dead}.tmp.wal"),
-              tmp_path / "out" / f".epoch-3.tmp-{dead}", tmp_path / "out" / f".epoch-2.old-{dead}"]
-    kept = [wh.with_name(f"warehouse.duckdb.run-{alive}.tmp"), tmp_path / "out" / f".epoch-3.tmp-{alive}"]
-    for path in debris + kept:
+              out / f".epoch-3.tmp-{dead}", out / f".epoch-2.old-{dead}", out / f".epoch-1.old-{dead}"]
+    kept = [wh.with_name(f"warehouse.duckdb.run-{alive}.tmp"), out / f".epoch-3.tmp-{alive}"]
+    (out / "epoch-1").rename(debris[-1])  # killed between setting the old report aside and renaming the new one in
+    for path in debris[:-1] + kept:
         if path.name.startswith(".epoch"):
             path.mkdir()
             (path / "report.md").write_text("half")
         else:
             path.write_bytes(b"x" * 100)
+    epoch_1 = (debris[-1] / "report.md").read_text()
 
     result = runner.invoke(app, ["run", "--config", str(cfg)])
     assert result.exit_code == 0, result.output
     assert [p for p in debris if p.exists()] == [] and all(p.exists() for p in kept)
+    assert (out / "epoch-1" / "report.md").read_text() == epoch_1 and (out / "epoch-2" / "report.md").exists()
     assert f"removed {debris[0]}: left by an interrupted run" in result.output
     assert "1 run(s) left `running` by a killed writer marked aborted" in result.output
     assert "warehouse: updated" in result.output  # the correction is published, though no data changed
@@ -362,3 +366,29 @@ def test_a_full_disk_or_a_read_only_directory_stops_the_run_with_one_line_and_no
     assert result.stdout.rstrip().endswith("left on the mount:"), result.stdout[-300:]
     # What the failed run leaves beside its files: nothing (no warehouse, no copy, no lock, no staging).
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["builds.toml", "c.toml", "copy", mount])
+
+
+@pytest.mark.heavy
+def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
+    import signal
+    import time
+
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 4)
+    wh = tmp_path / "wh" / "warehouse.duckdb"
+    run = subprocess.Popen([SCRIPT, "run", "--config", str(cfg)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    copy = wh.with_name(f"warehouse.duckdb.run-{run.pid}.tmp")
+    deadline = time.monotonic() + 300
+    while not copy.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert copy.exists() and not wh.exists()  # killed while it worked on its copy: nothing published
+
+    second = runner.invoke(app, ["run", "--config", str(cfg)])
+    assert second.exit_code == 0, second.output
+    assert f"removed {copy}: left by an interrupted run" in second.output
+    assert "new reports: epoch 2, epoch 3" in second.output  # the copy of epoch 4 holds epochs 2-4
+    assert sorted(p.name for p in wh.parent.iterdir()) == ["warehouse.duckdb"]  # no copy, no lock, no WAL
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["epoch-2", "epoch-3"]
