@@ -103,7 +103,8 @@ def _ingest_cmd(warehouse, store) -> list[str]:
     return [sys.executable, "-m", "pipeline.cli", "ingest", str(store), "--warehouse", str(warehouse)]
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.3, 0.6, 0.9, 1.5])
+# One instant in the default tier, the others in the heavy one (each kill and re-run takes a while).
+@pytest.mark.parametrize("delay", [0.3, *(pytest.param(d, marks=pytest.mark.heavy) for d in (0.0, 0.6, 0.9, 1.5))])
 def test_sigkill_then_rerun_equals_a_clean_run(tmp_path, sqlite_copy, delay):
     """Kill at several instants after the warehouse file appears (schema creation, mid-chunk, between chunks)."""
     store = sqlite_copy(4)
