@@ -5,9 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from pipeline.builds import BuildsError, load_builds, read_builds
+from pipeline.config import load_config
+from pipeline.sources.base import SourceError
 from pipeline.warehouse import open_for_write
 from tests.helpers import frame, ingest
 
@@ -115,3 +119,27 @@ def test_a_host_that_no_escrow_has_is_loaded_with_a_warning(warehouse_with_old_e
         con.close()
     warning = capsys.readouterr().err
     assert warning.startswith(f"warning: {builds}: host gonka1typo is not a participant of any escrow") and warning.count("\n") == 1
+
+
+# TOML values of every type, a few that are not TOML, and (through latin-1) bytes that are not UTF-8.
+TOML_VALUES = st.sampled_from([
+    '"h1"', '"2026-10-01T00:00:00Z"', '"yesterday"', '""', "7", "-1", "3.5", "true", "2026-10-01T00:00:00Z",
+    "2026-10-01", "12:00:00", "[1, 2]", '["a", "b"]', "[]", "{}", "{x = 1}", "nan", "inf", r'"\u0000"',
+    "99999999999999999999", '"é"', "[[", '"x" "y"', '"../../etc"',
+])
+KEYS = st.sampled_from(["host", "label", "since", "focal_host", "builds", "warehouse", "output", "finality_lag",
+                        "path", "url", "kind", "sources"])
+LINES = st.one_of(st.builds("{} = {}".format, KEYS, TOML_VALUES),
+                  st.sampled_from(["[[builds]]", "[[sources]]", "[builds]", "[sources]", "", "# comment", "[x"]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(LINES, max_size=12), latin1=st.booleans())
+def test_any_builds_or_config_file_loads_or_fails_with_one_line(tmp_path, lines, latin1):
+    path = tmp_path / "fuzz.toml"
+    path.write_bytes(("\n".join(lines) + "\n").encode("latin-1" if latin1 else "utf-8"))
+    for load, errors in ((read_builds, (BuildsError,)), (load_config, (SourceError, BuildsError))):
+        try:
+            load(path)
+        except errors as exc:  # anything else (a TypeError, a traceback) fails the test
+            assert str(exc).startswith(str(tmp_path)) and "\n" not in str(exc), str(exc)
