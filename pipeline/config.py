@@ -71,7 +71,10 @@ def parse_duration(text: str | int | float) -> timedelta:
             raise SourceError(f"finality_lag {text!r} is not a duration (e.g. 6h, 90m, 1d12h, or seconds)")
     if seconds < 0:
         raise SourceError(f"finality_lag {text!r} is negative")
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise SourceError(f"finality_lag {text!r} is too long (at most {timedelta.max.days} days)") from None
 
 
 def sample_config() -> RunConfig:
@@ -140,7 +143,10 @@ def _env_overrides(cfg: RunConfig) -> RunConfig:
 
 
 def _checked(cfg: RunConfig) -> RunConfig:
-    parse_duration(cfg.finality_lag)
+    try:
+        parse_duration(cfg.finality_lag)
+    except SourceError as exc:
+        raise SourceError(f"{cfg.origin}: {exc}") from None
     for s in cfg.sources:
         if s.get("kind") is not None and s["kind"] not in SOURCE_KINDS:
             raise SourceError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")
