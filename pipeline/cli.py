@@ -286,7 +286,12 @@ def query(
     from pipeline.warehouse import open_sandboxed
 
     if list_:
-        for q in named_queries().values():
+        queries = named_queries()
+        if not queries:
+            from pipeline.query import QUERIES_DIR
+
+            raise QueryError(f"{QUERIES_DIR}: no named queries found (an incomplete installation? reinstall gonka-evidence)")
+        for q in queries.values():
             out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False, highlight=False)
         return
     if vertical and fmt is not QueryFormat.table:

@@ -1,4 +1,4 @@
-"""The configuration of `gonka-evidence run` (design.md §4; the keys are public).
+"""The configuration of `gonka-evidence run` (the keys are public: the README's configuration reference).
 
 Where it comes from: `--config FILE`, else `gonka-evidence.toml` in the working
 directory, else the bundled `data-samples/` (so a fresh checkout runs with no
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pipeline.paths import DATA_SAMPLES_DIR
 from pipeline.sources.base import SourceError
-from pipeline.tomlfile import read_toml
+from pipeline.tomlfile import read_toml, require_string, toml_type
 
 CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
 SOURCE_KEYS = ("url", "path", "kind", "label")
@@ -71,7 +71,10 @@ def parse_duration(text: str | int | float) -> timedelta:
             raise SourceError(f"finality_lag {text!r} is not a duration (e.g. 6h, 90m, 1d12h, or seconds)")
     if seconds < 0:
         raise SourceError(f"finality_lag {text!r} is negative")
-    return timedelta(seconds=seconds)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise SourceError(f"finality_lag {text!r} is too long (at most {timedelta.max.days} days)") from None
 
 
 def sample_config() -> RunConfig:
@@ -88,8 +91,10 @@ def _focal_host(builds: Path) -> str | None:
     """The sample builds file names its focal host in `focal_host` (else its first entry's host)."""
     if not builds.exists():
         return None
-    doc = read_toml(builds, SourceError)
-    return doc.get("focal_host") or next((b.get("host") for b in doc.get("builds", [])), None)
+    from pipeline.builds import read_builds_document
+
+    doc = read_builds_document(builds)
+    return doc.get("focal_host") or doc["builds"][0]["host"]
 
 
 def load_config(path: Path | None) -> RunConfig:
@@ -106,11 +111,15 @@ def load_config(path: Path | None) -> RunConfig:
     cfg = RunConfig(origin=str(path))
     for key in PATH_KEYS:
         if key in doc:
-            setattr(cfg, key, base / str(doc[key]))
-    cfg.host = doc.get("host")
-    cfg.finality_lag = str(doc.get("finality_lag", cfg.finality_lag))
+            setattr(cfg, key, base / require_string(doc[key], SourceError, f"{path}: {key}"))
+    if "host" in doc:
+        cfg.host = require_string(doc["host"], SourceError, f"{path}: host")
+    lag = doc.get("finality_lag", cfg.finality_lag)
+    if isinstance(lag, bool) or not isinstance(lag, (str, int, float)):
+        raise SourceError(f"{path}: finality_lag must be a duration string or a number of seconds, not {toml_type(lag)}")
+    cfg.finality_lag = str(lag)
     sources = doc.get("sources", [])
-    if not isinstance(sources, list):
+    if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
         raise SourceError(f"{path}: sources must be [[sources]] tables")
     for i, s in enumerate(sources, 1):
         bad = set(s) - set(SOURCE_KEYS)
@@ -118,7 +127,7 @@ def load_config(path: Path | None) -> RunConfig:
             raise SourceError(f"{path}: [[sources]] entry {i} has unknown key(s) {', '.join(sorted(bad))} (keys: {', '.join(SOURCE_KEYS)})")
         if ("url" in s) == ("path" in s):
             raise SourceError(f"{path}: [[sources]] entry {i} needs exactly one of url or path")
-        entry = {k: str(v) for k, v in s.items()}
+        entry = {k: require_string(v, SourceError, f"{path}: [[sources]] entry {i}: {k}") for k, v in s.items()}
         if "path" in entry:
             entry["path"] = str(base / entry["path"])
         cfg.sources.append(entry)
@@ -134,7 +143,10 @@ def _env_overrides(cfg: RunConfig) -> RunConfig:
 
 
 def _checked(cfg: RunConfig) -> RunConfig:
-    parse_duration(cfg.finality_lag)
+    try:
+        parse_duration(cfg.finality_lag)
+    except SourceError as exc:
+        raise SourceError(f"{cfg.origin}: {exc}") from None
     for s in cfg.sources:
         if s.get("kind") is not None and s["kind"] not in SOURCE_KINDS:
             raise SourceError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")

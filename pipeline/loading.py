@@ -10,9 +10,10 @@ natural keys; every ingest path writes through an `IngestRun`:
         run.copy_at = newest_event
 
 `ingest_run` records the run in ``ingest_runs`` (status ``running``) in its own transaction
-first, so a killed ingest leaves a visible trace, and marks it ``ok`` or ``failed`` at the end
-with the rows written per table and the copy time. Inserts and quarantine rows join the
-caller's transaction: data and its bookkeeping commit together (design invariant 2).
+first, so a killed ingest leaves a visible trace (which the next writer marks ``aborted``), and
+marks it ``ok`` or ``failed`` at the end with the rows written per table and the copy time.
+Inserts and quarantine rows join the caller's transaction: data and its bookkeeping commit
+together (design invariant 2).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline import __version__
-from pipeline.warehouse import transaction
+from pipeline.warehouse import live_run, transaction
 
 Problem = tuple[str, str, str]  # (source table, row key, reason)
 OnConflict = Literal["error", "ignore", "replace"]
@@ -130,7 +131,8 @@ def ingest_run(con: duckdb.DuckDBPyConnection, *, source_id: str, kind: str, dis
         )
     status = "failed"
     try:
-        yield run
+        with live_run(run.run_id):
+            yield run
         status = "ok"
     finally:
         totals = run.rows | run.extra | {"quarantined": run.quarantined}

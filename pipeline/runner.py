@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from glob import escape as glob_escape
 from pathlib import Path
 
 import duckdb
@@ -44,7 +45,7 @@ import polars as pl
 from pipeline.config import (  # noqa: F401 (re-exported: the config used to live here)
     CONFIG_KEYS, RunConfig, load_config, sample_config, source_kind,
 )
-from pipeline.warehouse import WarehouseError, fetch_frame, open_for_write, transaction
+from pipeline.warehouse import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
 
 # Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
 BOOKKEEPING_TABLES = ("ingest_runs", "warehouse_meta")
@@ -58,6 +59,13 @@ class RunOutcome:
     written: list[int] = field(default_factory=list)  # epochs whose report is new
     rewritten: list[int] = field(default_factory=list)  # epochs whose report changed
     published: bool = False
+
+
+NOTHING_REPLACED = "the run stopped and replaced nothing (the warehouse is as it was)"
+
+
+class RunError(WarehouseError):
+    """A run stopped by a file it could not write (a full disk, a read-only directory); one-line message."""
 
 
 # --- sources --------------------------------------------------------------------------------------------
@@ -115,27 +123,80 @@ SOURCE_INGESTERS: dict[str, SourceIngester] = {
 
 @contextmanager
 def run_lock(warehouse: Path) -> Iterator[None]:
-    """Hold ``<warehouse>.run.lock`` for the whole run; fail at once if another run holds it."""
+    """Hold ``<warehouse>.run.lock`` for the whole run; fail at once if another run holds it.
+
+    The file exists only while a run holds it: the holder removes it before it lets go, however
+    the run ends. A run that opened the file just before the holder removed it finds, once it
+    holds the lock, that the path is gone or names another file, and takes the lock again."""
     path = Path(f"{warehouse}.run.lock")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
-            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
             raise WarehouseError(
                 f"another `gonka-evidence run` is working on {warehouse} ({holder}); this run did nothing "
                 "and exits — the next scheduled run picks up where that one ends"
             ) from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)
+    try:
         os.ftruncate(fd, 0)
         started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {started}\n".encode(), 0)
         yield
     finally:
+        path.unlink(missing_ok=True)  # while still holding it: nobody can take a lock on a file about to go
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), path.stat())
+    except FileNotFoundError:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, under another user
+        return True
+    return True
+
+
+def remove_debris(warehouse: Path, output: Path, own: bool = False) -> list[Path]:
+    """Remove what killed runs left: warehouse copies (``<warehouse>.run-PID.tmp``) and report
+    staging directories (``OUTPUT/.epoch-N.tmp-PID``) whose process is gone, or, with `own`, those
+    of this process (a run that failed); returns what went. A report set aside while its new
+    version was renamed in (``.epoch-N.old-PID``) goes back into place when that never happened."""
+    found = [(p, p.name.removeprefix(f"{warehouse.name}.run-").split(".", 1)[0])
+             for p in warehouse.parent.glob(f"{glob_escape(warehouse.name)}.run-*.tmp*")]
+    if output.is_dir():
+        found += [(p, p.name.rpartition("-")[2]) for p in [*output.glob(".epoch-*.tmp-*"), *output.glob(".epoch-*.old-*")]]
+    removed = []
+    for path, pid in found:
+        if not pid.isdigit():
+            continue
+        if not (int(pid) == os.getpid() if own else not _pid_alive(int(pid))):
+            continue
+        report = output / path.name[1:].rpartition(".old-")[0]  # .epoch-N.old-PID → epoch-N
+        if ".old-" in path.name and not report.exists():
+            path.rename(report)
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
 
 
 def _file_state(path: Path) -> tuple | None:
@@ -215,47 +276,71 @@ def content_stamp(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
-    from pipeline.builds import load_builds
-    from pipeline.console import out, print_frame
-    from pipeline.query import named_queries, run_query
+    from pipeline.console import out
 
     cfg = load_config(config_path)
     if warehouse is not None:
         cfg.warehouse = warehouse
     out.print(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}", markup=False)
     outcome = RunOutcome()
-    cfg.warehouse.parent.mkdir(parents=True, exist_ok=True)
-    with run_lock(cfg.warehouse), staged_warehouse(cfg.warehouse) as staged:
-        con = open_for_write(staged.path)
-        try:
-            before = content_stamp(con)
-            for source in cfg.sources:
-                kind = source_kind(source)
-                ingester = SOURCE_INGESTERS.get(kind)
-                if ingester is None:
-                    name = source.get("label") or source.get("path") or "source"
-                    outcome.skipped_sources.append(name)
-                    out.print(f"skipped {name}: no ingester for kind {kind!r} in this pipeline version", markup=False)
-                    continue
-                outcome.ingested.append(ingester(con, source, cfg))
-            if cfg.builds is not None:
-                n = load_builds(con, cfg.builds)
-                out.print(f"host_builds: {n} entries from {cfg.builds}", markup=False)
-            print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
-            if cfg.host:
-                print_host_evidence(con, cfg.host)
-                write_due_reports(con, cfg, outcome)
-            else:
-                out.print("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
-            changed = content_stamp(con) != before
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        if changed or not staged.origin_state:
-            publish_staged(staged)
-            outcome.published = True
+    try:
+        cfg.warehouse.parent.mkdir(parents=True, exist_ok=True)
+        with run_lock(cfg.warehouse):
+            for path in remove_debris(cfg.warehouse, cfg.output):
+                out.print(f"removed {path}: left by an interrupted run", markup=False)
+            try:
+                with staged_warehouse(cfg.warehouse) as staged:
+                    _run_on_copy(staged, cfg, outcome)
+            except BaseException:
+                remove_debris(cfg.warehouse, cfg.output, own=True)  # e.g. a report half-written when the disk filled
+                raise
+    except OSError as exc:  # a full disk, a read-only directory: the file and the reason, no traceback
+        where = exc.filename or cfg.warehouse
+        raise RunError(f"{where}: {exc.strerror or exc}; {NOTHING_REPLACED}") from None
+    except (duckdb.IOException, duckdb.TransactionException) as exc:  # DuckDB's own writes (a failed commit included)
+        raise RunError(f"{cfg.warehouse}: {str(exc).splitlines()[0]}; {NOTHING_REPLACED}") from None
     _print_outcome(outcome, cfg)
     return outcome
+
+
+def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -> None:
+    """Steps 3–5 of a run, on the staged copy of the warehouse."""
+    from pipeline.builds import load_builds
+    from pipeline.console import out, print_frame
+    from pipeline.query import named_queries, run_query
+
+    con = open_for_write(staged.path, abort_abandoned=False)
+    try:
+        before = content_stamp(con)
+        # Not data, so not in the stamp; but a correction worth publishing.
+        aborted = abort_abandoned_runs(con)
+        if aborted:
+            out.print(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted", markup=False)
+        for source in cfg.sources:
+            kind = source_kind(source)
+            ingester = SOURCE_INGESTERS.get(kind)
+            if ingester is None:
+                name = source.get("label") or source.get("path") or "source"
+                outcome.skipped_sources.append(name)
+                out.print(f"skipped {name}: no ingester for kind {kind!r} in this pipeline version", markup=False)
+                continue
+            outcome.ingested.append(ingester(con, source, cfg))
+        if cfg.builds is not None:
+            n = load_builds(con, cfg.builds)
+            out.print(f"host_builds: {n} entries from {cfg.builds}", markup=False)
+        print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
+        if cfg.host:
+            print_host_evidence(con, cfg.host)
+            write_due_reports(con, cfg, outcome)
+        else:
+            out.print("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
+        changed = aborted > 0 or content_stamp(con) != before
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    if changed or not staged.origin_state:
+        publish_staged(staged)
+        outcome.published = True
 
 
 def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
@@ -293,7 +378,11 @@ def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: R
         stamp = fingerprint(report)
         if previous is not None and on_disk and previous["fingerprint"] == stamp:
             continue
-        path = write_epoch_report(report, cfg.output)
+        try:
+            path = write_epoch_report(report, cfg.output)
+        except OSError as exc:
+            raise RunError(f"{cfg.output / f'epoch-{epoch}'}: cannot write the report ({exc.strerror or exc}); "
+                           f"{NOTHING_REPLACED}") from None
         with transaction(con):
             con.execute(
                 "INSERT INTO epoch_reports_t (host, epoch_id, closed_at, closed_by, report_dir, fingerprint, written_at, rewrites) "

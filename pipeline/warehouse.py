@@ -42,20 +42,50 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def open_for_write(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection:
-    """Open (creating if needed) and bring the schema and views up to date."""
+def open_for_write(path: Path | str = DEFAULT_PATH, abort_abandoned: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) and bring the schema and views up to date; with `abort_abandoned`,
+    mark the ingest runs that a killed writer left ``running`` as ``aborted``."""
     path = Path(path)
+    schema = sorted((SQL_DIR / "warehouse" / "schema").glob("*.sql"))
+    if not schema:
+        raise WarehouseError(f"{SQL_DIR}: the warehouse schema files are missing (an incomplete installation? reinstall gonka-evidence)")
     con = _connect(path, read_only=False)
     with transaction(con):
         # Tables first, then views; each in file-name order (one file per feature area).
-        for script in sorted((SQL_DIR / "warehouse" / "schema").glob("*.sql")):
-            con.execute(script.read_text())
-        for script in sorted((SQL_DIR / "warehouse" / "views").glob("*.sql")):
-            con.execute(script.read_text())
+        for script in [*schema, *sorted((SQL_DIR / "warehouse" / "views").glob("*.sql"))]:
+            con.execute(script.read_text(encoding="utf-8"))
         con.execute(
             "INSERT OR REPLACE INTO warehouse_meta VALUES ('schema_version', ?)", [SCHEMA_VERSION]
         )
+    if abort_abandoned:
+        abort_abandoned_runs(con)
     return con
+
+
+# The ingest runs this process is carrying out (`loading.ingest_run` registers each). DuckDB lets
+# one process at a time open a warehouse file for writing, so once this process has it open, a
+# `running` row that is not one of these was left by a writer that was killed or lost its disk.
+_LIVE_RUNS: set[str] = set()
+
+
+@contextmanager
+def live_run(run_id: str) -> Iterator[None]:
+    """Mark `run_id` as carried out by this process for the duration of the block."""
+    _LIVE_RUNS.add(run_id)
+    try:
+        yield
+    finally:
+        _LIVE_RUNS.discard(run_id)
+
+
+def abort_abandoned_runs(con: duckdb.DuckDBPyConnection) -> int:
+    """Mark ``running`` ingest runs that no live process carries out as ``aborted``; returns how many."""
+    with transaction(con):
+        return int(con.execute(
+            "UPDATE ingest_runs SET status = 'aborted', finished_at = now() "
+            "WHERE status = 'running' AND NOT list_contains($live, run_id)",
+            {"live": sorted(_LIVE_RUNS)},
+        ).fetchone()[0])
 
 
 def open_read_only(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection:

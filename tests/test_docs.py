@@ -134,6 +134,7 @@ def install(tmp_path) -> Path:
     return prefix
 
 
+@pytest.mark.heavy
 def test_the_deployment_files_are_in_the_readme_and_their_commands_work(install):
     service = (ROOT / "deploy" / "gonka-evidence.service").read_text().rstrip("\n")
     timer = (ROOT / "deploy" / "gonka-evidence.timer").read_text().rstrip("\n")

@@ -67,6 +67,7 @@ def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tm
     assert _snapshot(tmp_path) == files
     assert (wh.stat().st_ino, wh.stat().st_mtime_ns) == (warehouse_state.st_ino, warehouse_state.st_mtime_ns)
     assert not list(wh.parent.glob("*.tmp*")) and not list((tmp_path / "out").glob(".epoch-*"))
+    assert sorted(p.name for p in wh.parent.iterdir()) == ["warehouse.duckdb"]  # the lock file went with its run
 
     # New data that changes the newest closed epoch's numbers (a relabelled build) rewrites that report only.
     builds = tmp_path / "builds.toml"
@@ -168,6 +169,7 @@ while not os.path.exists(stop):
 """
 
 
+@pytest.mark.heavy
 def test_analysts_read_the_old_or_the_new_state_while_a_run_writes(tmp_path, timeline):
     cfg = _config(tmp_path, timeline)
     _place_copy(tmp_path, timeline, 2)
@@ -195,3 +197,198 @@ def test_analysts_read_the_old_or_the_new_state_while_a_run_writes(tmp_path, tim
     assert len(seen) > 5 and not [s for s in seen if s.startswith("ERROR")], seen[:5]
     assert set(map(int, seen)) <= {old, new} and int(seen[-1]) == new
     assert analyst and all(a.returncode == 0 and a.stdout.split()[1] in (str(old), str(new)) for a in analyst), analyst
+
+
+# --- runs clean up after themselves and after killed runs; bad config and full disks get one line ----
+
+
+def _one_line_error(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()  # reaped: nothing runs under this id until the kernel hands it out again
+    return child.pid
+
+
+def test_a_failed_run_takes_its_lock_file_with_it(tmp_path, timeline):
+    cfg = _config(tmp_path, timeline)
+    lock = tmp_path / "wh" / "warehouse.duckdb.run.lock"
+    with pytest.raises(SourceError, match="copy"):  # the copy directory is not there yet
+        run_job(cfg, None)
+    assert not lock.exists() and not list((tmp_path / "wh").glob("*.tmp*"))
+
+
+def test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_aborted(tmp_path, timeline):
+    from pipeline.warehouse import open_for_write
+
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 3)
+    run_job(cfg, None)
+    wh = tmp_path / "wh" / "warehouse.duckdb"
+    con = open_for_write(wh)  # what a killed `ingest` leaves: its run row, still `running`
+    con.execute("INSERT INTO ingest_runs (run_id, source_id, source_kind, started_at, status) "
+                "VALUES ('killed', 'x', 'store', now(), 'running')")
+    con.close()
+    dead, alive = _dead_pid(), os.getppid()
+    out = tmp_path / "out"
+    debris = [wh.with_name(f"warehouse.duckdb.run-{dead}.tmp"), wh.with_name(f"warehouse.duckdb.run-{dead}.tmp.wal"),
+              out / f".epoch-3.tmp-{dead}", out / f".epoch-2.old-{dead}", out / f".epoch-1.old-{dead}"]
+    kept = [wh.with_name(f"warehouse.duckdb.run-{alive}.tmp"), out / f".epoch-3.tmp-{alive}"]
+    (out / "epoch-1").rename(debris[-1])  # killed between setting the old report aside and renaming the new one in
+    for path in debris[:-1] + kept:
+        if path.name.startswith(".epoch"):
+            path.mkdir()
+            (path / "report.md").write_text("half")
+        else:
+            path.write_bytes(b"x" * 100)
+    epoch_1 = (debris[-1] / "report.md").read_text()
+
+    result = runner.invoke(app, ["run", "--config", str(cfg)])
+    assert result.exit_code == 0, result.output
+    assert [p for p in debris if p.exists()] == [] and all(p.exists() for p in kept)
+    assert (out / "epoch-1" / "report.md").read_text() == epoch_1 and (out / "epoch-2" / "report.md").exists()
+    assert f"removed {debris[0]}: left by an interrupted run" in result.output
+    assert "1 run(s) left `running` by a killed writer marked aborted" in result.output
+    assert "warehouse: updated" in result.output  # the correction is published, though no data changed
+    status = frame(wh, "SELECT status, finished_at IS NOT NULL AS finished FROM ingest_runs WHERE run_id = 'killed'")
+    assert status.rows() == [("aborted", True)]
+    assert "running" not in frame(wh, "SELECT status FROM ingest_runs")["status"].to_list()
+
+
+def test_a_writer_aborts_only_runs_that_no_live_process_carries_out(tmp_path):
+    from pipeline.loading import ingest_run
+    from pipeline.warehouse import open_for_write
+
+    wh = tmp_path / "w.duckdb"
+    con = open_for_write(wh)
+    con.execute("INSERT INTO ingest_runs (run_id, source_id, source_kind, started_at, status) "
+                "VALUES ('abandoned', 'x', 'store', now(), 'running')")
+    with ingest_run(con, source_id="y", kind="store", display="y", run_id="live"):
+        open_for_write(wh).close()  # another writer in this process while the ingest runs
+        statuses = dict(con.execute("SELECT run_id, status FROM ingest_runs").fetchall())
+        assert statuses == {"abandoned": "aborted", "live": "running"}
+    assert dict(con.execute("SELECT run_id, status FROM ingest_runs").fetchall()) == {"abandoned": "aborted", "live": "ok"}
+    con.close()
+
+
+CONNECT_TO_A_SILENT_SERVER = r"""
+import socket, sys
+import pipeline.sources.postgres_store as pg
+from pipeline.sources.base import SourceError
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen(1)  # accepts the connection, never answers
+pg.CONNECT_TIMEOUT_SECONDS = 1
+try:
+    pg.PostgresStore(f"postgresql://reader@127.0.0.1:{server.getsockname()[1]}/devshard")
+except SourceError as exc:
+    print(exc)
+"""
+
+
+def test_postgres_connections_give_up_on_a_server_that_never_answers():
+    env = {k: v for k, v in os.environ.items() if k != "PGCONNECTTIMEOUT"}
+    result = subprocess.run([sys.executable, "-c", CONNECT_TO_A_SILENT_SERVER], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT, env=env)
+    assert "cannot connect" in result.stdout and "timeout expired" in result.stdout, result.stdout + result.stderr
+
+
+BAD_CONFIGS = {
+    "builds given as an array": ('builds = [1, 2]\n', "c.toml: builds must be a string, not an array"),
+    "host given as a number": ('host = 7\n', "c.toml: host must be a string, not an integer"),
+    "finality lag given as a table": ('finality_lag = {h = 6}\n', "finality_lag must be a duration string or a number of seconds, not a table"),
+    "sources that are not tables": ('sources = [1, 2]\n', "sources must be [[sources]] tables"),
+    "a source path given as an array": ('[[sources]]\npath = ["a", "b"]\n', "[[sources]] entry 1: path must be a string, not an array"),
+    "a config that is not UTF-8": (b'host = "\xff"\n', "c.toml: not UTF-8 text (byte 0xff at offset 8)"),
+    "a config that is not TOML": ('host = \n', "c.toml: not valid TOML"),
+    "a builds file that is not UTF-8": ('builds = "b.toml"\n', "b.toml: not UTF-8 text"),
+    "a builds host given as an array": ('builds = "b.toml"\n', "b.toml: entry 1: host must be a string, not an array"),
+}
+BUILDS_FILES = {
+    "a builds file that is not UTF-8": b'[[builds]]\nhost = "h\xe9"\n',
+    "a builds host given as an array": b'[[builds]]\nhost = ["h1"]\nlabel = "a"\nsince = 2026-10-01T00:00:00Z\n',
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_a_bad_config_or_builds_file_stops_the_run_with_one_line(tmp_path, monkeypatch, case):
+    text, message = BAD_CONFIGS[case]
+    (tmp_path / "c.toml").write_bytes(text if isinstance(text, bytes) else text.encode())
+    if case in BUILDS_FILES:
+        (tmp_path / "b.toml").write_bytes(BUILDS_FILES[case])
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["run", "--config", "c.toml"])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output  # not an exception
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["c.toml", *(["b.toml"] if case in BUILDS_FILES else [])])
+
+
+def _in_own_mount(mount: str, options: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """Run `argv` with a fresh tmpfs (`options`, e.g. size=600k or ro) mounted on `mount`, in a mount
+    namespace of its own: a real full or read-only file system that vanishes with the process."""
+    script = ('mount -t tmpfs -o "$1" tmpfs "$2" || exit 99; m=$2; shift 2; "$@"; rc=$?; '
+              'echo "left on the mount: $(ls -A "$m")"; exit $rc')
+    result = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh",
+                             options, mount, *argv], cwd=cwd, capture_output=True, text=True, timeout=300)
+    if result.returncode == 99 or "unshare failed" in result.stderr:
+        pytest.skip(f"cannot mount a tmpfs in a user namespace here: {result.stderr.strip()}")
+    return result
+
+
+FULL_OR_READ_ONLY = {
+    # case: (what is mounted, mount options, config lines, what the message says)
+    "disk full under the warehouse": ("wh", "size=600k", 'warehouse = "wh/warehouse.duckdb"\n', "No space left on device"),
+    "disk full under the reports": ("out", "size=100k", 'output = "out"\n', "out/epoch-1: cannot write the report (No space left on device)"),
+    "read-only reports directory": ("out", "ro", 'output = "out"\n', "out/epoch-1: cannot write the report (Read-only file system)"),
+}
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) to mount a private tmpfs")
+@pytest.mark.parametrize("case", sorted(FULL_OR_READ_ONLY))
+def test_a_full_disk_or_a_read_only_directory_stops_the_run_with_one_line_and_nothing_half_written(tmp_path, timeline, case):
+    mount, options, lines, message = FULL_OR_READ_ONLY[case]
+    _place_copy(tmp_path, timeline, 3)
+    timeline.write_builds_toml(tmp_path / "builds.toml")
+    (tmp_path / "c.toml").write_text(f'{lines}host = "{timeline.focal_host}"\nbuilds = "builds.toml"\n'
+                                     '[[sources]]\npath = "copy"\n')
+    (tmp_path / mount).mkdir()
+    result = _in_own_mount(mount, options, [SCRIPT, "run", "--config", "c.toml"], cwd=tmp_path)
+    line = _one_line_error(result)
+    assert message in line and "the run stopped and replaced nothing" in line, line
+    assert result.stdout.rstrip().endswith("left on the mount:"), result.stdout[-300:]
+    # What the failed run leaves beside its files: nothing (no warehouse, no copy, no lock, no staging).
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["builds.toml", "c.toml", "copy", mount])
+
+
+@pytest.mark.heavy
+def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
+    import signal
+    import time
+
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 4)
+    wh = tmp_path / "wh" / "warehouse.duckdb"
+    run = subprocess.Popen([SCRIPT, "run", "--config", str(cfg)], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    copy = wh.with_name(f"warehouse.duckdb.run-{run.pid}.tmp")
+    deadline = time.monotonic() + 300
+    while not copy.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert copy.exists() and not wh.exists()  # killed while it worked on its copy: nothing published
+
+    second = runner.invoke(app, ["run", "--config", str(cfg)])
+    assert second.exit_code == 0, second.output
+    assert f"removed {copy}: left by an interrupted run" in second.output
+    assert "new reports: epoch 2, epoch 3" in second.output  # the copy of epoch 4 holds epochs 2-4
+    assert sorted(p.name for p in wh.parent.iterdir()) == ["warehouse.duckdb"]  # no copy, no lock, no WAL
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["epoch-2", "epoch-3"]

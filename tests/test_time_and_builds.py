@@ -5,9 +5,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from pipeline.builds import BuildsError, load_builds, read_builds
+from pipeline.config import load_config
+from pipeline.sources.base import SourceError
 from pipeline.warehouse import open_for_write
 from tests.helpers import frame, ingest
 
@@ -82,3 +86,60 @@ def test_builds_file_replaces_the_timeline_and_rejects_bad_files(tmp_path):
     bad.write_text('[[builds]]\nhost = "h1"\nlabel = "x"\nsince = "yesterday"\n')
     with pytest.raises(BuildsError, match="not an ISO-8601 time"):
         read_builds(bad)
+
+
+@pytest.mark.parametrize("text, message", [
+    (b'[[builds]]\nhost = ["h1", "h2"]\nlabel = "a"\nsince = "2026-10-01"\n', "entry 1: host must be a string, not an array"),
+    (b'[[builds]]\nhost = "h1"\nlabel = {name = "a"}\nsince = "2026-10-01"\n', "entry 1: label must be a string, not a table"),
+    (b'[[builds]]\nhost = "h1"\nlabel = "a"\nsince = 20261001\n', "since = 20261001 (an integer), not an ISO-8601 time"),
+    (b'focal_host = 3\n[[builds]]\nhost = "h1"\nlabel = "a"\nsince = "2026-10-01"\n', "focal_host must be a string, not an integer"),
+    (b'builds = [1, 2]\n', "no [[builds]] entries"),
+    (b'[[builds]]\nhost = "h\xe9"\n', "not UTF-8 text (byte 0xe9 at offset 20)"),
+    (b'[[builds]\n', "not valid TOML"),
+])
+def test_a_builds_file_of_the_wrong_shape_is_rejected_never_stringified(tmp_path, text, message):
+    path = tmp_path / "builds.toml"
+    path.write_bytes(text)
+    with pytest.raises(BuildsError) as caught:
+        read_builds(path)
+    assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_host_that_no_escrow_has_is_loaded_with_a_warning(warehouse_with_old_epochs, tmp_path, timeline, capsys):
+    builds = tmp_path / "builds.toml"
+    timeline.write_builds_toml(builds)
+    con = open_for_write(warehouse_with_old_epochs)
+    try:
+        load_builds(con, builds)
+        assert capsys.readouterr().err == ""  # every host of the generated timeline takes part in its escrows
+        builds.write_text(builds.read_text() + '\n[[builds]]\nhost = "gonka1typo"\nlabel = "x"\nsince = "2026-10-01T00:00:00Z"\n')
+        assert load_builds(con, builds) == len(timeline.builds) + 1
+    finally:
+        con.close()
+    warning = capsys.readouterr().err
+    assert warning.startswith(f"warning: {builds}: host gonka1typo is not a participant of any escrow") and warning.count("\n") == 1
+
+
+# TOML values of every type, a few that are not TOML, and (through latin-1) bytes that are not UTF-8.
+TOML_VALUES = st.sampled_from([
+    '"h1"', '"2026-10-01T00:00:00Z"', '"yesterday"', '""', "7", "-1", "3.5", "true", "2026-10-01T00:00:00Z",
+    "2026-10-01", "12:00:00", "[1, 2]", '["a", "b"]', "[]", "{}", "{x = 1}", "nan", "inf", r'"\u0000"',
+    "99999999999999999999", '"é"', "[[", '"x" "y"', '"../../etc"',
+])
+KEYS = st.sampled_from(["host", "label", "since", "focal_host", "builds", "warehouse", "output", "finality_lag",
+                        "path", "url", "kind", "sources"])
+LINES = st.one_of(st.builds("{} = {}".format, KEYS, TOML_VALUES),
+                  st.sampled_from(["[[builds]]", "[[sources]]", "[builds]", "[sources]", "", "# comment", "[x"]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(LINES, max_size=12), latin1=st.booleans())
+def test_any_builds_or_config_file_loads_or_fails_with_one_line(tmp_path, lines, latin1):
+    path = tmp_path / "fuzz.toml"
+    path.write_bytes(("\n".join(lines) + "\n").encode("latin-1" if latin1 else "utf-8"))
+    for load, errors in ((read_builds, (BuildsError,)), (load_config, (SourceError, BuildsError))):
+        try:
+            load(path)
+        except errors as exc:  # anything else (a TypeError, a traceback) fails the test
+            assert str(exc).startswith(str(tmp_path)) and "\n" not in str(exc), str(exc)

@@ -16,6 +16,7 @@ sequential reads on the one connection, with the same results.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import threading
 from contextlib import contextmanager
@@ -106,11 +107,18 @@ def redact(url: str) -> str:
     return redact_url(url)
 
 
+# Seconds libpq waits for a server that does not answer, unless the URL or PGCONNECTTIMEOUT says otherwise.
+CONNECT_TIMEOUT_SECONDS = 10
+
+
 def _with_snapshot_options(url: str) -> str:
     if url == "postgres":
         url = "postgresql://"
     sep = "&" if "?" in url else "?"
-    return f"{url}{sep}options={quote(SNAPSHOT_OPTIONS)}"
+    url = f"{url}{sep}options={quote(SNAPSHOT_OPTIONS)}"
+    if "connect_timeout=" not in url and "PGCONNECTTIMEOUT" not in os.environ:
+        url += f"&connect_timeout={CONNECT_TIMEOUT_SECONDS}"
+    return url
 
 
 def _literal(text: str) -> str:
