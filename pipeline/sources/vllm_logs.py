@@ -217,9 +217,11 @@ _RX_PREFIX = rf"^(\([A-Za-z][\w-]* pid=\d+\){_WS}?)"
 # folded or unparsed), rather than a record that cannot be dated
 _MONTH, _DAY, _HOUR, _MIN = r"0[1-9]|1[0-2]", r"0[1-9]|[12]\d|3[01]", r"[01]\d|2[0-3]", r"[0-5]\d"
 _TIME = rf"(?:{_MONTH})-(?:{_DAY}) (?:{_HOUR}):(?:{_MIN}):(?:{_MIN})"
-_RX_ENV = rf"^(.{{0,{MAX_PREFIX}}}?(?:{_LEVEL}) {_TIME}(?:[.,]\d+)? \[[^\]]*\] )"
-_RX_ENV0 = rf"^((?:{_LEVEL}) {_TIME}(?:[.,]\d+)? \[[^\]]*\] )"
-_RX_STAMP = rf"({_LEVEL}) ({_MONTH})-({_DAY}) ({_HOUR}):({_MIN}):({_MIN})"
+# the envelope (level, stamp, [file:line]) at the start of the line, or after a free-text prefix
+_RX_ENV_BODY = (rf"(?P<level>{_LEVEL}) (?P<month>{_MONTH})-(?P<day>{_DAY}) (?P<h>{_HOUR}):(?P<m>{_MIN}):(?P<s>{_MIN})"
+                rf"(?:[.,]\d+)? \[[^\]]*\] ")
+_RX_ENV0 = rf"^(?P<env>{_RX_ENV_BODY})"
+_RX_ENV = rf"^(?P<env>.{{0,{MAX_PREFIX}}}?{_RX_ENV_BODY})"
 _RX_UVICORN = rf"^(?:{_LEVEL}):{_WS}+(.*)$"
 _RX_TRACE = (rf"^(?:{_WS}|Traceback \(most recent call last\)|During handling of|The above exception"
              r"|[\w.]+(?:Error|Exception|Exit|Interrupt)\b)")
@@ -345,22 +347,17 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
         body=pl.when(pl.col("pre").is_null()).then(pl.col("l")).otherwise(pl.col("l").str.slice(pl.col("pre").str.len_chars())),
         proc=pl.col("pre").str.extract(r"^\(([A-Za-z][\w-]*) pid=", 1),
     ).drop("l", "pre")
-    df = df.with_columns(env=pl.col("body").str.extract(_RX_ENV0, 1))
-    missed = df["env"].is_null()
+    envelope = df["body"].str.extract_groups(_RX_ENV0).struct.unnest()
+    missed = envelope["env"].is_null()
     if missed.any():  # VLLM_LOGGING_PREFIX text before the level: the lazy-prefix form, only on those lines
         idx = missed.arg_true()
-        env = df["body"].gather(idx).str.extract(_RX_ENV, 1)
-        if env.null_count() < env.len():
-            df = df.with_columns(env=df["env"].scatter(idx, env))
-    df = df.with_columns(
+        found = df["body"].gather(idx).str.extract_groups(_RX_ENV).struct.unnest()
+        if found["env"].null_count() < found.height:
+            envelope = envelope.with_columns(envelope[c].scatter(idx, found[c]) for c in envelope.columns)
+    return pl.concat([df, envelope], how="horizontal").with_columns(
         msg=pl.col("body").str.slice(pl.col("env").str.len_chars()),
-        stamp=pl.col("env").str.extract_groups(_RX_STAMP),
-    )
-    f = pl.col("stamp").struct
-    return df.with_columns(
-        level=f.field("1"), month=f.field("2").cast(pl.Int32), day=f.field("3").cast(pl.Int32),
-        h=f.field("4").cast(pl.Int32), m=f.field("5").cast(pl.Int32), s=f.field("6").cast(pl.Int32),
-    ).drop("stamp", "env")
+        **{c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")},
+    ).drop("env")
 
 
 def _spec_rows(d: pl.DataFrame) -> pl.DataFrame:
