@@ -321,3 +321,29 @@ def test_an_impossible_stamp_is_an_unparsed_line_not_an_error(tmp_path):
     assert out["stats"]["running"].to_list() == [3]
     assert out["unparsed"]["line"].to_list() == [2, 3]
     assert (st.lines, st.records, st.unparsed) == (3, 1, 2)
+
+
+def test_v1_tracebacks_with_the_header_on_every_line_are_one_record(tmp_path):
+    """vLLM V1 prints each line of a traceback with the full header (and `\r\n` line ends): the lines after
+    the first are folded into the record, so an engine core that dies of an OOM is one fatal record with
+    its oom event on the same line, the API server's output-handler failure under another pid is its own
+    engine_dead record, and a startup failure's cause is its exception line (real lines: the source note
+    beside the data file). The same at every chunk cut, including inside the tracebacks."""
+    from pathlib import Path
+
+    from pipeline.ingest_logs import ingest_logs
+    from pipeline.warehouse import fetch_frame, open_for_write
+
+    path = Path(__file__).parent / "data" / "vllm_v1_header_traceback.log"
+    out = _same_at_every_cut(path, year=2025, chunks=(1 << 20, 300, 64))
+    events = out["events"].select("line", "kind", "proc", "detail").rows()
+    assert [(line, kind, proc) for line, kind, proc, _ in events] == [
+        (2, "fatal", "EngineCore"), (2, "oom", "EngineCore"), (9, "engine_dead", "APIServer"), (14, "fatal", "EngineCore_DP0")]
+    assert events[0][3].startswith("EngineCore encountered a fatal error. — torch.OutOfMemoryError: CUDA out of memory.")
+    assert events[3][3].startswith("EngineCore failed to start. — ValueError: Free memory on device (3.22/4.0 GiB)")
+    assert out["stats"].height == 1 and out["unparsed"].height == 0
+    con = open_for_write(tmp_path / "v1.duckdb")
+    ingest_logs(con, [path], host="gonka1v1", kind="vllm", year=2025)
+    keys = fetch_frame(con, "SELECT kind, record_key FROM engine_events WHERE line = 2 ORDER BY kind")
+    assert keys["kind"].to_list() == ["fatal", "oom"] and keys["record_key"].n_unique() == 1
+    con.close()

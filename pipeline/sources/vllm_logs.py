@@ -167,7 +167,7 @@ def parse_stats_line(text: str, version: tuple[int, ...] | None = None) -> dict 
 def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: bool = False) -> list[tuple[str, str]]:
     """(kind, detail) of the engine events a record holds (§7.6–7.8).
 
-    ``more_cause`` is the last folded line that does not start with a space (stripped), ``more_oom``
+    ``more_cause`` is the last folded exception line (else the first unindented folded line), ``more_oom``
     whether any folded line matches `OOM` — all the traceback `_events` needs, kept as it streams by.
     """
     if uvicorn:
@@ -195,6 +195,7 @@ def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: boo
 
 
 DIED_EXIT = re.compile(r"Process .* died with exit code")
+EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
 # Every record `_events` can return something for contains one of these (a superset filter, run in Rust).
 EVENT_WORDS = [
     "LLM engine (v", "EngineCore encountered a fatal error", "EngineCore failed to start", "EngineDeadError",
@@ -284,8 +285,8 @@ class VllmStream:
 
 
 def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
-    """The file in blocks of whole lines (a block ends at a \n, or at the end of the file); the part line
-    after a block's last \n starts the next one. The first blocks are smaller (doubling up to
+    """The file in blocks of whole lines (a block ends at a \n, or at the end of the file; never between two
+    lines of one message, see `_cut`); what follows a block's end starts the next one. The first blocks are smaller (doubling up to
     `chunk_bytes`), so that the first rows come early."""
     import gzip
 
@@ -299,12 +300,38 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
                 if carry:
                     yield carry
                 return
-            end = data.rfind(b"\n") + 1
-            if end == 0:  # no line end in this read: one line longer than the block, read on
-                carry += data
+            data = carry + data if carry else data
+            end = _cut(data)
+            if end == 0:  # no line end in this read (or one message throughout): read on
+                carry = data
                 continue
-            yield carry + data[:end] if carry else data[:end]
+            yield data[:end]
             carry = data[end:]
+
+
+_HEADER = re.compile(rb"(?:\x1b\[[0-9;]*[A-Za-z]|\([A-Za-z][\w-]* pid=\d+\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
+                     rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[[^\]]*\] " % (MAX_PREFIX + 64, _LEVEL.encode()))
+
+
+def _cut(data: bytes, max_back: int = 10_000) -> int:
+    """Where a block may end: after its last line end, moved back while the lines on both sides start with
+    the same envelope header (one message printed over several lines stays in one block); 0 when the block
+    has no line end. After `max_back` lines of one header it cuts anyway."""
+    end = last = data.rfind(b"\n") + 1
+    for _ in range(max_back):
+        if end == 0:  # one message throughout: the caller reads on
+            return 0
+        start = data.rfind(b"\n", 0, end - 1) + 1
+        head = _HEADER.match(data, start, end)
+        if head is None:
+            return end
+        head = head.group()
+        stop = data.find(b"\n", end)
+        after = data[end:stop if stop >= 0 else len(data)]
+        if not after.startswith(head) and (len(after) >= len(head) or not head.startswith(after)):
+            return end
+        end = start
+    return last
 
 
 def _split(data: bytes) -> pl.Series:
@@ -354,10 +381,19 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
         found = df["body"].gather(idx).str.extract_groups(_RX_ENV).struct.unnest()
         if found["env"].null_count() < found.height:
             envelope = envelope.with_columns(envelope[c].scatter(idx, found[c]) for c in envelope.columns)
-    return pl.concat([df, envelope], how="horizontal").with_columns(
+    df = pl.concat([df, envelope], how="horizontal").with_columns(
         msg=pl.col("body").str.slice(pl.col("env").str.len_chars()),
         **{c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")},
-    ).drop("env")
+    )
+    # vLLM's formatter prints each line of a multi-line message (a traceback) with the full header: a line
+    # with the header of the line before it whose message continues a traceback is a folded line of that
+    # record, not a record (`_chunks` never cuts between two lines of one header)
+    header = pl.col("proc").fill_null("") + pl.col("env")
+    repeated = (header == header.shift(1)) & pl.col("msg").str.contains(_RX_TRACE)
+    return df.with_columns(repeated=repeated.fill_null(False)).with_columns(
+        body=pl.when("repeated").then(pl.col("msg")).otherwise(pl.col("body")),
+        **{c: pl.when("repeated").then(None).otherwise(pl.col(c)) for c in ("level", "month", "day", "h", "m", "s", "msg")},
+    ).drop("env", "repeated")
 
 
 def _spec_rows(d: pl.DataFrame) -> pl.DataFrame:
@@ -636,8 +672,8 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
         if cur is not None and (cur.level_err or cur.more or trace):
             cur.more = True
             if cur.pending is not None:
-                if not body.startswith(" ") and body.strip():
-                    cur.pending["cause"] = body.strip()
+                if not body.startswith(" ") and body.strip() and (not cur.pending["cause"] or EXCEPTION.match(body)):
+                    cur.pending["cause"] = body.strip()  # the exception line, else the first unindented one
                 if not cur.pending["oom"] and OOM.search(body):
                     cur.pending["oom"] = True
             continue
