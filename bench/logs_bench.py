@@ -21,7 +21,7 @@ cache first; grep, parse and ingest run --repeat times (default 3) and their med
   ingest     the whole `gonka-evidence ingest-logs FILE --host H --year 2025 --warehouse NEW` process
              (imports, schema, parse, warehouse write), its rows counted afterwards in another child
   ingest_before  the same command of the installation given by --before (the code before a change),
-             run in the same session, so that the ratio is measured under the same load
+             run right after it in the same session, so that the ratio is measured under about the same load
 
 Every parse / ingest is checked against the counts the generator implies (records per
 table, unparsed lines). Results: bench/results/logs.json and a printed table; targets:
