@@ -72,7 +72,7 @@ class LogIngestSummary:
     lines: int = 0
     unparsed: int = 0  # lines no parser understood in this run (each also in quarantine)
     unrecognised: list[tuple[str, str]] = field(default_factory=list)  # (file, kind) with lines but 0 records
-    vllm_files_read: set[str] = field(default_factory=set, repr=False)  # identities of the vLLM logs read so far
+    vllm_lines_read: dict[str, int] = field(default_factory=dict, repr=False)  # identity -> lines read in this run
     elapsed_s: float = 0.0
 
 
@@ -161,14 +161,13 @@ def _segments(con, file: LogFile, host: str) -> list[tuple[int, str, int]]:
 def _ingest_vllm(con, run: IngestRun, file: LogFile, host: str, year: int | None, tz: LogTimezone,
                  summary: LogIngestSummary):
     """Stream the file's rows into the vLLM tables, replacing what an earlier read of the same lines wrote."""
-    segments = _segments(con, file, host)
-    stream = VllmStream(year, tz, part_starts=[start for start, _, _ in segments])
+    # A second copy of a file in this run (a log and its gzipped twin) gives the same rows for the lines
+    # read already: only its lines beyond them are written.
+    segments = [(start, file_id, before, summary.vllm_lines_read.get(file_id, 0))
+                for start, file_id, before in _segments(con, file, host)]
+    stream = VllmStream(year, tz, part_starts=[start for start, *_ in segments])
     params = {"host": host, "run_id": run.run_id}
     replaced = 0
-    for _, file_id, _ in segments:
-        if file_id in summary.vllm_files_read:  # a second copy of a file in this run: the last one read wins
-            replaced += _delete(con, run, "drop_same_run_rows.sql", params | {"file_id": file_id})
-        summary.vllm_files_read.add(file_id)
     # The next chunk is parsed while this one is written (DuckDB and Polars both release the GIL): one
     # writer thread, at most one chunk waiting for it.
     with ThreadPoolExecutor(1, thread_name_prefix="log-writer") as writer:
@@ -180,7 +179,8 @@ def _ingest_vllm(con, run: IngestRun, file: LogFile, host: str, year: int | None
         if pending is not None:
             pending.result()
     bounds = [s[0] for s in segments[1:]] + [stream.lines + 1]
-    for i, ((start, file_id, _), end) in enumerate(zip(segments, bounds)):
+    for i, ((start, file_id, _, _), end) in enumerate(zip(segments, bounds)):
+        summary.vllm_lines_read[file_id] = max(summary.vllm_lines_read.get(file_id, 0), end - start)
         replaced += _delete(con, run, "replace_earlier_read.sql", params | {"file_id": file_id, "lines": end - start})
         if len(segments) == 1:
             first, last, records, unparsed = stream.first, stream.last, stream.records, stream.unparsed
@@ -195,27 +195,32 @@ def _ingest_vllm(con, run: IngestRun, file: LogFile, host: str, year: int | None
     return stream.lines, stream.records, stream.unparsed, stream.at(stream.last)
 
 
-def _placed(frame: pl.DataFrame, segments: list[tuple[int, str, int]]) -> pl.DataFrame:
-    """The rows with the identity and line number of the file each belongs to (`_segments`)."""
+def _placed(frame: pl.DataFrame, segments: list[tuple[int, str, int, int]]) -> pl.DataFrame:
+    """The rows with the identity and line number of the file each belongs to (`_segments`), without the
+    lines of it this run has written already."""
     if len(segments) == 1:
-        return frame.with_columns(file_id=pl.lit(segments[0][1]))
-    parts = pl.DataFrame(segments, schema={"first_line": pl.Int64, "file_id": pl.String, "before": pl.Int64}, orient="row")
+        _, file_id, _, done = segments[0]
+        frame = frame.filter(pl.col("line") > done) if done else frame
+        return frame.with_columns(file_id=pl.lit(file_id))
+    parts = pl.DataFrame(segments, schema={"first_line": pl.Int64, "file_id": pl.String, "before": pl.Int64,
+                                           "done": pl.Int64}, orient="row")
     return frame.sort("line").join_asof(parts, left_on="line", right_on="first_line") \
-        .with_columns(line=pl.col("line") - pl.col("before")).drop("first_line", "before")
+        .with_columns(line=pl.col("line") - pl.col("before")).filter(pl.col("line") > pl.col("done")) \
+        .drop("first_line", "before", "done")
 
 
 def _append_batch(con, run: IngestRun, batch: VllmBatch, params: dict, segments: list, host: str, file: LogFile) -> None:
     """One chunk's rows appended to the vLLM tables, its unparsed lines to the quarantine."""
     for name, table in VLLM_TABLES.items():
-        frame = getattr(batch, name)
-        if frame.height:
-            con.register("new_log_rows", _placed(frame, segments).to_arrow())
+        frame = _placed(getattr(batch, name), segments) if getattr(batch, name).height else None
+        if frame is not None and frame.height:
+            con.register("new_log_rows", frame.to_arrow())
             try:
                 con.execute(sql_text("logs/append_vllm_rows.sql").format(table=table), params)
             finally:
                 con.unregister("new_log_rows")
             run.count(table, frame.height)
-    if batch.unparsed.height:
+    if batch.unparsed.height:  # (a line quarantined before is not added twice)
         run.quarantine(_quarantine_frame(host, "vllm", file, _placed(batch.unparsed, segments)))
 
 

@@ -189,6 +189,32 @@ def test_reingest_with_another_year_or_timezone_replaces(samples, tmp_path):
     con.close()
 
 
+def test_two_copies_of_a_log_in_one_run_count_once(samples, tmp_path):
+    """A log and its gzipped twin, and a shorter copy of it, in one run: each record once, and a longer copy
+    read after a shorter one adds just its new lines."""
+    import gzip
+
+    root, truth = samples
+    data = truth.files["live"].read_bytes()
+    lines = data.splitlines(keepends=True)
+    folder = tmp_path / "copies"
+    folder.mkdir()
+    (folder / "a-short.log").write_bytes(b"".join(lines[:60]))
+    (folder / "b-full.log.gz").write_bytes(gzip.compress(data))
+    (folder / "c-full.log").write_bytes(data)
+    con = open_for_write(tmp_path / "copies.duckdb")
+    both = ingest_logs(con, [folder], host=HOST, kind="vllm", year=2025)
+    alone = open_for_write(tmp_path / "alone.duckdb")
+    one = ingest_logs(alone, [truth.files["live"]], host=HOST, kind="vllm", year=2025)
+    for table in ("log_spec_decode", "log_engine_stats", "log_engine_events"):
+        n = fetch_frame(con, f"SELECT count(*) AS n, count(DISTINCT (record_key, {'kind' if 'events' in table else 1})) AS k "
+                        f"FROM {table}").row(0)
+        assert n == (one.rows[table], one.rows[table]) and both.rows[table] == one.rows[table], table
+    assert both.replaced == 0
+    con.close()
+    alone.close()
+
+
 def test_timezone_names_and_offsets(samples, tmp_path):
     """An IANA zone applies its daylight saving; a bad zone is a one-line error naming it."""
     from pipeline.sources.base import SourceError
