@@ -1,6 +1,7 @@
-"""The log-parsing benchmark (issue 5, Performance): our vLLM log parser against `grep -c`.
+"""The log benchmark: our vLLM log parser against `grep -c`, and the end-to-end `ingest-logs`.
 
     python bench/logs_bench.py [--size-gb 1] [--small-gb 0.25] [--regenerate] [--profile]
+                               [--before OTHER/.venv/bin/gonka-evidence]
 
 Generates once, into the git-ignored bench/data/, realistic vLLM logs of ~0.25 GB and
 ~1 GB (`vllm_<size>gb.log`), built by rendering a few dozen segments written by the
@@ -11,18 +12,21 @@ windows, OOM / illegal-access tracebacks, worker deaths, one unknown-format line
 over and over with advancing timestamps (Sep → Apr, so one December → January
 rollover). Then, per size, each step in its own child process, peak RSS from
 `os.wait4` (`ru_maxrss` of exactly that child), one unmeasured `cat` warms the page
-cache first; grep and parse run --repeat times (default 3) and their median is kept:
+cache first; grep, parse and ingest run --repeat times (default 3) and their median is kept:
 
   grep_c     LC_ALL=C grep -c -E '<the patterns our parser dispatches on>' FILE  (the floor)
   grep_utf8  the same with LC_ALL=C.UTF-8 (the machine's locale)
   read       LogFile.lines() alone: Python's line iteration + UTF-8 decode (no parsing)
   parse      pipeline.sources.vllm_logs.iter_vllm_batches over the file (no warehouse; streaming)
-  ingest     pipeline.ingest_logs.ingest_logs into a fresh DuckDB file (schema creation untimed)
+  ingest     the whole `gonka-evidence ingest-logs FILE --host H --year 2025 --warehouse NEW` process
+             (imports, schema, parse, warehouse write), its rows counted afterwards in another child
+  ingest_before  the same command of the installation given by --before (the code before a change),
+             run right after it in the same session, so that the ratio is measured under about the same load
 
 Every parse / ingest is checked against the counts the generator implies (records per
 table, unparsed lines). Results: bench/results/logs.json and a printed table; targets:
-parse MB/s >= 25% of the grep floor's MB/s, and peak RSS not growing with file size
-(1 GB <= 1.10 x 0.25 GB). A child whose RSS passes --rss-limit-gb is killed (so a parser
+parse MB/s >= 25% of the grep floor's MB/s, peak RSS not growing with file size
+(1 GB <= 1.10 x 0.25 GB), and ingest >= 40 MB/s end to end for logs of 200 MB or more. A child whose RSS passes --rss-limit-gb is killed (so a parser
 that keeps everything cannot take the shared machine down) and reported as such.
 """
 
@@ -63,11 +67,13 @@ GREP_PATTERNS = [
     "larger than the available KV cache memory",
 ]
 GREP_RE = "|".join(GREP_PATTERNS)
-STEPS = ("grep_c", "grep_utf8", "read", "parse", "parse_polars", "ingest")
-REPEATED = ("grep_c", "grep_utf8", "parse")  # what the targets compare: the median of --repeat runs
-# parse_polars: the same parse with the C scanner switched off (the path used without a compiler)
-STEP_ENV = {"parse_polars": {"GONKA_EVIDENCE_NATIVE_LOGS": "0"}}
-TARGETS = {"parse_vs_grep_floor": 0.25, "rss_growth": 1.10}
+STEPS = ("grep_c", "grep_utf8", "read", "parse", "ingest", "ingest_before")
+REPEATED = ("grep_c", "grep_utf8", "parse", "ingest", "ingest_before")  # the median of --repeat runs is kept
+# ingest: the whole `gonka-evidence ingest-logs FILE --host H --year 2025 --warehouse NEW.duckdb` process of
+# this checkout (imports, schema creation, parse, warehouse write); ingest_before: the same command of
+# another installation (--before, e.g. the main checkout's venv), run alternately in the same session
+TARGETS = {"parse_vs_grep_floor": 0.25, "rss_growth": 1.10, "ingest_mb_per_s": 40.0}
+INGEST_TARGET_MIN_BYTES = 200_000_000  # the ingest target is for logs of at least 200 MB
 SEEDS_PER_VARIANT = 5
 WINDOWS_PER_SEGMENT = 180  # 30 minutes of 10-second windows per engine lifetime
 STAMP = re.compile(r"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
@@ -241,7 +247,6 @@ def step_read(path: Path) -> dict:
 def step_parse(path: Path) -> dict:
     """The streaming parser over the whole file: every chunk's row frames (with record_key and `at`)
     are built and dropped; only counts are kept."""
-    from pipeline.sources import vllm_logs
     from pipeline.sources.logfiles import LogFile
     from pipeline.sources.vllm_logs import VllmStream, iter_vllm_batches
 
@@ -260,31 +265,25 @@ def step_parse(path: Path) -> dict:
     elapsed = time.perf_counter() - started
     return {"elapsed_s": elapsed, "lines": stream.lines, "records": stream.records, "spec": n["spec"],
             "stats": n["stats"], "events": n["events"], "unparsed": stream.unparsed, "event_kinds": dict(kinds),
-            "batches": batches, "first_at": str(stream.at(stream.first)), "last_at": str(stream.at(stream.last)),
-            "c_scanner": vllm_logs._native is not None}
+            "batches": batches, "first_at": str(stream.at(stream.first)), "last_at": str(stream.at(stream.last))}
 
 
-def step_ingest(path: Path) -> dict:
-    from pipeline.ingest_logs import ingest_logs
-    from pipeline.warehouse import open_for_write
+def step_count(db: Path) -> dict:
+    """What an ingest child left in its warehouse (counted in a separate child: the parent stays small)."""
+    import duckdb
 
-    db = DATA / f"logs_{path.stem}.duckdb"
-    for p in (db, db.with_name(db.name + ".wal")):
-        p.unlink(missing_ok=True)
-    con = open_for_write(db)  # schema creation is not timed
-    started = time.perf_counter()
-    s = ingest_logs(con, [path], host=HOST, kind=None, year=YEAR)
-    elapsed = time.perf_counter() - started
+    con = duckdb.connect(str(db), read_only=True)
     tables = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
               for t in ("log_spec_decode", "log_engine_stats", "log_engine_events")}
     quarantined = con.execute("SELECT count(*) FROM quarantine").fetchone()[0]
+    lines = con.execute("SELECT sum(lines) FROM log_files").fetchone()[0]
     con.close()
-    return {"elapsed_s": elapsed, "lines": s.lines, "unparsed": s.unparsed, "rows_added": s.rows, "kinds": s.kinds,
-            "spec": tables["log_spec_decode"], "stats": tables["log_engine_stats"],
-            "events": tables["log_engine_events"], "quarantined": quarantined, "duckdb_bytes": db.stat().st_size}
+    return {"lines": lines, "spec": tables["log_spec_decode"], "stats": tables["log_engine_stats"],
+            "events": tables["log_engine_events"], "unparsed": quarantined, "duckdb_bytes": db.stat().st_size}
 
 
-STEP_FUNCS = {"read": step_read, "parse": step_parse, "parse_polars": step_parse, "ingest": step_ingest}
+STEP_FUNCS = {"read": step_read, "parse": step_parse, "count": step_count}
+CLI = Path(sys.executable).with_name("gonka-evidence")
 
 
 # -- orchestration -------------------------------------------------------------------------------
@@ -330,25 +329,50 @@ def run_child(argv: list[str], env: dict | None, rss_limit: int) -> tuple[dict, 
     return info, stdout, wall, samples, killed
 
 
-def run_step(step: str, meta: dict, rss_limit: int) -> dict:
+def run_ingest(step: str, path: Path, rss_limit: int, before: Path | None) -> dict:
+    """One end-to-end `gonka-evidence ingest-logs` process into a fresh warehouse, then its rows counted."""
+    cli = before if step == "ingest_before" else CLI
+    if cli is None:
+        return {"error": "no --before installation given"}
+    db = DATA / f"logs_{path.stem}_{step}.duckdb"
+    for p in (db, db.with_name(db.name + ".wal")):
+        p.unlink(missing_ok=True)
+    info, _, wall, _, _ = run_child([str(cli), "ingest-logs", str(path), "--host", HOST, "--year", str(YEAR),
+                                     "--warehouse", str(db)], {"COLUMNS": "200"}, rss_limit)
+    info["elapsed_s"], info["command"] = wall, f"{cli} ingest-logs FILE --host … --year {YEAR} --warehouse NEW"
+    if info["exit_code"] != 0:
+        info["error"] = (f"killed above the RSS limit ({info['killed_at_rss_bytes'] / 2**30:.1f} GiB)"
+                         if "killed_at_rss_bytes" in info else f"exit code {info['exit_code']}")
+        return info
+    counted = run_child_step("count", db, rss_limit)
+    return info | {k: v for k, v in counted.items() if k not in info}
+
+
+def run_child_step(step: str, path: Path, rss_limit: int) -> dict:
+    with tempfile.NamedTemporaryFile(suffix=".json", dir=DATA, delete=False) as tmp:
+        out = Path(tmp.name)
+    try:
+        info, _, _, _, _ = run_child([sys.executable, str(Path(__file__).resolve()), "--step", step,
+                                      "--file", str(path), "--out", str(out)], None, rss_limit)
+        if info["exit_code"] == 0:
+            return json.loads(out.read_text()) | info
+        info["error"] = (f"killed above the RSS limit ({info['killed_at_rss_bytes'] / 2**30:.1f} GiB)"
+                         if "killed_at_rss_bytes" in info else f"exit code {info['exit_code']}")
+        return info
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def run_step(step: str, meta: dict, rss_limit: int, before: Path | None = None) -> dict:
     path = Path(meta["path"])
-    if step.startswith("grep"):
+    if step.startswith("ingest"):
+        info = run_ingest(step, path, rss_limit, before)
+    elif step.startswith("grep"):
         locale = "C" if step == "grep_c" else "C.UTF-8"
         info, stdout, wall, _, _ = run_child(["grep", "-c", "-E", GREP_RE, str(path)], {"LC_ALL": locale}, rss_limit)
         info.update(elapsed_s=wall, matches=int(stdout.strip() or 0), locale=locale)
     else:
-        with tempfile.NamedTemporaryFile(suffix=".json", dir=DATA, delete=False) as tmp:
-            out = Path(tmp.name)
-        try:
-            info, _, _, _, _ = run_child([sys.executable, str(Path(__file__).resolve()), "--step", step,
-                                          "--file", str(path), "--out", str(out)], STEP_ENV.get(step), rss_limit)
-            if info["exit_code"] == 0:
-                info = json.loads(out.read_text()) | info
-            else:
-                info["error"] = (f"killed above the RSS limit ({info['killed_at_rss_bytes'] / 2**30:.1f} GiB)"
-                                 if "killed_at_rss_bytes" in info else f"exit code {info['exit_code']}")
-        finally:
-            out.unlink(missing_ok=True)
+        info = run_child_step(step, path, rss_limit)
     if "elapsed_s" in info:
         mb = meta["bytes"] / 1e6
         info["mb_per_s"] = mb / info["elapsed_s"]
@@ -357,11 +381,11 @@ def run_step(step: str, meta: dict, rss_limit: int) -> dict:
     return info
 
 
-def run_repeated(step: str, meta: dict, rss_limit: int, repeat: int) -> dict:
+def run_repeated(step: str, meta: dict, rss_limit: int, repeat: int, before: Path | None = None) -> dict:
     """`run_step` `repeat` times (the steps the targets compare): the run of median time, with the median
     peak RSS of the runs, and every run's time, CPU and peak in `runs` (one run of a shared two-core
     machine moves by ±5% in time and ±4% in peak RSS)."""
-    runs = [run_step(step, meta, rss_limit) for _ in range(max(repeat, 1))]
+    runs = [run_step(step, meta, rss_limit, before) for _ in range(max(repeat, 1))]
     failed = [r for r in runs if "error" in r]
     if failed or len(runs) == 1:
         return failed[0] if failed else runs[0]
@@ -376,11 +400,8 @@ def check(step: str, r: dict, expected: dict) -> list[str]:
     if "error" in r or step.startswith("grep"):
         return []
     keys = {"read": ("lines",), "parse": ("lines", "records", "spec", "stats", "events", "unparsed"),
-            "ingest": ("lines", "spec", "stats", "events", "unparsed")}[step.removesuffix("_polars")]
-    found = [f"{k}: {r.get(k)} != expected {expected[k]}" for k in keys if r.get(k) != expected[k]]
-    if "c_scanner" in r and r["c_scanner"] != (step == "parse"):
-        found.append("the C scanner was " + ("not " if step == "parse" else "") + "used")
-    return found
+            "ingest": ("lines", "spec", "stats", "events", "unparsed")}[step.removesuffix("_before")]
+    return [f"{k}: {r.get(k)} != expected {expected[k]}" for k in keys if r.get(k) != expected[k]]
 
 
 def profile_parse(meta: dict, out: Path, rate: int = 50) -> dict:
@@ -449,6 +470,15 @@ def evaluate(sizes: dict) -> dict:
                     "reference": step != "parse" or size != largest,
                     "cpu_value": s[step]["mb_per_cpu_s"] / max(s[g]["mb_per_cpu_s"] for g in ("grep_c", "grep_utf8")
                                                                  if "mb_per_cpu_s" in s.get(g, {}))}
+        ingest = s.get("ingest", {})
+        if "mb_per_s" in ingest and entry["file"]["bytes"] >= INGEST_TARGET_MIN_BYTES:
+            targets[f"{size} ingest MB/s (end to end)"] = {
+                "value": ingest["mb_per_s"], "target": TARGETS["ingest_mb_per_s"],
+                "pass": ingest["mb_per_s"] >= TARGETS["ingest_mb_per_s"] and not ingest.get("mismatch")}
+        if "mb_per_s" in ingest and "mb_per_s" in s.get("ingest_before", {}):
+            targets[f"{size} ingest speed vs --before"] = {
+                "value": ingest["mb_per_s"] / s["ingest_before"]["mb_per_s"], "target": 1.0, "reference": True,
+                "pass": True, "memory_ratio": ingest["peak_rss_bytes"] / s["ingest_before"]["peak_rss_bytes"]}
     keys = sorted(sizes, key=lambda k: sizes[k]["file"]["bytes"])
     if len(keys) >= 2:
         small, large = sizes[keys[0]]["steps"], sizes[keys[-1]]["steps"]
@@ -465,8 +495,8 @@ def render(results: dict) -> str:
     lines = []
     names = {"grep_c": "grep -c -E (LC_ALL=C)", "grep_utf8": "grep -c -E (LC_ALL=C.UTF-8)",
              "read": "LogFile.lines() only (no parse)", "parse": "iter_vllm_batches (no warehouse)",
-             "parse_polars": "iter_vllm_batches, Polars path only (no C scanner)",
-             "ingest": "ingest_logs → fresh DuckDB"}
+             "ingest": "gonka-evidence ingest-logs → fresh DuckDB (whole process)",
+             "ingest_before": "the same, --before installation"}
     for size, entry in results["sizes"].items():
         f = entry["file"]
         lines.append(f"\n**{size}**: {f['bytes'] / 1e6:,.0f} MB, {f['expected']['lines']:,} lines, "
@@ -493,15 +523,18 @@ def render(results: dict) -> str:
             lines.append("\nMedian of " + "; ".join(
                 f"{name}: " + ", ".join(f"{x['elapsed_s']:.2f} s / {x['peak_rss_bytes'] / 2**20:,.0f} MiB" for x in runs)
                 for name, runs in repeated) + ".")
-    for heading, reference in (("Targets (issue 5)", False), ("For reference (no target)", True)):
+    for heading, reference in (("Targets", False), ("For reference (no target)", True)):
         shown = {name: t for name, t in results.get("targets", {}).items() if t.get("reference", False) == reference}
         if shown:
             lines.append(f"\n{heading}:")
         for name, t in shown.items():
             extra = f" (by CPU time {t['cpu_value']:.3f})" if "cpu_value" in t else ""
             verdict = "" if reference else f": {'PASS' if t['pass'] else 'FAIL'}"
+            if "memory_ratio" in t:
+                extra += f", peak RSS ×{t['memory_ratio']:.2f}"
+            sign = "≥" if "floor" in name or "MB/s" in name or "vs --before" in name else "≤"
             lines.append(f"- {name}: {t['value']:.3f} ({'target' if not reference else 'the target line'} "
-                         f"{'≥' if 'floor' in name else '≤'} {t['target']}){extra}{verdict}")
+                         f"{sign} {t['target']}){extra}{verdict}")
     return "\n".join(lines)
 
 
@@ -515,6 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-limit-gb", type=float, default=12.0, help="kill a child above this RSS")
     parser.add_argument("--repeat", type=int, default=3, help="runs of grep and parse per size (the median is kept)")
     parser.add_argument("--output", default=str(RESULTS / "logs.json"))
+    parser.add_argument("--before", type=Path, help="another installation's gonka-evidence executable, for the "
+                        "ingest_before step (e.g. the main checkout's .venv/bin/gonka-evidence)")
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -543,7 +578,9 @@ def main(argv: list[str] | None = None) -> int:
         entry = {"file": meta, "steps": {}}
         for step in steps:
             print(f"[{label}] {step} …", flush=True)
-            r = run_repeated(step, meta, rss_limit, args.repeat if step in REPEATED else 1)
+            if step == "ingest_before" and args.before is None:
+                continue
+            r = run_repeated(step, meta, rss_limit, args.repeat if step in REPEATED else 1, args.before)
             r["mismatch"] = check(step, r, meta["expected"])
             entry["steps"][step] = r
             brief = {k: (round(r[k], 2) if isinstance(r[k], float) else r[k]) for k in

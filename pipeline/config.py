@@ -30,7 +30,7 @@ from pipeline.sources.base import SourceError
 from pipeline.tomlfile import read_toml, require_string, toml_type
 
 CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
-SOURCE_KEYS = ("url", "path", "kind", "label")
+SOURCE_KEYS = ("url", "path", "kind", "label", "timezone")  # timezone: of a vLLM log source's local times
 # store = a SQLite store directory; postgres = a URL (or "postgres" for libpq environment variables);
 # vllm / validator / poc / metrics = log directories or files (`ingest-logs`); json = saved
 # accounting-API / chain REST responses (`ingest-json`).
@@ -150,6 +150,13 @@ def _checked(cfg: RunConfig) -> RunConfig:
     for s in cfg.sources:
         if s.get("kind") is not None and s["kind"] not in SOURCE_KINDS:
             raise SourceError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")
+        if "timezone" in s:
+            from pipeline.sources.logfiles import LogTimezone
+
+            try:
+                LogTimezone.parse(s["timezone"])
+            except SourceError as exc:
+                raise SourceError(f"{cfg.origin}: {exc}") from None
     return cfg
 
 

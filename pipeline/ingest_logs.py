@@ -1,57 +1,44 @@
 """Ingest engine and validator logs, /metrics scrapes and PoC results for one host.
 
     from pipeline.ingest_logs import ingest_logs
-    summary = ingest_logs(con, ["logs/"], host="gonka1…", kind=None, year=None)
+    summary = ingest_logs(con, ["logs/"], host="gonka1…", kind=None, year=None, timezone="UTC")
 
-Small files (validator logs, scrapes, PoC results) are one transaction each. vLLM logs
-stream: each chunk's rows and unparsed lines (quarantine) commit as they are parsed
-(`pipeline.sources.vllm_logs.iter_vllm_batches`), so neither the parser's nor DuckDB's
-memory grows with the file, and the file's coverage row in ``log_files`` commits last.
-Rows are inserted with ``INSERT OR IGNORE`` on their natural keys (see
-``sql/warehouse/schema/30_logs.sql``), so re-ingesting a file, its rotated or
-gzipped twin, or a longer version of it adds only what is new. The run is a row
-in ``ingest_runs`` (source id ``logs:<host>``) with the rows added per table.
+Each file is one transaction: its rows, its quarantined lines and its coverage row in
+``log_files`` commit together. vLLM logs stream: each chunk's rows are appended as they are
+parsed (`pipeline.sources.vllm_logs.iter_vllm_batches`), so the parser's memory does not grow
+with the file, and the vLLM tables carry no index to maintain per row.
+
+A vLLM record is keyed by (file identity, line): a file read before (same identity in
+``log_files``) has its records at the lines read now *replaced*, so a re-ingest with another
+``--year`` or ``--timezone`` corrects the times, while a rotated or gzipped twin or a longer
+version of the file adds only its new lines. Validator logs, scrapes and PoC results carry
+full timestamps and keep ``INSERT OR IGNORE`` on their natural keys
+(``sql/warehouse/schema/30_logs.sql``). The run is a row in ``ingest_runs`` (source id
+``logs:<host>``, label = the time zone the vLLM times were read in).
 """
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from pipeline import __version__
+from pipeline.loading import IngestRun, ingest_run
+from pipeline.paths import sql_text
 from pipeline.sources.base import SourceError
-from pipeline.sources.logfiles import KINDS, LogFile, detect_kind, expand
+from pipeline.sources.logfiles import KINDS, LogFile, LogTimezone, detect_kind, expand
 from pipeline.sources.metrics_scrapes import parse_scrape
 from pipeline.sources.poc_results import parse_poc
 from pipeline.sources.validator_logs import parse_validator_log
-from pipeline.sources.vllm_logs import VllmStream, iter_vllm_batches
+from pipeline.sources.vllm_logs import VllmBatch, VllmStream, iter_vllm_batches
 from pipeline.warehouse import duckdb_setting, transaction
 
 TS = pl.Datetime("us", "UTC")
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
-    "log_spec_decode": {
-        "host": pl.String, "record_key": pl.String, "at": TS, "accepted": pl.Int64, "drafted": pl.Int64,
-        "drafts": pl.Int64, "per_position": pl.List(pl.Float64), "mal_printed": pl.Float64,
-        "mal_semantics": pl.String, "accepted_tps": pl.Float64, "drafted_tps": pl.Float64,
-        "acceptance_rate_printed": pl.Float64, "level": pl.String, "proc": pl.String, "file_id": pl.String,
-        "line": pl.Int64, "run_id": pl.String,
-    },
-    "log_engine_stats": {
-        "host": pl.String, "record_key": pl.String, "at": TS, "engine": pl.String, "running": pl.Int64,
-        "waiting": pl.Int64, "preemptions": pl.Int64, "kv_cache_usage": pl.Float64,
-        "prefix_cache_hit_rate": pl.Float64, "prompt_tps": pl.Float64, "generation_tps": pl.Float64,
-        "level": pl.String, "proc": pl.String, "file_id": pl.String, "line": pl.Int64, "run_id": pl.String,
-    },
-    "log_engine_events": {
-        "host": pl.String, "record_key": pl.String, "kind": pl.String, "at": TS, "detail": pl.String,
-        "level": pl.String, "proc": pl.String, "file_id": pl.String, "line": pl.Int64, "run_id": pl.String,
-    },
     "metric_samples": {
         "host": pl.String, "scraped_at": TS, "family": pl.String, "engine": pl.String, "model_name": pl.String,
         "position": pl.String, "value": pl.Float64, "run_id": pl.String,
@@ -69,6 +56,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "p_value": pl.Float64, "fraud": pl.Boolean, "file": pl.String, "run_id": pl.String,
     },
 }
+VLLM_TABLES = {"spec": "log_spec_decode", "stats": "log_engine_stats", "events": "log_engine_events"}
 QUARANTINE_TABLE = {"vllm": "vllm_log", "validator": "validator_log", "metrics": "metrics_scrape", "poc": "poc_result"}
 
 
@@ -76,15 +64,16 @@ QUARANTINE_TABLE = {"vllm": "vllm_log", "validator": "validator_log", "metrics":
 class LogIngestSummary:
     run_id: str
     host: str
+    timezone: str = "UTC"
     files: int = 0
     kinds: dict[str, int] = field(default_factory=dict)  # files per kind
     rows: dict[str, int] = field(default_factory=dict)  # rows added per table (0 on a re-ingest)
+    replaced: int = 0  # records of files read before, written again (another --year / --timezone corrects them)
     lines: int = 0
     unparsed: int = 0  # lines no parser understood in this run (each also in quarantine)
+    unrecognised: list[tuple[str, str]] = field(default_factory=list)  # (file, kind) with lines but 0 records
+    vllm_lines_read: dict[str, int] = field(default_factory=dict, repr=False)  # identity -> lines read in this run
     elapsed_s: float = 0.0
-
-    def add(self, table: str, n: int) -> None:
-        self.rows[table] = self.rows.get(table, 0) + n
 
 
 def ingest_logs(
@@ -93,147 +82,186 @@ def ingest_logs(
     host: str,
     kind: str | None = None,
     year: int | None = None,
+    timezone: str | None = None,
 ) -> LogIngestSummary:
-    """Ingest files and directories of one host; ``kind`` None = detected per file."""
+    """Ingest files and directories of one host; ``kind`` None = detected per file; ``timezone`` = the
+    zone of the vLLM logs' local times (IANA name or UTC offset, default UTC)."""
     if not host or not host.strip():
         raise SourceError("ingest-logs needs --host ADDR (the host the logs belong to)")
     if kind is not None and kind not in KINDS:
         raise SourceError(f"unknown --kind {kind!r}; choose one of {', '.join(KINDS)}")
     if year is not None and not 1970 <= year <= 9999:
         raise SourceError(f"--year {year} is not a plausible year")
+    tz = LogTimezone.parse(timezone)
     files = expand(paths)
     started = time.monotonic()
-    run_id = uuid.uuid4().hex[:16]
-    summary = LogIngestSummary(run_id=run_id, host=host)
-    source_id = f"logs:{host}"
-    with transaction(con):
-        con.execute(
-            "INSERT INTO ingest_runs (run_id, source_id, source_kind, source_display, started_at, status, pipeline_version) "
-            "VALUES (?, ?, 'logs', ?, now(), 'running', ?)",
-            [run_id, source_id, ", ".join(str(p) for p in paths), __version__],
-        )
-    status, copy_at = "failed", None
-    try:
-        # Log rows commit per chunk (~32 MB of log each); at DuckDB's default 16MB WAL threshold every
-        # commit also checkpointed, a third of a large file's ingest time. Checkpoint every 256MB of WAL
-        # instead (peak RSS unchanged at 1 GB of log, bench/BENCHMARKS.md).
-        with duckdb_setting(con, "checkpoint_threshold", "256MB"):
-            for file in files:
-                file_kind = kind or detect_kind(file)
-                last = _ingest_file(con, file, file_kind, host, year, run_id, summary)
-                copy_at = max(copy_at, last) if copy_at and last else (last or copy_at)
-        status = "ok"
-    finally:
-        summary.elapsed_s = time.monotonic() - started
-        with transaction(con):
-            con.execute(
-                "UPDATE ingest_runs SET finished_at = now(), status = ?, rows = ?, copy_at = ? WHERE run_id = ?",
-                [status, json.dumps(summary.rows | {"unparsed": summary.unparsed, "files": summary.files}), copy_at, run_id],
-            )
+    display = ", ".join(str(p) for p in paths)
+    with ingest_run(con, source_id=f"logs:{host}", kind="logs", display=display, label=f"timezone {tz.name}") as run:
+        summary = LogIngestSummary(run_id=run.run_id, host=host, timezone=tz.name)
+        try:
+            # A large file is one transaction; at DuckDB's default 16MB WAL threshold its commit would
+            # also checkpoint mid-run. Checkpoint every 256MB of WAL instead.
+            with duckdb_setting(con, "checkpoint_threshold", "256MB"):
+                for file in files:
+                    _ingest_file(con, run, file, kind or detect_kind(file), host, year, tz, summary)
+        finally:
+            summary.elapsed_s = time.monotonic() - started
+            summary.rows = dict(run.rows)
+            run.extra = {"files": summary.files, "lines": summary.lines, "unparsed": summary.unparsed,
+                         "replaced": summary.replaced, "unrecognised_files": len(summary.unrecognised)}
     return summary
 
 
-def _insert(con, table: str, frame: pl.DataFrame) -> int:
-    con.register("new_log_rows", frame.to_arrow())
-    try:
-        return int(con.execute(f"INSERT OR IGNORE INTO {table} BY NAME (SELECT * FROM new_log_rows)").fetchone()[0])
-    finally:
-        con.unregister("new_log_rows")
+def _ingest_file(con, run: IngestRun, file: LogFile, kind: str, host: str, year: int | None, tz: LogTimezone,
+                 summary: LogIngestSummary) -> None:
+    with transaction(con):
+        if kind == "vllm":
+            lines, records, unparsed, last = _ingest_vllm(con, run, file, host, year, tz, summary)
+        else:
+            lines, records, unparsed, last = _ingest_small(con, run, file, kind, host)
+    if lines and not records:  # nothing recognised: a wrong --kind, or a file of another kind
+        summary.unrecognised.append((str(file.path), kind))
+    if last is not None:
+        run.copy_at = max(run.copy_at, last) if run.copy_at else last
+    summary.files += 1
+    summary.kinds[kind] = summary.kinds.get(kind, 0) + 1
+    summary.lines += lines
+    summary.unparsed += unparsed
 
 
-def _quarantine_frame(run_id: str, host: str, file_id: str, kind: str, file: LogFile, unparsed: pl.DataFrame) -> pl.DataFrame:
+def _quarantine_frame(host: str, kind: str, file: LogFile, unparsed: pl.DataFrame) -> pl.DataFrame:
+    """Quarantine rows of a vLLM log's unparsed lines (line, text, file_id)."""
     return unparsed.select(
-        run_id=pl.lit(run_id), source_id=pl.lit(f"logs:{host}:{file_id}"), table_name=pl.lit(QUARANTINE_TABLE[kind]),
-        row_key=pl.col("record_key"),
+        source_id=pl.format("logs:{}:{}", pl.lit(host), pl.col("file_id")), table_name=pl.lit(QUARANTINE_TABLE[kind]),
+        row_key=pl.format("{}:{}", pl.col("file_id"), pl.col("line")),
         reason=pl.format("unparsed line {} of {}: {}", pl.col("line"), pl.lit(file.path.name), pl.col("text").str.slice(0, 300)),
     )
 
 
-def _ingest_vllm(con, file: LogFile, host: str, year: int | None, run_id: str, summary: LogIngestSummary):
-    """Stream the file: each chunk's rows go in as parsed, inside the file's one transaction."""
-    file_id = file.identity()
-    stream = VllmStream(year)
-    added = {"log_spec_decode": 0, "log_engine_stats": 0, "log_engine_events": 0}
-    extra = {"host": host, "file_id": file_id, "run_id": run_id}
-    for batch in iter_vllm_batches(file, year, stream):
-        # One transaction per chunk keeps DuckDB's memory bounded by the chunk, not the file;
-        # keys are stable, so a re-run after an interruption adds exactly the missing rows.
-        with transaction(con):
-            for table, frame in (("log_spec_decode", batch.spec), ("log_engine_stats", batch.stats),
-                                 ("log_engine_events", batch.events)):
-                if frame.height:
-                    frame = frame.with_columns(**{k: pl.lit(v) for k, v in extra.items()}).select(
-                        [pl.col(c).cast(t) for c, t in SCHEMAS[table].items()])
-                    added[table] += _insert(con, table, frame)
-            if batch.unparsed.height:
-                bad = _quarantine_frame(run_id, host, file_id, "vllm", file, batch.unparsed)
-                con.register("new_quarantine", bad.to_arrow())
-                con.execute("INSERT OR IGNORE INTO quarantine BY NAME (SELECT * FROM new_quarantine)")
-                con.unregister("new_quarantine")
-    # The coverage row is written last: a file is only listed as ingested once all its chunks are in.
-    first, last = stream.at(stream.first), stream.at(stream.last)
-    with transaction(con):
-        _log_file_row(con, host, file_id, "vllm", file, first, last, stream.lines, stream.records, stream.unparsed, run_id)
-    for table, n in added.items():
-        summary.add(table, n)
-    summary.files += 1
-    summary.kinds["vllm"] = summary.kinds.get("vllm", 0) + 1
-    summary.lines += stream.lines
-    summary.unparsed += stream.unparsed
-    return last
+def _segments(con, file: LogFile, host: str) -> list[tuple[int, str, int]]:
+    """(first line here, identity, lines before it here) of each known file this one continues.
+
+    A copy taken before logrotate's copytruncate holds the rotated file and the start of the next one:
+    past the lines known of its identity, the next line may be the first line of another file of the
+    host already read. Those lines are that file's records (its identity, its line numbers), not new
+    ones. (A longer copy read *before* its parts cannot be told apart this way: its tail is kept under
+    its own identity.)"""
+    known = dict(con.execute("SELECT file_id, lines FROM log_files WHERE host = ? AND kind = 'vllm'", [host]).fetchall())
+    segments = [(1, file.identity(), 0)]
+    while segments[-1][1] in known and known[segments[-1][1]]:
+        start, ident, _ = segments[-1]
+        after = start + known[ident]
+        following = file.identity_from(after)
+        if following is None or following not in known or any(following == s[1] for s in segments):
+            break
+        segments.append((after, following, after - 1))
+    return segments
+
+
+def _ingest_vllm(con, run: IngestRun, file: LogFile, host: str, year: int | None, tz: LogTimezone,
+                 summary: LogIngestSummary):
+    """Stream the file's rows into the vLLM tables, replacing what an earlier read of the same lines wrote."""
+    # A second copy of a file in this run (a log and its gzipped twin) gives the same rows for the lines
+    # read already: only its lines beyond them are written.
+    segments = [(start, file_id, before, summary.vllm_lines_read.get(file_id, 0))
+                for start, file_id, before in _segments(con, file, host)]
+    stream = VllmStream(year, tz, part_starts=[start for start, *_ in segments])
+    params = {"host": host, "run_id": run.run_id}
+    replaced = 0
+    # The next chunk is parsed while this one is written (DuckDB and Polars both release the GIL): one
+    # writer thread, at most one chunk waiting for it.
+    with ThreadPoolExecutor(1, thread_name_prefix="log-writer") as writer:
+        pending = None
+        for batch in iter_vllm_batches(file, year, stream):
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(_append_batch, con, run, batch, params, segments, host, file)
+        if pending is not None:
+            pending.result()
+    bounds = [s[0] for s in segments[1:]] + [stream.lines + 1]
+    for i, ((start, file_id, _, _), end) in enumerate(zip(segments, bounds)):
+        summary.vllm_lines_read[file_id] = max(summary.vllm_lines_read.get(file_id, 0), end - start)
+        replaced += _delete(con, run, "replace_earlier_read.sql", params | {"file_id": file_id, "lines": end - start})
+        if len(segments) == 1:
+            first, last, records, unparsed = stream.first, stream.last, stream.records, stream.unparsed
+        else:  # a part of the file; the copy shows it runs on into the next part, so it is observed until then
+            first, last, records = stream.parts[i] if stream.parts else (None, None, 0)
+            if i + 1 < len(segments) and stream.parts and stream.parts[i + 1][0] is not None:
+                last = stream.parts[i + 1][0]
+            unparsed = con.execute(sql_text("logs/part_unparsed.sql"), params | {"file_id": file_id}).fetchone()[0]
+        _log_file_row(con, host, file_id, "vllm", file, stream.at(first), stream.at(last), end - start, records,
+                      unparsed, run.run_id)
+    summary.replaced += replaced
+    return stream.lines, stream.records, stream.unparsed, stream.at(stream.last)
+
+
+def _placed(frame: pl.DataFrame, segments: list[tuple[int, str, int, int]]) -> pl.DataFrame:
+    """The rows with the identity and line number of the file each belongs to (`_segments`), without the
+    lines of it this run has written already."""
+    if len(segments) == 1:
+        _, file_id, _, done = segments[0]
+        frame = frame.filter(pl.col("line") > done) if done else frame
+        return frame.with_columns(file_id=pl.lit(file_id))
+    parts = pl.DataFrame(segments, schema={"first_line": pl.Int64, "file_id": pl.String, "before": pl.Int64,
+                                           "done": pl.Int64}, orient="row")
+    return frame.sort("line").join_asof(parts, left_on="line", right_on="first_line") \
+        .with_columns(line=pl.col("line") - pl.col("before")).filter(pl.col("line") > pl.col("done")) \
+        .drop("first_line", "before", "done")
+
+
+def _append_batch(con, run: IngestRun, batch: VllmBatch, params: dict, segments: list, host: str, file: LogFile) -> None:
+    """One chunk's rows appended to the vLLM tables, its unparsed lines to the quarantine."""
+    for name, table in VLLM_TABLES.items():
+        frame = _placed(getattr(batch, name), segments) if getattr(batch, name).height else None
+        if frame is not None and frame.height:
+            con.register("new_log_rows", frame.to_arrow())
+            try:
+                con.execute(sql_text("logs/append_vllm_rows.sql").format(table=table), params)
+            finally:
+                con.unregister("new_log_rows")
+            run.count(table, frame.height)
+    if batch.unparsed.height:  # (a line quarantined before is not added twice)
+        run.quarantine(_quarantine_frame(host, "vllm", file, _placed(batch.unparsed, segments)))
+
+
+def _delete(con, run: IngestRun, script: str, params: dict) -> int:
+    """Run a DELETE of earlier rows of one file over the vLLM tables; the spec and stats rows it removed (its
+    records: an event is part of its record). The rows counted as new go down by what was removed."""
+    records = 0
+    for table in VLLM_TABLES.values():
+        n = int(con.execute(sql_text(f"logs/{script}").format(table=table), params).fetchone()[0])
+        run.count(table, -n)
+        records += n if table != "log_engine_events" else 0
+    return records
 
 
 def _log_file_row(con, host, file_id, kind, file, first, last, lines, records, unparsed, run_id) -> None:
-    con.execute(
-        """INSERT INTO log_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-           ON CONFLICT (host, file_id, kind) DO UPDATE SET
-             path = excluded.path, first_at = least(log_files.first_at, excluded.first_at),
-             last_at = greatest(log_files.last_at, excluded.last_at), lines = greatest(log_files.lines, excluded.lines),
-             records = greatest(log_files.records, excluded.records),
-             unparsed = greatest(log_files.unparsed, excluded.unparsed), run_id = excluded.run_id""",
-        [host, file_id, kind, str(file.path), first, last, lines, records, unparsed, run_id],
-    )
+    con.execute(sql_text("logs/log_file_row.sql"),
+                [host, file_id, kind, str(file.path), first, last, lines, records, unparsed, run_id])
 
 
-def _ingest_file(con, file: LogFile, kind: str, host: str, year: int | None, run_id: str, summary: LogIngestSummary):
-    if kind == "vllm":
-        return _ingest_vllm(con, file, host, year, run_id, summary)
+def _ingest_small(con, run: IngestRun, file: LogFile, kind: str, host: str):
+    """A validator log, a /metrics scrape or a PoC result file: parsed whole, inserted on natural keys."""
     file_id = file.identity()
-    tables: dict[str, list[dict]] = {}
-    base = {"run_id": run_id, "file_id": file_id}
+    base = {"run_id": run.run_id, "file_id": file_id}
     if kind == "validator":
         parsed = parse_validator_log(file, host)
-        tables["log_validation_scores"] = [{**r, **base} for r in parsed.scores]
-        first, last, records = parsed.first_at, parsed.last_at, len(parsed.scores)
+        table, rows = "log_validation_scores", [{**r, **base} for r in parsed.scores]
+        first, last = parsed.first_at, parsed.last_at
     elif kind == "metrics":
         parsed = parse_scrape(file)
-        tables["metric_samples"] = [{**r, "host": host, "run_id": run_id} for r in parsed.samples]
-        at = parsed.samples[0]["scraped_at"] if parsed.samples else None
-        first, last, records = at, at, len(parsed.samples)
-        file_id = f"scrape@{at.isoformat()}" if at else file_id
+        table, rows = "metric_samples", [{**r, "host": host, "run_id": run.run_id} for r in parsed.samples]
+        first = last = parsed.samples[0]["scraped_at"] if parsed.samples else None
+        file_id = f"scrape@{first.isoformat()}" if first else file_id
     else:
         parsed = parse_poc(file, host)
-        tables["poc_results_t"] = [{**r, "file": str(file.path), "run_id": run_id} for r in parsed.results]
+        table, rows = "poc_results_t", [{**r, "file": str(file.path), "run_id": run.run_id} for r in parsed.results]
         times = [r["at"] for r in parsed.results]
-        first, last, records = (min(times), max(times), len(times)) if times else (None, None, 0)
-    bad = pl.DataFrame(
-        [{"run_id": run_id, "source_id": f"logs:{host}:{file_id}", "table_name": QUARANTINE_TABLE[kind],
-          "row_key": key, "reason": f"unparsed line {number} of {file.path.name}: {text[:300]}"}
+        first, last = (min(times), max(times)) if times else (None, None)
+    run.insert(table, pl.DataFrame(rows, schema=SCHEMAS[table]), on_conflict="ignore")
+    run.quarantine(pl.DataFrame(
+        [(f"logs:{host}:{file_id}", QUARANTINE_TABLE[kind], key, f"unparsed line {number} of {file.path.name}: {text[:300]}")
          for number, key, text in parsed.unparsed],
-        schema={"run_id": pl.String, "source_id": pl.String, "table_name": pl.String, "row_key": pl.String,
-                "reason": pl.String},
-    )
-    with transaction(con):
-        for table, rows in tables.items():
-            frame = pl.DataFrame(rows, schema=SCHEMAS[table]) if rows else pl.DataFrame(schema=SCHEMAS[table])
-            summary.add(table, _insert(con, table, frame))
-        if bad.height:
-            con.register("new_quarantine", bad.to_arrow())
-            con.execute("INSERT OR IGNORE INTO quarantine BY NAME (SELECT * FROM new_quarantine)")
-            con.unregister("new_quarantine")
-        _log_file_row(con, host, file_id, kind, file, first, last, parsed.lines, records, len(parsed.unparsed), run_id)
-    summary.files += 1
-    summary.kinds[kind] = summary.kinds.get(kind, 0) + 1
-    summary.lines += parsed.lines
-    summary.unparsed += len(parsed.unparsed)
-    return last
+        schema=["source_id", "table_name", "row_key", "reason"], orient="row"))
+    _log_file_row(con, host, file_id, kind, file, first, last, parsed.lines, len(rows), len(parsed.unparsed), run.run_id)
+    return parsed.lines, len(rows), len(parsed.unparsed), last

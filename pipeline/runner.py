@@ -95,7 +95,7 @@ def _ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunCon
 
     if not cfg.host:
         raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
-    summary = ingest_logs(con, [source["path"]], host=cfg.host, kind=source["kind"])
+    summary = ingest_logs(con, [source["path"]], host=cfg.host, kind=source["kind"], timezone=source.get("timezone"))
     new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
     out.print(f"ingest-logs {summary.run_id} ({source['kind']}): {summary.files} files, {summary.lines:,} lines; {new}", markup=False)
     return summary

@@ -155,6 +155,101 @@ def test_year_option(samples, tmp_path):
     assert years == [2030, 2031]  # --year is the first line's year; the file crosses a new year
 
 
+def test_reingest_with_another_year_or_timezone_replaces(samples, tmp_path):
+    """A wrong --year (or --timezone) is undone by reading the file again: its records are replaced (keyed by
+    file and line), not kept beside the new ones or ignored, and the summary says how many."""
+    root, truth = samples
+    con = open_for_write(tmp_path / "w.duckdb")
+    first = ingest_logs(con, [truth.files["live"]], host=HOST, kind="vllm", year=2030)
+    counts = {t: n for t, n in first.rows.items()}
+    assert first.replaced == 0 and counts["log_engine_stats"] > 0
+
+    def table(sql):
+        return fetch_frame(con, sql)
+
+    again = ingest_logs(con, [truth.files["live"]], host=HOST, kind="vllm", year=2025)
+    assert set(again.rows.values()) == {0}
+    assert again.replaced == counts["log_spec_decode"] + counts["log_engine_stats"]
+    for t, n in counts.items():
+        assert table(f"SELECT count(*) AS n FROM {t}")["n"][0] == n
+    years = table('SELECT DISTINCT year("at") AS y FROM log_engine_stats ORDER BY 1')["y"].to_list()
+    assert years == [2025, 2026]
+    before = table('SELECT line, "at" FROM log_engine_stats ORDER BY line')
+    covered = table("SELECT first_at, last_at FROM log_files WHERE kind = 'vllm'")
+    shifted = ingest_logs(con, [truth.files["live"]], host=HOST, kind="vllm", year=2025, timezone="+02:00")
+    after = table('SELECT line, "at" FROM log_engine_stats ORDER BY line')
+    assert shifted.replaced == again.replaced and shifted.timezone == "+02:00"
+    assert after["line"].to_list() == before["line"].to_list()
+    assert (before["at"] - after["at"]).unique().to_list() == [dt.timedelta(hours=2)]
+    coverage = table("SELECT first_at, last_at FROM log_files WHERE kind = 'vllm'")
+    assert coverage.height == 1  # the file's coverage moved with its records
+    assert covered.row(0)[0] - coverage.row(0)[0] == covered.row(0)[1] - coverage.row(0)[1] == dt.timedelta(hours=2)
+    label = table("SELECT label FROM ingest_runs ORDER BY started_at DESC LIMIT 1")["label"][0]
+    assert label == "timezone +02:00"  # the zone the times were read in, shown in the provenance footer
+    con.close()
+
+
+def test_two_copies_of_a_log_in_one_run_count_once(samples, tmp_path):
+    """A log and its gzipped twin, and a shorter copy of it, in one run: each record once, and a longer copy
+    read after a shorter one adds just its new lines."""
+    import gzip
+
+    root, truth = samples
+    data = truth.files["live"].read_bytes()
+    lines = data.splitlines(keepends=True)
+    folder = tmp_path / "copies"
+    folder.mkdir()
+    (folder / "a-short.log").write_bytes(b"".join(lines[:60]))
+    (folder / "b-full.log.gz").write_bytes(gzip.compress(data))
+    (folder / "c-full.log").write_bytes(data)
+    con = open_for_write(tmp_path / "copies.duckdb")
+    both = ingest_logs(con, [folder], host=HOST, kind="vllm", year=2025)
+    alone = open_for_write(tmp_path / "alone.duckdb")
+    one = ingest_logs(alone, [truth.files["live"]], host=HOST, kind="vllm", year=2025)
+    for table in ("log_spec_decode", "log_engine_stats", "log_engine_events"):
+        n = fetch_frame(con, f"SELECT count(*) AS n, count(DISTINCT (record_key, {'kind' if 'events' in table else 1})) AS k "
+                        f"FROM {table}").row(0)
+        assert n == (one.rows[table], one.rows[table]) and both.rows[table] == one.rows[table], table
+    assert both.replaced == 0
+    con.close()
+    alone.close()
+
+
+def test_timezone_names_and_offsets(samples, tmp_path):
+    """An IANA zone applies its daylight saving; a bad zone is a one-line error naming it."""
+    from pipeline.sources.base import SourceError
+
+    root, truth = samples
+    con = open_for_write(tmp_path / "tz.duckdb")
+    utc = ingest_logs(con, [truth.files["live"]], host=HOST, kind="vllm", year=2025)
+    at_utc = fetch_frame(con, 'SELECT line, "at" FROM log_engine_stats ORDER BY line')
+    ingest_logs(con, [truth.files["live"]], host=HOST, kind="vllm", year=2025, timezone="Europe/Berlin")
+    at_berlin = fetch_frame(con, 'SELECT line, "at" FROM log_engine_stats ORDER BY line')
+    assert utc.timezone == "UTC"
+    assert (at_utc["at"] - at_berlin["at"]).unique().to_list() == [dt.timedelta(hours=1)]  # CET in winter
+    with pytest.raises(SourceError, match="unknown time zone 'Mars/Olympus'"):
+        ingest_logs(con, [truth.files["live"]], host=HOST, kind="vllm", timezone="Mars/Olympus")
+    con.close()
+
+
+def test_wrong_kind_is_reported_not_silent(samples, tmp_path):
+    """A vLLM log read as a validator log (or the reverse, or a file of no known format) recognises nothing:
+    the summary names the file and the kind, instead of a silent 0 rows."""
+    root, truth = samples
+    con = open_for_write(tmp_path / "kind.duckdb")
+    as_validator = ingest_logs(con, [truth.files["live"]], host=HOST, kind="validator")
+    assert as_validator.unrecognised == [(str(truth.files["live"]), "validator")]
+    as_vllm = ingest_logs(con, [root / "dapi.log"], host=HOST, kind="vllm")
+    assert as_vllm.unrecognised == [(str(root / "dapi.log"), "vllm")] and as_vllm.unparsed > 0
+    other = tmp_path / "notes.txt"
+    other.write_text("shopping list\nmilk\n")
+    detected = ingest_logs(con, [other], host=HOST)
+    assert detected.unrecognised == [(str(other), "vllm")]
+    right = ingest_logs(con, [truth.files["live"]], host=HOST)
+    assert right.unrecognised == []
+    con.close()
+
+
 def test_metrics_counter_reset(loaded):
     con, _, _, _ = loaded
     resets = fetch_frame(con, "SELECT family, count(*) FILTER (reset) AS resets, count(*) AS n FROM metric_increases GROUP BY family, position")
@@ -298,6 +393,20 @@ def test_cli_ingest_logs(samples, tmp_path):
     assert missing.exit_code == 1 and "no such file" in missing.output and "Traceback" not in missing.output
     bad_kind = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--kind", "x", "--warehouse", str(warehouse)])
     assert bad_kind.exit_code == 1
+    live = str(root / "vllm" / "vllm.log")
+    wrong = runner.invoke(app, ["ingest-logs", live, "--host", HOST, "--kind", "validator", "--warehouse", str(warehouse)])
+    assert wrong.exit_code == 0
+    assert f"warning: {live}: nothing recognised as a validator log (wrong --kind?)" in wrong.output
+    assert "files with nothing recognised: 1" in wrong.output and "Traceback" not in wrong.output
+    wrong_strict = runner.invoke(app, ["ingest-logs", live, "--host", HOST, "--kind", "validator", "--strict",
+                                       "--warehouse", str(warehouse)])
+    assert wrong_strict.exit_code == 2
+    shifted = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--timezone", "UTC+1",
+                                  "--warehouse", str(warehouse)])
+    assert shifted.exit_code == 0 and "time zone +01:00" in shifted.output
+    assert "replaced " in shifted.output and "log_spec_decode: 0 new rows" in shifted.output
+    bad_zone = runner.invoke(app, ["ingest-logs", live, "--host", HOST, "--timezone", "Nowhere/Land", "--warehouse", str(warehouse)])
+    assert bad_zone.exit_code == 1 and "unknown time zone 'Nowhere/Land'" in bad_zone.output
 
 
 # -- streaming parser: chunk boundaries and line-level traps (bench/BENCHMARKS.md, log parsing) -----------
@@ -340,7 +449,7 @@ def test_streaming_parser_chunk_boundaries(tmp_path):
     whole = parse_vllm_log(file, None)
     # numbers from the line-by-line parser this streaming one replaced (same keys, rows and counts)
     assert (whole.lines, whole.records, len(whole.spec), len(whole.stats), len(whole.unparsed)) == (67, 33, 6, 3, 7)
-    assert sorted(r["record_key"].split(":")[1] for r in whole.spec) == ["0", "1", "2", "3", "4", "5"]
+    assert len({r["line"] for r in whole.spec}) == 6  # the same record twice is two records, on their own lines
     kinds = sorted(e["kind"] for e in whole.events)
     assert kinds == sorted(["fatal", "oom", "ready", "worker_died", "poc_stop"] * 3 + ["poc_stop"])
     fatal = next(e for e in whole.events if e["kind"] == "fatal")

@@ -1,12 +1,12 @@
-"""Log and result files on disk: expansion of directories, gzip, file identity, kind detection.
+"""Log and result files on disk: expansion of directories, gzip, file identity, kind detection, time zones.
 
-A log file is identified by its first line, not by its name or size: logrotate
-renames ``vllm.log`` to ``vllm.log.1`` and compresses it, and a later copy of a
-live file is a longer version of the same file. Records are keyed by the hash of
-their first line and its occurrence number within the file (sources.md §7.1:
-lines carry no year, so the key must not depend on the year we infer), which
-makes re-reading a file, its rotated or gzipped twin, or a longer version of it
-add nothing twice.
+A log file is identified by a digest of its first line, not by its name or size: logrotate
+renames ``vllm.log`` to ``vllm.log.1`` and compresses it, and a later copy of a live file is a
+longer version of the same file, and all of them start with the same line. A vLLM record is
+keyed by (file identity, line number): the key does not depend on the year or time zone we
+read the times with, so re-reading a file with another ``--year`` or ``--timezone`` replaces
+its records instead of adding them, and a rotated or gzipped twin or a longer version adds
+nothing twice.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import polars as pl
 
 from pipeline.sources.base import SourceError
 
@@ -56,10 +59,65 @@ class LogFile:
 
     def identity(self) -> str:
         """Hash of the first non-empty line: the same for a file, its rotated/gzipped twin and longer versions."""
-        for line in self.lines():
-            if line.strip():
+        return self.identity_from(1) or "empty"
+
+    def identity_from(self, number: int) -> str | None:
+        """The identity a file starting at line `number` (1-based) of this one would have; None past the end."""
+        for n, line in enumerate(self.lines(), 1):
+            if n >= number and line.strip():
                 return line_hash(line)
-        return "empty"
+        return None
+
+
+_OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?$")
+
+
+@dataclass(frozen=True)
+class LogTimezone:
+    """The zone a log's wall-clock times are in: an IANA name (daylight saving applies) or a fixed
+    UTC offset. vLLM prints local times without a zone; the default is UTC."""
+
+    name: str = "UTC"
+    offset_minutes: int | None = 0  # None for an IANA zone
+
+    @classmethod
+    def parse(cls, text: str | None) -> LogTimezone:
+        """`UTC`, `+02:00`, `-0530`, `UTC+3` or an IANA name such as `Europe/Berlin`; SourceError otherwise."""
+        text = (text or "UTC").strip()
+        if text.upper() in ("UTC", "Z", "GMT"):
+            return cls()
+        m = _OFFSET.match(text)
+        if m:
+            hours, minutes = int(m.group(2)), int(m.group(3) or 0)
+            if hours > 14 or minutes > 59:
+                raise SourceError(f"time zone {text!r}: a UTC offset is at most ±14:00")
+            total = (hours * 60 + minutes) * (1 if m.group(1) == "+" else -1)
+            return cls(f"{'+' if total >= 0 else '-'}{abs(total) // 60:02d}:{abs(total) % 60:02d}", total)
+        try:
+            ZoneInfo(text)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise SourceError(f"unknown time zone {text!r}: give an IANA name (Europe/Berlin) or a UTC offset (+02:00)") from None
+        return cls(text, None)
+
+    def to_utc(self, local: pl.Series) -> pl.Series:
+        """Naive local wall-clock times (Datetime "us") as UTC times. A time in the hour skipped when
+        clocks go forward is read with the offset before the change; a repeated hour with the earlier one."""
+        if self.offset_minutes is not None:
+            return (local - timedelta(minutes=self.offset_minutes)).dt.replace_time_zone("UTC")
+        zoned = local.dt.replace_time_zone(self.name, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
+        gap = zoned.is_null() & local.is_not_null()
+        if gap.any():
+            hour = timedelta(hours=1)
+            before = (local - hour).dt.replace_time_zone(self.name, ambiguous="earliest", non_existent="null") \
+                .dt.convert_time_zone("UTC") + hour
+            zoned = zoned.zip_with(~gap, before)
+        return zoned
+
+    def local(self, moment: datetime) -> datetime:
+        """A UTC moment (a file's modification time) as naive local wall-clock time."""
+        if self.offset_minutes is not None:
+            return (moment.astimezone(timezone.utc) + timedelta(minutes=self.offset_minutes)).replace(tzinfo=None)
+        return moment.astimezone(ZoneInfo(self.name)).replace(tzinfo=None)
 
 
 def line_hash(text: str) -> str:

@@ -1,7 +1,9 @@
--- Engine and validator logs, /metrics scrapes, PoC validation results (issue 5; sources.md §7–8).
--- Records are keyed by (host, record_key): record_key = hash of the record's first line and its
--- occurrence number in the file, so re-reading a file, its rotated or gzipped twin or a longer
--- version of it adds nothing twice.
+-- Engine and validator logs, /metrics scrapes, PoC validation results.
+-- vLLM records are keyed by (host, file_id, line), record_key = file_id:line (file_id = digest of the
+-- file's first line): the ingest replaces the rows of the lines it reads again (another --year or
+-- --timezone corrects them; a rotated or gzipped twin or a longer copy adds only new lines). The keys
+-- are kept by the ingest, not by an index: the vLLM tables are append-only, with no per-row index
+-- to maintain. Validator scores are keyed by (validator, record_key) = hash of the line : occurrence.
 
 -- One row per log file identity (hash of its first line): coverage in time, for hours observed.
 CREATE TABLE IF NOT EXISTS log_files (
@@ -12,17 +14,16 @@ CREATE TABLE IF NOT EXISTS log_spec_decode (
   host VARCHAR NOT NULL, record_key VARCHAR NOT NULL, "at" TIMESTAMPTZ NOT NULL, accepted BIGINT, drafted BIGINT,
   drafts BIGINT, per_position DOUBLE[], mal_printed DOUBLE, mal_semantics VARCHAR, accepted_tps DOUBLE,
   drafted_tps DOUBLE, acceptance_rate_printed DOUBLE, level VARCHAR, proc VARCHAR, file_id VARCHAR, line BIGINT,
-  run_id VARCHAR, PRIMARY KEY (host, record_key));
+  run_id VARCHAR);
 
 CREATE TABLE IF NOT EXISTS log_engine_stats (
   host VARCHAR NOT NULL, record_key VARCHAR NOT NULL, "at" TIMESTAMPTZ NOT NULL, engine VARCHAR, running BIGINT,
   waiting BIGINT, preemptions BIGINT, kv_cache_usage DOUBLE, prefix_cache_hit_rate DOUBLE, prompt_tps DOUBLE,
-  generation_tps DOUBLE, level VARCHAR, proc VARCHAR, file_id VARCHAR, line BIGINT, run_id VARCHAR,
-  PRIMARY KEY (host, record_key));
+  generation_tps DOUBLE, level VARCHAR, proc VARCHAR, file_id VARCHAR, line BIGINT, run_id VARCHAR);
 
 CREATE TABLE IF NOT EXISTS log_engine_events (
   host VARCHAR NOT NULL, record_key VARCHAR NOT NULL, kind VARCHAR NOT NULL, "at" TIMESTAMPTZ NOT NULL, detail VARCHAR,
-  level VARCHAR, proc VARCHAR, file_id VARCHAR, line BIGINT, run_id VARCHAR, PRIMARY KEY (host, record_key, kind));
+  level VARCHAR, proc VARCHAR, file_id VARCHAR, line BIGINT, run_id VARCHAR);
 
 -- Prometheus samples of the series the evidence needs; '' for an absent label.
 CREATE TABLE IF NOT EXISTS metric_samples (
