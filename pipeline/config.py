@@ -26,6 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from pipeline.paths import DATA_SAMPLES_DIR
+from pipeline.source_kinds import SOURCE_KINDS as KINDS, kind_of
 from pipeline.sources.base import SourceError
 from pipeline.tomlfile import read_toml, require_string, toml_type
 
@@ -34,7 +35,7 @@ SOURCE_KEYS = ("url", "path", "kind", "label", "timezone")  # timezone: of a vLL
 # store = a SQLite store directory; postgres = a URL (or "postgres" for libpq environment variables);
 # vllm / validator / poc / metrics = log directories or files (`ingest-logs`); json = saved
 # accounting-API / chain REST responses (`ingest-json`).
-SOURCE_KINDS = ("store", "postgres", "vllm", "validator", "poc", "metrics", "json")
+SOURCE_KINDS = tuple(KINDS)  # the registered kinds (pipeline/source_kinds.py)
 PATH_KEYS = ("warehouse", "output", "builds")
 DEFAULT_CONFIG_FILE = Path("gonka-evidence.toml")
 ENV_PREFIX = "GONKA_EVIDENCE_"
@@ -161,14 +162,9 @@ def _checked(cfg: RunConfig) -> RunConfig:
 
 
 def source_kind(source: dict) -> str:
-    """The kind of a [[sources]] entry: as given, else detected (URL → postgres, store directory → store)."""
-    if source.get("kind"):
-        return source["kind"]
-    if "url" in source:
-        return "postgres"
-    path = Path(source["path"])
-    if (path / "_meta.db").exists() or list(path.glob("epoch_*.db")):
-        return "store"
-    if path.is_dir() and any(path.glob("*.json")):
-        return "json"
-    raise SourceError(f"{path}: cannot tell what this source is; give kind = one of {', '.join(SOURCE_KINDS)}")
+    """The kind of a [[sources]] entry: as given, else detected (URL → postgres, store directory → store,
+    a directory of *.json → json)."""
+    kind = kind_of(source)
+    if kind is None:
+        raise SourceError(f"{source.get('path')}: cannot tell what this source is; give kind = one of {', '.join(SOURCE_KINDS)}")
+    return kind.name

@@ -272,3 +272,18 @@ def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table
         for r in tx.filter((pl.col("kind") == "timeout") & ~pl.col("timeout_reason").is_in(list(KNOWN_TIMEOUT_REASONS))).iter_rows(named=True):
             bad.append(("diffs", f"{r['escrow_id']}/{r['nonce']}/{r['tx_index']}", f"unknown timeout reason {r['timeout_reason']}"))
     return bad
+
+
+def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> IngestSummary:
+    """`run`'s ingest of a `store` or `postgres` entry (pipeline/source_kinds.py), with progress and summary."""
+    from pipeline.console import ingest_progress, print_ingest_summary
+    from pipeline.sources import open_store
+
+    store = open_store(source.get("url") or source["path"])
+    try:
+        with ingest_progress() as progress:
+            summary = ingest_store(con, store, label=source.get("label"), progress=progress)
+    finally:
+        store.close()
+    print_ingest_summary(summary)
+    return summary

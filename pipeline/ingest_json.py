@@ -266,3 +266,13 @@ def ingest_json_files(con: duckdb.DuckDBPyConnection, files: list[Path]) -> Json
             summary.rows[table] = summary.rows.get(table, 0) + n
     summary.elapsed_s = time.monotonic() - started
     return summary
+
+
+def ingest_json_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> JsonIngestSummary:
+    """`run`'s ingest of a `json` entry (pipeline/source_kinds.py): a file, or every *.json of a directory."""
+    from pipeline.console import out
+
+    path = Path(source["path"])
+    summary = ingest_json_files(con, sorted(path.glob("*.json")) if path.is_dir() else [path])
+    out.print(f"ingest-json: {summary.files} files, quarantined {summary.quarantined:,}", markup=False)
+    return summary

@@ -32,7 +32,7 @@ import hashlib
 import os
 import shutil
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -45,6 +45,7 @@ import polars as pl
 from pipeline.config import (  # noqa: F401 (re-exported: the config used to live here)
     CONFIG_KEYS, RunConfig, load_config, sample_config, source_kind,
 )
+from pipeline.source_kinds import SOURCE_KINDS
 from pipeline.warehouse import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
 
 # Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
@@ -55,7 +56,6 @@ BOOKKEEPING_COLUMNS = ("run_id",)
 @dataclass
 class RunOutcome:
     ingested: list = field(default_factory=list)  # IngestSummary per source
-    skipped_sources: list[str] = field(default_factory=list)
     written: list[int] = field(default_factory=list)  # epochs whose report is new
     rewritten: list[int] = field(default_factory=list)  # epochs whose report changed
     published: bool = False
@@ -66,56 +66,6 @@ NOTHING_REPLACED = "the run stopped and replaced nothing (the warehouse is as it
 
 class RunError(WarehouseError):
     """A run stopped by a file it could not write (a full disk, a read-only directory); one-line message."""
-
-
-# --- sources --------------------------------------------------------------------------------------------
-
-SourceIngester = Callable[[duckdb.DuckDBPyConnection, dict, RunConfig], object]
-
-
-def _ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunConfig):
-    from pipeline.console import ingest_progress, print_ingest_summary
-    from pipeline.ingest import ingest_store
-    from pipeline.sources import open_store
-
-    store = open_store(source.get("url") or source["path"])
-    try:
-        with ingest_progress() as progress:
-            summary = ingest_store(con, store, label=source.get("label"), progress=progress)
-    finally:
-        store.close()
-    print_ingest_summary(summary)
-    return summary
-
-
-def _ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunConfig):
-    from pipeline.console import out
-    from pipeline.ingest_logs import ingest_logs
-    from pipeline.sources.base import SourceError
-
-    if not cfg.host:
-        raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
-    summary = ingest_logs(con, [source["path"]], host=cfg.host, kind=source["kind"], timezone=source.get("timezone"))
-    new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
-    out.print(f"ingest-logs {summary.run_id} ({source['kind']}): {summary.files} files, {summary.lines:,} lines; {new}", markup=False)
-    return summary
-
-
-def _ingest_json_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunConfig):
-    from pipeline.console import out
-    from pipeline.ingest_json import ingest_json_files
-
-    path = Path(source["path"])
-    summary = ingest_json_files(con, sorted(path.glob("*.json")) if path.is_dir() else [path])
-    out.print(f"ingest-json: {summary.files} files, quarantined {summary.quarantined:,}", markup=False)
-    return summary
-
-
-# kind → ingester (config.SOURCE_KINDS); a kind without one is skipped with a message.
-SOURCE_INGESTERS: dict[str, SourceIngester] = {
-    "store": _ingest_store_source, "postgres": _ingest_store_source, "json": _ingest_json_source,
-    "vllm": _ingest_log_source, "validator": _ingest_log_source, "poc": _ingest_log_source, "metrics": _ingest_log_source,
-}
 
 
 # --- lock and staging -----------------------------------------------------------------------------------
@@ -317,14 +267,7 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
         if aborted:
             out.print(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted", markup=False)
         for source in cfg.sources:
-            kind = source_kind(source)
-            ingester = SOURCE_INGESTERS.get(kind)
-            if ingester is None:
-                name = source.get("label") or source.get("path") or "source"
-                outcome.skipped_sources.append(name)
-                out.print(f"skipped {name}: no ingester for kind {kind!r} in this pipeline version", markup=False)
-                continue
-            outcome.ingested.append(ingester(con, source, cfg))
+            outcome.ingested.append(SOURCE_KINDS[source_kind(source)].ingest(con, source, cfg))
         if cfg.builds is not None:
             n = load_builds(con, cfg.builds)
             out.print(f"host_builds: {n} entries from {cfg.builds}", markup=False)
