@@ -241,6 +241,14 @@ def test_a_bad_bucket_is_a_one_line_error(sample, bucket):
         run(con, "timeline", focal, epoch=3, bucket=bucket)
 
 
+def test_a_timeline_of_too_many_buckets_is_a_one_line_error(sample, monkeypatch):
+    con, focal, _ = sample
+    monkeypatch.setattr("pipeline.evidence.timeline.MAX_BUCKETS", 24)
+    with pytest.raises(EvidenceError, match="spans more than 24 buckets of 1h; choose a wider --bucket"):
+        run(con, "timeline", focal, epoch=3)
+    assert 0 < run(con, "timeline", focal, epoch=3, bucket="1d").rows.height <= 24
+
+
 def test_timeline_of_an_idle_window_is_empty_with_a_note(sample):
     con, focal, _ = sample
     result = run(con, "timeline", focal, since="2030-01-01", until="2030-01-02")

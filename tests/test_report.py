@@ -113,7 +113,7 @@ def test_html_is_self_contained_with_inline_charts_and_tables(report_dir):
     parsed.feed(html)
     tags = [t for t, _ in parsed.tags]
     charts = sorted(p.stem for p in (report_dir / "charts").glob("*.svg"))
-    assert charts == ["epoch-summary", "peer-invalidation", "votes-by-build"]
+    assert charts == ["epoch-summary", "peer-invalidation", "timeline", "validators", "votes-by-build"]
     assert tags.count("svg") >= len(charts)
     assert tags.count("table") == (report_dir / "report.md").read_text().count("\nFiles: ")  # one per section with data
     assert parsed.cells > 50

@@ -48,7 +48,7 @@ def throughput(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
     notes = []
     if rows.height == 0:
         notes.append(f"no vLLM stats log lines for host {host} in {window.describe()} "
-                     "(`gonka-evidence ingest-logs` first); nothing to show.")
+                     "(`gonka-evidence ingest-logs` first).")
     notes.append(
         "One window = one vLLM stats log line. Throughput median and p90 (linear interpolation) over the busy "
         "windows (at least one running request); running and waiting requests over every window. /metrics "

@@ -25,6 +25,9 @@ invalid_cast, engine_deaths, restarts``:
   by `` → `` when one starts inside it; empty before its first entry. ``build_switch``: an
   entry of a different build starts inside the bucket (the first entry counts as a switch).
 
+``stats``: ``buckets`` (rows), ``buckets_with_data`` (rows with a count above zero or a build
+switch: the rows the epoch report lists) and ``build_switches``.
+
 The window: ``--epoch N`` selects answers and verdicts by the escrow's epoch and log events by
 the epoch's time span (first to last event of its inferences); ``--since/--until`` is
 ``[since, until)`` on each row's own time.
@@ -50,6 +53,7 @@ NAME = "timeline"
 DEFAULT_BUCKET = "1h"
 BUCKET_PATTERN = re.compile(r"^([1-9][0-9]*)(m|h|d)$")  # also the Polars duration syntax
 UTC = dt.timezone.utc
+MAX_BUCKETS = 100_000  # a table, not a data dump: about eleven years of hours, ten weeks of minutes
 COUNTS = ("answers", "challenged_or_invalidated", "others_answers", "others_challenged_or_invalidated",
           "verdicts_cast", "invalid_cast", "engine_deaths", "restarts")
 COLUMNS = ("bucket_start", "build", "build_switch", "answers", "challenged_or_invalidated", "rate", "ci_low", "ci_high",
@@ -90,8 +94,11 @@ def timeline(con: duckdb.DuckDBPyConnection, host: str, window: Window, *, bucke
         rows = pl.DataFrame(schema={"bucket_start": pl.Datetime("us", "UTC")})
         notes.append(f"host {host} has no answers, verdicts or engine events in {window.describe()}; nothing to show.")
     else:
-        rows = pl.DataFrame({"bucket_start": pl.datetime_range(starts["bucket_start"].min(), starts["bucket_start"].max(),
-                                                               interval=every, time_zone="UTC", eager=True)})
+        first, last = starts["bucket_start"].min(), starts["bucket_start"].max()
+        if (last - first) / width >= MAX_BUCKETS:
+            raise EvidenceError(f"{window.describe()} spans more than {MAX_BUCKETS:,} buckets of {every}; "
+                                "choose a wider --bucket or a shorter window")
+        rows = pl.DataFrame({"bucket_start": pl.datetime_range(first, last, interval=every, time_zone="UTC", eager=True)})
     rows = rows.with_columns(pl.col("bucket_start").dt.cast_time_unit("us"))
     for part in parts:
         rows = rows.join(part.with_columns(pl.col("bucket_start").dt.cast_time_unit("us")), on="bucket_start", how="left")
@@ -117,7 +124,8 @@ def timeline(con: duckdb.DuckDBPyConnection, host: str, window: Window, *, bucke
         title=f"Timeline of {host} per {every} ({window.describe()})",
         params={"host": host, **window.params, "bucket": every},
         rows=rows,
-        stats={"buckets": rows.height, "build_switches": int(rows["build_switch"].sum())} if rows.height else {},
+        stats={"buckets": rows.height, "buckets_with_data": _active_buckets(rows).height,
+               "build_switches": int(rows["build_switch"].sum())} if rows.height else {},
         notes=notes,
     )
 
@@ -156,9 +164,14 @@ def _builds(starts: list[dt.datetime], width: dt.timedelta, builds: pl.DataFrame
     return labels, switches
 
 
-def _active_buckets(result: EvidenceResult, context) -> pl.DataFrame:
-    """The report shows the buckets with something in them or a build switch; the CSV and the chart keep them all."""
-    return result.rows.filter(pl.any_horizontal(pl.col(c) > 0 for c in COUNTS) | pl.col("build_switch"))
+def _active_buckets(rows: pl.DataFrame) -> pl.DataFrame:
+    """The buckets with something in them or a build switch."""
+    return rows.filter(pl.any_horizontal(pl.col(c) > 0 for c in COUNTS) | pl.col("build_switch"))
+
+
+def _report_view(result: EvidenceResult, context) -> pl.DataFrame:
+    """The report's table lists the buckets with data (``buckets_with_data``); its CSV and chart keep them all."""
+    return _active_buckets(result.rows)
 
 
 def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
@@ -172,7 +185,7 @@ def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
         rows.select("bucket_start", pl.lit("host").alias("group"), pl.col("rate"), pl.col("answers")),
         rows.select("bucket_start", pl.lit("others").alias("group"), pl.col("others_rate").alias("rate"),
                     pl.col("others_answers").alias("answers")),
-    ]).filter(pl.col("answers") > 0)
+    ])  # a bucket without answers has a null rate, which breaks the line instead of bridging the gap
     lines = alt.Chart(rates).mark_line(point=True).encode(
         x=alt.X("bucket_start:T", title=f"bucket start (UTC, {result.params['bucket']})"),
         y=alt.Y("rate:Q", title="challenged or invalidated / answers", axis=alt.Axis(format="%")),
@@ -200,6 +213,6 @@ SPEC = register(EvidenceSpec(
          "evidence/timeline_engine_events.sql", "evidence/log_window_bounds.sql"),
     options=(Option("bucket", "--bucket", "Width of a time bucket: N followed by m, h or d, e.g. 30m or 1d (default 1h).",
                    type=str, metavar="WIDTH"),),
-    report=ReportSection(order=15, view=_active_buckets, chart=_chart),
+    report=ReportSection(order=15, view=_report_view, chart=_chart),
     definitions=__doc__,
 ))

@@ -84,7 +84,7 @@ def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
         return None
     base = alt.Chart(data).encode(y=alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=0)))
     bars = base.mark_bar().encode(
-        x=alt.X("invalid_share:Q", title="invalid verdicts / verdicts", axis=alt.Axis(format="%"),
+        x=alt.X("invalid_share:Q", title="invalid verdicts / verdicts", axis=alt.Axis(format="%", tickCount=5),
                 scale=alt.Scale(domain=[0, 1])),
         tooltip=["validator", "build", "invalid", "verdicts", "agreed", "resolved"],
     )
