@@ -489,8 +489,8 @@ def test_naive_and_offset_times_are_read_as_utc(loaded):
 
 def test_the_registry_names_the_public_tables_in_report_order():
     assert list(EVIDENCE) == [
-        "epoch-summary", "peer-invalidation", "votes-by-build", "tracker", "acceptance", "stability",
-        "answer-integrity", "answers-by-sampling", "similarity", "poc",
+        "epoch-summary", "timeline", "peer-invalidation", "validators", "votes-by-build", "tracker", "acceptance",
+        "throughput", "stability", "answer-integrity", "answers-by-sampling", "similarity", "poc",
     ]
     orders = [spec.report.order for spec in EVIDENCE.values()]
     assert orders == sorted(orders) and len(set(orders)) == len(orders)

@@ -17,6 +17,10 @@ invalidated / not), and a Cochran–Mantel–Haenszel test stratified by escrow 
 pooled odds ratio and its 95% interval (escrows where one side has no answers drop out
 and are counted). ``by_escrow`` adds one row per escrow and group after the pooled rows
 (column ``escrow_id``, ``all`` on the pooled rows).
+
+``control`` (``--control ADDR``): the host against that one executor instead of every other
+one, in the escrows where both have at least one answer in the window; the second group is
+named ``control`` and the statistics compare the host with it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
-from pipeline.evidence.window import Window
+from pipeline.evidence.window import EvidenceError, Window
 from pipeline.paths import sql_text
 from pipeline.stats import cmh_test, fisher_exact_2x2, with_wilson
 from pipeline.warehouse import fetch_frame
@@ -39,10 +43,15 @@ POOLED = "all"
 
 
 def peer_invalidation(
-    con: duckdb.DuckDBPyConnection, host: str, window: Window, *, by_escrow: bool = False
+    con: duckdb.DuckDBPyConnection, host: str, window: Window, *, by_escrow: bool = False, control: str | None = None
 ) -> EvidenceResult:
-    """Challenged-or-invalidated rate of the host's answers against other executors in the same escrows."""
-    answers = fetch_frame(con, sql_text("evidence/peer_answers.sql"), {"host": host, **window.params}).with_columns(
+    """Challenged-or-invalidated rate of the host's answers against other executors (or one control) in the same escrows."""
+    control = control.strip() if control else None
+    if control == host:
+        raise EvidenceError(f"--control {control} is the host itself; name another executor")
+    answers = fetch_frame(
+        con, sql_text("evidence/peer_answers.sql"), {"host": host, "control": control, **window.params}
+    ).with_columns(
         group=pl.when(pl.col("is_host")).then(pl.lit("host")).otherwise(pl.lit("others"))
     )
     per_escrow = _per_escrow(answers)
@@ -74,20 +83,27 @@ def peer_invalidation(
         rows = rows.drop("escrow_id")
 
     notes, stats = [], {}
-    if answers.height == 0:
+    if answers.height == 0 and control:
+        notes.append(f"host {host} and control {control} executed no answers in the same escrows in "
+                     f"{window.describe()}; nothing to compare.")
+    elif answers.height == 0:
         notes.append(f"host {host} executed no answers in {window.describe()}; nothing to compare.")
     else:
         stats = _stats(pooled, per_escrow)
+    compared = ("others = every other executor in the escrows where the host answered." if control is None
+                else f"control = {control}, in the escrows where both answered.")
     notes.append(
         "answers = inferences with a finish transaction whose final status is not timed_out; "
         "challenged_or_invalidated = ever received an invalid validation or ended invalidated "
-        "(challenges later cleared count); others = every other executor in the escrows where the host answered."
+        "(challenges later cleared count); " + compared
     )
+    if control is not None:  # the comparison group is the one named executor
+        rows = rows.with_columns(group=pl.col("group").replace("others", "control"))
     return EvidenceResult(
         evidence=NAME,
-        title=f"Challenged or invalidated answers of {host} and of other executors in the same escrows "
-        f"({window.describe()})",
-        params={"host": host, **window.params, "by_escrow": by_escrow},
+        title=f"Challenged or invalidated answers of {host} and of "
+        f"{'other executors' if control is None else control} in the same escrows ({window.describe()})",
+        params={"host": host, **window.params, "by_escrow": by_escrow, "control": control},
         rows=rows.select(
             *(["escrow_id"] if by_escrow else []), *columns, "rate", "ci_low", "ci_high"
         ),
@@ -145,7 +161,9 @@ SPEC = register(EvidenceSpec(
     compute=peer_invalidation,
     columns=("group", "escrows", "answers", "challenged_or_invalidated", "rate", "ci_low", "ci_high"),
     sql=("evidence/peer_answers.sql",),
-    options=(Option("by_escrow", "--by-escrow", "Per-escrow rows after the pooled ones."),),
+    options=(Option("by_escrow", "--by-escrow", "Per-escrow rows after the pooled ones."),
+             Option("control", "--control", "Compare with this one executor instead of all others.", type=str,
+                    metavar="ADDR")),
     report=ReportSection(order=20, heading="Peer invalidation in the epoch's escrows",
                          options=lambda epoch: {"by_escrow": True}, chart=_chart),
     definitions=__doc__,

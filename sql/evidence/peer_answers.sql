@@ -1,8 +1,9 @@
 -- Answers per escrow, host vs every other executor, in the escrows where the host executed at
--- least one answer in the window. An answer is an inference with a finish transaction whose final status
+-- least one answer in the window; with $control, host vs that one executor, in the escrows where
+-- both executed at least one answer. An answer is an inference with a finish transaction whose final status
 -- is not timed_out (records drained to Finished at settlement have no finish transaction).
 -- Window: --epoch on the escrow's epoch, --since/--until on started_at.
--- params: $host, $epoch, $since, $until (NULL = unbounded)
+-- params: $host, $control, $epoch, $since, $until (NULL = unbounded; $control NULL = every other executor)
 WITH answers AS (
   SELECT epoch_id, escrow_id, inference_id, executor,
          challenged OR status = 'invalidated' AS challenged_or_invalidated
@@ -16,4 +17,6 @@ SELECT epoch_id, escrow_id, executor IS NOT DISTINCT FROM $host AS is_host,
        count(*) AS answers, count(*) FILTER (challenged_or_invalidated) AS challenged_or_invalidated
 FROM answers
 WHERE escrow_id IN (SELECT escrow_id FROM answers WHERE executor = $host)
+  AND ($control::VARCHAR IS NULL OR (executor IN ($host, $control)
+       AND escrow_id IN (SELECT escrow_id FROM answers WHERE executor = $control)))
 GROUP BY ALL

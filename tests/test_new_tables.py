@@ -1,0 +1,353 @@
+"""The validators, timeline and throughput tables and peer-invalidation --control, on sample warehouses,
+every count checked against a recomputation from the public views (`txs`, `inferences`) or the samples' truth."""
+
+from __future__ import annotations
+
+import datetime as dt
+import numpy as np
+import orjson
+import polars as pl
+import pytest
+from scipy import stats as scipy_stats
+
+from pipeline.builds import load_builds
+from pipeline.evidence import EVIDENCE, EvidenceError, compute
+from pipeline.render import render
+from pipeline.stats import wilson_interval
+from pipeline.warehouse import fetch_frame, open_for_write, open_read_only
+from tests.helpers import ingest
+
+UTC = dt.timezone.utc
+
+
+@pytest.fixture(scope="module")
+def sample(timeline, tmp_path_factory):
+    """A warehouse of `timeline.copy(4)` (SQLite layout) with the build timeline; (con, focal, builds)."""
+    tmp = tmp_path_factory.mktemp("new-tables")
+    store = tmp / "store"
+    timeline.copy(last_epoch=4).write_sqlite(store)
+    warehouse = tmp / "warehouse.duckdb"
+    ingest(warehouse, store, label="sample")
+    con = open_for_write(warehouse)
+    load_builds(con, timeline.write_builds_toml(tmp / "builds.toml"))
+    con.close()
+    con = open_read_only(warehouse)
+    yield con, timeline.focal_host, list(timeline.builds)
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    """A warehouse of the log samples (vLLM logs, /metrics scrapes) with their builds; (con, truth)."""
+    from pipeline.ingest_logs import ingest_logs
+    from pipeline.samples.logs import HOST, write_log_samples
+
+    root = tmp_path_factory.mktemp("new-tables-logs")
+    truth = write_log_samples(root)
+    con = open_for_write(root / "warehouse.duckdb")
+    load_builds(con, truth.files["builds"])
+    ingest_logs(con, [root / "vllm", root / "metrics"], host=HOST)
+    yield con, truth
+    con.close()
+
+
+def run(con, name, host, **kwargs):
+    return compute(name, con, host=host, command=f"gonka-evidence evidence {name}", **kwargs)
+
+
+def close(a, b, rel=1e-9):
+    assert a == pytest.approx(b, rel=rel, abs=1e-12)
+
+
+def frame(con, sql, params=None) -> pl.DataFrame:
+    return fetch_frame(con, sql, params or {})
+
+
+# -- validators ----------------------------------------------------------------------------------------------------
+
+
+def verdicts_on(con, host: str, epoch: int | None) -> pl.DataFrame:
+    """Validation and vote transactions on the host's inferences, from `txs` and `inferences` (not `validations`)."""
+    return frame(con, """
+        SELECT t.address AS validator, t.kind, t.valid, t.event_at, i.status
+        FROM txs t JOIN inferences i ON i.escrow_id = t.escrow_id AND i.inference_id = t.inference_id
+        WHERE t.kind IN ('validation', 'vote') AND i.executor = $host
+          AND ($epoch::BIGINT IS NULL OR i.epoch_id = $epoch)""", {"host": host, "epoch": epoch})
+
+
+def build_at(builds, host: str, at: dt.datetime) -> str | None:
+    label = None
+    for window in sorted(builds, key=lambda w: w.since):
+        if window.host == host and window.since <= at.timestamp():
+            label = window.label
+    return label
+
+
+@pytest.mark.parametrize("epoch", [None, 3, 4])
+def test_validators_match_a_recount_from_txs(sample, epoch):
+    con, focal, builds = sample
+    result = run(con, "validators", focal, epoch=epoch)
+    txs = verdicts_on(con, focal, epoch)
+    assert txs.height > 0
+    txs = txs.with_columns(build=pl.Series([build_at(builds, v, at) for v, at in txs.select("validator", "event_at").rows()],
+                                           dtype=pl.String))
+    expected = txs.group_by("validator", "build").agg(
+        validations=(pl.col("kind") == "validation").sum(), votes=(pl.col("kind") == "vote").sum(), verdicts=pl.len(),
+        invalid=(~pl.col("valid")).sum(), resolved=pl.col("status").is_in(["validated", "invalidated"]).sum(),
+        agreed=((pl.col("valid") & (pl.col("status") == "validated"))
+                | (~pl.col("valid") & (pl.col("status") == "invalidated"))).sum(),
+    )
+    counts = ["validations", "votes", "verdicts", "invalid", "resolved", "agreed"]
+    got = result.rows.select("validator", "build", *counts).sort("validator", "build", nulls_last=True)
+    want = expected.select("validator", "build", *(pl.col(c).cast(pl.Int64) for c in counts)).sort(
+        "validator", "build", nulls_last=True)
+    assert got.rows() == want.rows()
+    assert result.rows["verdicts"].to_list() == sorted(result.rows["verdicts"].to_list(), reverse=True)
+    assert result.rows.columns == list(EVIDENCE["validators"].columns)
+    for row in result.rows.iter_rows(named=True):
+        close(row["invalid_share"], row["invalid"] / row["verdicts"])
+        low, high = wilson_interval(row["invalid"], row["verdicts"])
+        close(row["invalid_ci_low"], low)
+        close(row["invalid_ci_high"], high)
+        if row["resolved"]:
+            close(row["agreement_rate"], row["agreed"] / row["resolved"])
+            assert (row["agreement_ci_low"], row["agreement_ci_high"]) == pytest.approx(
+                wilson_interval(row["agreed"], row["resolved"]))
+        else:
+            assert row["agreement_rate"] is None and row["agreement_ci_low"] is None
+    # Every verdict of epoch-summary's verdict columns is some validator's.
+    summary = run(con, "epoch-summary", focal, epoch=epoch).rows
+    total = sum(int(summary[c].sum()) for c in ("validations_valid", "validations_invalid", "votes_valid", "votes_invalid"))
+    assert result.stats["verdicts"] == int(result.rows["verdicts"].sum()) == total
+
+
+def test_validators_name_builds_only_where_the_timeline_has_them(sample):
+    con, focal, builds = sample
+    rows = run(con, "validators", focal, epoch=3).rows
+    with_builds = {w.host for w in builds}
+    assert rows.filter(pl.col("build").is_not_null())["validator"].is_in(list(with_builds)).all()
+    assert rows["build"].null_count() > 0 and rows["build"].null_count() < rows.height
+
+
+def test_validators_of_a_host_without_answers_is_empty_with_a_note(sample):
+    con, _, _ = sample
+    result = run(con, "validators", "gonka1nobodyhere", epoch=3)
+    assert result.rows.height == 0 and result.stats == {}
+    assert result.notes[0].startswith("host gonka1nobodyhere ") and "nothing" in result.notes[0]
+    assert "_no rows_" in render(result, "markdown")
+
+
+# -- timeline ------------------------------------------------------------------------------------------------------
+
+
+def expected_timeline(con, host: str, epoch: int | None, every: str) -> pl.DataFrame:
+    """Answers of the host and of others in its escrows, and its verdicts cast, per bucket, from `inferences`/`txs`."""
+    answers = frame(con, """
+        SELECT escrow_id, executor, started_at, challenged OR status = 'invalidated' AS bad
+        FROM inferences WHERE finished AND status <> 'timed_out' AND ($epoch::BIGINT IS NULL OR epoch_id = $epoch)""",
+                    {"epoch": epoch})
+    escrows = answers.filter(pl.col("executor") == host)["escrow_id"].unique()
+    answers = answers.filter(pl.col("escrow_id").is_in(escrows.implode())).with_columns(
+        b=pl.col("started_at").dt.convert_time_zone("UTC").dt.truncate(every), mine=pl.col("executor") == host)
+    cast = frame(con, """
+        SELECT t.event_at, t.valid FROM txs t JOIN inferences i USING (escrow_id, inference_id)
+        WHERE t.kind IN ('validation', 'vote') AND t.address = $host AND i.executor IS DISTINCT FROM $host
+          AND ($epoch::BIGINT IS NULL OR t.epoch_id = $epoch)""", {"host": host, "epoch": epoch}).with_columns(
+        b=pl.col("event_at").dt.convert_time_zone("UTC").dt.truncate(every))
+    mine = answers.filter("mine").group_by("b").agg(answers=pl.len(), bad=pl.col("bad").sum())
+    others = answers.filter(~pl.col("mine")).group_by("b").agg(others=pl.len(), others_bad=pl.col("bad").sum())
+    verdicts = cast.group_by("b").agg(cast=pl.len(), invalid=(~pl.col("valid")).sum())
+    return mine.join(others, on="b", how="full", coalesce=True).join(verdicts, on="b", how="full", coalesce=True).fill_null(0)
+
+
+@pytest.mark.parametrize(("epoch", "bucket"), [(3, None), (4, "30m"), (None, "1d")])
+def test_timeline_matches_a_recount_from_inferences_and_txs(sample, epoch, bucket):
+    con, focal, _ = sample
+    result = run(con, "timeline", focal, epoch=epoch, bucket=bucket)
+    every = bucket or "1h"
+    rows = result.rows
+    expected = expected_timeline(con, focal, epoch, every)
+    got = rows.filter((pl.col("answers") + pl.col("others_answers") + pl.col("verdicts_cast")) > 0).select(
+        "bucket_start", "answers", "challenged_or_invalidated", "others_answers", "others_challenged_or_invalidated",
+        "verdicts_cast", "invalid_cast")
+    want = expected.select(pl.col("b").dt.cast_time_unit("us"), *(pl.col(c).cast(pl.Int64) for c in
+                                                                 ("answers", "bad", "others", "others_bad", "cast", "invalid")))
+    assert got.sort("bucket_start").rows() == want.sort("b").rows()
+    # Consecutive buckets of the chosen width from the first to the last one with data.
+    width = {"1h": dt.timedelta(hours=1), "30m": dt.timedelta(minutes=30), "1d": dt.timedelta(days=1)}[every]
+    starts = rows["bucket_start"].to_list()
+    assert all(b - a == width for a, b in zip(starts, starts[1:]))
+    assert starts[0] == want["b"].min() and starts[-1] == want["b"].max()
+    assert result.params["bucket"] == every
+    # Summed over the buckets, the counts are peer-invalidation's pooled rows.
+    peer = {r["group"]: r for r in run(con, "peer-invalidation", focal, epoch=epoch).rows.iter_rows(named=True)}
+    assert (rows["answers"].sum(), rows["challenged_or_invalidated"].sum()) == (
+        peer["host"]["answers"], peer["host"]["challenged_or_invalidated"])
+    assert (rows["others_answers"].sum(), rows["others_challenged_or_invalidated"].sum()) == (
+        peer["others"]["answers"], peer["others"]["challenged_or_invalidated"])
+    for row in rows.filter(pl.col("answers") > 0).iter_rows(named=True):
+        close(row["rate"], row["challenged_or_invalidated"] / row["answers"])
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(wilson_interval(row["challenged_or_invalidated"],
+                                                                                row["answers"]))
+    for row in rows.filter(pl.col("others_answers") > 0).iter_rows(named=True):
+        assert (row["others_ci_low"], row["others_ci_high"]) == pytest.approx(
+            wilson_interval(row["others_challenged_or_invalidated"], row["others_answers"]))
+    assert rows.filter(pl.col("answers") == 0)["rate"].null_count() == rows.filter(pl.col("answers") == 0).height
+
+
+def test_timeline_marks_the_buckets_where_a_build_starts(sample):
+    con, focal, builds = sample
+    rows = run(con, "timeline", focal).rows
+    first, last = rows["bucket_start"].min(), rows["bucket_start"].max() + dt.timedelta(hours=1)
+    mine = sorted((w for w in builds if w.host == focal), key=lambda w: w.since)
+    switched = {dt.datetime.fromtimestamp(w.since - w.since % 3600, UTC) for i, w in enumerate(mine)
+                if first.timestamp() <= w.since < last.timestamp() and (i == 0 or mine[i - 1].label != w.label)}
+    assert switched, "the sample's builds start inside its data"
+    assert set(rows.filter("build_switch")["bucket_start"].to_list()) == switched
+    for row in rows.iter_rows(named=True):
+        end = row["bucket_start"] + dt.timedelta(hours=1)
+        in_effect = build_at(builds, focal, end - dt.timedelta(microseconds=1))
+        assert row["build"] is None if in_effect is None else row["build"].endswith(in_effect)
+    for row in rows.filter("build_switch").iter_rows(named=True):
+        start = row["bucket_start"].timestamp()
+        inside = [w for w in mine if start < w.since < start + 3600]  # not at the bucket's first instant
+        assert (" → " in row["build"]) == bool(inside and build_at(builds, focal, row["bucket_start"]))
+
+
+def test_timeline_counts_engine_deaths_and_restarts_from_the_logs(logs):
+    from pipeline.samples.logs import HOST
+
+    con, truth = logs
+    result = run(con, "timeline", HOST, since="2025-12-01T00:00:00Z", until="2026-02-01T00:00:00Z")
+    rows = result.rows
+    deaths = sum(s["engine_deaths"] for s in truth.stability.values())
+    restarts = sum(s["restarts"] for s in truth.stability.values())
+    assert deaths > 0 and restarts > 0
+    assert (rows["engine_deaths"].sum(), rows["restarts"].sum()) == (deaths, restarts)
+    assert rows["answers"].sum() == 0 and rows["rate"].null_count() == rows.height
+    fatal = frame(con, "SELECT date_trunc('hour', \"at\") AS b, count(*) AS n FROM engine_events "
+                       "WHERE host = $h AND kind = 'fatal' GROUP BY 1", {"h": HOST})
+    by_bucket = dict(rows.filter(pl.col("engine_deaths") > 0).select("bucket_start", "engine_deaths").rows())
+    assert {k.astimezone(UTC): v for k, v in by_bucket.items()} == {
+        b.astimezone(UTC): n for b, n in fatal.rows()}
+    # Build B starts inside the logs' span (A before it, C after it): one switch, on the empty bucket of its start.
+    switch = rows.filter("build_switch").select("bucket_start", "build").rows()
+    assert switch == [(dt.datetime(2026, 1, 2, tzinfo=UTC), "B")]
+    assert rows.filter(pl.col("bucket_start") < switch[0][0])["build"].unique().to_list() == ["A"]
+
+
+@pytest.mark.parametrize("bucket", ["0h", "1w", "an hour", "-1h"])
+def test_a_bad_bucket_is_a_one_line_error(sample, bucket):
+    con, focal, _ = sample
+    with pytest.raises(EvidenceError, match="is not a width such as 30m, 1h or 1d"):
+        run(con, "timeline", focal, epoch=3, bucket=bucket)
+
+
+def test_a_timeline_of_too_many_buckets_is_a_one_line_error(sample, monkeypatch):
+    con, focal, _ = sample
+    monkeypatch.setattr("pipeline.evidence.timeline.MAX_BUCKETS", 24)
+    with pytest.raises(EvidenceError, match="spans more than 24 buckets of 1h; choose a wider --bucket"):
+        run(con, "timeline", focal, epoch=3)
+    assert 0 < run(con, "timeline", focal, epoch=3, bucket="1d").rows.height <= 24
+
+
+def test_timeline_of_an_idle_window_is_empty_with_a_note(sample):
+    con, focal, _ = sample
+    result = run(con, "timeline", focal, since="2030-01-01", until="2030-01-02")
+    assert result.rows.height == 0 and result.stats == {}
+    assert "nothing to show" in result.notes[0]
+    assert orjson.loads(render(result, "json"))["rows"] == []
+
+
+def test_timeline_chart_marks_build_switches(sample):
+    con, focal, _ = sample
+    result = run(con, "timeline", focal)
+    chart = EVIDENCE["timeline"].report.chart(result, result.rows)
+    marks = [layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"] for layer in chart["layer"]]
+    assert marks == ["line", "rule", "text"]
+
+
+# -- peer-invalidation --control ---------------------------------------------------------------------------------
+
+
+def test_peer_invalidation_against_one_control(sample):
+    con, focal, _ = sample
+    answers = frame(con, """
+        SELECT escrow_id, executor, challenged OR status = 'invalidated' AS bad
+        FROM inferences WHERE finished AND status <> 'timed_out' AND epoch_id = 3""")
+    escrows = answers.filter(pl.col("executor") == focal)["escrow_id"].unique().implode()
+    peers = answers.filter(pl.col("escrow_id").is_in(escrows) & (pl.col("executor") != focal))
+    control = peers.group_by("executor").len().sort("len", "executor", descending=[True, False])["executor"][0]
+    shared = answers.filter(pl.col("executor") == control)["escrow_id"].unique().implode()
+    kept = answers.filter(pl.col("escrow_id").is_in(escrows) & pl.col("escrow_id").is_in(shared))
+
+    result = run(con, "peer-invalidation", focal, epoch=3, control=control)
+    rows = {r["group"]: r for r in result.rows.iter_rows(named=True)}
+    assert list(rows) == ["host", "control"]
+    expected = {}
+    for group, who in (("host", focal), ("control", control)):
+        mine = kept.filter(pl.col("executor") == who)
+        expected[group] = (mine["escrow_id"].n_unique(), mine.height, int(mine["bad"].sum()))
+        assert (rows[group]["escrows"], rows[group]["answers"], rows[group]["challenged_or_invalidated"]) == expected[group]
+    (_, n1, a), (_, n2, c) = expected["host"], expected["control"]
+    fisher = scipy_stats.fisher_exact([[a, n1 - a], [c, n2 - c]])
+    close(result.stats["fisher"]["p_value"], float(fisher.pvalue), rel=1e-9)
+    assert result.stats["cmh"]["strata_used"] + result.stats["cmh"]["strata_dropped"] == expected["host"][0]
+    assert result.params["control"] == control and control in result.title
+    # Without --control the second group is every other executor, in more answers.
+    plain = {r["group"]: r for r in run(con, "peer-invalidation", focal, epoch=3).rows.iter_rows(named=True)}
+    assert plain["others"]["answers"] > rows["control"]["answers"]
+
+
+def test_a_control_that_never_shares_an_escrow_gives_an_empty_table(sample):
+    con, focal, _ = sample
+    result = run(con, "peer-invalidation", focal, epoch=3, control="gonka1nobodyhere")
+    assert result.rows.height == 0 and result.stats == {}
+    assert "control gonka1nobodyhere" in result.notes[0]
+    with pytest.raises(EvidenceError, match="is the host itself"):
+        run(con, "peer-invalidation", focal, epoch=3, control=focal)
+
+
+# -- throughput ----------------------------------------------------------------------------------------------------
+
+
+def test_throughput_per_build_matches_the_stats_lines(logs):
+    from pipeline.samples.logs import HOST
+
+    con, truth = logs
+    result = run(con, "throughput", HOST)
+    rows = result.rows
+    assert rows["build"].to_list() == ["A", "B"]  # build C has only /metrics scrapes, which carry no throughput
+    assert int(rows["windows"].sum()) == truth.stats_lines == result.stats["windows"]
+    lines = frame(con, "SELECT coalesce(build, 'unattributed') AS build, prompt_tps, generation_tps, running, waiting "
+                       "FROM engine_stats WHERE host = $h AND source = 'log'", {"h": HOST})
+    for row in rows.iter_rows(named=True):
+        mine = lines.filter(pl.col("build") == row["build"])
+        busy = mine.filter(pl.col("running") > 0)
+        assert (row["windows"], row["busy_windows"]) == (mine.height, busy.height)
+        assert busy.height > 0
+        for kind in ("generation", "prompt"):
+            values = busy[f"{kind}_tps"].to_numpy()
+            close(row[f"{kind}_tps_median"], float(np.percentile(values, 50)))
+            close(row[f"{kind}_tps_p90"], float(np.percentile(values, 90)))
+        close(row["running_median"], float(np.percentile(mine["running"].to_numpy(), 50)))
+        assert (row["running_max"], row["waiting_max"]) == (mine["running"].max(), mine["waiting"].max())
+    a = rows.filter(pl.col("build") == "A").row(0, named=True)
+    assert a["busy_windows"] < a["windows"]  # build A's idle DEBUG lines count as windows, not as busy ones
+
+
+def test_throughput_window_cuts_on_the_line_time(logs):
+    from pipeline.samples.logs import HOST
+
+    con, _ = logs
+    result = run(con, "throughput", HOST, since="2026-01-02T00:00:00Z", until="2026-01-03T00:00:00Z")
+    assert result.rows["build"].to_list() == ["B"]
+    n = frame(con, "SELECT count(*) AS n FROM engine_stats WHERE host = $h AND source = 'log' AND \"at\" >= "
+                   "'2026-01-02T00:00:00Z' AND \"at\" < '2026-01-03T00:00:00Z'", {"h": HOST})["n"][0]
+    assert result.rows["windows"][0] == n
+
+
+def test_throughput_without_logs_is_empty_with_a_note(sample):
+    con, focal, _ = sample
+    result = run(con, "throughput", focal)
+    assert result.rows.height == 0 and "ingest-logs" in result.notes[0]
