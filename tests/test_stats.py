@@ -6,10 +6,15 @@ import math
 
 import polars as pl
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.stats import cmh_test, fisher_exact_2x2, wilson_interval, with_wilson
+
+# pipeline.stats imports scipy/statsmodels on first use, so the first example of a property test
+# pays seconds of imports on a loaded machine; these tests check numbers, not timings.
+settings.register_profile("stats", deadline=None)
+settings.load_profile("stats")
 
 
 # --- Wilson ---------------------------------------------------------------
