@@ -256,8 +256,12 @@ class CMHResult:
     note: str | None = None
 
     def as_stat(self, **details: Any) -> dict[str, Any]:
-        correction = ("continuity 0.5" if self.corrected else
-                      "none (|Σ(a − E[a])| < 0.5, where subtracting 0.5 would inflate the statistic)")
+        if math.isnan(self.p_value):
+            correction = "not applicable (no test)"
+        elif self.corrected:
+            correction = "continuity 0.5"
+        else:
+            correction = "none (|Σ(a − E[a])| < 0.5, where subtracting 0.5 would inflate the statistic)"
         return _stat("Cochran–Mantel–Haenszel", self, alternative="two-sided", correction=correction, df=1,
                      or_ci_method="Robins–Breslow–Greenland", **details)
 
@@ -325,7 +329,8 @@ def _pooled_note(used: list[np.ndarray], pooled: float, low: float, high: float)
     ad = sum(t[0, 0] * t[1, 1] / t.sum() for t in used)
     bc = sum(t[0, 1] * t[1, 0] / t.sum() for t in used)
     if ad == 0 and bc == 0:
-        return "pooled odds ratio and its interval undefined: no stratum has a discordant pair of cells (a·d = b·c = 0)"
+        return ("no test, no pooled odds ratio: no stratum has a discordant pair of cells (a·d = b·c = 0), "
+                "so the outcome does not vary within any stratum")
     if bc == 0:
         return "pooled odds ratio infinite, no interval: Σ b·c/n = 0 (no 'no' in the first group or no 'yes' in the second)"
     if ad == 0:

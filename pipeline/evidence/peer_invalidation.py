@@ -30,6 +30,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
+from pipeline.evidence.log_window import build_order
 from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import Window
@@ -60,7 +61,8 @@ def peer_invalidation(
             "epoch_id", "escrow_id", "group"
         )
         rows = pl.concat([rows, detail.select("escrow_id", *columns)])
-    builds = _build_order(con, host, answers)
+    present = answers["host_build"].unique().to_list()
+    builds = [b for b in build_order(con, host, present) if b in present] if by_build else []
     if by_build:
         rows = rows.with_columns(build=pl.lit(POOLED))
         rows = pl.concat([rows, *(
@@ -132,13 +134,6 @@ def _pooled(per_escrow: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _build_order(con: duckdb.DuckDBPyConnection, host: str, answers: pl.DataFrame) -> list[str]:
-    """The host's builds that have answers, in the order they started (unattributed last)."""
-    present = set(answers["host_build"].to_list())
-    timeline = fetch_frame(con, sql_text("evidence/host_builds.sql"), {"host": host})["build"].to_list()
-    return [b for b in timeline if b in present] + sorted(present - set(timeline))
-
-
 def _table(frame: pl.DataFrame) -> list[list[int]]:
     """``[[host yes, host no], [others yes, others no]]`` of a frame with one row per group."""
     cells = {r["group"]: r for r in frame.iter_rows(named=True)}
@@ -181,7 +176,7 @@ SPEC = register(EvidenceSpec(
     summary="The host's answers against other executors' in the same escrows.",
     compute=peer_invalidation,
     columns=("group", "escrows", "answers", "challenged_or_invalidated", "rate", "ci_low", "ci_high"),
-    sql=("evidence/peer_answers.sql",),
+    sql=("evidence/peer_answers.sql", "evidence/host_builds.sql"),
     options=(Option("by_escrow", "--by-escrow", "Per-escrow rows after the pooled ones."),
              Option("by_build", "--by-build", "Rows and a CMH test (stratified by escrow) per build of the host."),),
     report=ReportSection(order=20, heading="Peer invalidation in the epoch's escrows",

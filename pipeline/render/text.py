@@ -154,6 +154,8 @@ def stat_lines(stats: dict[str, Any]) -> list[str]:
 
 def format_stat(name: str, value: Any) -> str:
     value = _as_stat(value)
+    if isinstance(value, (dict, list)) and not value:
+        return "none"
     if isinstance(value, dict):
         if "test" in value:
             return _test_text(value)
