@@ -46,6 +46,7 @@ __all__ = [
     "BootstrapResult",
     "CMHResult",
     "FisherResult",
+    "HomogeneityResult",
     "RowsTestResult",
     "bootstrap_ratio",
     "breslow_day_test",
@@ -494,8 +495,7 @@ def _stat(test: str, result: Any, **details: Any) -> dict[str, Any]:
     fields = dataclasses.asdict(result)
     if fields.get("note") is None:
         fields.pop("note", None)
-    for key in ("corrected",):
-        fields.pop(key, None)
+    fields.pop("corrected", None)  # published as the words of ``correction``
     return {"test": test, **details, **fields}
 
 

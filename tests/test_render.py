@@ -281,7 +281,7 @@ def test_json_nan_inf_and_missing_provenance():
             "cmh": {
                 "test": "Cochran–Mantel–Haenszel",
                 "alternative": "two-sided",
-                "correction": "continuity 0.5",
+                "correction": "not applicable (no test)",
                 "df": 1,
                 "or_ci_method": "Robins–Breslow–Greenland",
                 "statistic": None,

@@ -342,8 +342,12 @@ def test_acceptance_bootstrap_over_windows(logs):
     assert render(again, "json") == render(result, "json")
 
 
-def test_stats_module_imports_scipy_lazily():
-    code = "import sys, pipeline.stats, pipeline.cli; print(sorted(m for m in ('scipy', 'statsmodels') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).parents[1])
-    assert out.stdout.strip() == "[]"
+def test_evidence_help_does_not_import_scipy_or_statsmodels():
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print(sorted(m for m in ('scipy', 'statsmodels') if m in sys.modules)))\n"
+            "from pipeline.cli import app\n"
+            "sys.argv = ['gonka-evidence', 'evidence', '--help']\n"
+            "app()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert out.returncode == 0 and "peer-invalidation" in out.stdout
+    assert out.stdout.strip().endswith("[]")
