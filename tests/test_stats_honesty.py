@@ -116,7 +116,7 @@ def test_peer_invalidation_tests_are_named_and_match_statsmodels(warehouse):
     assert "- fisher: Fisher exact, two-sided: p = " in text
     assert "- cmh: Cochran–Mantel–Haenszel, two-sided, correction: continuity 0.5: χ² = " in text
     assert "Robins–Breslow–Greenland" in text and "- breslow_day: Breslow–Day, " in text
-    assert "- interval: Wilson score 95% interval of challenged_or_invalidated / answers, per row (ci_low–ci_high)" in text
+    assert "- interval: Wilson score 95% interval of challenged_or_invalidated / answers, per row (columns ci_low, ci_high)" in text
     assert "Holm p = " in text and "- multiple_testing: Holm-adjusted p-values" in text
     document = orjson.loads(render(result, "json"))["stats"]
     assert document["cmh"]["correction"] == "continuity 0.5" and document["breslow_day"]["df"] == len(used) - 1
@@ -337,7 +337,7 @@ def test_acceptance_bootstrap_over_windows(logs):
         "percentile bootstrap", 2_000, 0, "log windows")
     text = render(result, "markdown")
     assert "- bootstrap: percentile bootstrap 95% interval of acceptance_rate and mean_acceptance_length, per build " \
-           "(rate_boot_*–mal_boot_*), 2,000 resamples of the log windows, seed 0" in text
+           "(columns rate_boot_*, mal_boot_*), 2,000 resamples of the log windows, seed 0" in text
     again = compute("acceptance", logs, host=HOST, command="gonka-evidence evidence acceptance")
     assert render(again, "json") == render(result, "json")
 

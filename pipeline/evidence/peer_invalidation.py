@@ -61,13 +61,14 @@ def peer_invalidation(
             "epoch_id", "escrow_id", "group"
         )
         rows = pl.concat([rows, detail.select("escrow_id", *columns)])
-    present = answers["host_build"].unique().to_list()
-    builds = [b for b in build_order(con, host, present) if b in present] if by_build else []
+    per_build = {}  # build -> its per-escrow counts, builds in the order they started
     if by_build:
+        present = answers["host_build"].unique().to_list()
+        per_build = {b: _per_escrow(answers.filter(pl.col("host_build") == b))
+                     for b in build_order(con, host, present) if b in present}
         rows = rows.with_columns(build=pl.lit(POOLED))
-        rows = pl.concat([rows, *(
-            _pooled(_per_escrow(answers.filter(pl.col("host_build") == build))).with_columns(build=pl.lit(build))
-            .select(rows.columns) for build in builds)])
+        rows = pl.concat([rows, *(_pooled(counts).with_columns(build=pl.lit(build)).select(rows.columns)
+                                  for build, counts in per_build.items())])
     rows = rows.with_columns(
         rate=pl.when(pl.col("answers") > 0).then(pl.col("challenged_or_invalidated") / pl.col("answers"))
     )
@@ -81,7 +82,7 @@ def peer_invalidation(
     else:
         stats = _stats(pooled, per_escrow)
         if by_build:
-            by = {build: _strata(_per_escrow(answers.filter(pl.col("host_build") == build))) for build in builds}
+            by = {build: _strata(counts) for build, counts in per_build.items()}
             stats["cmh_by_build"] = {build: cmh_test(strata).as_stat() for build, strata in by.items()}
             stats["breslow_day_by_build"] = {build: breslow_day_test(strata).as_stat() for build, strata in by.items()}
         if family := holm_adjust(stats):

@@ -232,10 +232,10 @@ def _test_text(test: dict[str, Any]) -> str:
 
 
 def _interval_text(interval: dict[str, Any]) -> str:
-    """``Wilson score 95% interval of invalid / total (ci_low–ci_high)``, then its details."""
+    """``Wilson score 95% interval of invalid / total (columns ci_low, ci_high)``, then its details."""
     text = f"{interval['interval']} {interval['level'] * 100:g}% interval of {interval['of']}"
     if interval.get("columns"):
-        text += f" ({'–'.join(interval['columns'])})"
+        text += f" (columns {', '.join(interval['columns'])})"
     if interval.get("resamples"):
         text += f", {interval['resamples']:,} resamples of the {interval.get('unit', 'units')}, seed {interval['seed']}"
     return text + (f"; {interval['note']}" if interval.get("note") else "")
