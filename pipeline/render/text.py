@@ -183,15 +183,8 @@ def _describes_itself(group: dict[str, Any]) -> bool:
     return any(key in group for key in ("test", "interval", "method"))
 
 
-def _estimate(value: Any) -> str:
-    """An odds ratio as text: a number, ``∞`` (also from the JSON string ``"inf"``), or missing."""
-    if isinstance(value, str):
-        return {"inf": "∞", "-inf": "-∞"}.get(value, value)
-    return MISSING if value is None else format_value(value)
-
-
 def _test_text(test: dict[str, Any]) -> str:
-    """``Fisher exact, two-sided: OR 9.000, p = 0.4857 (Holm p = 0.9714)`` and so on: the test's
+    """``Fisher exact, two-sided: p = 0.4857 (Holm p = 0.9714), OR 9.000`` and so on: the test's
     name, sidedness and correction first, then its numbers, then why something is missing."""
     head = ", ".join(str(test[k]) for k in ("test", "alternative") if test.get(k))
     if test.get("correction"):
@@ -208,7 +201,7 @@ def _test_text(test: dict[str, Any]) -> str:
         parts.append(text)
     for key, label in ODDS_RATIO_LABELS.items():
         if key in test:
-            text = f"{label} {_estimate(test[key])}"
+            text = f"{label} {format_value(test[key])}"
             low, high = test.get("or_ci_low"), test.get("or_ci_high")
             if isinstance(low, (int, float)) and isinstance(high, (int, float)) \
                     and not (math.isnan(low) or math.isnan(high)):
@@ -247,7 +240,7 @@ def _stat_group_parts(group: dict[str, Any]) -> Iterator[str]:
         if _is_p_value(key):
             yield f"p = {format_p(value)}" if value != 0 else f"p {format_p(value)}"
         elif key in ODDS_RATIO_LABELS:
-            yield f"{ODDS_RATIO_LABELS[key]} {_estimate(value)}"
+            yield f"{ODDS_RATIO_LABELS[key]} {format_value(value)}"
         else:
             yield f"{key} = {format_value(value)}"
 
