@@ -85,6 +85,9 @@ def peer_invalidation(
             by = {build: _strata(counts) for build, counts in per_build.items()}
             stats["cmh_by_build"] = {build: cmh_test(strata).as_stat() for build, strata in by.items()}
             stats["breslow_day_by_build"] = {build: breslow_day_test(strata).as_stat() for build, strata in by.items()}
+            if len(by) == 1:
+                notes.append(f"every answer falls in one build of the host ({next(iter(by))}): the per-build "
+                             "tests repeat the pooled ones (`gonka-evidence builds FILE.toml` loads the timeline).")
         if family := holm_adjust(stats):
             stats["multiple_testing"] = family
         stats["interval"] = interval_stat("challenged_or_invalidated / answers, per row")
