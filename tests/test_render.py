@@ -90,8 +90,8 @@ EXPECTED_MARKDOWN = """\
 | V1, no DSpark | 330 | 60 | 1,234,567 | 0.71% (0.43–1.17%) | 2.861 | gonka1x, gonka1y | 2026-10-25T23:06:00Z |
 | V2 + DSpark \\| vLLM fix | 206 | 17 | 0 | – | – | – | 2026-10-26T01:02:03.500000Z |
 
-- fisher: OR 0.1739, p = 3.20e-07 (two-sided)
-- cmh: χ² = 12.50, p = 4.03e-04, pooled OR 2.174 (95% CI 1.984–2.383), strata: 11 used, 2 dropped
+- fisher: Fisher exact, two-sided: p = 3.20e-07, OR 0.1739
+- cmh: Cochran–Mantel–Haenszel, two-sided, correction: continuity 0.5: χ² = 12.50 (1 df), p = 4.03e-04, pooled OR 2.174 (95% CI 1.984–2.383, Robins–Breslow–Greenland), strata: 11 used, 2 dropped
 - share_p_value: 0.0421
 - escrows: 11
 
@@ -224,8 +224,13 @@ def test_json_object():
         },
     ]
     assert document["stats"] == {
-        "fisher": {"odds_ratio": 0.1739, "p_value": 3.2e-7, "alternative": "two-sided"},
+        "fisher": {"test": "Fisher exact", "odds_ratio": 0.1739, "p_value": 3.2e-7, "alternative": "two-sided"},
         "cmh": {
+            "test": "Cochran–Mantel–Haenszel",
+            "alternative": "two-sided",
+            "correction": "continuity 0.5",
+            "df": 1,
+            "or_ci_method": "Robins–Breslow–Greenland",
             "statistic": 12.5,
             "p_value": 0.000403,
             "pooled_odds_ratio": 2.174,
@@ -233,6 +238,7 @@ def test_json_object():
             "or_ci_high": 2.383,
             "strata_used": 11,
             "strata_dropped": 2,
+            "confidence": 0.95,
         },
         "share_p_value": 0.0421,
         "escrows": 11,
@@ -273,6 +279,11 @@ def test_json_nan_inf_and_missing_provenance():
         "rows": [{"r": None}, {"r": None}, {"r": 1.0}],
         "stats": {
             "cmh": {
+                "test": "Cochran–Mantel–Haenszel",
+                "alternative": "two-sided",
+                "correction": "not applicable (no test)",
+                "df": 1,
+                "or_ci_method": "Robins–Breslow–Greenland",
                 "statistic": None,
                 "p_value": None,
                 "pooled_odds_ratio": None,
@@ -280,6 +291,7 @@ def test_json_nan_inf_and_missing_provenance():
                 "or_ci_high": None,
                 "strata_used": 0,
                 "strata_dropped": 4,
+                "confidence": 0.95,
             }
         },
         "provenance": None,
@@ -298,8 +310,9 @@ build                    valid   invalid      judged         invalid_rate   mean
 V1, no DSpark              330        60   1,234,567   0.71% (0.43–1.17%)           2.861   gonka1x, gonka1y
 V2 + DSpark | vLLM fix     206        17           0                    –               –   –
 
-fisher: OR 0.1739, p = 3.20e-07 (two-sided)
-cmh: χ² = 12.50, p = 4.03e-04, pooled OR 2.174 (95% CI 1.984–2.383), strata: 11 used, 2 dropped
+fisher: Fisher exact, two-sided: p = 3.20e-07, OR 0.1739
+cmh: Cochran–Mantel–Haenszel, two-sided, correction: continuity 0.5: χ² = 12.50 (1 df), p = 4.03e-04, pooled OR 2.174 (95% CI 1.984–2.383,
+Robins–Breslow–Greenland), strata: 11 used, 2 dropped
 share_p_value: 0.0421
 escrows: 11
 The windows judge different answers; sample sizes vary.

@@ -6,10 +6,14 @@ import math
 
 import polars as pl
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.stats import cmh_test, fisher_exact_2x2, wilson_interval, with_wilson
+
+# pipeline.stats imports scipy/statsmodels on first use, so the first example of a property test
+# pays seconds of imports on a loaded machine; these tests check numbers, not timings.
+no_deadline = settings(deadline=None)
 
 
 # --- Wilson ---------------------------------------------------------------
@@ -41,6 +45,7 @@ def test_wilson_rejects_impossible_counts():
         wilson_interval(-1, 10)
 
 
+@no_deadline
 @given(st.integers(min_value=1, max_value=100_000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
 def test_wilson_contains_estimate_and_stays_in_unit_interval(case):
     k, n = case
@@ -100,6 +105,7 @@ def test_fisher_empty_row_gives_p_one():
 counts = st.integers(min_value=0, max_value=60)
 
 
+@no_deadline
 @given(counts, counts, counts, counts)
 def test_fisher_p_symmetric_under_row_and_column_swaps(a, b, c, d):
     p = fisher_exact_2x2(a, b, c, d).p_value
@@ -197,6 +203,7 @@ tables_2x2 = st.lists(
 )
 
 
+@no_deadline
 @given(tables_2x2, st.randoms(use_true_random=False))
 def test_cmh_invariant_under_reordering_strata(tables, rnd):
     shuffled = list(tables)

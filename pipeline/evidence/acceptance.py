@@ -12,7 +12,12 @@ mean_acceptance_length, per_position, length_distribution``:
   log windows whose drafts cannot be recovered (MAL missing or nan) count in
   ``drafted``/``accepted`` but not in the MAL, and are reported in the stats;
 - ``per_position``: the K per-position rates weighted by drafts, r_i = Σ(r_i·drafts)/Σdrafts;
-- ``length_distribution``: P(len = 1) = 1 − r_0, P(len = i+1) = r_{i−1} − r_i, P(len = K+1) = r_{K−1}.
+- ``length_distribution``: P(len = 1) = 1 − r_0, P(len = i+1) = r_{i−1} − r_i, P(len = K+1) = r_{K−1};
+- ``rate_boot_low``/``rate_boot_high`` and ``mal_boot_low``/``mal_boot_high``: 95% percentile
+  bootstrap intervals of the acceptance rate and of the mean acceptance length that resample whole
+  windows (2,000 resamples, seed 0: the same windows give the same bytes). Tokens of one window
+  are not independent draws, so the Wilson interval on the tokens (``ci_low``/``ci_high``) is too
+  narrow; both are kept, and ``stats.interval`` / ``stats.bootstrap`` say which is which.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
-from pipeline.stats import with_wilson
+from pipeline.stats import BOOTSTRAP_RESAMPLES, SEED, bootstrap_ratio, interval_stat, with_wilson
 from pipeline.warehouse import fetch_frame
 
 NAME = "acceptance"
@@ -35,9 +40,11 @@ SCHEMA = {
     "build": pl.String, "source": pl.String, "windows": pl.Int64, "drafts": pl.Int64, "drafted": pl.Int64,
     "accepted": pl.Int64, "acceptance_rate": pl.Float64, "mean_acceptance_length": pl.Float64,
     "per_position": pl.List(pl.Float64), "length_distribution": pl.List(pl.Float64),
+    "rate_boot_low": pl.Float64, "rate_boot_high": pl.Float64, "mal_boot_low": pl.Float64, "mal_boot_high": pl.Float64,
 }
 COLUMNS = ("build", "source", "windows", "drafts", "drafted", "accepted", "acceptance_rate", "ci_low", "ci_high",
-           "mean_acceptance_length", "per_position", "length_distribution")
+           "rate_boot_low", "rate_boot_high", "mean_acceptance_length", "mal_boot_low", "mal_boot_high", "per_position",
+           "length_distribution")
 
 
 def length_distribution(rates: list[float]) -> list[float]:
@@ -47,7 +54,7 @@ def length_distribution(rates: list[float]) -> list[float]:
     return [1 - rates[0], *(rates[i - 1] - rates[i] for i in range(1, len(rates))), rates[-1]]
 
 
-def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int]:
+def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int, list[str]]:
     source = "metrics" if (windows["source"] == "metrics").any() else "log"
     w = windows.filter(pl.col("source") == source)
     known = w.filter(pl.col("drafts").is_not_null() & (pl.col("drafts") > 0))
@@ -70,24 +77,35 @@ def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int]:
         "per_position": rates or None, "length_distribution": length_distribution(rates) or None,
     }
     row["acceptance_rate"] = row["accepted"] / row["drafted"] if row["drafted"] else None
-    return row, w.height - known.height
+    rate = bootstrap_ratio(w["accepted"].to_list(), w["drafted"].to_list())
+    mal = bootstrap_ratio(known["accepted"].to_list(), known["drafts"].to_list(), transform=lambda r: 1 + r)
+    row |= {"rate_boot_low": _known(rate.low), "rate_boot_high": _known(rate.high),
+            "mal_boot_low": _known(mal.low), "mal_boot_high": _known(mal.high)}
+    remarks = [f"build {build}: no bootstrap interval of the {what}: {r.note}"
+               for what, r in (("acceptance rate", rate), ("mean acceptance length", mal)) if r.note]
+    return row, w.height - known.height, remarks
+
+
+def _known(value: float) -> float | None:
+    return None if value != value else value
 
 
 def acceptance(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
     """Mean acceptance length, acceptance rate and per-position rates of the host, per build."""
     since, until = time_bounds(con, window)
     windows = fetch_frame(con, sql_text("evidence/spec_windows.sql"), {"host": host, "since": since, "until": until})
-    rows, without_drafts = [], 0
+    rows, without_drafts, remarks = [], 0, []
     for build in build_order(con, host, windows["build"].unique().to_list()):
         part = windows.filter(pl.col("build") == build)
         if part.height == 0:
             continue
-        row, missing = _row(build, part)
+        row, missing, why = _row(build, part)
         rows.append(row)
         without_drafts += missing
+        remarks += why
     frame = pl.DataFrame(rows, schema=SCHEMA) if rows else pl.DataFrame(schema=SCHEMA)
     frame = with_wilson(frame, "accepted", "drafted").select(COLUMNS)
-    notes = []
+    notes = list(remarks)
     if windows.height == 0:
         notes.append(f"no speculative-decoding windows for host {host} in {window.describe()} "
                      "(`gonka-evidence ingest-logs` vLLM logs or /metrics scrapes first).")
@@ -100,7 +118,13 @@ def acceptance(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
         title=f"Speculative decoding acceptance of {host}, by build ({window.describe()})",
         params={"host": host, **window.params},
         rows=frame,
-        stats={"windows": windows.height, "windows_without_drafts": without_drafts},
+        stats={
+            "windows": windows.height, "windows_without_drafts": without_drafts,
+            "interval": interval_stat("accepted / drafted (tokens; treats tokens as independent, too narrow)"),
+            "bootstrap": interval_stat(
+                "acceptance_rate and mean_acceptance_length, per build", ("rate_boot_*", "mal_boot_*"),
+                method="percentile bootstrap", resamples=BOOTSTRAP_RESAMPLES, seed=SEED, unit="log windows"),
+        },
         notes=notes,
     )
 

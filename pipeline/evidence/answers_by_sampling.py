@@ -8,14 +8,16 @@ is ``sampled``. Answers without a stored request are ``unknown``.
 
 Rows ``build, sampling, judged, invalidated, challenged, invalidated_rate, ci_low, ci_high`` per
 build of the executor (as-of join of host_builds on the event time) and sampling; ``--detail``
-splits ``sampled`` by temperature band and top_p. ``stats.fisher``: Fisher's exact test of the
-invalidated rate, greedy vs sampled, over all builds; ``stats.fisher_by_build``: per build.
+splits ``sampled`` by temperature band and top_p. ``stats.fisher``: Fisher's exact test (two-sided)
+of the invalidated rate, sampled vs greedy, over all builds; ``stats.fisher_by_build``: per build;
+``stats.cmh``: the Cochran–Mantel–Haenszel test of sampled vs greedy stratified by build (so that a
+build with more sampled traffic does not pass for an effect of sampling), with ``breslow_day``,
+whether one odds ratio fits every build; ``multiple_testing``: Holm over all of these tests;
+``interval``: what ``ci_low``/``ci_high`` are.
 Window: ``--epoch`` on the escrow's epoch, ``--since/--until`` on started_at.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import duckdb
 import polars as pl
@@ -24,7 +26,7 @@ from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
-from pipeline.stats import fisher_exact_2x2, with_wilson
+from pipeline.stats import breslow_day_test, cmh_test, fisher_exact_2x2, holm_adjust, interval_stat, with_wilson
 from pipeline.warehouse import fetch_frame
 
 NAME = "answers-by-sampling"
@@ -61,9 +63,17 @@ def answers_by_sampling(con: duckdb.DuckDBPyConnection, host: str, window: Windo
     fisher = _fisher(coarse)
     if fisher:
         stats["fisher"] = fisher
-    by_build = {b: f for b, frame in coarse.group_by("build") if (f := _fisher(frame))}
+    by_build = {b: f for (b,), frame in coarse.group_by("build") if (f := _fisher(frame))}
     if by_build:
-        stats["fisher_by_build"] = {str(k[0] if isinstance(k, tuple) else k): v for k, v in sorted(by_build.items())}
+        stats["fisher_by_build"] = dict(sorted(by_build.items()))
+    if coarse.height:
+        strata = [_table(frame) for _, frame in coarse.sort("build").group_by("build", maintain_order=True)]
+        stats["cmh"] = cmh_test(strata).as_stat(rows=["sampled", "greedy"], strata="build")
+        stats["breslow_day"] = breslow_day_test(strata).as_stat(strata="build")
+    if family := holm_adjust(stats):
+        stats["multiple_testing"] = family
+    if rows.height:
+        stats["interval"] = interval_stat("invalidated / judged, per row")
     notes = []
     if answers.height == 0:
         notes.append(f"host {host} has no judged answers in {window.describe()}.")
@@ -80,17 +90,22 @@ def answers_by_sampling(con: duckdb.DuckDBPyConnection, host: str, window: Windo
         stats=stats, notes=notes)
 
 
-def _fisher(frame: pl.DataFrame) -> dict | None:
-    """Fisher's exact test, sampled (first row) vs greedy, of invalidated judged answers."""
-    cells = {}
+def _table(frame: pl.DataFrame) -> list[list[int]]:
+    """``[[sampled invalidated, sampled not], [greedy invalidated, greedy not]]`` of judged answers."""
+    table = []
     for greedy in (False, True):
         part = frame.filter(pl.col("greedy") == greedy)
-        cells[greedy] = (int((part["status"] == "invalidated").sum()), part.height)
-    (a, n1), (c, n2) = cells[False], cells[True]
-    if not n1 or not n2:
+        invalidated = int((part["status"] == "invalidated").sum())
+        table.append([invalidated, part.height - invalidated])
+    return table
+
+
+def _fisher(frame: pl.DataFrame) -> dict | None:
+    """Fisher's exact test, sampled (first row) vs greedy, of invalidated judged answers."""
+    (a, b), (c, d) = _table(frame)
+    if not (a + b) or not (c + d):
         return None
-    result = fisher_exact_2x2(a, n1 - a, c, n2 - c)
-    return dataclasses.asdict(result) | {"rows": ["sampled", "greedy"]}
+    return fisher_exact_2x2(a, b, c, d).as_stat(rows=["sampled", "greedy"])
 
 
 SPEC = register(EvidenceSpec(

@@ -13,14 +13,13 @@ protocol_misses_share, findings``, summed over the participant's slots and model
 
 ``--all``: every participant, ranked (critical findings, then findings, then protocol_invalid_share,
 then slow_decode_share; ``rank`` first). ``--compare EPOCH`` (with ``--epoch``): both epochs' rows,
-side by side per participant, and Fisher's exact test of each share between the two epochs.
+side by side per participant, and Fisher's exact test (two-sided) of each share between the two
+epochs, Holm-adjusted over the shares tested (``p_holm``; ``stats.multiple_testing``).
 Windows are epochs only (the ledger has no event times). ``stats.disagreements`` lists where the
 tracker and session storage disagree (view tracker_disagreements) for the participants shown.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import duckdb
 import polars as pl
@@ -29,7 +28,7 @@ from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.paths import sql_text
-from pipeline.stats import fisher_exact_2x2
+from pipeline.stats import fisher_exact_2x2, holm_adjust
 from pipeline.warehouse import fetch_frame
 
 NAME = "tracker"
@@ -62,6 +61,8 @@ def tracker(con: duckdb.DuckDBPyConnection, host: str | None, window: Window, *,
     if compare is not None:
         rows = rows.sort("participant", pl.col("epoch").replace_strict({window.epoch: 0, compare: 1}, default=2))
         stats["compare"] = _compare(rows, window.epoch, compare) if not all_participants else {}
+        if family := holm_adjust(stats):
+            stats["multiple_testing"] = family
     if all_participants:
         ranked = rows.sort(["critical", "n_findings", "protocol_invalid_share", "slow_decode_share"],
                            descending=True, nulls_last=True)
@@ -105,7 +106,7 @@ def _compare(rows: pl.DataFrame, first: int, second: int) -> dict:
         a, b = by_epoch[first], by_epoch[second]
         if a[whole] and b[whole]:
             result = fisher_exact_2x2(a[part], a[whole] - a[part], b[part], b[whole] - b[part])
-            out[share] = dataclasses.asdict(result) | {"epochs": [first, second]}
+            out[share] = result.as_stat(epochs=[first, second])
     return out
 
 

@@ -16,6 +16,12 @@ Rows ``build, kind, valid, invalid, total, invalid_rate, ci_low, ci_high, disagr
 - ``resolved``: verdicts on inferences whose final status is validated or invalidated;
   ``disagreed``: those of them that contradict it (valid on an invalidated inference,
   invalid on a validated one).
+
+``stats.between_builds``: per kind, the Fisher–Freeman–Halton test (the r×2 extension of
+Fisher's exact test, valid for the small counts of INVALID verdicts) that the invalid share is
+the same under every build with verdicts (``unattributed`` left out: it is not a build); its
+p-value is a seeded Monte Carlo estimate. ``multiple_testing``: Holm over the kinds tested;
+``interval``: what ``ci_low``/``ci_high`` are.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
-from pipeline.stats import with_wilson
+from pipeline.stats import fisher_freeman_halton, holm_adjust, interval_stat, with_wilson
 from pipeline.warehouse import fetch_frame
 
 NAME = "votes-by-build"
@@ -76,8 +82,23 @@ def votes_by_build(con: duckdb.DuckDBPyConnection, host: str, window: Window) ->
         title=f"Verdicts of {host} on other hosts' answers, by build ({window.describe()})",
         params={"host": host, **window.params},
         rows=rows,
+        stats=_stats(rows) if counts.height else {},
         notes=notes,
     )
+
+
+def _stats(rows: pl.DataFrame) -> dict:
+    """Between-build test of the invalid share per kind, Holm over the kinds, and the interval used."""
+    between = {}
+    for kind in KINDS:
+        part = rows.filter((pl.col("kind") == kind) & (pl.col("build") != UNATTRIBUTED) & (pl.col("total") > 0))
+        between[kind] = fisher_freeman_halton(part.select("invalid", "valid").rows()).as_stat(
+            builds=part["build"].to_list())
+    stats: dict = {"between_builds": between}
+    if family := holm_adjust(stats):
+        stats["multiple_testing"] = family
+    stats["interval"] = interval_stat("invalid / total, per row")
+    return stats
 
 
 def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:

@@ -137,43 +137,110 @@ def table_cells(rows: pl.DataFrame) -> tuple[list[str], list[bool], list[list[st
 
 
 def stat_lines(stats: dict[str, Any]) -> list[str]:
-    """One ``name: summary`` line per statistic."""
-    return [f"{name}: {format_stat(name, value)}" for name, value in stats.items()]
+    """One ``name: summary`` line per statistic; a group of results (one per build, per
+    share) gives one ``name (key): summary`` line per member."""
+    lines = []
+    for name, value in stats.items():
+        value = _as_stat(value)
+        if isinstance(value, dict) and value and all(isinstance(_as_stat(v), dict) for v in value.values()) \
+                and not _describes_itself(value):
+            lines += [f"{name} ({key}): {format_stat(key, item)}" for key, item in value.items()]
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            lines += [f"{name}: {format_stat(name, item)}" for item in value]
+        else:
+            lines.append(f"{name}: {format_stat(name, value)}")
+    return lines
 
 
 def format_stat(name: str, value: Any) -> str:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
+    value = _as_stat(value)
+    if isinstance(value, (dict, list)) and not value:
+        return "none"
     if isinstance(value, dict):
+        if "test" in value:
+            return _test_text(value)
+        if "interval" in value:
+            return _interval_text(value)
+        if value.get("method") == "Holm":
+            return (f"Holm-adjusted p-values (Holm p) over the {value['tests']} tests of this table "
+                    f"({value['controls']}): {', '.join(value['family'])}")
         return ", ".join(_stat_group_parts(value))
     if _is_p_value(name) and isinstance(value, (int, float)):
         return format_p(float(value))
     return format_value(value)
 
 
+def _as_stat(value: Any) -> Any:
+    """A result object as the dictionary it publishes (``as_stat``), anything else as it is."""
+    if hasattr(value, "as_stat"):
+        return value.as_stat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def _describes_itself(group: dict[str, Any]) -> bool:
+    return any(key in group for key in ("test", "interval", "method"))
+
+
+def _test_text(test: dict[str, Any]) -> str:
+    """``Fisher exact, two-sided: p = 0.4857 (Holm p = 0.9714), OR 9.000`` and so on: the test's
+    name, sidedness and correction first, then its numbers, then why something is missing."""
+    head = ", ".join(str(test[k]) for k in ("test", "alternative") if test.get(k))
+    if test.get("correction"):
+        head += f", correction: {test['correction']}"
+    parts = []
+    if "statistic" in test and test["test"] != "Fisher–Freeman–Halton":
+        df = f" ({test['df']} df)" if "df" in test else ""
+        parts.append(f"χ² = {format_value(test['statistic'])}{df}")
+    if "p_value" in test:
+        p = test["p_value"]
+        text = f"p = {format_p(p)}" if p != 0 else f"p {format_p(p)}"
+        if "p_holm" in test:
+            text += f" (Holm p = {format_p(test['p_holm'])})"
+        parts.append(text)
+    for key, label in ODDS_RATIO_LABELS.items():
+        if key in test:
+            text = f"{label} {format_value(test[key])}"
+            low, high = test.get("or_ci_low"), test.get("or_ci_high")
+            if isinstance(low, (int, float)) and isinstance(high, (int, float)) \
+                    and not (math.isnan(low) or math.isnan(high)):
+                method = f", {test['or_ci_method']}" if test.get("or_ci_method") else ""
+                text += f" ({test.get('confidence', 0.95) * 100:g}% CI {format_value(low)}–{format_value(high)}{method})"
+            parts.append(text)
+    if "strata_used" in test:
+        parts.append(f"strata: {test['strata_used']:,} used, {test.get('strata_dropped', 0):,} dropped")
+    if "groups" in test:
+        parts.append(f"{test['groups']} groups")
+    if test.get("rows"):
+        parts.append(f"rows: {' vs '.join(map(str, test['rows']))}")
+    if test.get("epochs"):
+        parts.append(f"epochs: {' vs '.join(map(str, test['epochs']))}")
+    if test.get("p_value_method"):
+        parts.append(f"p-value: {test['p_value_method']}")
+    if test.get("null"):
+        parts.append(f"null: {test['null']}")
+    text = f"{head}: {', '.join(parts)}"
+    return text + (f"; {test['note']}" if test.get("note") else "")
+
+
+def _interval_text(interval: dict[str, Any]) -> str:
+    """``Wilson score 95% interval of invalid / total (columns ci_low, ci_high)``, then its details."""
+    text = f"{interval['interval']} {interval['level'] * 100:g}% interval of {interval['of']}"
+    if interval.get("columns"):
+        text += f" (columns {', '.join(interval['columns'])})"
+    if interval.get("resamples"):
+        text += f", {interval['resamples']:,} resamples of the {interval.get('unit', 'units')}, seed {interval['seed']}"
+    return text + (f"; {interval['note']}" if interval.get("note") else "")
+
+
 def _stat_group_parts(group: dict[str, Any]) -> Iterator[str]:
-    """A test result as readable parts: ``pooled OR 7.000 (95% CI 1.027–47.73)``,
-    ``p = 0.04747 (two-sided)``; keys it does not know are shown as ``key = value``."""
-    shown_with_others = {"or_ci_low", "or_ci_high", "alternative", "strata_dropped", "confidence"}
+    """A result without a test name as readable parts; keys it does not know are shown as ``key = value``."""
     for key, value in group.items():
-        if key in shown_with_others:
-            continue
-        if key in ODDS_RATIO_LABELS:
-            text = f"{ODDS_RATIO_LABELS[key]} {format_value(value)}"
-            low, high = group.get("or_ci_low"), group.get("or_ci_high")
-            if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
-                level = group.get("confidence", 0.95)
-                text += f" ({level * 100:g}% CI {format_value(low)}–{format_value(high)})"
-            yield text
-        elif _is_p_value(key):
-            text = f"p = {format_p(value)}" if value != 0 else f"p {format_p(value)}"
-            if group.get("alternative"):
-                text += f" ({group['alternative']})"
-            yield text
-        elif key == "statistic" and "strata_used" in group:
-            yield f"χ² = {format_value(value)}"
-        elif key == "strata_used":
-            yield f"strata: {value:,} used, {group.get('strata_dropped', 0):,} dropped"
+        if _is_p_value(key):
+            yield f"p = {format_p(value)}" if value != 0 else f"p {format_p(value)}"
+        elif key in ODDS_RATIO_LABELS:
+            yield f"{ODDS_RATIO_LABELS[key]} {format_value(value)}"
         else:
             yield f"{key} = {format_value(value)}"
 

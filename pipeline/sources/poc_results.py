@@ -17,8 +17,6 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from scipy import stats as scipy_stats
-
 from pipeline.sources.logfiles import LogFile
 
 DEFAULT_P_MISMATCH = 0.1
@@ -40,6 +38,8 @@ def binomial_p_value(n_mismatch: int, n_total: int, p_mismatch: float) -> float:
     """P(X ≥ n_mismatch) for X ~ Binomial(n_total, p_mismatch); 1.0 when there is nothing to test."""
     if n_total <= 0 or n_mismatch <= 0:
         return 1.0
+    from scipy import stats as scipy_stats  # on first use: scipy takes seconds to import
+
     return float(scipy_stats.binom.sf(n_mismatch - 1, n_total, p_mismatch))
 
 
