@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli import DEFAULT_WAREHOUSE, WarehouseOpt, app, user_errors
+from pipeline.cli import DEFAULT_WAREHOUSE, EXIT_QUARANTINED, WarehouseOpt, app, user_errors
 
 
 @app.command(name="ingest-json")
@@ -15,6 +15,7 @@ from pipeline.cli import DEFAULT_WAREHOUSE, WarehouseOpt, app, user_errors
 def ingest_json(
     files: Annotated[list[Path], typer.Argument(help="Saved JSON responses (accounting API v2–7, chain REST).")],
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    strict: Annotated[bool, typer.Option(help="Exit 3 when a file or a record was quarantined.")] = False,
 ) -> None:
     """Ingest saved gateway accounting-API and chain REST JSON responses into the tracker views.
 
@@ -33,3 +34,5 @@ def ingest_json(
     rows = ", ".join(f"{table} {n}" for table, n in summary.rows.items())
     typer.echo(f"ingested {summary.files} file(s): {rows}; quarantined {summary.quarantined} "
                f"({summary.elapsed_s:.2f} s, runs {', '.join(summary.run_ids)})")
+    if strict and summary.quarantined:
+        raise typer.Exit(EXIT_QUARANTINED)

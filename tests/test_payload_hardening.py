@@ -161,6 +161,18 @@ def test_ingest_json_bad_numbers_nesting_and_gzip(tmp_path):
     assert any(w.endswith("truncated.json.gz: not readable gzip (truncated); quarantined") for w in warnings), warnings
 
 
+def test_ingest_json_strict_exits_3_when_anything_was_quarantined(tmp_path):
+    good, bad = tmp_path / "ok.json", tmp_path / "deep.json"
+    good.write_text('{"epoch_index":5,"participant":"gonka1x","counters":[],"assigned_nonces":"3"}')
+    bad.write_text(QUARANTINED["deep.json"][0])
+    clean = _cli("ingest-json", str(good), "--strict", "--warehouse", str(tmp_path / "a.duckdb"))
+    assert clean.returncode == 0, clean.stderr
+    mixed = _cli("ingest-json", str(good), str(bad), "--strict", "--warehouse", str(tmp_path / "b.duckdb"))
+    _no_traceback(mixed)
+    assert mixed.returncode == 3, mixed.stderr
+    assert any(line.endswith("deep.json: not JSON (nested too deeply); quarantined") for line in mixed.stderr.splitlines())
+
+
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory", "missing"])
 def test_ingest_json_paths_that_are_not_files_are_one_line_errors(tmp_path, kind):
     path = tmp_path / f"{kind}.json"
