@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import duckdb
 import polars as pl
 
 from pipeline import __version__
+from pipeline.loading import derived_run_id
 from pipeline.sources.base import SourceError
 from pipeline.sources.logfiles import KINDS, LogFile, detect_kind, expand
 from pipeline.sources.metrics_scrapes import parse_scrape
@@ -103,9 +103,9 @@ def ingest_logs(
         raise SourceError(f"--year {year} is not a plausible year")
     files = expand(paths)
     started = time.monotonic()
-    run_id = uuid.uuid4().hex[:16]
-    summary = LogIngestSummary(run_id=run_id, host=host)
     source_id = f"logs:{host}"
+    run_id = derived_run_id(con, source_id, "logs")
+    summary = LogIngestSummary(run_id=run_id, host=host)
     with transaction(con):
         con.execute(
             "INSERT INTO ingest_runs (run_id, source_id, source_kind, source_display, started_at, status, pipeline_version) "
