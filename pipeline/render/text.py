@@ -201,10 +201,12 @@ def source_name(source: dict[str, Any]) -> str:
     last component (a footer names inputs, not where they lay on one machine)."""
     if source.get("label"):
         return str(source["label"])
-    kind, sep, rest = str(source.get("source_id")).partition(":")
-    if sep and rest.startswith("/"):
-        return f"{kind}:{rest.rstrip('/').rsplit('/', 1)[-1]}"
-    return str(source.get("source_id"))
+    source_id = str(source.get("source_id"))
+    prefix, sep, rest = source_id.partition(":")
+    prefix, path = (f"{prefix}:", rest) if sep and not source_id.startswith("/") else ("", source_id)
+    if path.startswith("/"):
+        return prefix + (path.rstrip("/").rsplit("/", 1)[-1] or "/")
+    return source_id
 
 
 def short_digest(digest: str) -> str:
