@@ -12,7 +12,8 @@ A bundle holds
   those options are chosen per epoch); a table that cannot be computed (its data was never
   ingested, or it needs something the window does not give) is listed under ``skipped`` with
   the reason;
-- ``charts/NAME.svg`` and ``.png`` for every table that draws one;
+- ``charts/NAME.svg`` and ``.png`` (for ``--epoch``) for every table that draws one; a chart is
+  drawn from the table as the report asks for it, so a time window has none;
 - ``report/`` (for ``--epoch``): the epoch report as ``gonka-evidence report epoch`` writes it;
 - ``MANIFEST.json``: the pipeline version, the request, the inputs (each source with its label,
   copy time and input digest) and the runs, then every file with its sha256 and the command
@@ -97,7 +98,7 @@ def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict
         for suffix, fmt in TABLE_FORMATS.items():
             files[f"tables/{spec.name}.{suffix}"] = (render(result, fmt) + "\n").encode()
             commands[f"tables/{spec.name}.{suffix}"] = f"{command} --format {fmt}"
-        chart = _chart(spec, result)
+        chart = _chart(spec, result) if window.epoch is not None else None
         if chart is not None:
             files.update(_chart_files(f"charts/{spec.name}", chart))
             commands.update(dict.fromkeys((f"charts/{spec.name}.svg", f"charts/{spec.name}.png"), command))

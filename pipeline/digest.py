@@ -5,8 +5,10 @@
   as ``path, size, bytes``. The files are only read. `-shm` files are skipped: they are SQLite's
   shared-memory index, not content.
 - A PostgreSQL snapshot: sha256 over the rows the run read, in the order it read them. Each Arrow
-  batch is hashed row by row (DuckDB renders each row as text; md5 of that text feeds the sha256),
-  so the digest does not depend on where batches happen to split.
+  batch is hashed row by row in DuckDB (per row: an md5 over its values, binary ones by their md5,
+  the others as text, NULL marked apart), and the row hashes feed the sha256 in order, so the
+  digest does not depend on where batches happen to split. Measured on the samples: ~7 µs a row
+  (a 2M-diff copy: ~14 s on top of its ~80 s ingest).
 
 Both are "sha256:<64 hex>"; two machines holding the same copy compute the same digest.
 """
@@ -43,24 +45,39 @@ class RowDigest:
 
     def __init__(self) -> None:
         self._digest = hashlib.sha256()
-        self._con = duckdb.connect()  # private, in memory: renders rows, touches no warehouse
+        self._name: str | None = None
+        self._con = duckdb.connect()  # private, in memory: hashes rows, touches no warehouse
+        self._con.execute("SET threads = 1")  # row hashes come back in scan order
 
     def update(self, name: str, batch: pa.RecordBatch) -> None:
-        self._digest.update(f"{name}\0{batch.num_rows}\0".encode())
+        if name != self._name:  # a header where a new read begins, not per batch
+            self._digest.update(f"\0{name}\0".encode())
+            self._name = name
         if batch.num_rows == 0:
             return
         self._con.register("batch", batch)
         try:
-            rows = self._con.execute("SELECT md5(CAST(b AS VARCHAR)) FROM batch AS b").fetchall()
+            hashes = self._con.sql(f"SELECT {_row_hash(batch.schema)} FROM batch").to_arrow_table().column(0)
         finally:
             self._con.unregister("batch")
-        self._digest.update("".join(r[0] for r in rows).encode())
+        self._digest.update("".join(hashes.to_pylist()).encode())
 
     def hexdigest(self) -> str:
         return PREFIX + self._digest.hexdigest()
 
     def close(self) -> None:
         self._con.close()
+
+
+def _row_hash(schema: pa.Schema) -> str:
+    """The SQL of one row's hash: md5 over its values in column order ('v' + value, or 'n' for NULL)."""
+    values = []
+    for field in schema:
+        column = '"' + field.name.replace('"', '""') + '"'
+        binary = pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type)
+        text = f"md5({column})" if binary else f"CAST({column} AS VARCHAR)"
+        values.append(f"coalesce('v' || {text}, 'n')")
+    return f"md5(concat_ws(chr(31), {', '.join(values)}))"
 
 
 class DigestingStore:

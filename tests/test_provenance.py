@@ -167,3 +167,32 @@ def test_footer_command_names_a_warehouse_from_the_environment(two_warehouses, t
                            timeout=300)
     assert again.returncode == 0, again.stderr
     assert again.stdout == done.stdout
+
+
+def test_row_digest_ignores_batch_boundaries_and_sees_one_changed_value():
+    import pyarrow as pa
+
+    from pipeline.digest import RowDigest
+    from pipeline.sources import open_store
+
+    store = open_store(str(DATA_SAMPLES_DIR / "store"))
+    try:
+        diffs = pa.Table.from_batches([b for e in store.epochs() for b in store.read("diffs", e)])
+    finally:
+        store.close()
+
+    def digest(table: pa.Table, rows_per_batch: int) -> str:
+        rows = RowDigest()
+        for batch in table.to_batches(max_chunksize=rows_per_batch):
+            rows.update("diffs", batch)
+        rows.close()
+        return rows.hexdigest()
+
+    assert digest(diffs, 7) == digest(diffs, 1000)
+    nonces = diffs.column("nonce").to_pylist()
+    changed = diffs.set_column(diffs.schema.get_field_index("nonce"), "nonce", pa.array([nonces[0] + 1] + nonces[1:]))
+    assert digest(changed, 1000) != digest(diffs, 1000)
+    blob = diffs.column("txs_proto").to_pylist()
+    flipped = diffs.set_column(diffs.schema.get_field_index("txs_proto"), "txs_proto",
+                               pa.array([blob[0][:-1] + bytes([blob[0][-1] ^ 1])] + blob[1:], pa.binary()))
+    assert digest(flipped, 1000) != digest(diffs, 1000)
