@@ -27,6 +27,7 @@ any warehouse built from the same copies, and names each file that differs.
 from __future__ import annotations
 
 import hashlib
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -62,8 +63,6 @@ class BundleRequest:
 
     def command(self, what: str) -> str:
         """The ``gonka-evidence`` command of kind ``what`` (``bundle``, ``report``) for this request."""
-        import shlex
-
         window = self.window
         if what == "report":
             args = ["gonka-evidence", "report", "epoch", str(window.epoch), "--host", self.host]

@@ -18,7 +18,7 @@ from pipeline.cli import app
 from pipeline.digest import tree_digest
 from pipeline.evidence import EVIDENCE
 from pipeline.paths import DATA_SAMPLES_DIR
-from tests.helpers import ingest
+from tests.helpers import sample_warehouse
 
 runner = CliRunner()
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
@@ -27,14 +27,8 @@ HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samp
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
     """A working directory with ./warehouse.duckdb (data-samples/ and its builds) and ./bundle."""
-    from pipeline.builds import load_builds
-    from pipeline.warehouse import open_for_write
-
     d = tmp_path_factory.mktemp("bundle")
-    ingest(d / "warehouse.duckdb", DATA_SAMPLES_DIR / "store", label="data-samples")
-    con = open_for_write(d / "warehouse.duckdb")
-    load_builds(con, DATA_SAMPLES_DIR / "builds.toml")
-    con.close()
+    sample_warehouse(d / "warehouse.duckdb")
     result = _run(d, ["bundle", "--host", HOST, "--epoch", "3", "--out", "bundle"])
     assert result.exit_code == 0, result.output
     return d

@@ -17,23 +17,17 @@ from pipeline.digest import tree_digest
 from pipeline.evidence import compute
 from pipeline.paths import DATA_SAMPLES_DIR
 from pipeline.render.markdown import markdown_table
-from pipeline.warehouse import open_for_write, open_read_only
-from tests.helpers import frame, ingest
+from pipeline.warehouse import open_read_only
+from tests.helpers import frame, ingest, sample_warehouse
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
 
 
 def _warehouse_of(root: Path) -> Path:
     """A fresh warehouse in ``root`` from a copy of data-samples/ placed at ``root/…/store``."""
-    from pipeline.builds import load_builds
-
     store = root / "copies" / "store"
     shutil.copytree(DATA_SAMPLES_DIR / "store", store)
-    ingest(root / "warehouse.duckdb", store, label="data-samples")
-    con = open_for_write(root / "warehouse.duckdb")
-    load_builds(con, DATA_SAMPLES_DIR / "builds.toml")
-    con.close()
-    return root / "warehouse.duckdb"
+    return sample_warehouse(root / "warehouse.duckdb", store)
 
 
 def _bundle_in(root: Path) -> dict[str, bytes]:
