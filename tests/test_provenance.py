@@ -190,3 +190,21 @@ def test_row_digest_ignores_batch_boundaries_and_sees_one_changed_value():
     flipped = diffs.set_column(diffs.schema.get_field_index("txs_proto"), "txs_proto",
                                pa.array([blob[0][:-1] + bytes([blob[0][-1] ^ 1])] + blob[1:], pa.binary()))
     assert digest(flipped, 1000) != digest(diffs, 1000)
+
+
+def test_report_reproduce_lines_name_no_absolute_path(two_warehouses):
+    from pipeline.report import build_epoch_report, render_report_markdown
+
+    first, _ = two_warehouses
+    con = open_read_only(first)
+    try:
+        report = build_epoch_report(con, 3, HOST, warehouse_arg=str(first), out_arg=str(first.parent / "out"))
+    finally:
+        con.close()
+    text = render_report_markdown(report)
+    relative = os.path.relpath(first)
+    assert f"reproduce: `gonka-evidence evidence epoch-summary --host {HOST} --epoch 3 --denominators " \
+           f"--warehouse {relative}`" in text
+    commands = [line for line in text.splitlines() if "reproduce:" in line or "command:" in line]
+    assert len(commands) > 5 and report.command.endswith(f"--warehouse {relative}")
+    assert [line for line in commands if re.search(r"[\s`]/\w", line)] == []  # no argument starts with "/"

@@ -145,7 +145,8 @@ SPEC = register(EvidenceSpec(
             "on its answers and its tokens.",
     compute=epoch_summary,
     columns=tuple(COLUMNS),
-    sql=("evidence/host_answer_counts.sql", "evidence/verdict_counts_on_host_answers.sql", "evidence/host_epochs.sql"),
+    sql=("evidence/host_answer_counts.sql", "evidence/verdict_counts_on_host_answers.sql", "evidence/host_epochs.sql",
+         "evidence/host_answers.sql"),
     options=(Option("denominators", "--denominators",
                     "One row per measure and epoch: its count, the whole it is part of and the share, "
                     "as the epoch report shows it"),),
