@@ -347,19 +347,24 @@ def evidence(
     con = open_read_only(warehouse)
     try:
         result = compute(name, con, host=host, epoch=epoch, since=since, until=until,
-                         command=reproducing_command(), **ctx.meta[OPTIONS_KEY])
+                         command=reproducing_command(ctx), **ctx.meta[OPTIONS_KEY])
     finally:
         con.close()
     typer.echo(render(result, fmt.value))
 
 
-def reproducing_command() -> str:
-    """The command line as typed, with any password redacted (it lands in provenance footers)."""
+def reproducing_command(ctx: typer.Context | None = None) -> str:
+    """The command line as typed, with any password redacted (it lands in provenance footers).
+    A warehouse that came from the environment (GONKA_EVIDENCE_WAREHOUSE) is added as
+    ``--warehouse W``: the command must reproduce the table where that variable is not set."""
     import shlex
 
     from pipeline.secrets import scrub
 
     args = [scrub(a) for a in sys.argv[1:]]
+    source = ctx.get_parameter_source("warehouse") if ctx is not None else None
+    if source is not None and source.name == "ENVIRONMENT":
+        args += ["--warehouse", str(ctx.params["warehouse"])]
     return shlex.join(["gonka-evidence", *args])
 
 
@@ -396,7 +401,7 @@ def version() -> None:
 
 
 # Feature areas register their commands on `app` when imported (one module each).
-for _module in ("pipeline.cli_logs", "pipeline.cli_tracker", "pipeline.cli_reports"):
+for _module in ("pipeline.cli_logs", "pipeline.cli_tracker", "pipeline.cli_reports", "pipeline.cli_bundle"):
     __import__(_module)
 
 if __name__ == "__main__":

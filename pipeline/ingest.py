@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from pipeline.decode.snapshots import decode_snapshots
 from pipeline.decode.txs import decode_diffs
+from pipeline.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.loading import IngestRun, ingest_run
 from pipeline.paths import sql_text
 from pipeline.planes import PLANE_INGESTERS
@@ -88,7 +89,14 @@ def ingest_store(
         r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
     }
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
-    with ingest_run(con, source_id=store.source_id, kind=store.kind, display=store.display, label=label) as run:
+    # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
+    # otherwise the rows as they are read.
+    digest_before = input_digest_before(store)
+    rows_digest = None if digest_before else RowDigest()
+    if rows_digest is not None:
+        store = DigestingStore(store, rows_digest)
+    with ingest_run(con, source_id=store.source_id, kind=store.kind, display=store.display, label=label,
+                    input_digest=digest_before) as run:
         summary = IngestSummary(run_id=run.run_id, source_id=store.source_id, source_display=store.display, rows=run.rows)
         try:
             with duckdb_setting(con, "memory_limit", INGEST_DUCKDB_MEMORY):  # the caller's limit again after
@@ -120,7 +128,11 @@ def ingest_store(
                                     {"source_id": store.source_id}).row(0, named=True)
                 summary.snapshot_disagreements, summary.snapshot_disagreements_imported = found["slots"], found["imported"]
             run.copy_at = summary.copy_at = _copy_time(con, heads)
+            if rows_digest is not None:
+                run.input_digest = rows_digest.hexdigest()
         finally:
+            if rows_digest is not None:
+                rows_digest.close()
             summary.quarantined = run.quarantined
             summary.elapsed_s = time.monotonic() - started
     return summary

@@ -18,8 +18,8 @@ together (design invariant 2).
 
 from __future__ import annotations
 
+import hashlib
 import json
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -40,8 +40,16 @@ QUARANTINE_COLUMNS = {"run_id": pl.String, "source_id": pl.String, "table_name":
                       "reason": pl.String}
 
 
-def new_run_id() -> str:
-    return uuid.uuid4().hex[:16]
+def derived_run_id(con: duckdb.DuckDBPyConnection, source_id: str, kind: str, digest: str | None = None) -> str:
+    """The id of the next ingest run: a hash of its position in the warehouse's run history, the
+    source and what the run is known to read before it starts (the input digest, when there is one).
+
+    The same copies ingested in the same order into two fresh warehouses get the same run ids, so
+    footers that name runs are reproducible byte for byte; the position keeps ids unique when the
+    same copy is ingested twice."""
+    position = con.execute("SELECT count(*) FROM ingest_runs").fetchone()[0]
+    material = "\x00".join((str(position), source_id, kind, digest or ""))
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
 def _arrow(rows: Rows) -> pa.Table | None:
@@ -101,6 +109,7 @@ class IngestRun:
     rows: dict[str, int] = field(default_factory=dict)
     quarantined: int = 0
     copy_at: datetime | None = None
+    input_digest: str | None = None  # "sha256:…" of what the run read (see pipeline/digest.py)
     extra: dict[str, int] = field(default_factory=dict)  # other totals for the run row (lines, files, …)
 
     def count(self, table: str, n: int) -> None:
@@ -120,14 +129,17 @@ class IngestRun:
 
 @contextmanager
 def ingest_run(con: duckdb.DuckDBPyConnection, *, source_id: str, kind: str, display: str,
-               label: str | None = None, run_id: str | None = None) -> Iterator[IngestRun]:
-    """Record an ingest run around the block: ``running`` before it, ``ok``/``failed`` after it."""
-    run = IngestRun(con, run_id or new_run_id(), source_id)
+               label: str | None = None, input_digest: str | None = None) -> Iterator[IngestRun]:
+    """Record an ingest run around the block: ``running`` before it, ``ok``/``failed`` after it.
+
+    ``input_digest`` is the digest of the copy when it is known before reading (it then also
+    enters the run id); a block that learns it while reading sets ``run.input_digest``."""
     with transaction(con):
+        run = IngestRun(con, derived_run_id(con, source_id, kind, input_digest), source_id, input_digest=input_digest)
         con.execute(
             "INSERT INTO ingest_runs (run_id, source_id, source_kind, label, source_display, started_at, status, "
-            "pipeline_version) VALUES (?, ?, ?, ?, ?, now(), 'running', ?)",
-            [run.run_id, source_id, kind, label, display, __version__],
+            "pipeline_version, input_digest) VALUES (?, ?, ?, ?, ?, now(), 'running', ?, ?)",
+            [run.run_id, source_id, kind, label, display, __version__, input_digest],
         )
     status = "failed"
     try:
@@ -138,6 +150,7 @@ def ingest_run(con: duckdb.DuckDBPyConnection, *, source_id: str, kind: str, dis
         totals = run.rows | run.extra | {"quarantined": run.quarantined}
         with transaction(con):
             con.execute(
-                "UPDATE ingest_runs SET finished_at = now(), status = ?, rows = ?, copy_at = ? WHERE run_id = ?",
-                [status, json.dumps(totals), run.copy_at if status == "ok" else None, run.run_id],
+                "UPDATE ingest_runs SET finished_at = now(), status = ?, rows = ?, copy_at = ?, input_digest = ? "
+                "WHERE run_id = ?",
+                [status, json.dumps(totals), run.copy_at if status == "ok" else None, run.input_digest, run.run_id],
             )

@@ -626,9 +626,11 @@ def test_json_output_has_the_contract_keys(loaded, name):
 
 def test_provenance_lists_sources_runs_and_the_command(loaded):
     runs = fetch_frame(
-        loaded.con, "SELECT run_id, source_id, source_kind, label, copy_at FROM ingest_runs WHERE status = 'ok'").rows()
+        loaded.con,
+        "SELECT run_id, source_id, source_kind, label, copy_at, input_digest FROM ingest_runs WHERE status = 'ok'").rows()
     assert len(runs) == 1
-    run_id, source_id, source_kind, label, copy_at = runs[0]
+    run_id, source_id, source_kind, label, copy_at, input_digest = runs[0]
+    assert input_digest.startswith("sha256:") and len(input_digest) == 7 + 64
     command = f"gonka-evidence evidence votes-by-build --host {loaded.focal} --since 2026-10-20T00:00:00Z " \
               "--until 2026-10-25T06:00:00Z"
     result = compute("votes-by-build", loaded.con, host=loaded.focal, since="2026-10-20T00:00:00Z",
@@ -636,7 +638,8 @@ def test_provenance_lists_sources_runs_and_the_command(loaded):
     prov = result.provenance
     assert prov.run_ids == [run_id]
     assert prov.sources == [{"source_id": source_id, "source_kind": source_kind, "label": f"focal {loaded.layout}",
-                             "copy_at": copy_at}]
+                             "copy_at": copy_at, "input_digest": input_digest}]
+    assert prov.failed_runs == []
     assert label == f"focal {loaded.layout}"
     assert prov.window == {"since": at("2026-10-20T00:00:00Z"), "until": at("2026-10-25T06:00:00Z")}
     assert prov.quarantined_rows == len(loaded.truth.planted["unknown_txs"])
@@ -649,6 +652,7 @@ def test_provenance_lists_sources_runs_and_the_command(loaded):
     assert f"- command: `{command}`" in footer
     assert f"- runs: {run_id}" in footer
     assert f"- source: focal {loaded.layout} ({source_kind}), copy " in footer
+    assert f", input {input_digest[:7 + 16]}\n" in footer
     assert "- window: [2026-10-20T00:00:00Z, 2026-10-25T06:00:00Z)" in footer
     assert f"- quarantined rows: {prov.quarantined_rows}" in footer
     assert markdown.splitlines()[-1] == f"- command: `{command}`"

@@ -25,6 +25,7 @@ def provenance(quarantined_rows: int = 0) -> Provenance:
                 "source_kind": "postgres",
                 "label": "host-a devshard",
                 "copy_at": dt.datetime(2026, 10, 26, 19, 35, tzinfo=UTC),
+                "input_digest": "sha256:" + "0123456789abcdef" * 4,
             },
             {
                 "source_id": "/data/copies/store-b",
@@ -99,8 +100,8 @@ The windows judge different answers; sample sizes vary.
 
 ---
 
-- source: host-a devshard (postgres), copy 2026-10-26T19:35:00Z
-- source: /data/copies/store-b (sqlite), copy 2026-10-26T20:00:30Z
+- source: host-a devshard (postgres), copy 2026-10-26T19:35:00Z, input sha256:0123456789abcdef
+- source: store-b (sqlite), copy 2026-10-26T20:00:30Z
 - window: [2026-10-25T23:06:00Z, 2026-10-26T12:48:00Z)
 - runs: run-0007, run-0008
 - quarantined rows: 3
@@ -250,6 +251,7 @@ def test_json_object():
                 "source_kind": "postgres",
                 "label": "host-a devshard",
                 "copy_at": "2026-10-26T19:35:00Z",
+                "input_digest": "sha256:" + "0123456789abcdef" * 4,
             },
             {
                 "source_id": "/data/copies/store-b",
@@ -263,6 +265,7 @@ def test_json_object():
         "quarantined_rows": 3,
         "command": provenance().command,
         "pipeline_version": "0.1.0",
+        "failed_runs": [],
     }
 
 
@@ -317,8 +320,8 @@ share_p_value: 0.0421
 escrows: 11
 The windows judge different answers; sample sizes vary.
 
-source: host-a devshard (postgres), copy 2026-10-26T19:35:00Z
-source: /data/copies/store-b (sqlite), copy 2026-10-26T20:00:30Z
+source: host-a devshard (postgres), copy 2026-10-26T19:35:00Z, input sha256:0123456789abcdef
+source: store-b (sqlite), copy 2026-10-26T20:00:30Z
 window: [2026-10-25T23:06:00Z, 2026-10-26T12:48:00Z)
 runs: run-0007, run-0008
 quarantined rows: 3

@@ -22,6 +22,11 @@ or by ``started_at`` in ``[since, until)``:
 
 Rows: every epoch in which the host holds a slot (``--epoch``: that epoch); with
 ``--since/--until``, the epochs of the host's inferences started in the window.
+
+``--denominators`` gives the same counts as the epoch report shows them: one
+``count | of | share`` row per measure and epoch (``of`` = the whole the count is part of:
+the inferences the host executed in the epoch, any final status; the challenged ones for
+``cleared``; the sampled validations or challenge votes; the finished inferences for tokens).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import duckdb
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, ReportContext, ReportSection, register
+from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.warehouse import fetch_frame
@@ -42,8 +47,9 @@ COLUMNS = [
 ]
 
 
-def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
-    """Per epoch: the host's answers by outcome, the verdicts on them, and their tokens."""
+def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window, denominators: bool = False) -> EvidenceResult:
+    """Per epoch: the host's answers by outcome, the verdicts on them, and their tokens
+    (``denominators``: one row per measure and epoch, next to its whole)."""
     params = {"host": host, **window.params}
     per_answer = fetch_frame(con, sql_text("evidence/host_answer_counts.sql"), params)
     per_verdict = fetch_frame(con, sql_text("evidence/verdict_counts_on_host_answers.sql"), params)
@@ -62,6 +68,9 @@ def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> 
         .select(COLUMNS)
         .sort("epoch")
     )
+    if denominators:
+        executed = fetch_frame(con, sql_text("evidence/host_answers.sql"), params).group_by("epoch_id").len()
+        rows = with_denominators(rows, dict(executed.iter_rows()))
 
     notes = []
     if per_answer.height == 0:
@@ -76,7 +85,7 @@ def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> 
     return EvidenceResult(
         evidence=NAME,
         title=f"Epoch summary of {host} as executor ({window.describe()})",
-        params={"host": host, **window.params},
+        params={"host": host, **window.params, **({"denominators": True} if denominators else {})},
         rows=rows,
         notes=notes,
     )
@@ -104,12 +113,12 @@ DENOMINATORS = (
 )
 
 
-def with_denominators(result: EvidenceResult, context: ReportContext) -> pl.DataFrame:
-    """The rows as the reader sees them: one ``count | of | share`` row per measure and epoch
-    (token sums have no share: they are not parts of the inferences they are summed over)."""
+def with_denominators(rows: pl.DataFrame, executed_by_epoch: dict[int, int]) -> pl.DataFrame:
+    """One ``count | of | share`` row per measure and epoch (token sums have no share: they are
+    not parts of the inferences they are summed over)."""
     out = []
-    for row in result.rows.iter_rows(named=True):
-        values = {**row, "executed": context.executed_by_epoch.get(row["epoch"], 0)}
+    for row in rows.iter_rows(named=True):
+        values = {**row, "executed": executed_by_epoch.get(row["epoch"], 0)}
         for measure, whole_of, unit in DENOMINATORS:
             n = row[measure]
             whole = sum(values[c] for c in whole_of) if isinstance(whole_of, tuple) else values[whole_of]
@@ -140,7 +149,12 @@ SPEC = register(EvidenceSpec(
             "on its answers and its tokens.",
     compute=epoch_summary,
     columns=tuple(COLUMNS),
-    sql=("evidence/host_answer_counts.sql", "evidence/verdict_counts_on_host_answers.sql", "evidence/host_epochs.sql"),
-    report=ReportSection(order=10, view=with_denominators, chart=_chart),
+    sql=("evidence/host_answer_counts.sql", "evidence/verdict_counts_on_host_answers.sql", "evidence/host_epochs.sql",
+         "evidence/host_answers.sql"),
+    options=(Option("denominators", "--denominators",
+                    "One row per measure and epoch: its count, the whole it is part of and the share, "
+                    "as the epoch report shows it"),),
+    # The report shows the long form through the option, so its reproduce command prints the same table.
+    report=ReportSection(order=10, options=lambda epoch: {"denominators": True}, chart=_chart),
     definitions=__doc__,
 ))

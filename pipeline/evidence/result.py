@@ -12,12 +12,16 @@ import polars as pl
 class Provenance:
     """What a reader needs to reproduce an evidence table."""
 
-    sources: list[dict[str, Any]]  # one per source: source_id, source_kind, label, copy_at (datetime, UTC)
+    # One per source: source_id, source_kind, label, copy_at (datetime, UTC) and input_digest
+    # ("sha256:…" of what its latest successful run read; None for runs that record none).
+    sources: list[dict[str, Any]]
     run_ids: list[str]
     window: dict[str, Any]  # {"epoch": N} or {"since": datetime, "until": datetime} or {}
     quarantined_rows: int
     command: str  # the exact CLI command that reproduces the table
     pipeline_version: str
+    # One per source whose latest ingest failed or was interrupted: source_id, label, run_id, status.
+    failed_runs: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

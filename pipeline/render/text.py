@@ -263,6 +263,25 @@ def window_text(window: dict[str, Any]) -> str:
     return ", ".join(parts) if parts else "all data"
 
 
+def source_name(source: dict[str, Any]) -> str:
+    """How a footer names a source: its label, else its id, an absolute path in the id cut to its
+    last component (a footer names inputs, not where they lay on one machine)."""
+    if source.get("label"):
+        return str(source["label"])
+    source_id = str(source.get("source_id"))
+    prefix, sep, rest = source_id.partition(":")
+    prefix, path = (f"{prefix}:", rest) if sep and not source_id.startswith("/") else ("", source_id)
+    if path.startswith("/"):
+        return prefix + (path.rstrip("/").rsplit("/", 1)[-1] or "/")
+    return source_id
+
+
+def short_digest(digest: str) -> str:
+    """``sha256:`` and the first 16 hex digits: enough to tell copies apart in a footer (JSON has all 64)."""
+    algorithm, _, hexdigits = digest.partition(":")
+    return f"{algorithm}:{hexdigits[:16]}"
+
+
 def provenance_lines(
     provenance: Provenance, quote_command: Callable[[str], str] = str, quote_text: Callable[[str], str] = str
 ) -> list[str]:
@@ -270,10 +289,16 @@ def provenance_lines(
     command, ``quote_text`` every other value from the data (labels, ids, kinds)."""
     lines = []
     for source in provenance.sources:
-        name = source.get("label") or source.get("source_id")
         copy_at = source.get("copy_at")
         copy_text = iso_utc(copy_at) if copy_at is not None else MISSING
-        lines.append(f"source: {quote_text(str(name))} ({quote_text(str(source.get('source_kind')))}), copy {copy_text}")
+        digest = source.get("input_digest")
+        digest_text = f", input {quote_text(short_digest(digest))}" if digest else ""
+        lines.append(f"source: {quote_text(source_name(source))} ({quote_text(str(source.get('source_kind')))}), "
+                     f"copy {copy_text}{digest_text}")
+    for failed in provenance.failed_runs:
+        what = "failed" if failed.get("status") == "failed" else "did not finish"
+        lines.append(f"warning: the latest ingest of {quote_text(source_name(failed))} (run "
+                     f"{quote_text(str(failed.get('run_id')))}) {what}; this table may hold part of what it read")
     lines.append(f"window: {quote_text(window_text(provenance.window))}")
     lines.append(f"runs: {quote_text(', '.join(provenance.run_ids)) if provenance.run_ids else MISSING}")
     if provenance.quarantined_rows > 0:

@@ -19,7 +19,7 @@ import duckdb
 import polars as pl
 
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, Provenance, ReportContext, compute
-from pipeline.evidence.provenance import provenance as provenance_of
+from pipeline.evidence.provenance import command_path, evidence_command, provenance as provenance_of
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.query import named_queries
@@ -78,13 +78,15 @@ def build_epoch_report(
         raise EvidenceError(f"epoch {epoch}: no escrows of this epoch in the warehouse")
     c = closure.row(0, named=True)
     closure_info = Closure(c["escrows"], c["escrows_settled"], c["last_settled_at"], c["closed_at"], c["closed_by"])
-    w_opt = f" -w {warehouse_arg}" if warehouse_arg else ""
+    # Reproduce lines name no absolute path of this machine: paths are relative to the working directory.
+    warehouse_arg, out_arg = (command_path(arg) if arg else None for arg in (warehouse_arg, out_arg))
+    w_opt = f" --warehouse {warehouse_arg}" if warehouse_arg else ""
     command = f"gonka-evidence report epoch {epoch} --host {host}" + (f" --out {out_arg}" if out_arg else "") + w_opt
 
     overview, summary = _overview(con, epoch, host, closure_info)
     context = ReportContext(epoch=epoch, host=host, executed_by_epoch=_executed_by_epoch(con, host, epoch))
     sections = [overview]
-    sections += [_evidence_section(con, spec, context, w_opt) for spec in EVIDENCE.values() if spec.report is not None]
+    sections += [_evidence_section(con, spec, context, warehouse_arg) for spec in EVIDENCE.values() if spec.report is not None]
     sections.append(_quarantine(con))
     prov = provenance_of(con, Window(epoch=epoch), command)
     return EpochReport(epoch, host, closure_info, summary, sections, prov, command)
@@ -128,10 +130,9 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
     return section, summary
 
 
-def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, w_opt: str) -> Section:
+def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse_arg: str | None) -> Section:
     options = spec.report.options(context.epoch)
-    flags = "".join(f" {spec.option(k).flag}" + ("" if v is True else f" {v}") for k, v in options.items())
-    command = f"gonka-evidence evidence {spec.name} --host {context.host} --epoch {context.epoch}{flags}{w_opt}"
+    command = evidence_command(spec, context.host, Window(epoch=context.epoch), options, warehouse_arg)
     skipped = Section(key=spec.name, heading=spec.heading, sql=spec.sql)
     try:
         result = compute(spec.name, con, host=context.host, epoch=context.epoch, command=command, **options)

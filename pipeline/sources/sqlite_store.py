@@ -72,7 +72,9 @@ class SqliteStore:
             raise SourceError(f"{path}: not a devshard SQLite store (no _meta.db or epoch_<N>.db inside)")
         self.path = path.resolve()
         self.display = str(self.path)
-        self.source_id = f"sqlite:{self.path}"
+        # The store's name, not where it lies: the same copy gets the same source id on any machine
+        # (each run's input digest tells copies apart).
+        self.source_id = f"sqlite:{self.path.name}"
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._conns: dict[str, object] = {}
         self._epoch_files = {

@@ -1,11 +1,12 @@
 -- Sources of the warehouse for provenance footers: per source, its latest successful run
--- (kind, label, copy time) and the ids of all its successful runs, oldest first.
+-- (kind, label, copy time, input digest) and the ids of all its successful runs, oldest first.
 -- Every successful run is listed because history accumulates: a later copy may have
 -- pruned epochs that only an earlier run brought in (design.md invariant 3).
 SELECT source_id,
        arg_max(source_kind, started_at) AS source_kind,
        arg_max(label, started_at) FILTER (label IS NOT NULL) AS label,
        arg_max(copy_at, started_at) AS copy_at,
+       arg_max(input_digest, started_at) AS input_digest,
        list(run_id ORDER BY started_at, run_id) AS run_ids,
        max(started_at) AS last_started_at
 FROM ingest_runs

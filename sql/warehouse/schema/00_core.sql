@@ -7,6 +7,8 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
   run_id VARCHAR PRIMARY KEY, source_id VARCHAR NOT NULL, source_kind VARCHAR NOT NULL, label VARCHAR,
   source_display VARCHAR, copy_at TIMESTAMPTZ, started_at TIMESTAMPTZ NOT NULL, finished_at TIMESTAMPTZ,
   status VARCHAR NOT NULL, rows JSON, pipeline_version VARCHAR, schema_info JSON);
+-- What each run read, as "sha256:…" (pipeline/digest.py); a column added to warehouses made before it.
+ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS input_digest VARCHAR;
 
 -- One row per problem row; keyed so that re-reading the same bad row does not add it twice.
 CREATE TABLE IF NOT EXISTS quarantine (
