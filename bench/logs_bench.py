@@ -454,7 +454,7 @@ def other_load() -> list[str]:
 
 
 def evaluate(sizes: dict) -> dict:
-    """The issue's targets (the parse of the large file; parse memory from the small to the large file) and,
+    """The targets (the parse of the large file; parse memory from the small to the large file) and,
     marked `reference`, the same measures where no target applies (the small file, the ingest)."""
     targets = {}
     largest = max(sizes, key=lambda k: sizes[k]["file"]["bytes"])

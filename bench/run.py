@@ -22,12 +22,12 @@ here when missing), each step runs in its own child process so its peak RSS
   ingest    `ingest_store` into a fresh warehouse, with the time inside reads, decode
             and derive measured by wrapping those functions
   reingest  the same copy again into the same warehouse (nothing changed: a no-op)
-  evidence  issue 3: votes-by-build, epoch-summary, peer-invalidation from that warehouse
+  evidence  votes-by-build, epoch-summary, peer-invalidation from that warehouse
             (after `gonka-evidence builds` for the address holding the most slots) vs the
             closest SQL on the PostgreSQL copy, median of 3 runs each
 
-Results print as a table and go to bench/results/latest.json. Targets (issue 2,
-Performance) are evaluated and reported as pass/fail; the exit code is 0 either way
+Results print as a table and go to bench/results/latest.json. Targets (`TARGETS`
+below) are evaluated and reported as pass/fail; the exit code is 0 either way
 unless a step crashed.
 """
 
@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 import scale_copy  # noqa: E402
 from harness import StepTimer  # noqa: E402
 
-# "Flat tables" (issue 2, Performance): the tables our ingest stores as they are. The diff
+# "Flat tables": the tables our ingest stores as they are. The diff
 # blobs (`diffs.txs_proto`) are NOT flat: the ingest decodes them and never stores them; their
 # throughput is the decode step and the full ingest ("blobs" keeps the old blobs→DuckDB number).
 FLAT_TABLES = ("sessions", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "escrow_cache")
@@ -71,7 +71,7 @@ TARGETS = {
     "reingest_share_2m": 0.05,  # no-op re-ingest of the 2M copy <= 5% of its full ingest
     "peak_rss_bytes": int(1.5 * 2**30),
     "rss_growth": 1.10,  # peak RSS of a step at the largest size <= 110% of the same step at the smallest
-    "evidence_speedup": 20.0,  # issue 3: each evidence table >= 20x faster than the same question on PostgreSQL
+    "evidence_speedup": 20.0,  # each evidence table >= 20x faster than the same question on PostgreSQL
 }
 
 
@@ -360,7 +360,7 @@ def step_reingest(url: str, size: str) -> dict:
     return _ingest(url, size, fresh=False)
 
 
-# -- issue 3: evidence tables from the warehouse vs the same question asked of PostgreSQL -----------
+# -- evidence tables from the warehouse vs the same question asked of PostgreSQL -----------
 
 # Slot -> address of every escrow, from the session's group_json (slot = position in the array).
 _PG_SLOTS = """
@@ -512,7 +512,7 @@ def _median_runs(fn, runs: int = EVIDENCE_RUNS) -> dict:
 
 
 def step_evidence(url: str, size: str) -> dict:
-    """Issue 3: each evidence table from the ingested warehouse (after `gonka-evidence builds`) vs
+    """Each evidence table from the ingested warehouse (after `gonka-evidence builds`) vs
     the closest SQL on the PostgreSQL copy; median of EVIDENCE_RUNS runs after a warm-up, each side."""
     import polars as pl
     import psycopg
@@ -761,7 +761,7 @@ def render(results: dict) -> str:
             lines.append(f"\ningest time: {parts}")
         ev = s.get("evidence", {})
         if ev.get("tables"):
-            lines.append(f"\nevidence (issue 3), host {ev['host']} ({ev['host_slots']} slots in {ev['host_escrows']} escrows), "
+            lines.append(f"\nevidence, host {ev['host']} ({ev['host_slots']} slots in {ev['host_escrows']} escrows), "
                          f"median of {EVIDENCE_RUNS} after a warm-up; warehouse open {ev['warehouse_open_s'] * 1000:.0f} ms (not included)")
             lines.append("| evidence table | warehouse (compute) s | first run s | PostgreSQL SQL s | first run s | PostgreSQL / warehouse |")
             lines.append("|---|---:|---:|---:|---:|---:|")

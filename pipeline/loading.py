@@ -13,7 +13,7 @@ natural keys; every ingest path writes through an `IngestRun`:
 first, so a killed ingest leaves a visible trace (which the next writer marks ``aborted``), and
 marks it ``ok`` or ``failed`` at the end with the rows written per table and the copy time.
 Inserts and quarantine rows join the caller's transaction: data and its bookkeeping commit
-together (design invariant 2).
+together (an ingest is atomic and idempotent).
 """
 
 from __future__ import annotations

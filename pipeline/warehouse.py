@@ -1,7 +1,7 @@
 """The DuckDB warehouse file: schema, transactions, read-only connections.
 
 DuckDB runs a multi-statement string as separate statements, not as one
-transaction, so every write unit here is an explicit BEGIN … COMMIT (invariant 2).
+transaction, so every write unit here is an explicit BEGIN … COMMIT (an ingest's data and its cursor commit together).
 """
 
 from __future__ import annotations

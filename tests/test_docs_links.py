@@ -119,7 +119,6 @@ def _outside_references() -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="comment sweep pending")
 def test_no_file_refers_to_a_document_outside_the_repository():
     found = _outside_references()
     assert not found, f"{len(found)} reference(s) to documents outside the repository:\n" + "\n".join(found)

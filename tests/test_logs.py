@@ -1,4 +1,4 @@
-"""Engine/validator logs, /metrics scrapes and PoC results (issue 5): parsing, idempotent ingest,
+"""Engine/validator logs, /metrics scrapes and PoC results: parsing, idempotent ingest,
 public views and the acceptance / stability / similarity / poc evidence tables, every number
 checked against the log generator's truth (pipeline/samples/logs.py)."""
 
@@ -276,7 +276,7 @@ def test_acceptance_exact(loaded):
         assert (r["ci_low"], r["ci_high"]) == pytest.approx((low, high))
         dist = r["length_distribution"]
         assert len(dist) == 6 and sum(dist) == pytest.approx(1.0)
-        # the identity MAL = 1 + Σ r_i (sources.md §7.3)
+        # the identity MAL = 1 + Σ r_i (acceptance is prefix-wise)
         assert r["mean_acceptance_length"] == pytest.approx(1 + sum(r["per_position"]), rel=1e-12)
     assert result.stats["windows_without_drafts"] == 0
     assert "| A | log | 85 |" in render(result, "markdown")
@@ -343,7 +343,7 @@ def test_poc_exact(loaded):
     con, _, _, _ = loaded
     rows = {r["event"]: r for r in _ev(con, "poc").rows.iter_rows(named=True)}
     e = rows["1200"]
-    # sources.md §8.6: at n = 200, p0 = 0.1, α = 0.01 the smallest fraud count is 31 — so 30 passes, 31 fails
+    # Binomial tail: at n = 200, p0 = 0.1, α = 0.01 the smallest fraud count is 31 — so 30 passes, 31 fails
     assert (e["validators"], e["invalid"], e["nonces"], e["mismatches"]) == (3, 1, 600, 73)
     assert e["p_value"] == pytest.approx(scipy_stats.binom.sf(72, 600, 0.1))
     assert e["verdict"] == "accepted" and e["reported_disagrees"] == 1

@@ -1,4 +1,4 @@
-"""The diff-log replay on hand-written logs, one state-machine rule per scenario (sources.md §3)."""
+"""The diff-log replay on hand-written logs, one state-machine rule per scenario (docs/data-model.md, replay)."""
 
 from __future__ import annotations
 

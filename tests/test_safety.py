@@ -1,4 +1,4 @@
-"""Invariants 1–2: sources stay untouched; a killed ingest leaves a consistent, resumable warehouse."""
+"""Sources stay untouched; a killed ingest leaves a consistent, resumable warehouse."""
 
 from __future__ import annotations
 

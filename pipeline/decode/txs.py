@@ -19,7 +19,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from pipeline.decode.devshard_pb2 import DiffContent
 
-# oneof member → public `txs.kind` (design.md §5). Members that carry no quality
+# oneof member → public `txs.kind` (docs/data-model.md, txs). Members that carry no quality
 # signal (deprecated reveal_seed, height-sync plumbing) are kept as `other`.
 KIND = {
     "start_inference": "start",

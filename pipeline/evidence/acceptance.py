@@ -1,4 +1,4 @@
-"""acceptance: speculative-decoding acceptance per build of the host (sources.md §7.3).
+"""acceptance: speculative-decoding acceptance per build of the host (docs/evidence.md, acceptance).
 
 Rows ``build, source, windows, drafts, drafted, accepted, acceptance_rate,
 mean_acceptance_length, per_position, length_distribution``:
@@ -48,7 +48,7 @@ COLUMNS = ("build", "source", "windows", "drafts", "drafted", "accepted", "accep
 
 
 def length_distribution(rates: list[float]) -> list[float]:
-    """P(accepted length = 1 … K+1) from prefix-wise per-position rates (sources.md §7.3)."""
+    """P(accepted length = 1 … K+1) from prefix-wise per-position rates (a draft token accepted at position i was accepted at every earlier one)."""
     if not rates:
         return []
     return [1 - rates[0], *(rates[i - 1] - rates[i] for i in range(1, len(rates))), rates[-1]]

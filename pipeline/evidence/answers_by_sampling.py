@@ -3,7 +3,7 @@
 A **judged answer** is an inference the host executed with a finish transaction, not timed
 out, that received at least one sampled validation (MsgValidation). Its sampling comes from
 the stored request (view answer_checks): absent parameters are the API defaults (temperature 1,
-top_p 1), and ``greedy`` means temperature 0 whatever its top_p (design.md §5); everything else
+top_p 1), and ``greedy`` means temperature 0 whatever its top_p (docs/evidence.md, answers-by-sampling); everything else
 is ``sampled``. Answers without a stored request are ``unknown``.
 
 Rows ``build, sampling, judged, invalidated, challenged, invalidated_rate, ci_low, ci_high`` per

@@ -1,4 +1,4 @@
-"""poc: PoC validation results per PoC event (sources.md §8.6).
+"""poc: PoC validation results per PoC event (docs/evidence.md, poc).
 
 Rows ``event, participant, validators, invalid, nonces, mismatches, p_value, p_mismatch,
 cutoff, verdict, reported_disagrees``, one per (PoC stage, validated participant):

@@ -2,7 +2,7 @@
 
 Rows ``build[, day], hours_observed, engine_deaths, ooms, restarts, ready_seconds_median,
 ready_seconds_max, preemptions, max_kv_cache_usage`` from ``engine_events`` and ``engine_stats``
-(sources.md §7.5–7.7), in the window on the event time:
+(docs/sources.md, vLLM logs), in the window on the event time:
 
 - ``hours_observed``: the union of the spans of the host's vLLM log files (first to last
   record), cut at build boundaries and days. Idle periods log at DEBUG and leave gaps in

@@ -70,7 +70,7 @@ def _epoch(value: int | str) -> int:
 
 
 def _utc(value: Any, option: str) -> dt.datetime:
-    """A datetime in UTC from a datetime, a date or an ISO-8601 string; naive means UTC (invariant 6)."""
+    """A datetime in UTC from a datetime, a date or an ISO-8601 string; naive means UTC (the warehouse is UTC everywhere)."""
     if isinstance(value, dt.datetime):
         parsed = value
     elif isinstance(value, dt.date):

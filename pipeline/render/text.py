@@ -20,7 +20,7 @@ ODDS_RATIO_LABELS = {"odds_ratio": "OR", "pooled_odds_ratio": "pooled OR"}
 
 
 def iso_utc(value: dt.datetime | dt.date | str) -> str:
-    """ISO-8601 in UTC ending in ``Z``. Naive datetimes are UTC already (invariant 6)."""
+    """ISO-8601 in UTC ending in ``Z``. Naive datetimes are UTC already (the warehouse is UTC everywhere)."""
     if isinstance(value, str):
         return value
     if not isinstance(value, dt.datetime):

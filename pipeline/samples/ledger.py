@@ -1,14 +1,14 @@
-"""The gateway's accounting ledger of a copy (sources.md §5), with the per-participant truth.
+"""The gateway's accounting ledger of a copy (docs/sources.md, accounting ledger), with the per-participant truth.
 
 Every nonce of every escrow in the copy is classified once, from the replayed state machine
 (so the ledger agrees with session storage except where a disagreement is planted), and then
 written in the layouts upstream uses:
-- PostgreSQL rows (§5.1): counters split over TWO writers (`gw-a`, `gw-b`) that must be summed,
+- PostgreSQL rows: counters split over TWO writers (`gw-a`, `gw-b`) that must be summed,
   a frozen `_legacy_blob` slot-count baseline for one escrow (its invalid rows carry slot −1),
   the challenge / invalid / protocol-nonce sets, host stats;
-- SQLite `accounting.db` (§5.2): one JSON blob per escrow (counters already merged, legacy
+- SQLite `accounting.db`: one JSON blob per escrow (counters already merged, legacy
   per-slot baselines in `invalid_by_slot` / `challenge_by_slot`);
-- saved responses of the accounting API and chain REST (§5.7, §8.1) for `ingest-json`.
+- saved responses of the accounting API and chain REST for `ingest-json`.
 
 The truth (`truth`, one row per epoch, participant, model) is computed from the per-nonce facts
 directly, never from the rows written.
@@ -76,7 +76,7 @@ class EscrowLedger:
 
 
 def counter_key(fact: NonceFact, schema_version: int) -> dict:
-    """The CounterKey JSON of one nonce in a given schema version (§5.4): omitempty fields."""
+    """The CounterKey JSON of one nonce in a given schema version: omitempty fields."""
     key: dict = {"slot_id": fact.slot, "disposition": fact.kind}
     if schema_version >= 7:
         key["phase"] = fact.phase

@@ -1,4 +1,4 @@
-"""Writers of the accounting ledger (sources.md §5.1–5.2): PostgreSQL rows and SQLite accounting.db."""
+"""Writers of the accounting ledger (docs/sources.md, accounting ledger): PostgreSQL rows and SQLite accounting.db."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
     # directory/vllm/ (rotated + gzipped + live logs), directory/metrics/, directory/dapi.log,
     # directory/poc/, directory/builds.toml; truth.acceptance["A"]["drafts"], ...
 
-Lines follow the real formats of sources.md §7–8 by vLLM version: 0.8.5 (MAL without
+Lines follow the real formats of docs/sources.md (vLLM, validator and PoC lines) by vLLM version: 0.8.5 (MAL without
 the +1), 0.9.1 (``Engine 000:`` stats), 0.10.2 (throughput fields, ANSI-coloured
 ``(EngineCore_DP0 pid=N)`` prefixes) and 0.11.1 (``Preemptions:`` printed when > 0,
 relative source paths, coloured levels). The scenario has a December → January
@@ -120,7 +120,7 @@ class VllmFile:
     # -- start-up ---------------------------------------------------------------------------
     def start(self, ready_after: int) -> None:
         build = build_of(HOST, self.t)
-        # A restart: an initialization after the host's logs already show the engine (sources.md §7.7).
+        # A restart: an initialization after the host's logs already show the engine (docs/evidence.md, stability).
         _stab(self.truth, build)["restarts"] += int(self.first is not None or bool(self.truth.spans))
         self.log("INFO", "api_server.py:1043", f"vLLM API server version {self.version}", proc="APIServer")
         self.log("INFO", "core.py:61", f"Initializing a V1 LLM engine (v{self.version}) with config: model='{MODEL}', "

@@ -1,4 +1,4 @@
-"""The devshard state machine of the newest build (sources.md §3), replayed over encoded diffs.
+"""The devshard state machine of the newest build (docs/data-model.md, replay), replayed over encoded diffs.
 
 The scenario plans transactions; this module is the only place that decides what they do.
 Replaying the stored `txs_proto` bytes (not the plan) keeps the truth tied to what is written.

@@ -1,4 +1,4 @@
-"""PostgreSQL layout (sources.md §1.2, §4.4, §6.1): partitioned `devshard_*` tables and payload_storage."""
+"""PostgreSQL layout (docs/sources.md, PostgreSQL layout and payloads): partitioned `devshard_*` tables and payload_storage."""
 
 from __future__ import annotations
 

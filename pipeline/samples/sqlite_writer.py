@@ -1,4 +1,4 @@
-"""SQLite layout (sources.md §1.3, §4.2–4.3): `_meta.db`, one `epoch_<N>.db` per epoch, payload files."""
+"""SQLite layout (docs/sources.md, SQLite layout): `_meta.db`, one `epoch_<N>.db` per epoch, payload files."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""The gateway's accounting ledger ("the tracker", sources.md §5), read from a copy.
+"""The gateway's accounting ledger ("the tracker"; docs/sources.md, accounting ledger), read from a copy.
 
 Two layouts give one shape: `LedgerRead`, per escrow and slot, with the merge rules of the
-PostgreSQL row layout already applied (§5.1): counters summed across `writer_id`, the
+PostgreSQL row layout already applied: counters summed across `writer_id`, the
 `_legacy_blob` slot-count baseline added, sets counted per slot (`slot_id = −1` invalid rows
 skipped), orphan rows (no state row) skipped, leftover legacy `accounting_escrows` rows in
 PostgreSQL reported and not counted. The SQLite `accounting.db` keeps one JSON document per
-escrow (§5.2); a missing key decodes as zero or empty. Counter keys stay raw JSON here;
+escrow; a missing key decodes as zero or empty. Counter keys stay raw JSON here;
 `pipeline.transforms.ledger` parses them. Nothing is written to the source.
 """
 

@@ -1,4 +1,4 @@
-"""vLLM `/metrics` scrapes (Prometheus text, one file per scrape; sources.md §7.4).
+"""vLLM `/metrics` scrapes (Prometheus text, one file per scrape; docs/sources.md, /metrics scrapes).
 
 Only the series the evidence needs are kept: the spec-decode counters, the
 preemption counter and the running / waiting / KV-cache gauges. A scrape's time is

@@ -1,4 +1,4 @@
-"""PoC validation results (sources.md §8.6): MLNode/vLLM JSON responses and golden-vector reports.
+"""PoC validation results (docs/sources.md, PoC validation results): MLNode/vLLM JSON responses and golden-vector reports.
 
 Accepted shapes: one JSON object, a JSON array of them, JSON lines, an object with a
 ``results`` list, and the benchmark script's ``[validate] n_total=… n_mismatch=…
@@ -6,7 +6,7 @@ p_value=… fraud_detected=…`` lines. Each result's p-value is recomputed with
 one-sided exact binomial test P(X ≥ n_mismatch), X ~ Binomial(n_total, p_mismatch),
 and the ``p_mismatch`` and cutoff used are stored beside it: the result's own
 ``stat_test`` when it carries one, else the defaults below (the chain's p_mismatch
-with the MLNode's effective cutoff, §8.6).
+with the MLNode's effective cutoff).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from pipeline.sources.base import (
 
 SNAPSHOT_OPTIONS = "-c default_transaction_isolation=repeatable\\ read -c default_transaction_read_only=on"
 PREFIX = "devshard_"
-# Tables of other planes that may share the database (sources.md §1.5, §5, §6).
+# Tables of other planes that may share the database (docs/sources.md, PostgreSQL layout).
 OTHER_PLANES = {"accounting_": "accounting ledger", "payload_storage": "payloads", "gateway_": "gateway store"}
 # Connections streaming at once in read_many: the server's COPY and the driver's binary parsing
 # of one read overlap with another read and with the consumer (the driver releases the GIL).

@@ -5,7 +5,7 @@ ADBC SQLite driver (Arrow batches, no Python rows). A file opened with plain
 `mode=ro` in WAL mode would still create `-wal`/`-shm` files next to it, so:
 - a file without a `-wal` beside it is opened `immutable=1` (nothing is written,
   and there is no WAL content to miss);
-- a file with a `-wal` (a copy taken with its WAL, as sources.md §1.6 allows) is
+- a file with a `-wal` (a copy taken together with its WAL, one of the safe ways to copy a live file) is
   first copied with its `-wal`/`-shm` into a private temporary directory, and
   the copy is read, so the source files stay byte-identical.
 """

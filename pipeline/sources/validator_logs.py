@@ -1,4 +1,4 @@
-"""Validator (decentralized-api) logs: per-validation similarity scores (sources.md §8.8).
+"""Validator (decentralized-api) logs: per-validation similarity scores (docs/sources.md, validator logs).
 
 The dapi logs ``Cosine similarity validation result`` with ``cosineSimValue=…`` (the
 custom logprob similarity, not a cosine) and, for answers that never reached the

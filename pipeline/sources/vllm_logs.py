@@ -67,7 +67,7 @@ OOM = re.compile(
     r"OutOfMemoryError|CUDA out of memory|not enough GPU memory|No available memory for the cache blocks"
     r"|larger than the available KV cache memory"
 )
-PREEMPTIONS_ALWAYS_PRINTED = (0, 11, 1)  # from 0.11.1 a missing `Preemptions:` field means 0 (§7.5)
+PREEMPTIONS_ALWAYS_PRINTED = (0, 11, 1)  # from 0.11.1 a missing `Preemptions:` field means 0 (on earlier V1: unknown)
 
 
 @dataclass
@@ -94,7 +94,7 @@ def parse_spec_line(text: str, version: tuple[int, ...] | None = None) -> dict |
 
     ``mal_semantics`` is ``no_plus1`` for the 0.8.5 line (MAL = accepted/drafts) and
     ``plus1`` otherwise; ``drafts`` is recovered as accepted/(MAL − 1) (or accepted/MAL
-    for 0.8.5) because the line does not print it (§7.3).
+    for 0.8.5) because the line does not print it.
     """
     per_position = None
     m = PER_POSITION.search(text)
@@ -165,7 +165,7 @@ def parse_stats_line(text: str, version: tuple[int, ...] | None = None) -> dict 
 
 
 def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: bool = False) -> list[tuple[str, str]]:
-    """(kind, detail) of the engine events a record holds (§7.6–7.8).
+    """(kind, detail) of the engine events a record holds (kinds: docs/data-model.md, logs, metrics and PoC results).
 
     ``more_cause`` is the last folded exception line (else the first unindented folded line), ``more_oom``
     whether any folded line matches `OOM` — all the traceback `_events` needs, kept as it streams by.

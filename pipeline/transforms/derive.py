@@ -38,7 +38,7 @@ def event_times(diffs: pl.DataFrame, txs: pl.DataFrame) -> pl.DataFrame:
     """Event time per (escrow, nonce): `created_at` when the escrow sets it, else the nonce clock.
 
     The nonce clock of nonce n is the `started_at` of the latest MsgStartInference at
-    or before n in the same escrow (sources.md §4.9); nonces before the first start
+    or before n in the same escrow (docs/data-model.md, event time); nonces before the first start
     take the first start's time.
     """
     starts = (

@@ -1,7 +1,7 @@
 """Escrow parameters and group membership from `sessions` (+ `escrow_cache`).
 
 `config_json` and `group_json` are Go structs without JSON tags (PascalCase keys);
-`escrow_json` is snake_case (sources.md §4.6). A session whose group cannot be
+`escrow_json` is snake_case (docs/sources.md, session store). A session whose group cannot be
 read is quarantined: without the group no slot can be attributed to an address.
 """
 

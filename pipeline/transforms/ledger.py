@@ -1,6 +1,6 @@
 """Accounting ledger → warehouse: counter keys parsed as maps, per-escrow rows upserted.
 
-`counter_key` changes shape with `schema_version` (sources.md §5.4): 4 has no flags, 6 adds the
+`counter_key` changes shape with `schema_version` (docs/sources.md, accounting ledger): 4 has no flags, 6 adds the
 five booleans and `delivery_reason`, 7 says `phase` / `terminal` / `timeout_action`. Every key is
 parsed as a generic JSON map: known fields become columns, unknown ones are kept (`extra_keys`)
 beside the raw JSON, and nothing is quarantined for them. A key that is not a JSON object or

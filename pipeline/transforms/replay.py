@@ -2,7 +2,7 @@
 
 Sealed rows are best-effort (missing, bare, live with sealed_nonce 0, absent for
 in-flight records), so the diff log is the source of truth and sealed rows only
-confirm it. Rules (sources.md §3, newest build):
+confirm it. Rules (newest build; docs/data-model.md, replay):
 
 - start → Pending; confirm_start → Started; finish_inference → Finished.
 - A timeout (REFUSED on Pending, EXECUTION on Started) or an error miss (on

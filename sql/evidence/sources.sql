@@ -1,7 +1,7 @@
 -- Sources of the warehouse for provenance footers: per source, its latest successful run
 -- (kind, label, copy time, input digest) and the ids of all its successful runs, oldest first.
 -- Every successful run is listed because history accumulates: a later copy may have
--- pruned epochs that only an earlier run brought in (design.md invariant 3).
+-- pruned epochs that only an earlier run brought in (history accumulates in the warehouse).
 SELECT source_id,
        arg_max(source_kind, started_at) AS source_kind,
        arg_max(label, started_at) FILTER (label IS NOT NULL) AS label,

@@ -1,4 +1,4 @@
--- Upstream PostgreSQL layout (sources.md §4.4, §4.5), newest build. Sample generator only.
+-- Upstream PostgreSQL layout (docs/sources.md, PostgreSQL layout), newest build. Sample generator only.
 -- Partitioned tables get children <parent>_epoch_<N> from the generator (FOR VALUES FROM (N) TO (N+1)).
 CREATE TABLE IF NOT EXISTS schema_migrations (id INT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMP DEFAULT now());
 CREATE TABLE IF NOT EXISTS devshard_session_index (escrow_id TEXT PRIMARY KEY, epoch_id BIGINT NOT NULL);

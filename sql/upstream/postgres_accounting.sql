@@ -1,4 +1,4 @@
--- Upstream accounting ledger, PostgreSQL row layout (sources.md §5.1; gonka-ai/gonka
+-- Upstream accounting ledger, PostgreSQL row layout (docs/sources.md, accounting ledger; gonka-ai/gonka
 -- devshard/accounting/store_postgres.go). Used by the sample generator and tests only.
 CREATE TABLE IF NOT EXISTS accounting_meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS accounting_migration (name TEXT PRIMARY KEY, completed_at TEXT);

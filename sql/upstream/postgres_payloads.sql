@@ -1,4 +1,4 @@
--- Upstream payload storage (sources.md §6.1; gonka-ai/gonka common/storage/payloads/store.go).
+-- Upstream payload storage (docs/sources.md, payloads; gonka-ai/gonka common/storage/payloads/store.go).
 -- Partitioned like the session tables: children payload_storage_epoch_<N> FOR VALUES FROM (N) TO (N+1).
 CREATE TABLE IF NOT EXISTS payload_storage (
   escrow_id TEXT NOT NULL, inference_id INT NOT NULL, epoch_id BIGINT NOT NULL,

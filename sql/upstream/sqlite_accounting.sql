@@ -1,4 +1,4 @@
--- Upstream accounting ledger, SQLite layout: accounting.db (sources.md §5.2; gonka-ai/gonka
+-- Upstream accounting ledger, SQLite layout: accounting.db (docs/sources.md, accounting ledger; gonka-ai/gonka
 -- devshard/accounting/store_sqlite.go). Used by the sample generator and tests only.
 CREATE TABLE IF NOT EXISTS accounting_meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS accounting_escrows (

@@ -1,4 +1,4 @@
--- Upstream SQLite layout: <storeDir>/epoch_<N>.db (sources.md §4.3, §4.5), newest build.
+-- Upstream SQLite layout: <storeDir>/epoch_<N>.db (docs/sources.md, SQLite layout), newest build.
 -- No table carries epoch_id: the epoch is N from the file name.
 CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
 CREATE TABLE IF NOT EXISTS sessions (

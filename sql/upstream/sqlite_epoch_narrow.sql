@@ -1,4 +1,4 @@
--- An old epoch file from the squashed migration list (sources.md §4.1, §9): a 3-column
+-- An old epoch file from the squashed migration list (docs/sources.md, tables and columns read): a 3-column
 -- sealed_inferences and no sessions.version / imported_nonce. Sample generator only.
 CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
 CREATE TABLE IF NOT EXISTS sessions (

@@ -1,4 +1,4 @@
--- Upstream SQLite layout: <storeDir>/_meta.db (sources.md §4.2). Used by the sample generator only.
+-- Upstream SQLite layout: <storeDir>/_meta.db (docs/sources.md, SQLite layout). Used by the sample generator only.
 CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
 CREATE TABLE IF NOT EXISTS escrow_epoch (escrow_id TEXT PRIMARY KEY, epoch_id INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS escrow_epoch_by_epoch ON escrow_epoch (epoch_id);

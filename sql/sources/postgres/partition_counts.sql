@@ -1,5 +1,5 @@
 -- Estimated-free exact row counts per epoch partition of every partitioned devshard_* parent.
--- Children are named <parent>_epoch_<N> (sources.md §1.2).
+-- Children are named <parent>_epoch_<N> (docs/sources.md, PostgreSQL layout).
 WITH children AS (
   SELECT p.relname::text AS parent, c.relname::text AS child,
          substring(c.relname FROM '_epoch_([0-9]+)$')::bigint AS epoch_id

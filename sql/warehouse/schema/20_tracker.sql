@@ -1,4 +1,4 @@
--- Accounting ledger ("the tracker"), saved API / chain JSON, and stored-answer checks (issue 4).
+-- Accounting ledger ("the tracker"), saved API / chain JSON, and stored-answer checks (docs/data-model.md).
 -- Storage tables are internal; the public contract is the views in views/20_tracker.sql.
 
 -- One row per escrow of a ledger copy (newest copy wins: a copy further along replaces the escrow's rows).
@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS chain_participant_stats (
   inactive_llr DOUBLE, confirmation_poc_ratio DOUBLE, query_height BIGINT, source_id VARCHAR, run_id VARCHAR,
   PRIMARY KEY (epoch_id, participant, kind));
 
--- One row per stored answer: the fields the evidence needs, never the bodies (design.md invariant 8).
+-- One row per stored answer: the fields the evidence needs, never the bodies (prompt and response bodies stay out of the warehouse).
 CREATE TABLE IF NOT EXISTS answer_checks_t (
   epoch_id BIGINT NOT NULL, escrow_id VARCHAR NOT NULL, inference_id BIGINT NOT NULL, model VARCHAR,
   temperature DOUBLE, top_p DOUBLE, temperature_given BOOLEAN, top_p_given BOOLEAN, max_tokens BIGINT,

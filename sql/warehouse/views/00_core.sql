@@ -1,4 +1,4 @@
--- Public warehouse views (design.md §5). Names and columns are a contract: extend, never break.
+-- Public warehouse views (docs/data-model.md). Names and columns are a contract: extend, never break.
 
 CREATE OR REPLACE VIEW host_builds AS
 SELECT host, build, valid_from, valid_to FROM host_builds_t;

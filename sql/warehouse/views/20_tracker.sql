@@ -1,4 +1,4 @@
--- Public views of the accounting ledger, saved API / chain JSON and stored answers (issue 4).
+-- Public views of the accounting ledger, saved API / chain JSON and stored answers (docs/data-model.md).
 
 -- Counter rows of both origins, attributed to (epoch, participant, model): a ledger database's
 -- counters through the escrow's slot list, saved API counters as given.

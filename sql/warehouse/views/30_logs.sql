@@ -1,8 +1,8 @@
--- Public views over engine/validator logs, /metrics scrapes and PoC results (design.md §5, issue 5).
+-- Public views over engine/validator logs, /metrics scrapes and PoC results (docs/data-model.md, logs, metrics and PoC results).
 -- Build columns: as-of join of host_builds_t on the row's time, as in 00_core.sql.
 
 -- Counter increases between consecutive scrapes of one series; a decrease is a counter reset
--- (restart), after which the increase is the new value itself (sources.md §7.4).
+-- (restart), after which the increase is the new value itself.
 CREATE OR REPLACE VIEW metric_increases AS
 WITH s AS (
   SELECT host, scraped_at, family, engine, model_name, position, value,
@@ -81,7 +81,7 @@ SELECT e.host, e."at", e.kind, e.detail,
 FROM log_engine_events e
 ASOF LEFT JOIN host_builds_t b ON b.host = e.host AND e."at" >= b.valid_from;
 
--- Thresholds by model when the log line does not carry one (sources.md §8.8); unknown models stay NULL.
+-- Thresholds by model when the log line does not carry one (known chain values; docs/sources.md, validator logs); unknown models stay NULL.
 CREATE OR REPLACE VIEW model_validation_thresholds AS
 SELECT * FROM (VALUES ('Qwen3-235B-A22B', 0.940), ('Kimi-K2.6', 0.900), ('MiniMax-M2.7', 0.922))
   AS t(model_pattern, threshold);
@@ -121,4 +121,4 @@ COMMENT ON VIEW engine_stats IS 'Periodic engine stats: vLLM stats log lines (so
 COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (EngineCore fatal error or failed start), engine_dead, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key), start (Initializing a V1 LLM engine; detail = version), ready (Application startup complete.), worker_died, poc_start, poc_stop.';
 COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s known validation threshold; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at.';
 COMMENT ON VIEW poc_results IS 'PoC validation results (JSON responses, golden-vector reports): p_value recomputed as the one-sided exact binomial P(X >= n_mismatch), X ~ Binomial(n_total, p_mismatch); fraud = p_value < cutoff; p_mismatch, cutoff and where they came from (params_source) recorded; reported_disagrees = the result''s own fraud_detected differs.';
-COMMENT ON VIEW model_validation_thresholds IS 'Known validation_threshold per model (sources.md §8.8), used when a validator log line carries no threshold.';
+COMMENT ON VIEW model_validation_thresholds IS 'Known validation_threshold per model (known chain values), used when a validator log line carries no threshold.';

@@ -1,4 +1,4 @@
--- Public views of the scheduled job (issue 6): which epochs are settled, which reports exist.
+-- Public views of the scheduled job (`gonka-evidence run`): which epochs are settled, which reports exist.
 
 CREATE OR REPLACE VIEW epoch_settlement AS
 SELECT epoch_id, count(*) AS escrows,
