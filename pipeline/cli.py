@@ -19,6 +19,7 @@ from typing import Annotated, Optional
 import typer
 
 from pipeline import __version__
+from pipeline.entry import INTERRUPTED
 from pipeline.cli_evidence import OPTIONS_KEY, EvidenceCommand
 from pipeline.query_output import QueryFormat, terminal_width
 
@@ -115,7 +116,7 @@ def user_errors(func):
         except (SourceError, WarehouseError, QueryError, BuildsError, EvidenceError) as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
-            _fail("interrupted; committed chunks are kept, re-run to continue", 130)
+            _fail(INTERRUPTED, 130)
 
     # Typer reads the options from the signature; these two are handled by their callbacks.
     signature = inspect.signature(func, eval_str=True)

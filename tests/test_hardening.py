@@ -247,3 +247,31 @@ def test_untouched_samples_quarantine_no_diff_for_strictness(tmp_path, timeline)
     ingest(wh, store)
     reasons = frame(wh, "SELECT DISTINCT reason FROM quarantine WHERE table_name = 'diffs'")["reason"].to_list()
     assert all(r.startswith("unknown tx kind") for r in reasons), reasons
+
+
+# --- Ctrl-C ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.3, 1.0, 2.5])
+def test_ctrl_c_at_any_moment_is_one_line(tmp_path, delay):
+    """SIGINT while the CLI is still importing, reading the copy or writing the warehouse: the one-line
+    message and exit code 130 (or a finished ingest when it came too late), never a traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = Path(sys.executable).with_name("gonka-evidence")
+    store = Path(__file__).resolve().parent.parent / "data-samples" / "store"
+    proc = subprocess.Popen([str(script), "ingest", str(store), "-w", str(tmp_path / "w.duckdb")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert "Traceback" not in err, err
+    if proc.returncode == -signal.SIGINT:  # before the interpreter set up its handler: killed, silent
+        assert err == "", err
+    elif proc.returncode != 0:
+        assert proc.returncode == 130, (proc.returncode, err)
+        assert err.strip().splitlines()[-1].startswith("error: interrupted"), err
