@@ -59,6 +59,7 @@ class RunOutcome:
     written: list[int] = field(default_factory=list)  # epochs whose report is new
     rewritten: list[int] = field(default_factory=list)  # epochs whose report changed
     published: bool = False
+    closure: pl.DataFrame | None = None  # closed_epochs with closes_by_lag_at, when a host is configured
 
 
 NOTHING_REPLACED = "the run stopped and replaced nothing (the warehouse is as it was)"
@@ -74,7 +75,7 @@ SourceIngester = Callable[[duckdb.DuckDBPyConnection, dict, RunConfig], object]
 
 
 def _ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunConfig):
-    from pipeline.console import ingest_progress, print_ingest_summary
+    from pipeline.console import ingest_progress, print_source_ingested
     from pipeline.ingest import ingest_store
     from pipeline.sources import open_store
 
@@ -84,12 +85,12 @@ def _ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunC
             summary = ingest_store(con, store, label=source.get("label"), progress=progress)
     finally:
         store.close()
-    print_ingest_summary(summary)
+    print_source_ingested(summary)
     return summary
 
 
 def _ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunConfig):
-    from pipeline.console import out
+    from pipeline.console import run_line
     from pipeline.ingest_logs import ingest_logs
     from pipeline.sources.base import SourceError
 
@@ -97,17 +98,17 @@ def _ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunCon
         raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
     summary = ingest_logs(con, [source["path"]], host=cfg.host, kind=source["kind"])
     new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
-    out.print(f"ingest-logs {summary.run_id} ({source['kind']}): {summary.files} files, {summary.lines:,} lines; {new}", markup=False)
+    run_line(f"ingested {source['kind']} logs {source['path']} ({summary.run_id}): {summary.files} files, {summary.lines:,} lines; {new}")
     return summary
 
 
 def _ingest_json_source(con: duckdb.DuckDBPyConnection, source: dict, cfg: RunConfig):
-    from pipeline.console import out
+    from pipeline.console import run_line
     from pipeline.ingest_json import ingest_json_files
 
     path = Path(source["path"])
     summary = ingest_json_files(con, sorted(path.glob("*.json")) if path.is_dir() else [path])
-    out.print(f"ingest-json: {summary.files} files, quarantined {summary.quarantined:,}", markup=False)
+    run_line(f"ingested JSON {path}: {summary.files} files, quarantined rows: {summary.quarantined:,}")
     return summary
 
 
@@ -276,18 +277,18 @@ def content_stamp(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
-    from pipeline.console import out
+    from pipeline.console import run_line
 
     cfg = load_config(config_path)
     if warehouse is not None:
         cfg.warehouse = warehouse
-    out.print(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}", markup=False)
+    run_line(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}")
     outcome = RunOutcome()
     try:
         cfg.warehouse.parent.mkdir(parents=True, exist_ok=True)
         with run_lock(cfg.warehouse):
             for path in remove_debris(cfg.warehouse, cfg.output):
-                out.print(f"removed {path}: left by an interrupted run", markup=False)
+                run_line(f"removed {path}: left by an interrupted run")
             try:
                 with staged_warehouse(cfg.warehouse) as staged:
                     _run_on_copy(staged, cfg, outcome)
@@ -306,7 +307,7 @@ def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
 def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -> None:
     """Steps 3–5 of a run, on the staged copy of the warehouse."""
     from pipeline.builds import load_builds
-    from pipeline.console import out, print_frame
+    from pipeline.console import VERBOSE, print_frame, run_line, verbosity
     from pipeline.query import named_queries, run_query
 
     con = open_for_write(staged.path, abort_abandoned=False)
@@ -315,25 +316,27 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
         # Not data, so not in the stamp; but a correction worth publishing.
         aborted = abort_abandoned_runs(con)
         if aborted:
-            out.print(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted", markup=False)
+            run_line(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted")
         for source in cfg.sources:
             kind = source_kind(source)
             ingester = SOURCE_INGESTERS.get(kind)
             if ingester is None:
                 name = source.get("label") or source.get("path") or "source"
                 outcome.skipped_sources.append(name)
-                out.print(f"skipped {name}: no ingester for kind {kind!r} in this pipeline version", markup=False)
+                run_line(f"skipped {name}: no ingester for kind {kind!r} in this pipeline version")
                 continue
             outcome.ingested.append(ingester(con, source, cfg))
         if cfg.builds is not None:
             n = load_builds(con, cfg.builds)
-            out.print(f"host_builds: {n} entries from {cfg.builds}", markup=False)
-        print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
+            run_line(f"host_builds: {n} entries from {cfg.builds}")
+        if verbosity() >= VERBOSE:  # the tables behind the reports; by default the summary only
+            print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
+            if cfg.host:
+                print_host_evidence(con, cfg.host)
         if cfg.host:
-            print_host_evidence(con, cfg.host)
             write_due_reports(con, cfg, outcome)
         else:
-            out.print("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
+            run_line("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
         changed = aborted > 0 or content_stamp(con) != before
         con.execute("CHECKPOINT")
     finally:
@@ -359,7 +362,9 @@ def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: R
     """Reports of epochs closed since the last report; the newest closed one again if its content changed."""
     from pipeline.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
 
-    closed = epoch_closure(con, cfg.finality_lag_delta).filter(pl.col("closed_at").is_not_null())
+    lag = cfg.finality_lag_delta
+    outcome.closure = epoch_closure(con, lag).with_columns((pl.col("last_settled_at") + lag).alias("closes_by_lag_at"))
+    closed = outcome.closure.filter(pl.col("closed_at").is_not_null())
     if closed.height == 0:
         return
     done = {
@@ -397,12 +402,15 @@ def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: R
 
 
 def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
-    from pipeline.console import out
+    """The end of the run's summary: reports written or refreshed, epochs still open, the warehouse."""
+    from pipeline.console import print_open_epochs, run_line
 
     if outcome.written:
-        out.print(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}", markup=False)
+        run_line(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}")
     if outcome.rewritten:
-        out.print(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)}", markup=False)
-    if not outcome.written and not outcome.rewritten:
-        out.print("reports: nothing new", markup=False)
-    out.print("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)", markup=False)
+        run_line(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)} in {cfg.output}")
+    if not outcome.written and not outcome.rewritten and cfg.host:
+        run_line("reports: nothing new")
+    if outcome.closure is not None:
+        print_open_epochs(outcome.closure, cfg.finality_lag)
+    run_line("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)")
