@@ -15,3 +15,15 @@ try:
     __version__ = version("gonka-evidence")
 except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0+local"
+
+__all__ = ["Evidence", "Warehouse", "__version__", "open_warehouse"]
+
+
+def __getattr__(name: str):
+    """`open_warehouse` and its classes, imported on first use: `import pipeline` (and
+    `gonka-evidence --version`) must not load Polars, DuckDB or the statistics libraries."""
+    if name in ("Evidence", "Warehouse", "open_warehouse"):
+        from pipeline import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'pipeline' has no attribute {name!r}")

@@ -124,21 +124,6 @@ def user_errors(func):
     return wrapper
 
 
-def config_defaults(config: Optional[Path]) -> tuple[Optional[str], Path]:
-    """The host and warehouse that `query` and `evidence` use when none is given: those of
-    the config file (--config, else gonka-evidence.toml here), else no host and
-    ./warehouse.duckdb. Unlike `run`, the bundled samples' host is never assumed."""
-    from pipeline.config import DEFAULT_CONFIG_FILE, load_config
-    from pipeline.sources.base import SourceError
-
-    if config is not None and not config.exists():
-        raise SourceError(f"{config}: no such config file")
-    if config is None and not DEFAULT_CONFIG_FILE.exists():
-        return None, DEFAULT_WAREHOUSE
-    cfg = load_config(config or DEFAULT_CONFIG_FILE)
-    return cfg.host, cfg.warehouse
-
-
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(__version__)
@@ -282,9 +267,9 @@ def query(
 
     Example: gonka-evidence query "SELECT status, count(*) FROM inferences GROUP BY ALL" --format markdown
     """
+    from pipeline.api import open_warehouse
     from pipeline.console import detail, info, out
-    from pipeline.query import QueryError, named_queries, parse_params, render_query, resolve_sql
-    from pipeline.warehouse import open_sandboxed
+    from pipeline.query import QueryError, named_queries, parse_params, resolve_sql
 
     if list_:
         queries = named_queries()
@@ -301,11 +286,8 @@ def query(
     if fmt is QueryFormat.parquet and output is None and sys.stdout.isatty():
         raise QueryError("parquet is binary: give --output FILE or redirect stdout")
     width = terminal_width() if fmt is QueryFormat.table and output is None and not vertical else None
-    con = open_sandboxed(warehouse or config_defaults(config)[1])
-    try:
-        rendered = render_query(con, text, parse_params(param or []), fmt, vertical=vertical, width=width)
-    finally:
-        con.close()
+    with open_warehouse(warehouse, config=config) as wh:
+        rendered = wh.render_query(text, parse_params(param or []), fmt, vertical=vertical, width=width)
     if rendered.hidden:
         info(f"{len(rendered.hidden)} of {rendered.columns} columns left out to fit the terminal: "
              f"{', '.join(rendered.hidden)} (see every column with --vertical, or --format csv/json)")
@@ -338,20 +320,12 @@ def evidence(
 
     Example: gonka-evidence evidence votes-by-build --host gonka1... --epoch 3 --format markdown
     """
-    from pipeline.evidence import compute
-    from pipeline.render import render
-    from pipeline.warehouse import open_read_only
+    from pipeline.api import open_warehouse
 
-    if host is None or warehouse is None:
-        default_host, default_warehouse = config_defaults(config)
-        host, warehouse = host or default_host, warehouse or default_warehouse
-    con = open_read_only(warehouse)
-    try:
-        result = compute(name, con, host=host, epoch=epoch, since=since, until=until,
-                         command=reproducing_command(ctx), **ctx.meta[OPTIONS_KEY])
-    finally:
-        con.close()
-    typer.echo(render(result, fmt.value))
+    with open_warehouse(warehouse, host=host, config=config) as wh:
+        result = wh.evidence(name, epoch=epoch, since=since, until=until, command=reproducing_command(ctx),
+                             **ctx.meta[OPTIONS_KEY])
+    typer.echo(result.render(fmt.value))
 
 
 def reproducing_command(ctx: typer.Context | None = None) -> str:

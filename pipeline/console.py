@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import polars as pl
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -98,8 +99,52 @@ def print_ingest_summary(summary: IngestSummary) -> None:
     )
 
 
+# --- `run`'s log: its stdout, one line per fact (see pipeline/runner.py) ----------------------------------
+
+
+def run_line(message: str) -> None:
+    """One line of `run`'s log on stdout: never wrapped, never read as markup."""
+    out.print(Text(message), soft_wrap=True)
+
+
+def print_source_ingested(summary: IngestSummary) -> None:
+    """What `run` ingested from one store source: one line; the rows per table too with --verbose."""
+    if _verbosity >= VERBOSE:
+        for name, n in summary.rows.items():
+            run_line(f"  {name}: {n:,} rows")
+    run_line(
+        f"ingested {summary.source_display}: {sum(summary.rows.values()):,} rows written; "
+        f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
+        f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; quarantined rows: {summary.quarantined:,}; "
+        f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
+    )
+
+
+def print_open_epochs(closure: pl.DataFrame, finality_lag: str) -> None:
+    """One line per epoch that is still open: why, and when it closes under the finality lag.
+
+    ``closure`` is the named query ``closed_epochs`` with ``closes_by_lag_at`` (last settlement +
+    lag) added: an epoch closes when all its escrows settle, or once the data clock (the newest
+    copy time) reaches its last settlement + lag; a later settlement moves that time on."""
+    from pipeline.render.text import iso_utc
+
+    open_epochs = closure.filter(pl.col("closed_at").is_null())
+    if open_epochs.height == 0:
+        run_line("open epochs: none")
+        return
+    for e in open_epochs.iter_rows(named=True):
+        head = f"open: epoch {e['epoch_id']} ({e['escrows_settled']:,} of {e['escrows']:,} escrows settled"
+        if e["last_settled_at"] is None:
+            run_line(f"{head}): no escrow settled yet; closes when all settle, or {finality_lag} after the last settlement")
+            continue
+        clock = iso_utc(e["data_clock"]) if e["data_clock"] is not None else "none"
+        run_line(f"{head}, last at {iso_utc(e['last_settled_at'])}): closes when all escrows settle, or at "
+                 f"{iso_utc(e['closes_by_lag_at'])} (finality_lag {finality_lag}) if none settles before; data clock {clock}")
+
+
 def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
-    table = Table(title=None if title is None else Text(title))
+    # Off a terminal (a log file) no box drawing: plain columns.
+    table = Table(title=None if title is None else Text(title), box=box.HEAVY_HEAD if out.is_terminal else None)
     for col in frame.columns:
         table.add_column(Text(col), justify="right" if frame.schema[col].is_numeric() else "left")
     for row in frame.iter_rows():  # Text cells: a value is never read as Rich markup

@@ -288,7 +288,7 @@ def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table
 
 def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> IngestSummary:
     """`run`'s ingest of a `store` or `postgres` entry (pipeline/source_kinds.py), with progress and summary."""
-    from pipeline.console import ingest_progress, print_ingest_summary
+    from pipeline.console import ingest_progress, print_source_ingested
     from pipeline.sources import open_store
 
     store = open_store(source.get("url") or source["path"])
@@ -297,5 +297,5 @@ def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> In
             summary = ingest_store(con, store, label=source.get("label"), progress=progress)
     finally:
         store.close()
-    print_ingest_summary(summary)
+    print_source_ingested(summary)
     return summary

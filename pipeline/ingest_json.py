@@ -270,9 +270,9 @@ def ingest_json_files(con: duckdb.DuckDBPyConnection, files: list[Path]) -> Json
 
 def ingest_json_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> JsonIngestSummary:
     """`run`'s ingest of a `json` entry (pipeline/source_kinds.py): a file, or every *.json of a directory."""
-    from pipeline.console import out
+    from pipeline.console import run_line
 
     path = Path(source["path"])
     summary = ingest_json_files(con, sorted(path.glob("*.json")) if path.is_dir() else [path])
-    out.print(f"ingest-json: {summary.files} files, quarantined {summary.quarantined:,}", markup=False)
+    run_line(f"ingested JSON {path}: {summary.files} files, quarantined rows: {summary.quarantined:,}")
     return summary

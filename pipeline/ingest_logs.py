@@ -269,11 +269,11 @@ def _ingest_small(con, run: IngestRun, file: LogFile, kind: str, host: str):
 
 def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogIngestSummary:
     """`run`'s ingest of a log entry (vllm, validator, poc, metrics: pipeline/source_kinds.py) as the config's host."""
-    from pipeline.console import out
+    from pipeline.console import run_line
 
     if not cfg.host:
         raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
     summary = ingest_logs(con, [source["path"]], host=cfg.host, kind=source["kind"], timezone=source.get("timezone"))
     new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
-    out.print(f"ingest-logs {summary.run_id} ({source['kind']}): {summary.files} files, {summary.lines:,} lines; {new}", markup=False)
+    run_line(f"ingested {source['kind']} logs {source['path']} ({summary.run_id}): {summary.files} files, {summary.lines:,} lines; {new}")
     return summary

@@ -59,6 +59,7 @@ class RunOutcome:
     written: list[int] = field(default_factory=list)  # epochs whose report is new
     rewritten: list[int] = field(default_factory=list)  # epochs whose report changed
     published: bool = False
+    closure: pl.DataFrame | None = None  # closed_epochs with closes_by_lag_at, when a host is configured
 
 
 NOTHING_REPLACED = "the run stopped and replaced nothing (the warehouse is as it was)"
@@ -226,18 +227,18 @@ def content_stamp(con: duckdb.DuckDBPyConnection) -> str:
 
 
 def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
-    from pipeline.console import out
+    from pipeline.console import run_line
 
     cfg = load_config(config_path)
     if warehouse is not None:
         cfg.warehouse = warehouse
-    out.print(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}", markup=False)
+    run_line(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}")
     outcome = RunOutcome()
     try:
         cfg.warehouse.parent.mkdir(parents=True, exist_ok=True)
         with run_lock(cfg.warehouse):
             for path in remove_debris(cfg.warehouse, cfg.output):
-                out.print(f"removed {path}: left by an interrupted run", markup=False)
+                run_line(f"removed {path}: left by an interrupted run")
             try:
                 with staged_warehouse(cfg.warehouse) as staged:
                     _run_on_copy(staged, cfg, outcome)
@@ -256,7 +257,7 @@ def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
 def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -> None:
     """Steps 3–5 of a run, on the staged copy of the warehouse."""
     from pipeline.builds import load_builds
-    from pipeline.console import out, print_frame
+    from pipeline.console import VERBOSE, print_frame, run_line, verbosity
     from pipeline.query import named_queries, run_query
 
     con = open_for_write(staged.path, abort_abandoned=False)
@@ -265,18 +266,20 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
         # Not data, so not in the stamp; but a correction worth publishing.
         aborted = abort_abandoned_runs(con)
         if aborted:
-            out.print(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted", markup=False)
+            run_line(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted")
         for source in cfg.sources:
             outcome.ingested.append(SOURCE_KINDS[source_kind(source)].ingest(con, source, cfg))
         if cfg.builds is not None:
             n = load_builds(con, cfg.builds)
-            out.print(f"host_builds: {n} entries from {cfg.builds}", markup=False)
-        print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
+            run_line(f"host_builds: {n} entries from {cfg.builds}")
+        if verbosity() >= VERBOSE:  # the tables behind the reports; by default the summary only
+            print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
+            if cfg.host:
+                print_host_evidence(con, cfg.host)
         if cfg.host:
-            print_host_evidence(con, cfg.host)
             write_due_reports(con, cfg, outcome)
         else:
-            out.print("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
+            run_line("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
         changed = aborted > 0 or content_stamp(con) != before
         con.execute("CHECKPOINT")
     finally:
@@ -302,7 +305,9 @@ def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: R
     """Reports of epochs closed since the last report; the newest closed one again if its content changed."""
     from pipeline.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
 
-    closed = epoch_closure(con, cfg.finality_lag_delta).filter(pl.col("closed_at").is_not_null())
+    lag = cfg.finality_lag_delta
+    outcome.closure = epoch_closure(con, lag).with_columns((pl.col("last_settled_at") + lag).alias("closes_by_lag_at"))
+    closed = outcome.closure.filter(pl.col("closed_at").is_not_null())
     if closed.height == 0:
         return
     done = {
@@ -340,12 +345,15 @@ def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: R
 
 
 def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
-    from pipeline.console import out
+    """The end of the run's summary: reports written or refreshed, epochs still open, the warehouse."""
+    from pipeline.console import print_open_epochs, run_line
 
     if outcome.written:
-        out.print(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}", markup=False)
+        run_line(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}")
     if outcome.rewritten:
-        out.print(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)}", markup=False)
-    if not outcome.written and not outcome.rewritten:
-        out.print("reports: nothing new", markup=False)
-    out.print("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)", markup=False)
+        run_line(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)} in {cfg.output}")
+    if not outcome.written and not outcome.rewritten and cfg.host:
+        run_line("reports: nothing new")
+    if outcome.closure is not None:
+        print_open_epochs(outcome.closure, cfg.finality_lag)
+    run_line("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)")

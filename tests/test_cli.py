@@ -99,7 +99,7 @@ def test_run_with_no_configuration_ingests_the_samples(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["run"])
     assert result.exit_code == 0, result.output
-    assert "per-epoch summary" in result.output
+    assert "new reports: epoch 2, epoch 3 in" in result.output and "open: epoch 4 " in result.output
     assert (tmp_path / "warehouse.duckdb").exists()
     epochs = frame(tmp_path / "warehouse.duckdb", "SELECT DISTINCT epoch_id FROM escrows ORDER BY 1")["epoch_id"].to_list()
     assert epochs == [2, 3, 4]

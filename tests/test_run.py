@@ -392,3 +392,63 @@ def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
     assert "new reports: epoch 2, epoch 3" in second.output  # the copy of epoch 4 holds epochs 2-4
     assert sorted(p.name for p in wh.parent.iterdir()) == ["warehouse.duckdb"]  # no copy, no lock, no WAL
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["epoch-2", "epoch-3"]
+
+
+BOX_DRAWING = set("─━│┃┌┐└┘├┤┬┴┼╇╈┡┩")
+
+
+def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path, timeline):
+    import polars as pl
+
+    from pipeline import open_warehouse
+    from pipeline.render.text import iso_utc
+
+    # A long lag keeps epoch 2 (one escrow never settles) open: both kinds of open epoch are shown.
+    cfg = _config(tmp_path, timeline, lag="100d")
+    _place_copy(tmp_path, timeline, 3)
+
+    def run(*flags: str) -> list[str]:  # stdout is a pipe here, as in a cron job's log
+        result = subprocess.run([SCRIPT, "run", "--config", str(cfg), *flags], cwd=tmp_path, capture_output=True,
+                                text=True, timeout=600)
+        assert result.returncode == 0 and result.stderr == "", result.stdout + result.stderr
+        return result.stdout.splitlines()
+
+    def open_epoch_lines() -> list[str]:
+        with open_warehouse(tmp_path / "wh/warehouse.duckdb") as wh:
+            still_open = wh.query("closed_epochs", lag_seconds=100 * 86400).filter(pl.col("closed_at").is_null())
+        lines = []
+        for e in still_open.iter_rows(named=True):
+            head = f"open: epoch {e['epoch_id']} ({e['escrows_settled']} of {e['escrows']} escrows settled"
+            lines.append(f"{head}): no escrow settled yet; closes when all settle, or 100d after the last settlement"
+                         if e["last_settled_at"] is None else
+                         f"{head}, last at {iso_utc(e['last_settled_at'])}): closes when all escrows settle, or at "
+                         f"{iso_utc(e['last_settled_at'] + timedelta(days=100))} (finality_lag 100d) if none settles "
+                         f"before; data clock {iso_utc(e['data_clock'])}")
+        return lines
+
+    first = run()
+    with open_warehouse(tmp_path / "wh/warehouse.duckdb") as wh:
+        quarantined, escrows = wh.query("SELECT (SELECT count(*) FROM quarantine), (SELECT count(*) FROM escrows)").row(0)
+    assert first[0].startswith("config: ")
+    (ingested,) = [line for line in first if line.startswith("ingested ")]
+    assert ingested.startswith(f"ingested {tmp_path / 'copy'}: ")  # the whole source name, on one line
+    assert f"escrows changed {escrows}, unchanged 0;" in ingested and f"quarantined rows: {quarantined};" in ingested
+    assert f"new reports: epoch 1 in {tmp_path / 'out'}" in first
+    expected_open = open_epoch_lines()
+    assert [line.split(" (")[0] for line in expected_open] == ["open: epoch 2", "open: epoch 3"]
+    assert "(finality_lag 100d)" in expected_open[0] and "no escrow settled yet" in expected_open[1]
+    assert [line for line in first if line.startswith("open: ")] == expected_open
+    assert first[-1] == "warehouse: updated"
+    assert len(first) <= 7 and not any(line.startswith(("|", "###")) for line in first)  # no evidence tables
+
+    _place_copy(tmp_path, timeline, 4)
+    assert f"new reports: epoch 3 in {tmp_path / 'out'}" in run()
+    assert [line.split(" (")[0] for line in open_epoch_lines()] == ["open: epoch 2", "open: epoch 4"]
+    verbose = run("--verbose")
+    assert "reports: nothing new" in verbose and verbose[-1] == "warehouse: unchanged (nothing new)"
+    assert [line for line in verbose if line.startswith("open: ")] == open_epoch_lines()
+    assert any("per-epoch summary" in line for line in verbose)
+    assert any(line.startswith("### ") for line in verbose) and any(line.startswith("| ") for line in verbose)
+    assert not BOX_DRAWING & set("".join(verbose))  # a log file gets plain columns
+
+    assert run("--quiet") == []

@@ -1,0 +1,116 @@
+"""The Python API (`from pipeline import open_warehouse`) on a sample warehouse, and that the
+`evidence` and `query` commands print exactly what it returns."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pipeline import open_warehouse
+from pipeline.evidence import EvidenceError
+from pipeline.query import QueryError
+from pipeline.warehouse import WarehouseError
+from tests.helpers import ingest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_")}
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory, timeline) -> Path:
+    root = tmp_path_factory.mktemp("api")
+    timeline.copy(last_epoch=4).write_sqlite(root / "store")
+    ingest(root / "w.duckdb", root / "store")
+    return root / "w.duckdb"
+
+
+@pytest.fixture(scope="module")
+def HOST(timeline) -> str:
+    return timeline.focal_host
+
+
+@pytest.fixture(autouse=True)
+def no_env_defaults(monkeypatch):
+    for name in ("GONKA_EVIDENCE_WAREHOUSE", "GONKA_EVIDENCE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_evidence_has_frame_stats_provenance_and_renders_as_the_cli_prints_it(warehouse, HOST):
+    with open_warehouse(warehouse) as wh:
+        ev = wh.evidence("peer-invalidation", host=HOST, epoch=3)
+        by_escrow = wh.evidence("peer-invalidation", host=HOST, epoch=3, by_escrow=True)
+    assert isinstance(ev.frame, pl.DataFrame) and ev.frame.height > 0 and ev.name == "peer-invalidation"
+    assert ev.stats and ev.provenance.window == {"epoch": 3}
+    assert ev.provenance.command == f"gonka-evidence evidence peer-invalidation --host {HOST} --epoch 3 --warehouse {warehouse}"
+    assert by_escrow.provenance.command.endswith("--by-escrow --warehouse " + str(warehouse))
+    assert by_escrow.frame.height > ev.frame.height  # the per-escrow rows follow the pooled ones
+    assert json.loads(ev.to_json())["evidence"] == "peer-invalidation"
+    assert ev.to_csv().splitlines()[0].split(",") == ev.frame.columns
+    # The derived command is the command line that reproduces the table: run it, get the same bytes.
+    markdown = cli(*ev.provenance.command.split()[1:])
+    assert (markdown.returncode, markdown.stdout) == (0, ev.to_markdown() + "\n"), markdown.stderr
+    as_json = cli(*ev.provenance.command.split()[1:], "--format", "json")  # its footer names --format json
+    assert as_json.stdout.replace(" --format json", "") == ev.to_json() + "\n"
+
+
+def test_query_returns_a_polars_frame_with_bound_parameters_in_the_sandbox(warehouse):
+    with open_warehouse(warehouse) as wh:
+        counts = wh.query("SELECT epoch_id, count(*) AS n FROM escrows WHERE epoch_id >= $first GROUP BY ALL ORDER BY 1", first=3)
+        closure = wh.query("closed_epochs", lag_seconds=21600)  # a named query, as on the command line
+        with pytest.raises(QueryError, match="missing --param for: first"):
+            wh.query("SELECT $first")
+        with pytest.raises(QueryError, match="(?i)read-only"):
+            wh.query("CREATE TABLE x AS SELECT 1")
+        with pytest.raises(QueryError, match="(?i)disabled|permission"):
+            wh.query("SELECT * FROM read_text('/etc/hostname')")
+        with pytest.raises(QueryError, match="(?i)lock"):
+            wh.query("SET enable_external_access = true")
+    assert counts["epoch_id"].to_list() == [3, 4] and counts["n"].min() > 0
+    assert closure.columns[:2] == ["epoch_id", "escrows"] and closure["epoch_id"].to_list() == [2, 3, 4]
+    csv = cli("query", "SELECT epoch_id, count(*) AS n FROM escrows WHERE epoch_id >= $first GROUP BY ALL ORDER BY 1",
+              "--param", "first=3", "--format", "csv", "-w", str(warehouse))
+    assert csv.stdout == counts.write_csv()
+
+
+def test_the_default_warehouse_and_host_are_the_ones_the_cli_uses(tmp_path, warehouse, HOST, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WarehouseError, match="no warehouse here yet"):
+        open_warehouse()
+    (tmp_path / "gonka-evidence.toml").write_text(f'warehouse = "{warehouse}"\nhost = "{HOST}"\n')
+    with open_warehouse() as wh:
+        assert (wh.path, wh.host) == (warehouse, HOST)
+        ev = wh.evidence("votes-by-build", epoch=3)  # the config's host
+    assert ev.provenance.command == f"gonka-evidence evidence votes-by-build --host {HOST} --epoch 3"
+    assert cli("evidence", "votes-by-build", "--host", HOST, "--epoch", "3", cwd=tmp_path).stdout == ev.to_markdown() + "\n"
+    monkeypatch.setenv("GONKA_EVIDENCE_HOST", "gonka1other")
+    with open_warehouse() as wh:
+        assert wh.host == "gonka1other"
+        with pytest.raises(EvidenceError, match="--compare is not available for votes-by-build"):
+            wh.evidence("votes-by-build", host=HOST, compare=2)
+        with pytest.raises(EvidenceError, match="unknown evidence table 'nope'"):
+            wh.evidence("nope")
+
+
+def test_a_closed_warehouse_says_so(warehouse):
+    wh = open_warehouse(warehouse)
+    wh.close()
+    with pytest.raises(QueryError, match="(?i)closed"):
+        wh.query("SELECT 1")
+
+
+def test_importing_the_api_loads_no_engine():
+    probe = ("import sys; from pipeline import open_warehouse, Warehouse; "
+             "print(sorted(m for m in ('polars', 'duckdb', 'scipy', 'pyarrow') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert (result.returncode, result.stdout) == (0, "[]\n"), result.stderr
