@@ -269,11 +269,11 @@ def test_a_writer_aborts_only_runs_that_no_live_process_carries_out(tmp_path):
     con = open_for_write(wh)
     con.execute("INSERT INTO ingest_runs (run_id, source_id, source_kind, started_at, status) "
                 "VALUES ('abandoned', 'x', 'store', now(), 'running')")
-    with ingest_run(con, source_id="y", kind="store", display="y", run_id="live"):
+    with ingest_run(con, source_id="y", kind="store", display="y") as live:
         open_for_write(wh).close()  # another writer in this process while the ingest runs
         statuses = dict(con.execute("SELECT run_id, status FROM ingest_runs").fetchall())
-        assert statuses == {"abandoned": "aborted", "live": "running"}
-    assert dict(con.execute("SELECT run_id, status FROM ingest_runs").fetchall()) == {"abandoned": "aborted", "live": "ok"}
+        assert statuses == {"abandoned": "aborted", live.run_id: "running"}
+    assert dict(con.execute("SELECT run_id, status FROM ingest_runs").fetchall()) == {"abandoned": "aborted", live.run_id: "ok"}
     con.close()
 
 
