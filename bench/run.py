@@ -233,7 +233,7 @@ def step_flat_raw(url: str, size: str) -> dict:
         cursors = dict.fromkeys(frame["escrow_id"].to_list(), 0)  # a fresh warehouse: every escrow from the start
         for chunk in _chunks(frame, cursors):
             chunk_cursors = {e: 0 for e in chunk["escrow_id"].to_list()}
-            tables = CHUNK_TABLES[1:]  # the chunk's flat tables; its diffs are not flat
+            tables = [t for t in CHUNK_TABLES[1:] if t in _RAW_INSERT]  # flat ones: diffs and snapshots are decoded
             with store.read_many([(t, epoch_id, chunk_cursors) for t in tables]) as streams:
                 parts = [(t, list(stream)) for t, stream in zip(tables, streams)]
             with transaction(con):
