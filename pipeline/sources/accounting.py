@@ -67,9 +67,10 @@ def _meta(raw, escrow_id: str, problems: list) -> dict:
 
 def ledger_marker(store) -> str | None:
     """A digest of what moves whenever the copy's ledger changes, read without the ledger itself;
-    None when the copy holds no ledger, "" when it cannot tell (a partial ledger). Row layout: the meta rows, every writer's `updated_at` and
-    error count, every escrow's `latest_nonce` and phase. SQLite `accounting.db`: its meta rows,
-    whose `updated_at` the writer sets on every save. Equal digests mean the same ledger."""
+    None when the copy holds no ledger, "" when it cannot tell (a partial ledger). Row layout: the
+    meta rows, every writer's `updated_at` and error count, every escrow's `latest_nonce` and phase.
+    SQLite `accounting.db`: its meta rows, whose `updated_at` the writer sets on every save. Equal
+    digests mean the same ledger."""
     if store.kind == "postgres":
         if store.table_columns("accounting_escrow_state") is None:
             return None
