@@ -60,7 +60,7 @@ from harness import StepTimer  # noqa: E402
 # throughput is the decode step and the full ingest ("blobs" keeps the old blobs→DuckDB number).
 FLAT_TABLES = ("sessions", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "escrow_cache")
 BLOB_TABLES = ("diffs",)
-STEPS = ("floor", "flat", "flat_raw", "dlt", "decode", "blobs", "ingest", "reingest", "evidence")
+STEPS = ("floor", "flat", "flat_raw", "dlt", "decode", "blobs", "ingest", "reingest", "reingest_cli", "evidence")
 OURS = ("flat", "flat_raw", "decode", "ingest", "reingest")  # steps of our ingest path (peak RSS targets)
 EVIDENCE_TABLES = ("votes-by-build", "epoch-summary", "peer-invalidation")
 EVIDENCE_RUNS = 3  # timed runs per side (after one warm-up run); the median is reported
@@ -69,6 +69,7 @@ TARGETS = {
     "flat_vs_dlt": 3.0,  # flat rows/s >= 3x dlt
     "decode_tx_per_s": 200_000,
     "reingest_share_2m": 0.05,  # no-op re-ingest of the 2M copy <= 5% of its full ingest
+    "reingest_cli_share": 0.01,  # `gonka-evidence ingest` of an unchanged copy, process start included, <= 1%
     "peak_rss_bytes": int(1.5 * 2**30),
     "rss_growth": 1.10,  # peak RSS of a step at the largest size <= 110% of the same step at the smallest
     "evidence_speedup": 20.0,  # each evidence table >= 20x faster than the same question on PostgreSQL
@@ -232,7 +233,7 @@ def step_flat_raw(url: str, size: str) -> dict:
         cursors = dict.fromkeys(frame["escrow_id"].to_list(), 0)  # a fresh warehouse: every escrow from the start
         for chunk in _chunks(frame, cursors):
             chunk_cursors = {e: 0 for e in chunk["escrow_id"].to_list()}
-            tables = CHUNK_TABLES[1:]  # the chunk's flat tables; its diffs are not flat
+            tables = [t for t in CHUNK_TABLES[1:] if t in _RAW_INSERT]  # flat ones: diffs and snapshots are decoded
             with store.read_many([(t, epoch_id, chunk_cursors) for t in tables]) as streams:
                 parts = [(t, list(stream)) for t, stream in zip(tables, streams)]
             with transaction(con):
@@ -358,6 +359,22 @@ def step_ingest(url: str, size: str) -> dict:
 
 def step_reingest(url: str, size: str) -> dict:
     return _ingest(url, size, fresh=False)
+
+
+def step_reingest_cli(url: str, size: str) -> dict:
+    """`gonka-evidence ingest` of the unchanged copy into the warehouse of the ingest step, timed from
+    process start to exit (start-up and imports included), CPU from the child's rusage."""
+    command = [str(Path(sys.executable).with_name("gonka-evidence")), "ingest", url,
+               "--warehouse", str(DATA / f"warehouse_{size}.duckdb")]
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - started
+    out = proc.stdout.read().decode()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"gonka-evidence ingest exited {proc.returncode}: {proc.stderr.read().decode()[-400:]}")
+    return {"elapsed_s": elapsed, "cli_cpu_s": usage.ru_utime + usage.ru_stime, "stdout_tail": out[-300:]}
 
 
 # -- evidence tables from the warehouse vs the same question asked of PostgreSQL -----------
@@ -580,6 +597,7 @@ def step_evidence(url: str, size: str) -> dict:
 
 STEP_FUNCS = {"floor": step_floor, "flat": step_flat, "flat_raw": step_flat_raw, "blobs": step_blobs,
               "decode": step_decode, "dlt": step_dlt, "ingest": step_ingest, "reingest": step_reingest,
+              "reingest_cli": step_reingest_cli,
               "evidence": step_evidence}
 
 
@@ -662,6 +680,12 @@ def evaluate(sizes: dict) -> dict:
             if size != "2m":
                 entry["note"] = "the target is stated for the 2M copy; shown for reference"
             t["reingest_share"] = entry
+        if "ingest_elapsed_s" in s.get("ingest", {}) and "elapsed_s" in s.get("reingest_cli", {}):
+            share = s["reingest_cli"]["elapsed_s"] / s["ingest"]["elapsed_s"]
+            t["reingest_cli_share"] = {"value": share, "target": f"<= {TARGETS['reingest_cli_share']}",
+                                       "pass": share <= TARGETS["reingest_cli_share"],
+                                       "cpu_share": s["reingest_cli"]["cli_cpu_s"] / s["ingest"]["cpu_s"]
+                                       if s["ingest"].get("cpu_s") else None}
         rss = {k: s[k]["peak_rss_bytes"] for k in OURS if "peak_rss_bytes" in s.get(k, {})}
         if rss:
             peak = max(rss.values())
@@ -707,6 +731,7 @@ LABELS = {
     "blobs": "diff blobs → DuckDB (not stored by ingest)",
     "ingest": "full ingest (diffs + sealed rows)",
     "reingest": "no-op re-ingest",
+    "reingest_cli": "no-op `gonka-evidence ingest` (process start to exit)",
 }
 
 
@@ -753,6 +778,10 @@ def render(results: dict) -> str:
                 secs = x["ingest_elapsed_s"]
                 lines.append(f"| {LABELS['reingest']} | 0 changed escrows | {secs:.2f} ({x['elapsed_s']:.2f} with opening) "
                              f"| | | | {_mb(x['peak_rss_bytes'])} |")
+                continue
+            if step == "reingest_cli":
+                lines.append(f"| {LABELS['reingest_cli']} | 0 changed escrows | {x['elapsed_s']:.2f} "
+                             f"(CPU {x['cli_cpu_s']:.2f}) | | | | {_mb(x['peak_rss_bytes'])} |")
                 continue
             row(LABELS.get(step, step), x, None if step in ("ingest",) else floor, with_dlt=step not in ("ingest",))
         ing = s.get("ingest", {})

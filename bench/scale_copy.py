@@ -41,7 +41,7 @@ from psycopg import sql
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 DEFAULT_URL = os.environ.get("GONKA_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
-SIZES = {"500k": 500_000, "2m": 2_000_000}
+SIZES = {"500k": 500_000, "1m": 1_000_000, "2m": 2_000_000}
 EPOCHS = (140, 141, 142)  # the last one is still active in the copy
 EPOCH_SECONDS = 4 * 86400
 EPOCH0_START = 1_790_000_000
@@ -486,6 +486,7 @@ def generate(size: str, base_url: str = DEFAULT_URL, seed: int = 1, workers: int
                   ("int8", "text", "int8", "int8", "bytea"), sigs)
             _copy(cur, "devshard_snapshots", ("epoch_id", "escrow_id", "nonce", "state_data", "created_at"),
                   ("int8", "text", "int8", "bytea", "int8"), snaps)
+            add_ledger(cur)
         write_s = time.monotonic() - started
         con.execute("VACUUM (ANALYZE)")
         size_bytes = con.execute("SELECT pg_database_size(current_database())").fetchone()[0]
@@ -500,6 +501,12 @@ def generate(size: str, base_url: str = DEFAULT_URL, seed: int = 1, workers: int
     (DATA / f"copy_{size}.json").write_text(json.dumps(summary))
     log(f"  {size}: {json.dumps(summary)}")
     return summary
+
+
+def add_ledger(cur) -> None:
+    """The accounting ledger of the copy (row layout), derived from its sessions by bench/scale_ledger.sql."""
+    cur.execute((ROOT / "sql/upstream/postgres_accounting.sql").read_text())
+    cur.execute((Path(__file__).parent / "scale_ledger.sql").read_text())
 
 
 def exists(size: str, base_url: str = DEFAULT_URL) -> dict | None:
@@ -520,8 +527,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=DEFAULT_URL, help="PostgreSQL server URL (database part is replaced)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--add-ledger", action="store_true", help="only add the accounting ledger to existing copies")
     args = parser.parse_args(argv)
     for size in args.sizes.split(","):
+        if args.add_ledger:
+            with psycopg.connect(db_url(args.url, f"gonka_bench_{size.strip()}")) as con, con.cursor() as cur:
+                add_ledger(cur)
+            continue
         generate(size.strip(), args.url, args.seed, args.workers)
     return 0
 

@@ -90,6 +90,19 @@ def prints_data(func):
     return func
 
 
+def _one_line_errors() -> tuple[type[Exception], ...]:
+    """The library's errors that end a command with a one-line message. EvidenceError is looked up
+    only when its module was imported (none of it can have been raised otherwise): importing it loads
+    every evidence table and scipy, seconds that `ingest` of an unchanged copy should not pay."""
+    from pipeline.builds import BuildsError
+    from pipeline.query import QueryError
+    from pipeline.sources.base import SourceError
+    from pipeline.warehouse import WarehouseError
+
+    evidence = sys.modules.get("pipeline.evidence.window")
+    return (SourceError, WarehouseError, QueryError, BuildsError, *([evidence.EvidenceError] if evidence else []))
+
+
 def user_errors(func):
     """The conventions of every command: the library's one-line errors become exit code 1
     without a traceback; the command takes --quiet and --verbose; and unless it `prints_data`,
@@ -97,12 +110,7 @@ def user_errors(func):
 
     @wraps(func)
     def wrapper(*args, **kwargs):
-        from pipeline.builds import BuildsError
         from pipeline.console import NORMAL, verbosity
-        from pipeline.evidence.window import EvidenceError
-        from pipeline.query import QueryError
-        from pipeline.sources.base import SourceError
-        from pipeline.warehouse import WarehouseError
 
         for name in VERBOSITY_OPTIONS:
             kwargs.pop(name, None)  # handled by the option's callback, not the command
@@ -113,7 +121,9 @@ def user_errors(func):
                     sink = sys.stderr if verbosity() >= NORMAL else stack.enter_context(open(os.devnull, "w"))
                     stack.enter_context(redirect_stdout(sink))
                 return func(*args, **kwargs)
-        except (SourceError, WarehouseError, QueryError, BuildsError, EvidenceError) as exc:
+        except Exception as exc:
+            if not isinstance(exc, _one_line_errors()):
+                raise
             _fail(str(exc))
         except KeyboardInterrupt:
             _fail(INTERRUPTED, 130)

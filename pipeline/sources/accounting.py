@@ -65,6 +65,29 @@ def _meta(raw, escrow_id: str, problems: list) -> dict:
         return {}
 
 
+def ledger_marker(store) -> str | None:
+    """A digest of what moves whenever the copy's ledger changes, read without the ledger itself;
+    None when the copy holds no ledger, "" when it cannot tell (a partial ledger). Row layout: the
+    meta rows, every writer's `updated_at` and error count, every escrow's `latest_nonce` and phase.
+    SQLite `accounting.db`: its meta rows, whose `updated_at` the writer sets on every save. Equal
+    digests mean the same ledger."""
+    if store.kind == "postgres":
+        if store.table_columns("accounting_escrow_state") is None:
+            return None
+        needed = ("accounting_meta", "accounting_writers", "accounting_escrows")
+        if any(store.table_columns(t) is None for t in needed):
+            return ""
+        batches = list(store.query_batches(sql_text("sources/postgres/accounting_markers.sql")))
+        markers = pa.Table.from_batches(batches).column("marker").to_pylist() if batches else []
+    else:
+        path = Path(store.path) / "accounting.db"
+        if not path.exists():
+            return None
+        markers = sorted(f"meta:{r['key']}={r['value']}" for r in _file_rows(
+            store, path, "SELECT 1 AS __w, '' AS key, '' AS value UNION ALL SELECT 0, key, value FROM accounting_meta"))
+    return hashlib.sha256("\n".join(markers).encode()).hexdigest()
+
+
 def read_postgres_ledger(store) -> LedgerRead | None:
     """The row layout of a PostgreSQL copy, inside the ingest's snapshot; None when absent."""
     if store.table_columns("accounting_escrow_state") is None:

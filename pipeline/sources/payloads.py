@@ -41,6 +41,12 @@ class RawPayload:
 def postgres_payloads(store, known: set[tuple[str, int]]) -> Iterator[RawPayload]:
     if store.table_columns("payload_storage") is None:
         return
+    # Keys first: when every payload is known (a re-ingest of an unchanged copy) no body is read.
+    # (Read to the end: the next query runs on the same connection.)
+    batches = list(store.query_batches(sql_text("sources/postgres/payload_keys.sql")))
+    if all(key in known for b in batches for key in zip(b.column("escrow_id").to_pylist(),
+                                                        b.column("inference_id").to_pylist())):
+        return
     for batch in store.query_batches(sql_text("sources/postgres/payloads.sql"), batch_rows=2048):
         cols = batch.to_pydict()
         for epoch, escrow, inference, prompt, response in zip(

@@ -19,7 +19,7 @@ import orjson
 import polars as pl
 
 from pipeline.loading import IngestRun, insert
-from pipeline.sources.accounting import LedgerRead, read_postgres_ledger, read_sqlite_ledger
+from pipeline.sources.accounting import LedgerRead, ledger_marker, read_postgres_ledger, read_sqlite_ledger
 from pipeline.warehouse import fetch_frame, transaction
 
 STRING_FIELDS = ("disposition", "timeout_kind", "timeout_outcome", "timeout_reason", "failure_origin",
@@ -28,6 +28,10 @@ FLAGS = ("slow_receipt", "slow_chunk", "clock_drifted", "slow_decode", "logprobs
 KNOWN_KEYS = {"slot_id", "phase", "dispatch_phase", "timeout_evaluation_phase", "timeout_action", "escrow_id",
               "count", "key", *STRING_FIELDS, *FLAGS}
 LEDGER_TABLES = ("ledger_counters", "ledger_host_stats", "ledger_slot_sets", "ledger_slots", "ledger_escrows")
+# warehouse_meta key: "<source_id>:<ledger_marker>" of the last ledger written. One key for all
+# sources, so that after another copy's ledger was written the next ingest of this one reads it again
+# (where two copies are equally far along, the copy ingested last wins).
+LEDGER_MARKER_KEY = "ledger_marker"
 
 
 class CounterKeyError(ValueError):
@@ -79,17 +83,24 @@ def counter_id(key: dict) -> str:
 
 
 def ingest_ledger(con: duckdb.DuckDBPyConnection, store, run: IngestRun) -> None:
-    """Plane ingester: the accounting ledger of the copy, if it holds one."""
-    if store.kind == "postgres":
-        read = read_postgres_ledger(store)
-    else:
-        read = read_sqlite_ledger(store)
+    """Plane ingester: the accounting ledger of the copy, if it holds one. Skipped without reading the
+    ledger when the warehouse's last ledger write came from this source at the same change markers
+    (`ledger_marker`): reading it again would write the same rows."""
+    marker = ledger_marker(store)
+    if marker is None:
+        return
+    stamp = f"{store.source_id}:{marker}"
+    stored = con.execute("SELECT value FROM warehouse_meta WHERE key = ?", [LEDGER_MARKER_KEY]).fetchall()
+    if marker and stored == [(stamp,)]:
+        return
+    read = read_postgres_ledger(store) if store.kind == "postgres" else read_sqlite_ledger(store)
     if read is not None:
-        write_ledger(con, read, run)
+        write_ledger(con, read, run, stamp)
 
 
-def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, run: IngestRun) -> None:
-    """Replace the ledger rows of every escrow the copy holds at least as far along as the warehouse."""
+def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, run: IngestRun, stamp: str | None = None) -> None:
+    """Replace the ledger rows of every escrow the copy holds at least as far along as the warehouse;
+    `stamp` (the copy's change markers) is recorded in the same transaction."""
     problems = list(read.problems)
     stored = dict(fetch_frame(con, "SELECT escrow_id, latest_nonce FROM ledger_escrows").iter_rows())
     escrows = [e for e in read.escrows if e["escrow_id"] not in stored
@@ -130,5 +141,6 @@ def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, run: IngestRu
         for table, rows in frames.items():
             insert(con, table, rows, on_conflict="replace")
         run.count("ledger_quarantined", run.quarantine(problems))
+        con.execute("INSERT OR REPLACE INTO warehouse_meta VALUES (?, ?)", [LEDGER_MARKER_KEY, stamp])
     run.count("ledger_escrows", len(escrow_rows))
     run.count("ledger_counters", len(counter_rows))

@@ -1,0 +1,158 @@
+"""A re-ingest of an unchanged copy reads only its change markers, and a real change is still found:
+a new diff, a ledger counter that moved with its escrow's latest_nonce, a writer's updated_at."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pipeline.ingest import ingest_store
+from pipeline.sources import open_store
+from pipeline.warehouse import open_for_write
+from tests.helpers import assert_views_equal, frame, throwaway_database, views
+
+# What only a full ledger read asks for: the per-escrow tables, the SQLite blobs, PostgreSQL's legacy blob rows.
+LEDGER_BODY_READS = ("accounting_escrow_counters", "accounting_escrow_host_stats", "accounting_escrow_challenges",
+                     "accounting_escrow_invalid_nonces", "accounting_escrow_protocol_nonces",
+                     "AS BLOB) FROM accounting_escrows", "SELECT escrow_id FROM accounting_escrows")
+
+
+def traced_ingest(warehouse: Path, source: str | Path):
+    """Ingest, recording every query the ledger and payload planes sent to the copy."""
+    con, store = open_for_write(warehouse), open_store(str(source))
+    queries: list[str] = []
+    for name in ("query_batches", "query_file_batches"):
+        original = getattr(store, name, None)
+        if original is not None:
+            def traced(*args, _original=original, **kwargs):
+                queries.append(next(a for a in args if isinstance(a, str)))
+                return _original(*args, **kwargs)
+            setattr(store, name, traced)
+    try:
+        return ingest_store(con, store), queries
+    finally:
+        store.close()
+        con.close()
+
+
+def ledger_body_reads(queries: list[str]) -> list[str]:
+    return [q for q in queries if any(t in q for t in LEDGER_BODY_READS)]
+
+
+@pytest.fixture
+def pg_ledger_copy(request, timeline) -> str:
+    url = throwaway_database(request)
+    timeline.copy(last_epoch=4).write_postgres(url, ledger=True)
+    return url
+
+
+@pytest.fixture
+def sqlite_ledger_copy(tmp_path, timeline) -> Path:
+    return timeline.copy(last_epoch=4).write_sqlite(tmp_path / "store", ledger=True)
+
+
+def counter_count(warehouse: Path, escrow_id: str, counter_id: str) -> int:
+    return frame(warehouse, f"SELECT count FROM ledger_counters WHERE escrow_id = '{escrow_id}' "
+                            f"AND counter_id = '{counter_id}'")["count"][0]
+
+
+@pytest.mark.parametrize("layout", ["pg", "sqlite"])
+def test_unchanged_copy_reads_no_ledger_rows_and_changes_nothing(layout, request, tmp_path):
+    source = request.getfixturevalue(f"{layout}_ledger_copy")
+    wh = tmp_path / "w.duckdb"
+    first, first_queries = traced_ingest(wh, source)
+    before = views(wh), frame(wh, "SELECT * FROM ledger_counters ORDER BY ALL")
+    second, second_queries = traced_ingest(wh, source)
+    assert first.rows["ledger_escrows"] == 9 and ledger_body_reads(first_queries)
+    assert ledger_body_reads(second_queries) == []
+    assert second.escrows_changed == 0 and second.rows.get("diffs", 0) == 0
+    assert "ledger_escrows" not in second.rows and second.quarantined == 0
+    assert_views_equal(before[0], views(wh))
+    assert before[1].equals(frame(wh, "SELECT * FROM ledger_counters ORDER BY ALL"))
+
+
+def test_postgres_counter_moved_with_its_escrow_nonce_is_read_again(pg_ledger_copy, tmp_path):
+    wh = tmp_path / "w.duckdb"
+    traced_ingest(wh, pg_ledger_copy)
+    with psycopg.connect(pg_ledger_copy, autocommit=True) as pg:
+        escrow_id, counter_id = pg.execute("SELECT escrow_id, counter_id FROM accounting_escrow_counters "
+                                           "ORDER BY escrow_id, counter_id, writer_id LIMIT 1").fetchone()
+        before = counter_count(wh, escrow_id, counter_id)
+        pg.execute("UPDATE accounting_escrow_counters SET count = count + 5 WHERE escrow_id = %s AND counter_id = %s "
+                   "AND writer_id = (SELECT min(writer_id) FROM accounting_escrow_counters WHERE escrow_id = %s "
+                   "AND counter_id = %s)", (escrow_id, counter_id, escrow_id, counter_id))
+        pg.execute("UPDATE accounting_escrow_state SET latest_nonce = latest_nonce + 1 WHERE escrow_id = %s", (escrow_id,))
+    summary, queries = traced_ingest(wh, pg_ledger_copy)
+    assert ledger_body_reads(queries) and summary.rows["ledger_escrows"] == 9
+    assert counter_count(wh, escrow_id, counter_id) == before + 5
+
+
+def test_postgres_writer_updated_at_alone_makes_the_ledger_read_again(pg_ledger_copy, tmp_path):
+    wh = tmp_path / "w.duckdb"
+    traced_ingest(wh, pg_ledger_copy)
+    with psycopg.connect(pg_ledger_copy, autocommit=True) as pg:
+        escrow_id, counter_id = pg.execute("SELECT escrow_id, counter_id FROM accounting_escrow_counters "
+                                           "ORDER BY escrow_id DESC, counter_id LIMIT 1").fetchone()
+        before = counter_count(wh, escrow_id, counter_id)
+        pg.execute("UPDATE accounting_escrow_counters SET count = count + 3 WHERE escrow_id = %s AND counter_id = %s "
+                   "AND writer_id = (SELECT min(writer_id) FROM accounting_escrow_counters WHERE escrow_id = %s "
+                   "AND counter_id = %s)", (escrow_id, counter_id, escrow_id, counter_id))
+        (writer,) = pg.execute("SELECT min(writer_id) FROM accounting_writers").fetchone()
+        pg.execute("UPDATE accounting_writers SET updated_at = '2026-12-01T00:00:00.000000001Z' WHERE writer_id = %s",
+                   (writer,))
+    summary, queries = traced_ingest(wh, pg_ledger_copy)
+    assert ledger_body_reads(queries) and summary.rows["ledger_escrows"] == 9
+    assert counter_count(wh, escrow_id, counter_id) == before + 3
+
+
+def test_sqlite_blob_saved_with_a_new_updated_at_is_read_again(sqlite_ledger_copy, tmp_path):
+    wh = tmp_path / "w.duckdb"
+    traced_ingest(wh, sqlite_ledger_copy)
+    db = sqlite3.connect(sqlite_ledger_copy / "accounting.db")
+    escrow_id, payload = db.execute("SELECT escrow_id, payload FROM accounting_escrows ORDER BY escrow_id LIMIT 1").fetchone()
+    blob = json.loads(payload)
+    blob["counters"][0]["count"] += 7
+    counters = frame(wh, f"SELECT counter_id, count, key_json FROM ledger_counters WHERE escrow_id = '{escrow_id}'")
+    key = json.dumps(blob["counters"][0]["key"], sort_keys=True, separators=(",", ":"))
+    target = counters.filter(counters["key_json"].map_elements(
+        lambda k: json.dumps(json.loads(k), sort_keys=True, separators=(",", ":")) == key, return_dtype=bool))
+    assert target.height == 1
+    db.execute("UPDATE accounting_escrows SET payload = ? WHERE escrow_id = ?", (json.dumps(blob).encode(), escrow_id))
+    db.execute("UPDATE accounting_meta SET value = '2026-12-01T00:00:00.000000001Z' WHERE key = 'updated_at'")
+    db.commit()
+    db.close()
+    summary, queries = traced_ingest(wh, sqlite_ledger_copy)
+    assert ledger_body_reads(queries) and summary.rows["ledger_escrows"] == 9
+    assert counter_count(wh, escrow_id, target["counter_id"][0]) == target["count"][0] + 7
+
+
+def test_postgres_new_diff_is_ingested_and_equals_a_fresh_ingest(pg_ledger_copy, tmp_path):
+    """The copy first lacks the newest diff of one active escrow; once it is back, the re-ingest
+    reads that escrow only, and the warehouse equals one that ingested the full copy at once."""
+    with psycopg.connect(pg_ledger_copy, autocommit=True) as pg:
+        epoch_id, escrow_id, nonce = pg.execute(
+            "SELECT d.epoch_id, d.escrow_id, max(d.nonce) FROM devshard_diffs d JOIN devshard_sessions s "
+            "USING (epoch_id, escrow_id) WHERE s.status = 'active' GROUP BY 1, 2 ORDER BY 2 LIMIT 1").fetchone()
+        pg.execute("CREATE TABLE held_back AS SELECT * FROM devshard_diffs WHERE epoch_id = %s AND escrow_id = %s "
+                   "AND nonce = %s", (epoch_id, escrow_id, nonce))
+        pg.execute("DELETE FROM devshard_diffs WHERE epoch_id = %s AND escrow_id = %s AND nonce = %s",
+                   (epoch_id, escrow_id, nonce))
+        pg.execute("UPDATE devshard_sessions SET latest_nonce = %s WHERE epoch_id = %s AND escrow_id = %s",
+                   (nonce - 1, epoch_id, escrow_id))
+    wh = tmp_path / "w.duckdb"
+    held, _ = traced_ingest(wh, pg_ledger_copy)
+    with psycopg.connect(pg_ledger_copy, autocommit=True) as pg:
+        pg.execute("INSERT INTO devshard_diffs SELECT * FROM held_back")
+        pg.execute("DROP TABLE held_back")
+        pg.execute("UPDATE devshard_sessions SET latest_nonce = %s WHERE epoch_id = %s AND escrow_id = %s",
+                   (nonce, epoch_id, escrow_id))
+    again, _ = traced_ingest(wh, pg_ledger_copy)
+    assert held.escrows_changed > 1
+    assert again.escrows_changed == 1 and again.rows["diffs"] == 1
+    fresh = tmp_path / "fresh.duckdb"
+    traced_ingest(fresh, pg_ledger_copy)
+    assert_views_equal(views(fresh), views(wh))
