@@ -103,6 +103,13 @@ def _one_line_errors() -> tuple[type[Exception], ...]:
     return (SourceError, WarehouseError, QueryError, BuildsError, *([evidence.EvidenceError] if evidence else []))
 
 
+def _is_interrupt(exc: Exception) -> bool:
+    """A Ctrl-C that DuckDB caught during a query: it raises its own error instead of KeyboardInterrupt
+    (the interrupted statement, a COMMIT included, took effect whole or not at all)."""
+    return type(exc).__name__ == "InterruptException" or (
+        isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted"))
+
+
 def user_errors(func):
     """The conventions of every command: the library's one-line errors become exit code 1
     without a traceback; the command takes --quiet and --verbose; and unless it `prints_data`,
@@ -122,6 +129,8 @@ def user_errors(func):
                     stack.enter_context(redirect_stdout(sink))
                 return func(*args, **kwargs)
         except Exception as exc:
+            if _is_interrupt(exc):
+                _fail(INTERRUPTED, 130)
             if not isinstance(exc, _one_line_errors()):
                 raise
             _fail(str(exc))

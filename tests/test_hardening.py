@@ -252,7 +252,7 @@ def test_untouched_samples_quarantine_no_diff_for_strictness(tmp_path, timeline)
 # --- Ctrl-C ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("delay", [0.6, 1.2, 2.5])
+@pytest.mark.parametrize("delay", [0.6, 1.2, 1.8, 2.5])
 def test_ctrl_c_at_any_moment_is_one_line(tmp_path, delay):
     """SIGINT while the CLI is still importing, reading the copy or writing the warehouse: the one-line
     message and exit code 130 (or a finished ingest when it came too late), never a traceback. (The
