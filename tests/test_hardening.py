@@ -276,3 +276,12 @@ def test_ctrl_c_at_any_moment_is_one_line(tmp_path, delay):
     elif proc.returncode != 0:
         assert proc.returncode == 130, (proc.returncode, err)
         assert err.strip().splitlines()[-1].startswith("error: interrupted"), err
+
+
+def test_doctor_names_an_unreadable_ledger(tmp_path, timeline):
+    store = tmp_path / "store"
+    timeline.copy(last_epoch=3).write_sqlite(store)
+    (store / "accounting.db").write_bytes(b"not a database" * 300)
+    result = runner.invoke(app, ["doctor", str(store)])
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    assert "accounting.db: not readable, the ingest would stop on it" in result.output

@@ -224,8 +224,13 @@ class SqliteStore:
             else:
                 unrecognised.append(f"{p.name}: not part of a devshard store")
         planes = ["session storage"]
-        if (self.path / "accounting.db").exists():
-            planes.append("accounting ledger")
+        accounting = self.path / "accounting.db"
+        if accounting.exists():
+            try:  # a ledger that cannot be read is said here, as the ingest would stop on it
+                self._connect(accounting)
+                planes.append("accounting ledger")
+            except SourceError as exc:
+                unrecognised.append(f"accounting.db: not readable, the ingest would stop on it ({exc})")
         if (self.path / "payloads").is_dir():
             planes.append("payloads")
         imported = sum(
