@@ -6,6 +6,7 @@ exit code 130 as a Ctrl-C during a command, never a traceback. So the script's e
 the CLI inside the handler.
 """
 
+import signal
 import sys
 
 INTERRUPTED = "interrupted; committed chunks are kept, re-run to continue"
@@ -19,3 +20,7 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write(f"error: {INTERRUPTED}\n")
         sys.exit(130)
+    finally:
+        # The command is over: a Ctrl-C during interpreter shutdown would only turn its exit status
+        # into a death by signal.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
