@@ -23,6 +23,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.paths import DEFAULT_WAREHOUSE
+
 if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a warehouse opens
     import duckdb
     import polars as pl
@@ -31,7 +33,6 @@ if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a w
     from pipeline.query import RenderedQuery
     from pipeline.query_output import QueryFormat
 
-DEFAULT_WAREHOUSE = Path("warehouse.duckdb")
 WAREHOUSE_ENV, HOST_ENV = "GONKA_EVIDENCE_WAREHOUSE", "GONKA_EVIDENCE_HOST"
 
 

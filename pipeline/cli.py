@@ -20,6 +20,7 @@ import typer
 
 from pipeline import __version__
 from pipeline.entry import INTERRUPTED
+from pipeline.paths import DEFAULT_WAREHOUSE
 from pipeline.cli_evidence import OPTIONS_KEY, EvidenceCommand
 from pipeline.query_output import QueryFormat, terminal_width
 
@@ -43,7 +44,6 @@ app = typer.Typer(
 )
 
 WarehouseOpt = Annotated[Path, typer.Option("--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE")]
-DEFAULT_WAREHOUSE = Path("warehouse.duckdb")
 # For commands that fall back to the config file's warehouse when none is given.
 ConfigWarehouseOpt = Annotated[Optional[Path], typer.Option(
     "--warehouse", "-w", envvar="GONKA_EVIDENCE_WAREHOUSE",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from pipeline.paths import DATA_SAMPLES_DIR
+from pipeline.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
 from pipeline.source_kinds import SOURCE_KINDS as KINDS, kind_of
 from pipeline.sources.base import SourceError
 from pipeline.tomlfile import read_toml, require_string, toml_type
@@ -45,7 +45,7 @@ _UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 
 @dataclass
 class RunConfig:
-    warehouse: Path = Path("warehouse.duckdb")
+    warehouse: Path = DEFAULT_WAREHOUSE
     output: Path = Path("out")
     host: str | None = None
     builds: Path | None = None

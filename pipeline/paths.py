@@ -28,6 +28,9 @@ SQL_DIR = ASSET_ROOT / "sql"
 REPORTS_DIR = ASSET_ROOT / "reports"
 DATA_SAMPLES_DIR = ASSET_ROOT / "data-samples"
 
+# The warehouse every command and the config use when none is named (relative to the working directory).
+DEFAULT_WAREHOUSE = Path("warehouse.duckdb")
+
 
 def sql_text(relative: str) -> str:
     """The text of one SQL file below `sql/`, e.g. ``sql_text("queries/epoch_summary.sql")``."""

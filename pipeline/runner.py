@@ -315,7 +315,7 @@ def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: R
         for r in fetch_frame(con, "SELECT * FROM epoch_reports WHERE host = $host", {"host": cfg.host}).iter_rows(named=True)
     }
     newest = closed["epoch_id"].max()
-    warehouse_arg = None if cfg.warehouse == Path("warehouse.duckdb") else str(cfg.warehouse)
+    warehouse_arg = None if cfg.warehouse == DEFAULT_WAREHOUSE else str(cfg.warehouse)
     for row in closed.iter_rows(named=True):
         epoch = row["epoch_id"]
         previous = done.get(epoch)

@@ -14,10 +14,9 @@ from typing import Iterator
 import duckdb
 import polars as pl
 
-from pipeline.paths import SQL_DIR
+from pipeline.paths import DEFAULT_WAREHOUSE, SQL_DIR
 
 SCHEMA_VERSION = "1"
-DEFAULT_PATH = Path("warehouse.duckdb")
 DUCKDB_MEMORY_LIMIT = os.environ.get("GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB")
 
 
@@ -42,7 +41,7 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def open_for_write(path: Path | str = DEFAULT_PATH, abort_abandoned: bool = True) -> duckdb.DuckDBPyConnection:
+def open_for_write(path: Path | str = DEFAULT_WAREHOUSE, abort_abandoned: bool = True) -> duckdb.DuckDBPyConnection:
     """Open (creating if needed) and bring the schema and views up to date; with `abort_abandoned`,
     mark the ingest runs that a killed writer left ``running`` as ``aborted``."""
     path = Path(path)
@@ -88,7 +87,7 @@ def abort_abandoned_runs(con: duckdb.DuckDBPyConnection) -> int:
         ).fetchone()[0])
 
 
-def open_read_only(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection:
+def open_read_only(path: Path | str = DEFAULT_WAREHOUSE) -> duckdb.DuckDBPyConnection:
     path = Path(path)
     if not path.exists():
         raise WarehouseError(f"{path}: no warehouse here yet (run `gonka-evidence ingest SOURCE` or `gonka-evidence run` first)")
@@ -106,7 +105,7 @@ SANDBOX_SETTINGS = (
 )
 
 
-def open_sandboxed(path: Path | str = DEFAULT_PATH) -> duckdb.DuckDBPyConnection:
+def open_sandboxed(path: Path | str = DEFAULT_WAREHOUSE) -> duckdb.DuckDBPyConnection:
     """A read-only connection that can read the warehouse and nothing else, and cannot be reconfigured."""
     con = open_read_only(path)
     for statement in SANDBOX_SETTINGS:
