@@ -45,6 +45,7 @@ import polars as pl
 from pipeline.config import (  # noqa: F401 (re-exported: the config used to live here)
     CONFIG_KEYS, RunConfig, load_config, sample_config, source_kind,
 )
+from pipeline.paths import DEFAULT_WAREHOUSE
 from pipeline.source_kinds import SOURCE_KINDS
 from pipeline.warehouse import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
 
