@@ -112,7 +112,9 @@ def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict
 def _chart(spec: EvidenceSpec, result) -> dict | None:
     if spec.report is None or spec.report.chart is None or result.rows.height == 0 or spec.report.view is not None:
         return None  # a chart drawn from a report-only view belongs to the report
-    return spec.report.chart(result, result.rows)
+    from pipeline.render.charts import legible  # loads Altair, as drawing a chart does anyway
+
+    return legible(spec.report.chart(result, result.rows))
 
 
 def _chart_files(stem: str, chart: dict) -> dict[str, bytes]:

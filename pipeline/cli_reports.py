@@ -24,6 +24,10 @@ def report_epoch(
 ) -> None:
     """Write OUT/epoch-N/report.md, report.html (self-contained), charts/*.svg|png and tables/*.csv.
 
+    The report opens with its main findings (the host's answers against the other executors',
+    its verdicts by build, timeouts, engine deaths and acceptance when logs exist), each with its
+    denominator and interval and linked to its section, then the sections.
+
     Reads the warehouse read-only; the host defaults to the run configuration's host
     (gonka-evidence.toml here, else the bundled samples' focal host).
 

@@ -59,6 +59,26 @@ def engine_events_chart(con: duckdb.DuckDBPyConnection, host: str) -> alt.LayerC
     return alt.layer(shade, points).properties(title=f"Engine events of {host}", width=700, height=220)
 
 
+# Charts of the report and the bundle are read at their own size on a page: axis and legend labels
+# are not cut short (Vega-Lite cuts them at 180 px, and build labels such as "V2 + DSpark,
+# processed_logprobs, vLLM fix" are longer) and text is large enough to read without zooming.
+LEGIBLE = {
+    "axis": {"labelLimit": 480, "labelFontSize": 12, "titleFontSize": 12},
+    "legend": {"labelLimit": 480, "labelFontSize": 12, "titleFontSize": 12},
+    "title": {"fontSize": 14},
+}
+
+
+def legible(spec: dict | None) -> dict | None:
+    """``spec`` (a Vega-Lite dict) with the `LEGIBLE` settings; a chart's own settings win."""
+    if spec is None:
+        return None
+    config = spec.setdefault("config", {})
+    for key, values in LEGIBLE.items():
+        config[key] = {**values, **config.get(key, {})}
+    return spec
+
+
 def save_chart(chart: alt.TopLevelMixin, stem: Path | str) -> list[Path]:
     """Write ``stem.svg`` and ``stem.png``; returns both paths."""
     stem = Path(stem)

@@ -51,6 +51,13 @@ def inline_code(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def heading_anchor(heading: str) -> str:
+    """The fragment GitHub links a heading by: lower case, punctuation dropped (hyphens and underscores
+    kept), each space a hyphen; ``4. Peer invalidation in the epoch's escrows`` →
+    ``4-peer-invalidation-in-the-epochs-escrows``. Unique headings only (GitHub numbers repeats)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
 def render_markdown(result: EvidenceResult) -> str:
     """``### title``, the table (or ``_no rows_``), statistics as bullets, notes
     as paragraphs, then after a rule the provenance footer as bullets."""

@@ -7,6 +7,9 @@ A report is the epoch overview, one section per evidence table whose spec has a 
 data is absent, e.g. no engine logs) becomes a skipped section with the reason. Every count a
 reader sees comes with its denominator ("31 of 55"): a table that holds bare counts declares a
 view that shows them as "count | of | share" rows (see `ReportSection.view`).
+
+The report opens with its main findings (`pipeline.report.findings`): a few lines read from the
+evidence results of the sections, each pointing at the section it comes from.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, Provenance, ReportContext, compute
+from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceResult, EvidenceSpec, Provenance, ReportContext, compute
 from pipeline.evidence.provenance import command_path, evidence_command, provenance as provenance_of
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
 from pipeline.query import named_queries
 from pipeline.render.csv import render_csv
 from pipeline.render.text import format_percent, iso_utc, stat_lines
+from pipeline.report.findings import NO_DATA, Finding, epoch_findings
 from pipeline.warehouse import fetch_frame
 
 
@@ -50,6 +54,7 @@ class Section:
     sql: tuple[str, ...] = ()  # the files below sql/ behind the section
     chart: dict | None = None  # a Vega-Lite spec
     skipped: str | None = None
+    result: EvidenceResult | None = field(default=None, repr=False)  # the evidence behind a section (findings read it)
 
 
 @dataclass
@@ -61,6 +66,8 @@ class EpochReport:
     sections: list[Section]
     provenance: Provenance
     command: str
+    # The main findings, first in the report, each pointing at its section (pipeline/report/findings.py).
+    findings: list[Finding] = field(default_factory=list)
 
 
 def build_epoch_report(
@@ -89,7 +96,9 @@ def build_epoch_report(
     sections += [_evidence_section(con, spec, context, warehouse_arg) for spec in EVIDENCE.values() if spec.report is not None]
     sections.append(_quarantine(con))
     prov = provenance_of(con, Window(epoch=epoch), command)
-    return EpochReport(epoch, host, closure_info, summary, sections, prov, command)
+    findings = epoch_findings({s.key: s.result for s in sections if s.result is not None},
+                              {s.key: s.skipped for s in sections if s.skipped})
+    return EpochReport(epoch, host, closure_info, summary, sections, prov, command, findings)
 
 
 def epoch_closure(con: duckdb.DuckDBPyConnection, finality_lag: timedelta) -> pl.DataFrame:
@@ -144,13 +153,15 @@ def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse
         return skipped
     if result.rows.height == 0:
         reason = " ".join(result.notes[:1]) or f"no rows for epoch {context.epoch}"
-        skipped.skipped = f"no data for this epoch: {reason}"
+        skipped.skipped = NO_DATA + reason
         return skipped
     table = spec.report.view(result, context) if spec.report.view else result.rows
+    from pipeline.render.charts import legible  # loads Altair, as drawing a chart does anyway
+
     return Section(
         key=spec.name, heading=spec.heading, title=result.title, table=table, csv=render_csv(result),
         lines=stat_lines(result.stats), notes=list(result.notes), command=command, sql=spec.sql,
-        chart=spec.report.chart(result, table) if spec.report.chart else None,
+        chart=legible(spec.report.chart(result, table)) if spec.report.chart else None, result=result,
     )
 
 

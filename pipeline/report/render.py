@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from pathlib import Path
 
 from pipeline.paths import REPORTS_DIR
-from pipeline.render.markdown import escape, inline_code, markdown_table
+from pipeline.render.markdown import escape, heading_anchor, inline_code, markdown_table
 from pipeline.render.text import provenance_lines, table_cells
 from pipeline.report.model import EpochReport
 
@@ -33,13 +34,28 @@ def _environment(html: bool):
     env.filters["md"] = escape
     env.filters["code"] = inline_code
     env.filters["md_table"] = markdown_table
+    env.filters["code_spans"] = _code_spans
     return env
+
+
+def _code_spans(text: str):
+    """HTML of a line whose `backquoted` parts are commands (``gonka-evidence ingest-logs``): escaped,
+    the backquoted parts as <code>, so that no Markdown syntax shows in the HTML report."""
+    from markupsafe import Markup, escape as html_escape
+
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(html_escape(text))))
+
+
+def section_anchors(report: EpochReport) -> dict[str, str]:
+    """Section key → the fragment of its numbered heading on GitHub (``#6-votes-by-build``); the HTML
+    report uses the key itself as the id."""
+    return {s.key: heading_anchor(f"{i}. {s.heading}") for i, s in enumerate(report.sections, 1)}
 
 
 def render_report_markdown(report: EpochReport, with_provenance: bool = True) -> str:
     provenance = provenance_lines(report.provenance, quote_command=inline_code, quote_text=escape)
     return _environment(html=False).get_template("epoch_report.md.j2").render(
-        r=report, with_provenance=with_provenance, provenance=provenance)
+        r=report, with_provenance=with_provenance, provenance=provenance, anchors=section_anchors(report))
 
 
 def render_report_html(report: EpochReport, svgs: dict[str, str]) -> str:
