@@ -186,6 +186,37 @@ def test_main_findings_match_an_independent_count_of_the_samples():
                                 "(refusals, execution timeouts, error misses)")
 
 
+def test_findings_of_a_host_with_one_build_and_of_a_host_without_data(sample_dir):
+    """Degenerate cases say what they are: one escrow, no challenge, a test that needs two strata or two
+    builds; a host with nothing in the epoch gets one "not measured" line per finding, no empty bullet."""
+    from pipeline.report import build_epoch_report, render_report_markdown
+
+    v1_host = "gonka1h2aeruh3tq2uvu3ehetjnngp4fcc2kdv92tr2y"  # a V1 validator of data-samples/builds.toml
+    con = duckdb.connect(str(sample_dir / "warehouse.duckdb"), read_only=True)
+    try:
+        v1 = _findings_block(render_report_markdown(build_epoch_report(con, 3, v1_host)))
+        nobody = _findings_block(render_report_markdown(build_epoch_report(con, 3, "gonka1nobody")))
+    finally:
+        con.close()
+    assert v1[1].endswith("ended invalidated; none challenged")
+    assert v1[2].endswith("challenged or invalidated, in the 1 escrow where the host answered")
+    assert v1[3].endswith("Breslow–Day (one odds ratio in every escrow) p undefined (needs at least two strata with "
+                          "observations in both groups, has 1)")
+    assert v1[4].startswith("- [The host's verdicts by build](#6-votes-by-build): under V1, no DSpark: ")
+    assert v1[5] == ("- [Invalid share between builds](#6-votes-by-build): validations: not tested (needs at least two "
+                     "groups with observations); votes: not tested (needs at least two groups with observations)")
+    assert nobody == [
+        "- [The host's answers against the other executors](#4-peer-invalidation-in-the-epochs-escrows): not measured: "
+        "host gonka1nobody executed no answers in epoch 3; nothing to compare",
+        "- [The host's inferences](#2-epoch-summary): not measured: host gonka1nobody executed nothing in epoch 3",
+        "- [The host's verdicts by build](#6-votes-by-build): not measured: host gonka1nobody validated nothing in epoch 3",
+        "- [Engine deaths and OOMs](#10-engine-stability): not measured: no vLLM log records for host gonka1nobody in "
+        "epoch 3 (`gonka-evidence ingest-logs` first)",
+        "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): not measured: no speculative-decoding "
+        "windows for host gonka1nobody in epoch 3 (`gonka-evidence ingest-logs` vLLM logs or /metrics scrapes first)",
+    ]
+
+
 def test_engine_and_acceptance_findings_when_logs_are_present(tmp_path):
     """With the host's vLLM logs, the findings give deaths, OOMs and restarts per build in the hours
     the logs cover, and the acceptance per build with its bootstrap interval; checked against the

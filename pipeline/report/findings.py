@@ -91,7 +91,7 @@ def p_text(test: Mapping[str, Any]) -> str:
     """``p = 3.14e-17 (Holm p = 6.28e-17)``, or ``p undefined`` when the test had no data."""
     p = test.get("p_value")
     if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "p undefined"
+        return "p undefined" + (f" ({test['note']})" if test.get("note") else "")
     text = f"p = {format_p(p)}" if p != 0 else f"p {format_p(p)}"
     return text + (f" (Holm p = {format_p(test['p_holm'])})" if "p_holm" in test else "")
 
@@ -127,7 +127,7 @@ def _others_and_tests(result: EvidenceResult) -> Iterator[Finding]:
     yield Finding("Other executors in the same escrows",
                   share(others["challenged_or_invalidated"], others["answers"], "answers", others["ci_low"],
                         others["ci_high"], method)
-                  + f" challenged or invalidated, in the {others['escrows']:,} escrows where the host answered",
+                  + f" challenged or invalidated, in the {_count(others['escrows'], 'escrow')} where the host answered",
                   result.evidence)
     stats, tests = result.stats, []
     if "fisher" in stats:
@@ -169,8 +169,10 @@ def _host_invalidated(result: EvidenceResult) -> Iterator[Finding]:
         yield Finding("The host's inferences", "the host executed no inference in this epoch", result.evidence)
         return
     cleared = measures["cleared"]
-    yield Finding("The host's inferences", f"{_measure(measures, 'invalidated', 'executed inferences')} ended invalidated; "
-                  f"{cleared['count']:,} of {cleared['of']:,} challenged cleared by the vote", result.evidence)
+    challenges = (f"{cleared['count']:,} of {cleared['of']:,} challenged cleared by the vote" if cleared["of"]
+                  else "none challenged")
+    yield Finding("The host's inferences", f"{_measure(measures, 'invalidated', 'executed inferences')} ended "
+                  f"invalidated; {challenges}", result.evidence)
 
 
 def _timeouts(result: EvidenceResult) -> Iterator[Finding]:
@@ -193,6 +195,9 @@ def _votes_by_build(result: EvidenceResult) -> Iterator[Finding]:
         parts = [share(r["invalid"], r["total"], "validations invalid" if r["kind"] == "validation" else "votes invalid",
                        r["ci_low"], r["ci_high"], method) for r in kinds.iter_rows(named=True)]
         yield Finding("The host's verdicts by build", f"under {build}: " + _series(parts), result.evidence)
+    if silent and len(silent) == rows["build"].n_unique():
+        yield Finding("The host's verdicts by build", f"none cast (builds: {', '.join(silent)})", result.evidence)
+        return
     between = result.stats.get("between_builds") or {}
     tests = [f"{'validations' if kind == 'validation' else 'votes'}: {_between_text(test)}"
              for kind, test in between.items()]
