@@ -150,6 +150,9 @@ def test_the_bundled_run_reports_the_samples_and_their_vllm_log(tmp_path):
     stability = _section_rows(epoch3, "Engine stability")
     # build, hours, engine_deaths, ooms, restarts: the OOM death, once, and the restart after it; the fix build's start.
     assert [r[2:5] for r in stability.values()] == [["1", "1", "1"], ["0", "0", "1"]] and list(stability) == [raw, fix]
+    # The engine died while it served the host's empty answer of the epoch: the death explains it.
+    (integrity,) = _section_rows(epoch3, "Answer integrity").values()
+    assert integrity[6:] == ["1", "1", "0", "0"]  # empty_answers, …_in_engine_death, …_in_poc, …_unexplained
     epoch2 = (tmp_path / "out" / "epoch-2" / "report.md").read_text()
     assert list(_section_rows(epoch2, "Speculative-decoding acceptance")) == [raw]  # V1 has no speculative decoding
     assert list(_section_rows(epoch2, "Engine throughput")) == [v1, raw]

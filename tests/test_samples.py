@@ -364,7 +364,8 @@ def test_the_shipped_vllm_log_yields_its_truth(tmp_path, timeline):
     from pipeline.samples.vllm_log import write_vllm_log
     from pipeline.warehouse import open_for_write
 
-    truth = write_vllm_log(timeline, 4, tmp_path / "vllm.log")
+    copy = timeline.copy(last_epoch=4, line=SHIPPED_STORES["store"])
+    truth = write_vllm_log(timeline, copy, tmp_path / "vllm.log")
     assert (tmp_path / "vllm.log").read_bytes() == (SHIPPED / "vllm" / "vllm.log").read_bytes()
     text = (SHIPPED / "vllm" / "vllm.log").read_bytes().decode()  # read_text would turn \r\n into \n
     assert "\r\n(EngineCore_DP0 pid=" in text and "(APIServer pid=1) INFO " in text

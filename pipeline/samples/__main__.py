@@ -28,13 +28,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     timeline = generate_timeline(SampleSpec(seed=args.seed))
     last_epoch = timeline.spec.epochs[-1] if args.last_epoch is None else args.last_epoch
-    timeline.copy(last_epoch, line=args.line).write_sqlite(args.out_dir / "store", ledger=not args.no_ledger,
-                                                           payloads=not args.no_payloads)
+    copy = timeline.copy(last_epoch, line=args.line)
+    copy.write_sqlite(args.out_dir / "store", ledger=not args.no_ledger, payloads=not args.no_payloads)
     timeline.write_builds_toml(args.out_dir / "builds.toml")
     if not args.no_log:
         from .vllm_log import write_vllm_log
 
-        write_vllm_log(timeline, last_epoch, args.out_dir / VLLM_LOG)
+        write_vllm_log(timeline, copy, args.out_dir / VLLM_LOG)
     print(timeline.focal_host)
 
 

@@ -1,7 +1,8 @@
 """The focal host's vLLM server log over a sample timeline, with the facts it must yield.
 
     from pipeline.samples.vllm_log import write_vllm_log
-    truth = write_vllm_log(timeline, last_epoch=4, path=out / "vllm" / "vllm.log")
+    copy = timeline.copy(last_epoch=4)
+    truth = write_vllm_log(timeline, copy, out / "vllm" / "vllm.log")
     truth.acceptance[BUILD_RAW]["drafts"], truth.stability[BUILD_RAW]["ooms"], ...
 
 The log is what `docker logs` of the host's vLLM container shows, in the V1 format of docs/sources.md
@@ -18,7 +19,8 @@ escrows of the copy run (idle windows log at DEBUG and are absent). In the raw_l
 engine dies once of an out-of-memory error on a long prefill (docs/sources.md, fatal errors: the
 worker's traceback, the engine core's fatal error whose last line carries the CUDA OOM, the API
 server's `EngineDeadError` under another pid, the engine core's uncaught traceback without header)
-and the container restarts it. The truth counts that as one death and one OOM.
+and the container restarts it; it dies while it serves the copy's latest empty answer of that build,
+which the answer-integrity table then explains by the death. The truth counts one death and one OOM.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+import polars as pl
 
 from .host_copy import copied_nonces
 from .logs import LogTruth, VllmFile, _stab
@@ -49,10 +53,10 @@ OOM_TEXT = ("CUDA out of memory. Tried to allocate 3.02 GiB. GPU 0 has a total c
             "allocated memory 88.41 GiB is allocated by PyTorch, and 1.87 GiB is reserved by PyTorch but unallocated.")
 
 
-def write_vllm_log(timeline, last_epoch: int, path: str | Path, seed: int | None = None) -> LogTruth:
-    """Write the focal host's vLLM log for the copy taken in `last_epoch`; the truth is per build."""
-    spec = timeline.spec
-    rng = random.Random(f"{spec.seed if seed is None else seed}:vllm-log")
+def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
+    """Write the focal host's vLLM log over `copy` (`timeline.copy(...)`); the truth is per build."""
+    last_epoch = copy.last_epoch
+    rng = random.Random(f"{timeline.spec.seed}:vllm-log")
     truth = LogTruth(host=timeline.focal_host, executor="")
     windows = _busy_windows(timeline, last_epoch)
     if not windows:
@@ -73,26 +77,28 @@ def write_vllm_log(timeline, last_epoch: int, path: str | Path, seed: int | None
     switches = [datetime.fromtimestamp(since, timezone.utc) for since, _ in builds
                 if f.t < datetime.fromtimestamp(since, timezone.utc) < windows[-1]]
     _start(f, rng, build_at(f.t), READY_SECONDS.get(build_at(f.t), 300))
-    oom_at = _oom_window(timeline, last_epoch, build_at)
+    death = _death_time(timeline, copy, build_at)
+    if death is not None:  # the engine is busy up to its death
+        windows = sorted(set(windows) | {death - timedelta(seconds=10 * k) for k in range(1, BURST_WINDOWS // 2)})
     for at in windows:
         while switches and switches[0] <= at + timedelta(seconds=10):
             since = switches.pop(0)
             _shutdown(f, max(f.t + timedelta(seconds=1), since - timedelta(seconds=55)))
             f.t = since + timedelta(seconds=5)
             _start(f, rng, build_at(f.t), READY_SECONDS.get(build_at(f.t), 300))
-        if at < f.t:  # the engine was not ready yet: nothing to log in this window
-            continue
-        f.t = at
-        busy_build = build_at(at)
-        f.window(preemptions=_preemptions(rng, busy_build))
-        if rng.random() < 0.3:
-            f.raw(f"(APIServer pid={API_PID}) INFO:     172.18.0.1:{rng.randint(32768, 60999)} - "
-                  '"POST /v1/chat/completions HTTP/1.1" 200 OK')
-        if oom_at is not None and at == oom_at:
+        if death is not None and at >= death:
+            f.t = max(f.t, death)
             _oom_death(f, rng)
             f.advance(40)
             _start(f, rng, build_at(f.t), RESTART_READY_SECONDS)
-            oom_at = None
+            death = None
+        if at < f.t:  # the engine was not ready yet: nothing to log in this window
+            continue
+        f.t = at
+        f.window(preemptions=_preemptions(rng, build_at(at)))
+        if rng.random() < 0.3:
+            f.raw(f"(APIServer pid={API_PID}) INFO:     172.18.0.1:{rng.randint(32768, 60999)} - "
+                  '"POST /v1/chat/completions HTTP/1.1" 200 OK')
     f.write(Path(path))
     truth.files["vllm"] = Path(path)
     truth.spans.append((f.first, f.last))
@@ -117,10 +123,20 @@ def _busy_windows(timeline, last_epoch: int) -> list[datetime]:
     return sorted(set(out))
 
 
-def _oom_window(timeline, last_epoch: int, build_at) -> datetime | None:
-    """The window after which the engine dies: in the last copied escrow run wholly by the raw_logprobs
-    build, `OOM_WINDOW` windows into its burst `OOM_BURST` (None when no escrow qualifies)."""
-    spec = timeline.spec
+def _death_time(timeline, copy, build_at) -> datetime | None:
+    """When the engine dies: as the latest empty answer the host served under the raw_logprobs build
+    starts (an answer cut off by the crash), else `OOM_WINDOW` windows into burst `OOM_BURST` of the
+    last copied escrow run wholly by that build; None when neither exists."""
+    answers = copy.truth.answers
+    if answers is not None and answers.height:
+        starts = (answers.filter(pl.col("empty"))
+                  .join(copy.truth.inferences, on=["epoch_id", "escrow_id", "inference_id"])
+                  .filter(pl.col("executor") == timeline.focal_host)["started_at"].to_list())
+        served = [datetime.fromtimestamp(t, timezone.utc) for t in starts]
+        served = [t for t in served if build_at(t) == BUILD_RAW]
+        if served:
+            return max(served)
+    spec, last_epoch = timeline.spec, copy.last_epoch
     chosen = None
     for plan in timeline.escrows:
         if not last_epoch - 2 <= plan.epoch_id <= last_epoch:
@@ -134,7 +150,7 @@ def _oom_window(timeline, last_epoch: int, build_at) -> datetime | None:
         return None
     begin, end = chosen
     start = min(begin + int(BURSTS[OOM_BURST] * (end - begin)), end - BURST_WINDOWS * 10)
-    return datetime.fromtimestamp(start + 10 * (OOM_WINDOW - 1), timezone.utc)
+    return datetime.fromtimestamp(start + 10 * OOM_WINDOW, timezone.utc)
 
 
 def _preemptions(rng: random.Random, build: str | None) -> int:
