@@ -61,20 +61,16 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
     windows = _busy_windows(timeline, last_epoch)
     if not windows:
         raise ValueError(f"epoch {last_epoch}: the copy has no escrow activity to log")
-    builds = sorted((w.since, w.label) for w in timeline.builds if w.host == timeline.focal_host)
+    builds = sorted(w.since for w in timeline.builds if w.host == timeline.focal_host)
 
-    def build_at(at: datetime) -> str | None:
-        label = None
-        for since, name in builds:
-            if at.timestamp() >= since:
-                label = name
-        return label
+    def build_at(at: datetime) -> str:
+        return timeline.cast.focal_build(at.timestamp())
 
     first = windows[0]
     f = VllmFile(truth, rng, "0.0.0", first - timedelta(seconds=3600 + 17), proc="EngineCore_DP0",
                  api_pid=API_PID, repeat_header=True, build_at=build_at, stats_proc="APIServer", model=MODEL,
                  acceptance=ACCEPTANCE)
-    switches = [datetime.fromtimestamp(since, timezone.utc) for since, _ in builds
+    switches = [datetime.fromtimestamp(since, timezone.utc) for since in builds
                 if f.t < datetime.fromtimestamp(since, timezone.utc) < windows[-1]]
     _start(f, rng, build_at(f.t), READY_SECONDS.get(build_at(f.t), 300))
     death = _death_time(timeline, copy, build_at)
