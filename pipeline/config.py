@@ -31,7 +31,8 @@ from pipeline.sources.base import SourceError
 from pipeline.tomlfile import read_toml, require_string, toml_type
 
 CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
-SOURCE_KEYS = ("url", "path", "kind", "label", "timezone")  # timezone: of a vLLM log source's local times
+# timezone and year: of a vLLM log source's local times, which print no year (docs/sources.md, vLLM logs)
+SOURCE_KEYS = ("url", "path", "kind", "label", "timezone", "year")
 # store = a SQLite store directory; postgres = a URL (or "postgres" for libpq environment variables);
 # vllm / validator / poc / metrics = log directories or files (`ingest-logs`); json = saved
 # accounting-API / chain REST responses (`ingest-json`).
@@ -78,14 +79,19 @@ def parse_duration(text: str | int | float) -> timedelta:
         raise SourceError(f"finality_lag {text!r} is too long (at most {timedelta.max.days} days)") from None
 
 
+# The bundled vLLM log of the samples' focal host (data-samples/README.md): its lines print no year,
+# and the samples' calendar is in 2026.
+SAMPLES_LOG_YEAR = 2026
+
+
 def sample_config() -> RunConfig:
     """The bundled samples: what `run` does on a fresh checkout (the same as the shipped gonka-evidence.toml)."""
     builds = DATA_SAMPLES_DIR / "builds.toml"
-    return RunConfig(
-        builds=builds if builds.exists() else None,
-        host=_focal_host(builds),
-        sources=[{"path": str(DATA_SAMPLES_DIR / "store"), "kind": "store", "label": "data-samples"}],
-    )
+    sources = [{"path": str(DATA_SAMPLES_DIR / "store"), "kind": "store", "label": "data-samples"}]
+    if (DATA_SAMPLES_DIR / "vllm").is_dir():
+        sources.append({"path": str(DATA_SAMPLES_DIR / "vllm"), "kind": "vllm", "label": "data-samples vLLM log",
+                        "year": SAMPLES_LOG_YEAR})
+    return RunConfig(builds=builds if builds.exists() else None, host=_focal_host(builds), sources=sources)
 
 
 def _focal_host(builds: Path) -> str | None:
@@ -128,11 +134,23 @@ def load_config(path: Path | None) -> RunConfig:
             raise SourceError(f"{path}: [[sources]] entry {i} has unknown key(s) {', '.join(sorted(bad))} (keys: {', '.join(SOURCE_KEYS)})")
         if ("url" in s) == ("path" in s):
             raise SourceError(f"{path}: [[sources]] entry {i} needs exactly one of url or path")
-        entry = {k: require_string(v, SourceError, f"{path}: [[sources]] entry {i}: {k}") for k, v in s.items()}
+        entry = {k: require_string(v, SourceError, f"{path}: [[sources]] entry {i}: {k}") for k, v in s.items()
+                 if k != "year"}
+        if "year" in s:
+            entry["year"] = _year(s["year"], f"{path}: [[sources]] entry {i}: year")
         if "path" in entry:
             entry["path"] = str(base / entry["path"])
         cfg.sources.append(entry)
     return _checked(_env_overrides(cfg))
+
+
+def _year(value: object, where: str) -> int:
+    """A log source's `year`: the year of its files' first records (as `ingest-logs --year`)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SourceError(f"{where} must be an integer, not {toml_type(value)}")
+    if not 1970 <= value <= 9999:
+        raise SourceError(f"{where} {value} is not a plausible year")
+    return value
 
 
 def _env_overrides(cfg: RunConfig) -> RunConfig:

@@ -273,7 +273,8 @@ def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogI
 
     if not cfg.host:
         raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
-    summary = ingest_logs(con, [source["path"]], host=cfg.host, kind=source["kind"], timezone=source.get("timezone"))
+    summary = ingest_logs(con, [source["path"]], host=cfg.host, kind=source["kind"], year=source.get("year"),
+                          timezone=source.get("timezone"))
     new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
     run_line(f"ingested {source['kind']} logs {source['path']} ({summary.run_id}): {summary.files} files, {summary.lines:,} lines; {new}")
     return summary

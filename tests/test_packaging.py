@@ -47,7 +47,8 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_carries_the_assets_and_no_local_debris(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     for asset in ["sql/queries/epoch_summary.sql", "sql/warehouse/schema/00_core.sql", "reports/epoch_report.md.j2",
-                  "data-samples/builds.toml", "data-samples/store/_meta.db"]:
+                  "data-samples/builds.toml", "data-samples/store/_meta.db", "data-samples/vllm/vllm.log",
+                  "data-samples/release-lines/v0.2.13/store/epoch_2.db", "data-samples/README.md"]:
         assert f"pipeline/_data/{asset}" in names, asset
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not [n for n in names if n.endswith(("-wal", "-shm", "-journal", ".pyc"))]
@@ -77,6 +78,9 @@ def test_an_installed_wheel_works_from_an_empty_directory_without_the_checkout(w
 
     run = _run([cli, "run"], empty, env)
     assert "config: data-samples" in run.stdout and "new reports: epoch 2, epoch 3 in out" in run.stdout
+    assert "ingested vllm logs " in run.stdout  # the bundled vLLM log, with its year, from the installed samples
+    stability = (empty / "out" / "epoch-3" / "report.md").read_text().split(". Engine stability\n", 1)[1]
+    assert "| V2 + DSpark, raw_logprobs | 44.00 | 1 | 1 | 1 |" in stability.split("\n## ", 1)[0]
     assert sorted(p.name for p in empty.iterdir()) == ["out", "warehouse.duckdb"]  # no lock, no copy left
     listing = _run([cli, "query", "--list"], empty, env).stdout
     assert "closed_epochs: Per epoch" in listing and "epoch_summary:" in listing

@@ -31,13 +31,18 @@ HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samp
 
 @pytest.fixture(scope="module")
 def sample_dir(tmp_path_factory) -> Path:
-    """A working directory with ./warehouse.duckdb holding data-samples/ (label data-samples) and its builds."""
+    """A working directory with ./warehouse.duckdb holding data-samples/ (label data-samples), its vLLM log
+    and its builds: what the bundled `run` ingests."""
     from pipeline.builds import load_builds
+    from pipeline.config import sample_config
+    from pipeline.ingest_logs import ingest_logs
     from pipeline.warehouse import open_for_write
 
     d = tmp_path_factory.mktemp("report")
     ingest(d / "warehouse.duckdb", DATA_SAMPLES_DIR / "store", label="data-samples")
     con = open_for_write(d / "warehouse.duckdb")
+    (log,) = [s for s in sample_config().sources if s["kind"] == "vllm"]
+    ingest_logs(con, [log["path"]], host=HOST, kind="vllm", year=log["year"])
     load_builds(con, DATA_SAMPLES_DIR / "builds.toml")
     con.close()
     return d
@@ -326,7 +331,8 @@ def test_html_is_self_contained_with_inline_charts_and_tables(report_dir):
     parsed.feed(html)
     tags = [t for t, _ in parsed.tags]
     charts = sorted(p.stem for p in (report_dir / "charts").glob("*.svg"))
-    assert charts == ["epoch-summary", "peer-invalidation", "timeline", "validators", "votes-by-build"]
+    assert charts == ["acceptance", "epoch-summary", "peer-invalidation", "throughput", "timeline", "validators",
+                      "votes-by-build"]  # acceptance and throughput: the bundled vLLM log
     assert tags.count("svg") >= len(charts)
     assert tags.count("table") == (report_dir / "report.md").read_text().count("\nFiles: ")  # one per section with data
     assert parsed.cells > 50

@@ -98,10 +98,14 @@ def test_config_keys_env_overrides_and_errors(tmp_path, monkeypatch):
     loaded = load_config(cfg)
     assert loaded.output == Path("/srv/reports") and loaded.host == "gonka1override"
     assert [parse_duration(x).total_seconds() for x in ("6h", "90m", "45s", "3600", "2d")] == [21600, 5400, 45, 3600, 172800]
+    cfg.write_text('[[sources]]\npath = "logs"\nkind = "vllm"\nyear = 2025\n')
+    assert load_config(cfg).sources == [{"path": str(tmp_path / "logs"), "kind": "vllm", "year": 2025}]
     for bad, message in [('nope = 1', "unknown key(s) nope"), ('finality_lag = "soon"', "not a duration"),
                          ('[[sources]]\nlabel = "x"', "needs exactly one of url or path"),
                          ('[[sources]]\npath = "x"\nkind = "ftp"', "source kind 'ftp'"),
-                         ('[[sources]]\npath = "x"\npassword = "y"', "unknown key(s) password")]:
+                         ('[[sources]]\npath = "x"\npassword = "y"', "unknown key(s) password"),
+                         ('[[sources]]\npath = "x"\nkind = "vllm"\nyear = "2026"', "entry 1: year must be an integer, not a string"),
+                         ('[[sources]]\npath = "x"\nkind = "vllm"\nyear = 26', "entry 1: year 26 is not a plausible year")]:
         cfg.write_text(bad)
         with pytest.raises(SourceError, match=message.replace("(", r"\(").replace(")", r"\)")):
             load_config(cfg)
@@ -115,7 +119,43 @@ def test_the_shipped_config_is_the_no_configuration_default(monkeypatch):
     assert shipped.host == default.host and shipped.finality_lag == default.finality_lag
     assert shipped.builds.resolve() == default.builds.resolve()
     assert [Path(s["path"]).resolve() for s in shipped.sources] == [Path(s["path"]).resolve() for s in default.sources]
-    assert [s["label"] for s in shipped.sources] == ["data-samples"]
+    assert [s["label"] for s in shipped.sources] == ["data-samples", "data-samples vLLM log"]
+    # The same kinds and the same year for the log (its lines print none), whichever way run finds them.
+    assert [(s["kind"], s.get("year")) for s in shipped.sources] == [(s["kind"], s.get("year")) for s in default.sources]
+    assert [s.get("year") for s in default.sources] == [None, 2026]
+
+
+def _section_rows(report: str, heading: str) -> dict[str, list[str]]:
+    """The rows of the first table under a report heading, by their first cell."""
+    section = report.split(f". {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split(" | ") for line in section.splitlines() if line.startswith("| ")]
+    return {cells[0].strip(): [c.strip() for c in cells] for cells in rows[2:]}  # after the header and its rule
+
+
+def test_the_bundled_run_reports_the_samples_and_their_vllm_log(tmp_path):
+    """No configuration anywhere: the bundled store and vLLM log; the reports show the log sections with numbers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_")}
+    result = subprocess.run([SCRIPT, "run"], cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+    assert result.returncode == 0 and result.stderr == "", result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert "new reports: epoch 2, epoch 3 in out" in lines
+    (logs,) = [line for line in lines if line.startswith("ingested vllm logs ")]
+    assert ": 1 files, " in logs and "log_spec_decode " in logs and "log_engine_events " in logs
+    raw, fix, v1 = "V2 + DSpark, raw_logprobs", "V2 + DSpark, processed_logprobs, vLLM fix", "V1, no DSpark"
+    epoch3 = (tmp_path / "out" / "epoch-3" / "report.md").read_text()
+    assert "_Skipped" not in epoch3.split("## 8.", 1)[1].split("## 11.", 1)[0]
+    acceptance = _section_rows(epoch3, "Speculative-decoding acceptance")
+    assert list(acceptance) == [raw, fix] and all(int(r[2]) > 0 for r in acceptance.values())  # windows
+    assert list(_section_rows(epoch3, "Engine throughput")) == [raw, fix]
+    stability = _section_rows(epoch3, "Engine stability")
+    # build, hours, engine_deaths, ooms, restarts: the OOM death, once, and the restart after it; the fix build's start.
+    assert [r[2:5] for r in stability.values()] == [["1", "1", "1"], ["0", "0", "1"]] and list(stability) == [raw, fix]
+    # The engine died while it served the host's empty answer of the epoch: the death explains it.
+    (integrity,) = _section_rows(epoch3, "Answer integrity").values()
+    assert integrity[6:] == ["1", "1", "0", "0"]  # empty_answers, …_in_engine_death, …_in_poc, …_unexplained
+    epoch2 = (tmp_path / "out" / "epoch-2" / "report.md").read_text()
+    assert list(_section_rows(epoch2, "Speculative-decoding acceptance")) == [raw]  # V1 has no speculative decoding
+    assert list(_section_rows(epoch2, "Engine throughput")) == [v1, raw]
 
 
 def test_a_warehouse_changed_by_another_writer_is_not_overwritten(tmp_path):

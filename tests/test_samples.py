@@ -10,6 +10,7 @@ import sys
 import tomllib
 import uuid
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
@@ -274,3 +275,124 @@ def test_cli_writes_store_and_builds(tmp_path):
     labels = [b["label"] for b in builds if b["host"] == focal]
     assert labels == [BUILD_V1, BUILD_RAW, BUILD_FIX]
     assert len({b["host"] for b in builds}) == 2
+    assert (out / "vllm" / "vllm.log").is_file()  # the focal host's vLLM log over the copy's epochs
+
+
+# -- the shipped data-samples/ -------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = ROOT / "data-samples"
+# Each shipped store directory and the release line that wrote it (data-samples/README.md).
+SHIPPED_STORES = {"store": "snapshot-import", "release-lines/ha/store": "ha",
+                  "release-lines/v0.2.13/store": "v0.2.13", "release-lines/v0.2.14/store": "v0.2.14"}
+
+
+def _readme_commands() -> list[list[str]]:
+    """The generator commands data-samples/README.md gives, as argument lists (OUT_DIR first)."""
+    text = (SHIPPED / "README.md").read_text()
+    return [line.split()[3:] for line in text.splitlines() if line.startswith("python -m pipeline.samples data-samples")]
+
+
+def _files(root: Path, skip: list[Path] = ()) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*")
+            if p.is_file() and not any(p == s or s in p.parents for s in skip)}
+
+
+def test_every_shipped_file_is_what_the_readme_commands_write(tmp_path):
+    from pipeline.samples.__main__ import main
+
+    commands = _readme_commands()
+    outs = [Path(argv[0]) for argv in commands]
+    assert sorted(map(str, outs)) == sorted(["data-samples"] + [f"data-samples/release-lines/{p.name}"
+                                                                 for p in (SHIPPED / "release-lines").iterdir()])
+    assert {str(Path("data-samples") / s) for s in SHIPPED_STORES} == {str(o / "store") for o in outs}
+    for argv in commands:
+        out = Path(argv[0])
+        main([str(tmp_path / out), *argv[1:]])
+        written = tmp_path / out
+        # The shipped folder holds exactly what the command writes, besides the other commands' folders.
+        nested = [ROOT / o for o in outs if o != out and out in o.parents] + [SHIPPED / "README.md"]
+        assert _files(ROOT / out, nested) == _files(written), argv
+        for name in _files(written):
+            assert (ROOT / out / name).read_bytes() == (written / name).read_bytes(), f"{out / name} is not current"
+    assert sum(p.stat().st_size for p in SHIPPED.rglob("*") if p.is_file()) < 8_000_000  # the wheel carries it
+
+
+@pytest.mark.parametrize("path", list(SHIPPED_STORES))
+def test_each_shipped_copy_ingests_to_its_truth(path, tmp_path, timeline):
+    from pipeline.sources import open_store
+    from tests.helpers import frame, ingest
+    from tests.test_release_lines import RECOGNISED
+
+    line = SHIPPED_STORES[path]
+    copy = timeline.copy(last_epoch=4, line=line)
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, SHIPPED / path)
+    # Drained records by escrow, pre-drain status and outcome: all three drain rules, as the truth says.
+    by = ["epoch_id", "escrow_id", "pre_drain_status", "drain_outcome"]
+    drained = frame(wh, f"SELECT {', '.join(by)}, count(*) AS n FROM inferences WHERE drained GROUP BY ALL ORDER BY ALL")
+    want = copy.truth.inferences.filter(pl.col("drained")).group_by(by).agg(n=pl.len()).sort(by)
+    assert drained.to_dicts() == want.to_dicts()
+    assert set(drained["drain_outcome"]) == {"unchanged", "refunded", "paid"}
+    # Timeouts with reason 3 are error misses.
+    reason3 = frame(wh, "SELECT i.epoch_id, i.escrow_id, i.inference_id FROM inferences i JOIN txs t "
+                        "ON t.escrow_id = i.escrow_id AND t.inference_id = i.inference_id "
+                        "WHERE t.kind = 'timeout' AND t.reason = 'error' AND i.miss_kind = 'error_miss' ORDER BY ALL")
+    planted = copy.truth.planted["reason3_error_misses"]
+    assert reason3.to_dicts() == sorted(planted, key=lambda r: (r["epoch_id"], r["escrow_id"], r["inference_id"]))
+    assert len(planted) == 1
+    # Escrows joined by import: only the snapshot-import line has one.
+    imported = frame(wh, "SELECT DISTINCT epoch_id, escrow_id, imported_nonce FROM snapshot_host_stats "
+                         "WHERE imported_nonce > 0 ORDER BY ALL")
+    assert imported.to_dicts() == copy.truth.planted["imported"]
+    assert imported.height == (line == "snapshot-import")
+    store = open_store(str(SHIPPED / path))
+    try:
+        described = store.describe()
+    finally:
+        store.close()
+    assert {v.split(" (")[0] for k, v in described.release_lines.items() if k != "_meta.db"} == {RECOGNISED[line][1]}
+
+
+def test_the_shipped_vllm_log_yields_its_truth(tmp_path, timeline):
+    """V1 format (header on every line, \\r\\n joints, process prefixes); one OOM death, counted once."""
+    from pipeline.builds import load_builds
+    from pipeline.config import SAMPLES_LOG_YEAR
+    from pipeline.evidence import compute
+    from pipeline.ingest_logs import ingest_logs
+    from pipeline.samples.spec import CALENDAR_START
+    from pipeline.samples.vllm_log import write_vllm_log
+    from pipeline.warehouse import open_for_write
+
+    copy = timeline.copy(last_epoch=4, line=SHIPPED_STORES["store"])
+    truth = write_vllm_log(timeline, copy, tmp_path / "vllm.log")
+    assert (tmp_path / "vllm.log").read_bytes() == (SHIPPED / "vllm" / "vllm.log").read_bytes()
+    text = (SHIPPED / "vllm" / "vllm.log").read_bytes().decode()  # read_text would turn \r\n into \n
+    assert "\r\n(EngineCore_DP0 pid=" in text and "(APIServer pid=1) INFO " in text
+    # The year a run gives the bundled log source is the year of the samples' calendar, first line to last.
+    (first, last), = truth.spans
+    assert SAMPLES_LOG_YEAR == datetime.fromtimestamp(CALENDAR_START, timezone.utc).year == first.year == last.year
+    assert truth.stability[BUILD_RAW]["engine_deaths"] == 1 and truth.stability[BUILD_RAW]["ooms"] == 1
+    assert BUILD_V1 not in truth.acceptance  # the V1 runner has no speculative decoding
+
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        load_builds(con, SHIPPED / "builds.toml")
+        summary = ingest_logs(con, [SHIPPED / "vllm"], host=timeline.focal_host, kind="vllm", year=SAMPLES_LOG_YEAR)
+        assert summary.unparsed == 0 and summary.lines == text.count("\n")
+        ev = {name: {r["build"]: r for r in compute(name, con, host=timeline.focal_host, command="x").rows.iter_rows(named=True)}
+              for name in ("acceptance", "stability", "throughput")}
+    finally:
+        con.close()
+    assert list(ev["acceptance"]) == [BUILD_RAW, BUILD_FIX]
+    for build, t in truth.acceptance.items():
+        r = ev["acceptance"][build]
+        assert (r["windows"], r["drafts"], r["drafted"], r["accepted"]) == (t["windows"], t["drafts"], t["drafted"], t["accepted"])
+        assert r["per_position"] == pytest.approx([p / t["drafts"] for p in t["pos"]], rel=1e-12)
+    assert list(ev["stability"]) == [BUILD_V1, BUILD_RAW, BUILD_FIX]
+    for build, t in truth.stability.items():
+        r = ev["stability"][build]
+        assert (r["engine_deaths"], r["ooms"], r["restarts"], r["preemptions"]) == (
+            t["engine_deaths"], t["ooms"], t["restarts"], t["preemptions"]), build
+        assert (r["ready_seconds_max"], r["max_kv_cache_usage"]) == (max(t["ready"]), pytest.approx(t["max_kv"]))
+    assert sum(r["windows"] for r in ev["throughput"].values()) == truth.stats_lines

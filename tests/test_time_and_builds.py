@@ -128,7 +128,7 @@ TOML_VALUES = st.sampled_from([
     "99999999999999999999", '"é"', "[[", '"x" "y"', '"../../etc"',
 ])
 KEYS = st.sampled_from(["host", "label", "since", "focal_host", "builds", "warehouse", "output", "finality_lag",
-                        "path", "url", "kind", "sources"])
+                        "path", "url", "kind", "sources", "year", "timezone"])
 LINES = st.one_of(st.builds("{} = {}".format, KEYS, TOML_VALUES),
                   st.sampled_from(["[[builds]]", "[[sources]]", "[builds]", "[sources]", "", "# comment", "[x"]))
 

@@ -102,11 +102,12 @@ class HostCopy:
         return cls(last_epoch, lineage, epochs, builder.tables, builder.payloads, builder.leases, truth,
                    timeline.focal_host, ledger, release_line)
 
-    def write_sqlite(self, store_dir: str | Path, ledger: bool = False) -> Path:
-        """The SQLite store directory; with `ledger`, also the gateway's `accounting.db` beside it."""
+    def write_sqlite(self, store_dir: str | Path, ledger: bool = False, payloads: bool = True) -> Path:
+        """The SQLite store directory; with `ledger`, also the gateway's `accounting.db` beside it;
+        without `payloads`, no stored request and response bodies."""
         from .sqlite_writer import write_store
 
-        path = write_store(self, Path(store_dir))
+        path = write_store(self, Path(store_dir), payloads)
         if ledger:
             from .ledger_writer import write_accounting_db
 
@@ -144,6 +145,13 @@ _ESCROW_SCHEMA = {
     "status": pl.String, "n_addresses": pl.Int64, "latest_nonce": pl.Int64, "creator_addr": pl.String,
     "settled_at": pl.Int64,
 }
+
+
+def copied_nonces(plan: EscrowPlan, spec, last_epoch: int) -> int:
+    """How many of the escrow's diffs a copy taken in `last_epoch` holds: the newest epoch's escrows are cut."""
+    if plan.epoch_id >= last_epoch:
+        return max(1, round(len(plan.diffs) * spec.copy_cut_fraction))
+    return len(plan.diffs)
 
 
 def _sealed_row(epoch_id: int, escrow_id: str, record: Record, sealed_nonce: int, bare: bool) -> dict:
@@ -188,8 +196,7 @@ class _CopyBuilder:
     def add_escrow(self, plan: EscrowPlan) -> None:
         spec = self.timeline.spec
         epoch, escrow = plan.epoch_id, plan.escrow_id
-        cut = plan.epoch_id >= self.last_epoch
-        upto = max(1, round(len(plan.diffs) * spec.copy_cut_fraction)) if cut else len(plan.diffs)
+        upto = copied_nonces(plan, spec, self.last_epoch)
         machine = self._machine(plan).replay(plan.diffs[:upto])
         settled = machine.settled_nonce is not None
         settled_at = plan.nonce_times[machine.settled_nonce - 1] if settled else None

@@ -81,9 +81,21 @@ class VllmFile:
     """Lines of one vLLM log file in the format of `version`, with the truth they carry."""
 
     def __init__(self, truth: LogTruth, rng: random.Random, version: str, t: datetime, proc: str | None = None,
-                 pid: int = 0, colour: bool = False):
+                 pid: int = 0, colour: bool = False, *, api_pid: int | None = None, repeat_header: bool = False,
+                 build_at=None, stats_proc: str | None = "engine", model: str = MODEL,
+                 spec_config: str | None = "SpeculativeConfig(method='eagle3', num_spec_tokens=5)",
+                 acceptance: tuple[float, float] = (0.2, 0.9)):
+        """`api_pid`: the API server's own pid (V1 runs the engine core in another process; default `pid`);
+        `repeat_header`: vLLM's formatter puts the whole header on every line of a multi-line message and
+        joins them with ``\r\n`` (docs/sources.md, fatal errors); `build_at(t)`: the host's build at a time
+        (default the module's BUILDS); `stats_proc`: the process that prints stats and spec lines (the API
+        server in V1 logs); `spec_config` None: no speculative decoding, so no spec lines; `acceptance`: the
+        range of per-position acceptance rates drawn per window."""
         self.truth, self.rng, self.version, self.t = truth, rng, version, t
         self.proc, self.pid, self.colour = proc, pid, colour
+        self.api_pid, self.repeat_header, self.stats_proc = api_pid, repeat_header, stats_proc
+        self.build_at = build_at or (lambda at: build_of(HOST, at))
+        self.model, self.spec_config, self.acceptance = model, spec_config, acceptance
         self.lines: list[str] = []
         self.first: datetime | None = None
         self.last: datetime | None = None
@@ -95,7 +107,8 @@ class VllmFile:
     def _prefix(self, proc: str | None) -> str:
         if proc is None or self._v() < (0, 10, 1):
             return ""
-        text = f"({proc} pid={self.pid})"
+        pid = self.api_pid if proc == "APIServer" and self.api_pid is not None else self.pid
+        text = f"({proc} pid={pid})"
         return f"{ESC}[1;36m{text}{ESC}[0;0m " if self.colour else text + " "
 
     def log(self, level: str, src: str, msg: str, proc: str | None = "engine", more: list[str] = ()) -> None:
@@ -106,8 +119,12 @@ class VllmFile:
         else:
             head = f"{level} {stamp} [{src}] "
         prefix = self._prefix(proc)
-        self.lines.append(prefix + head + msg)
-        self.lines.extend(prefix + line for line in more)
+        if self.repeat_header:  # every line but the last ends in the \r of the \r\n joint
+            lines = [msg, *more]
+            self.lines.extend(prefix + head + line + ("\r" if i < len(lines) - 1 else "") for i, line in enumerate(lines))
+        else:
+            self.lines.append(prefix + head + msg)
+            self.lines.extend(prefix + line for line in more)
         self.first = self.first or self.t
         self.last = self.t
 
@@ -119,12 +136,12 @@ class VllmFile:
 
     # -- start-up ---------------------------------------------------------------------------
     def start(self, ready_after: int) -> None:
-        build = build_of(HOST, self.t)
+        build = self.build_at(self.t)
         # A restart: an initialization after the host's logs already show the engine (docs/evidence.md, stability).
         _stab(self.truth, build)["restarts"] += int(self.first is not None or bool(self.truth.spans))
         self.log("INFO", "api_server.py:1043", f"vLLM API server version {self.version}", proc="APIServer")
-        self.log("INFO", "core.py:61", f"Initializing a V1 LLM engine (v{self.version}) with config: model='{MODEL}', "
-                 "speculative_config=SpeculativeConfig(method='eagle3', num_spec_tokens=5), seed=0")
+        self.log("INFO", "core.py:61", f"Initializing a V1 LLM engine (v{self.version}) with config: model='{self.model}', "
+                 f"speculative_config={self.spec_config}, seed=0")
         self.truth.events["start"] = self.truth.events.get("start", 0) + 1
         self.advance(ready_after / 2)
         self.log("INFO", "gpu_model_runner.py:1595", "Model loading took 54.2 GiB and 41.118230 seconds")
@@ -146,7 +163,7 @@ class VllmFile:
         """One 10-second window: the stats line and (when drafts happened) the spec line."""
         self.advance(10)
         rng, v = self.rng, self._v()
-        build = build_of(HOST, self.t)
+        build = self.build_at(self.t)
         running = 0 if idle else rng.randint(4, 40)
         waiting = 0 if idle else rng.randint(0, 6)
         kv_tenths = 0 if idle else rng.randint(50, 950)
@@ -159,17 +176,18 @@ class VllmFile:
         if v >= (0, 11, 1) and preemptions > 0:
             stats += f", Preemptions: {preemptions}"
         stats += f", GPU KV cache usage: {kv_tenths / 10:.1f}%, Prefix cache hit rate: {rng.randint(0, 900) / 10:.1f}%"
-        self.log(level, src, stats)
+        self.log(level, src, stats, proc=self.stats_proc)
         self.truth.stats_lines += 1
         s = _stab(self.truth, build)
         if v >= (0, 11, 1):
             s["preemptions"] = (s["preemptions"] or 0) + preemptions
         kv = kv_tenths / 1000
         s["max_kv"] = kv if s["max_kv"] is None else max(s["max_kv"], kv)
-        if idle:
+        if idle or self.spec_config is None:
             return
         drafts = rng.choice([100, 200, 500, 1000])
-        pos = sorted((rng.randint(int(drafts * 0.2), int(drafts * 0.9)) for _ in range(K)), reverse=True)
+        low, high = self.acceptance
+        pos = sorted((rng.randint(int(drafts * low), int(drafts * high)) for _ in range(K)), reverse=True)
         step = {100: 1, 200: 2, 500: 5, 1000: 10}[drafts]  # accepted/drafts must print exactly with 2 decimals
         pos[0] += (-sum(pos)) % step
         accepted = sum(pos)
@@ -184,7 +202,8 @@ class VllmFile:
             spec = (f"SpecDecoding metrics: Mean acceptance length: {mal:.2f}, Accepted throughput: {accepted / 10:.2f} tokens/s, "
                     f"Drafted throughput: {drafted / 10:.2f} tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
                     f"Per-position acceptance rate: {rates}, Avg Draft acceptance rate: {rate:.1f}%")
-        self.log(level, "v1/spec_decode/metrics.py:88" if v >= (0, 11, 1) else "metrics.py:86", spec + extra)
+        self.log(level, "v1/spec_decode/metrics.py:88" if v >= (0, 11, 1) else "metrics.py:86", spec + extra,
+                 proc=self.stats_proc)
         self.truth.spec_lines += 1
         a = _acc(self.truth, build)
         a["windows"] += 1
@@ -204,7 +223,7 @@ class VllmFile:
     # -- failures ---------------------------------------------------------------------------
     def fatal(self, oom: bool) -> None:
         self.advance(3)
-        build = build_of(HOST, self.t)
+        build = self.build_at(self.t)
         cause = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
                  "of 79.19 GiB of which 1.12 GiB is free." if oom else
                  "RuntimeError: CUDA error: an illegal memory access was encountered")

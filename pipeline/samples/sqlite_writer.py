@@ -38,8 +38,9 @@ def _migrations(connection: sqlite3.Connection, steps, applied_at: int) -> None:
                            [(step, name, stamp) for step, name in steps])
 
 
-def write_store(copy: HostCopy, store: Path) -> Path:
-    """Write the copy as a devshardd SQLite store directory, replacing an earlier one there."""
+def write_store(copy: HostCopy, store: Path, payloads: bool = True) -> Path:
+    """Write the copy as a devshardd SQLite store directory, replacing an earlier one there; without
+    `payloads`, no payloads/ folder (the stored request and response bodies)."""
     store.mkdir(parents=True, exist_ok=True)
     for old in [*store.glob("_meta.db*"), *store.glob("epoch_*.db*")]:
         old.unlink()
@@ -73,7 +74,7 @@ def write_store(copy: HostCopy, store: Path) -> Path:
                 _insert(db, table, rows)
         db.close()
 
-    for payload in copy.payloads:
+    for payload in copy.payloads if payloads else ():
         path = store / "payloads" / str(payload["epoch_id"]) / payload["escrow_id"] / f"{payload['inference_id']}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(payload_file(payload["prompt_payload"], payload["response_payload"]))
