@@ -38,9 +38,9 @@ from tests.helpers import ingest
 
 @pytest.fixture(scope="module")
 def warehouse(timeline, tmp_path_factory):
-    """The evidence sample (`timeline.copy(4)`, SQLite layout) with its build timeline."""
+    """The evidence sample (`timeline.copy(4)`, SQLite layout, with its accounting ledger) and its build timeline."""
     tmp = tmp_path_factory.mktemp("honesty")
-    timeline.copy(last_epoch=4).write_sqlite(tmp / "store")
+    timeline.copy(last_epoch=4).write_sqlite(tmp / "store", ledger=True)
     path = tmp / "warehouse.duckdb"
     ingest(path, tmp / "store", label="focal sqlite")
     con = open_for_write(path)

@@ -11,7 +11,7 @@ ci_low, ci_high``:
 - ``source = votes``: the build split of field verdicts (``validations``, both builds from
   the build timeline) where the host is validator or executor: ``n`` verdicts,
   ``passed`` = valid ones. ``min``/``median`` do not apply.
-``passed_share`` carries a Wilson 95% interval.
+``passed_share`` carries a Wilson 95% interval (``stats.interval``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
-from pipeline.stats import with_wilson
+from pipeline.stats import interval_stat, with_wilson
 from pipeline.warehouse import fetch_frame
 
 NAME = "similarity"
@@ -63,7 +63,8 @@ def similarity(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
         title=f"Validation similarity around {host}: answers build × validator build ({window.describe()})",
         params={"host": host, **window.params},
         rows=frame,
-        stats={"scores": scores.height, "votes": votes.height},
+        stats={"scores": scores.height, "votes": votes.height,
+               **({"interval": interval_stat("passed / judged, per row")} if frame.height else {})},
         notes=notes,
     )
 
