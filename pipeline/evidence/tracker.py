@@ -127,7 +127,8 @@ def _compare(rows: pl.DataFrame, first: int, second: int) -> dict:
     out = {}
     for share, (part, whole) in SHARES.items():
         a, b = by_epoch[first], by_epoch[second]
-        if a[whole] and b[whole]:
+        # A flag counted on more answers than were delivered is not a proportion: no test.
+        if a[whole] and b[whole] and a[part] <= a[whole] and b[part] <= b[whole]:
             result = fisher_exact_2x2(a[part], a[whole] - a[part], b[part], b[whole] - b[part])
             out[share] = result.as_stat(epochs=[first, second])
     return out
