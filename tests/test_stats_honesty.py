@@ -430,3 +430,22 @@ def test_every_rate_of_the_log_tables_carries_a_named_wilson_interval(logs, name
     result = compute(name, logs, host=HOST, command=f"gonka-evidence evidence {name}")
     assert result.rows.height > 0
     assert_wilson_on_every_rate(result)
+
+
+def test_a_tracker_flag_counted_on_more_answers_than_delivered_has_a_share_but_no_interval_or_test():
+    from pipeline.evidence.tracker import SHARES, _compare, _with_share_interval
+
+    rows = pl.DataFrame({"epoch": [3, 2], "slow_decode": [5, 1], "slow_chunk": [1, 2], "delivered_outside_poc": [4, 10],
+                         "protocol_invalid": [2, 3], "protocol_misses": [0, 1], "assigned_nonces": [40, 50]})
+    rows = rows.with_columns((pl.col(part) / pl.col(whole)).alias(share) for share, (part, whole) in SHARES.items())
+    for share, (part, whole) in SHARES.items():
+        rows = _with_share_interval(rows, share, part, whole)
+    first, second = rows.row(0, named=True), rows.row(1, named=True)
+    assert first["slow_decode_share"] == 1.25 and first["slow_decode_ci_low"] is None and first["slow_decode_ci_high"] is None
+    from statsmodels.stats.proportion import proportion_confint
+
+    assert (second["slow_decode_ci_low"], second["slow_decode_ci_high"]) == pytest.approx(
+        tuple(map(float, proportion_confint(1, 10, method="wilson"))), rel=1e-12)
+    compare = _compare(rows, 3, 2)
+    assert "slow_decode_share" not in compare and set(compare) == {"slow_chunk_share", "protocol_invalid_share",
+                                                                   "protocol_misses_share"}
