@@ -84,7 +84,14 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> t
     if n == 0:
         return (math.nan, math.nan)
     low, high = proportion_confint(successes, n, alpha=1 - confidence, method="wilson")
+    low, high = _exact_ends(low, high, successes, n)
     return (float(low), float(high))
+
+
+def _exact_ends(low, high, successes, n):
+    """The Wilson bounds with their exact ends: 0 of n has a lower bound of exactly 0 and n of n an upper
+    bound of exactly 1, where statsmodels' floating point leaves a residue of about 1e-17."""
+    return np.where(successes == 0, 0.0, low), np.where(successes == n, 1.0, high)
 
 
 def with_wilson(
@@ -116,9 +123,9 @@ def with_wilson(
     if estimable.any():
         from statsmodels.stats.proportion import proportion_confint
 
-        low[estimable], high[estimable] = proportion_confint(
+        low[estimable], high[estimable] = _exact_ends(*proportion_confint(
             successes[estimable], n[estimable], alpha=1 - confidence, method="wilson"
-        )
+        ), successes[estimable], n[estimable])
     return df.with_columns(
         pl.Series(f"{prefix}_low", low, dtype=pl.Float64).fill_nan(None),
         pl.Series(f"{prefix}_high", high, dtype=pl.Float64).fill_nan(None),

@@ -339,6 +339,29 @@ def test_similarity_exact(loaded):
     assert threshold == [SIMILARITY_THRESHOLD]
 
 
+def test_similarity_threshold_parameter_for_a_model_without_a_known_one(tmp_path):
+    """The DeepSeek-V4-Flash validation threshold is unknown (docs/sources.md, validator logs): without
+    --threshold its scores are not judged; with it a value passes when strictly above it."""
+    from pipeline.evidence import EvidenceError
+
+    lines = [f"time=2026-10-24T1{i}:00:00.000Z level=INFO msg=\"Cosine similarity validation result\" "
+             f"subsystem=Validation cosineSimValue={v} inferenceId={100 + i} executor=gonka1peer "
+             "model=deepseek-ai/DeepSeek-V4-Flash" for i, v in enumerate((0.95, 0.97, 0.99, 0.90))]
+    (tmp_path / "dapi.log").write_text("\n".join(lines) + "\n")
+    con = open_for_write(tmp_path / "w.duckdb")
+    ingest_logs(con, [tmp_path / "dapi.log"], host="gonka1validator", kind="validator")
+    plain = compute("similarity", con, host="gonka1validator", command="x").rows.row(0, named=True)
+    assert (plain["n"], plain["judged"], plain["passed"], plain["passed_share"]) == (4, 0, 0, None)
+    given = compute("similarity", con, host="gonka1validator", command="x", threshold=0.95)
+    row = given.rows.row(0, named=True)
+    assert (row["n"], row["judged"], row["passed"], row["passed_share"]) == (4, 4, 2, 0.5)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(wilson_interval(2, 4))
+    assert given.params["threshold"] == 0.95
+    with pytest.raises(EvidenceError, match="--threshold"):
+        compute("similarity", con, host="gonka1validator", command="x", threshold=1.5)
+    con.close()
+
+
 def test_poc_exact(loaded):
     con, _, _, _ = loaded
     rows = {r["event"]: r for r in _ev(con, "poc").rows.iter_rows(named=True)}

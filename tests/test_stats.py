@@ -33,6 +33,18 @@ def test_wilson_zero_of_ten():
     assert round(high, 4) == 0.2775
 
 
+def test_wilson_ends_are_exact_at_zero_and_all():
+    # 0 of 14 has a lower bound of exactly 0 and 14 of 14 an upper bound of exactly 1 (statsmodels' floating
+    # point leaves 1.4e-17 and 1 - 1.1e-16 there); the other bound is statsmodels' own.
+    from statsmodels.stats.proportion import proportion_confint
+
+    assert wilson_interval(0, 14) == (0.0, pytest.approx(proportion_confint(0, 14, method="wilson")[1], rel=1e-15))
+    assert wilson_interval(14, 14) == (pytest.approx(proportion_confint(14, 14, method="wilson")[0], rel=1e-15), 1.0)
+    out = with_wilson(pl.DataFrame({"k": [0, 14, 3], "n": [14, 14, 14]}), "k", "n")
+    assert out["ci_low"].to_list()[0] == 0.0 and out["ci_high"].to_list()[1] == 1.0
+    assert out.row(2)[2:] == pytest.approx(proportion_confint(3, 14, method="wilson"), rel=1e-15)
+
+
 def test_wilson_empty_sample_is_nan():
     low, high = wilson_interval(0, 0)
     assert math.isnan(low) and math.isnan(high)

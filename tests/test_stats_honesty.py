@@ -38,9 +38,9 @@ from tests.helpers import ingest
 
 @pytest.fixture(scope="module")
 def warehouse(timeline, tmp_path_factory):
-    """The evidence sample (`timeline.copy(4)`, SQLite layout) with its build timeline."""
+    """The evidence sample (`timeline.copy(4)`, SQLite layout, with its accounting ledger) and its build timeline."""
     tmp = tmp_path_factory.mktemp("honesty")
-    timeline.copy(last_epoch=4).write_sqlite(tmp / "store")
+    timeline.copy(last_epoch=4).write_sqlite(tmp / "store", ledger=True)
     path = tmp / "warehouse.duckdb"
     ingest(path, tmp / "store", label="focal sqlite")
     con = open_for_write(path)
@@ -351,3 +351,101 @@ def test_evidence_help_does_not_import_scipy_or_statsmodels():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert out.returncode == 0 and "peer-invalidation" in out.stdout
     assert out.stdout.strip().endswith("[]")
+
+
+# -- every rate of every table carries its Wilson 95% interval, named, as statsmodels computes it ------------
+
+# The counts behind each rate column: (part, whole) as docs/evidence.md defines the rate.
+RATE_COUNTS = {
+    "rate": ("challenged_or_invalidated", "answers"),
+    "others_rate": ("others_challenged_or_invalidated", "others_answers"),
+    "invalid_rate": ("invalid", "total"),
+    "invalid_share": ("invalid", "verdicts"),
+    "agreement_rate": ("agreed", "resolved"),
+    "invalidated_rate": ("invalidated", "judged"),
+    "passed_share": ("passed", "judged"),
+    "acceptance_rate": ("accepted", "drafted"),
+    "share": ("count", "of"),
+    "slow_decode_share": ("slow_decode", "delivered_outside_poc"),
+    "slow_chunk_share": ("slow_chunk", "delivered_outside_poc"),
+    "protocol_invalid_share": ("protocol_invalid", "assigned_nonces"),
+    "protocol_misses_share": ("protocol_misses", "assigned_nonces"),
+}
+
+
+def named_intervals(stats: dict) -> list[dict]:
+    """The interval descriptions of a table's stats: ``interval`` itself, or one per rate under it."""
+    found = stats.get("interval")
+    if not isinstance(found, dict):
+        return []
+    return [found] if "interval" in found else [v for v in found.values() if isinstance(v, dict)]
+
+
+def assert_wilson_on_every_rate(result: EvidenceResult) -> int:
+    """Every rate column has interval columns that hold statsmodels' Wilson 95% interval of its own counts,
+    and the table's stats name that interval (method and level). Returns the number of intervals checked."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    from pipeline.render.text import is_rate_column, rate_intervals
+
+    schema = result.rows.schema
+    rates = [name for name, dtype in schema.items() if is_rate_column(name, dtype)]
+    pairs = rate_intervals(schema)
+    assert set(pairs) == set(rates), f"{result.evidence}: rates without an interval: {set(rates) - set(pairs)}"
+    named = {tuple(i["columns"]): i for i in named_intervals(result.stats)}
+    checked = 0
+    for rate in rates:
+        low, high = pairs[rate]
+        interval = named.get((low, high))
+        assert interval is not None, f"{result.evidence}: {rate} ({low}, {high}) is not named in stats.interval"
+        assert (interval["interval"], interval["level"]) == ("Wilson score", 0.95)
+        part, whole = RATE_COUNTS[rate]
+        for row in result.rows.iter_rows(named=True):
+            k, n = row[part], row[whole]
+            if not n or row.get("measure", "").endswith("_tokens"):  # token sums are not parts of a whole
+                assert row[rate] is None and row[low] is None and row[high] is None
+                continue
+            assert row[rate] == pytest.approx(k / n, rel=1e-12)
+            expected = proportion_confint(k, n, alpha=0.05, method="wilson")
+            assert (row[low], row[high]) == pytest.approx(tuple(map(float, expected)), rel=1e-12, abs=1e-15)
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("name, options", [
+    ("epoch-summary", {"denominators": True}), ("timeline", {"epoch": 3}), ("peer-invalidation", {"by_escrow": True}),
+    ("peer-invalidation", {"epoch": 3, "by_build": True}), ("validators", {}), ("votes-by-build", {}),
+    ("tracker", {}), ("tracker", {"epoch": 3, "compare": 2}), ("tracker", {"all_participants": True}),
+    ("answers-by-sampling", {"detail": True}), ("similarity", {}),
+])
+def test_every_rate_carries_a_named_wilson_interval_as_statsmodels_computes_it(warehouse, name, options):
+    result = run(warehouse, name, **options)
+    assert assert_wilson_on_every_rate(result) > 0
+    text = render(result, "markdown")
+    assert "Wilson score 95% interval of" in text
+
+
+@pytest.mark.parametrize("name", ["acceptance", "similarity", "throughput", "stability", "poc"])
+def test_every_rate_of_the_log_tables_carries_a_named_wilson_interval(logs, name):
+    result = compute(name, logs, host=HOST, command=f"gonka-evidence evidence {name}")
+    assert result.rows.height > 0
+    assert_wilson_on_every_rate(result)
+
+
+def test_a_tracker_flag_counted_on_more_answers_than_delivered_has_a_share_but_no_interval_or_test():
+    from pipeline.evidence.tracker import SHARES, _compare, _with_share_interval
+
+    rows = pl.DataFrame({"epoch": [3, 2], "slow_decode": [5, 1], "slow_chunk": [1, 2], "delivered_outside_poc": [4, 10],
+                         "protocol_invalid": [2, 3], "protocol_misses": [0, 1], "assigned_nonces": [40, 50]})
+    rows = rows.with_columns((pl.col(part) / pl.col(whole)).alias(share) for share, (part, whole) in SHARES.items())
+    for share, (part, whole) in SHARES.items():
+        rows = _with_share_interval(rows, share, part, whole)
+    first, second = rows.row(0, named=True), rows.row(1, named=True)
+    assert first["slow_decode_share"] == 1.25 and first["slow_decode_ci_low"] is None and first["slow_decode_ci_high"] is None
+    from statsmodels.stats.proportion import proportion_confint
+
+    assert (second["slow_decode_ci_low"], second["slow_decode_ci_high"]) == pytest.approx(
+        tuple(map(float, proportion_confint(1, 10, method="wilson"))), rel=1e-12)
+    compare = _compare(rows, 3, 2)
+    assert "slow_decode_share" not in compare and set(compare) == {"slow_chunk_share", "protocol_invalid_share",
+                                                                   "protocol_misses_share"}

@@ -26,7 +26,8 @@ Rows: every epoch in which the host holds a slot (``--epoch``: that epoch); with
 ``--denominators`` gives the same counts as the epoch report shows them: one
 ``count | of | share`` row per measure and epoch (``of`` = the whole the count is part of:
 the inferences the host executed in the epoch, any final status; the challenged ones for
-``cleared``; the sampled validations or challenge votes; the finished inferences for tokens).
+``cleared``; the sampled validations or challenge votes; the finished inferences for tokens),
+``share = count / of`` with its Wilson 95% interval ``ci_low``/``ci_high`` (none for token sums).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
+from pipeline.stats import interval_stat, with_wilson
 from pipeline.warehouse import fetch_frame
 
 NAME = "epoch-summary"
@@ -68,9 +70,11 @@ def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window, den
         .select(COLUMNS)
         .sort("epoch")
     )
+    stats = {}
     if denominators:
         executed = fetch_frame(con, sql_text("evidence/host_answers.sql"), params).group_by("epoch_id").len()
         rows = with_denominators(rows, dict(executed.iter_rows()))
+        stats["interval"] = interval_stat("count / of, per row (none for token sums)")
 
     notes = []
     if per_answer.height == 0:
@@ -87,6 +91,7 @@ def epoch_summary(con: duckdb.DuckDBPyConnection, host: str, window: Window, den
         title=f"Epoch summary of {host} as executor ({window.describe()})",
         params={"host": host, **window.params, **({"denominators": True} if denominators else {})},
         rows=rows,
+        stats=stats,
         notes=notes,
     )
 
@@ -114,8 +119,8 @@ DENOMINATORS = (
 
 
 def with_denominators(rows: pl.DataFrame, executed_by_epoch: dict[int, int]) -> pl.DataFrame:
-    """One ``count | of | share`` row per measure and epoch (token sums have no share: they are
-    not parts of the inferences they are summed over)."""
+    """One ``count | of | share | ci_low | ci_high`` row per measure and epoch: the share with its Wilson
+    95% interval (token sums have neither: they are not parts of the inferences they are summed over)."""
     out = []
     for row in rows.iter_rows(named=True):
         values = {**row, "executed": executed_by_epoch.get(row["epoch"], 0)}
@@ -124,8 +129,10 @@ def with_denominators(rows: pl.DataFrame, executed_by_epoch: dict[int, int]) -> 
             whole = sum(values[c] for c in whole_of) if isinstance(whole_of, tuple) else values[whole_of]
             share = None if not whole or measure.endswith("_tokens") else n / whole
             out.append({"epoch": row["epoch"], "measure": measure, "count": n, "of": whole, "of_what": unit, "share": share})
-    return pl.DataFrame(out, schema={"epoch": pl.Int64, "measure": pl.String, "count": pl.Int64, "of": pl.Int64,
-                                     "of_what": pl.String, "share": pl.Float64})
+    frame = pl.DataFrame(out, schema={"epoch": pl.Int64, "measure": pl.String, "count": pl.Int64, "of": pl.Int64,
+                                      "of_what": pl.String, "share": pl.Float64})
+    parts = frame.with_columns(part=pl.when(pl.col("share").is_not_null()).then(pl.col("count")))
+    return with_wilson(parts, "part", "of").drop("part")
 
 
 def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
@@ -152,8 +159,8 @@ SPEC = register(EvidenceSpec(
     sql=("evidence/host_answer_counts.sql", "evidence/verdict_counts_on_host_answers.sql", "evidence/host_epochs.sql",
          "evidence/host_answers.sql"),
     options=(Option("denominators", "--denominators",
-                    "One row per measure and epoch: its count, the whole it is part of and the share, "
-                    "as the epoch report shows it"),),
+                    "One row per measure and epoch: its count, the whole it is part of and the share with its "
+                    "Wilson 95% interval, as the epoch report shows it"),),
     # The report shows the long form through the option, so its reproduce command prints the same table.
     report=ReportSection(order=10, options=lambda epoch: {"denominators": True}, chart=_chart),
     definitions=__doc__,

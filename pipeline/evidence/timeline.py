@@ -26,7 +26,8 @@ invalid_cast, engine_deaths, restarts``:
   entry of a different build starts inside the bucket (the first entry counts as a switch).
 
 ``stats``: ``buckets`` (rows), ``buckets_with_data`` (rows with a count above zero or a build
-switch: the rows the epoch report lists) and ``build_switches``.
+switch: the rows the epoch report lists), ``build_switches`` and ``interval`` (what each rate's
+interval columns are).
 
 The window: ``--epoch N`` selects answers and verdicts by the escrow's epoch and log events by
 the epoch's time span (first to last event of its inferences); ``--since/--until`` is
@@ -46,7 +47,7 @@ from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.paths import sql_text
-from pipeline.stats import with_wilson
+from pipeline.stats import interval_stat, with_wilson
 from pipeline.warehouse import fetch_frame
 
 NAME = "timeline"
@@ -59,6 +60,14 @@ COUNTS = ("answers", "challenged_or_invalidated", "others_answers", "others_chal
 COLUMNS = ("bucket_start", "build", "build_switch", "answers", "challenged_or_invalidated", "rate", "ci_low", "ci_high",
            "others_answers", "others_challenged_or_invalidated", "others_rate", "others_ci_low", "others_ci_high",
            "verdicts_cast", "invalid_cast", "engine_deaths", "restarts")
+
+
+# What the interval columns are (docs/evidence.md, statistics): one Wilson interval per rate.
+INTERVALS = {
+    "rate": interval_stat("challenged_or_invalidated / answers, per bucket"),
+    "others_rate": interval_stat("others_challenged_or_invalidated / others_answers, per bucket",
+                                 ("others_ci_low", "others_ci_high")),
+}
 
 
 def bucket_width(text: str) -> tuple[str, dt.timedelta]:
@@ -125,7 +134,7 @@ def timeline(con: duckdb.DuckDBPyConnection, host: str, window: Window, *, bucke
         params={"host": host, **window.params, "bucket": every},
         rows=rows,
         stats={"buckets": rows.height, "buckets_with_data": _active_buckets(rows).height,
-               "build_switches": int(rows["build_switch"].sum())} if rows.height else {},
+               "build_switches": int(rows["build_switch"].sum()), "interval": INTERVALS} if rows.height else {},
         notes=notes,
     )
 

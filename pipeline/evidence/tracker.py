@@ -1,14 +1,18 @@
 """tracker: the gateway ledger's record of a participant, per epoch (view tracker_participants).
 
-Rows ``epoch, participant, assigned_nonces, delivered, slow_decode, slow_decode_share,
-slow_chunk, slow_chunk_share, protocol_invalid, protocol_invalid_share, protocol_misses,
-protocol_misses_share, findings``, summed over the participant's slots and models:
+Rows ``epoch, participant, assigned_nonces, delivered, delivered_outside_poc, slow_decode,
+slow_decode_share, slow_chunk, slow_chunk_share, protocol_invalid, protocol_invalid_share,
+protocol_misses, protocol_misses_share, findings`` (each share followed by its Wilson 95% interval,
+``<name>_ci_low``/``<name>_ci_high`` without ``_share``), summed over the participant's slots and models:
 
 - ``delivered``: answers that reached the gateway (``finished_*`` dispositions), warm-up probes left out;
-- ``slow_decode`` / ``slow_chunk``: flagged answers outside the PoC phase; their shares are of the
-  answers delivered outside PoC (the ledger's own exclusion);
+  ``delivered_outside_poc``: those of them outside the PoC phase;
+- ``slow_decode`` / ``slow_chunk``: flagged answers outside the PoC phase; their shares are of
+  ``delivered_outside_poc`` (the ledger's own exclusion);
 - ``protocol_invalid`` / ``protocol_misses``: the host stats (chain ``HostStats.Invalid`` / ``Missed``);
   shares of ``assigned_nonces``;
+- ``stats.interval``: what each share's interval is (Wilson score, 95%); a share above 1 (a flag counted
+  on more answers than were delivered) has no interval;
 - ``findings``: the recomputed findings (view tracker_findings), ``code (severity)``.
 
 ``--all``: every participant, ranked (critical findings, then findings, then protocol_invalid_share,
@@ -28,7 +32,7 @@ from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.paths import sql_text
-from pipeline.stats import fisher_exact_2x2, holm_adjust
+from pipeline.stats import fisher_exact_2x2, holm_adjust, interval_stat, with_wilson
 from pipeline.warehouse import fetch_frame
 
 NAME = "tracker"
@@ -38,9 +42,11 @@ SHARES = {  # share column -> (part, whole)
     "protocol_invalid_share": ("protocol_invalid", "assigned_nonces"),
     "protocol_misses_share": ("protocol_misses", "assigned_nonces"),
 }
-COLUMNS = ["epoch", "participant", "assigned_nonces", "delivered", "slow_decode", "slow_decode_share", "slow_chunk",
-           "slow_chunk_share", "protocol_invalid", "protocol_invalid_share", "protocol_misses",
-           "protocol_misses_share", "findings"]
+COLUMNS = ["epoch", "participant", "assigned_nonces", "delivered", "delivered_outside_poc",
+           "slow_decode", "slow_decode_share", "slow_decode_ci_low", "slow_decode_ci_high",
+           "slow_chunk", "slow_chunk_share", "slow_chunk_ci_low", "slow_chunk_ci_high",
+           "protocol_invalid", "protocol_invalid_share", "protocol_invalid_ci_low", "protocol_invalid_ci_high",
+           "protocol_misses", "protocol_misses_share", "protocol_misses_ci_low", "protocol_misses_ci_high", "findings"]
 
 
 def tracker(con: duckdb.DuckDBPyConnection, host: str | None, window: Window, *, all_participants: bool = False,
@@ -57,6 +63,8 @@ def tracker(con: duckdb.DuckDBPyConnection, host: str | None, window: Window, *,
         (pl.when(pl.col(whole) > 0).then(pl.col(part) / pl.col(whole)).otherwise(None)).alias(share)
         for share, (part, whole) in SHARES.items()
     ).rename({"epoch_id": "epoch"})
+    for share, (part, whole) in SHARES.items():
+        rows = _with_share_interval(rows, share, part, whole)
     stats: dict = {}
     if compare is not None:
         rows = rows.sort("participant", pl.col("epoch").replace_strict({window.epoch: 0, compare: 1}, default=2))
@@ -76,6 +84,8 @@ def tracker(con: duckdb.DuckDBPyConnection, host: str | None, window: Window, *,
     columns = (["rank"] if all_participants else []) + COLUMNS
     disagreements = fetch_frame(con, sql_text("evidence/tracker_disagreements.sql"), {"host": who, "epochs": epochs})
     stats["disagreements"] = disagreements.to_dicts()
+    stats["interval"] = {share: interval_stat(f"{part} / {whole}, per row", _interval_columns(share))
+                         for share, (part, whole) in SHARES.items()}
     notes = []
     if rows.height == 0:
         notes.append(f"no tracker record for {who or 'any participant'} in {window.describe()} "
@@ -96,6 +106,19 @@ def tracker(con: duckdb.DuckDBPyConnection, host: str | None, window: Window, *,
         rows=rows.select(columns), stats=stats, notes=notes)
 
 
+def _interval_columns(share: str) -> tuple[str, str]:
+    stem = share.removesuffix("_share")
+    return f"{stem}_ci_low", f"{stem}_ci_high"
+
+
+def _with_share_interval(rows: pl.DataFrame, share: str, part: str, whole: str) -> pl.DataFrame:
+    """The Wilson 95% interval of one share (docs/evidence.md, tracker). A flag may also be set on answers
+    that were not delivered, so a part above its whole has a share but no interval (it is not a proportion)."""
+    low, _ = _interval_columns(share)
+    counted = rows.with_columns(pl.when(pl.col(part) <= pl.col(whole)).then(pl.col(part)).alias("_part"))
+    return with_wilson(counted, "_part", whole, prefix=low.removesuffix("_low")).drop("_part")
+
+
 def _compare(rows: pl.DataFrame, first: int, second: int) -> dict:
     """Fisher's exact test of each share between the two epochs (one participant)."""
     by_epoch = {r["epoch"]: r for r in rows.iter_rows(named=True)}
@@ -104,7 +127,8 @@ def _compare(rows: pl.DataFrame, first: int, second: int) -> dict:
     out = {}
     for share, (part, whole) in SHARES.items():
         a, b = by_epoch[first], by_epoch[second]
-        if a[whole] and b[whole]:
+        # A flag counted on more answers than were delivered is not a proportion: no test.
+        if a[whole] and b[whole] and a[part] <= a[whole] and b[part] <= b[whole]:
             result = fisher_exact_2x2(a[part], a[whole] - a[part], b[part], b[whole] - b[part])
             out[share] = result.as_stat(epochs=[first, second])
     return out

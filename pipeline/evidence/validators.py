@@ -20,6 +20,7 @@ invalid_ci_high, resolved, agreed, agreement_rate, agreement_ci_low, agreement_c
   invalidated one); ``agreement_rate = agreed / resolved`` with its Wilson 95% interval.
 
 Rows are ordered by verdicts (most first), then validator, then the build's first verdict.
+``stats.interval`` says what the two interval column pairs are.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
 from pipeline.evidence.window import Window
 from pipeline.paths import sql_text
-from pipeline.stats import with_wilson
+from pipeline.stats import interval_stat, with_wilson
 from pipeline.warehouse import fetch_frame
 
 NAME = "validators"
@@ -61,7 +62,10 @@ def validators(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
     stats = {}
     if rows.height:
         stats = {"validators": rows["validator"].n_unique(), "verdicts": int(rows["verdicts"].sum()),
-                 "invalid": int(rows["invalid"].sum())}
+                 "invalid": int(rows["invalid"].sum()),
+                 "interval": {"invalid_share": interval_stat("invalid / verdicts, per row", ("invalid_ci_low", "invalid_ci_high")),
+                              "agreement_rate": interval_stat("agreed / resolved, per row",
+                                                              ("agreement_ci_low", "agreement_ci_high"))}}
     return EvidenceResult(
         evidence=NAME,
         title=f"Validators of the answers of {host} ({window.describe()})",

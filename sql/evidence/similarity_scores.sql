@@ -1,7 +1,9 @@
--- Similarity scores involving the host as validator or as executor, in the window on "at".
--- params: $host, $since, $until
+-- Similarity scores involving the host as validator or as executor, in the window on "at"; a score
+-- without a threshold of its own or of its model is judged against $threshold (NULL: not judged).
+-- params: $host, $since, $until, $threshold
 SELECT coalesce(executor_build, 'unattributed') AS answers_build,
-       coalesce(validator_build, 'unattributed') AS validator_build, value, passed
+       coalesce(validator_build, 'unattributed') AS validator_build, value,
+       coalesce(passed, value > $threshold::DOUBLE) AS passed
 FROM validation_scores
 WHERE (validator = $host OR executor = $host)
   AND ($since::TIMESTAMPTZ IS NULL OR "at" >= $since)
