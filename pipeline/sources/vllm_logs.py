@@ -164,11 +164,14 @@ def parse_stats_line(text: str, version: tuple[int, ...] | None = None) -> dict 
     }
 
 
-def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: bool = False) -> list[tuple[str, str]]:
+def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: bool = False,
+            more_dead: bool = False) -> list[tuple[str, str]]:
     """(kind, detail) of the engine events a record holds (kinds: docs/data-model.md, logs, metrics and PoC results).
 
     ``more_cause`` is the last folded exception line (else the first unindented folded line), ``more_oom``
-    whether any folded line matches `OOM` — all the traceback `_events` needs, kept as it streams by.
+    whether any folded line matches `OOM`, ``more_dead`` whether one matches `DEAD` (an engine-death
+    exception raised inside a traceback, as V0 prints it) — all the traceback `_events` needs, kept as it
+    streams by.
     """
     if uvicorn:
         return [("ready", msg)] if msg.startswith("Application startup complete") else []
@@ -181,8 +184,10 @@ def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: boo
         if more_oom or OOM.search(msg):
             events.append(("oom", detail))
         return events
-    if "EngineDeadError" in msg or ("Engine core process" in msg and "died unexpectedly" in msg) or "AsyncLLM output_handler failed" in msg:
-        return [("engine_dead", msg[:300])]
+    if DEAD.search(msg) or ("Engine core process" in msg and "died unexpectedly" in msg) \
+            or "AsyncLLM output_handler failed" in msg or "Engine background task failed" in msg:
+        events = [("engine_dead", msg[:300] + (f" — {more_cause[:300]}" if more_cause and more_cause not in msg else ""))]
+        return events + ([("oom", events[0][1])] if more_oom or OOM.search(msg) else [])
     if ("Worker proc" in msg and "died unexpectedly" in msg) or ("died with exit code" in msg and DIED_EXIT.search(msg)):
         return [("worker_died", msg[:300])]
     if msg.startswith("PoC generation started"):
@@ -191,10 +196,16 @@ def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: boo
         return [("poc_stop", msg[:300])]
     if OOM.search(msg):
         return [("oom", msg[:300])]
+    if more_dead or more_oom:  # a record whose folded traceback ends the engine (V0 header-less tracebacks)
+        detail = (msg.strip() + " — " if msg.strip() else "") + more_cause[:300]
+        return ([("engine_dead", detail[:600])] if more_dead else []) + ([("oom", detail[:600])] if more_oom else [])
     return []
 
 
 DIED_EXIT = re.compile(r"Process .* died with exit code")
+# exceptions that say the engine is dead, as a traceback's last line (V0: AsyncEngineDeadError; V1 start-up:
+# the API server's RuntimeError after the engine core failed to start; V0 0.6 multiprocessing front end)
+DEAD = re.compile(r"EngineDeadError|Engine core initialization failed|Engine process failed to start")
 EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
 # Every record `_events` can return something for contains one of these (a superset filter, run in Rust).
 EVENT_WORDS = [
@@ -202,6 +213,7 @@ EVENT_WORDS = [
     "died unexpectedly", "died with exit code", "AsyncLLM output_handler failed", "PoC generation started",
     "PoC stopped", "PoC generation crashed", "OutOfMemoryError", "CUDA out of memory", "not enough GPU memory",
     "No available memory for the cache blocks", "larger than the available KV cache memory",
+    "Engine background task failed", "Engine core initialization failed", "Engine process failed to start",
 ]
 
 # -- streaming, vectorised parser ----------------------------------------------------------------
@@ -219,13 +231,20 @@ _RX_PREFIX = rf"^(\([A-Za-z][\w-]* pid=\d+\){_WS}?)"
 _MONTH, _DAY, _HOUR, _MIN = r"0[1-9]|1[0-2]", r"0[1-9]|[12]\d|3[01]", r"[01]\d|2[0-3]", r"[0-5]\d"
 _TIME = rf"(?:{_MONTH})-(?:{_DAY}) (?:{_HOUR}):(?:{_MIN}):(?:{_MIN})"
 # the envelope (level, stamp, [file:line]) at the start of the line, or after a free-text prefix
+# `[file.py:123]` (V1) or `file.py:123]` (V0, up to about 0.7 / early 0.8); an empty message ends the line
+_RX_SOURCE = r"(?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
 _RX_ENV_BODY = (rf"(?P<level>{_LEVEL}) (?P<month>{_MONTH})-(?P<day>{_DAY}) (?P<h>{_HOUR}):(?P<m>{_MIN}):(?P<s>{_MIN})"
-                rf"(?:[.,]\d+)? \[[^\]]*\] ")
+                rf"(?:[.,]\d+)? {_RX_SOURCE}")
 _RX_ENV0 = rf"^(?P<env>{_RX_ENV_BODY})"
-_RX_ENV = rf"^(?P<env>.{{0,{MAX_PREFIX}}}?{_RX_ENV_BODY})"
-_RX_UVICORN = rf"^(?:{_LEVEL}):{_WS}+(.*)$"
+# after free text: up to MAX_PREFIX characters (a compose `service |`, a docker time stamp, a journald prefix),
+# then maybe the process prefix; or any text glued in front of a process prefix (an offline run's progress bar)
+_RX_PROC_IN = r"\((?P<{}>[A-Za-z][\w-]*) pid=\d+\)"
+_RX_ENV = (rf"^(?P<env>(?:.{{0,{MAX_PREFIX}}}?(?:{_RX_PROC_IN.format('pa')}{_WS}?)?"
+           rf"|.*?{_RX_PROC_IN.format('pb')}{_WS}?){_RX_ENV_BODY})")
+_RX_UVICORN = rf"^(?:\S.{{0,{MAX_PREFIX - 1}}}?{_WS})?(?:{_LEVEL}):{_WS}+(.*)$"  # after a collector's prefix too
 _RX_TRACE = (rf"^(?:{_WS}|Traceback \(most recent call last\)|During handling of|The above exception"
-             r"|[\w.]+(?:Error|Exception|Exit|Interrupt)\b)")
+             r"|[\w.]+(?:Error|Exception|Exit|Interrupt)\b"
+             r"|Exception in callback |handle: <Handle )")  # asyncio's report of a failed task (V0 engine loop)
 _RX_BLANK = rf"^{_WS}*$"
 _RX_VERSION = r"(?:Initializing an? (?:V1 )?LLM engine \(v|vLLM API server version |vLLM server version )(\d+)\.(\d+)\.(\d+)"
 _RX_PP = rf"Per-position acceptance rate: ({NUMBER}(?:, {NUMBER})*)"
@@ -251,10 +270,14 @@ class _Open:
     """The current record, carried across chunk boundaries."""
 
     line: int
-    level_err: bool
+    level: str
     stamp: tuple[int, int, int, int, int, int]  # rollovers, month, day, h, m, s
     more: bool = False
     pending: dict | None = None  # an event candidate whose events wait for its folded lines
+
+    @property
+    def level_err(self) -> bool:
+        return self.level in ("ERROR", "CRITICAL")
 
 
 @dataclass
@@ -310,7 +333,8 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
 
 
 _HEADER = re.compile(rb"(?:\x1b\[[0-9;]*[A-Za-z]|\([A-Za-z][\w-]* pid=\d+\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
-                     rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[[^\]]*\] " % (MAX_PREFIX + 64, _LEVEL.encode()))
+                     rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
+                     % (MAX_PREFIX + 64, _LEVEL.encode()))
 
 
 def _cut(data: bytes, max_back: int = 10_000) -> int:
@@ -381,6 +405,10 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
         found = df["body"].gather(idx).str.extract_groups(_RX_ENV).struct.unnest()
         if found["env"].null_count() < found.height:
             envelope = envelope.with_columns(envelope[c].scatter(idx, found[c]) for c in envelope.columns)
+            # a process prefix after the free text (`service | (APIServer pid=1) INFO …`) names the process too
+            inner = found["pa"].fill_null(found["pb"])
+            if inner.null_count() < inner.len():
+                df = df.with_columns(proc=df["proc"].scatter(idx, df["proc"].gather(idx).fill_null(inner)))
     df = pl.concat([df, envelope], how="horizontal").with_columns(
         msg=pl.col("body").str.slice(pl.col("env").str.len_chars()),
         **{c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")},
@@ -389,7 +417,7 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
     # with the header of the line before it whose message continues a traceback is a folded line of that
     # record, not a record (`_chunks` never cuts between two lines of one header)
     header = pl.col("proc").fill_null("") + pl.col("env")
-    repeated = (header == header.shift(1)) & pl.col("msg").str.contains(_RX_TRACE)
+    repeated = (header == header.shift(1)) & (pl.col("msg").str.contains(_RX_TRACE) | (pl.col("msg") == ""))
     return df.with_columns(repeated=repeated.fill_null(False)).with_columns(
         body=pl.when("repeated").then(pl.col("msg")).otherwise(pl.col("body")),
         **{c: pl.when("repeated").then(None).otherwise(pl.col(c)) for c in ("level", "month", "day", "h", "m", "s", "msg")},
@@ -496,7 +524,7 @@ class _Chunk:
     rare: pl.DataFrame  # lines that may start, continue or date a record the vectorised part does not handle
     env: int  # envelope lines (records)
     first: tuple | None  # stamp of the first envelope line
-    last: tuple | None  # (line, level is ERROR/CRITICAL, stamp) of the last envelope line
+    last: tuple | None  # (line, level, stamp) of the last envelope line
     lines: int = 0  # lines in the chunk
     env_lines: pl.DataFrame | None = None  # line and stamp of every envelope line
 
@@ -529,7 +557,7 @@ def _scan_chunk(block: bytes) -> _Chunk:
     # the stamp of the latest envelope record at or before each line (uvicorn records copy it)
     ffill = [pl.when(is_env).then(pl.col(c)).otherwise(None).forward_fill().alias(f"p_{c}") for c in STAMP_COLS]
     ffill += [pl.when(is_env).then(pl.col("line")).otherwise(None).forward_fill().alias("p_line"),
-              pl.when(is_env).then(pl.col("level").is_in(["ERROR", "CRITICAL"])).otherwise(None).forward_fill().alias("p_err")]
+              pl.when(is_env).then(pl.col("level")).otherwise(None).forward_fill().alias("p_level")]
     rare = _rare_text(df.with_columns(*ffill, n_env_before=n_env_before).filter(rare_mask).select(_RARE_COLS))
     spec_mask = is_env & pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)
     stats_mask = is_env & ~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True) & pl.col("msg").str.contains(
@@ -540,7 +568,7 @@ def _scan_chunk(block: bytes) -> _Chunk:
     if env_lines.height:
         first = env_lines.select(STAMP_COLS).row(0)
         row = env_lines.row(-1)
-        last = (row[0], row[1] in ("ERROR", "CRITICAL"), tuple(row[2:]))
+        last = (row[0], row[1], tuple(row[2:]))
     return _Chunk(spec, stats, rare, env_lines.height, first, last, lines=df.height,
                   env_lines=env_lines.select("line", *STAMP_COLS))
 
@@ -566,7 +594,7 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
                   moved(chunk.rare, ("line", "p_line")), chunk.env, chunk.first and stamp(chunk.first), last, chunk.lines)
 
 
-_RARE_COLS = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_err", *[f"p_{c}" for c in STAMP_COLS],
+_RARE_COLS = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_level", *[f"p_{c}" for c in STAMP_COLS],
               "n_env_before"]
 
 
@@ -639,50 +667,58 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     def flush(cur: _Open | None) -> None:
         if cur is not None and cur.pending is not None:
             p = cur.pending
-            for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"]):
+            for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"]):
                 events.append((p["line"], p["level"], p["proc"], *p["stamp"], kind, detail))
             cur.pending = None
 
     cur = st.cur
     st.records += chunk.env
-    cols = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_err", *[f"p_{c}" for c in STAMP_COLS],
+    cols = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_level", *[f"p_{c}" for c in STAMP_COLS],
             "uv_msg", "trace"]
-    for (line, body, proc, level, msg, r, mo, d, h, mi, s, p_line, p_err, pr, pmo, pd, ph, pmi, ps,
+    for (line, body, proc, level, msg, r, mo, d, h, mi, s, p_line, p_level, pr, pmo, pd, ph, pmi, ps,
          uv_msg, trace) in zip(*(chunk.rare[c].to_list() for c in cols)):  # column lists: far cheaper than iter_rows
         if level is not None:  # an envelope record that may hold events
             flush(cur)
             stamp = (r, mo, d, h, mi, s)
-            cur = _Open(line, level in ("ERROR", "CRITICAL"), stamp)
+            cur = _Open(line, level, stamp)
             if line not in failed:
                 cur.pending = {"line": line, "level": level, "proc": proc, "stamp": stamp, "msg": msg,
-                               "uvicorn": False, "cause": "", "oom": False}
+                               "uvicorn": False, "cause": "", "oom": False, "dead": False}
             continue
         if p_line is not None and (cur is None or cur.line < p_line):  # a plain envelope record came in between
             flush(cur)
-            cur = _Open(p_line, bool(p_err), (pr, pmo, pd, ph, pmi, ps))
+            cur = _Open(p_line, p_level, (pr, pmo, pd, ph, pmi, ps))
         if uv_msg is not None:
             if cur is None:
                 continue  # before any timed record: nothing to date it by
             flush(cur)
             st.records += 1
-            cur = _Open(line, False, cur.stamp)
+            cur = _Open(line, "INFO", cur.stamp)
             cur.pending = {"line": line, "level": "INFO", "proc": proc, "stamp": cur.stamp, "msg": uv_msg,
-                           "uvicorn": True, "cause": "", "oom": False}
+                           "uvicorn": True, "cause": "", "oom": False, "dead": False}
             continue
         if cur is not None and (cur.level_err or cur.more or trace):
             cur.more = True
+            if cur.pending is None and (OOM.search(body) or DEAD.search(body)):
+                # a plain record (its message holds no event) whose traceback ends the engine: V0 prints
+                # tracebacks without the header after whatever record came before
+                cur.pending = {"line": cur.line, "level": cur.level, "proc": proc, "stamp": cur.stamp, "msg": "",
+                               "uvicorn": False, "cause": "", "oom": False, "dead": False}
             if cur.pending is not None:
                 if not body.startswith(" ") and body.strip() and (not cur.pending["cause"] or EXCEPTION.match(body)):
                     cur.pending["cause"] = body.strip()  # the exception line, else the first unindented one
                 if not cur.pending["oom"] and OOM.search(body):
                     cur.pending["oom"] = True
+                    cur.pending["cause"] = cur.pending["cause"] or body.strip()  # an indented `raise …(` line
+                if not cur.pending["dead"] and DEAD.search(body):
+                    cur.pending["dead"] = True
             continue
         unparsed.append((line, body[:500]))
     if chunk.last is not None:  # the chunk's last record may be a plain one after the last rare line
-        line, err, stamp = chunk.last
+        line, last_level, stamp = chunk.last
         if cur is None or cur.line < line:
             flush(cur)
-            cur = _Open(line, err, stamp)
+            cur = _Open(line, last_level, stamp)
         if st.first is None:
             st.first = chunk.first
         st.last = stamp
@@ -783,7 +819,7 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
     if parsed and st.cur is not None and st.cur.pending is not None:  # the file's last record
         p, st.cur.pending = st.cur.pending, None
         events = [(p["line"], p["level"], p["proc"], *p["stamp"], kind, detail)
-                  for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"])]
+                  for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"])]
         if events:
             yield _finish(st, None, None, events, [])
 
