@@ -175,7 +175,7 @@ def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: boo
     """
     if uvicorn:
         return [("ready", msg)] if msg.startswith("Application startup complete") else []
-    if "LLM engine (v" in msg and msg.startswith("Initializing"):
+    if msg.startswith("Initializing") and ("LLM engine (v" in msg or "LLM engine with config" in msg):  # early V0: no version
         version = VERSION.search(msg)
         return [("start", f"vLLM {version.group('v')}" if version else msg[:200])]
     if "EngineCore encountered a fatal error" in msg or "EngineCore failed to start" in msg:
@@ -209,7 +209,7 @@ DEAD = re.compile(r"EngineDeadError|Engine core initialization failed|Engine pro
 EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
 # Every record `_events` can return something for contains one of these (a superset filter, run in Rust).
 EVENT_WORDS = [
-    "LLM engine (v", "EngineCore encountered a fatal error", "EngineCore failed to start", "EngineDeadError",
+    "LLM engine (v", "LLM engine with config", "EngineCore encountered a fatal error", "EngineCore failed to start", "EngineDeadError",
     "died unexpectedly", "died with exit code", "AsyncLLM output_handler failed", "PoC generation started",
     "PoC stopped", "PoC generation crashed", "OutOfMemoryError", "CUDA out of memory", "not enough GPU memory",
     "No available memory for the cache blocks", "larger than the available KV cache memory",

@@ -85,12 +85,13 @@ ASOF LEFT JOIN host_builds_t b ON b.host = e.host AND e."at" >= b.valid_from;
 -- times: by the engine core (`fatal`, its OOM), by the API server a moment later under another pid
 -- (`engine_dead`), by the worker that died first (`worker_died`), by every data-parallel engine, and
 -- (V0, or with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH) by each later request. The death signals of one log file
--- between two start cycles are one death; it is an OOM when any of them is one. A worker death the
--- engine never reports (the log ends first) is not counted.
+-- between two start cycles (a `start`, or a `ready` when the start line is missing) are one death; it is
+-- an OOM when any of them is one. A worker death the engine never reports (the log ends first) is not
+-- counted.
 CREATE OR REPLACE VIEW engine_deaths AS
 WITH ev AS (
   SELECT host, file_id, line, "at", kind, detail, record_key, proc,
-         sum(CASE WHEN kind = 'start' THEN 1 ELSE 0 END)
+         sum(CASE WHEN kind IN ('start', 'ready') THEN 1 ELSE 0 END)
            OVER (PARTITION BY host, file_id ORDER BY line ROWS UNBOUNDED PRECEDING) AS cycle
   FROM log_engine_events
 ),
@@ -148,7 +149,7 @@ COMMENT ON VIEW metric_increases IS 'Increase of every vLLM /metrics counter bet
 COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window: a SpecDecoding metrics log line (source log; drafts recovered as accepted/(MAL-1), or accepted/MAL for the 0.8.5 line) or the counter increases between two /metrics scrapes (source metrics; exact drafts). mean_acceptance_length is always 1 + accepted/drafts (0.8.5 normalised). per_position = K per-position acceptance rates. Aggregate by summing accepted, drafted, drafts; never average MALs. build from an as-of join of host_builds on at.';
 COMMENT ON VIEW engine_stats IS 'Periodic engine stats: vLLM stats log lines (source log) and /metrics gauges (source metrics). preemptions = the line''s Preemptions: N (0 when absent on vLLM >= 0.11.1, NULL = unknown on earlier V1) or the counter increase since the previous scrape; kv_cache_usage is a fraction 0..1. Lines logged at DEBUG when idle are kept when present (level).';
 COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (EngineCore fatal error or failed start), engine_dead, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key), start (Initializing a V1 LLM engine; detail = version), ready (Application startup complete.), worker_died, poc_start, poc_stop.';
-COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one log file between two start cycles are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death the engine never reports is not a death.';
+COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one log file between two start cycles (start or ready events) are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death the engine never reports is not a death.';
 COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s known validation threshold; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at.';
 COMMENT ON VIEW poc_results IS 'PoC validation results (JSON responses, golden-vector reports): p_value recomputed as the one-sided exact binomial P(X >= n_mismatch), X ~ Binomial(n_total, p_mismatch); fraud = p_value < cutoff; p_mismatch, cutoff and where they came from (params_source) recorded; reported_disagrees = the result''s own fraud_detected differs.';
 COMMENT ON VIEW model_validation_thresholds IS 'Known validation_threshold per model (known chain values), used when a validator log line carries no threshold.';
