@@ -125,14 +125,30 @@ def test_v0_startup_failure_before_ready_behind_a_compose_prefix(load):
     assert stability(con) == (1, 1)
 
 
-@pytest.mark.parametrize("name", ["v063_speculative_metrics.log", "v06_speculative_metrics_cumulative.log"])
-def test_v0_lines_are_records_not_quarantine(load, name):
-    """V0 `Speculative metrics:` and `Prefix cache hit rate: GPU: …` lines (0.6.x, no opening bracket) are
-    records of the envelope, never unparsed."""
-    con, summary = load(name)
+def test_v0_speculative_metrics_line(load):
+    """vLLM 0.6.3 (V0): `Speculative metrics:` with the rate as a fraction and token counts since the engine
+    started; drafts = drafted / K (K = 3). The next line, `Prefix cache hit rate: GPU: …`, is a plain record."""
+    con, summary = load("v063_speculative_metrics.log")
     assert (summary.lines, summary.unparsed) == (2, 0)
     assert fetch_frame(con, "SELECT records FROM log_files").rows() == [(2,)]
-    assert quarantined(con) == []
+    row = fetch_frame(con, "SELECT line, accepted, drafted, drafts, spec_tokens, cumulative, acceptance_rate_printed, "
+                           "per_position, mal_printed FROM log_spec_decode").rows()
+    assert row == [(1, 8547, 13311, 4437, 3, True, pytest.approx(64.2), None, None)]
+    windows = fetch_frame(con, "SELECT accepted, drafted, drafts, mean_acceptance_length FROM spec_decode_windows").rows()
+    assert windows == [(8547, 13311, 4437, pytest.approx(1 + 8547 / 4437))]
+
+
+def test_v0_speculative_metrics_are_cumulative(load):
+    """Two V0 lines of one engine lifetime (1 → 1 accepted, 5 → 15 drafted, K = 5): the second window is the
+    increase (0 accepted, 10 drafted, 2 drafts), so the acceptance totals are the last line's counts, not a sum
+    of lines."""
+    con, summary = load("v06_speculative_metrics_cumulative.log")
+    assert (summary.lines, summary.unparsed) == (2, 0)
+    windows = fetch_frame(con, "SELECT \"at\", accepted, drafted, drafts, mean_acceptance_length FROM spec_decode_windows "
+                               "ORDER BY \"at\"").rows()
+    assert windows == [(at(2025, 2, 6, 3, 5, 53), 1, 5, 1, 2.0), (at(2025, 2, 6, 3, 18, 9), 0, 10, 2, 1.0)]
+    acc = compute("acceptance", con, host=HOST, command="gonka-evidence evidence acceptance").rows.row(0, named=True)
+    assert (acc["windows"], acc["drafts"], acc["drafted"], acc["accepted"]) == (2, 3, 15, 1)
 
 
 # -- V1: worker deaths, data-parallel engines, start-up failures -----------------------------------

@@ -436,8 +436,11 @@ def _spec_rows(d: pl.DataFrame) -> pl.DataFrame:
     d = d.with_columns(mal_semantics=pl.when(no_plus1).then(pl.lit("no_plus1")).otherwise(pl.lit("plus1")))
     ratio = pl.when(pl.col("mal_semantics") == "plus1").then(mal - 1).otherwise(mal)
     ratio = pl.when(mal_ok & (pl.col("accepted") > 0) & (ratio > 0)).then(ratio)  # else no drafts
+    drafts = (pl.col("accepted") / ratio).round(0, mode="half_to_even").cast(pl.Int64, strict=False).clip(lower_bound=1)
+    # V0: drafts = drafted / K (every verification step proposes K tokens), counts since the engine started
+    v0_drafts = (pl.col("drafted") / pl.col("spec_tokens")).round(0, mode="half_to_even").cast(pl.Int64, strict=False)
     return d.with_columns(
-        drafts=(pl.col("accepted") / ratio).round(0, mode="half_to_even").cast(pl.Int64, strict=False).clip(lower_bound=1),
+        drafts=pl.when(pl.col("cumulative")).then(pl.when(pl.col("spec_tokens") > 0).then(v0_drafts)).otherwise(drafts),
         ok=pl.col("accepted").is_not_null() & pl.col("drafted").is_not_null(),
     )
 
@@ -462,6 +465,18 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
         per_position=pl.col("pp_text").str.split(", ").cast(pl.List(pl.Float64)),
         usable=pl.col("pp_text").is_not_null() & ~pl.col("pp_text").str.contains("nan", literal=True),
     ).drop("st", "pp_text", "rest")
+    # the V0 engine's `Speculative metrics:` line: counts since the engine started, the rate a fraction
+    v0 = pl.col("msg").str.extract(r"Speculative metrics: (.*)$", 1)
+    v0 = pl.when(~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)).then(v0)
+    d = d.with_columns(cumulative=v0.is_not_null(), _v0=v0)
+    f = pl.col("_v0").str
+    d = d.with_columns(
+        accepted=pl.coalesce("accepted", f.extract(r"Number of accepted tokens: (\d+)", 1).cast(pl.Int64, strict=False)),
+        drafted=pl.coalesce("drafted", f.extract(r"Number of draft tokens: (\d+)", 1).cast(pl.Int64, strict=False)),
+        spec_tokens=f.extract(r"Number of speculative tokens: (\d+)", 1).cast(pl.Int64, strict=False),
+        acceptance_rate_printed=pl.coalesce(
+            "acceptance_rate_printed", f.extract(rf"Draft acceptance rate: ({NUMBER})", 1).cast(pl.Float64) * 100.0),
+    ).drop("_v0")
     k = int(d["per_position"].list.len().max() or 0) if d.height else 0
     total = pl.lit(0.0)
     for i in range(k):  # left to right, as Python's sum(): the 0.8.5 test can sit on a tie
@@ -503,7 +518,7 @@ def _stats_regex(d: pl.DataFrame) -> pl.DataFrame:
 
 
 SPEC_COLS = ["accepted", "drafted", "drafts", "per_position", "mal_printed", "mal_semantics", "accepted_tps",
-             "drafted_tps", "acceptance_rate_printed"]
+             "drafted_tps", "acceptance_rate_printed", "cumulative", "spec_tokens"]
 STATS_COLS = ["engine", "prompt_tps", "generation_tps", "running", "waiting", "preemptions", "kv_cache_usage",
               "prefix_cache_hit_rate"]
 _BASE = {"line": pl.Int64, "level": pl.String, "proc": pl.String, "rollovers": pl.Int32,
@@ -559,7 +574,7 @@ def _scan_chunk(block: bytes) -> _Chunk:
     ffill += [pl.when(is_env).then(pl.col("line")).otherwise(None).forward_fill().alias("p_line"),
               pl.when(is_env).then(pl.col("level")).otherwise(None).forward_fill().alias("p_level")]
     rare = _rare_text(df.with_columns(*ffill, n_env_before=n_env_before).filter(rare_mask).select(_RARE_COLS))
-    spec_mask = is_env & pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)
+    spec_mask = is_env & pl.col("msg").str.contains_any(["SpecDecoding metrics:", "Speculative metrics:"])
     stats_mask = is_env & ~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True) & pl.col("msg").str.contains(
         "Avg prompt throughput:", literal=True)
     spec = _spec_regex(df.filter(spec_mask))

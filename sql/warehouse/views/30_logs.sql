@@ -17,12 +17,33 @@ SELECT host, scraped_at AS "at", prev_at, family, engine, model_name, position,
 FROM s WHERE prev_value IS NOT NULL;
 
 CREATE OR REPLACE VIEW spec_decode_windows AS
-WITH log_windows AS (
-  SELECT host, "at", accepted, drafted, drafts, per_position,
-         CASE WHEN drafts > 0 THEN 1 + accepted / drafts
-              WHEN mal_semantics = 'no_plus1' THEN mal_printed + 1 ELSE mal_printed END AS mean_acceptance_length,
-         'log' AS source, mal_printed, mal_semantics, NULL::VARCHAR AS engine, record_key
-  FROM log_spec_decode
+-- V0 `Speculative metrics:` lines count since the engine started: a window is the increase since the
+-- previous line of the same engine lifetime (log file and start cycle); a decrease is a restart whose
+-- start line is missing, after which the counts are the window itself (as in metric_increases).
+WITH v0 AS (
+  SELECT s.host, s."at", s.record_key, s.accepted, s.drafted, s.drafts,
+         lag(s.accepted) OVER w AS p_accepted, lag(s.drafted) OVER w AS p_drafted, lag(s.drafts) OVER w AS p_drafts
+  FROM log_spec_decode s
+  ASOF LEFT JOIN (SELECT host, file_id, line FROM log_engine_events WHERE kind = 'start') st
+    ON st.host = s.host AND st.file_id = s.file_id AND s.line >= st.line
+  WHERE s.cumulative
+  WINDOW w AS (PARTITION BY s.host, s.file_id, st.line ORDER BY s.line)
+),
+v0_windows AS (
+  SELECT host, "at", record_key,
+         CASE WHEN reset THEN accepted ELSE accepted - p_accepted END AS accepted,
+         CASE WHEN reset THEN drafted ELSE drafted - p_drafted END AS drafted,
+         CASE WHEN reset THEN drafts ELSE drafts - p_drafts END AS drafts
+  FROM (SELECT *, p_accepted IS NULL OR accepted < p_accepted OR drafted < p_drafted AS reset FROM v0)
+),
+log_windows AS (
+  SELECT l.host, l."at", coalesce(v.accepted, l.accepted) AS accepted, coalesce(v.drafted, l.drafted) AS drafted,
+         CASE WHEN l.cumulative THEN v.drafts ELSE l.drafts END AS drafts, l.per_position,
+         CASE WHEN l.cumulative THEN CASE WHEN v.drafts > 0 THEN 1 + v.accepted / v.drafts END
+              WHEN l.drafts > 0 THEN 1 + l.accepted / l.drafts
+              WHEN l.mal_semantics = 'no_plus1' THEN l.mal_printed + 1 ELSE l.mal_printed END AS mean_acceptance_length,
+         'log' AS source, l.mal_printed, l.mal_semantics, NULL::VARCHAR AS engine, l.record_key
+  FROM log_spec_decode l LEFT JOIN v0_windows v ON l.cumulative AND v.host = l.host AND v.record_key = l.record_key
 ),
 inc AS (
   SELECT host, "at", engine, model_name,
@@ -146,7 +167,7 @@ SELECT host, "at", event, validator, participant, model, request_id, n_total, n_
 FROM poc_results_t;
 
 COMMENT ON VIEW metric_increases IS 'Increase of every vLLM /metrics counter between consecutive scrapes of the same series (host, family, engine, model_name, position); reset = the counter went down (restart), in which case the increase is the new value.';
-COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window: a SpecDecoding metrics log line (source log; drafts recovered as accepted/(MAL-1), or accepted/MAL for the 0.8.5 line) or the counter increases between two /metrics scrapes (source metrics; exact drafts). mean_acceptance_length is always 1 + accepted/drafts (0.8.5 normalised). per_position = K per-position acceptance rates. Aggregate by summing accepted, drafted, drafts; never average MALs. build from an as-of join of host_builds on at.';
+COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window: a SpecDecoding metrics log line (source log; drafts recovered as accepted/(MAL-1), or accepted/MAL for the 0.8.5 line), a V0 Speculative metrics line (counts since the engine started: the increase since the previous line of the same engine lifetime; drafts = drafted/K) or the counter increases between two /metrics scrapes (source metrics; exact drafts). mean_acceptance_length is always 1 + accepted/drafts (0.8.5 normalised). per_position = K per-position acceptance rates. Aggregate by summing accepted, drafted, drafts; never average MALs. build from an as-of join of host_builds on at.';
 COMMENT ON VIEW engine_stats IS 'Periodic engine stats: vLLM stats log lines (source log) and /metrics gauges (source metrics). preemptions = the line''s Preemptions: N (0 when absent on vLLM >= 0.11.1, NULL = unknown on earlier V1) or the counter increase since the previous scrape; kv_cache_usage is a fraction 0..1. Lines logged at DEBUG when idle are kept when present (level).';
 COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (EngineCore fatal error or failed start), engine_dead, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key), start (Initializing a V1 LLM engine; detail = version), ready (Application startup complete.), worker_died, poc_start, poc_stop.';
 COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one log file between two start cycles (start or ready events) are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death the engine never reports is not a death.';
