@@ -171,7 +171,7 @@ def test_v1_data_parallel_stats_and_fatal(load):
     assert (summary.lines, summary.unparsed) == (4, 0)
     stats = fetch_frame(con, "SELECT line, engine, prompt_tps, generation_tps, running FROM log_engine_stats "
                              "ORDER BY line").rows()
-    assert stats == [(1, "000", 1.9, 10.3, 0), (2, "001", 1.5, 10.0, 0)]
+    assert stats == [(1, "0", 1.9, 10.3, 0), (2, "1", 1.5, 10.0, 0)]  # the engine number, as /metrics labels it
     assert events(con) == [(3, "fatal", "ERROR", "EngineCore_0", at(2025, 6, 11, 11, 46, 39))]
     assert stability(con) == (1, 0)
 
@@ -219,8 +219,8 @@ def test_v1_docker_timestamps_keep_the_process(load):
     assert summary.unparsed == 0
     stats = fetch_frame(con, "SELECT line, proc, \"at\", engine, prompt_tps, running, waiting, kv_cache_usage "
                              "FROM log_engine_stats ORDER BY line").rows()
-    assert stats == [(1, "APIServer", at(2026, 5, 12, 8, 1, 39), "000", 6335.3, 9, 0, pytest.approx(0.628)),
-                     (2, "APIServer", at(2026, 5, 12, 8, 1, 49), "000", 0.0, 9, 1, pytest.approx(0.688))]
+    assert stats == [(1, "APIServer", at(2026, 5, 12, 8, 1, 39), "0", 6335.3, 9, 0, pytest.approx(0.628)),
+                     (2, "APIServer", at(2026, 5, 12, 8, 1, 49), "0", 0.0, 9, 1, pytest.approx(0.688))]
 
 
 def test_spec_line_0102_dev_with_throughput_and_old_rate_first(load):
@@ -247,8 +247,8 @@ def test_spec_and_stats_lines_of_020(load):
     assert spec == [(1, 195, 261, 87, [0.851, 0.747, 0.644], 74.7), (3, 218, 261, 87, [0.920, 0.816, 0.770], 83.5)]
     stats = fetch_frame(con, "SELECT line, engine, generation_tps, running, kv_cache_usage, prefix_cache_hit_rate "
                              "FROM log_engine_stats ORDER BY line").rows()
-    assert stats == [(2, "000", 30.5, 1, pytest.approx(0.167), pytest.approx(0.858)),
-                     (4, "000", 29.3, 1, pytest.approx(0.167), pytest.approx(0.858))]
+    assert stats == [(2, "0", 30.5, 1, pytest.approx(0.167), pytest.approx(0.858)),
+                     (4, "0", 29.3, 1, pytest.approx(0.167), pytest.approx(0.858))]
     acc = compute("acceptance", con, host=HOST, command="gonka-evidence evidence acceptance").rows.row(0, named=True)
     assert (acc["windows"], acc["drafts"], acc["drafted"], acc["accepted"]) == (2, 174, 522, 413)
     assert acc["mean_acceptance_length"] == pytest.approx(1 + 413 / 174)

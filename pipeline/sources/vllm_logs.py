@@ -153,7 +153,7 @@ def parse_stats_line(text: str, version: tuple[int, ...] | None = None) -> dict 
     kv = row["kv_cache_usage"]
     prefix = row["prefix_cache_hit_rate"]
     return {
-        "engine": head.group("engine") or ("all" if aggregated else None),
+        "engine": str(int(head.group("engine"))) if head.group("engine") else ("all" if aggregated else None),
         "prompt_tps": float(head.group("prompt")),
         "generation_tps": float(head.group("gen")),
         "running": int(row["running"].group(1)),
@@ -493,7 +493,8 @@ def _stats_rows(d: pl.DataFrame) -> pl.DataFrame:
     aggregated = pl.col("aggregated")
     new = pl.col("ver").is_not_null() & (pl.col("ver") >= _V0111)
     return d.with_columns(
-        engine=pl.when(pl.col("engine_n").is_not_null()).then(pl.col("engine_n"))
+        # `Engine 001:` is engine 1, as the `engine` label of /metrics numbers it
+        engine=pl.when(pl.col("engine_n").is_not_null()).then(pl.col("engine_n").cast(pl.Int64, strict=False).cast(pl.String))
         .when(aggregated).then(pl.lit("all")).otherwise(pl.lit(None, pl.String)),
         preemptions=pl.when(pl.col("pre").is_not_null()).then(pl.col("pre"))
         .when(aggregated | new).then(pl.lit(0, pl.Int64)).otherwise(pl.lit(None, pl.Int64)),
