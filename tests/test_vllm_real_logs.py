@@ -262,3 +262,13 @@ def test_spec_lines_with_k15_and_nothing_accepted(load):
     spec = fetch_frame(con, "SELECT line, accepted, drafted, drafts, len(per_position), mal_printed "
                             "FROM log_spec_decode ORDER BY line").rows()
     assert spec == [(1, 89, 975, 65, 15, 2.37), (2, 0, 495, None, 5, 1.0)]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.log")))
+def test_every_real_file_reads_the_same_at_every_chunk_cut(name):
+    """The rows and stream state of each real file do not depend on where it is cut into chunks, including
+    inside its tracebacks (the grammar's own check, tests/test_vllm_log_grammar.py)."""
+    from tests.test_vllm_log_grammar import _same_at_every_cut
+
+    out = _same_at_every_cut(DATA / name, year=2025, chunks=(1 << 20, 300, 64))
+    assert any(out[k] is not None and out[k].height for k in ("spec", "stats", "events"))
