@@ -164,6 +164,15 @@ def test_v1_worker_death_then_engine_fatal_is_one_death(load):
     assert stability(con) == (1, 0)
 
 
+def test_v1_core_client_engine_core_died(load):
+    """V1's front end: `Engine core proc EngineCore_DP1 died unexpectedly, shutting down client.` is the engine's
+    death seen from the client, one death."""
+    con, summary = load("v1_core_client_engine_died.log", year=2026)
+    assert summary.unparsed == 0
+    assert events(con) == [(1, "engine_dead", "ERROR", None, at(2026, 1, 29, 8, 37, 48))]
+    assert stability(con) == (1, 0)
+
+
 def test_v1_data_parallel_stats_and_fatal(load):
     """vLLM 0.9.1 with --data-parallel-size 2: one stats line per engine (`Engine 000:`, `Engine 001:`), then
     the fatal error of `EngineCore_0`."""

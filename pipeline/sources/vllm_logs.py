@@ -184,7 +184,7 @@ def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: boo
         if more_oom or OOM.search(msg):
             events.append(("oom", detail))
         return events
-    if DEAD.search(msg) or ("Engine core process" in msg and "died unexpectedly" in msg) \
+    if DEAD.search(msg) or ("Engine core proc" in msg and "died unexpectedly" in msg) \
             or "AsyncLLM output_handler failed" in msg or "Engine background task failed" in msg:
         events = [("engine_dead", msg[:300] + (f" — {more_cause[:300]}" if more_cause and more_cause not in msg else ""))]
         return events + ([("oom", events[0][1])] if more_oom or OOM.search(msg) else [])
