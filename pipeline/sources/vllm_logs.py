@@ -465,8 +465,10 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
         per_position=pl.col("pp_text").str.split(", ").cast(pl.List(pl.Float64)),
         usable=pl.col("pp_text").is_not_null() & ~pl.col("pp_text").str.contains("nan", literal=True),
     ).drop("st", "pp_text", "rest")
-    # the V0 engine's `Speculative metrics:` line: counts since the engine started, the rate a fraction
-    v0 = pl.col("msg").str.extract(r"Speculative metrics: (.*)$", 1)
+    # the V0 engine's `Speculative metrics:` line: counts since the engine started, the rate a fraction. (A
+    # V1 development line of early 2025 also began `Speculative metrics:` but counted per interval and printed
+    # no K: it is not read as V0's, and is reported as unparsed.)
+    v0 = pl.col("msg").str.extract(r"Speculative metrics: (.*Number of speculative tokens: .*)$", 1)
     v0 = pl.when(~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)).then(v0)
     d = d.with_columns(cumulative=v0.is_not_null(), _v0=v0)
     f = pl.col("_v0").str
