@@ -231,16 +231,17 @@ _RX_PREFIX = rf"^(\([A-Za-z][\w-]* pid=\d+\){_WS}?)"
 _MONTH, _DAY, _HOUR, _MIN = r"0[1-9]|1[0-2]", r"0[1-9]|[12]\d|3[01]", r"[01]\d|2[0-3]", r"[0-5]\d"
 _TIME = rf"(?:{_MONTH})-(?:{_DAY}) (?:{_HOUR}):(?:{_MIN}):(?:{_MIN})"
 # the envelope (level, stamp, [file:line]) at the start of the line, or after a free-text prefix
+_RX_STAMP = (rf"(?P<level>{_LEVEL}) (?P<month>{_MONTH})-(?P<day>{_DAY}) (?P<h>{_HOUR}):(?P<m>{_MIN}):(?P<s>{_MIN})"
+             rf"(?:[.,]\d+)? ")
+# every line goes through the V1 form `[file.py:123] `; only the lines it misses through the others (`_RX_ENV`)
+_RX_ENV0 = rf"^(?P<env>{_RX_STAMP}\[[^\]]*\] )"
 # `[file.py:123]` (V1) or `file.py:123]` (V0, up to about 0.7 / early 0.8); an empty message ends the line
-_RX_SOURCE = r"(?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
-_RX_ENV_BODY = (rf"(?P<level>{_LEVEL}) (?P<month>{_MONTH})-(?P<day>{_DAY}) (?P<h>{_HOUR}):(?P<m>{_MIN}):(?P<s>{_MIN})"
-                rf"(?:[.,]\d+)? {_RX_SOURCE}")
-_RX_ENV0 = rf"^(?P<env>{_RX_ENV_BODY})"
+_RX_ENV_BODY = rf"{_RX_STAMP}(?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
 # after free text: up to MAX_PREFIX characters (a compose `service |`, a docker time stamp, a journald prefix),
 # then maybe the process prefix; or any text glued in front of a process prefix (an offline run's progress bar)
-_RX_PROC_IN = r"\((?P<{}>[A-Za-z][\w-]*) pid=\d+\)"
-_RX_ENV = (rf"^(?P<env>(?:.{{0,{MAX_PREFIX}}}?(?:{_RX_PROC_IN.format('pa')}{_WS}?)?"
-           rf"|.*?{_RX_PROC_IN.format('pb')}{_WS}?){_RX_ENV_BODY})")
+_RX_PROC_IN = r"\(([A-Za-z][\w-]*) pid=\d+\)"
+_RX_ENV = rf"^(?P<env>.{{0,{MAX_PREFIX}}}?{_RX_ENV_BODY})"
+_RX_ENV_GLUED = rf"^(?P<env>.*?{_RX_PROC_IN}{_WS}?{_RX_ENV_BODY})"  # the lines both forms miss
 _RX_UVICORN = rf"^(?:\S.{{0,{MAX_PREFIX - 1}}}?{_WS})?(?:{_LEVEL}):{_WS}+(.*)$"  # after a collector's prefix too
 _RX_TRACE = (rf"^(?:{_WS}|Traceback \(most recent call last\)|During handling of|The above exception"
              r"|[\w.]+(?:Error|Exception|Exit|Interrupt)\b"
@@ -400,15 +401,20 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
     ).drop("l", "pre")
     envelope = df["body"].str.extract_groups(_RX_ENV0).struct.unnest()
     missed = envelope["env"].is_null()
-    if missed.any():  # VLLM_LOGGING_PREFIX text before the level: the lazy-prefix form, only on those lines
-        idx = missed.arg_true()
-        found = df["body"].gather(idx).str.extract_groups(_RX_ENV).struct.unnest()
-        if found["env"].null_count() < found.height:
+    if missed.any():  # V0's `file.py:123]`, text before the level (a collector's prefix): only on those lines
+        for rx in (_RX_ENV, _RX_ENV_GLUED):
+            idx = missed.arg_true()
+            found = df["body"].gather(idx).str.extract_groups(rx).struct.unnest()
+            if found["env"].null_count() == found.height:
+                continue
             envelope = envelope.with_columns(envelope[c].scatter(idx, found[c]) for c in envelope.columns)
             # a process prefix after the free text (`service | (APIServer pid=1) INFO …`) names the process too
-            inner = found["pa"].fill_null(found["pb"])
+            inner = found["env"].str.extract(_RX_PROC_IN, 1)
             if inner.null_count() < inner.len():
                 df = df.with_columns(proc=df["proc"].scatter(idx, df["proc"].gather(idx).fill_null(inner)))
+            missed = envelope["env"].is_null()
+            if not missed.any():
+                break
     df = pl.concat([df, envelope], how="horizontal").with_columns(
         msg=pl.col("body").str.slice(pl.col("env").str.len_chars()),
         **{c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")},
