@@ -151,6 +151,42 @@ def test_v0_speculative_metrics_are_cumulative(load):
     assert (acc["windows"], acc["drafts"], acc["drafted"], acc["accepted"]) == (2, 3, 15, 1)
 
 
+def test_v0_speculative_metrics_restart_without_start_line(tmp_path):
+    """The two real V0 excerpts above one after the other in one file (composed here; each line as the issue
+    printed it): the counts fall from 8547 to 1 accepted, a restart whose start line is missing, so the
+    counting starts again from the line after the fall instead of giving negative windows."""
+    path = tmp_path / "v0-restart.log"
+    path.write_text((DATA / "v063_speculative_metrics.log").read_text()
+                    + (DATA / "v06_speculative_metrics_cumulative.log").read_text())
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        ingest_logs(con, [path], host=HOST, kind="vllm", year=2024)
+        windows = fetch_frame(con, "SELECT accepted, drafted, drafts FROM spec_decode_windows ORDER BY \"at\"").rows()
+        assert windows == [(8547, 13311, 4437), (1, 5, 1), (0, 10, 2)]
+    finally:
+        con.close()
+
+
+def test_v0_header_less_async_engine_dead_error(load, tmp_path):
+    """A header-less V0 traceback ending in `AsyncEngineDeadError`: on its own nothing dates it (15 unparsed
+    lines, no event); after a record (the excerpt of v02_callback_traceback.log, composed here) it is folded
+    into that record and makes it an engine death, dated by the record."""
+    con, summary = load("v0_asyncenginedead_tail.log", year=2023)
+    assert (summary.lines, summary.unparsed) == (15, 15) and events(con) == []
+    path = tmp_path / "v0-dead.log"
+    path.write_text((DATA / "v02_callback_traceback.log").read_text() + (DATA / "v0_asyncenginedead_tail.log").read_text())
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        summary = ingest_logs(con, [path], host=HOST, kind="vllm", year=2023)
+        assert (summary.lines, summary.unparsed) == (26, 0)
+        assert events(con) == [(2, "engine_dead", "INFO", None, at(2023, 9, 27, 11, 35, 18))]
+        detail = fetch_frame(con, "SELECT detail FROM engine_events")["detail"][0]
+        assert detail.startswith("vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished unexpectedly.")
+        assert stability(con) == (1, 0)
+    finally:
+        con.close()
+
+
 # -- V1: worker deaths, data-parallel engines, start-up failures -----------------------------------
 
 def test_v1_worker_death_then_engine_fatal_is_one_death(load):
@@ -280,4 +316,4 @@ def test_every_real_file_reads_the_same_at_every_chunk_cut(name):
     from tests.test_vllm_log_grammar import _same_at_every_cut
 
     out = _same_at_every_cut(DATA / name, year=2025, chunks=(1 << 20, 300, 64))
-    assert any(out[k] is not None and out[k].height for k in ("spec", "stats", "events"))
+    assert any(out[k] is not None and out[k].height for k in ("spec", "stats", "events", "unparsed"))
