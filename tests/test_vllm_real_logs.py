@@ -234,6 +234,42 @@ def test_v1_two_data_parallel_engines_dying_are_one_death(load):
     assert len(quarantined(con)) == 1 and quarantined(con)[0].startswith("unparsed line 5 of v085_dp_two_engines_fatal.log")
 
 
+def test_v083_data_parallel_start_failure_with_interleaved_tracebacks(load):
+    """vLLM 0.8.3, eight DP engine cores failing at start: `EngineCore hit an exception` (0.8's fatal text) of
+    EngineCore_0 cuts into EngineCore_7's traceback, whose next line then starts a record of its own; one
+    fatal event, one death."""
+    con, summary = load("v083_dp_start_failure_interleaved.log")
+    assert (summary.lines, summary.unparsed) == (8, 0)
+    assert fetch_frame(con, "SELECT records FROM log_files").rows() == [(3,)]
+    assert events(con) == [(7, "fatal", "ERROR", "EngineCore_0", at(2025, 4, 17, 23, 5, 6))]
+    assert stability(con) == (1, 0)
+
+
+def test_data_parallel_engines_each_printing_a_start_line_are_one_launch(tmp_path):
+    """Each data-parallel engine core prints its own `Initializing a V1 LLM engine` line (the trl comment beside
+    v083_dp_start_failure_interleaved.log shows it for 0.8.3); one launch, so one start cycle: the further lines
+    are not restarts, and time-to-ready runs from the first. Lines constructed in that shape (two engines,
+    ready, a fatal error, a second launch)."""
+    head = "(EngineCore_{i} pid=10{i}) {lvl} 04-17 23:{t} [core.py:{n}] "
+    init = "Initializing a V1 LLM engine (v0.8.3) with config: model='/m', seed=None"
+    lines = [head.format(i=0, lvl="INFO", t="05:00", n=61) + init, head.format(i=1, lvl="INFO", t="05:01", n=61) + init,
+             "INFO:     Application startup complete.",
+             head.format(i=1, lvl="ERROR", t="15:00", n=390) + "EngineCore hit an exception: Traceback (most recent call last):",
+             head.format(i=0, lvl="INFO", t="16:00", n=61) + init, head.format(i=1, lvl="INFO", t="16:02", n=61) + init]
+    path = tmp_path / "dp.log"
+    path.write_text("\n".join(lines) + "\n")
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        ingest_logs(con, [path], host=HOST, kind="vllm", year=2025)
+        starts = fetch_frame(con, "SELECT line, cycle_start FROM engine_events WHERE kind = 'start' ORDER BY line").rows()
+        assert starts == [(1, True), (2, False), (5, True), (6, False)]
+        row = compute("stability", con, host=HOST, command="x").rows.row(0, named=True)
+        # ready is dated by the record before it (23:05:01): 1 s from the first start line, not 0 from the second
+        assert (row["engine_deaths"], row["restarts"], row["ready_seconds_max"]) == (1, 1, 1.0)
+    finally:
+        con.close()
+
+
 def test_v1_startup_failure_no_kv_cache_memory(load):
     """vLLM 0.11 (`EngineCore_DP0`): the engine core fails at start with `No available memory for the cache
     blocks`; the excerpt starts inside the traceback, whose lines all carry the header: one record, one

@@ -12,8 +12,9 @@ ready_seconds_max, preemptions, max_kv_cache_usage`` from ``engine_events`` and 
   ``EngineDeadError`` under another pid, V0's ``AsyncEngineDeadError``, every data-parallel
   engine, a worker's death) are one death; ``ooms``: deaths whose root cause is an
   out-of-memory error;
-- ``restarts``: engine initializations after the host's logs already show the engine
-  (any earlier record); ``ready_seconds_*``: from an initialization to the next
+- ``restarts``: start cycles (``engine_events.cycle_start``: one per launch, though every
+  data-parallel engine core prints its own initialization line) after the host's logs already
+  show the engine (any earlier record); ``ready_seconds_*``: from an initialization to the next
   ``Application startup complete.`` before the next initialization;
 - ``preemptions``: Σ of the stats lines' ``Preemptions: N`` (absent = 0 from vLLM 0.11.1;
   lines of earlier versions do not report it and are left out; NULL when no line reports it);
@@ -84,7 +85,7 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
     timeline = fetch_frame(con, sql_text("evidence/host_build_windows.sql"), {"host": host})
 
     first_seen = min([*events["at"].to_list(), *stats["at"].to_list()], default=None)
-    starts = events.filter(pl.col("kind") == "start")
+    starts = events.filter(pl.col("cycle_start"))  # one per launch, not one per data-parallel engine
     readies = events.filter(pl.col("kind") == "ready")["at"].to_list()
     start_times = starts["at"].to_list()
     cycles = []  # (at, build, restart, ready_seconds)

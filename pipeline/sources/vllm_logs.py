@@ -178,7 +178,8 @@ def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: boo
     if msg.startswith("Initializing") and ("LLM engine (v" in msg or "LLM engine with config" in msg):  # early V0: no version
         version = VERSION.search(msg)
         return [("start", f"vLLM {version.group('v')}" if version else msg[:200])]
-    if "EngineCore encountered a fatal error" in msg or "EngineCore failed to start" in msg:
+    if "EngineCore encountered a fatal error" in msg or "EngineCore failed to start" in msg \
+            or "EngineCore hit an exception" in msg:  # the last: 0.7 – 0.8.x
         detail = msg.strip() + (f" — {more_cause[:300]}" if more_cause else "")
         events = [("fatal", detail)]
         if more_oom or OOM.search(msg):
@@ -209,7 +210,8 @@ DEAD = re.compile(r"EngineDeadError|Engine core initialization failed|Engine pro
 EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
 # Every record `_events` can return something for contains one of these (a superset filter, run in Rust).
 EVENT_WORDS = [
-    "LLM engine (v", "LLM engine with config", "EngineCore encountered a fatal error", "EngineCore failed to start", "EngineDeadError",
+    "LLM engine (v", "LLM engine with config", "EngineCore encountered a fatal error", "EngineCore failed to start",
+    "EngineCore hit an exception", "EngineDeadError",
     "died unexpectedly", "died with exit code", "AsyncLLM output_handler failed", "PoC generation started",
     "PoC stopped", "PoC generation crashed", "OutOfMemoryError", "CUDA out of memory", "not enough GPU memory",
     "No available memory for the cache blocks", "larger than the available KV cache memory",

@@ -10,6 +10,6 @@ WITH seen AS (
 SELECT e."at", e.death, e.restart
 FROM (SELECT "at", true AS death, false AS restart FROM engine_deaths WHERE host = $host
       UNION ALL
-      SELECT s."at", false, s."at" > seen.first_at FROM engine_events s, seen WHERE s.host = $host AND s.kind = 'start') e
+      SELECT s."at", false, s."at" > seen.first_at FROM engine_events s, seen WHERE s.host = $host AND s.cycle_start) e
 WHERE ($since::TIMESTAMPTZ IS NULL OR e."at" >= $since)
   AND ($until::TIMESTAMPTZ IS NULL OR e."at" < $until)

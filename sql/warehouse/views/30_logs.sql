@@ -95,11 +95,20 @@ SELECT s.host, s."at", s.running, s.waiting, s.preemptions, s.kv_cache_usage, s.
        s.engine, s.source, s.level, s.record_key
 FROM s ASOF LEFT JOIN host_builds_t b ON b.host = s.host AND s."at" >= b.valid_from;
 
+-- cycle_start: every data-parallel engine core prints its own `Initializing … LLM engine` line, so one launch
+-- is several `start` events in a row; the first starts the cycle (docs/sources.md, vLLM logs, engine events).
 CREATE OR REPLACE VIEW engine_events AS
+WITH e AS (
+  SELECT *, last_value(CASE WHEN kind IN ('start', 'ready', 'fatal', 'engine_dead', 'oom', 'worker_died') THEN kind END
+                       IGNORE NULLS) OVER (PARTITION BY host, file_id ORDER BY line, kind
+                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_kind
+  FROM log_engine_events
+)
 SELECT e.host, e."at", e.kind, e.detail,
        CASE WHEN b.valid_to IS NULL OR e."at" < b.valid_to THEN b.build END AS build,
-       e.record_key, e.level, e.proc, e.file_id, e.line
-FROM log_engine_events e
+       e.record_key, e.level, e.proc, e.file_id, e.line,
+       e.kind = 'start' AND e.prev_kind IS DISTINCT FROM 'start' AS cycle_start
+FROM e
 ASOF LEFT JOIN host_builds_t b ON b.host = e.host AND e."at" >= b.valid_from;
 
 -- One row per engine death (docs/sources.md, vLLM logs, engine deaths). A crash is reported several
@@ -169,7 +178,7 @@ FROM poc_results_t;
 COMMENT ON VIEW metric_increases IS 'Increase of every vLLM /metrics counter between consecutive scrapes of the same series (host, family, engine, model_name, position); reset = the counter went down (restart), in which case the increase is the new value.';
 COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window: a SpecDecoding metrics log line (source log; drafts recovered as accepted/(MAL-1), or accepted/MAL for the 0.8.5 line), a V0 Speculative metrics line (counts since the engine started: the increase since the previous line of the same engine lifetime; drafts = drafted/K) or the counter increases between two /metrics scrapes (source metrics; exact drafts). mean_acceptance_length is always 1 + accepted/drafts (0.8.5 normalised). per_position = K per-position acceptance rates. Aggregate by summing accepted, drafted, drafts; never average MALs. build from an as-of join of host_builds on at.';
 COMMENT ON VIEW engine_stats IS 'Periodic engine stats: vLLM stats log lines (source log) and /metrics gauges (source metrics). preemptions = the line''s Preemptions: N (0 when absent on vLLM >= 0.11.1, NULL = unknown on earlier V1) or the counter increase since the previous scrape; kv_cache_usage is a fraction 0..1. Lines logged at DEBUG when idle are kept when present (level).';
-COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (EngineCore fatal error or failed start), engine_dead, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key), start (Initializing a V1 LLM engine; detail = version), ready (Application startup complete.), worker_died, poc_start, poc_stop.';
+COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (EngineCore fatal error, failed start, or 0.8''s EngineCore hit an exception), engine_dead, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key), start (Initializing a V1 LLM engine; detail = version; cycle_start = the first start event of a launch, false for the further data-parallel engines that print their own), ready (Application startup complete.), worker_died, poc_start, poc_stop.';
 COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one log file between two start cycles (start or ready events) are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death the engine never reports is not a death.';
 COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s known validation threshold; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at.';
 COMMENT ON VIEW poc_results IS 'PoC validation results (JSON responses, golden-vector reports): p_value recomputed as the one-sided exact binomial P(X >= n_mismatch), X ~ Binomial(n_total, p_mismatch); fraud = p_value < cutoff; p_mismatch, cutoff and where they came from (params_source) recorded; reported_disagrees = the result''s own fraud_detected differs.';
