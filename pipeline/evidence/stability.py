@@ -7,11 +7,14 @@ ready_seconds_max, preemptions, max_kv_cache_usage`` from ``engine_events`` and 
 - ``hours_observed``: the union of the spans of the host's vLLM log files (first to last
   record), cut at build boundaries and days. Idle periods log at DEBUG and leave gaps in
   INFO logs; a gap inside a file is not downtime, so it counts as observed;
-- ``engine_deaths``: fatal-error records (``EngineCore encountered a fatal error.`` or
-  ``EngineCore failed to start.``, tracebacks folded in); ``ooms``: those whose traceback is
-  an out-of-memory error;
-- ``restarts``: engine initializations after the host's logs already show the engine
-  (any earlier record); ``ready_seconds_*``: from an initialization to the next
+- ``engine_deaths``: crashes (view ``engine_deaths``): the death signals of one log file between
+  two start cycles (the engine core's fatal error or failed start, the API server's
+  ``EngineDeadError`` under another pid, V0's ``AsyncEngineDeadError``, every data-parallel
+  engine, a worker's death) are one death; ``ooms``: deaths whose root cause is an
+  out-of-memory error;
+- ``restarts``: start cycles (``engine_events.cycle_start``: one per launch, though every
+  data-parallel engine core prints its own initialization line) after the host's logs already
+  show the engine (any earlier record); ``ready_seconds_*``: from an initialization to the next
   ``Application startup complete.`` before the next initialization;
 - ``preemptions``: Σ of the stats lines' ``Preemptions: N`` (absent = 0 from vLLM 0.11.1;
   lines of earlier versions do not report it and are left out; NULL when no line reports it);
@@ -76,12 +79,13 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
     by_day = by == "day"
     since, until = time_bounds(con, window)
     events = fetch_frame(con, sql_text("evidence/stability_events.sql"), {"host": host})
+    deaths = fetch_frame(con, sql_text("evidence/stability_deaths.sql"), {"host": host})
     stats = fetch_frame(con, sql_text("evidence/stability_stats.sql"), {"host": host})
     coverage = fetch_frame(con, sql_text("evidence/stability_coverage.sql"), {"host": host})
     timeline = fetch_frame(con, sql_text("evidence/host_build_windows.sql"), {"host": host})
 
     first_seen = min([*events["at"].to_list(), *stats["at"].to_list()], default=None)
-    starts = events.filter(pl.col("kind") == "start")
+    starts = events.filter(pl.col("cycle_start"))  # one per launch, not one per data-parallel engine
     readies = events.filter(pl.col("kind") == "ready")["at"].to_list()
     start_times = starts["at"].to_list()
     cycles = []  # (at, build, restart, ready_seconds)
@@ -103,11 +107,11 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
         return groups.setdefault(k, {"engine_deaths": 0, "ooms": 0, "restarts": 0, "ready": [], "preemptions": None,
                                      "max_kv_cache_usage": None, "hours_observed": 0.0})
 
-    for row in events.filter(pl.col("kind") == "fatal").iter_rows(named=True):
+    for row in deaths.iter_rows(named=True):
         if in_window(row["at"]):
             g = group(key(row["build"], row["at"]))
             g["engine_deaths"] += 1
-            g["ooms"] += int(row["is_oom"])
+            g["ooms"] += int(row["oom"])
     for at, build, restart, ready in cycles:
         if in_window(at):
             g = group(key(build, at))
@@ -150,8 +154,9 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
     notes = []
     if not rows:
         notes.append(f"no vLLM log records for host {host} in {window.describe()} (`gonka-evidence ingest-logs` first).")
-    notes.append("Deaths are fatal-error records (tracebacks folded into one); OOMs are deaths whose traceback is an "
-                 "out-of-memory error. Restarts are engine initializations after the logs already show the engine. "
+    notes.append("A death is one crash however many processes report it (the engine core, the API server, every "
+                 "data-parallel engine; signals of one log file between two start cycles); OOMs are deaths whose root "
+                 "cause is an out-of-memory error. Restarts are engine initializations after the logs already show the engine. "
                  "Hours observed span each log file from its first to its last record: idle periods log at DEBUG, so "
                  "a gap in INFO lines is not downtime. Preemptions are summed from stats lines that report them "
                  "(vLLM ≥ 0.11.1); earlier versions do not.")
@@ -170,7 +175,8 @@ SPEC = register(EvidenceSpec(
     summary="Engine deaths, OOMs and restarts per build and per hours observed, from vLLM logs.",
     compute=stability,
     columns=("build", *COLUMNS),
-    sql=("evidence/log_window_bounds.sql", "evidence/stability_events.sql", "evidence/stability_stats.sql",
+    sql=("evidence/log_window_bounds.sql", "evidence/stability_events.sql", "evidence/stability_deaths.sql",
+         "evidence/stability_stats.sql",
          "evidence/stability_coverage.sql", "evidence/host_build_windows.sql", "evidence/host_builds.sql"),
     options=(Option("by", "--by", "One row per build and day.", type=str, metavar="day"),),
     report=ReportSection(order=60, heading="Engine stability"),

@@ -18,9 +18,9 @@ invalid_cast, engine_deaths, restarts``:
 - ``verdicts_cast`` / ``invalid_cast``: verdicts the host cast on other hosts' answers and the
   invalid ones among them, as in ``votes-by-build`` (one per transaction), bucketed on the
   verdict's ``event_at``;
-- ``engine_deaths`` / ``restarts``: from the host's vLLM logs (``engine_events``), defined as in
-  ``stability``: fatal-error records; engine initializations after the logs already show the
-  engine. Zero when no logs were ingested;
+- ``engine_deaths`` / ``restarts``: from the host's vLLM logs (``engine_deaths``, ``engine_events``),
+  defined as in ``stability``: crashes, each counted once however many processes report it;
+  engine initializations after the logs already show the engine. Zero when no logs were ingested;
 - ``build``: the host's builds in effect during the bucket (``host_builds``), in order, joined
   by `` → `` when one starts inside it; empty before its first entry. ``build_switch``: an
   entry of a different build starts inside the bucket (the first entry counts as a switch).

@@ -153,7 +153,7 @@ def parse_stats_line(text: str, version: tuple[int, ...] | None = None) -> dict 
     kv = row["kv_cache_usage"]
     prefix = row["prefix_cache_hit_rate"]
     return {
-        "engine": head.group("engine") or ("all" if aggregated else None),
+        "engine": str(int(head.group("engine"))) if head.group("engine") else ("all" if aggregated else None),
         "prompt_tps": float(head.group("prompt")),
         "generation_tps": float(head.group("gen")),
         "running": int(row["running"].group(1)),
@@ -164,25 +164,31 @@ def parse_stats_line(text: str, version: tuple[int, ...] | None = None) -> dict 
     }
 
 
-def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: bool = False) -> list[tuple[str, str]]:
+def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: bool = False,
+            more_dead: bool = False) -> list[tuple[str, str]]:
     """(kind, detail) of the engine events a record holds (kinds: docs/data-model.md, logs, metrics and PoC results).
 
     ``more_cause`` is the last folded exception line (else the first unindented folded line), ``more_oom``
-    whether any folded line matches `OOM` — all the traceback `_events` needs, kept as it streams by.
+    whether any folded line matches `OOM`, ``more_dead`` whether one matches `DEAD` (an engine-death
+    exception raised inside a traceback, as V0 prints it) — all the traceback `_events` needs, kept as it
+    streams by.
     """
     if uvicorn:
         return [("ready", msg)] if msg.startswith("Application startup complete") else []
-    if "LLM engine (v" in msg and msg.startswith("Initializing"):
+    if msg.startswith("Initializing") and ("LLM engine (v" in msg or "LLM engine with config" in msg):  # early V0: no version
         version = VERSION.search(msg)
         return [("start", f"vLLM {version.group('v')}" if version else msg[:200])]
-    if "EngineCore encountered a fatal error" in msg or "EngineCore failed to start" in msg:
+    if "EngineCore encountered a fatal error" in msg or "EngineCore failed to start" in msg \
+            or "EngineCore hit an exception" in msg:  # the last: 0.7 – 0.8.x
         detail = msg.strip() + (f" — {more_cause[:300]}" if more_cause else "")
         events = [("fatal", detail)]
         if more_oom or OOM.search(msg):
             events.append(("oom", detail))
         return events
-    if "EngineDeadError" in msg or ("Engine core process" in msg and "died unexpectedly" in msg) or "AsyncLLM output_handler failed" in msg:
-        return [("engine_dead", msg[:300])]
+    if DEAD.search(msg) or ("Engine core proc" in msg and "died unexpectedly" in msg) \
+            or "AsyncLLM output_handler failed" in msg or "Engine background task failed" in msg:
+        events = [("engine_dead", msg[:300] + (f" — {more_cause[:300]}" if more_cause and more_cause not in msg else ""))]
+        return events + ([("oom", events[0][1])] if more_oom or OOM.search(msg) else [])
     if ("Worker proc" in msg and "died unexpectedly" in msg) or ("died with exit code" in msg and DIED_EXIT.search(msg)):
         return [("worker_died", msg[:300])]
     if msg.startswith("PoC generation started"):
@@ -191,17 +197,25 @@ def _events(msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: boo
         return [("poc_stop", msg[:300])]
     if OOM.search(msg):
         return [("oom", msg[:300])]
+    if more_dead or more_oom:  # a record whose folded traceback ends the engine (V0 header-less tracebacks)
+        detail = (msg.strip() + " — " if msg.strip() else "") + more_cause[:300]
+        return ([("engine_dead", detail[:600])] if more_dead else []) + ([("oom", detail[:600])] if more_oom else [])
     return []
 
 
 DIED_EXIT = re.compile(r"Process .* died with exit code")
+# exceptions that say the engine is dead, as a traceback's last line (V0: AsyncEngineDeadError; V1 start-up:
+# the API server's RuntimeError after the engine core failed to start; V0 0.6 multiprocessing front end)
+DEAD = re.compile(r"EngineDeadError|Engine core initialization failed|Engine process failed to start")
 EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
 # Every record `_events` can return something for contains one of these (a superset filter, run in Rust).
 EVENT_WORDS = [
-    "LLM engine (v", "EngineCore encountered a fatal error", "EngineCore failed to start", "EngineDeadError",
+    "LLM engine (v", "LLM engine with config", "EngineCore encountered a fatal error", "EngineCore failed to start",
+    "EngineCore hit an exception", "EngineDeadError",
     "died unexpectedly", "died with exit code", "AsyncLLM output_handler failed", "PoC generation started",
     "PoC stopped", "PoC generation crashed", "OutOfMemoryError", "CUDA out of memory", "not enough GPU memory",
     "No available memory for the cache blocks", "larger than the available KV cache memory",
+    "Engine background task failed", "Engine core initialization failed", "Engine process failed to start",
 ]
 
 # -- streaming, vectorised parser ----------------------------------------------------------------
@@ -219,13 +233,21 @@ _RX_PREFIX = rf"^(\([A-Za-z][\w-]* pid=\d+\){_WS}?)"
 _MONTH, _DAY, _HOUR, _MIN = r"0[1-9]|1[0-2]", r"0[1-9]|[12]\d|3[01]", r"[01]\d|2[0-3]", r"[0-5]\d"
 _TIME = rf"(?:{_MONTH})-(?:{_DAY}) (?:{_HOUR}):(?:{_MIN}):(?:{_MIN})"
 # the envelope (level, stamp, [file:line]) at the start of the line, or after a free-text prefix
-_RX_ENV_BODY = (rf"(?P<level>{_LEVEL}) (?P<month>{_MONTH})-(?P<day>{_DAY}) (?P<h>{_HOUR}):(?P<m>{_MIN}):(?P<s>{_MIN})"
-                rf"(?:[.,]\d+)? \[[^\]]*\] ")
-_RX_ENV0 = rf"^(?P<env>{_RX_ENV_BODY})"
+_RX_STAMP = (rf"(?P<level>{_LEVEL}) (?P<month>{_MONTH})-(?P<day>{_DAY}) (?P<h>{_HOUR}):(?P<m>{_MIN}):(?P<s>{_MIN})"
+             rf"(?:[.,]\d+)? ")
+# every line goes through the V1 form `[file.py:123] `; only the lines it misses through the others (`_RX_ENV`)
+_RX_ENV0 = rf"^(?P<env>{_RX_STAMP}\[[^\]]*\] )"
+# `[file.py:123]` (V1) or `file.py:123]` (V0, up to about 0.7 / early 0.8); an empty message ends the line
+_RX_ENV_BODY = rf"{_RX_STAMP}(?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
+# after free text: up to MAX_PREFIX characters (a compose `service |`, a docker time stamp, a journald prefix),
+# then maybe the process prefix; or any text glued in front of a process prefix (an offline run's progress bar)
+_RX_PROC_IN = r"\(([A-Za-z][\w-]*) pid=\d+\)"
 _RX_ENV = rf"^(?P<env>.{{0,{MAX_PREFIX}}}?{_RX_ENV_BODY})"
-_RX_UVICORN = rf"^(?:{_LEVEL}):{_WS}+(.*)$"
+_RX_ENV_GLUED = rf"^(?P<env>.*?{_RX_PROC_IN}{_WS}?{_RX_ENV_BODY})"  # the lines both forms miss
+_RX_UVICORN = rf"^(?:\S.{{0,{MAX_PREFIX - 1}}}?{_WS})?(?:{_LEVEL}):{_WS}+(.*)$"  # after a collector's prefix too
 _RX_TRACE = (rf"^(?:{_WS}|Traceback \(most recent call last\)|During handling of|The above exception"
-             r"|[\w.]+(?:Error|Exception|Exit|Interrupt)\b)")
+             r"|[\w.]+(?:Error|Exception|Exit|Interrupt)\b"
+             r"|Exception in callback |handle: <Handle )")  # asyncio's report of a failed task (V0 engine loop)
 _RX_BLANK = rf"^{_WS}*$"
 _RX_VERSION = r"(?:Initializing an? (?:V1 )?LLM engine \(v|vLLM API server version |vLLM server version )(\d+)\.(\d+)\.(\d+)"
 _RX_PP = rf"Per-position acceptance rate: ({NUMBER}(?:, {NUMBER})*)"
@@ -251,10 +273,14 @@ class _Open:
     """The current record, carried across chunk boundaries."""
 
     line: int
-    level_err: bool
+    level: str
     stamp: tuple[int, int, int, int, int, int]  # rollovers, month, day, h, m, s
     more: bool = False
     pending: dict | None = None  # an event candidate whose events wait for its folded lines
+
+    @property
+    def level_err(self) -> bool:
+        return self.level in ("ERROR", "CRITICAL")
 
 
 @dataclass
@@ -310,7 +336,8 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
 
 
 _HEADER = re.compile(rb"(?:\x1b\[[0-9;]*[A-Za-z]|\([A-Za-z][\w-]* pid=\d+\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
-                     rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[[^\]]*\] " % (MAX_PREFIX + 64, _LEVEL.encode()))
+                     rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
+                     % (MAX_PREFIX + 64, _LEVEL.encode()))
 
 
 def _cut(data: bytes, max_back: int = 10_000) -> int:
@@ -376,11 +403,20 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
     ).drop("l", "pre")
     envelope = df["body"].str.extract_groups(_RX_ENV0).struct.unnest()
     missed = envelope["env"].is_null()
-    if missed.any():  # VLLM_LOGGING_PREFIX text before the level: the lazy-prefix form, only on those lines
-        idx = missed.arg_true()
-        found = df["body"].gather(idx).str.extract_groups(_RX_ENV).struct.unnest()
-        if found["env"].null_count() < found.height:
+    if missed.any():  # V0's `file.py:123]`, text before the level (a collector's prefix): only on those lines
+        for rx in (_RX_ENV, _RX_ENV_GLUED):
+            idx = missed.arg_true()
+            found = df["body"].gather(idx).str.extract_groups(rx).struct.unnest()
+            if found["env"].null_count() == found.height:
+                continue
             envelope = envelope.with_columns(envelope[c].scatter(idx, found[c]) for c in envelope.columns)
+            # a process prefix after the free text (`service | (APIServer pid=1) INFO …`) names the process too
+            inner = found["env"].str.extract(_RX_PROC_IN, 1)
+            if inner.null_count() < inner.len():
+                df = df.with_columns(proc=df["proc"].scatter(idx, df["proc"].gather(idx).fill_null(inner)))
+            missed = envelope["env"].is_null()
+            if not missed.any():
+                break
     df = pl.concat([df, envelope], how="horizontal").with_columns(
         msg=pl.col("body").str.slice(pl.col("env").str.len_chars()),
         **{c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")},
@@ -389,7 +425,7 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
     # with the header of the line before it whose message continues a traceback is a folded line of that
     # record, not a record (`_chunks` never cuts between two lines of one header)
     header = pl.col("proc").fill_null("") + pl.col("env")
-    repeated = (header == header.shift(1)) & pl.col("msg").str.contains(_RX_TRACE)
+    repeated = (header == header.shift(1)) & (pl.col("msg").str.contains(_RX_TRACE) | (pl.col("msg") == ""))
     return df.with_columns(repeated=repeated.fill_null(False)).with_columns(
         body=pl.when("repeated").then(pl.col("msg")).otherwise(pl.col("body")),
         **{c: pl.when("repeated").then(None).otherwise(pl.col(c)) for c in ("level", "month", "day", "h", "m", "s", "msg")},
@@ -408,8 +444,11 @@ def _spec_rows(d: pl.DataFrame) -> pl.DataFrame:
     d = d.with_columns(mal_semantics=pl.when(no_plus1).then(pl.lit("no_plus1")).otherwise(pl.lit("plus1")))
     ratio = pl.when(pl.col("mal_semantics") == "plus1").then(mal - 1).otherwise(mal)
     ratio = pl.when(mal_ok & (pl.col("accepted") > 0) & (ratio > 0)).then(ratio)  # else no drafts
+    drafts = (pl.col("accepted") / ratio).round(0, mode="half_to_even").cast(pl.Int64, strict=False).clip(lower_bound=1)
+    # V0: drafts = drafted / K (every verification step proposes K tokens), counts since the engine started
+    v0_drafts = (pl.col("drafted") / pl.col("spec_tokens")).round(0, mode="half_to_even").cast(pl.Int64, strict=False)
     return d.with_columns(
-        drafts=(pl.col("accepted") / ratio).round(0, mode="half_to_even").cast(pl.Int64, strict=False).clip(lower_bound=1),
+        drafts=pl.when(pl.col("cumulative")).then(pl.when(pl.col("spec_tokens") > 0).then(v0_drafts)).otherwise(drafts),
         ok=pl.col("accepted").is_not_null() & pl.col("drafted").is_not_null(),
     )
 
@@ -434,6 +473,20 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
         per_position=pl.col("pp_text").str.split(", ").cast(pl.List(pl.Float64)),
         usable=pl.col("pp_text").is_not_null() & ~pl.col("pp_text").str.contains("nan", literal=True),
     ).drop("st", "pp_text", "rest")
+    # the V0 engine's `Speculative metrics:` line: counts since the engine started, the rate a fraction. (A
+    # V1 development line of early 2025 also began `Speculative metrics:` but counted per interval and printed
+    # no K: it is not read as V0's, and is reported as unparsed.)
+    v0 = pl.col("msg").str.extract(r"Speculative metrics: (.*Number of speculative tokens: .*)$", 1)
+    v0 = pl.when(~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)).then(v0)
+    d = d.with_columns(cumulative=v0.is_not_null(), _v0=v0)
+    f = pl.col("_v0").str
+    d = d.with_columns(
+        accepted=pl.coalesce("accepted", f.extract(r"Number of accepted tokens: (\d+)", 1).cast(pl.Int64, strict=False)),
+        drafted=pl.coalesce("drafted", f.extract(r"Number of draft tokens: (\d+)", 1).cast(pl.Int64, strict=False)),
+        spec_tokens=f.extract(r"Number of speculative tokens: (\d+)", 1).cast(pl.Int64, strict=False),
+        acceptance_rate_printed=pl.coalesce(
+            "acceptance_rate_printed", f.extract(rf"Draft acceptance rate: ({NUMBER})", 1).cast(pl.Float64) * 100.0),
+    ).drop("_v0")
     k = int(d["per_position"].list.len().max() or 0) if d.height else 0
     total = pl.lit(0.0)
     for i in range(k):  # left to right, as Python's sum(): the 0.8.5 test can sit on a tie
@@ -450,7 +503,8 @@ def _stats_rows(d: pl.DataFrame) -> pl.DataFrame:
     aggregated = pl.col("aggregated")
     new = pl.col("ver").is_not_null() & (pl.col("ver") >= _V0111)
     return d.with_columns(
-        engine=pl.when(pl.col("engine_n").is_not_null()).then(pl.col("engine_n"))
+        # `Engine 001:` is engine 1, as the `engine` label of /metrics numbers it
+        engine=pl.when(pl.col("engine_n").is_not_null()).then(pl.col("engine_n").cast(pl.Int64, strict=False).cast(pl.String))
         .when(aggregated).then(pl.lit("all")).otherwise(pl.lit(None, pl.String)),
         preemptions=pl.when(pl.col("pre").is_not_null()).then(pl.col("pre"))
         .when(aggregated | new).then(pl.lit(0, pl.Int64)).otherwise(pl.lit(None, pl.Int64)),
@@ -475,7 +529,7 @@ def _stats_regex(d: pl.DataFrame) -> pl.DataFrame:
 
 
 SPEC_COLS = ["accepted", "drafted", "drafts", "per_position", "mal_printed", "mal_semantics", "accepted_tps",
-             "drafted_tps", "acceptance_rate_printed"]
+             "drafted_tps", "acceptance_rate_printed", "cumulative", "spec_tokens"]
 STATS_COLS = ["engine", "prompt_tps", "generation_tps", "running", "waiting", "preemptions", "kv_cache_usage",
               "prefix_cache_hit_rate"]
 _BASE = {"line": pl.Int64, "level": pl.String, "proc": pl.String, "rollovers": pl.Int32,
@@ -496,7 +550,7 @@ class _Chunk:
     rare: pl.DataFrame  # lines that may start, continue or date a record the vectorised part does not handle
     env: int  # envelope lines (records)
     first: tuple | None  # stamp of the first envelope line
-    last: tuple | None  # (line, level is ERROR/CRITICAL, stamp) of the last envelope line
+    last: tuple | None  # (line, level, stamp) of the last envelope line
     lines: int = 0  # lines in the chunk
     env_lines: pl.DataFrame | None = None  # line and stamp of every envelope line
 
@@ -529,9 +583,9 @@ def _scan_chunk(block: bytes) -> _Chunk:
     # the stamp of the latest envelope record at or before each line (uvicorn records copy it)
     ffill = [pl.when(is_env).then(pl.col(c)).otherwise(None).forward_fill().alias(f"p_{c}") for c in STAMP_COLS]
     ffill += [pl.when(is_env).then(pl.col("line")).otherwise(None).forward_fill().alias("p_line"),
-              pl.when(is_env).then(pl.col("level").is_in(["ERROR", "CRITICAL"])).otherwise(None).forward_fill().alias("p_err")]
+              pl.when(is_env).then(pl.col("level")).otherwise(None).forward_fill().alias("p_level")]
     rare = _rare_text(df.with_columns(*ffill, n_env_before=n_env_before).filter(rare_mask).select(_RARE_COLS))
-    spec_mask = is_env & pl.col("msg").str.contains("SpecDecoding metrics:", literal=True)
+    spec_mask = is_env & pl.col("msg").str.contains_any(["SpecDecoding metrics:", "Speculative metrics:"])
     stats_mask = is_env & ~pl.col("msg").str.contains("SpecDecoding metrics:", literal=True) & pl.col("msg").str.contains(
         "Avg prompt throughput:", literal=True)
     spec = _spec_regex(df.filter(spec_mask))
@@ -540,7 +594,7 @@ def _scan_chunk(block: bytes) -> _Chunk:
     if env_lines.height:
         first = env_lines.select(STAMP_COLS).row(0)
         row = env_lines.row(-1)
-        last = (row[0], row[1] in ("ERROR", "CRITICAL"), tuple(row[2:]))
+        last = (row[0], row[1], tuple(row[2:]))
     return _Chunk(spec, stats, rare, env_lines.height, first, last, lines=df.height,
                   env_lines=env_lines.select("line", *STAMP_COLS))
 
@@ -566,7 +620,7 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
                   moved(chunk.rare, ("line", "p_line")), chunk.env, chunk.first and stamp(chunk.first), last, chunk.lines)
 
 
-_RARE_COLS = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_err", *[f"p_{c}" for c in STAMP_COLS],
+_RARE_COLS = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_level", *[f"p_{c}" for c in STAMP_COLS],
               "n_env_before"]
 
 
@@ -639,50 +693,58 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     def flush(cur: _Open | None) -> None:
         if cur is not None and cur.pending is not None:
             p = cur.pending
-            for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"]):
+            for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"]):
                 events.append((p["line"], p["level"], p["proc"], *p["stamp"], kind, detail))
             cur.pending = None
 
     cur = st.cur
     st.records += chunk.env
-    cols = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_err", *[f"p_{c}" for c in STAMP_COLS],
+    cols = ["line", "body", "proc", "level", "msg", *STAMP_COLS, "p_line", "p_level", *[f"p_{c}" for c in STAMP_COLS],
             "uv_msg", "trace"]
-    for (line, body, proc, level, msg, r, mo, d, h, mi, s, p_line, p_err, pr, pmo, pd, ph, pmi, ps,
+    for (line, body, proc, level, msg, r, mo, d, h, mi, s, p_line, p_level, pr, pmo, pd, ph, pmi, ps,
          uv_msg, trace) in zip(*(chunk.rare[c].to_list() for c in cols)):  # column lists: far cheaper than iter_rows
         if level is not None:  # an envelope record that may hold events
             flush(cur)
             stamp = (r, mo, d, h, mi, s)
-            cur = _Open(line, level in ("ERROR", "CRITICAL"), stamp)
+            cur = _Open(line, level, stamp)
             if line not in failed:
                 cur.pending = {"line": line, "level": level, "proc": proc, "stamp": stamp, "msg": msg,
-                               "uvicorn": False, "cause": "", "oom": False}
+                               "uvicorn": False, "cause": "", "oom": False, "dead": False}
             continue
         if p_line is not None and (cur is None or cur.line < p_line):  # a plain envelope record came in between
             flush(cur)
-            cur = _Open(p_line, bool(p_err), (pr, pmo, pd, ph, pmi, ps))
+            cur = _Open(p_line, p_level, (pr, pmo, pd, ph, pmi, ps))
         if uv_msg is not None:
             if cur is None:
                 continue  # before any timed record: nothing to date it by
             flush(cur)
             st.records += 1
-            cur = _Open(line, False, cur.stamp)
+            cur = _Open(line, "INFO", cur.stamp)
             cur.pending = {"line": line, "level": "INFO", "proc": proc, "stamp": cur.stamp, "msg": uv_msg,
-                           "uvicorn": True, "cause": "", "oom": False}
+                           "uvicorn": True, "cause": "", "oom": False, "dead": False}
             continue
         if cur is not None and (cur.level_err or cur.more or trace):
             cur.more = True
+            if cur.pending is None and (OOM.search(body) or DEAD.search(body)):
+                # a plain record (its message holds no event) whose traceback ends the engine: V0 prints
+                # tracebacks without the header after whatever record came before
+                cur.pending = {"line": cur.line, "level": cur.level, "proc": proc, "stamp": cur.stamp, "msg": "",
+                               "uvicorn": False, "cause": "", "oom": False, "dead": False}
             if cur.pending is not None:
                 if not body.startswith(" ") and body.strip() and (not cur.pending["cause"] or EXCEPTION.match(body)):
                     cur.pending["cause"] = body.strip()  # the exception line, else the first unindented one
                 if not cur.pending["oom"] and OOM.search(body):
                     cur.pending["oom"] = True
+                    cur.pending["cause"] = cur.pending["cause"] or body.strip()  # an indented `raise …(` line
+                if not cur.pending["dead"] and DEAD.search(body):
+                    cur.pending["dead"] = True
             continue
         unparsed.append((line, body[:500]))
     if chunk.last is not None:  # the chunk's last record may be a plain one after the last rare line
-        line, err, stamp = chunk.last
+        line, last_level, stamp = chunk.last
         if cur is None or cur.line < line:
             flush(cur)
-            cur = _Open(line, err, stamp)
+            cur = _Open(line, last_level, stamp)
         if st.first is None:
             st.first = chunk.first
         st.last = stamp
@@ -783,7 +845,7 @@ def iter_vllm_batches(file: LogFile, year: int | None = None, stream: VllmStream
     if parsed and st.cur is not None and st.cur.pending is not None:  # the file's last record
         p, st.cur.pending = st.cur.pending, None
         events = [(p["line"], p["level"], p["proc"], *p["stamp"], kind, detail)
-                  for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"])]
+                  for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"])]
         if events:
             yield _finish(st, None, None, events, [])
 

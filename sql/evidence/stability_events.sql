@@ -1,7 +1,6 @@
--- Engine events of the host with whether the same record is also an out-of-memory error.
+-- Engine events of the host (start cycles and readiness; deaths come from engine_deaths).
 -- params: $host
-SELECT e."at", e.kind, coalesce(e.build, 'unattributed') AS build, e.record_key,
-       EXISTS (SELECT 1 FROM engine_events o WHERE o.host = e.host AND o.record_key = e.record_key AND o.kind = 'oom') AS is_oom
+SELECT e."at", e.kind, coalesce(e.build, 'unattributed') AS build, e.record_key, e.cycle_start
 FROM engine_events e
 WHERE e.host = $host
 ORDER BY e."at", e.line

@@ -16,6 +16,11 @@ CREATE TABLE IF NOT EXISTS log_spec_decode (
   drafted_tps DOUBLE, acceptance_rate_printed DOUBLE, level VARCHAR, proc VARCHAR, file_id VARCHAR, line BIGINT,
   run_id VARCHAR);
 
+-- The V0 engine's `Speculative metrics:` line counts since the engine started (cumulative; K = spec_tokens);
+-- columns added to warehouses made before it.
+ALTER TABLE log_spec_decode ADD COLUMN IF NOT EXISTS cumulative BOOLEAN;
+ALTER TABLE log_spec_decode ADD COLUMN IF NOT EXISTS spec_tokens BIGINT;
+
 CREATE TABLE IF NOT EXISTS log_engine_stats (
   host VARCHAR NOT NULL, record_key VARCHAR NOT NULL, "at" TIMESTAMPTZ NOT NULL, engine VARCHAR, running BIGINT,
   waiting BIGINT, preemptions BIGINT, kv_cache_usage DOUBLE, prefix_cache_hit_rate DOUBLE, prompt_tps DOUBLE,

@@ -17,12 +17,33 @@ SELECT host, scraped_at AS "at", prev_at, family, engine, model_name, position,
 FROM s WHERE prev_value IS NOT NULL;
 
 CREATE OR REPLACE VIEW spec_decode_windows AS
-WITH log_windows AS (
-  SELECT host, "at", accepted, drafted, drafts, per_position,
-         CASE WHEN drafts > 0 THEN 1 + accepted / drafts
-              WHEN mal_semantics = 'no_plus1' THEN mal_printed + 1 ELSE mal_printed END AS mean_acceptance_length,
-         'log' AS source, mal_printed, mal_semantics, NULL::VARCHAR AS engine, record_key
-  FROM log_spec_decode
+-- V0 `Speculative metrics:` lines count since the engine started: a window is the increase since the
+-- previous line of the same engine lifetime (log file and start cycle); a decrease is a restart whose
+-- start line is missing, after which the counts are the window itself (as in metric_increases).
+WITH v0 AS (
+  SELECT s.host, s."at", s.record_key, s.accepted, s.drafted, s.drafts,
+         lag(s.accepted) OVER w AS p_accepted, lag(s.drafted) OVER w AS p_drafted, lag(s.drafts) OVER w AS p_drafts
+  FROM log_spec_decode s
+  ASOF LEFT JOIN (SELECT host, file_id, line FROM log_engine_events WHERE kind = 'start') st
+    ON st.host = s.host AND st.file_id = s.file_id AND s.line >= st.line
+  WHERE s.cumulative
+  WINDOW w AS (PARTITION BY s.host, s.file_id, st.line ORDER BY s.line)
+),
+v0_windows AS (
+  SELECT host, "at", record_key,
+         CASE WHEN reset THEN accepted ELSE accepted - p_accepted END AS accepted,
+         CASE WHEN reset THEN drafted ELSE drafted - p_drafted END AS drafted,
+         CASE WHEN reset THEN drafts ELSE drafts - p_drafts END AS drafts
+  FROM (SELECT *, p_accepted IS NULL OR accepted < p_accepted OR drafted < p_drafted AS reset FROM v0)
+),
+log_windows AS (
+  SELECT l.host, l."at", coalesce(v.accepted, l.accepted) AS accepted, coalesce(v.drafted, l.drafted) AS drafted,
+         CASE WHEN l.cumulative THEN v.drafts ELSE l.drafts END AS drafts, l.per_position,
+         CASE WHEN l.cumulative THEN CASE WHEN v.drafts > 0 THEN 1 + v.accepted / v.drafts END
+              WHEN l.drafts > 0 THEN 1 + l.accepted / l.drafts
+              WHEN l.mal_semantics = 'no_plus1' THEN l.mal_printed + 1 ELSE l.mal_printed END AS mean_acceptance_length,
+         'log' AS source, l.mal_printed, l.mal_semantics, NULL::VARCHAR AS engine, l.record_key
+  FROM log_spec_decode l LEFT JOIN v0_windows v ON l.cumulative AND v.host = l.host AND v.record_key = l.record_key
 ),
 inc AS (
   SELECT host, "at", engine, model_name,
@@ -74,12 +95,51 @@ SELECT s.host, s."at", s.running, s.waiting, s.preemptions, s.kv_cache_usage, s.
        s.engine, s.source, s.level, s.record_key
 FROM s ASOF LEFT JOIN host_builds_t b ON b.host = s.host AND s."at" >= b.valid_from;
 
+-- cycle_start: every data-parallel engine core prints its own `Initializing … LLM engine` line, so one launch
+-- is several `start` events in a row; the first starts the cycle (docs/sources.md, vLLM logs, engine events).
 CREATE OR REPLACE VIEW engine_events AS
+WITH e AS (
+  SELECT *, last_value(CASE WHEN kind IN ('start', 'ready', 'fatal', 'engine_dead', 'oom', 'worker_died') THEN kind END
+                       IGNORE NULLS) OVER (PARTITION BY host, file_id ORDER BY line, kind
+                                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_kind
+  FROM log_engine_events
+)
 SELECT e.host, e."at", e.kind, e.detail,
        CASE WHEN b.valid_to IS NULL OR e."at" < b.valid_to THEN b.build END AS build,
-       e.record_key, e.level, e.proc, e.file_id, e.line
-FROM log_engine_events e
+       e.record_key, e.level, e.proc, e.file_id, e.line,
+       e.kind = 'start' AND e.prev_kind IS DISTINCT FROM 'start' AS cycle_start
+FROM e
 ASOF LEFT JOIN host_builds_t b ON b.host = e.host AND e."at" >= b.valid_from;
+
+-- One row per engine death (docs/sources.md, vLLM logs, engine deaths). A crash is reported several
+-- times: by the engine core (`fatal`, its OOM), by the API server a moment later under another pid
+-- (`engine_dead`), by the worker that died first (`worker_died`), by every data-parallel engine, and
+-- (V0, or with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH) by each later request. The death signals of one log file
+-- between two start cycles (a `start`, or a `ready` when the start line is missing) are one death; it is
+-- an OOM when any of them is one. A worker death the engine never reports (the log ends first) is not
+-- counted.
+CREATE OR REPLACE VIEW engine_deaths AS
+WITH ev AS (
+  SELECT host, file_id, line, "at", kind, detail, record_key, proc,
+         sum(CASE WHEN kind IN ('start', 'ready') THEN 1 ELSE 0 END)
+           OVER (PARTITION BY host, file_id ORDER BY line ROWS UNBOUNDED PRECEDING) AS cycle
+  FROM log_engine_events
+),
+d AS (
+  SELECT host, file_id, cycle, min("at") AS "at", min(line) AS line, arg_min(record_key, line) AS record_key,
+         arg_min(proc, line) AS proc, bool_or(kind = 'oom') AS oom,
+         list(DISTINCT kind ORDER BY kind) AS kinds, count(DISTINCT record_key) AS records,
+         coalesce(arg_min(detail, line) FILTER (kind = 'oom'), arg_min(detail, line) FILTER (kind = 'fatal'),
+                  arg_min(detail, line)) AS detail
+  FROM ev
+  WHERE kind IN ('fatal', 'engine_dead', 'oom', 'worker_died')
+  GROUP BY host, file_id, cycle
+  HAVING bool_or(kind IN ('fatal', 'engine_dead', 'oom'))
+)
+SELECT d.host, d."at", d.oom, d.kinds, d.records, d.detail,
+       CASE WHEN b.valid_to IS NULL OR d."at" < b.valid_to THEN b.build END AS build,
+       d.record_key, d.proc, d.file_id, d.line
+FROM d ASOF LEFT JOIN host_builds_t b ON b.host = d.host AND d."at" >= b.valid_from;
 
 -- Thresholds by model when the log line does not carry one (known chain values; docs/sources.md, validator logs); unknown models stay NULL.
 CREATE OR REPLACE VIEW model_validation_thresholds AS
@@ -116,9 +176,10 @@ SELECT host, "at", event, validator, participant, model, request_id, n_total, n_
 FROM poc_results_t;
 
 COMMENT ON VIEW metric_increases IS 'Increase of every vLLM /metrics counter between consecutive scrapes of the same series (host, family, engine, model_name, position); reset = the counter went down (restart), in which case the increase is the new value.';
-COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window: a SpecDecoding metrics log line (source log; drafts recovered as accepted/(MAL-1), or accepted/MAL for the 0.8.5 line) or the counter increases between two /metrics scrapes (source metrics; exact drafts). mean_acceptance_length is always 1 + accepted/drafts (0.8.5 normalised). per_position = K per-position acceptance rates. Aggregate by summing accepted, drafted, drafts; never average MALs. build from an as-of join of host_builds on at.';
+COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window: a SpecDecoding metrics log line (source log; drafts recovered as accepted/(MAL-1), or accepted/MAL for the 0.8.5 line), a V0 Speculative metrics line (counts since the engine started: the increase since the previous line of the same engine lifetime; drafts = drafted/K) or the counter increases between two /metrics scrapes (source metrics; exact drafts). mean_acceptance_length is always 1 + accepted/drafts (0.8.5 normalised). per_position = K per-position acceptance rates. Aggregate by summing accepted, drafted, drafts; never average MALs. build from an as-of join of host_builds on at.';
 COMMENT ON VIEW engine_stats IS 'Periodic engine stats: vLLM stats log lines (source log) and /metrics gauges (source metrics). preemptions = the line''s Preemptions: N (0 when absent on vLLM >= 0.11.1, NULL = unknown on earlier V1) or the counter increase since the previous scrape; kv_cache_usage is a fraction 0..1. Lines logged at DEBUG when idle are kept when present (level).';
-COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (EngineCore fatal error or failed start), engine_dead, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key), start (Initializing a V1 LLM engine; detail = version), ready (Application startup complete.), worker_died, poc_start, poc_stop.';
+COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (EngineCore fatal error, failed start, or 0.8''s EngineCore hit an exception), engine_dead, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key), start (Initializing a V1 LLM engine; detail = version; cycle_start = the first start event of a launch, false for the further data-parallel engines that print their own), ready (Application startup complete.), worker_died, poc_start, poc_stop.';
+COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one log file between two start cycles (start or ready events) are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death the engine never reports is not a death.';
 COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s known validation threshold; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at.';
 COMMENT ON VIEW poc_results IS 'PoC validation results (JSON responses, golden-vector reports): p_value recomputed as the one-sided exact binomial P(X >= n_mismatch), X ~ Binomial(n_total, p_mismatch); fraud = p_value < cutoff; p_mismatch, cutoff and where they came from (params_source) recorded; reported_disagrees = the result''s own fraud_detected differs.';
 COMMENT ON VIEW model_validation_thresholds IS 'Known validation_threshold per model (known chain values), used when a validator log line carries no threshold.';
