@@ -172,7 +172,9 @@ def _with_sealed(
         on=["escrow_id", "inference_id"], how="full", coalesce=True,
     )
     merged = merged.join(escrows.select("escrow_id", pl.col("epoch_id").alias("escrow_epoch"), "group_size"), on="escrow_id", how="inner")
-    rich_seal = (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(True)
+    # A row without obs_present comes from the old 3-column sealed_inferences (id and seal nonce only):
+    # it is bare, like obs_present = false (docs/sources.md, session store migrations).
+    rich_seal = (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(False)
 
     def store_fact(fact: str) -> pl.Expr:
         """The store's own record of a fact: its full sealed row, else the checkpoint's live record."""
@@ -224,7 +226,7 @@ def _with_sealed(
               .when(pl.col("confirmed_at").fill_null(0) > 0).then(pl.lit("execution")).otherwise(pl.lit("refused")))
         .otherwise(pl.col("miss_kind")),
     )
-    rich = pl.col("obs_present").fill_null(True)
+    rich = pl.col("obs_present").fill_null(False)
     merged = merged.join(
         slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
         on=["escrow_id", "executor_slot"], how="left",
@@ -290,7 +292,7 @@ def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[p
     listed and the outcome is left NULL (unknown) rather than resolved by newest-wins.
     """
     code = pl.col("sealed_status")
-    observed_row = pl.col("drained") & (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(True) & code.is_not_null()
+    observed_row = pl.col("drained") & (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(False) & code.is_not_null()
     pending = pl.col("pre_drain_status") == "pending"
     frame = inferences.with_columns(
         observed=pl.when(observed_row).then(
