@@ -5,6 +5,7 @@ defined, and PostgreSQL and SQLite give identical views."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import polars as pl
 import pytest
@@ -141,3 +142,120 @@ def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_pa
     # The same copy from a third place agrees, and adds nothing.
     ingest(wh, copy.write_sqlite(tmp_path / "host-c"))
     assert frame(wh, "SELECT count(*) AS n FROM quarantine WHERE table_name = 'sealed_inferences'")["n"][0] == 1
+
+
+# --- hand-edited copies: what the generator never writes, read as sources.md defines it ----------------
+
+def _escrow(copy, escrow_id: str) -> dict:
+    return next(s for s in copy.tables["sessions"] if s["escrow_id"] == escrow_id)
+
+
+def _settlement_nonce(copy, escrow_id: str) -> int:
+    from pipeline.decode import devshard_pb2 as pb
+
+    session = _escrow(copy, escrow_id)
+    for d in copy.tables["diffs"]:
+        if d["escrow_id"] == escrow_id and any(
+                t.WhichOneof("tx") == "finalize_round" for t in pb.DiffContent.FromString(d["txs_proto"]).txs):
+            return d["nonce"] + len(json.loads(session["group_json"]))
+    raise AssertionError(f"{escrow_id} never finalizes")
+
+
+def _all_accept(copy, escrow_id: str):
+    from pipeline.decode import devshard_pb2 as pb
+
+    n = len(json.loads(_escrow(copy, escrow_id)["group_json"]))
+    return [pb.TimeoutVote(voter_slot=s, accept=True, signature=b"s") for s in range(n)]
+
+
+def _drained(copy, escrow_id: str, pre: str) -> list[int]:
+    t = copy.truth.inferences
+    return sorted(t.filter((pl.col("escrow_id") == escrow_id) & pl.col("drained")
+                           & (pl.col("pre_drain_status") == pre))["inference_id"].to_list())
+
+
+def _both_layouts(copy, tmp_path, pg_database) -> tuple[dict, dict]:
+    store = copy.write_sqlite(tmp_path / "store")
+    url = pg_database()
+    copy.write_postgres(url)
+    ingest(tmp_path / "a.duckdb", store)
+    ingest(tmp_path / "b.duckdb", url)
+    a, b = _views(tmp_path / "a.duckdb"), _views(tmp_path / "b.duckdb")
+    for name in ("inferences", "txs", "validations", "escrows", "replay_disagreements"):
+        assert_frame_equal(a[name], b[name], check_exact=True)
+    return a, b
+
+
+def _rows(views, escrow_id: str, ids) -> dict[int, dict]:
+    got = views["inferences"].filter((pl.col("escrow_id") == escrow_id) & pl.col("inference_id").is_in(list(ids)))
+    return {r["inference_id"]: r for r in got.iter_rows(named=True)}
+
+
+def test_transactions_in_and_after_the_settlement_diff(tmp_path, line_copies, pg_database):
+    """The drain runs after the transactions of the settlement diff (finalize nonce + N): a refusal in that
+    diff is a miss, not a drain. Transactions after it find no live record and change nothing, so the
+    records they name stay drained: never a miss, never an answer (sources.md §3.6)."""
+    from pipeline.decode import devshard_pb2 as pb
+
+    copy = line_copies["ha"]
+    escrow_id = "2101"  # settled under the refund rule: Pending -> timed out, Started -> paid
+    pending, started = _drained(copy, escrow_id, "pending"), _drained(copy, escrow_id, "started")
+    assert len(pending) == 2 and len(started) == 2
+    in_settlement, after = pending
+    settle = _settlement_nonce(copy, escrow_id)
+    session = _escrow(copy, escrow_id)
+    assert session["latest_nonce"] == settle
+    diffs = [dict(d) for d in copy.tables["diffs"]]
+    at_settle = next(d for d in diffs if d["escrow_id"] == escrow_id and d["nonce"] == settle)
+    content = pb.DiffContent.FromString(at_settle["txs_proto"])
+    content.txs.append(pb.DevshardTx(timeout_inference=pb.MsgTimeoutInference(
+        inference_id=in_settlement, reason=pb.TIMEOUT_REASON_REFUSED, votes=_all_accept(copy, escrow_id))))
+    at_settle["txs_proto"] = content.SerializeToString()
+    late = pb.DiffContent(txs=[
+        pb.DevshardTx(timeout_inference=pb.MsgTimeoutInference(
+            inference_id=after, reason=pb.TIMEOUT_REASON_REFUSED, votes=_all_accept(copy, escrow_id))),
+        pb.DevshardTx(finish_inference=pb.MsgFinishInference(
+            inference_id=started[0], input_tokens=10, output_tokens=10,
+            executor_slot=started[0] % len(json.loads(session["group_json"])))),
+        pb.DevshardTx(timeout_inference=pb.MsgTimeoutInference(
+            inference_id=started[1], reason=pb.TIMEOUT_REASON_EXECUTION, votes=_all_accept(copy, escrow_id)))])
+    diffs.append(at_settle | {"nonce": settle + 1, "txs_proto": late.SerializeToString()})
+    sessions = [s | {"latest_nonce": settle + 1} if s["escrow_id"] == escrow_id else s
+                for s in copy.tables["sessions"]]
+    edited = dataclasses.replace(copy, tables={**copy.tables, "diffs": diffs, "sessions": sessions})
+    a, _ = _both_layouts(edited, tmp_path, pg_database)
+
+    rows = _rows(a, escrow_id, pending + started)
+    assert {k: (r["drained"], r["miss_kind"], r["status"]) for k, r in rows.items()} == {
+        in_settlement: (False, "refused", "timed_out"),
+        after: (True, None, "timed_out"),
+        started[0]: (True, None, "finished"),
+        started[1]: (True, None, "finished"),
+    }
+    assert [rows[i]["drain_outcome"] for i in (after, *started)] == ["refunded", "paid", "paid"]
+    assert not any(rows[i]["finished"] for i in (after, *started))
+    # The late transactions are in the log all the same.
+    late_txs = a["txs"].filter((pl.col("escrow_id") == escrow_id) & (pl.col("nonce") == settle + 1))
+    assert late_txs["kind"].to_list() == ["timeout", "finish", "timeout"]
+
+
+def test_old_epoch_files_with_three_column_sealed_rows(tmp_path, timeline):
+    """The old epoch list (steps 1-7, 7 = noop) has a 3-column sealed_inferences: id and seal nonce only.
+    Those rows are bare, like obs_present = false; they confirm nothing and contradict nothing."""
+    copy = timeline.copy(last_epoch=2)
+    assert copy.epochs == {1: True, 2: False}
+    store = copy.write_sqlite(tmp_path / "store")
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, store)
+    assert frame(wh, "SELECT count(*) AS n FROM replay_disagreements")["n"][0] == 0
+    got = frame(wh, "SELECT escrow_id, inference_id, status, sealed, miss_kind FROM inferences WHERE epoch_id = 1 "
+                    "ORDER BY ALL")
+    want = copy.truth.inferences.filter(pl.col("epoch_id") == 1).select(
+        "escrow_id", "inference_id", "status", "sealed", "miss_kind").sort("escrow_id", "inference_id")
+    assert got.height == 438 and got["sealed"].sum() == want["sealed"].sum() > 400
+    assert_frame_equal(got, want, check_dtypes=False)
+    described = open_store(str(store))
+    try:
+        assert described.describe().release_lines["epoch_1.db"] == "old epoch list (sealed_inferences has only id and seal nonce)"
+    finally:
+        described.close()

@@ -76,16 +76,19 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         times = event_times(diffs, txs)
         sealed = _read(con, "sealed")
         with_created_at = diffs.filter(pl.col("created_at") > 0)["escrow_id"].unique().implode()
+        live = _read(con, "snapshot_live")
+        # The finalize nonce from the log, else from the checkpoint (an escrow joined by import after
+        # its finalize has no diff holding the finalize transaction).
         escrows = frames.escrows.join(
             txs.filter(pl.col("kind") == "finalize").group_by("escrow_id").agg(finalize_nonce=pl.col("nonce").min()),
             on="escrow_id", how="left",
-        ).with_columns(
+        ).join(_read(con, "snapshots"), on="escrow_id", how="left").with_columns(
+            finalize_nonce=pl.coalesce("finalize_nonce", "checkpoint_finalize_nonce"),
             time_source=pl.when(pl.col("escrow_id").is_in(with_created_at))
-            .then(pl.lit("created_at")).otherwise(pl.lit("nonce_clock"))
-        )
-        inferences, verdicts = replay(txs, escrows, frames.slots)
-        inferences, disagreements = _with_sealed(
-            inferences, sealed, _read(con, "snapshot_live"), escrows, frames.slots)
+            .then(pl.lit("created_at")).otherwise(pl.lit("nonce_clock")),
+        ).drop("checkpoint_finalize_nonce")
+        inferences, verdicts = replay(txs, escrows, frames.slots, live.select("escrow_id", "inference_id", "snapshot_nonce", "status"))
+        inferences, disagreements = _with_sealed(inferences, sealed, live, escrows, frames.slots)
         inferences, drain_disagreements = drain_outcomes(inferences, _read(con, "sealed_conflicts"))
         disagreements = pl.concat([disagreements, drain_disagreements])
         inferences = _with_times(inferences, times)
