@@ -259,3 +259,65 @@ def test_old_epoch_files_with_three_column_sealed_rows(tmp_path, timeline):
         assert described.describe().release_lines["epoch_1.db"] == "old epoch list (sealed_inferences has only id and seal nonce)"
     finally:
         described.close()
+
+
+def _imported_after_finalize(copy, timeline, escrow_id: str):
+    """The copy as a host holds it that joined escrow `escrow_id` by import one nonce after its finalize:
+    no diffs and no sealed rows up to the import, the import checkpoint as the latest snapshot."""
+    from pipeline.samples.model import EscrowMachine
+    from pipeline.samples.snapshots import snapshot_blob
+
+    plan = next(p for p in timeline.escrows if p.escrow_id == escrow_id)
+    imported = _settlement_nonce(copy, escrow_id) - plan.group.size + 1
+    machine = EscrowMachine(plan.group, plan.threshold, plan.config["TokenPrice"],
+                            plan.config["InferenceSealGraceNonces"], plan.config["AutoSealEveryNNonces"],
+                            drain_rule=plan.drain_rule).replay(plan.diffs[:imported])
+    keep = lambda r: r["escrow_id"] != escrow_id  # noqa: E731
+    tables = {
+        **copy.tables,
+        "diffs": [d for d in copy.tables["diffs"] if keep(d) or d["nonce"] > imported],
+        "sealed_inferences": [r for r in copy.tables["sealed_inferences"] if keep(r) or r["sealed_nonce"] > imported],
+        "sessions": [s if keep(s) else s | {"imported_nonce": imported} for s in copy.tables["sessions"]],
+        "snapshots": [s if keep(s) else s | {"nonce": imported, "state_data": snapshot_blob(
+            plan, machine, copy.release_line.snapshot_root_prefix)} for s in copy.tables["snapshots"]],
+    }
+    return dataclasses.replace(copy, tables=tables), {r.inference_id for r in machine.live}
+
+
+@pytest.mark.parametrize("escrow_id", ["2101", "3100"])  # refund rule, paid rule
+def test_an_escrow_joined_by_import_after_its_finalize(escrow_id, tmp_path, line_copies, timeline, pg_database):
+    """No diffs before imported_nonce, so neither the finalize nor the starts of the records live at the
+    import are in the log: the checkpoint gives both. Records still pending or started at settlement are
+    drained (never a miss, never an answer) as in any other escrow; what happened to the others after the
+    import is replayed from the checkpoint's state."""
+    copy, live_at_import = _imported_after_finalize(line_copies["snapshot-import"], timeline, escrow_id)
+    a, _ = _both_layouts(copy, tmp_path, pg_database)
+    columns = ["inference_id", "status", "drained", "pre_drain_status", "drain_outcome", "miss_kind"]
+    got = a["inferences"].filter(pl.col("escrow_id") == escrow_id).select(columns)
+    want = copy.truth.inferences.filter(pl.col("escrow_id") == escrow_id).rename(
+        {"has_finish_tx": "finished"}).select(columns)
+    live = got.filter(pl.col("inference_id").is_in(list(live_at_import)))
+    assert live.height == len(live_at_import) >= 5
+    assert_frame_equal(live, want.filter(pl.col("inference_id").is_in(list(live_at_import))), check_dtypes=False)
+    assert live["drained"].sum() == 4 and set(live["drain_outcome"].drop_nulls()) == (
+        {"refunded", "paid"} if escrow_id == "2101" else {"paid"})
+    drained = a["inferences"].filter((pl.col("escrow_id") == escrow_id) & pl.col("drained"))
+    assert not drained["finished"].any() and drained["miss_kind"].is_null().all()
+    assert a["escrows"].filter(pl.col("escrow_id") == escrow_id)["finalize_nonce"].to_list() == [
+        _settlement_nonce(line_copies["snapshot-import"], escrow_id) - len(json.loads(_escrow(copy, escrow_id)["group_json"]))]
+    assert a["replay_disagreements"].filter(pl.col("escrow_id") == escrow_id).height == 0
+
+
+def test_an_escrow_joined_by_import_with_its_settlement_checkpoint(tmp_path, line_copies, timeline, pg_database):
+    """As above, but the latest checkpoint is the one at settlement, which holds no live records: the
+    records drained at settlement are known only from their sealed rows. Sealed Pending/Started, or
+    Finished without a finish's tokens at the settlement nonce, is the drain's doing."""
+    base = line_copies["snapshot-import"]
+    imported, live_at_import = _imported_after_finalize(base, timeline, "3100")
+    copy = dataclasses.replace(imported, tables={**imported.tables, "snapshots": base.tables["snapshots"]})
+    a, _ = _both_layouts(copy, tmp_path, pg_database)
+    columns = ["inference_id", "status", "drained", "pre_drain_status", "drain_outcome", "miss_kind", "finished"]
+    got = a["inferences"].filter(pl.col("inference_id").is_in(list(live_at_import)) & (pl.col("escrow_id") == "3100"))
+    want = copy.truth.inferences.filter(pl.col("inference_id").is_in(list(live_at_import)) & (pl.col("escrow_id") == "3100"))
+    assert_frame_equal(got.select(columns), want.rename({"has_finish_tx": "finished"}).select(columns), check_dtypes=False)
+    assert got["drained"].sum() == 4

@@ -174,7 +174,8 @@ def _with_sealed(
         ),
         on=["escrow_id", "inference_id"], how="full", coalesce=True,
     )
-    merged = merged.join(escrows.select("escrow_id", pl.col("epoch_id").alias("escrow_epoch"), "group_size"), on="escrow_id", how="inner")
+    merged = merged.join(escrows.select("escrow_id", pl.col("epoch_id").alias("escrow_epoch"), "group_size",
+                                        "finalize_nonce"), on="escrow_id", how="inner")
     # A row without obs_present comes from the old 3-column sealed_inferences (id and seal nonce only):
     # it is bare, like obs_present = false (docs/sources.md, session store migrations).
     rich_seal = (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(False)
@@ -198,6 +199,15 @@ def _with_sealed(
         rank, default=-1, return_dtype=pl.Int64)
     store_finished = pl.col("store_status").is_in(["finished", "challenged", "validated", "invalidated"]) | (
         (pl.col("store_status") == "timed_out") & (pl.col("store_output_tokens").fill_null(0) > 0))
+    # Sealed by the settlement drain although the log does not hold the record: sealed while Pending or
+    # Started (the "unchanged" rule), or Finished at the settlement nonce without the tokens a finish
+    # reports (paid at reserved cost). A Pending record refunded by the drain looks like a refusal
+    # before the import and stays one.
+    drain_sealed = partial & rich_seal & (
+        pl.col("sealed_status").is_in([0, 1])
+        | ((pl.col("sealed_status") == 2) & (pl.col("sealed_input_tokens") == 0) & (pl.col("sealed_output_tokens") == 0)
+           & (pl.col("sealed_nonce") == pl.col("finalize_nonce") + pl.col("group_size"))))
+    drained_now = pl.col("drained").fill_null(False) | drain_sealed.fill_null(False)
     merged = merged.with_columns(
         epoch_id=pl.coalesce("escrow_epoch", "epoch_id"),
         in_diff_log=in_log,
@@ -213,13 +223,12 @@ def _with_sealed(
         challenged=pl.col("challenged").fill_null(False)
         | (partial & ((pl.col("store_votes_invalid").fill_null(0) > 0) | pl.col("store_status").is_in(["challenged", "invalidated"]))),
         cleared=pl.col("cleared").fill_null(False),
-        finished=pl.col("finished").fill_null(False) | (partial & store_finished),
-        # A record sealed while Pending or Started was sealed by the settlement drain (the
-        # "unchanged" rule), also when the log does not hold its start.
-        drained=pl.col("drained").fill_null(False)
-        | (partial & rich_seal & pl.col("sealed_status").is_in([0, 1])),
+        # A record the drain paid is Finished in the store without a finish transaction: not an answer.
+        finished=pl.col("finished").fill_null(False) | (partial & store_finished & ~drained_now),
+        drained=drained_now,
         pre_drain_status=pl.coalesce(
-            "pre_drain_status", pl.when(partial & rich_seal & pl.col("sealed_status").is_in([0, 1])).then(pl.col("store_status"))),
+            "pre_drain_status", pl.when(drain_sealed).then(
+                pl.when(pl.col("sealed_confirmed_at").fill_null(0) > 0).then(pl.lit("started")).otherwise(pl.lit("pending")))),
     ).with_columns(
         cleared=pl.col("cleared") | (partial & pl.col("challenged") & (pl.col("status") == "validated")),
         # A timeout the log does not hold: after a finish an error miss, after a receipt an execution
