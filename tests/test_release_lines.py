@@ -321,3 +321,38 @@ def test_an_escrow_joined_by_import_with_its_settlement_checkpoint(tmp_path, lin
     want = copy.truth.inferences.filter(pl.col("inference_id").is_in(list(live_at_import)) & (pl.col("escrow_id") == "3100"))
     assert_frame_equal(got.select(columns), want.rename({"has_finish_tx": "finished"}).select(columns), check_dtypes=False)
     assert got["drained"].sum() == 4
+
+
+def test_doctor_lists_unknown_migrations_and_knows_every_table_of_a_line(tmp_path, line_copies, pg_database):
+    """Every table a line creates is known to doctor (the HA line's connection lineage of step 15 too);
+    a migration no line has is listed by (id, name), next to the line the rest of the list matches."""
+    import sqlite3
+
+    import psycopg
+
+    copy = line_copies["ha"]
+    store = copy.write_sqlite(tmp_path / "store")
+    url = pg_database()
+    copy.write_postgres(url)
+    for source in (url, str(store)):
+        described = open_store(source)
+        try:
+            assert described.describe().unrecognised == []
+        finally:
+            described.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO schema_migrations (id, name) VALUES (16, 'devshard_future_step')")
+    with sqlite3.connect(store / "epoch_3.db") as conn:
+        conn.execute("INSERT INTO schema_migrations (id, name) VALUES (8, 'future_epoch_step')")
+    conn.close()
+    lines = {}
+    for source in (url, str(store)):
+        described = open_store(source)
+        try:
+            lines |= described.describe().release_lines
+        finally:
+            described.close()
+    assert lines["database"] == "not a known release line (closest: HA line; unknown migrations 16 devshard_future_step)"
+    assert lines["epoch_3.db"] == ("not a known release line (closest: squashed epoch list; "
+                                   "unknown migrations 8 future_epoch_step)")
+    assert lines["epoch_2.db"] == "squashed epoch list"
