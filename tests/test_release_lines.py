@@ -144,7 +144,7 @@ def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_pa
     assert frame(wh, "SELECT count(*) AS n FROM quarantine WHERE table_name = 'sealed_inferences'")["n"][0] == 1
 
 
-# --- hand-edited copies: what the generator never writes, read as sources.md defines it ----------------
+# --- hand-edited copies: what the generator never writes, read as docs/data-model.md (replay) defines it ----
 
 def _escrow(copy, escrow_id: str) -> dict:
     return next(s for s in copy.tables["sessions"] if s["escrow_id"] == escrow_id)
@@ -194,7 +194,7 @@ def _rows(views, escrow_id: str, ids) -> dict[int, dict]:
 def test_transactions_in_and_after_the_settlement_diff(tmp_path, line_copies, pg_database):
     """The drain runs after the transactions of the settlement diff (finalize nonce + N): a refusal in that
     diff is a miss, not a drain. Transactions after it find no live record and change nothing, so the
-    records they name stay drained: never a miss, never an answer (sources.md §3.6)."""
+    records they name stay drained: never a miss, never an answer (docs/data-model.md, replay)."""
     from pipeline.decode import devshard_pb2 as pb
 
     copy = line_copies["ha"]
