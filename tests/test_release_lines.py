@@ -234,6 +234,7 @@ def test_transactions_in_and_after_the_settlement_diff(tmp_path, line_copies, pg
     }
     assert [rows[i]["drain_outcome"] for i in (after, *started)] == ["refunded", "paid", "paid"]
     assert not any(rows[i]["finished"] for i in (after, *started))
+    assert rows[started[0]]["output_tokens"] is None  # the late finish reported nothing
     # The late transactions are in the log all the same.
     late_txs = a["txs"].filter((pl.col("escrow_id") == escrow_id) & (pl.col("nonce") == settle + 1))
     assert late_txs["kind"].to_list() == ["timeout", "finish", "timeout"]
