@@ -96,6 +96,7 @@ def test_each_release_line_reads_as_defined_in_both_layouts(line, tmp_path, line
             described.close()
         assert any(v.split(" (")[0] == expected for k, v in d.release_lines.items() if k != "_meta.db"), d.release_lines
         assert "0 undecodable" in d.snapshots and f"{len(imported)} escrows joined by import" in d.snapshots
+        assert d.unrecognised == []  # every table the line creates is known
 
 
 def test_reason_3_timeouts_are_error_misses(tmp_path, line_copies):
