@@ -358,3 +358,33 @@ def test_doctor_lists_unknown_migrations_and_knows_every_table_of_a_line(tmp_pat
     assert lines["epoch_3.db"] == ("not a known release line (closest: squashed epoch list; "
                                    "unknown migrations 8 future_epoch_step)")
     assert lines["epoch_2.db"] == "squashed epoch list"
+
+
+def test_records_left_live_by_the_drain_are_unchanged(tmp_path, line_copies, timeline, pg_database):
+    """A build whose drain did not seal the records still pending or started leaves them live in the
+    settlement checkpoint, as they were, with no sealed rows: the checkpoint shows the unchanged rule."""
+    from pipeline.samples.model import EscrowMachine
+    from pipeline.samples.snapshots import snapshot_blob
+
+    copy, escrow_id = line_copies["ha"], "2100"  # settled under the oldest rule
+    plan = next(p for p in timeline.escrows if p.escrow_id == escrow_id)
+    machine = EscrowMachine(plan.group, plan.threshold, plan.config["TokenPrice"],
+                            plan.config["InferenceSealGraceNonces"], plan.config["AutoSealEveryNNonces"],
+                            drain_rule=plan.drain_rule).replay(plan.diffs[:_escrow(copy, escrow_id)["latest_nonce"]])
+    drained = {r.inference_id for r in machine.records.values() if r.drained}
+    assert len(drained) == 4
+    for record in machine.records.values():
+        if record.drained:
+            record.sealed_nonce = 0
+    keep = lambda r: r["escrow_id"] != escrow_id or r["inference_id"] not in drained  # noqa: E731
+    tables = {
+        **copy.tables,
+        "sealed_inferences": [r for r in copy.tables["sealed_inferences"] if keep(r)],
+        "snapshots": [s if s["escrow_id"] != escrow_id else s | {"state_data": snapshot_blob(
+            plan, machine, copy.release_line.snapshot_root_prefix)} for s in copy.tables["snapshots"]],
+    }
+    a, _ = _both_layouts(dataclasses.replace(copy, tables=tables), tmp_path, pg_database)
+    rows = _rows(a, escrow_id, drained)
+    assert {i: (r["drained"], r["drain_outcome"], r["status"], r["sealed"], r["miss_kind"]) for i, r in rows.items()} == {
+        i: (True, "unchanged", r["pre_drain_status"], False, None) for i, r in rows.items()}
+    assert sorted(r["pre_drain_status"] for r in rows.values()) == ["pending", "pending", "started", "started"]

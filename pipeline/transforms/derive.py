@@ -77,19 +77,25 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         sealed = _read(con, "sealed")
         with_created_at = diffs.filter(pl.col("created_at") > 0)["escrow_id"].unique().implode()
         live = _read(con, "snapshot_live")
+        checkpoints = _read(con, "snapshots")
         # The finalize nonce from the log, else from the checkpoint (an escrow joined by import after
         # its finalize has no diff holding the finalize transaction).
         escrows = frames.escrows.join(
             txs.filter(pl.col("kind") == "finalize").group_by("escrow_id").agg(finalize_nonce=pl.col("nonce").min()),
             on="escrow_id", how="left",
-        ).join(_read(con, "snapshots"), on="escrow_id", how="left").with_columns(
+        ).join(checkpoints.drop("checkpoint_phase"), on="escrow_id", how="left").with_columns(
             finalize_nonce=pl.coalesce("finalize_nonce", "checkpoint_finalize_nonce"),
             time_source=pl.when(pl.col("escrow_id").is_in(with_created_at))
             .then(pl.lit("created_at")).otherwise(pl.lit("nonce_clock")),
         ).drop("checkpoint_finalize_nonce")
         inferences, verdicts = replay(txs, escrows, frames.slots, live.select("escrow_id", "inference_id", "snapshot_nonce", "status"))
         inferences, disagreements = _with_sealed(inferences, sealed, live, escrows, frames.slots)
-        inferences, drain_disagreements = drain_outcomes(inferences, _read(con, "sealed_conflicts"))
+        # Records still live in a checkpoint taken in the Settlement phase were left as they were by the
+        # drain (builds whose drain did not seal them).
+        settled_live = live.join(checkpoints.filter(pl.col("checkpoint_phase") == 2).select("escrow_id"),
+                                 on="escrow_id", how="semi").select("escrow_id", "inference_id", checkpoint_status="status")
+        inferences, drain_disagreements = drain_outcomes(
+            inferences.join(settled_live, on=["escrow_id", "inference_id"], how="left"), _read(con, "sealed_conflicts"))
         disagreements = pl.concat([disagreements, drain_disagreements])
         inferences = _with_times(inferences, times)
         validations = (
@@ -306,9 +312,15 @@ def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[p
     code = pl.col("sealed_status")
     observed_row = pl.col("drained") & (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(False) & code.is_not_null()
     pending = pl.col("pre_drain_status") == "pending"
+    if "checkpoint_status" not in inferences.columns:
+        inferences = inferences.with_columns(checkpoint_status=pl.lit(None, pl.Int64))
+    # Without a full sealed row, a record still live in the settlement checkpoint in its pre-drain
+    # status shows the drain left it unchanged.
+    live_unchanged = pl.col("drained") & (pl.col("checkpoint_status") == pl.when(pending).then(0).otherwise(1))
     frame = inferences.with_columns(
         observed=pl.when(observed_row).then(
-            code.replace_strict(DRAIN_OUTCOME_BY_SEALED_STATUS, default="unexpected", return_dtype=pl.String)),
+            code.replace_strict(DRAIN_OUTCOME_BY_SEALED_STATUS, default="unexpected", return_dtype=pl.String))
+        .when(live_unchanged).then(pl.lit("unchanged")),
     ).with_columns(
         # The outcome must fit the record: unchanged keeps the pre-drain status, and only a Pending
         # record can be refunded.
@@ -370,5 +382,5 @@ def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[p
             .sort().str.join("; ").alias("sealed"),
         ).select("epoch_id", "escrow_id", "inference_id", "field", "replayed", "sealed"),
     ])
-    keep = [c for c in inferences.columns if c != "obs_present"] + ["drain_outcome"]
+    keep = [c for c in inferences.columns if c not in ("obs_present", "checkpoint_status")] + ["drain_outcome"]
     return frame.select(keep), disagreements
