@@ -388,3 +388,33 @@ def test_records_left_live_by_the_drain_are_unchanged(tmp_path, line_copies, tim
     assert {i: (r["drained"], r["drain_outcome"], r["status"], r["sealed"], r["miss_kind"]) for i, r in rows.items()} == {
         i: (True, "unchanged", r["pre_drain_status"], False, None) for i, r in rows.items()}
     assert sorted(r["pre_drain_status"] for r in rows.values()) == ["pending", "pending", "started", "started"]
+
+
+def test_checkpoint_blobs_with_and_without_the_root_prefix():
+    """state_data: the optional prefix (26-byte marker + 32-byte root) is stripped; live records come
+    from the inferences map and from committed entries, except entries of ids the snapshot lists as
+    sealed; a marker without its root, or bytes that are no snapshot, are quarantined with a reason."""
+    import pyarrow as pa
+
+    from pipeline.decode.snapshot_pb2 import InferenceRecordProto, StateSnapshotProto
+    from pipeline.decode.snapshots import ROOT_PREFIX, decode_snapshots
+
+    snap = StateSnapshotProto()
+    snap.state.escrow_id, snap.state.phase, snap.state.finalize_nonce, snap.state.latest_nonce = "E", 1, 40, 44
+    snap.state.inferences[41].CopyFrom(InferenceRecordProto(inference_id=41, status=1, executor_slot=1))
+    snap.committed_entries[42] = InferenceRecordProto(inference_id=42, status=0).SerializeToString()
+    snap.committed_entries[7] = InferenceRecordProto(inference_id=7, status=2).SerializeToString()
+    snap.sealed_nonces[7] = 30
+    snap.state.host_stats[1].missed = 3
+    body = snap.SerializeToString()
+    rows = [{"epoch_id": 5, "escrow_id": e, "nonce": 44, "state_data": blob, "created_at": 0} for e, blob in (
+        ("plain", body), ("rooted", ROOT_PREFIX + bytes(32) + body), ("cut", ROOT_PREFIX + bytes(10)),
+        ("junk", b"\xff\xff\xff"))]
+    decoded = decode_snapshots(pa.Table.from_pylist(rows))
+    assert decoded.snapshots.select(["escrow_id", "root_prefixed", "finalize_nonce", "phase"]).to_pylist() == [
+        {"escrow_id": "plain", "root_prefixed": False, "finalize_nonce": 40, "phase": 1},
+        {"escrow_id": "rooted", "root_prefixed": True, "finalize_nonce": 40, "phase": 1}]
+    assert sorted((r["escrow_id"], r["inference_id"], r["status"]) for r in decoded.live.to_pylist()) == [
+        ("plain", 41, 1), ("plain", 42, 0), ("rooted", 41, 1), ("rooted", 42, 0)]
+    assert [r["missed"] for r in decoded.host_stats.to_pylist()] == [3, 3]
+    assert [k for k, _ in decoded.quarantined] == ["cut/44", "junk/44"]
