@@ -418,3 +418,20 @@ def test_checkpoint_blobs_with_and_without_the_root_prefix():
         ("plain", 41, 1), ("plain", 42, 0), ("rooted", 41, 1), ("rooted", 42, 0)]
     assert [r["missed"] for r in decoded.host_stats.to_pylist()] == [3, 3]
     assert [k for k, _ in decoded.quarantined] == ["cut/44", "junk/44"]
+
+
+def test_imported_nonce_zero_or_null_means_not_imported(tmp_path, line_copies, pg_database):
+    """A session that was not joined by import may carry imported_nonce 0 (a column default) in one
+    layout and NULL in the other: the views are the same."""
+    copy = line_copies["snapshot-import"]
+    sessions = [s | {"imported_nonce": s["imported_nonce"] or 0} for s in copy.tables["sessions"]]
+    store = copy.write_sqlite(tmp_path / "store")
+    url = pg_database()
+    dataclasses.replace(copy, tables={**copy.tables, "sessions": sessions}).write_postgres(url)
+    ingest(tmp_path / "a.duckdb", store)
+    ingest(tmp_path / "b.duckdb", url)
+    a, b = _views(tmp_path / "a.duckdb"), _views(tmp_path / "b.duckdb")
+    for name in ("inferences", "snapshot_host_stats", "escrows"):
+        assert_frame_equal(a[name], b[name], check_exact=True)
+    assert a["snapshot_host_stats"].filter(pl.col("imported_nonce").is_not_null())["escrow_id"].unique().to_list() == [
+        i["escrow_id"] for i in copy.truth.planted["imported"]]
