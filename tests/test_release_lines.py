@@ -263,9 +263,10 @@ def test_old_epoch_files_with_three_column_sealed_rows(tmp_path, timeline):
         described.close()
 
 
-def _imported_after_finalize(copy, timeline, escrow_id: str):
+def _imported_after_finalize(copy, timeline, escrow_id: str, checkpoint_after: int = 0):
     """The copy as a host holds it that joined escrow `escrow_id` by import one nonce after its finalize:
-    no diffs and no sealed rows up to the import, the import checkpoint as the latest snapshot."""
+    no diffs and no sealed rows up to the import, the checkpoint `checkpoint_after` nonces after the
+    import as the latest snapshot."""
     from pipeline.samples.model import EscrowMachine
     from pipeline.samples.snapshots import snapshot_blob
 
@@ -273,26 +274,29 @@ def _imported_after_finalize(copy, timeline, escrow_id: str):
     imported = _settlement_nonce(copy, escrow_id) - plan.group.size + 1
     machine = EscrowMachine(plan.group, plan.threshold, plan.config["TokenPrice"],
                             plan.config["InferenceSealGraceNonces"], plan.config["AutoSealEveryNNonces"],
-                            drain_rule=plan.drain_rule).replay(plan.diffs[:imported])
+                            drain_rule=plan.drain_rule).replay(plan.diffs[:imported + checkpoint_after])
     keep = lambda r: r["escrow_id"] != escrow_id  # noqa: E731
     tables = {
         **copy.tables,
         "diffs": [d for d in copy.tables["diffs"] if keep(d) or d["nonce"] > imported],
         "sealed_inferences": [r for r in copy.tables["sealed_inferences"] if keep(r) or r["sealed_nonce"] > imported],
         "sessions": [s if keep(s) else s | {"imported_nonce": imported} for s in copy.tables["sessions"]],
-        "snapshots": [s if keep(s) else s | {"nonce": imported, "state_data": snapshot_blob(
+        "snapshots": [s if keep(s) else s | {"nonce": imported + checkpoint_after, "state_data": snapshot_blob(
             plan, machine, copy.release_line.snapshot_root_prefix)} for s in copy.tables["snapshots"]],
     }
-    return dataclasses.replace(copy, tables=tables), {r.inference_id for r in machine.live}
+    live_at_import = {i for i, r in machine.records.items() if i <= imported and r.sealed_nonce == 0}
+    return dataclasses.replace(copy, tables=tables), live_at_import
 
 
-@pytest.mark.parametrize("escrow_id", ["2101", "3100"])  # refund rule, paid rule
-def test_an_escrow_joined_by_import_after_its_finalize(escrow_id, tmp_path, line_copies, timeline, pg_database):
+@pytest.mark.parametrize("escrow_id,checkpoint_after", [("2101", 0), ("3100", 0), ("2101", 2)])  # refund, paid rule
+def test_an_escrow_joined_by_import_after_its_finalize(escrow_id, checkpoint_after, tmp_path, line_copies, timeline,
+                                                       pg_database):
     """No diffs before imported_nonce, so neither the finalize nor the starts of the records live at the
     import are in the log: the checkpoint gives both. Records still pending or started at settlement are
     drained (never a miss, never an answer) as in any other escrow; what happened to the others after the
     import is replayed from the checkpoint's state."""
-    copy, live_at_import = _imported_after_finalize(line_copies["snapshot-import"], timeline, escrow_id)
+    copy, live_at_import = _imported_after_finalize(line_copies["snapshot-import"], timeline, escrow_id,
+                                                    checkpoint_after)
     a, _ = _both_layouts(copy, tmp_path, pg_database)
     columns = ["inference_id", "status", "drained", "pre_drain_status", "drain_outcome", "miss_kind"]
     got = a["inferences"].filter(pl.col("escrow_id") == escrow_id).select(columns)

@@ -122,7 +122,7 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
         group_size=pl.col("group_size").first(),
         vote_threshold=pl.col("vote_threshold").first(),
     )
-    facts = _with_checkpoint(facts, checkpoint, esc)
+    facts = _with_checkpoint(facts, checkpoint, esc, tx.group_by("escrow_id").agg(first_nonce=pl.col("nonce").min()))
     # A refusal needs Pending (before the receipt); an execution timeout needs Started; an error
     # miss needs Finished.
     facts = facts.with_columns(
@@ -269,15 +269,18 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
     return inferences, verdict_rows
 
 
-def _with_checkpoint(facts: pl.DataFrame, checkpoint: pl.DataFrame | None, esc: pl.DataFrame) -> pl.DataFrame:
+def _with_checkpoint(facts: pl.DataFrame, checkpoint: pl.DataFrame | None, esc: pl.DataFrame,
+                     first: pl.DataFrame) -> pl.DataFrame:
     """Records live at the checkpoint whose start the log lacks (an escrow joined by import) start
-    their replay in the checkpoint's state: Pending, Started or Finished at the end of the checkpoint
-    nonce. Other statuses (challenged, terminal) are left to the store's own record (derive.py)."""
+    their replay in the checkpoint's state: Pending, Started or Finished just before the log begins
+    (what the log holds between that point and the checkpoint comes first where it says more).
+    Other statuses (challenged, terminal) are left to the store's own record (derive.py)."""
     if checkpoint is None or checkpoint.height == 0:
         return facts
-    seed_pos = pl.col("snapshot_nonce") * 1_000_000 + 999_999
+    seed_pos = pl.min_horizontal("snapshot_nonce", pl.col("first_nonce") - 1) * 1_000_000 + 999_999
     seeds = (
         checkpoint.filter(pl.col("status").is_in([0, 1, 2]))
+        .join(first, on="escrow_id", how="left")
         .join(esc.select("escrow_id", "group_size", "vote_threshold"), on="escrow_id", how="inner")
         .select("escrow_id", "inference_id", "group_size", "vote_threshold",
                 seed_start=seed_pos,
