@@ -195,3 +195,19 @@ def test_contradicting_drain_rows_and_disagreeing_copies_are_reported_not_resolv
     got, bad = outcomes(drained_rows((1, "pending", 0, True), (2, "started", 1, True)), conflict)
     assert got[1][0] is None and got[2] == ("unchanged", "started")
     assert bad.select("inference_id", "field").rows() == [(1, "drained_between_copies")]
+
+
+def test_records_of_an_import_start_from_the_checkpoint_state_where_the_log_begins():
+    # Joined by import at nonce 4: the log begins at 5. The checkpoint (nonce 7) holds record 2 finished
+    # and record 3 pending; C's valid validation of 2 at nonce 6 counts (2 was finished before the log
+    # began), and 3 is refused at nonce 8. Finalize at 9, N = 5: 1 (started at the checkpoint) is drained.
+    txs = log([], [], [], [], [{"kind": "other"}], [validation(2, 3, True)], [{"kind": "other"}],
+              [timeout(3, 1, 1, 4)], [{"kind": "finalize"}], *[[{"kind": "other"}]] * 5)
+    txs = txs.filter(pl.col("nonce") > 4)
+    checkpoint = pl.DataFrame({"escrow_id": ["E"] * 3, "inference_id": [1, 2, 3], "snapshot_nonce": [7] * 3,
+                               "status": [1, 2, 0]})
+    inferences, verdicts = replay(txs, escrow(14), SLOTS, checkpoint)
+    inf = {r["inference_id"]: r for r in inferences.iter_rows(named=True)}
+    assert inf[2]["status"] == "finished" and inf[2]["votes_valid"] == 1 and verdicts["counted"].to_list() == [True]
+    assert inf[3]["status"] == "timed_out" and inf[3]["miss_kind"] == "refused"
+    assert inf[1]["drained"] and inf[1]["pre_drain_status"] == "started" and inf[1]["miss_kind"] is None

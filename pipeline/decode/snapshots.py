@@ -89,7 +89,8 @@ def decode_snapshots(batch: pa.RecordBatch | pa.Table) -> DecodedSnapshots:
             snapshot, prefixed = parse_snapshot(row["state_data"] or b"")
             records = {i: _record_row(r) | {"inference_id": i} for i, r in snapshot.state.inferences.items()}
             for i, raw in snapshot.committed_entries.items():
-                if i not in records:
+                # An entry of an id the snapshot lists as sealed is not live (docs/sources.md, checkpoints).
+                if i not in records and i not in snapshot.sealed_nonces:
                     records[i] = _record_row(InferenceRecordProto.FromString(raw)) | {"inference_id": i}
         except (ValueError, DecodeError) as exc:
             bad.append((f"{row['escrow_id']}/{row['nonce']}", str(exc)))

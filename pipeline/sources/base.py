@@ -94,6 +94,7 @@ TABLES: dict[str, LogicalTable] = {
 KNOWN_NOT_INGESTED = {
     "signatures", "slot_validation_obs", "validation_leases", "storage_identity",
     "session_index", "escrow_epoch", "schema_migrations", "validation_credits",
+    "connection_lineage",  # HA line step 15: connection tokens (docs/sources.md, migrations)
 }
 
 # Columns we recognise and deliberately do not read (signatures, hashes, obs counters).

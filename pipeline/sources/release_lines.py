@@ -73,12 +73,14 @@ class Recognition:
     unknown: tuple[Step, ...] = ()
     foreign: tuple[Step, ...] = ()  # known steps, but of other lines than the closest one
     notes: tuple[str, ...] = field(default_factory=tuple)
+    closest: str | None = None  # without a match: the line sharing the most steps with the copy
 
     def describe(self) -> str:
         if not self.line and not self.unknown and not self.foreign:
             return "no schema_migrations"
         text = self.line or "not a known release line"
-        parts = [f"unknown migrations {', '.join(f'{i} {n}' for i, n in self.unknown)}"] if self.unknown else []
+        parts = [f"closest: {self.closest}"] if not self.line and self.closest else []
+        parts += [f"unknown migrations {', '.join(f'{i} {n}' for i, n in self.unknown)}"] if self.unknown else []
         parts += [f"steps of other lines {', '.join(f'{i} {n}' for i, n in self.foreign)}"] if self.foreign else []
         return text + (f" ({'; '.join(parts + list(self.notes))})" if parts or self.notes else "")
 
@@ -101,9 +103,11 @@ def recognise(layout: str, steps: list[Step], columns: dict[str, list[str]] | No
     if matching:
         best = min(matching, key=lambda line: len(line.steps))
         return Recognition(best.name, (), (), notes)
-    closest = max(candidates, key=lambda line: len(have & set(line.steps)), default=None)
+    # Most shared steps; on a tie the line with fewer steps (the tightest).
+    closest = max(candidates, key=lambda line: (len(have & set(line.steps)), -len(line.steps)), default=None)
     foreign = tuple(sorted((have & known) - set(closest.steps))) if closest else ()
-    return Recognition(None, unknown, foreign, notes)
+    shares = closest is not None and bool(have & set(closest.steps))
+    return Recognition(None, unknown, foreign, notes, closest.name if shares else None)
 
 
 def _column_notes(columns: dict[str, list[str]]) -> tuple[str, ...]:

@@ -76,17 +76,26 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         times = event_times(diffs, txs)
         sealed = _read(con, "sealed")
         with_created_at = diffs.filter(pl.col("created_at") > 0)["escrow_id"].unique().implode()
+        live = _read(con, "snapshot_live")
+        checkpoints = _read(con, "snapshots")
+        # The finalize nonce from the log, else from the checkpoint (an escrow joined by import after
+        # its finalize has no diff holding the finalize transaction).
         escrows = frames.escrows.join(
             txs.filter(pl.col("kind") == "finalize").group_by("escrow_id").agg(finalize_nonce=pl.col("nonce").min()),
             on="escrow_id", how="left",
-        ).with_columns(
+        ).join(checkpoints.drop("checkpoint_phase"), on="escrow_id", how="left").with_columns(
+            finalize_nonce=pl.coalesce("finalize_nonce", "checkpoint_finalize_nonce"),
             time_source=pl.when(pl.col("escrow_id").is_in(with_created_at))
-            .then(pl.lit("created_at")).otherwise(pl.lit("nonce_clock"))
-        )
-        inferences, verdicts = replay(txs, escrows, frames.slots)
-        inferences, disagreements = _with_sealed(
-            inferences, sealed, _read(con, "snapshot_live"), escrows, frames.slots)
-        inferences, drain_disagreements = drain_outcomes(inferences, _read(con, "sealed_conflicts"))
+            .then(pl.lit("created_at")).otherwise(pl.lit("nonce_clock")),
+        ).drop("checkpoint_finalize_nonce")
+        inferences, verdicts = replay(txs, escrows, frames.slots, live.select("escrow_id", "inference_id", "snapshot_nonce", "status"))
+        inferences, disagreements = _with_sealed(inferences, sealed, live, escrows, frames.slots)
+        # Records still live in a checkpoint taken in the Settlement phase were left as they were by the
+        # drain (builds whose drain did not seal them).
+        settled_live = live.join(checkpoints.filter(pl.col("checkpoint_phase") == 2).select("escrow_id"),
+                                 on="escrow_id", how="semi").select("escrow_id", "inference_id", checkpoint_status="status")
+        inferences, drain_disagreements = drain_outcomes(
+            inferences.join(settled_live, on=["escrow_id", "inference_id"], how="left"), _read(con, "sealed_conflicts"))
         disagreements = pl.concat([disagreements, drain_disagreements])
         inferences = _with_times(inferences, times)
         validations = (
@@ -171,8 +180,11 @@ def _with_sealed(
         ),
         on=["escrow_id", "inference_id"], how="full", coalesce=True,
     )
-    merged = merged.join(escrows.select("escrow_id", pl.col("epoch_id").alias("escrow_epoch"), "group_size"), on="escrow_id", how="inner")
-    rich_seal = (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(True)
+    merged = merged.join(escrows.select("escrow_id", pl.col("epoch_id").alias("escrow_epoch"), "group_size",
+                                        "finalize_nonce"), on="escrow_id", how="inner")
+    # A row without obs_present comes from the old 3-column sealed_inferences (id and seal nonce only):
+    # it is bare, like obs_present = false (docs/sources.md, session store migrations).
+    rich_seal = (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(False)
 
     def store_fact(fact: str) -> pl.Expr:
         """The store's own record of a fact: its full sealed row, else the checkpoint's live record."""
@@ -193,6 +205,15 @@ def _with_sealed(
         rank, default=-1, return_dtype=pl.Int64)
     store_finished = pl.col("store_status").is_in(["finished", "challenged", "validated", "invalidated"]) | (
         (pl.col("store_status") == "timed_out") & (pl.col("store_output_tokens").fill_null(0) > 0))
+    # Sealed by the settlement drain although the log does not hold the record: sealed while Pending or
+    # Started (the "unchanged" rule), or Finished at the settlement nonce without the tokens a finish
+    # reports (paid at reserved cost). A Pending record refunded by the drain looks like a refusal
+    # before the import and stays one.
+    drain_sealed = partial & rich_seal & (
+        pl.col("sealed_status").is_in([0, 1])
+        | ((pl.col("sealed_status") == 2) & (pl.col("sealed_input_tokens") == 0) & (pl.col("sealed_output_tokens") == 0)
+           & (pl.col("sealed_nonce") == pl.col("finalize_nonce") + pl.col("group_size"))))
+    drained_now = pl.col("drained").fill_null(False) | drain_sealed.fill_null(False)
     merged = merged.with_columns(
         epoch_id=pl.coalesce("escrow_epoch", "epoch_id"),
         in_diff_log=in_log,
@@ -208,13 +229,12 @@ def _with_sealed(
         challenged=pl.col("challenged").fill_null(False)
         | (partial & ((pl.col("store_votes_invalid").fill_null(0) > 0) | pl.col("store_status").is_in(["challenged", "invalidated"]))),
         cleared=pl.col("cleared").fill_null(False),
-        finished=pl.col("finished").fill_null(False) | (partial & store_finished),
-        # A record sealed while Pending or Started was sealed by the settlement drain (the
-        # "unchanged" rule), also when the log does not hold its start.
-        drained=pl.col("drained").fill_null(False)
-        | (partial & rich_seal & pl.col("sealed_status").is_in([0, 1])),
+        # A record the drain paid is Finished in the store without a finish transaction: not an answer.
+        finished=pl.col("finished").fill_null(False) | (partial & store_finished & ~drained_now),
+        drained=drained_now,
         pre_drain_status=pl.coalesce(
-            "pre_drain_status", pl.when(partial & rich_seal & pl.col("sealed_status").is_in([0, 1])).then(pl.col("store_status"))),
+            "pre_drain_status", pl.when(drain_sealed).then(
+                pl.when(pl.col("sealed_confirmed_at").fill_null(0) > 0).then(pl.lit("started")).otherwise(pl.lit("pending")))),
     ).with_columns(
         cleared=pl.col("cleared") | (partial & pl.col("challenged") & (pl.col("status") == "validated")),
         # A timeout the log does not hold: after a finish an error miss, after a receipt an execution
@@ -224,7 +244,7 @@ def _with_sealed(
               .when(pl.col("confirmed_at").fill_null(0) > 0).then(pl.lit("execution")).otherwise(pl.lit("refused")))
         .otherwise(pl.col("miss_kind")),
     )
-    rich = pl.col("obs_present").fill_null(True)
+    rich = pl.col("obs_present").fill_null(False)
     merged = merged.join(
         slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
         on=["escrow_id", "executor_slot"], how="left",
@@ -290,11 +310,17 @@ def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[p
     listed and the outcome is left NULL (unknown) rather than resolved by newest-wins.
     """
     code = pl.col("sealed_status")
-    observed_row = pl.col("drained") & (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(True) & code.is_not_null()
+    observed_row = pl.col("drained") & (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(False) & code.is_not_null()
     pending = pl.col("pre_drain_status") == "pending"
+    if "checkpoint_status" not in inferences.columns:
+        inferences = inferences.with_columns(checkpoint_status=pl.lit(None, pl.Int64))
+    # Without a full sealed row, a record still live in the settlement checkpoint in its pre-drain
+    # status shows the drain left it unchanged.
+    live_unchanged = pl.col("drained") & (pl.col("checkpoint_status") == pl.when(pending).then(0).otherwise(1))
     frame = inferences.with_columns(
         observed=pl.when(observed_row).then(
-            code.replace_strict(DRAIN_OUTCOME_BY_SEALED_STATUS, default="unexpected", return_dtype=pl.String)),
+            code.replace_strict(DRAIN_OUTCOME_BY_SEALED_STATUS, default="unexpected", return_dtype=pl.String))
+        .when(live_unchanged).then(pl.lit("unchanged")),
     ).with_columns(
         # The outcome must fit the record: unchanged keeps the pre-drain status, and only a Pending
         # record can be refunded.
@@ -356,5 +382,5 @@ def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[p
             .sort().str.join("; ").alias("sealed"),
         ).select("epoch_id", "escrow_id", "inference_id", "field", "replayed", "sealed"),
     ])
-    keep = [c for c in inferences.columns if c != "obs_present"] + ["drain_outcome"]
+    keep = [c for c in inferences.columns if c not in ("obs_present", "checkpoint_status")] + ["drain_outcome"]
     return frame.select(keep), disagreements

@@ -22,6 +22,12 @@ confirm it. Rules (newest build; docs/data-model.md, replay):
   transaction. What the drain did to them depends on the writer's release line
   (sealed unchanged, refunded, or paid); the replay only marks them `drained` with
   their `pre_drain_status` and leaves the outcome to the sealed rows (derive.py).
+  The drain runs after the transactions of the settlement diff, and it seals every live
+  record: a transaction in a later diff finds no live record and changes nothing.
+- An escrow joined by import has no diffs before `imported_nonce`: the records live at the
+  checkpoint whose start the log lacks enter the replay in the state the checkpoint gives
+  them (pending, started or finished at the checkpoint nonce), and the finalize nonce comes
+  from the checkpoint when the log does not hold the finalize transaction.
 
 Everything is computed per inference with Polars window/group operations, so the
 cost is a few passes over the escrow's transactions.
@@ -41,13 +47,19 @@ def _first(cond: pl.Expr, value: str = "pos") -> pl.Expr:
     return pl.col(value).filter(cond).min()
 
 
-def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
+           checkpoint: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Return (inferences, verdicts) for the escrows in `escrows`.
 
-    txs: tx_log rows; escrows: escrow_id, group_size, vote_threshold, latest_nonce;
-    slots: escrow_id, slot_id, address, address_slots.
+    txs: tx_log rows; escrows: escrow_id, group_size, vote_threshold, latest_nonce, and optionally
+    finalize_nonce (the checkpoint's, used where the log lacks the finalize transaction);
+    slots: escrow_id, slot_id, address, address_slots; checkpoint: the records live at each escrow's
+    checkpoint (escrow_id, inference_id, snapshot_nonce, status code).
     """
-    esc = escrows.select("escrow_id", "group_size", "vote_threshold", "latest_nonce")
+    esc = escrows.select(
+        "escrow_id", "group_size", "vote_threshold", "latest_nonce",
+        (pl.col("finalize_nonce") if "finalize_nonce" in escrows.columns else pl.lit(None, pl.Int64))
+        .alias("checkpoint_finalize_nonce"))
     tx = txs.join(esc, on="escrow_id", how="inner").with_columns(POS)
 
     # Vote-backed transitions: weight of the distinct accepting addresses.
@@ -70,7 +82,8 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
     settle = (
         tx.group_by("escrow_id")
         .agg(
-            finalize_nonce=pl.col("nonce").filter(pl.col("kind") == "finalize").min(),
+            finalize_nonce=pl.coalesce(pl.col("nonce").filter(pl.col("kind") == "finalize").min(),
+                                       pl.col("checkpoint_finalize_nonce").first()),
             max_nonce=pl.col("nonce").max(),
             group_size=pl.col("group_size").first(),
             latest_nonce=pl.col("latest_nonce").first(),
@@ -84,27 +97,32 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
         .select("escrow_id", "finalize_nonce", "settlement_nonce")
     )
 
+    # The drain seals every live record after the settlement diff: later transactions are no-ops.
+    tx = tx.join(settle.select("escrow_id", "settlement_nonce"), on="escrow_id", how="left").with_columns(
+        in_life=(pl.col("pos") < (pl.col("settlement_nonce") + 1) * 1_000_000).fill_null(True))
     per_inf = tx.filter(pl.col("inference_id").is_not_null())
     kind = pl.col("kind")
+    alive = pl.col("in_life")
     facts = per_inf.group_by("escrow_id", "inference_id").agg(
         start_pos=_first(kind == "start"),
         start_nonce=_first(kind == "start", "nonce"),
-        confirm_pos=_first(kind == "confirm"),
-        finish_pos=_first(kind == "finish"),
-        refused_pos=_first((kind == "timeout") & pl.col("applied") & (pl.col("timeout_reason") == REFUSED)),
-        execution_pos=_first((kind == "timeout") & pl.col("applied") & (pl.col("timeout_reason") == EXECUTION)),
+        confirm_pos=_first((kind == "confirm") & alive),
+        finish_pos=_first((kind == "finish") & alive),
+        refused_pos=_first((kind == "timeout") & pl.col("applied") & alive & (pl.col("timeout_reason") == REFUSED)),
+        execution_pos=_first((kind == "timeout") & pl.col("applied") & alive & (pl.col("timeout_reason") == EXECUTION)),
         errormiss_pos=_first(((kind == "error_miss") | ((kind == "timeout") & (pl.col("timeout_reason") == ERROR)))
-                             & pl.col("applied")),
+                             & pl.col("applied") & alive),
         model=pl.col("model").filter(kind == "start").first(),
         started_at=pl.col("started_at").filter(kind == "start").first(),
-        confirmed_at=pl.col("confirmed_at").filter(kind == "confirm").first(),
-        input_tokens=pl.col("input_tokens").filter(kind == "finish").first(),
-        output_tokens=pl.col("output_tokens").filter(kind == "finish").first(),
-        finish_slot=pl.col("slot").filter(kind == "finish").first(),
-        invalid_validation=((kind == "validation") & ~pl.col("valid").fill_null(False)).any(),
+        confirmed_at=pl.col("confirmed_at").filter((kind == "confirm") & alive).first(),
+        input_tokens=pl.col("input_tokens").filter((kind == "finish") & alive).first(),
+        output_tokens=pl.col("output_tokens").filter((kind == "finish") & alive).first(),
+        finish_slot=pl.col("slot").filter((kind == "finish") & alive).first(),
+        invalid_validation=((kind == "validation") & alive & ~pl.col("valid").fill_null(False)).any(),
         group_size=pl.col("group_size").first(),
         vote_threshold=pl.col("vote_threshold").first(),
     )
+    facts = _with_checkpoint(facts, checkpoint, esc, tx.group_by("escrow_id").agg(first_nonce=pl.col("nonce").min()))
     # A refusal needs Pending (before the receipt); an execution timeout needs Started; an error
     # miss needs Finished.
     facts = facts.with_columns(
@@ -130,7 +148,7 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
         )
     )
     live_validation = (
-        (kind == "validation") & pl.col("first_of_address") & (pl.col("pos") > pl.col("finish_pos"))
+        (kind == "validation") & pl.col("first_of_address") & (pl.col("pos") > pl.col("finish_pos")) & alive
     )
     challenge = (
         verdicts.filter(live_validation & ~pl.col("valid").fill_null(False))
@@ -159,7 +177,7 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
 
     # The tally after the challenge, vote by vote.
     votes = (
-        verdicts.filter((kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")))
+        verdicts.filter((kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")) & alive)
         .join(facts.select("escrow_id", "inference_id", "pre_valid", "challenger_weight"), on=["escrow_id", "inference_id"])
         .sort("escrow_id", "inference_id", "pos")
         .with_columns(
@@ -197,7 +215,7 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
     timed_out = pl.col("timeout_pos").is_not_null() & (pl.col("timeout_pos") < pl.col("finish_pos").fill_null(INF))
     drained = (
         no_finish & ~timed_out & pl.col("start_pos").is_not_null()
-        & pl.col("settlement_nonce").is_not_null() & (pl.col("start_nonce") <= pl.col("settlement_nonce"))
+        & pl.col("settlement_nonce").is_not_null() & (pl.col("start_pos") < (pl.col("settlement_nonce") + 1) * 1_000_000)
     )
     error_missed = pl.col("errormiss_pos").is_not_null() & ~challenged_now & ~no_finish
     facts = facts.with_columns(
@@ -236,7 +254,7 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
 
     counted = (
         ((kind == "validation") & live_validation & (pl.col("pos") <= pl.col("end_finished")))
-        | ((kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos"))
+        | ((kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")) & alive
            & (pl.col("pos") <= pl.col("resolved_pos").fill_null(INF)))
     )
     verdict_rows = verdicts.join(
@@ -249,3 +267,34 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame) -> tup
         (pl.col("inference_id") % pl.col("group_size")).alias("executor_slot"),
     )
     return inferences, verdict_rows
+
+
+def _with_checkpoint(facts: pl.DataFrame, checkpoint: pl.DataFrame | None, esc: pl.DataFrame,
+                     first: pl.DataFrame) -> pl.DataFrame:
+    """Records live at the checkpoint whose start the log lacks (an escrow joined by import) start
+    their replay in the checkpoint's state: Pending, Started or Finished just before the log begins
+    (what the log holds between that point and the checkpoint comes first where it says more).
+    Other statuses (challenged, terminal) are left to the store's own record (derive.py)."""
+    if checkpoint is None or checkpoint.height == 0:
+        return facts
+    seed_pos = pl.min_horizontal("snapshot_nonce", pl.col("first_nonce") - 1) * 1_000_000 + 999_999
+    seeds = (
+        checkpoint.filter(pl.col("status").is_in([0, 1, 2]))
+        .join(first, on="escrow_id", how="left")
+        .join(esc.select("escrow_id", "group_size", "vote_threshold"), on="escrow_id", how="inner")
+        .select("escrow_id", "inference_id", "group_size", "vote_threshold",
+                seed_start=seed_pos,
+                seed_confirm=pl.when(pl.col("status") >= 1).then(seed_pos),
+                seed_finish=pl.when(pl.col("status") == 2).then(seed_pos))
+    )
+    known = facts.filter(pl.col("start_pos").is_not_null()).select("escrow_id", "inference_id")
+    seeds = seeds.join(known, on=["escrow_id", "inference_id"], how="anti")
+    merged = facts.join(seeds, on=["escrow_id", "inference_id"], how="full", coalesce=True)
+    return merged.with_columns(
+        start_pos=pl.coalesce("start_pos", "seed_start"),
+        confirm_pos=pl.min_horizontal("confirm_pos", "seed_confirm"),
+        finish_pos=pl.min_horizontal("finish_pos", "seed_finish"),
+        invalid_validation=pl.col("invalid_validation").fill_null(False),
+        group_size=pl.coalesce("group_size", "group_size_right"),
+        vote_threshold=pl.coalesce("vote_threshold", "vote_threshold_right"),
+    ).drop("seed_start", "seed_confirm", "seed_finish", "group_size_right", "vote_threshold_right")

@@ -1,4 +1,5 @@
 -- Real seals (sealed_nonce > 0, full rows) of this copy that differ from the stored ones of another copy.
+-- Rows without obs_present (the old 3-column table) are bare: nothing to compare.
 -- A seal is final once written, so every hosts' copy of one escrow must hold the same one.
 -- params: $source_id (this copy), $run_id
 WITH pairs AS (
@@ -8,7 +9,7 @@ WITH pairs AS (
   FROM new_sealed n
   JOIN raw_sealed_inferences r USING (escrow_id, inference_id)
   JOIN raw_sessions s USING (escrow_id)
-  WHERE n.sealed_nonce > 0 AND r.sealed_nonce > 0 AND coalesce(n.obs_present, TRUE) AND coalesce(r.obs_present, TRUE)
+  WHERE n.sealed_nonce > 0 AND r.sealed_nonce > 0 AND coalesce(n.obs_present, FALSE) AND coalesce(r.obs_present, FALSE)
     AND s.source_id IS DISTINCT FROM $source_id
 )
 SELECT escrow_id, inference_id, epoch_id, u.field, u.stored, u.copy, stored_source_id,

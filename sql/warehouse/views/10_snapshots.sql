@@ -5,7 +5,7 @@
 CREATE OR REPLACE VIEW snapshot_host_stats AS
 WITH esc AS (
   SELECT e.escrow_id, e.epoch_id, e.group_size, e.latest_nonce, e.finalize_nonce + e.group_size AS settlement_nonce,
-         s.imported_nonce, p.snapshot_nonce, p.phase,
+         nullif(s.imported_nonce, 0) AS imported_nonce, p.snapshot_nonce, p.phase,  -- 0 and NULL: not imported
          coalesce(p.token_price, TRY_CAST(json_extract(s.config_json, '$.TokenPrice') AS BIGINT)) AS token_price
   FROM d_escrows e JOIN raw_sessions s USING (escrow_id) JOIN raw_snapshots p USING (escrow_id)
 ),
