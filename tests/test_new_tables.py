@@ -225,11 +225,16 @@ def test_timeline_counts_engine_deaths_and_restarts_from_the_logs(logs):
     assert deaths > 0 and restarts > 0
     assert (rows["engine_deaths"].sum(), rows["restarts"].sum()) == (deaths, restarts)
     assert rows["answers"].sum() == 0 and rows["rate"].null_count() == rows.height
-    fatal = frame(con, "SELECT date_trunc('hour', \"at\") AS b, count(*) AS n FROM engine_events "
-                       "WHERE host = $h AND kind = 'fatal' GROUP BY 1", {"h": HOST})
+    # A death is dated by its first signal (a fatal error, or a worker's death) since the last start of its file.
+    first_signals = frame(con, """
+        WITH e AS (SELECT file_id, line, "at", kind, lag(kind) OVER (PARTITION BY file_id ORDER BY line) AS before
+                   FROM engine_events WHERE host = $h AND kind IN ('start', 'fatal', 'worker_died'))
+        SELECT date_trunc('hour', "at") AS b, count(*) AS n FROM e
+        WHERE kind <> 'start' AND (before IS NULL OR before = 'start') GROUP BY 1""", {"h": HOST})
+    assert first_signals["n"].sum() == deaths
     by_bucket = dict(rows.filter(pl.col("engine_deaths") > 0).select("bucket_start", "engine_deaths").rows())
     assert {k.astimezone(UTC): v for k, v in by_bucket.items()} == {
-        b.astimezone(UTC): n for b, n in fatal.rows()}
+        b.astimezone(UTC): n for b, n in first_signals.rows()}
     # Build B starts inside the logs' span (A before it, C after it): one switch, on the empty bucket of its start.
     switch = rows.filter("build_switch").select("bucket_start", "build").rows()
     assert switch == [(dt.datetime(2026, 1, 2, tzinfo=UTC), "B")]

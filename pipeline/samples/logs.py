@@ -99,6 +99,7 @@ class VllmFile:
         self.lines: list[str] = []
         self.first: datetime | None = None
         self.last: datetime | None = None
+        self.death: dict | None = None  # the death of the current start cycle, once one was signalled
 
     # -- envelope ---------------------------------------------------------------------------
     def _v(self) -> tuple[int, int, int]:
@@ -139,6 +140,7 @@ class VllmFile:
         build = self.build_at(self.t)
         # A restart: an initialization after the host's logs already show the engine (docs/evidence.md, stability).
         _stab(self.truth, build)["restarts"] += int(self.first is not None or bool(self.truth.spans))
+        self.death = None
         self.log("INFO", "api_server.py:1043", f"vLLM API server version {self.version}", proc="APIServer")
         self.log("INFO", "core.py:61", f"Initializing a V1 LLM engine (v{self.version}) with config: model='{self.model}', "
                  f"speculative_config={self.spec_config}, seed=0")
@@ -237,10 +239,8 @@ class VllmFile:
             cause,
         ])
         self.truth.events["fatal"] = self.truth.events.get("fatal", 0) + 1
-        s = _stab(self.truth, build)
-        s["engine_deaths"] += 1
+        self._died(build, oom)
         if oom:
-            s["ooms"] += 1
             self.truth.events["oom"] = self.truth.events.get("oom", 0) + 1
         self.log("ERROR", "async_llm.py:420", "AsyncLLM output_handler failed.", proc="APIServer", more=[
             "Traceback (most recent call last):",
@@ -252,6 +252,17 @@ class VllmFile:
         self.advance(1)
         self.log("ERROR", "multiproc_executor.py:146", "Worker proc VllmWorker-0 died unexpectedly, shutting down executor.")
         self.truth.events["worker_died"] = self.truth.events.get("worker_died", 0) + 1
+        self._died(self.build_at(self.t), oom=False)
+
+    def _died(self, build: str, oom: bool) -> None:
+        """Every death signal of one start cycle is the same death (docs/sources.md, engine deaths),
+        dated and attributed by the first; an OOM when any signal is one."""
+        if self.death is None:
+            self.death = {"build": build, "oom": False}
+            _stab(self.truth, build)["engine_deaths"] += 1
+        if oom and not self.death["oom"]:
+            self.death["oom"] = True
+            _stab(self.truth, self.death["build"])["ooms"] += 1
 
     def poc(self, nonces: int) -> None:
         self.advance(5)

@@ -116,8 +116,8 @@ ASOF LEFT JOIN host_builds_t b ON b.host = e.host AND e."at" >= b.valid_from;
 -- (`engine_dead`), by the worker that died first (`worker_died`), by every data-parallel engine, and
 -- (V0, or with VLLM_KEEP_ALIVE_ON_ENGINE_DEATH) by each later request. The death signals of one log file
 -- between two start cycles (a `start`, or a `ready` when the start line is missing) are one death; it is
--- an OOM when any of them is one. A worker death the engine never reports (the log ends first) is not
--- counted.
+-- an OOM when any of them is one. A worker death alone is a death too: the executor shuts down after it
+-- (docs/sources.md lists it among the death signals), even when the log ends before the engine says so.
 CREATE OR REPLACE VIEW engine_deaths AS
 WITH ev AS (
   SELECT host, file_id, line, "at", kind, detail, record_key, proc,
@@ -134,7 +134,6 @@ d AS (
   FROM ev
   WHERE kind IN ('fatal', 'engine_dead', 'oom', 'worker_died')
   GROUP BY host, file_id, cycle
-  HAVING bool_or(kind IN ('fatal', 'engine_dead', 'oom'))
 )
 SELECT d.host, d."at", d.oom, d.kinds, d.records, d.detail,
        CASE WHEN b.valid_to IS NULL OR d."at" < b.valid_to THEN b.build END AS build,
@@ -179,7 +178,7 @@ COMMENT ON VIEW metric_increases IS 'Increase of every vLLM /metrics counter bet
 COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window: a SpecDecoding metrics log line (source log; drafts recovered as accepted/(MAL-1), or accepted/MAL for the 0.8.5 line), a V0 Speculative metrics line (counts since the engine started: the increase since the previous line of the same engine lifetime; drafts = drafted/K) or the counter increases between two /metrics scrapes (source metrics; exact drafts). mean_acceptance_length is always 1 + accepted/drafts (0.8.5 normalised). per_position = K per-position acceptance rates. Aggregate by summing accepted, drafted, drafts; never average MALs. build from an as-of join of host_builds on at.';
 COMMENT ON VIEW engine_stats IS 'Periodic engine stats: vLLM stats log lines (source log) and /metrics gauges (source metrics). preemptions = the line''s Preemptions: N (0 when absent on vLLM >= 0.11.1, NULL = unknown on earlier V1) or the counter increase since the previous scrape; kv_cache_usage is a fraction 0..1. Lines logged at DEBUG when idle are kept when present (level).';
 COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (EngineCore fatal error, failed start, or 0.8''s EngineCore hit an exception), engine_dead, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key), start (Initializing a V1 LLM engine; detail = version; cycle_start = the first start event of a launch, false for the further data-parallel engines that print their own), ready (Application startup complete.), worker_died, poc_start, poc_stop.';
-COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one log file between two start cycles (start or ready events) are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death the engine never reports is not a death.';
+COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one log file between two start cycles (start or ready events) are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death alone is a death (the executor shuts down after it).';
 COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s known validation threshold; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at.';
 COMMENT ON VIEW poc_results IS 'PoC validation results (JSON responses, golden-vector reports): p_value recomputed as the one-sided exact binomial P(X >= n_mismatch), X ~ Binomial(n_total, p_mismatch); fraud = p_value < cutoff; p_mismatch, cutoff and where they came from (params_source) recorded; reported_disagrees = the result''s own fraud_detected differs.';
 COMMENT ON VIEW model_validation_thresholds IS 'Known validation_threshold per model (known chain values), used when a validator log line carries no threshold.';
