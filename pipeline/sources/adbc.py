@@ -2,8 +2,8 @@
 
 `adbc_driver_manager.dbapi` imports `pyarrow.dataset` when it is imported, only to recognise
 Dataset and Scanner arguments of its bulk ingest (`adbc_ingest`), which this read-only pipeline
-never calls; and `pyarrow.dataset` imports pandas. That was ~1 s of the ~1.7 s a no-op
-`gonka-evidence ingest` took from process start to exit on a loaded 2-core host
+never calls; and `pyarrow.dataset` imports pandas. That was 0.3-0.55 of the ~1.5-2 CPU-seconds a
+no-op `gonka-evidence ingest` of a PostgreSQL copy took from process start to exit
 (bench/BENCHMARKS.md, "The no-op re-ingest: start-up").
 
 So while a driver module is imported, `pyarrow.dataset` is a placeholder that imports the real
