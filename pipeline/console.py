@@ -14,7 +14,6 @@ from typing import Iterator
 import polars as pl
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -57,6 +56,9 @@ def ingest_progress() -> Iterator:
     if not sys.stderr.isatty() or _verbosity < NORMAL:
         yield None
         return
+    # Imported here: a scheduled job (no terminal) does not need it.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     tasks: dict[str, int] = {}
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),

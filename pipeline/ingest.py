@@ -24,14 +24,11 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from pipeline.decode.snapshots import decode_snapshots
-from pipeline.decode.txs import decode_diffs
 from pipeline.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.loading import IngestRun, ingest_run
 from pipeline.paths import sql_text
 from pipeline.planes import PLANE_INGESTERS
 from pipeline.sources.base import TABLES, SessionStore
-from pipeline.transforms.derive import STATUS_NAMES, derive_escrows
 from pipeline.warehouse import duckdb_setting, fetch_frame, transaction
 
 # Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
@@ -189,6 +186,12 @@ def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
 
 
 def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary: IngestSummary, progress) -> None:
+    # Imported at the first changed escrow: an ingest of an unchanged copy never decodes or derives
+    # (the protobuf decoders are part of what its start-up would pay; bench/BENCHMARKS.md).
+    from pipeline.decode.snapshots import decode_snapshots
+    from pipeline.decode.txs import decode_diffs
+    from pipeline.transforms.derive import derive_escrows
+
     escrow_ids = chunk["escrow_id"].to_list()
     chunk_cursors = {e: cursors[e] for e in escrow_ids}
     tx_parts, diff_parts, bad = [], [], []
@@ -269,6 +272,8 @@ def _sealed_conflicts(con: duckdb.DuckDBPyConnection, source_id: str, run_id: st
 
 def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table) -> list[tuple[str, str, str]]:
     """Values outside the known enumerations: kept as they are, and quarantined so they are seen."""
+    from pipeline.transforms.derive import STATUS_NAMES
+
     bad = []
     for s in sessions.filter(~pl.col("status").is_in(list(KNOWN_SESSION_STATUS))).iter_rows(named=True):
         bad.append(("sessions", s["escrow_id"], f"unknown session status {s['status']!r}"))

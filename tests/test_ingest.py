@@ -102,3 +102,30 @@ def test_two_hosts_of_one_escrow_do_not_double_count(tmp_path, sqlite_copy, pg_c
     single = views(wh)
     ingest(wh, pg_copy(4))
     assert_views_equal(single, views(wh))
+
+
+def test_schema_scripts_run_again_only_when_their_text_changed(tmp_path, monkeypatch):
+    """open_for_write skips the idempotent schema and view scripts when the text that last ran on the
+    warehouse is the same (a no-op ingest's start-up), and runs them when it differs."""
+    import shutil
+
+    import pipeline.warehouse as warehouse
+    from pipeline.paths import SQL_DIR
+
+    wh = tmp_path / "w.duckdb"
+    warehouse.open_for_write(wh).close()
+    with warehouse.open_for_write(wh) as con:
+        digest = con.execute("SELECT value FROM warehouse_meta WHERE key = 'schema_digest'").fetchone()[0]
+        con.execute("DROP VIEW inferences")  # what the scripts would create again
+    warehouse.open_for_write(wh).close()
+    tables = frame(wh, "SELECT table_name FROM duckdb_tables() UNION ALL SELECT view_name FROM duckdb_views()")
+    assert len(digest) == 64 and "inferences" not in tables["table_name"].to_list()
+
+    changed = tmp_path / "sql"
+    shutil.copytree(SQL_DIR, changed)
+    (changed / "warehouse" / "views" / "99_extra.sql").write_text("CREATE OR REPLACE VIEW extra AS SELECT 1 AS one;\n")
+    monkeypatch.setattr(warehouse, "SQL_DIR", changed)
+    warehouse.open_for_write(wh).close()
+    assert frame(wh, "SELECT one FROM extra")["one"].to_list() == [1]
+    assert frame(wh, "SELECT count(*) AS n FROM inferences")["n"][0] == 0  # every script ran again
+    assert frame(wh, "SELECT value FROM warehouse_meta WHERE key = 'schema_digest'")["value"][0] != digest

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -156,3 +158,42 @@ def test_postgres_new_diff_is_ingested_and_equals_a_fresh_ingest(pg_ledger_copy,
     fresh = tmp_path / "fresh.duckdb"
     traced_ingest(fresh, pg_ledger_copy)
     assert_views_equal(views(fresh), views(wh))
+
+
+# What a no-op `gonka-evidence ingest` of a PostgreSQL copy must not import (bench/BENCHMARKS.md, the
+# no-op re-ingest): pandas (through ADBC's pyarrow.dataset, or any Python value pyarrow converts),
+# the statistics and chart libraries of the evidence tables and reports, the protobuf decoders and
+# the derivations (nothing to decode), the progress bars (not on a terminal).
+NOT_FOR_A_NO_OP = ("pandas", "pyarrow.dataset", "scipy", "statsmodels", "altair", "vl_convert", "sqlalchemy",
+                   "google.protobuf", "pipeline.decode.txs", "pipeline.transforms.derive", "rich.progress")
+MODULES_MARK = "modules loaded: "
+
+
+def cli_modules(*args: str) -> tuple[list[str], str]:
+    """The modules a `gonka-evidence` process had loaded when it exited, and its stderr."""
+    script = ("import atexit, json, sys\n"
+              f"atexit.register(lambda: print({MODULES_MARK!r} + json.dumps(sorted(sys.modules)), flush=True))\n"
+              "from pipeline.entry import main\n"
+              "main()\n")
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    line = next(l for l in done.stdout.splitlines() if l.startswith(MODULES_MARK))
+    return json.loads(line[len(MODULES_MARK):]), done.stderr
+
+
+def test_postgres_noop_cli_ingest_imports_nothing_it_does_not_need(pg_ledger_copy, tmp_path):
+    wh = tmp_path / "w.duckdb"
+    first, _ = traced_ingest(wh, pg_ledger_copy)
+    loaded, stderr = cli_modules("ingest", pg_ledger_copy, "--warehouse", str(wh))
+    assert first.escrows_changed > 0 and "escrows changed 0," in stderr  # it was a no-op
+    assert {"duckdb", "polars", "pyarrow", "adbc_driver_postgresql.dbapi"} <= set(loaded)  # the listing works
+    assert [m for m in NOT_FOR_A_NO_OP if m in loaded] == []
+
+
+def test_postgres_cli_ingest_with_a_change_still_decodes_and_derives(pg_ledger_copy, tmp_path):
+    """The lazy imports of the no-op path are imported where a changed escrow needs them."""
+    loaded, stderr = cli_modules("ingest", pg_ledger_copy, "--warehouse", str(tmp_path / "w.duckdb"))
+    assert "escrows changed 0," not in stderr
+    assert {"pipeline.decode.txs", "pipeline.decode.snapshots", "pipeline.transforms.derive"} <= set(loaded)
+    assert frame(tmp_path / "w.duckdb", "SELECT count(*) AS n FROM d_inferences")["n"][0] > 0

@@ -23,11 +23,11 @@ from contextlib import contextmanager
 from typing import Generator, Iterator, Sequence
 from urllib.parse import quote
 
-import adbc_driver_postgresql.dbapi as adbc_pg
 import pyarrow as pa
 
 from pipeline.paths import sql_text
 from pipeline.secrets import HIDDEN, password_of, redact_url, scrub
+from pipeline.sources.adbc import import_dbapi
 from pipeline.sources.release_lines import recognise
 from pipeline.sources.base import (
     ESCROW_SCOPED,
@@ -44,6 +44,8 @@ from pipeline.sources.base import (
     require_columns,
     stream_query,
 )
+
+adbc_pg = import_dbapi("adbc_driver_postgresql.dbapi")
 
 SNAPSHOT_OPTIONS = "-c default_transaction_isolation=repeatable\\ read -c default_transaction_read_only=on"
 PREFIX = "devshard_"

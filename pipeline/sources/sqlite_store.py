@@ -20,10 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Sequence
 
-import adbc_driver_sqlite.dbapi as adbc_sqlite
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.sources.adbc import import_dbapi
 from pipeline.sources.release_lines import recognise
 from pipeline.sources.base import (
     ESCROW_SCOPED,
@@ -40,6 +40,8 @@ from pipeline.sources.base import (
     require_columns,
     stream_query,
 )
+
+adbc_sqlite = import_dbapi("adbc_driver_sqlite.dbapi")
 
 EPOCH_FILE = re.compile(r"^epoch_(\d+)\.db$")
 MIGRATED_FILE = re.compile(r"^(.*\.db)\.migrated\.[^/]+$")
