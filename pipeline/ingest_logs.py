@@ -14,7 +14,7 @@ A vLLM record is keyed by (file identity, line): a file read before (same identi
 version of the file adds only its new lines. Validator logs, scrapes and PoC results carry
 full timestamps and keep ``INSERT OR IGNORE`` on their natural keys
 (``sql/warehouse/schema/30_logs.sql``). The run is a row in ``ingest_runs`` (source id
-``logs:<host>``, label = the time zone the vLLM times were read in).
+``logs:<host>``, label = the config entry's label, if any, and the time zone the vLLM times were read in).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline.digest import files_digest
 from pipeline.loading import IngestRun, ingest_run
 from pipeline.paths import sql_text
 from pipeline.sources.base import SourceError
@@ -83,9 +84,11 @@ def ingest_logs(
     kind: str | None = None,
     year: int | None = None,
     timezone: str | None = None,
+    label: str | None = None,
 ) -> LogIngestSummary:
     """Ingest files and directories of one host; ``kind`` None = detected per file; ``timezone`` = the
-    zone of the vLLM logs' local times (IANA name or UTC offset, default UTC)."""
+    zone of the vLLM logs' local times (IANA name or UTC offset, default UTC); ``label`` = the name of the
+    source in provenance footers (a config entry's `label`), shown with the time zone."""
     if not host or not host.strip():
         raise SourceError("ingest-logs needs --host ADDR (the host the logs belong to)")
     if kind is not None and kind not in KINDS:
@@ -96,7 +99,11 @@ def ingest_logs(
     files = expand(paths)
     started = time.monotonic()
     display = ", ".join(str(p) for p in paths)
-    with ingest_run(con, source_id=f"logs:{host}", kind="logs", display=display, label=f"timezone {tz.name}") as run:
+    label = ", ".join(filter(None, [label, f"timezone {tz.name}"]))
+    # The input digest (provenance) is hashed beside the parse, in a thread: hashlib releases the GIL.
+    with ThreadPoolExecutor(max_workers=1) as pool, \
+            ingest_run(con, source_id=f"logs:{host}", kind="logs", display=display, label=label) as run:
+        content = pool.submit(files_digest, [file.path for file in files])
         summary = LogIngestSummary(run_id=run.run_id, host=host, timezone=tz.name)
         try:
             # A large file is one transaction; at DuckDB's default 16MB WAL threshold its commit would
@@ -104,6 +111,7 @@ def ingest_logs(
             with duckdb_setting(con, "checkpoint_threshold", "256MB"):
                 for file in files:
                     _ingest_file(con, run, file, kind or detect_kind(file), host, year, tz, summary)
+            run.input_digest = content.result()
         finally:
             summary.elapsed_s = time.monotonic() - started
             summary.rows = dict(run.rows)
@@ -274,7 +282,7 @@ def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogI
     if not cfg.host:
         raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
     summary = ingest_logs(con, [source["path"]], host=cfg.host, kind=source["kind"], year=source.get("year"),
-                          timezone=source.get("timezone"))
+                          timezone=source.get("timezone"), label=source.get("label"))
     new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
     run_line(f"ingested {source['kind']} logs {source['path']} ({summary.run_id}): {summary.files} files, {summary.lines:,} lines; {new}")
     return summary

@@ -208,3 +208,33 @@ def test_report_reproduce_lines_name_no_absolute_path(two_warehouses):
     commands = [line for line in text.splitlines() if "reproduce:" in line or "command:" in line]
     assert len(commands) > 5 and report.command.endswith(f"--warehouse {relative}")
     assert [line for line in commands if re.search(r"[\s`]/\w", line)] == []  # no argument starts with "/"
+
+
+def test_a_log_ingest_records_the_content_digest_of_its_files_wherever_they_lie(tmp_path):
+    """Log runs are identified by content too: the same files under other paths and names, named in
+    another order, give the same input digest (the footer prints it); one changed byte another."""
+    import hashlib
+
+    from pipeline.ingest_logs import ingest_logs
+    from pipeline.samples.logs import HOST as LOG_HOST, write_log_samples
+    from pipeline.warehouse import open_for_write
+
+    write_log_samples(tmp_path / "a")
+    moved = tmp_path / "b" / "elsewhere"
+    shutil.copytree(tmp_path / "a" / "vllm", moved)
+    files = sorted((tmp_path / "a" / "vllm").iterdir())
+    expected = "sha256:" + hashlib.sha256(b"".join(
+        f"{h}\0".encode() for h in sorted(hashlib.sha256(f.read_bytes()).hexdigest() for f in files))).hexdigest()
+
+    def digest(paths: list[Path], name: str) -> str:
+        con = open_for_write(tmp_path / name)
+        try:
+            ingest_logs(con, paths, host=LOG_HOST)
+            return con.execute("SELECT input_digest FROM ingest_runs WHERE source_kind = 'logs'").fetchone()[0]
+        finally:
+            con.close()
+
+    assert digest(files, "w1.duckdb") == digest(sorted(moved.iterdir(), reverse=True), "w2.duckdb") == expected
+    live = moved / "vllm.log"
+    live.write_bytes(live.read_bytes().replace(b"INFO", b"INF0", 1))
+    assert digest([moved], "w3.duckdb") != expected
