@@ -89,7 +89,7 @@ def ingest_store(
     # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
     # otherwise the rows as they are read.
     digest_before = input_digest_before(store)
-    rows_digest = None if digest_before else RowDigest()
+    rows_digest = None if digest_before else RowDigest(con)
     if rows_digest is not None:
         store = DigestingStore(store, rows_digest)
     with ingest_run(con, source_id=store.source_id, kind=store.kind, display=store.display, label=label,
