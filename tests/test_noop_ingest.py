@@ -233,3 +233,19 @@ def test_postgres_cli_ingest_with_a_change_still_decodes_and_derives(pg_ledger_c
     assert "escrows changed 0," not in stderr
     assert {"pipeline.decode.txs", "pipeline.decode.snapshots", "pipeline.transforms.derive"} <= set(loaded)
     assert frame(tmp_path / "w.duckdb", "SELECT count(*) AS n FROM d_inferences")["n"][0] > 0
+
+
+def test_postgres_escrow_cache_row_changed_at_the_same_cached_at_is_updated(pg_ledger_copy, tmp_path):
+    """The escrow cache upsert skips rows that would stay as they are; a changed one is still written."""
+    wh = tmp_path / "w.duckdb"
+    traced_ingest(wh, pg_ledger_copy)
+    with psycopg.connect(pg_ledger_copy, autocommit=True) as pg:
+        escrow_id, cached_at = pg.execute("SELECT escrow_id, cached_at FROM devshard_escrow_cache "
+                                          "ORDER BY escrow_id LIMIT 1").fetchone()
+        pg.execute("UPDATE devshard_escrow_cache SET escrow_json = '{\"moved\": 1}' WHERE escrow_id = %s", (escrow_id,))
+    before = frame(wh, "SELECT * FROM raw_escrow_cache WHERE escrow_id <> "
+                       f"'{escrow_id}' ORDER BY escrow_id")
+    traced_ingest(wh, pg_ledger_copy)
+    row = frame(wh, f"SELECT escrow_json, cached_at FROM raw_escrow_cache WHERE escrow_id = '{escrow_id}'").row(0)
+    assert row == ('{"moved": 1}', cached_at)
+    assert before.equals(frame(wh, f"SELECT * FROM raw_escrow_cache WHERE escrow_id <> '{escrow_id}' ORDER BY escrow_id"))
