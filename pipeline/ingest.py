@@ -14,6 +14,7 @@ along (higher `latest_nonce`) wins; diffs are immutable and deduplicated on
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -85,11 +86,17 @@ def ingest_store(
     state = {
         r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
     }
+
+    @functools.cache
+    def diff_cursors() -> dict[str, int]:
+        # Read at the first stored escrow that moved: an unchanged copy skips this scan of raw_diffs.
+        return dict(con.execute(sql_text("warehouse/ingest/diff_cursors.sql")).fetchall())
+
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
     # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
     # otherwise the rows as they are read.
     digest_before = input_digest_before(store)
-    rows_digest = None if digest_before else RowDigest()
+    rows_digest = None if digest_before else RowDigest(con)
     if rows_digest is not None:
         store = DigestingStore(store, rows_digest)
     with ingest_run(con, source_id=store.source_id, kind=store.kind, display=store.display, label=label,
@@ -113,7 +120,7 @@ def ingest_store(
                     if epoch_id not in known_epochs and sessions.height:
                         summary.new_epochs.append(epoch_id)
                     heads.append(sessions.select("escrow_id", "latest_nonce"))
-                    changed, cursors = _changed_escrows(sessions, state, store.source_id)
+                    changed, cursors = _changed_escrows(sessions, state, store.source_id, diff_cursors)
                     summary.escrows_changed += len(changed)
                     summary.escrows_unchanged += sessions.height - len(changed)
                     for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
@@ -152,8 +159,10 @@ def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> dat
         con.unregister("copy_heads")
 
 
-def _changed_escrows(sessions: pl.DataFrame, state: dict, source_id: str) -> tuple[list[str], dict[str, int]]:
-    """Escrows whose session moved past what the warehouse holds, and their diff cursors. An escrow
+def _changed_escrows(sessions: pl.DataFrame, state: dict, source_id: str,
+                     diff_cursors: Callable[[], dict[str, int]]) -> tuple[list[str], dict[str, int]]:
+    """Escrows whose session moved past what the warehouse holds, and their diff cursors (the highest
+    stored nonce, 0 without stored diffs; `diff_cursors` gives them per stored escrow). An escrow
     as far along as the stored one is read again when another copy (another host) stored it, so
     that the two copies' sealed rows are compared."""
     changed, cursors = [], {}
@@ -166,7 +175,7 @@ def _changed_escrows(sessions: pl.DataFrame, state: dict, source_id: str) -> tup
             if same or behind:
                 continue
         changed.append(s["escrow_id"])
-        cursors[s["escrow_id"]] = int(known["cursor"]) if known else 0
+        cursors[s["escrow_id"]] = int(diff_cursors().get(s["escrow_id"], 0)) if known else 0
     return changed, cursors
 
 

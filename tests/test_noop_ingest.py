@@ -4,6 +4,8 @@ a new diff, a ledger counter that moved with its escrow's latest_nonce, a writer
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -167,19 +169,53 @@ def test_postgres_new_diff_is_ingested_and_equals_a_fresh_ingest(pg_ledger_copy,
 NOT_FOR_A_NO_OP = ("pandas", "pyarrow.dataset", "scipy", "statsmodels", "altair", "vl_convert", "sqlalchemy",
                    "google.protobuf", "pipeline.decode.txs", "pipeline.transforms.derive", "rich.progress")
 MODULES_MARK = "modules loaded: "
+# Printed by an object's destructor when the interpreter's teardown frees the script's globals.
+TEARDOWN_MARK = "interpreter teardown"
+CONSOLE_SCRIPT = "from pipeline.entry import main\nmain()\n"  # what the `gonka-evidence` script runs
+APP_ALONE = "from pipeline.cli import app\napp(prog_name='gonka-evidence')\n"  # the CLI with the usual exit
+
+
+def run_cli(*args: str, call: str = CONSOLE_SCRIPT) -> subprocess.CompletedProcess:
+    """A `gonka-evidence` process whose atexit handler prints the modules it had loaded, and whose
+    teardown (if it has one) prints TEARDOWN_MARK on stderr."""
+    script = ("import atexit, json, sys\n"
+              f"atexit.register(lambda: print({MODULES_MARK!r} + json.dumps(sorted(sys.modules)), flush=True))\n"
+              "class Witness:\n"
+              f"    def __del__(self):\n        sys.stderr.write({TEARDOWN_MARK!r} + '\\n')\n"
+              "witness = Witness()\n" + call)
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent.parent)
 
 
 def cli_modules(*args: str) -> tuple[list[str], str]:
     """The modules a `gonka-evidence` process had loaded when it exited, and its stderr."""
-    script = ("import atexit, json, sys\n"
-              f"atexit.register(lambda: print({MODULES_MARK!r} + json.dumps(sorted(sys.modules)), flush=True))\n"
-              "from pipeline.entry import main\n"
-              "main()\n")
-    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).parent.parent)
+    done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     line = next(l for l in done.stdout.splitlines() if l.startswith(MODULES_MARK))
     return json.loads(line[len(MODULES_MARK):]), done.stderr
+
+
+def test_cli_ingest_ends_without_the_teardown_and_prints_the_same(pg_ledger_copy, tmp_path):
+    """A completed ingest ends without the interpreter's teardown (pipeline/entry.py): same exit code,
+    stdout and stderr as with the usual exit, its atexit handlers run; other commands and failed
+    ingests keep the teardown."""
+    wh, twin = tmp_path / "w.duckdb", tmp_path / "twin.duckdb"
+    traced_ingest(wh, pg_ledger_copy)
+    shutil.copyfile(wh, twin)  # the same run history: the same run id
+    fast = run_cli("ingest", pg_ledger_copy, "--warehouse", str(wh))
+    usual = run_cli("ingest", pg_ledger_copy, "--warehouse", str(twin), call=APP_ALONE)
+    assert fast.returncode == usual.returncode == 0, fast.stderr
+    assert TEARDOWN_MARK not in fast.stderr and TEARDOWN_MARK in usual.stderr
+    assert MODULES_MARK in fast.stdout and "escrows changed 0," in fast.stderr
+
+    def same(text: str) -> str:
+        return re.sub(r"elapsed \d+\.\d s", "elapsed _ s", text.replace(TEARDOWN_MARK + "\n", ""))
+    assert same(fast.stderr) == same(usual.stderr)
+    assert fast.stdout.split(MODULES_MARK)[0] == usual.stdout.split(MODULES_MARK)[0]
+    version = run_cli("version")
+    failed = run_cli("ingest", str(tmp_path / "no-such-store"), "--warehouse", str(wh))
+    assert version.returncode == 0 and TEARDOWN_MARK in version.stderr
+    assert failed.returncode == 1 and failed.stderr.startswith("error: ") and TEARDOWN_MARK in failed.stderr
 
 
 def test_postgres_noop_cli_ingest_imports_nothing_it_does_not_need(pg_ledger_copy, tmp_path):
@@ -197,3 +233,19 @@ def test_postgres_cli_ingest_with_a_change_still_decodes_and_derives(pg_ledger_c
     assert "escrows changed 0," not in stderr
     assert {"pipeline.decode.txs", "pipeline.decode.snapshots", "pipeline.transforms.derive"} <= set(loaded)
     assert frame(tmp_path / "w.duckdb", "SELECT count(*) AS n FROM d_inferences")["n"][0] > 0
+
+
+def test_postgres_escrow_cache_row_changed_at_the_same_cached_at_is_updated(pg_ledger_copy, tmp_path):
+    """The escrow cache upsert skips rows that would stay as they are; a changed one is still written."""
+    wh = tmp_path / "w.duckdb"
+    traced_ingest(wh, pg_ledger_copy)
+    with psycopg.connect(pg_ledger_copy, autocommit=True) as pg:
+        escrow_id, cached_at = pg.execute("SELECT escrow_id, cached_at FROM devshard_escrow_cache "
+                                          "ORDER BY escrow_id LIMIT 1").fetchone()
+        pg.execute("UPDATE devshard_escrow_cache SET escrow_json = '{\"moved\": 1}' WHERE escrow_id = %s", (escrow_id,))
+    before = frame(wh, "SELECT * FROM raw_escrow_cache WHERE escrow_id <> "
+                       f"'{escrow_id}' ORDER BY escrow_id")
+    traced_ingest(wh, pg_ledger_copy)
+    row = frame(wh, f"SELECT escrow_json, cached_at FROM raw_escrow_cache WHERE escrow_id = '{escrow_id}'").row(0)
+    assert row == ('{"moved": 1}', cached_at)
+    assert before.equals(frame(wh, f"SELECT * FROM raw_escrow_cache WHERE escrow_id <> '{escrow_id}' ORDER BY escrow_id"))

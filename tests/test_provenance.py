@@ -192,6 +192,34 @@ def test_row_digest_ignores_batch_boundaries_and_sees_one_changed_value():
     assert digest(flipped, 1000) != digest(diffs, 1000)
 
 
+def test_row_digest_on_a_multithreaded_cursor_hashes_rows_in_scan_order():
+    """The ingest hashes on a cursor of its warehouse (several threads): the digest is still the
+    sha256 of the row hashes in the order read, computed here without DuckDB."""
+    import hashlib
+
+    import duckdb
+    import pyarrow as pa
+
+    from pipeline.digest import PREFIX, RowDigest
+
+    n = 200_000
+    ids, names = list(range(n)), [None if i % 101 == 0 else f"e{i % 977}" for i in range(n)]
+    blobs = [bytes([i % 256]) * 3 for i in range(n)]
+    batch = pa.RecordBatch.from_pydict({"nonce": pa.array(ids, pa.int64()), "escrow_id": pa.array(names, pa.string()),
+                                        "txs_proto": pa.array(blobs, pa.binary())})
+    con = duckdb.connect()
+    con.execute("SET threads = 4")
+    rows = RowDigest(con)
+    rows.update("diffs", batch)
+    rows.close()
+    expected = hashlib.sha256(b"\0diffs\0")
+    for i, name, blob in zip(ids, names, blobs):
+        values = [f"v{i}", "n" if name is None else f"v{name}", "v" + hashlib.md5(blob).hexdigest()]
+        expected.update(hashlib.md5("\x1f".join(values).encode()).hexdigest().encode())
+    con.close()
+    assert rows.hexdigest() == PREFIX + expected.hexdigest()
+
+
 def test_report_reproduce_lines_name_no_absolute_path(two_warehouses):
     from pipeline.report import build_epoch_report, render_report_markdown
 
