@@ -19,7 +19,7 @@ from typing import Annotated, Optional
 import typer
 
 from pipeline import __version__
-from pipeline.entry import INTERRUPTED, skip_teardown
+from pipeline.entry import say_interrupted, skip_teardown
 from pipeline.paths import DEFAULT_WAREHOUSE
 from pipeline.cli_evidence import OPTIONS_KEY, EvidenceCommand
 from pipeline.query_output import QueryFormat, terminal_width
@@ -83,6 +83,11 @@ def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
     raise typer.Exit(code)
 
 
+def _interrupted() -> None:
+    say_interrupted()
+    raise typer.Exit(130)
+
+
 def prints_data(func):
     """Marks a command whose stdout is data (query results, tables); under `user_errors` it is
     put below it. Every other command's stdout is a summary and goes to stderr."""
@@ -103,11 +108,17 @@ def _one_line_errors() -> tuple[type[Exception], ...]:
     return (SourceError, WarehouseError, QueryError, BuildsError, *([evidence.EvidenceError] if evidence else []))
 
 
-def _is_interrupt(exc: Exception) -> bool:
+def _is_interrupt(exc: BaseException | None) -> bool:
     """A Ctrl-C that DuckDB caught during a query: it raises its own error instead of KeyboardInterrupt
-    (the interrupted statement, a COMMIT included, took effect whole or not at all)."""
-    return type(exc).__name__ == "InterruptException" or (
-        isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted"))
+    (the interrupted statement, a COMMIT included, took effect whole or not at all). The clean-up
+    that follows (a rollback, the run's `failed` row) may raise again on the aborted transaction, so
+    the exceptions it happened during count too."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "InterruptException" or (
+                isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted")):
+            return True
+        exc = exc.__context__
+    return False
 
 
 def user_errors(func):
@@ -130,12 +141,12 @@ def user_errors(func):
                 return func(*args, **kwargs)
         except Exception as exc:
             if _is_interrupt(exc):
-                _fail(INTERRUPTED, 130)
+                _interrupted()
             if not isinstance(exc, _one_line_errors()):
                 raise
             _fail(str(exc))
         except KeyboardInterrupt:
-            _fail(INTERRUPTED, 130)
+            _interrupted()
 
     # Typer reads the options from the signature; these two are handled by their callbacks.
     signature = inspect.signature(func, eval_str=True)

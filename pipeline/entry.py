@@ -18,6 +18,16 @@ import threading
 INTERRUPTED = "interrupted; committed chunks are kept, re-run to continue"
 
 _skip_teardown = False
+_interrupt_said = False
+
+
+def say_interrupted() -> None:
+    """The one line a Ctrl-C ends with (exit code 130), said once however many layers catch it."""
+    global _interrupt_said
+    if not _interrupt_said:
+        _interrupt_said = True
+        sys.stderr.write(f"error: {INTERRUPTED}\n")
+        sys.stderr.flush()
 
 
 def skip_teardown() -> None:
@@ -56,9 +66,11 @@ def main() -> None:
 
         app(prog_name="gonka-evidence")
     except KeyboardInterrupt:
-        sys.stderr.write(f"error: {INTERRUPTED}\n")
+        say_interrupted()
         sys.exit(130)
     except SystemExit as done:  # typer ends every command this way, 0 included
+        if done.code == 130:  # typer turns a Ctrl-C while it parses the arguments into a silent exit 130
+            say_interrupted()
         if _skip_teardown and (done.code is None or isinstance(done.code, int)):
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # as below: the command is over
             _end_now(done.code or 0)
