@@ -57,6 +57,12 @@ def format_p(value: float) -> str:
     return f"{value:.4g}"
 
 
+def p_phrase(p: float, p_holm: float | None = None) -> str:
+    """``p = 0.4857``, ``p < 1e-300`` for an underflow, with `` (Holm p = …)`` when adjusted."""
+    text = f"p = {format_p(p)}" if p != 0 else f"p {format_p(p)}"
+    return text + (f" (Holm p = {format_p(p_holm)})" if p_holm is not None else "")
+
+
 def format_percent(value: float) -> str:
     return f"{value * 100:.2f}%"
 
@@ -194,11 +200,7 @@ def _test_text(test: dict[str, Any]) -> str:
         df = f" ({test['df']} df)" if "df" in test else ""
         parts.append(f"χ² = {format_value(test['statistic'])}{df}")
     if "p_value" in test:
-        p = test["p_value"]
-        text = f"p = {format_p(p)}" if p != 0 else f"p {format_p(p)}"
-        if "p_holm" in test:
-            text += f" (Holm p = {format_p(test['p_holm'])})"
-        parts.append(text)
+        parts.append(p_phrase(test["p_value"], test.get("p_holm")))
     for key, label in ODDS_RATIO_LABELS.items():
         if key in test:
             text = f"{label} {format_value(test[key])}"
@@ -238,7 +240,7 @@ def _stat_group_parts(group: dict[str, Any]) -> Iterator[str]:
     """A result without a test name as readable parts; keys it does not know are shown as ``key = value``."""
     for key, value in group.items():
         if _is_p_value(key):
-            yield f"p = {format_p(value)}" if value != 0 else f"p {format_p(value)}"
+            yield p_phrase(value)
         elif key in ODDS_RATIO_LABELS:
             yield f"{ODDS_RATIO_LABELS[key]} {format_value(value)}"
         else:

@@ -25,7 +25,7 @@ from typing import Any
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
-from pipeline.render.text import format_number, format_p, format_percent, format_value
+from pipeline.render.text import format_number, format_percent, format_value, p_phrase
 from pipeline.stats import CONFIDENCE, WILSON, wilson_interval
 
 NO_DATA = "no data for this epoch: "  # how the report starts the reason of a section without rows
@@ -92,8 +92,7 @@ def p_text(test: Mapping[str, Any]) -> str:
     p = test.get("p_value")
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "p undefined" + (f" ({test['note']})" if test.get("note") else "")
-    text = f"p = {format_p(p)}" if p != 0 else f"p {format_p(p)}"
-    return text + (f" (Holm p = {format_p(test['p_holm'])})" if "p_holm" in test else "")
+    return p_phrase(p, test.get("p_holm"))
 
 
 def _series(parts: list[str]) -> str:

@@ -239,7 +239,7 @@ class VllmFile:
             cause,
         ])
         self.truth.events["fatal"] = self.truth.events.get("fatal", 0) + 1
-        self._died(build, oom)
+        self.died(build, oom)
         if oom:
             self.truth.events["oom"] = self.truth.events.get("oom", 0) + 1
         self.log("ERROR", "async_llm.py:420", "AsyncLLM output_handler failed.", proc="APIServer", more=[
@@ -252,9 +252,9 @@ class VllmFile:
         self.advance(1)
         self.log("ERROR", "multiproc_executor.py:146", "Worker proc VllmWorker-0 died unexpectedly, shutting down executor.")
         self.truth.events["worker_died"] = self.truth.events.get("worker_died", 0) + 1
-        self._died(self.build_at(self.t), oom=False)
+        self.died(self.build_at(self.t), oom=False)
 
-    def _died(self, build: str, oom: bool) -> None:
+    def died(self, build: str, oom: bool) -> None:
         """Every death signal of one start cycle is the same death (docs/sources.md, engine deaths),
         dated and attributed by the first; an OOM when any signal is one."""
         if self.death is None:

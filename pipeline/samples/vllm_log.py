@@ -32,7 +32,7 @@ from pathlib import Path
 import polars as pl
 
 from .host_copy import copied_nonces
-from .logs import LogTruth, VllmFile, _stab
+from .logs import LogTruth, VllmFile
 from .spec import BUILD_FIX, BUILD_RAW, BUILD_V1, MODEL
 
 # The vLLM version and speculative config of each build (a build not listed runs the newest).
@@ -223,9 +223,7 @@ def _oom_death(f: VllmFile, rng: random.Random) -> None:
         ("vllm/v1/executor/multiproc_executor.py", 251, "get_response", "raise RuntimeError("))
     f.log("ERROR", "core.py:720", "EngineCore encountered a fatal error.",
           more=["Traceback (most recent call last):", *engine_frames, root])
-    s = _stab(f.truth, build)
-    s["engine_deaths"] += 1
-    s["ooms"] += 1
+    f.died(build, oom=True)
     f.truth.events["fatal"] = f.truth.events.get("fatal", 0) + 1
     for name, pid in workers.items():
         f.raw(f"({name} pid={pid}) INFO {f.t:%m-%d %H:%M:%S} [multiproc_executor.py:558] Parent process exited, "
