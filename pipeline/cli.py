@@ -111,8 +111,8 @@ def _one_line_errors() -> tuple[type[Exception], ...]:
 def _is_interrupt(exc: BaseException | None) -> bool:
     """A Ctrl-C that DuckDB caught during a query: it raises its own error instead of KeyboardInterrupt
     (the interrupted statement, a COMMIT included, took effect whole or not at all); a Ctrl-C inside
-    one of our Arrow sources that DuckDB was scanning comes back as DuckDB's error with the
-    KeyboardInterrupt as its cause. The clean-up that follows (a rollback, the run's `failed` row) may
+    Python code that DuckDB was calling (an Arrow source it registers or scans) comes back as DuckDB's
+    error naming the KeyboardInterrupt, sometimes with it as its cause. The clean-up that follows (a rollback, the run's `failed` row) may
     raise again on the aborted transaction, so the exceptions it happened during count too."""
     seen, pending = set(), [exc]
     while pending:
@@ -120,8 +120,10 @@ def _is_interrupt(exc: BaseException | None) -> bool:
         if exc is None or id(exc) in seen:
             continue
         seen.add(id(exc))
+        duckdb_error = type(exc).__module__.lstrip("_").startswith("duckdb")
         if isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "InterruptException" or (
-                isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted")):
+                isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted")) or (
+                duckdb_error and "failed: KeyboardInterrupt" in str(exc)):
             return True
         pending += [exc.__cause__, exc.__context__]
     return False

@@ -285,3 +285,32 @@ def test_doctor_names_an_unreadable_ledger(tmp_path, timeline):
     result = runner.invoke(app, ["doctor", str(store)])
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output
     assert "accounting.db: not readable, the ingest would stop on it" in result.output
+
+
+def test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped():
+    """The shapes seen from a real Ctrl-C (the test above, under load): DuckDB's error naming the
+    KeyboardInterrupt raised in a Python source it read, then an error of the aborted transaction while
+    cleaning up; and DuckDB's error with the KeyboardInterrupt as its cause. Other errors are not."""
+    import duckdb
+
+    from pipeline.cli import _is_interrupt
+
+    def chained(first: BaseException, then: Exception) -> Exception:
+        try:
+            try:
+                raise first
+            except BaseException:
+                raise then
+        except Exception as exc:
+            return exc
+
+    named = duckdb.InvalidInputException(
+        "Invalid Input Error: reading the schema of the object registered as 'rows_to_insert' failed: KeyboardInterrupt: ")
+    aborted = duckdb.TransactionException("TransactionContext Error: Current transaction is aborted (please ROLLBACK)")
+    assert _is_interrupt(chained(named, aborted))
+    caused = duckdb.InvalidInputException("offering a filter to the source registered as 'x' failed")
+    caused.__cause__ = KeyboardInterrupt()
+    assert _is_interrupt(caused)
+    assert _is_interrupt(chained(RuntimeError("Query interrupted"), aborted))
+    assert not _is_interrupt(chained(duckdb.InvalidInputException("failed: ValueError: bad"), aborted))
+    assert not _is_interrupt(aborted)
