@@ -58,7 +58,7 @@ VERBOSITY_OPTIONS = ("quiet", "verbose")
 def _set_verbosity(level: int):
     def callback(value: bool) -> None:
         if value:
-            from pipeline.console import set_verbosity
+            from pipeline.verbosity import set_verbosity
 
             set_verbosity(level)
 
@@ -66,7 +66,7 @@ def _set_verbosity(level: int):
 
 
 def _verbosity_options() -> list[inspect.Parameter]:
-    from pipeline.console import QUIET, VERBOSE
+    from pipeline.verbosity import QUIET, VERBOSE
 
     quiet = typer.Option("--quiet", "-q", help="Only data and errors: no progress or summaries on stderr.",
                          callback=_set_verbosity(QUIET), expose_value=False)
@@ -101,7 +101,7 @@ def _one_line_errors() -> tuple[type[Exception], ...]:
     every evidence table and scipy, seconds that `ingest` of an unchanged copy should not pay."""
     from pipeline.builds import BuildsError
     from pipeline.query import QueryError
-    from pipeline.sources.base import SourceError
+    from pipeline.sources.errors import SourceError
     from pipeline.warehouse import WarehouseError
 
     evidence = sys.modules.get("pipeline.evidence.window")
@@ -136,7 +136,7 @@ def user_errors(func):
 
     @wraps(func)
     def wrapper(*args, **kwargs):
-        from pipeline.console import NORMAL, verbosity
+        from pipeline.verbosity import NORMAL, verbosity
 
         for name in VERBOSITY_OPTIONS:
             kwargs.pop(name, None)  # handled by the option's callback, not the command
@@ -174,7 +174,7 @@ def main(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors, for every command.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More detail on stderr, for every command.")] = False,
 ) -> None:
-    from pipeline.console import NORMAL, QUIET, VERBOSE, set_verbosity
+    from pipeline.verbosity import NORMAL, QUIET, VERBOSE, set_verbosity
 
     set_verbosity(QUIET if quiet else VERBOSE if verbose else NORMAL)
 
@@ -213,18 +213,15 @@ def ingest(
     Example: gonka-evidence ingest data-samples/store --warehouse warehouse.duckdb
     """
     from pipeline.console import ingest_progress, print_ingest_summary
-    from pipeline.ingest import ingest_store
-    from pipeline.sources import open_store
+    from pipeline.reingest import ingest_source
     from pipeline.warehouse import open_for_write
 
-    store = open_store(source)
+    con = open_for_write(warehouse)
     try:
-        con = open_for_write(warehouse)
         with ingest_progress() as progress:
-            summary = ingest_store(con, store, label=label, progress=progress)
-        con.close()
+            summary = ingest_source(con, source, label=label, progress=progress)
     finally:
-        store.close()
+        con.close()
     print_ingest_summary(summary)
     # The warehouse and the source are closed: the process can end without the interpreter's
     # teardown (a sixth of a no-op ingest's CPU; pipeline/entry.py).

@@ -3,57 +3,73 @@
 Data goes to stdout (`out`); progress, summaries and notices go to stderr (`err`),
 so that `gonka-evidence query ... > file` and pipes carry data only. `--quiet` silences
 stderr's progress and summaries (errors still print), `--verbose` adds detail there.
+
+Rich and Polars are imported when something is printed with them, not with this module: the
+one-line summaries (`info`, `run_line`) need neither, and an ingest of an unchanged copy prints
+nothing else (bench/BENCHMARKS.md, the no-op re-ingest).
 """
 
 from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
-from typing import Iterator
+from functools import cache
+from typing import TYPE_CHECKING, Iterator
 
-import polars as pl
-from rich import box
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from pipeline.verbosity import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
 
-from pipeline.ingest import IngestSummary
-from pipeline.sources.base import SourceDescription
+if TYPE_CHECKING:
+    import polars as pl
+    from rich.console import Console
 
-# Off a terminal (pipes, CI logs) tables keep their full width instead of 80 columns.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+    from pipeline.loading import IngestSummary
+    from pipeline.sources.base import SourceDescription
 
-QUIET, NORMAL, VERBOSE = 0, 1, 2
-_verbosity = NORMAL
+__all__ = ["NORMAL", "QUIET", "VERBOSE", "set_verbosity", "verbosity"]  # re-exported for the commands
 
 
-def set_verbosity(level: int) -> None:
-    """The `--quiet` (QUIET) / `--verbose` (VERBOSE) setting of this process."""
-    global _verbosity
-    _verbosity = level
+@cache
+def _console(stderr: bool) -> Console:
+    from rich.console import Console
+
+    # Off a terminal (pipes, CI logs) tables keep their full width instead of 80 columns.
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
 
 
-def verbosity() -> int:
-    return _verbosity
+def __getattr__(name: str):
+    """`out` (stdout) and `err` (stderr): Rich consoles, made on first use."""
+    if name in ("out", "err"):
+        return _console(name == "err")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _line(stream, message: str) -> None:
+    """One line as written, never read as markup (what Rich prints for a `Text` with soft wrap)."""
+    stream.write(message.translate(_CONTROL) + "\n")
+    stream.flush()
+
+
+# The control characters Rich's Text drops (bell, backspace, vertical tab, form feed, carriage return).
+_CONTROL = dict.fromkeys(map(ord, "\a\b\v\f\r"))
 
 
 def info(message: str) -> None:
     """A summary or notice for the person at the terminal: stderr, silent with --quiet."""
-    if _verbosity >= NORMAL:
-        err.print(Text(message), highlight=False, soft_wrap=True)
+    if verbosity() >= NORMAL:
+        _line(sys.stderr, message)
 
 
 def detail(message: str) -> None:
     """Detail shown only with --verbose (stderr)."""
-    if _verbosity >= VERBOSE:
-        err.print(Text(message), highlight=False, soft_wrap=True)
+    if verbosity() >= VERBOSE:
+        _line(sys.stderr, message)
 
 
 @contextmanager
 def ingest_progress() -> Iterator:
     """A progress callback for `ingest_store`: bars on a terminal, silence otherwise (and with --quiet)."""
-    if not sys.stderr.isatty() or _verbosity < NORMAL:
+    if not sys.stderr.isatty() or verbosity() < NORMAL:
         yield None
         return
     # Imported here: a scheduled job (no terminal) does not need it.
@@ -62,7 +78,7 @@ def ingest_progress() -> Iterator:
     tasks: dict[str, int] = {}
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
-        TimeElapsedColumn(), console=err, transient=True,
+        TimeElapsedColumn(), console=_console(True), transient=True,
     ) as bars:
         def update(name: str, advance: int, total: int) -> None:
             if name not in tasks:
@@ -78,40 +94,47 @@ def ingest_progress() -> Iterator:
 
 def print_ingest_summary(summary: IngestSummary) -> None:
     """The rows per table and the counts of an ingest, on stderr (a summary, not data)."""
-    if _verbosity < NORMAL:
+    if verbosity() < NORMAL:
         return
     # The heading on its own line: as a table title it would wrap to the two narrow columns.
     info(f"ingest {summary.run_id} — {summary.source_display}")
-    table = Table(show_header=True)
-    table.add_column("table")
-    table.add_column("rows", justify="right")
-    for name, n in summary.rows.items():
-        table.add_row(Text(name), f"{n:,}")
-    err.print(table)
+    if summary.rows:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_header=True)
+        table.add_column("table")
+        table.add_column("rows", justify="right")
+        for name, n in summary.rows.items():
+            table.add_row(Text(name), f"{n:,}")
+        _console(True).print(table)
+    else:
+        info("rows written: none" + (" (its change markers are those of its last ingest: the copy was not read)"
+                                     if summary.markers_unchanged else ""))
     info(
         f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
         f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; "
         f"quarantined rows: {summary.quarantined:,}; replay/sealed disagreements: {summary.disagreements:,}; "
         f"elapsed {summary.elapsed_s:.1f} s"
     )
-    out.print(
-        f"snapshot host stats disagreeing with the diff log or the ledger: {summary.snapshot_disagreements:,} slots "
-        f"({summary.snapshot_disagreements_imported:,} in escrows joined by import); "
-        "query snapshot_host_stats_check lists them"
-    )
+    _line(sys.stdout,
+          f"snapshot host stats disagreeing with the diff log or the ledger: {summary.snapshot_disagreements:,} slots "
+          f"({summary.snapshot_disagreements_imported:,} in escrows joined by import); "
+          "query snapshot_host_stats_check lists them")
 
 
 # --- `run`'s log: its stdout, one line per fact (see pipeline/runner.py) ----------------------------------
 
 
 def run_line(message: str) -> None:
-    """One line of `run`'s log on stdout: never wrapped, never read as markup."""
-    out.print(Text(message), soft_wrap=True)
+    """One line of `run`'s log on stdout: never wrapped, never read as markup; nothing with --quiet."""
+    if verbosity() > QUIET:
+        _line(sys.stdout, message)
 
 
 def print_source_ingested(summary: IngestSummary) -> None:
     """What `run` ingested from one store source: one line; the rows per table too with --verbose."""
-    if _verbosity >= VERBOSE:
+    if verbosity() >= VERBOSE:
         for name, n in summary.rows.items():
             run_line(f"  {name}: {n:,} rows")
     run_line(
@@ -119,6 +142,7 @@ def print_source_ingested(summary: IngestSummary) -> None:
         f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
         f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; quarantined rows: {summary.quarantined:,}; "
         f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
+        + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
     )
 
 
@@ -128,6 +152,8 @@ def print_open_epochs(closure: pl.DataFrame, finality_lag: str) -> None:
     ``closure`` is the named query ``closed_epochs`` with ``closes_by_lag_at`` (last settlement +
     lag) added: an epoch closes when all its escrows settle, or once the data clock (the newest
     copy time) reaches its last settlement + lag; a later settlement moves that time on."""
+    import polars as pl
+
     from pipeline.render.text import iso_utc
 
     open_epochs = closure.filter(pl.col("closed_at").is_null())
@@ -145,6 +171,11 @@ def print_open_epochs(closure: pl.DataFrame, finality_lag: str) -> None:
 
 
 def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    out = _console(False)
     # Off a terminal (a log file) no box drawing: plain columns.
     table = Table(title=None if title is None else Text(title), box=box.HEAVY_HEAD if out.is_terminal else None)
     for col in frame.columns:
@@ -155,6 +186,9 @@ def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
 
 
 def print_description(d: SourceDescription, findings: dict[str, int] | None = None) -> None:
+    from rich.table import Table
+
+    out = _console(False)
     out.print(f"[bold]{d.display}[/bold]  layout: {d.kind}  source id: {d.source_id}")
     out.print(f"lineage id: {d.lineage_id or '– (none; the path is the source id)'}")
     out.print(f"planes: {', '.join(d.planes)}")

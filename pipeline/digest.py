@@ -11,6 +11,9 @@
   rows, on a loaded 2-core machine): 5–7 µs a row, so ~10–14 s for a 2M-diff copy (extrapolated;
   its ingest takes ~80 s). File digests ran at ~110 MB/s on the same machine.
 
+- A PostgreSQL copy told unchanged by its change markers (pipeline/reingest.py): those markers are all
+  the run read, and its digest is theirs (pipeline/sources/postgres_markers.py `markers_digest`).
+
 - Log files: sha256 over the sorted sha256 digests of the files' bytes (as stored: a gzipped file by
   its compressed bytes), so neither their paths nor the order they were named in matter.
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import os
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable
 
@@ -26,9 +25,10 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.digest import DigestingStore, RowDigest, input_digest_before
-from pipeline.loading import IngestRun, ingest_run
+from pipeline.loading import IngestRun, IngestSummary, ingest_run
 from pipeline.paths import sql_text
 from pipeline.planes import PLANE_INGESTERS
+from pipeline.reingest import ingest_source, stamp_ingest
 from pipeline.sources.base import TABLES, SessionStore
 from pipeline.warehouse import duckdb_setting, fetch_frame, transaction
 
@@ -44,23 +44,6 @@ REQUIRED_PER_EPOCH = ("sessions", "diffs")
 INGEST_DUCKDB_MEMORY = os.environ.get("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 # What a chunk reads, in this order (the diffs first: decoding them is the long part).
 CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
-
-
-@dataclass
-class IngestSummary:
-    run_id: str
-    source_id: str
-    source_display: str
-    rows: dict[str, int] = field(default_factory=dict)
-    quarantined: int = 0
-    new_epochs: list[int] = field(default_factory=list)
-    escrows_changed: int = 0
-    escrows_unchanged: int = 0
-    disagreements: int = 0
-    snapshot_disagreements: int = 0  # checkpoint slots whose host stats differ from the log or the ledger
-    snapshot_disagreements_imported: int = 0  # of those, in escrows joined by import
-    elapsed_s: float = 0.0
-    copy_at: datetime | None = None
 
 
 Progress = Callable[[str, int, int], None]  # (task description, advance, total)
@@ -107,9 +90,10 @@ def ingest_store(
                 cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
                 with transaction(con):
                     _register(con, "new_escrow_cache", cache)
-                    con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql"))
+                    written = con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql")).fetchall()[0][0]
                     con.unregister("new_escrow_cache")
-                run.count("escrow_cache", cache.num_rows)
+                if written:  # rows written, as for every table: an unchanged cache writes none
+                    run.count("escrow_cache", written)
                 for epoch_id in store.epochs():
                     missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
                     if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
@@ -139,6 +123,7 @@ def ingest_store(
                 rows_digest.close()
             summary.quarantined = run.quarantined
             summary.elapsed_s = time.monotonic() - started
+    stamp_ingest(con, store, summary)  # what lets the next ingest of an unchanged copy stop at its markers
     return summary
 
 
@@ -303,13 +288,8 @@ def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table
 def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> IngestSummary:
     """`run`'s ingest of a `store` or `postgres` entry (pipeline/source_kinds.py), with progress and summary."""
     from pipeline.console import ingest_progress, print_source_ingested
-    from pipeline.sources import open_store
 
-    store = open_store(source.get("url") or source["path"])
-    try:
-        with ingest_progress() as progress:
-            summary = ingest_store(con, store, label=source.get("label"), progress=progress)
-    finally:
-        store.close()
+    with ingest_progress() as progress:
+        summary = ingest_source(con, source.get("url") or source["path"], label=source.get("label"), progress=progress)
     print_source_ingested(summary)
     return summary

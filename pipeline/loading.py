@@ -24,20 +24,23 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Union
 
 import duckdb
-import polars as pl
-import pyarrow as pa
 
 from pipeline import __version__
 from pipeline.warehouse import live_run, transaction
 
+# Polars and pyarrow are imported where rows are written: recording a run (an ingest of an
+# unchanged copy writes nothing else) needs neither.
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
+
 Problem = tuple[str, str, str]  # (source table, row key, reason)
 OnConflict = Literal["error", "ignore", "replace"]
-Rows = pl.DataFrame | pa.Table | list[dict]
-QUARANTINE_COLUMNS = {"run_id": pl.String, "source_id": pl.String, "table_name": pl.String, "row_key": pl.String,
-                      "reason": pl.String}
+Rows = Union["pl.DataFrame", "pa.Table", list[dict]]
+QUARANTINE_COLUMNS = ("run_id", "source_id", "table_name", "row_key", "reason")  # all strings
 
 
 def derived_run_id(con: duckdb.DuckDBPyConnection, source_id: str, kind: str, digest: str | None = None) -> str:
@@ -54,6 +57,8 @@ def derived_run_id(con: duckdb.DuckDBPyConnection, source_id: str, kind: str, di
 
 def _arrow(rows: Rows) -> pa.Table | None:
     """The rows as Arrow, or None when there are none."""
+    import polars as pl
+
     if isinstance(rows, list):
         if not rows:
             return None
@@ -84,6 +89,8 @@ def quarantine(con: duckdb.DuckDBPyConnection, run_id: str, source_id: str,
 
     ``problems`` are (table, key, reason) tuples, or a frame with columns table_name, row_key,
     reason (and optionally source_id, for sources that identify each file on its own)."""
+    import polars as pl
+
     if isinstance(problems, pl.DataFrame):
         frame = problems
     else:
@@ -93,7 +100,7 @@ def quarantine(con: duckdb.DuckDBPyConnection, run_id: str, source_id: str,
     if "source_id" not in frame.columns:
         frame = frame.with_columns(source_id=pl.lit(source_id))
     frame = frame.with_columns(run_id=pl.lit(run_id)).select(
-        [pl.col(c).cast(t) for c, t in QUARANTINE_COLUMNS.items()]
+        [pl.col(c).cast(pl.String) for c in QUARANTINE_COLUMNS]
     ).unique(subset=["source_id", "table_name", "row_key"], keep="first", maintain_order=True)
     insert(con, "quarantine", frame, on_conflict="ignore")
     return frame.height
@@ -125,6 +132,27 @@ class IngestRun:
         n = quarantine(self.con, self.run_id, self.source_id, problems)
         self.quarantined += n
         return n
+
+
+@dataclass
+class IngestSummary:
+    """What one ingest of a session store did, for its summary lines."""
+
+    run_id: str
+    source_id: str
+    source_display: str
+    rows: dict[str, int] = field(default_factory=dict)
+    quarantined: int = 0
+    new_epochs: list[int] = field(default_factory=list)
+    escrows_changed: int = 0
+    escrows_unchanged: int = 0
+    disagreements: int = 0
+    snapshot_disagreements: int = 0  # checkpoint slots whose host stats differ from the log or the ledger
+    snapshot_disagreements_imported: int = 0  # of those, in escrows joined by import
+    elapsed_s: float = 0.0
+    copy_at: datetime | None = None
+    # Told unchanged by its change markers, without reading it (pipeline/reingest.py).
+    markers_unchanged: bool = False
 
 
 @contextmanager

@@ -10,10 +10,12 @@ import hashlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import duckdb
-import polars as pl
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from pipeline.paths import DEFAULT_WAREHOUSE, SQL_DIR
 
@@ -154,6 +156,8 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
 
 def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> pl.DataFrame:
     """Run a query and return a Polars frame (DuckDB 2 hands results over as Arrow)."""
+    import polars as pl  # here: opening a warehouse (an ingest of an unchanged copy) needs no Polars
+
     result = pl.from_arrow(con.sql(sql, params=params).to_arrow_table())
     assert isinstance(result, pl.DataFrame)
     return result

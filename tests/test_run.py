@@ -319,14 +319,15 @@ def test_a_writer_aborts_only_runs_that_no_live_process_carries_out(tmp_path):
 
 CONNECT_TO_A_SILENT_SERVER = r"""
 import socket, sys
-import pipeline.sources.postgres_store as pg
+import pipeline.sources.postgres_address as address
 from pipeline.sources.base import SourceError
+from pipeline.sources.postgres_store import PostgresStore
 server = socket.socket()
 server.bind(("127.0.0.1", 0))
 server.listen(1)  # accepts the connection, never answers
-pg.CONNECT_TIMEOUT_SECONDS = 1
+address.CONNECT_TIMEOUT_SECONDS = 1
 try:
-    pg.PostgresStore(f"postgresql://reader@127.0.0.1:{server.getsockname()[1]}/devshard")
+    PostgresStore(f"postgresql://reader@127.0.0.1:{server.getsockname()[1]}/devshard")
 except SourceError as exc:
     print(exc)
 """

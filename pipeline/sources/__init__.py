@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.secrets import scrub
-from pipeline.sources.base import SessionStore, SourceError
+from pipeline.sources.errors import SourceError
+
+if TYPE_CHECKING:
+    from pipeline.sources.base import SessionStore
 
 
 def is_postgres(spec: str) -> bool:
@@ -24,6 +28,15 @@ def open_store(spec: str) -> SessionStore:
     if not path.exists():
         raise SourceError(f"{scrub(spec)}: no such directory, and not a postgresql:// URL")
     return SqliteStore(path)
+
+
+def __getattr__(name: str):
+    """`SessionStore` on first use: importing this package (e.g. for `SourceError`) loads no Arrow."""
+    if name == "SessionStore":
+        from pipeline.sources.base import SessionStore
+
+        return SessionStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["SessionStore", "SourceError", "is_postgres", "open_store"]

@@ -14,9 +14,7 @@ from typing import Iterator, Protocol, Sequence
 
 import pyarrow as pa
 
-
-class SourceError(Exception):
-    """A problem with the source the user named; the message is one line, without secrets."""
+from pipeline.sources.errors import SourceError, one_line  # noqa: F401  (re-exported: every reader raises it)
 
 
 @dataclass(frozen=True)
@@ -219,11 +217,3 @@ def stream_query(cur, sql: str, params: tuple, where: str, what: str) -> Iterato
         raise SourceError(f"{where}: {what} failed ({one_line(exc)})") from None
     finally:
         cur.close()
-
-
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    """A driver error as one short line (libpq and ADBC spread theirs over several lines)."""
-    text = " ".join(str(exc).split())
-    for noise in ("IO: [libpq] ", "INVALID_ARGUMENT: [libpq] ", "INVALID_STATE: [libpq] ", "[SQLite] "):
-        text = text.replace(noise, "")
-    return text if len(text) <= limit else text[: limit - 1] + "…"

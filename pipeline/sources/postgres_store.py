@@ -16,17 +16,16 @@ sequential reads on the one connection, with the same results.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import threading
 from contextlib import contextmanager
 from typing import Generator, Iterator, Sequence
-from urllib.parse import quote
 
 import pyarrow as pa
 
 from pipeline.paths import sql_text
-from pipeline.secrets import HIDDEN, password_of, redact_url, scrub
+from pipeline.sources.postgres_address import PostgresAddress
+from pipeline.sources.postgres_markers import markers_digest, markers_query
 from pipeline.sources.adbc import import_dbapi
 from pipeline.sources.release_lines import recognise
 from pipeline.sources.base import (
@@ -47,7 +46,6 @@ from pipeline.sources.base import (
 
 adbc_pg = import_dbapi("adbc_driver_postgresql.dbapi")
 
-SNAPSHOT_OPTIONS = "-c default_transaction_isolation=repeatable\\ read -c default_transaction_read_only=on"
 PREFIX = "devshard_"
 # Tables of other planes that may share the database (docs/sources.md, PostgreSQL layout).
 OTHER_PLANES = {"accounting_": "accounting ledger", "payload_storage": "payloads", "gateway_": "gateway store"}
@@ -102,44 +100,17 @@ class _ReadCall:
             yield item
 
 
-def redact(url: str) -> str:
-    """The URL with its passwords replaced, for every message and every stored row."""
-    if url in ("postgres", "postgresql://"):
-        return "postgres (libpq environment)"
-    return redact_url(url)
-
-
-# Seconds libpq waits for a server that does not answer, unless the URL or PGCONNECTTIMEOUT says otherwise.
-CONNECT_TIMEOUT_SECONDS = 10
-
-
-def _with_snapshot_options(url: str) -> str:
-    if url == "postgres":
-        url = "postgresql://"
-    sep = "&" if "?" in url else "?"
-    url = f"{url}{sep}options={quote(SNAPSHOT_OPTIONS)}"
-    if "connect_timeout=" not in url and "PGCONNECTTIMEOUT" not in os.environ:
-        url += f"&connect_timeout={CONNECT_TIMEOUT_SECONDS}"
-    return url
-
-
 def _literal(text: str) -> str:
     """A standard-conforming SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
-
-
-# A driver message is also searched for the password itself, but only a password this long: starring
-# every "a" of a message would reveal a one-letter password rather than hide it.
-MIN_LITERAL_SECRET = 4
 
 
 class PostgresStore:
     kind = "postgres"
 
     def __init__(self, url: str):
-        self.display = redact(url)
-        self._secret = password_of(url) if url != "postgres" else None
-        self._url = _with_snapshot_options(url)
+        self._address = PostgresAddress(url)
+        self.display = self._address.display
         self._conn = self._connect()
         self._snapshot = self._export_snapshot()  # first statement: the ingest's snapshot starts here
         self._readers: list = []  # further connections in the same snapshot, opened by read_many
@@ -150,16 +121,13 @@ class PostgresStore:
             self.close()
             raise SourceError(f"{self.display}: no devshard_* tables (not a devshard session store, or empty)")
         self.lineage_id = self._lineage()
-        self.source_id = f"lineage:{self.lineage_id}" if self.lineage_id else f"postgres:{self.display}"
+        self.source_id = self._address.source_id(self.lineage_id)
 
     def _connect(self):
         try:
-            return adbc_pg.connect(self._url)
+            return adbc_pg.connect(self._address.url)
         except Exception as exc:
-            message = scrub(one_line(exc))
-            if self._secret and len(self._secret) >= MIN_LITERAL_SECRET:
-                message = message.replace(self._secret, HIDDEN)
-            raise SourceError(f"{self.display}: cannot connect ({message})") from None
+            raise self._address.cannot_connect(exc) from None
 
     def _export_snapshot(self) -> str | None:
         try:
@@ -214,8 +182,17 @@ class PostgresStore:
     def _lineage(self) -> str | None:
         if "devshard_storage_identity" not in self._tables:
             return None
-        ids = self._query("SELECT identity::text AS id FROM devshard_storage_identity").column("id").to_pylist()
+        ids = self._query(sql_text("sources/postgres/lineage.sql")).column("id").to_pylist()
         return ids[0] if ids else None
+
+    def change_markers(self) -> str | None:
+        """The digest of the copy's change markers in this ingest's snapshot (pipeline/sources/postgres_markers.py);
+        None when they cannot tell a change. The last read of an ingest: it fixes the session's text formats."""
+        query = markers_query(self._tables)
+        if query is None:
+            return None
+        self._query(sql_text("sources/postgres/marker_settings.sql"))
+        return markers_digest((r["part"], r["marker"]) for r in self._query(query).to_pylist())
 
     def table_columns(self, table: str) -> list[str] | None:
         """Columns of any table of the database (parents and plain tables), None when absent."""

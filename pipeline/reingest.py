@@ -1,0 +1,107 @@
+"""Ingesting a copy by name, and telling an unchanged one without reading it.
+
+A scheduled job ingests the same copy again and again, mostly unchanged. An ingest of an unchanged
+copy writes nothing but its run row (pipeline/ingest.py: no escrow moved, the ledger markers are the
+stored ones, no payload is new), but to find that out the full path loads its readers (pyarrow,
+Polars) and opens the copy's snapshot: most of a second, against about a minute for the first ingest
+of a 1M-diff copy (bench/BENCHMARKS.md, the no-op re-ingest).
+
+So every ingest of a PostgreSQL copy that ends well leaves a stamp, warehouse_meta
+``unchanged:<source id>``: the copy's change markers in the snapshot the ingest read
+(pipeline/sources/postgres_markers.py), the warehouse's store state after it
+(sql/warehouse/ingest/store_state.sql), the pipeline version, and what the run found that an ingest
+of the same copy would report again (copy time, escrows, checkpoint disagreements).
+
+The next ingest of that source reads the markers first. When they, the store state and the version
+are the stamp's, the copy and everything an ingest decides by are as they were when that ingest
+ended, and it had written all it would write: the run is recorded (``ok``, no rows, the stamp's copy
+time, the markers' digest as its input digest, since the markers are what it read) and that is all.
+Otherwise the full ingest runs, and stamps again. A SQLite store always takes the full path.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Callable
+
+import duckdb
+
+from pipeline import __version__
+from pipeline.loading import IngestSummary, ingest_run
+from pipeline.paths import sql_text
+from pipeline.sources import is_postgres, open_store
+from pipeline.sources.errors import SourceError
+from pipeline.warehouse import transaction
+
+if TYPE_CHECKING:
+    from pipeline.sources.postgres_markers import CopyMarkers
+
+STAMP_PREFIX = "unchanged:"  # + source id: the warehouse_meta key of a source's stamp
+
+Progress = Callable[[str, int, int], None]  # (task description, advance, total), as pipeline/ingest.py
+
+
+def ingest_source(con: duckdb.DuckDBPyConnection, spec: str, label: str | None = None,
+                  progress: Progress | None = None) -> IngestSummary:
+    """Ingest the copy that `spec` names (a postgresql:// URL, `postgres`, or a SQLite store directory):
+    recorded as unchanged when its stamp says so, else through the full ingest."""
+    if is_postgres(spec):
+        from pipeline.sources.postgres_markers import read_markers
+
+        markers = read_markers(spec, con)
+        if markers is not None and (summary := ingest_unchanged(con, markers, label)) is not None:
+            return summary
+    from pipeline.ingest import ingest_store
+
+    store = open_store(spec)
+    try:
+        return ingest_store(con, store, label=label, progress=progress)
+    finally:
+        store.close()
+
+
+def ingest_unchanged(con: duckdb.DuckDBPyConnection, markers: CopyMarkers, label: str | None = None) -> IngestSummary | None:
+    """The run of an unchanged copy, recorded, when the stamp of its source matches; else None."""
+    started = time.monotonic()
+    row = con.execute("SELECT value FROM warehouse_meta WHERE key = ?", [STAMP_PREFIX + markers.source_id]).fetchall()
+    if not row:
+        return None
+    stamp = json.loads(row[0][0])
+    if (stamp.get("markers"), stamp.get("state"), stamp.get("version")) != (markers.digest, store_state(con), __version__):
+        return None
+    copy_at = datetime.fromisoformat(stamp["copy_at"]) if stamp.get("copy_at") else None
+    with ingest_run(con, source_id=markers.source_id, kind="postgres", display=markers.display, label=label) as run:
+        run.copy_at, run.input_digest = copy_at, markers.digest
+    return IngestSummary(run_id=run.run_id, source_id=markers.source_id, source_display=markers.display,
+                         escrows_unchanged=stamp["escrows"], snapshot_disagreements=stamp["snapshot_disagreements"],
+                         snapshot_disagreements_imported=stamp["snapshot_disagreements_imported"],
+                         elapsed_s=time.monotonic() - started, copy_at=copy_at, markers_unchanged=True)
+
+
+def stamp_ingest(con: duckdb.DuckDBPyConnection, store, summary: IngestSummary) -> None:
+    """After an ingest of `store` that ended well: its stamp (see the module docstring). A store
+    without change markers (SQLite), or whose markers cannot tell, leaves none, nor does a copy
+    whose markers could not be read: its next ingest is a full one."""
+    change_markers = getattr(store, "change_markers", None)
+    try:
+        digest = change_markers() if change_markers is not None else None
+    except SourceError:
+        digest = None
+    key = STAMP_PREFIX + summary.source_id
+    with transaction(con):
+        if digest is None:
+            con.execute("DELETE FROM warehouse_meta WHERE key = ?", [key])
+            return
+        stamp = {"markers": digest, "state": store_state(con), "version": __version__,
+                 "copy_at": summary.copy_at.isoformat() if summary.copy_at else None,
+                 "escrows": summary.escrows_changed + summary.escrows_unchanged,
+                 "snapshot_disagreements": summary.snapshot_disagreements,
+                 "snapshot_disagreements_imported": summary.snapshot_disagreements_imported}
+        con.execute("INSERT OR REPLACE INTO warehouse_meta VALUES (?, ?)", [key, json.dumps(stamp)])
+
+
+def store_state(con: duckdb.DuckDBPyConnection) -> str:
+    """The digest of what a store ingest decides by in the warehouse (sql/warehouse/ingest/store_state.sql)."""
+    return con.execute(sql_text("warehouse/ingest/store_state.sql")).fetchall()[0][0]
