@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Iterator
 
-from pipeline.verbosity import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
+from pipeline.verbosity import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
     from pipeline.loading import IngestSummary
     from pipeline.sources.base import SourceDescription
-
-__all__ = ["NORMAL", "QUIET", "VERBOSE", "set_verbosity", "verbosity"]  # re-exported for the commands
 
 
 @cache
@@ -44,14 +42,14 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# The control characters Rich's Text drops (bell, backspace, vertical tab, form feed, carriage return).
+_CONTROL = dict.fromkeys(map(ord, "\a\b\v\f\r"))
+
+
 def _line(stream, message: str) -> None:
     """One line as written, never read as markup (what Rich prints for a `Text` with soft wrap)."""
     stream.write(message.translate(_CONTROL) + "\n")
     stream.flush()
-
-
-# The control characters Rich's Text drops (bell, backspace, vertical tab, form feed, carriage return).
-_CONTROL = dict.fromkeys(map(ord, "\a\b\v\f\r"))
 
 
 def info(message: str) -> None:

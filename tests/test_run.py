@@ -318,26 +318,33 @@ def test_a_writer_aborts_only_runs_that_no_live_process_carries_out(tmp_path):
 
 
 CONNECT_TO_A_SILENT_SERVER = r"""
-import socket, sys
+import socket, duckdb
 import pipeline.sources.postgres_address as address
 from pipeline.sources.base import SourceError
+from pipeline.sources.postgres_markers import read_markers
 from pipeline.sources.postgres_store import PostgresStore
 server = socket.socket()
 server.bind(("127.0.0.1", 0))
 server.listen(1)  # accepts the connection, never answers
 address.CONNECT_TIMEOUT_SECONDS = 1
-try:
-    PostgresStore(f"postgresql://reader@127.0.0.1:{server.getsockname()[1]}/devshard")
-except SourceError as exc:
-    print(exc)
+url = f"postgresql://reader:s3cr3t-pw@127.0.0.1:{server.getsockname()[1]}/devshard"
+for connect in (PostgresStore, lambda url: read_markers(url, duckdb.connect())):
+    try:
+        connect(url)
+    except SourceError as exc:
+        print(exc)
 """
 
 
 def test_postgres_connections_give_up_on_a_server_that_never_answers():
+    """The store's connection and the one that reads the change markers first (pipeline/reingest.py)."""
     env = {k: v for k, v in os.environ.items() if k != "PGCONNECTTIMEOUT"}
     result = subprocess.run([sys.executable, "-c", CONNECT_TO_A_SILENT_SERVER], capture_output=True, text=True,
                             timeout=60, cwd=ROOT, env=env)
-    assert "cannot connect" in result.stdout and "timeout expired" in result.stdout, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout + result.stderr
+    assert all("cannot connect" in line and "timeout expired" in line for line in lines), result.stdout
+    assert "s3cr3t-pw" not in result.stdout + result.stderr
 
 
 BAD_CONFIGS = {

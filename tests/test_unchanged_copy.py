@@ -6,11 +6,12 @@ full ingest leaves it."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import duckdb
 import psycopg
@@ -213,30 +214,6 @@ def test_markers_do_not_depend_on_the_session_settings_of_the_reader(pg_copy, mo
         store.close()
 
 
-SILENT_SERVER = r"""
-import socket, duckdb
-import pipeline.sources.postgres_address as address
-from pipeline.sources.errors import SourceError
-from pipeline.sources.postgres_markers import read_markers
-server = socket.socket()
-server.bind(("127.0.0.1", 0))
-server.listen(1)  # accepts the connection, never answers
-address.CONNECT_TIMEOUT_SECONDS = 1
-try:
-    read_markers(f"postgresql://reader:s3cr3t-pw@127.0.0.1:{server.getsockname()[1]}/devshard", duckdb.connect())
-except SourceError as exc:
-    print(exc)
-"""
-
-
-def test_reading_the_markers_gives_up_on_a_server_that_never_answers():
-    env = {k: v for k, v in os.environ.items() if k != "PGCONNECTTIMEOUT"}
-    result = subprocess.run([sys.executable, "-c", SILENT_SERVER], capture_output=True, text=True, timeout=60,
-                            cwd=ROOT, env=env)
-    assert "cannot connect" in result.stdout and "timeout expired" in result.stdout, result.stdout + result.stderr
-    assert "s3cr3t-pw" not in result.stdout + result.stderr
-
-
 def test_cli_says_the_copy_was_not_read(pg_copy, tmp_path):
     wh = tmp_path / "w.duckdb"
     ingest(wh, pg_copy)
@@ -245,3 +222,43 @@ def test_cli_says_the_copy_was_not_read(pg_copy, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "rows written: none (its change markers are those of its last ingest: the copy was not read)" in result.stderr
     assert result.stdout == ""  # a summary: stderr only
+
+
+def test_run_reads_an_unchanged_postgres_source_by_its_markers(pg_copy, timeline, tmp_path, capsys):
+    from pipeline.runner import run_job
+
+    timeline.write_builds_toml(tmp_path / "builds.toml")
+    cfg = tmp_path / "gonka-evidence.toml"
+    cfg.write_text(f'warehouse = "{tmp_path / "w.duckdb"}"\noutput = "{tmp_path / "out"}"\nhost = "{timeline.focal_host}"\n'
+                   f'builds = "{tmp_path / "builds.toml"}"\n\n[[sources]]\nurl = "{pg_copy}"\nlabel = "host-pg"\n')
+    first = run_job(cfg, None)
+    printed_first = capsys.readouterr().out
+    second = run_job(cfg, None)
+    printed_second = capsys.readouterr().out
+    assert first.written and second.written == []
+    ingested = [line for line in printed_second.splitlines() if line.startswith("ingested ")]
+    assert len(ingested) == 1 and ingested[0].endswith("; not read: its change markers are those of its last ingest")
+    assert "0 rows written; escrows changed 0," in ingested[0]
+    assert "not read" not in printed_first
+
+
+def test_without_a_second_connection_in_the_snapshot_no_stamp_is_left(pg_copy, tmp_path):
+    """A role allowed one connection reads sequentially, and no markers can be read in the ingest's
+    snapshot: every ingest is a full one (and still a no-op on an unchanged copy)."""
+    role = f"ge_one_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_copy, autocommit=True) as pg:
+        pg.execute(f"DROP ROLE IF EXISTS {role}")
+        pg.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1")
+        pg.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    try:
+        parts = urlsplit(pg_copy)
+        url = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}"))
+        wh = tmp_path / "w.duckdb"
+        first, second = ingest(wh, url), ingest(wh, url)
+        assert first.escrows_changed > 0 and not second.markers_unchanged
+        assert second.rows == {} and second.escrows_changed == 0
+        assert frame(wh, f"SELECT count(*) AS n FROM warehouse_meta WHERE key LIKE '{STAMP_PREFIX}%'")["n"][0] == 0
+    finally:
+        with psycopg.connect(pg_copy, autocommit=True) as pg:
+            pg.execute(f"DROP OWNED BY {role}")
+            pg.execute(f"DROP ROLE {role}")

@@ -161,8 +161,8 @@ class PostgresStore:
                 self._threads.append(thread)
         return conns
 
-    def _query(self, sql: str, params: tuple = ()) -> pa.Table:
-        cur = self._conn.cursor()
+    def _query(self, sql: str, params: tuple = (), conn=None) -> pa.Table:
+        cur = (conn or self._conn).cursor()
         try:
             cur.execute(sql, params)
             return cur.fetch_arrow_table()
@@ -186,13 +186,17 @@ class PostgresStore:
         return ids[0] if ids else None
 
     def change_markers(self) -> str | None:
-        """The digest of the copy's change markers in this ingest's snapshot (pipeline/sources/postgres_markers.py);
-        None when they cannot tell a change. The last read of an ingest: it fixes the session's text formats."""
+        """The digest of the copy's change markers (pipeline/sources/postgres_markers.py) in this ingest's
+        snapshot, read on a second connection that imported it (its text formats are pinned for the
+        markers, the main connection's are left alone); None when they cannot tell a change, or when
+        no second connection shares the snapshot: markers from another moment could stand for data
+        this ingest did not read. Call it between reads (its connection also serves `read_many`)."""
         query = markers_query(self._tables)
-        if query is None:
+        conns = self._reader_connections() if query is not None else []
+        if len(conns) < 2:
             return None
-        self._query(sql_text("sources/postgres/marker_settings.sql"))
-        return markers_digest((r["part"], r["marker"]) for r in self._query(query).to_pylist())
+        self._query(sql_text("sources/postgres/marker_settings.sql"), conn=conns[1])
+        return markers_digest((r["part"], r["marker"]) for r in self._query(query, conn=conns[1]).to_pylist())
 
     def table_columns(self, table: str) -> list[str] | None:
         """Columns of any table of the database (parents and plain tables), None when absent."""
