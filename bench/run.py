@@ -21,7 +21,10 @@ here when missing), each step runs in its own child process so its peak RSS
             ingest does (it decodes them), kept as a labelled reference row
   ingest    `ingest_store` into a fresh warehouse, with the time inside reads, decode
             and derive measured by wrapping those functions
-  reingest  the same copy again into the same warehouse (nothing changed: a no-op)
+  reingest  the same copy again into the same warehouse (nothing changed: a no-op), through the full
+            path (`ingest_store`); it leaves the stamp that `reingest_cli` then stops at
+  reingest_cli  `gonka-evidence ingest` of the unchanged copy, process start to exit, median of 5:
+            it reads the copy's change markers only (pipeline/reingest.py)
   evidence  votes-by-build, epoch-summary, peer-invalidation from that warehouse
             (after `gonka-evidence builds` for the address holding the most slots) vs the
             closest SQL on the PostgreSQL copy, median of 3 runs each
@@ -744,7 +747,7 @@ LABELS = {
     "blobs_floor": "floor: COPY binary of diffs (blobs)",
     "blobs": "diff blobs → DuckDB (not stored by ingest)",
     "ingest": "full ingest (diffs + sealed rows)",
-    "reingest": "no-op re-ingest",
+    "reingest": "no-op re-ingest, full path (`ingest_store`)",
     "reingest_cli": "no-op `gonka-evidence ingest` (process start to exit)",
 }
 
