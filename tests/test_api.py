@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -114,3 +115,23 @@ def test_importing_the_api_loads_no_engine():
              "print(sorted(m for m in ('polars', 'duckdb', 'scipy', 'pyarrow') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert (result.returncode, result.stdout) == (0, "[]\n"), result.stderr
+
+
+def test_compute_derives_the_reproducing_command_when_none_is_given(warehouse, HOST):
+    # `pipeline.evidence.compute` is the library call under the API: once it required `command`.
+    from pipeline.evidence import compute
+    from pipeline.warehouse import open_sandboxed
+
+    con = open_sandboxed(warehouse)
+    try:
+        result = compute("peer-invalidation", con, host=HOST, epoch=3, by_escrow=True)
+        windowed = compute("votes-by-build", con, host=HOST, since="2026-10-23",
+                           until=dt.datetime(2026, 10, 24, 12, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+    finally:
+        con.close()
+    assert result.provenance.command == f"gonka-evidence evidence peer-invalidation --host {HOST} --epoch 3 --by-escrow"
+    assert windowed.provenance.command == (f"gonka-evidence evidence votes-by-build --host {HOST} "
+                                           "--since 2026-10-23 --until 2026-10-24T10:00:00Z")
+    with open_warehouse(warehouse) as wh:  # the API adds the warehouse it was given by name
+        assert wh.evidence("peer-invalidation", host=HOST, epoch=3, by_escrow=True).provenance.command == (
+            result.provenance.command + f" --warehouse {warehouse}")
