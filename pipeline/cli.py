@@ -371,16 +371,18 @@ def evidence(
 
 def reproducing_command(ctx: typer.Context | None = None) -> str:
     """The command line as typed, with any password redacted (it lands in provenance footers).
-    A warehouse that came from the environment (GONKA_EVIDENCE_WAREHOUSE) is added as
-    ``--warehouse W``: the command must reproduce the table where that variable is not set."""
+    A host or warehouse that came from the environment (GONKA_EVIDENCE_HOST, GONKA_EVIDENCE_WAREHOUSE)
+    is added as ``--host H`` / ``--warehouse W``: the command must reproduce the table where those
+    variables are not set."""
     import shlex
 
     from pipeline.secrets import scrub
 
     args = [scrub(a) for a in sys.argv[1:]]
-    source = ctx.get_parameter_source("warehouse") if ctx is not None else None
-    if source is not None and source.name == "ENVIRONMENT":
-        args += ["--warehouse", str(ctx.params["warehouse"])]
+    for name in ("host", "warehouse"):
+        source = ctx.get_parameter_source(name) if ctx is not None else None
+        if source is not None and source.name == "ENVIRONMENT":
+            args += [f"--{name}", str(ctx.params[name])]
     return shlex.join(["gonka-evidence", *args])
 
 
