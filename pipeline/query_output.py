@@ -288,6 +288,36 @@ def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
     return buffer.getvalue(), table.num_rows
 
 
+def to_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+    """The result as a Polars frame holding every value exactly (the Python API's `query`).
+
+    Arrow hands HUGEINT and UHUGEINT over as DECIMAL(38,0), which wraps a 39-digit value
+    around; they become Int128 and UInt128 here. Polars cannot take INTERVAL (months) or
+    UNION at all and would drop the offset of TIMETZ and read BIT and BIGNUM as bytes: those
+    columns (and nested values holding one, or a HUGEINT) are their exact text, as ``query``
+    prints them (see ``PARQUET_AS_TEXT``)."""
+    import polars as pl
+
+    kinds = [t.id for t in relation.types]
+    as_text = [_parquet_as_text(t) for t in relation.types]
+    exprs = [text_sql(i, kind) if bad else _ident(i) for i, (kind, bad) in enumerate(zip(kinds, as_text))]
+    aliases = [f"c{i}" for i in range(len(kinds))]  # result columns may share a name; Polars' may not
+    frame = pl.from_arrow(relation.project(", ".join(f"{e} AS {a}" for e, a in zip(exprs, aliases))).to_arrow_table())
+    casts = []
+    for alias, kind, bad in zip(aliases, kinds, as_text):
+        if kind in ("hugeint", "uhugeint"):
+            casts.append(pl.col(alias).cast(pl.Int128 if kind == "hugeint" else pl.UInt128))
+        elif kind in NESTED_TYPES and bad:
+            casts.append(pl.col(alias).map_elements(_json_constants_quoted, return_dtype=pl.String))
+    if casts:
+        frame = frame.with_columns(casts)
+    names = list(relation.columns)
+    if len(set(names)) < len(names):
+        raise ValueError(f"columns share a name ({', '.join(sorted({n for n in names if names.count(n) > 1}))}): "
+                         "a Polars frame needs unique names (give them aliases)")
+    return frame.rename(dict(zip(aliases, names)))
+
+
 def _parquet_as_text(dtype) -> bool:
     from duckdb.sqltypes import DuckDBPyType
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
@@ -135,3 +136,22 @@ def test_compute_derives_the_reproducing_command_when_none_is_given(warehouse, H
     with open_warehouse(warehouse) as wh:  # the API adds the warehouse it was given by name
         assert wh.evidence("peer-invalidation", host=HOST, epoch=3, by_escrow=True).provenance.command == (
             result.provenance.command + f" --warehouse {warehouse}")
+
+
+def test_query_frames_hold_every_duckdb_value_exactly(warehouse):
+    # Arrow hands HUGEINT/UHUGEINT over as DECIMAL(38,0) (39 digits wrapped: UHUGEINT's largest read -1),
+    # and Polars cannot take INTERVAL or UNION at all: the frame holds them exactly, as `query` prints them.
+    hugeint, uhugeint = 2**127 - 1, 2**128 - 1
+    sql = (f"SELECT {hugeint}::HUGEINT AS h, -{hugeint}::HUGEINT AS nh, {uhugeint}::UHUGEINT AS uh, "
+           "CAST(NULL AS HUGEINT) AS null_h, INTERVAL '1 year 2 months 3 days 04:05:06.5' AS i, "
+           "union_value(n := 2)::UNION(n INT, s VARCHAR) AS u, TIMETZ '12:34:56+05:30' AS ttz, '0101'::BIT AS bit, "
+           f"{10**50}::BIGNUM AS bn, [INTERVAL 1 day, NULL] AS li, {{'u': {uhugeint}::UHUGEINT, 'f': 'nan'::DOUBLE}} AS su, "
+           "1.50::DECIMAL(4,2) AS d, [1, NULL] AS l")
+    with open_warehouse(warehouse) as wh:
+        frame = wh.query(sql)
+    assert frame.schema["h"] == pl.Int128 and frame.schema["uh"] == pl.UInt128 and frame.schema["null_h"] == pl.Int128
+    assert frame.row(0, named=True) == {
+        "h": hugeint, "nh": -hugeint, "uh": uhugeint, "null_h": None, "i": "1 year 2 months 3 days 04:05:06.5",
+        "u": '{"n":2}', "ttz": "12:34:56+05:30", "bit": "0101", "bn": str(10**50), "li": '["1 day",null]',
+        "su": f'{{"u":{uhugeint},"f":"NaN"}}', "d": Decimal("1.50"), "l": [1, None],
+    }
