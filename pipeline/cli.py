@@ -321,8 +321,11 @@ def query(
         for q in queries.values():
             out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False, highlight=False)
         return
+    # Command lines that cannot be right: usage errors (exit 2), like a missing argument.
     if vertical and fmt is not QueryFormat.table:
-        raise QueryError("--vertical is a layout of the table format; leave out --format")
+        raise typer.BadParameter("--vertical is a layout of the table format; leave out --format", param_hint="'--vertical'")
+    if sql is None and file is None:
+        raise typer.BadParameter("give SQL, a query name (see `gonka-evidence query --list`) or --file", param_hint="'SQL'")
     text = resolve_sql(sql, file)
     if fmt is QueryFormat.parquet and output is None and sys.stdout.isatty():
         raise QueryError("parquet is binary: give --output FILE or redirect stdout")

@@ -177,3 +177,11 @@ def test_a_host_from_the_environment_is_named_in_the_reproducing_command(tmp_pat
     assert command == f"- command: `gonka-evidence evidence votes-by-build --epoch 3 --host {HOST} --warehouse {warehouse}`"
     again = cli(*command.removeprefix("- command: `gonka-evidence ").rstrip("`").split(), cwd=tmp_path)
     assert (again.returncode, again.stdout) == (0, from_env.stdout), again.stderr
+
+
+def test_query_without_sql_or_with_vertical_in_another_format_is_a_usage_error(warehouse):
+    for args in (["query"], ["query", "SELECT 1", "--vertical", "--format", "csv"]):
+        result = cli(*args, "-w", str(warehouse))
+        assert result.returncode == 2 and result.stdout == "" and "Usage: gonka-evidence query" in result.stderr, args
+        assert "Traceback" not in result.stderr
+    assert "give SQL, a query name" in " ".join(cli("query", "-w", str(warehouse)).stderr.split())
