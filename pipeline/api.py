@@ -17,7 +17,6 @@ extensions, nor change settings.
 from __future__ import annotations
 
 import os
-import shlex
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -154,22 +153,10 @@ class Warehouse:
         return render_query(self._con, sql, params, fmt, vertical=vertical, width=width)
 
     def _command(self, name: str, host: str | None, epoch, since, until, options: dict[str, Any]) -> str:
-        from pipeline.evidence import EVIDENCE
-        from pipeline.render.text import iso_utc
+        from pipeline.evidence import reproducing_command
 
-        args = ["gonka-evidence", "evidence", name]
-        for flag, value in (("--host", host), ("--epoch", epoch), ("--since", since), ("--until", until)):
-            if value is not None:
-                args += [flag, iso_utc(value) if flag in ("--since", "--until") else str(value)]
-        spec = EVIDENCE.get(name)
-        for key, value in options.items():
-            option = spec.option(key) if spec else None
-            if option is None or value is None or value is False:
-                continue  # compute() rejects an unknown option; an unset one is not on the command line
-            args += [option.flag] if option.type is bool else [option.flag, str(value)]
-        if self._named:
-            args += ["--warehouse", str(self.path)]
-        return shlex.join(args)
+        return reproducing_command(name, host, epoch=epoch, since=since, until=until,
+                                   warehouse=str(self.path) if self._named else None, **options)
 
     def close(self) -> None:
         self._con.close()

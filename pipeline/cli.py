@@ -318,8 +318,11 @@ def query(
         for q in queries.values():
             out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False, highlight=False)
         return
+    # Command lines that cannot be right: usage errors (exit 2), like a missing argument.
     if vertical and fmt is not QueryFormat.table:
-        raise QueryError("--vertical is a layout of the table format; leave out --format")
+        raise typer.BadParameter("--vertical is a layout of the table format; leave out --format", param_hint="'--vertical'")
+    if sql is None and file is None:
+        raise typer.BadParameter("give SQL, a query name (see `gonka-evidence query --list`) or --file", param_hint="'SQL'")
     text = resolve_sql(sql, file)
     if fmt is QueryFormat.parquet and output is None and sys.stdout.isatty():
         raise QueryError("parquet is binary: give --output FILE or redirect stdout")
@@ -368,16 +371,18 @@ def evidence(
 
 def reproducing_command(ctx: typer.Context | None = None) -> str:
     """The command line as typed, with any password redacted (it lands in provenance footers).
-    A warehouse that came from the environment (GONKA_EVIDENCE_WAREHOUSE) is added as
-    ``--warehouse W``: the command must reproduce the table where that variable is not set."""
+    A host or warehouse that came from the environment (GONKA_EVIDENCE_HOST, GONKA_EVIDENCE_WAREHOUSE)
+    is added as ``--host H`` / ``--warehouse W``: the command must reproduce the table where those
+    variables are not set."""
     import shlex
 
     from pipeline.secrets import scrub
 
     args = [scrub(a) for a in sys.argv[1:]]
-    source = ctx.get_parameter_source("warehouse") if ctx is not None else None
-    if source is not None and source.name == "ENVIRONMENT":
-        args += ["--warehouse", str(ctx.params["warehouse"])]
+    for name in ("host", "warehouse"):
+        source = ctx.get_parameter_source(name) if ctx is not None else None
+        if source is not None and source.name == "ENVIRONMENT":
+            args += [f"--{name}", str(ctx.params[name])]
     return shlex.join(["gonka-evidence", *args])
 
 

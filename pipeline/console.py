@@ -185,23 +185,29 @@ def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
 
 def print_description(d: SourceDescription, findings: dict[str, int] | None = None) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     out = _console(False)
-    out.print(f"[bold]{d.display}[/bold]  layout: {d.kind}  source id: {d.source_id}")
-    out.print(f"lineage id: {d.lineage_id or '– (none; the path is the source id)'}")
-    out.print(f"planes: {', '.join(d.planes)}")
-    out.print("schema versions: " + ", ".join(f"{k}={v}" for k, v in d.schema_versions.items()))
-    for where, line in d.release_lines.items():
-        out.print(f"release line ({where}): {line}")
+
+    # Paths, names and notes come from the source: printed as written (Text, never markup), each line whole.
+    def say(text: str | Text) -> None:
+        out.print(text if isinstance(text, Text) else Text(text), highlight=False, soft_wrap=True)
+
+    say(Text.assemble((d.display, "bold"), f"  layout: {d.kind}  source id: {d.source_id}"))
+    say(f"lineage id: {d.lineage_id or '– (none; the path is the source id)'}")
+    say(f"planes: {', '.join(d.planes)}")
+    say("schema versions: " + ", ".join(f"{k}={v}" for k, v in d.schema_versions.items()))
+    for where, release_line in d.release_lines.items():
+        say(f"release line ({where}): {release_line}")
     if d.snapshots:
-        out.print(f"snapshots: {d.snapshots}")
+        say(f"snapshots: {d.snapshots}")
     if findings is not None:
-        out.print(
+        say(
             f"in the warehouse: {findings['seal_conflicts']:,} sealed rows disagree with another copy "
             f"({findings['drained_conflicts']:,} of drained records; see replay_disagreements and quarantine), "
             f"{findings['snapshot_disagreements']:,} checkpoint slots disagree with the diff log or the ledger "
             "(query snapshot_host_stats_check)")
-    out.print(f"epochs: {', '.join(map(str, d.epochs)) or 'none'}")
+    say(f"epochs: {', '.join(map(str, d.epochs)) or 'none'}")
     epochs = sorted({e for t in d.tables for e in t.rows_by_epoch if e is not None})
     table = Table()
     table.add_column("table")
@@ -217,11 +223,11 @@ def print_description(d: SourceDescription, findings: dict[str, int] | None = No
             notes.append("extra " + "; ".join(t.extra_columns))
         cells = [f"{t.rows_by_epoch[e]:,}" if e in t.rows_by_epoch else "" for e in epochs]
         unscoped = t.rows_by_epoch.get(None)
-        table.add_row(t.name, *cells, "" if unscoped is None else f"{unscoped:,}", "; ".join(notes))
+        table.add_row(Text(t.name), *cells, "" if unscoped is None else f"{unscoped:,}", Text("; ".join(notes)))
     out.print(table)
     if d.unrecognised:
-        out.print("[bold]unrecognised:[/bold]")
+        say(Text("unrecognised:", "bold"))
         for u in d.unrecognised:
-            out.print(f"  - {u}")
+            say(f"  - {u}")
     else:
-        out.print("unrecognised: nothing")
+        say("unrecognised: nothing")

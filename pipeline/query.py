@@ -13,7 +13,6 @@ import polars as pl
 from pipeline import query_output
 from pipeline.paths import SQL_DIR
 from pipeline.query_output import QueryFormat
-from pipeline.warehouse import fetch_frame
 
 QUERIES_DIR = SQL_DIR / "queries"
 HEADER = re.compile(r"^--\s*(name|description|params):\s*(.*)$")
@@ -81,9 +80,13 @@ def _bound(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> 
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> pl.DataFrame:
+    """The result of ``sql`` as a Polars frame, every value exact (see `query_output.to_frame`)."""
     try:
-        return fetch_frame(con, sql, _bound(con, sql, params))
-    except duckdb.Error as exc:
+        relation = con.sql(sql, params=_bound(con, sql, params))
+        if relation is None:
+            raise QueryError("the statement returned no result to show (only queries do)")
+        return query_output.to_frame(relation)
+    except (duckdb.Error, ValueError) as exc:
         raise QueryError(str(exc).splitlines()[0]) from None
 
 

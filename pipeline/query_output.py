@@ -83,11 +83,16 @@ def _ident(index: int) -> str:
     return f"#{index + 1}"
 
 
-def text_sql(index: int, kind: str) -> str:
-    """The DuckDB expression that renders column ``index`` as exact text."""
+def text_sql(index: int, kind: str, dtype: duckdb.sqltypes.DuckDBPyType | None = None) -> str:
+    """The DuckDB expression that renders column ``index`` (of type ``dtype``) as exact text."""
     ref = _ident(index)
     if kind in NESTED_TYPES:
-        return f"CAST(to_json({ref}) AS VARCHAR)"
+        leaves = _nested_leaves_sql(ref, dtype) if dtype is not None else None
+        return f"CAST(to_json({leaves or ref}) AS VARCHAR)"
+    return _scalar_text_sql(ref, kind)
+
+
+def _scalar_text_sql(ref: str, kind: str) -> str:
     if kind == ZONED_TIMESTAMP:
         return rf"regexp_replace(CAST({ref} AS VARCHAR), '^(\d+-\d\d-\d\d) (\d[^+]*)\+00$', '\1T\2Z')"
     if kind == "decimal":  # DuckDB writes DECIMAL(1,1) zero as ".0": not a JSON number
@@ -97,10 +102,51 @@ def text_sql(index: int, kind: str) -> str:
     return f"CAST({ref} AS VARCHAR)"
 
 
+def _nested_leaves_sql(expr: str, dtype, depth: int = 0) -> str | None:
+    """``expr`` (a nested value) with the leaves that to_json would write unlike their top-level text
+    rewritten: timestamps as their ISO-8601 text, REALs as the DOUBLE of their shortest text (to_json
+    widens 0.1 to 0.10000000149011612). None when no leaf needs it (UNION members are left as they are)."""
+    from duckdb.sqltypes import DuckDBPyType
+
+    kind = dtype.id
+    if kind == ZONED_TIMESTAMP or kind in NAIVE_TIMESTAMPS:
+        return _scalar_text_sql(expr, kind)
+    if kind == "float":
+        return f"CAST(CAST({expr} AS VARCHAR) AS DOUBLE)"
+    if kind not in ("list", "array", "struct", "map"):
+        return None
+    children = [(name, child) for name, child in dtype.children if isinstance(child, DuckDBPyType)]
+    var = f"__v{depth}"  # the lambda's variable, one per level
+    if kind in ("list", "array"):
+        inner = _nested_leaves_sql(var, children[0][1], depth + 1)
+        return None if inner is None else f"list_transform({expr}, lambda {var}: {inner})"
+    if kind == "map":
+        key, value = (f"struct_extract({var}, '{part}')" for part in ("key", "value"))
+        new_key, new_value = (_nested_leaves_sql(e, child, depth + 1) for e, (_, child) in zip((key, value), children))
+        if new_key is None and new_value is None:
+            return None
+        return (f"map_from_entries(list_transform(map_entries({expr}), lambda {var}: "
+                f"struct_pack(key := {new_key or key}, value := {new_value or value})))")
+    fields = [(name, f"struct_extract({expr}, {_sql_string(name)})") for name, _ in children]
+    rewritten = [_nested_leaves_sql(field, child, depth + 1) for (_, field), (_, child) in zip(fields, children)]
+    if all(r is None for r in rewritten):
+        return None
+    packed = ", ".join(f"{_sql_ident(name)} := {r or field}" for (name, field), r in zip(fields, rewritten))
+    return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({packed}) END"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _sql_ident(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
 def fetch_cells(relation: duckdb.DuckDBPyRelation) -> Cells:
     """Run ``relation`` once and return its cells as exact text."""
     kinds = [t.id for t in relation.types]
-    projection = relation.project(", ".join(text_sql(i, kind) for i, kind in enumerate(kinds)))
+    projection = relation.project(", ".join(text_sql(i, kind, t) for i, (kind, t) in enumerate(zip(kinds, relation.types))))
     rows = projection.fetchall()
     nested = [i for i, kind in enumerate(kinds) if kind in NESTED_TYPES]
     if nested:
@@ -269,7 +315,7 @@ def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
 
     kinds = [t.id for t in relation.types]
     as_text = [_parquet_as_text(t) for t in relation.types]
-    exprs = [text_sql(i, kind) if bad else _ident(i) for i, (kind, bad) in enumerate(zip(kinds, as_text))]
+    exprs = [text_sql(i, kind, t) if bad else _ident(i) for i, (kind, t, bad) in enumerate(zip(kinds, relation.types, as_text))]
     table = relation.project(", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))).to_arrow_table()
     columns = []
     for i, kind in enumerate(kinds):
@@ -286,6 +332,36 @@ def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
     buffer = io.BytesIO()
     pq.write_table(pa.Table.from_arrays(columns, names=list(relation.columns)), buffer)
     return buffer.getvalue(), table.num_rows
+
+
+def to_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+    """The result as a Polars frame holding every value exactly (the Python API's `query`).
+
+    Arrow hands HUGEINT and UHUGEINT over as DECIMAL(38,0), which wraps a 39-digit value
+    around; they become Int128 and UInt128 here. Polars cannot take INTERVAL (months) or
+    UNION at all and would drop the offset of TIMETZ and read BIT and BIGNUM as bytes: those
+    columns (and nested values holding one, or a HUGEINT) are their exact text, as ``query``
+    prints them (see ``PARQUET_AS_TEXT``)."""
+    import polars as pl
+
+    kinds = [t.id for t in relation.types]
+    as_text = [_parquet_as_text(t) for t in relation.types]
+    exprs = [text_sql(i, kind, t) if bad else _ident(i) for i, (kind, t, bad) in enumerate(zip(kinds, relation.types, as_text))]
+    aliases = [f"c{i}" for i in range(len(kinds))]  # result columns may share a name; Polars' may not
+    frame = pl.from_arrow(relation.project(", ".join(f"{e} AS {a}" for e, a in zip(exprs, aliases))).to_arrow_table())
+    casts = []
+    for alias, kind, bad in zip(aliases, kinds, as_text):
+        if kind in ("hugeint", "uhugeint"):
+            casts.append(pl.col(alias).cast(pl.Int128 if kind == "hugeint" else pl.UInt128))
+        elif kind in NESTED_TYPES and bad:
+            casts.append(pl.col(alias).map_elements(_json_constants_quoted, return_dtype=pl.String))
+    if casts:
+        frame = frame.with_columns(casts)
+    names = list(relation.columns)
+    if len(set(names)) < len(names):
+        raise ValueError(f"columns share a name ({', '.join(sorted({n for n in names if names.count(n) > 1}))}): "
+                         "a Polars frame needs unique names (give them aliases)")
+    return frame.rename(dict(zip(aliases, names)))
 
 
 def _parquet_as_text(dtype) -> bool:

@@ -298,7 +298,8 @@ def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
 
     for name in ("epoch-summary", "votes-by-build", "peer-invalidation"):
         command = f"gonka-evidence evidence {name} --host {host}"
-        out.print(render(compute(name, con, host=host, command=command), "markdown"), markup=False)
+        # soft_wrap: a log file gets each Markdown line whole, however wide (the console wraps at 200 off a terminal)
+        out.print(render(compute(name, con, host=host, command=command), "markdown"), markup=False, highlight=False, soft_wrap=True)
         out.print()
 
 

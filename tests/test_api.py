@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
@@ -114,3 +116,42 @@ def test_importing_the_api_loads_no_engine():
              "print(sorted(m for m in ('polars', 'duckdb', 'scipy', 'pyarrow') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert (result.returncode, result.stdout) == (0, "[]\n"), result.stderr
+
+
+def test_compute_derives_the_reproducing_command_when_none_is_given(warehouse, HOST):
+    # `pipeline.evidence.compute` is the library call under the API: once it required `command`.
+    from pipeline.evidence import compute
+    from pipeline.warehouse import open_sandboxed
+
+    con = open_sandboxed(warehouse)
+    try:
+        result = compute("peer-invalidation", con, host=HOST, epoch=3, by_escrow=True)
+        windowed = compute("votes-by-build", con, host=HOST, since="2026-10-23",
+                           until=dt.datetime(2026, 10, 24, 12, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+    finally:
+        con.close()
+    assert result.provenance.command == f"gonka-evidence evidence peer-invalidation --host {HOST} --epoch 3 --by-escrow"
+    assert windowed.provenance.command == (f"gonka-evidence evidence votes-by-build --host {HOST} "
+                                           "--since 2026-10-23 --until 2026-10-24T10:00:00Z")
+    with open_warehouse(warehouse) as wh:  # the API adds the warehouse it was given by name
+        assert wh.evidence("peer-invalidation", host=HOST, epoch=3, by_escrow=True).provenance.command == (
+            result.provenance.command + f" --warehouse {warehouse}")
+
+
+def test_query_frames_hold_every_duckdb_value_exactly(warehouse):
+    # Arrow hands HUGEINT/UHUGEINT over as DECIMAL(38,0) (39 digits wrapped: UHUGEINT's largest read -1),
+    # and Polars cannot take INTERVAL or UNION at all: the frame holds them exactly, as `query` prints them.
+    hugeint, uhugeint = 2**127 - 1, 2**128 - 1
+    sql = (f"SELECT {hugeint}::HUGEINT AS h, -{hugeint}::HUGEINT AS nh, {uhugeint}::UHUGEINT AS uh, "
+           "CAST(NULL AS HUGEINT) AS null_h, INTERVAL '1 year 2 months 3 days 04:05:06.5' AS i, "
+           "union_value(n := 2)::UNION(n INT, s VARCHAR) AS u, TIMETZ '12:34:56+05:30' AS ttz, '0101'::BIT AS bit, "
+           f"{10**50}::BIGNUM AS bn, [INTERVAL 1 day, NULL] AS li, {{'u': {uhugeint}::UHUGEINT, 'f': 'nan'::DOUBLE}} AS su, "
+           "1.50::DECIMAL(4,2) AS d, [1, NULL] AS l")
+    with open_warehouse(warehouse) as wh:
+        frame = wh.query(sql)
+    assert frame.schema["h"] == pl.Int128 and frame.schema["uh"] == pl.UInt128 and frame.schema["null_h"] == pl.Int128
+    assert frame.row(0, named=True) == {
+        "h": hugeint, "nh": -hugeint, "uh": uhugeint, "null_h": None, "i": "1 year 2 months 3 days 04:05:06.5",
+        "u": '{"n":2}', "ttz": "12:34:56+05:30", "bit": "0101", "bn": str(10**50), "li": '["1 day",null]',
+        "su": f'{{"u":{uhugeint},"f":"NaN"}}', "d": Decimal("1.50"), "l": [1, None],
+    }

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -74,6 +77,18 @@ def test_doctor_describes_a_sqlite_store_without_writing(sqlite_copy, tmp_path):
     assert "missing epoch_1.db: version, imported_nonce" in out
     assert "planes: session storage" in out and "payloads" in out
     assert not list(tmp_path.glob("*.duckdb"))
+
+
+def test_doctor_prints_names_as_written(sqlite_copy):
+    # A path (and the source id made from it) is data: "[bold]" in it is not Rich markup, and a
+    # long one is not wrapped over lines when stdout is not a terminal.
+    store = sqlite_copy(3, name="copy-[bold]x-" + "y" * 150)
+    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "doctor", str(store)], capture_output=True, text=True,
+                            timeout=300, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"{store}  layout: sqlite  source id: sqlite:{store.name}"
+    assert lines[1] == "lineage id: – (none; the path is the source id)"
 
 
 def test_doctor_describes_a_postgres_copy(pg_copy, timeline):

@@ -166,3 +166,22 @@ def test_query_and_evidence_take_host_and_warehouse_from_the_config(tmp_path, wa
     assert bare.returncode == 1 and "needs --host" in bare.stderr
     missing = cli("query", "SELECT 1", "--config", str(tmp_path / "nope.toml"), cwd=elsewhere)
     assert missing.returncode == 1 and "no such config file" in missing.stderr
+
+
+def test_a_host_from_the_environment_is_named_in_the_reproducing_command(tmp_path, warehouse):
+    # As a warehouse from GONKA_EVIDENCE_WAREHOUSE is: the footer must reproduce the table without the variable.
+    from_env = cli("evidence", "votes-by-build", "--epoch", "3", env={"GONKA_EVIDENCE_HOST": HOST, "GONKA_EVIDENCE_WAREHOUSE": str(warehouse)},
+                   cwd=tmp_path)
+    assert from_env.returncode == 0, from_env.stderr
+    (command,) = [line for line in from_env.stdout.splitlines() if line.startswith("- command: ")]
+    assert command == f"- command: `gonka-evidence evidence votes-by-build --epoch 3 --host {HOST} --warehouse {warehouse}`"
+    again = cli(*command.removeprefix("- command: `gonka-evidence ").rstrip("`").split(), cwd=tmp_path)
+    assert (again.returncode, again.stdout) == (0, from_env.stdout), again.stderr
+
+
+def test_query_without_sql_or_with_vertical_in_another_format_is_a_usage_error(warehouse):
+    for args in (["query"], ["query", "SELECT 1", "--vertical", "--format", "csv"]):
+        result = cli(*args, "-w", str(warehouse))
+        assert result.returncode == 2 and result.stdout == "" and "Usage: gonka-evidence query" in result.stderr, args
+        assert "Traceback" not in result.stderr
+    assert "give SQL, a query name" in " ".join(cli("query", "-w", str(warehouse)).stderr.split())

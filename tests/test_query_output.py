@@ -353,6 +353,26 @@ def test_timestamps_are_iso_8601_with_z_only_when_zoned(sandbox):
     ]
 
 
+def test_nested_timestamps_and_reals_read_as_they_do_at_the_top(sandbox):
+    # to_json writes a nested timestamp as DuckDB's text ("2026-10-23 08:00:00+00") and widens a nested
+    # REAL to DOUBLE (0.10000000149011612): inside a list, struct or map they read as they do alone.
+    sql = ("SELECT [TIMESTAMPTZ '2026-10-23 10:00:00.25+02', NULL] AS l, "
+           "{'at': TIMESTAMP '2026-10-23 08:00:00', 'ns': [TIMESTAMP_NS '2026-10-23 08:00:00.123456789'], 'r': 0.1::REAL, "
+           "'\"q\" x': ['nan'::REAL]} AS s, "
+           "MAP {TIMESTAMPTZ '2026-10-23 08:00:00+00': [0.1::REAL]} AS m, [[TIMESTAMP '2026-10-23 08:00:00.5']]::TIMESTAMP[][1] AS a, "
+           "CAST(NULL AS STRUCT(t TIMESTAMP)) AS n")
+    top = json.loads(render_query(sandbox, "SELECT TIMESTAMPTZ '2026-10-23 10:00:00.25+02' AS z, 0.1::REAL AS r", {}, QueryFormat.json).data)[0]
+    assert (top["z"], top["r"]) == ("2026-10-23T08:00:00.25Z", 0.1)
+    assert json.loads(render_query(sandbox, sql, {}, QueryFormat.json).data) == [{
+        "l": ["2026-10-23T08:00:00.25Z", None],
+        "s": {"at": "2026-10-23T08:00:00", "ns": ["2026-10-23T08:00:00.123456789"], "r": 0.1, '"q" x': ["NaN"]},
+        "m": {"2026-10-23T08:00:00Z": [0.1]}, "a": [["2026-10-23T08:00:00.5"]], "n": None,
+    }]
+    csv = render_query(sandbox, sql, {}, QueryFormat.csv).data.splitlines()[1]
+    assert '""2026-10-23T08:00:00.25Z""' in csv and '""r"":0.1,' in csv
+    assert '"2026-10-23T08:00:00Z"' in render_query(sandbox, sql, {}, QueryFormat.table, vertical=True).data
+
+
 def test_csv_tells_null_from_the_empty_string_and_nests_as_json(sandbox):
     sql = "SELECT NULL::VARCHAR AS a, '' AS b, {'k': [1, 2]} AS c, MAP {'x': 'y'} AS d, 'a,\"b\"' AS e"
     assert render_query(sandbox, sql, {}, QueryFormat.csv).data == 'a,b,c,d,e\n,"","{""k"":[1,2]}","{""x"":""y""}","a,""b"""'

@@ -498,5 +498,9 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
     assert any("per-epoch summary" in line for line in verbose)
     assert any(line.startswith("### ") for line in verbose) and any(line.startswith("| ") for line in verbose)
     assert not BOX_DRAWING & set("".join(verbose))  # a log file gets plain columns
+    # Nothing wraps in a log file: every Markdown row is whole on its line, however wide.
+    table_lines = [line for line in verbose if line.startswith("| ")]
+    assert all(line.endswith(" |") for line in table_lines), [line for line in table_lines if not line.endswith(" |")]
+    assert any(len(line) > 200 and "output_tokens" in line for line in table_lines)
 
     assert run("--quiet") == []

@@ -1,8 +1,7 @@
 """Evidence tables: one module per table, each registering an `EvidenceSpec` (see `spec.py`).
 
     from pipeline.evidence import compute
-    result = compute("votes-by-build", con, host="gonka1…", epoch=437,
-                     command="gonka-evidence evidence votes-by-build --host gonka1… --epoch 437")
+    result = compute("votes-by-build", con, host="gonka1…", epoch=437)
 
 `compute` checks the request against the table's spec, runs the table on the warehouse views
 and attaches the provenance footer. User errors raise `EvidenceError` with a one-line message.
@@ -35,14 +34,14 @@ def compute(
     epoch: int | str | None = None,
     since: dt.datetime | str | None = None,
     until: dt.datetime | str | None = None,
-    command: str,
+    command: str | None = None,
     **options: Any,
 ) -> EvidenceResult:
     """The evidence table `name` for `host` over all data, one epoch, or ``[since, until)``.
 
     ``since``/``until`` are datetimes or ISO-8601 strings (naive = UTC) and go together;
     ``epoch`` excludes them. ``command`` is the exact command line that reproduces the table
-    (provenance footer). Other keyword options are the table's own (its spec's ``options``,
+    (provenance footer); without it, the one `reproducing_command` derives from the arguments. Other keyword options are the table's own (its spec's ``options``,
     e.g. ``by_escrow``, ``all_participants``, ``compare``, ``detail``, ``by``); unset ones
     (None or False) are ignored, a set one the table does not declare is a user error.
     """
@@ -59,9 +58,34 @@ def compute(
         if spec.option(key) is None:
             raise EvidenceError(f"--{key.replace('_', '-')} is not available for {name}")
     result = spec.compute(con, host, window, **chosen)
+    if command is None:
+        command = reproducing_command(name, host, epoch=epoch, since=since, until=until, **chosen)
     result.provenance = provenance(con, window, command)
     return result
 
 
+def reproducing_command(name: str, host: str | None, *, epoch: int | str | None = None, since: Any = None,
+                        until: Any = None, warehouse: str | None = None, **options: Any) -> str:
+    """The `gonka-evidence evidence` command line that computes table `name` with these arguments:
+    the window's times in UTC, the set table options by their flags, `--warehouse` when given."""
+    import shlex
+
+    from pipeline.render.text import iso_utc
+
+    args = ["gonka-evidence", "evidence", name]
+    for flag, value in (("--host", host), ("--epoch", epoch), ("--since", since), ("--until", until)):
+        if value is not None:
+            args += [flag, iso_utc(value) if flag in ("--since", "--until") else str(value)]
+    spec = EVIDENCE.get(name)
+    for key, value in options.items():
+        option = spec.option(key) if spec else None
+        if option is None or value is None or value is False:
+            continue  # compute() rejects an unknown option; an unset one is not on the command line
+        args += [option.flag] if option.type is bool else [option.flag, str(value)]
+    if warehouse is not None:
+        args += ["--warehouse", str(warehouse)]
+    return shlex.join(args)
+
+
 __all__ = ["EVIDENCE", "EvidenceError", "EvidenceResult", "EvidenceSpec", "Option", "Provenance", "ReportContext",
-           "ReportSection", "Window", "compute"]
+           "ReportSection", "Window", "compute", "reproducing_command"]
