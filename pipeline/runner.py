@@ -52,6 +52,7 @@ from pipeline.warehouse import WarehouseError, abort_abandoned_runs, fetch_frame
 # Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
 BOOKKEEPING_TABLES = ("ingest_runs", "warehouse_meta")
 BOOKKEEPING_COLUMNS = ("run_id",)
+REPORTS_TABLE = "epoch_reports_t"  # the one table the reports step writes
 
 
 @dataclass
@@ -207,21 +208,27 @@ def _remove(path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def content_stamp(con: duckdb.DuckDBPyConnection) -> str:
-    """A hash of every stored row except run bookkeeping (the run tables, and the ``run_id`` that
-    upserts stamp on rows they rewrite unchanged): equal stamps mean equal data."""
+def content_parts(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Per table (all, or `tables`): its row count and a hash of its rows, except run bookkeeping (the
+    run tables, and the ``run_id`` that upserts stamp on rows they rewrite unchanged). Equal parts
+    mean equal data."""
     columns = fetch_frame(con, """
         SELECT table_name, list(column_name ORDER BY column_index) AS columns FROM duckdb_columns()
         WHERE schema_name = 'main' AND table_name IN (SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main')
         GROUP BY ALL ORDER BY table_name""")
-    parts = []
+    parts = {}
     for name, cols in columns.iter_rows():
-        if name in BOOKKEEPING_TABLES:
+        if name in BOOKKEEPING_TABLES or (tables is not None and name not in tables):
             continue
         kept = ", ".join(f'"{c}"' for c in cols if c not in BOOKKEEPING_COLUMNS)
         n, h = con.sql(f'SELECT count(*), coalesce(sum(hash({kept})::HUGEINT), 0) FROM "{name}"').fetchall()[0]
-        parts.append(f"{name}:{n}:{h}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+        parts[name] = f"{n}:{h}"
+    return parts
+
+
+def _digest(parts: dict[str, str]) -> str:
+    """`content_parts` as one hash."""
+    return hashlib.sha256("\n".join(f"{name}:{part}" for name, part in sorted(parts.items())).encode()).hexdigest()
 
 
 # --- the job --------------------------------------------------------------------------------------------
@@ -263,7 +270,7 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
 
     con = open_for_write(staged.path, abort_abandoned=False)
     try:
-        before = content_stamp(con)
+        before = content_parts(con)
         # Not data, so not in the stamp; but a correction worth publishing.
         aborted = abort_abandoned_runs(con)
         if aborted:
@@ -277,11 +284,13 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
             print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
             if cfg.host:
                 print_host_evidence(con, cfg.host)
+        data = content_parts(con)  # what the reports are built from
         if cfg.host:
-            write_due_reports(con, cfg, outcome)
+            write_due_reports(con, cfg, outcome, data)
         else:
             run_line("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
-        changed = aborted > 0 or content_stamp(con) != before
+        # The reports write only their own table: the rest was hashed above.
+        changed = aborted > 0 or data | content_parts(con, (REPORTS_TABLE,)) != before
         con.execute("CHECKPOINT")
     finally:
         con.close()
@@ -303,8 +312,23 @@ def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
         out.print()
 
 
-def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: RunOutcome) -> None:
-    """Reports of epochs closed since the last report; the newest closed one again if its content changed."""
+def report_inputs(con: duckdb.DuckDBPyConnection, cfg: RunConfig, data: dict[str, str], warehouse_arg: str | None) -> str:
+    """A digest of everything a report is built from: the data (`content_parts` without the reports'
+    own table), the data clock, the host, the finality lag, the warehouse named in its commands and
+    the pipeline version. A report built from equal inputs says the same."""
+    from pipeline import __version__
+
+    clock = con.execute("SELECT max(copy_at) FROM ingest_runs WHERE status = 'ok'").fetchall()[0][0]
+    facts = [_digest({k: v for k, v in data.items() if k != REPORTS_TABLE}), str(clock), cfg.host or "",
+             str(cfg.finality_lag_delta.total_seconds()), warehouse_arg or "", __version__]
+    return hashlib.sha256("\0".join(facts).encode()).hexdigest()
+
+
+def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: RunOutcome,
+                      data: dict[str, str] | None = None) -> None:
+    """Reports of epochs closed since the last report; the newest closed one again if its content
+    changed, which is only looked at when its inputs (`report_inputs`; `data`: the warehouse's
+    `content_parts` now) differ from those it was last built from."""
     from pipeline.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
 
     lag = cfg.finality_lag_delta
@@ -314,19 +338,23 @@ def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: R
         return
     done = {
         r["epoch_id"]: r
-        for r in fetch_frame(con, "SELECT * FROM epoch_reports WHERE host = $host", {"host": cfg.host}).iter_rows(named=True)
+        for r in fetch_frame(con, f"SELECT * FROM {REPORTS_TABLE} WHERE host = $host", {"host": cfg.host}).iter_rows(named=True)
     }
     newest = closed["epoch_id"].max()
     warehouse_arg = None if cfg.warehouse == DEFAULT_WAREHOUSE else str(cfg.warehouse)
+    inputs = report_inputs(con, cfg, data if data is not None else content_parts(con), warehouse_arg)
     for row in closed.iter_rows(named=True):
         epoch = row["epoch_id"]
         previous = done.get(epoch)
         on_disk = previous is not None and (Path(previous["report_dir"]) / "report.md").exists()
-        if previous is not None and on_disk and epoch != newest:
+        if previous is not None and on_disk and (epoch != newest or previous["inputs"] == inputs):
             continue
         report = build_epoch_report(con, epoch, cfg.host, finality_lag=cfg.finality_lag_delta, warehouse_arg=warehouse_arg)
         stamp = fingerprint(report)
         if previous is not None and on_disk and previous["fingerprint"] == stamp:
+            with transaction(con):  # the same report from other inputs: the next run need not build it again
+                con.execute(f"UPDATE {REPORTS_TABLE} SET inputs = $inputs WHERE host = $host AND epoch_id = $epoch",
+                            {"inputs": inputs, "host": cfg.host, "epoch": epoch})
             continue
         try:
             path = write_epoch_report(report, cfg.output)
@@ -335,13 +363,13 @@ def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: R
                            f"{NOTHING_REPLACED}") from None
         with transaction(con):
             con.execute(
-                "INSERT INTO epoch_reports_t (host, epoch_id, closed_at, closed_by, report_dir, fingerprint, written_at, rewrites) "
-                "VALUES ($host, $epoch, $closed_at, $closed_by, $dir, $fp, now(), 0) "
+                "INSERT INTO epoch_reports_t (host, epoch_id, closed_at, closed_by, report_dir, fingerprint, written_at, "
+                "rewrites, inputs) VALUES ($host, $epoch, $closed_at, $closed_by, $dir, $fp, now(), 0, $inputs) "
                 "ON CONFLICT (host, epoch_id) DO UPDATE SET closed_at = excluded.closed_at, closed_by = excluded.closed_by, "
                 "report_dir = excluded.report_dir, fingerprint = excluded.fingerprint, written_at = excluded.written_at, "
-                "rewrites = epoch_reports_t.rewrites + 1",
+                "rewrites = epoch_reports_t.rewrites + 1, inputs = excluded.inputs",
                 {"host": cfg.host, "epoch": epoch, "closed_at": row["closed_at"], "closed_by": row["closed_by"],
-                 "dir": str(path.resolve()), "fp": stamp},
+                 "dir": str(path.resolve()), "fp": stamp, "inputs": inputs},
             )
         (outcome.rewritten if previous is not None else outcome.written).append(epoch)
 

@@ -9,6 +9,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
@@ -77,6 +78,35 @@ def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tm
     assert "raw logprobs (relabelled)" in (tmp_path / "out/epoch-3/report.md").read_text()
     assert "relabelled" not in (tmp_path / "out/epoch-2/report.md").read_text()
     assert frame(wh, "SELECT rewrites FROM epoch_reports WHERE epoch_id = 3")["rewrites"][0] == 1
+
+
+def test_a_run_builds_the_newest_report_again_only_when_its_inputs_moved(tmp_path, timeline, monkeypatch):
+    """The newest closed epoch's report is built again to see whether it changed only when what it is
+    built from moved (data, data clock, host, lag, warehouse, version); a run whose inputs are those of
+    the last build builds nothing. A warehouse from before the inputs were kept builds once, keeps them."""
+    import pipeline.report
+
+    built: list[int] = []
+    real = pipeline.report.build_epoch_report
+    monkeypatch.setattr(pipeline.report, "build_epoch_report", lambda con, epoch, *a, **k: built.append(epoch) or real(con, epoch, *a, **k))
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 3)
+    wh = tmp_path / "wh" / "warehouse.duckdb"
+    assert run_job(cfg, None).written == [1, 2] and built == [1, 2]
+    assert run_job(cfg, None).published is False and built == [1, 2]  # same inputs: nothing built
+
+    con = duckdb.connect(str(wh))  # a warehouse written before the inputs were kept
+    con.execute("UPDATE epoch_reports_t SET inputs = NULL")
+    con.close()
+    again = run_job(cfg, None)
+    assert (again.written, again.rewritten, again.published) == ([], [], True) and built == [1, 2, 2]
+    assert frame(wh, "SELECT count(*) AS n FROM epoch_reports_t WHERE inputs IS NULL")["n"][0] == 1  # epoch 1: not the newest
+    assert run_job(cfg, None).published is False and built == [1, 2, 2]
+
+    monkeypatch.setenv("GONKA_EVIDENCE_FINALITY_LAG", "7h")  # another input: built again (epoch 2 closes an hour later)
+    lag = run_job(cfg, None)
+    assert (lag.written, lag.rewritten) == ([], [2]) and built == [1, 2, 2, 2]
+    assert run_job(cfg, None).published is False and built == [1, 2, 2, 2]
 
 
 def test_finality_lag_decides_epochs_with_an_unsettled_escrow(tmp_path, timeline, monkeypatch):

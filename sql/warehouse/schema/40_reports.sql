@@ -5,3 +5,6 @@ CREATE TABLE IF NOT EXISTS epoch_reports_t (
   host VARCHAR NOT NULL, epoch_id BIGINT NOT NULL, closed_at TIMESTAMPTZ, closed_by VARCHAR,
   report_dir VARCHAR NOT NULL, fingerprint VARCHAR NOT NULL, written_at TIMESTAMPTZ NOT NULL,
   rewrites BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (host, epoch_id));
+-- A digest of what the report was last built from (pipeline/runner.py `report_inputs`): a run does not
+-- build the newest closed epoch's report again to compare it while its inputs are the same.
+ALTER TABLE epoch_reports_t ADD COLUMN IF NOT EXISTS inputs VARCHAR;
