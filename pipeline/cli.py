@@ -216,12 +216,19 @@ def ingest(
     from pipeline.reingest import ingest_source
     from pipeline.warehouse import open_for_write
 
-    con = open_for_write(warehouse)
+    opened = []  # the warehouse, opened once the source has answered (a bad source leaves none behind)
+
+    def connection():
+        if not opened:
+            opened.append(open_for_write(warehouse))
+        return opened[0]
+
     try:
         with ingest_progress() as progress:
-            summary = ingest_source(con, source, label=label, progress=progress)
+            summary = ingest_source(connection, source, label=label, progress=progress)
     finally:
-        con.close()
+        for con in opened:
+            con.close()
     print_ingest_summary(summary)
     # The warehouse and the source are closed: the process can end without the interpreter's
     # teardown (a sixth of a no-op ingest's CPU; pipeline/entry.py).

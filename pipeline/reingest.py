@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Union
 
 import duckdb
 
@@ -43,21 +43,27 @@ STAMP_PREFIX = "unchanged:"  # + source id: the warehouse_meta key of a source's
 Progress = Callable[[str, int, int], None]  # (task description, advance, total), as pipeline/ingest.py
 
 
-def ingest_source(con: duckdb.DuckDBPyConnection, spec: str, label: str | None = None,
+Warehouse = Union[duckdb.DuckDBPyConnection, Callable[[], duckdb.DuckDBPyConnection]]
+
+
+def ingest_source(warehouse: Warehouse, spec: str, label: str | None = None,
                   progress: Progress | None = None) -> IngestSummary:
     """Ingest the copy that `spec` names (a postgresql:// URL, `postgres`, or a SQLite store directory):
-    recorded as unchanged when its stamp says so, else through the full ingest."""
+    recorded as unchanged when its stamp says so, else through the full ingest. `warehouse` is the
+    warehouse connection, or what opens it: it is opened once the source has answered, so that a
+    source that cannot be read leaves no new warehouse behind."""
+    connect = warehouse if callable(warehouse) else (lambda: warehouse)
     if is_postgres(spec):
         from pipeline.sources.postgres_markers import read_markers
 
-        markers = read_markers(spec, con)
-        if markers is not None and (summary := ingest_unchanged(con, markers, label)) is not None:
+        markers = read_markers(spec, connect)
+        if markers is not None and (summary := ingest_unchanged(connect(), markers, label)) is not None:
             return summary
     from pipeline.ingest import ingest_store
 
     store = open_store(spec)
     try:
-        return ingest_store(con, store, label=label, progress=progress)
+        return ingest_store(connect(), store, label=label, progress=progress)
     finally:
         store.close()
 

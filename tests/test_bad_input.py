@@ -26,6 +26,7 @@ def _one_line_error(result) -> str:
 def test_unreachable_server(tmp_path):
     line = _one_line_error(cli("ingest", "postgresql://someone@127.0.0.1:1/x", "-w", str(tmp_path / "w.duckdb")))
     assert "cannot connect" in line
+    assert not (tmp_path / "w.duckdb").exists()  # a source that cannot be read leaves no new warehouse
 
 
 def test_wrong_password_is_never_shown(tmp_path, pg_database, pg_server):
@@ -56,6 +57,7 @@ def test_directory_that_is_not_a_store(tmp_path):
 def test_missing_source(tmp_path):
     line = _one_line_error(cli("ingest", str(tmp_path / "nope"), "-w", str(tmp_path / "w.duckdb")))
     assert "no such directory" in line
+    assert not (tmp_path / "w.duckdb").exists()
 
 
 def test_empty_database(tmp_path, pg_database):

@@ -358,7 +358,7 @@ server.bind(("127.0.0.1", 0))
 server.listen(1)  # accepts the connection, never answers
 address.CONNECT_TIMEOUT_SECONDS = 1
 url = f"postgresql://reader:s3cr3t-pw@127.0.0.1:{server.getsockname()[1]}/devshard"
-for connect in (PostgresStore, lambda url: read_markers(url, duckdb.connect())):
+for connect in (PostgresStore, lambda url: read_markers(url, duckdb.connect)):
     try:
         connect(url)
     except SourceError as exc:

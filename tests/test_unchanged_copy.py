@@ -182,7 +182,7 @@ def test_a_partial_ledger_is_read_in_full_every_time(pg_copy, tmp_path):
     ingest(wh, pg_copy)
     con = duckdb.connect()
     try:
-        assert read_markers(pg_copy, con) is None
+        assert read_markers(pg_copy, lambda: con) is None
     finally:
         con.close()
     again = ingest(wh, pg_copy)
@@ -198,13 +198,13 @@ def test_markers_do_not_depend_on_the_session_settings_of_the_reader(pg_copy, mo
                    "ADD COLUMN ratio DOUBLE PRECISION DEFAULT 0.1")
     con = duckdb.connect()
     try:
-        plain = read_markers(pg_copy, con)
+        plain = read_markers(pg_copy, lambda: con)
         with psycopg.connect(pg_copy, autocommit=True) as pg:
             name = pg.execute("SELECT current_database()").fetchone()[0]
             for setting, value in (("TimeZone", "Asia/Tokyo"), ("extra_float_digits", "-3"), ("bytea_output", "escape")):
                 pg.execute(f'ALTER DATABASE "{name}" SET {setting} = \'{value}\'')
         monkeypatch.setenv("PGDATESTYLE", "SQL, DMY")
-        assert read_markers(pg_copy, con) == plain
+        assert read_markers(pg_copy, lambda: con) == plain
     finally:
         con.close()
     store = open_store(pg_copy)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Collection, Iterable
+from typing import Any, Callable, Collection, Iterable
 
 from pipeline.paths import sql_text
 from pipeline.sources.errors import SourceError, one_line
@@ -69,10 +69,11 @@ class CopyMarkers:
     digest: str
 
 
-def read_markers(url: str, con) -> CopyMarkers | None:
+def read_markers(url: str, duckdb_connection: Callable[[], Any]) -> CopyMarkers | None:
     """The change markers of the copy at `url`, in one read-only snapshot, the results scanned by the
-    DuckDB connection `con`; None when the copy's markers cannot tell (see `markers_query`). A copy
-    that cannot be reached, or is no session store, is a SourceError, as for the store itself."""
+    DuckDB connection that `duckdb_connection()` gives (asked for once the copy has answered); None
+    when the copy's markers cannot tell (see `markers_query`). A copy that cannot be reached is a
+    SourceError, as for the store itself."""
     import adbc_driver_manager
     import adbc_driver_postgresql
 
@@ -92,7 +93,7 @@ def read_markers(url: str, con) -> CopyMarkers | None:
             try:
                 statement.set_sql_query(sql)
                 stream, _ = statement.execute_query()
-                return con.from_arrow(stream).fetchall()
+                return duckdb_connection().from_arrow(stream).fetchall()
             except adbc_driver_manager.Error as exc:
                 raise SourceError(f"{address.display}: reading the change markers failed ({one_line(exc)})") from None
             finally:
