@@ -74,15 +74,21 @@ def ingest_unchanged(con: duckdb.DuckDBPyConnection, markers: CopyMarkers, label
     row = con.execute("SELECT value FROM warehouse_meta WHERE key = ?", [STAMP_PREFIX + markers.source_id]).fetchall()
     if not row:
         return None
-    stamp = json.loads(row[0][0])
-    if (stamp.get("markers"), stamp.get("state"), stamp.get("version")) != (markers.digest, store_state(con), __version__):
+    try:
+        stamp = json.loads(row[0][0])
+        facts = (stamp["markers"], stamp["state"], stamp["version"])
+        escrows, disagreements = int(stamp["escrows"]), int(stamp["snapshot_disagreements"])
+        imported = int(stamp["snapshot_disagreements_imported"])
+        copy_at = datetime.fromisoformat(stamp["copy_at"]) if stamp["copy_at"] else None
+    except (ValueError, TypeError, KeyError):  # not a stamp this code wrote: the full ingest writes a new one
         return None
-    copy_at = datetime.fromisoformat(stamp["copy_at"]) if stamp.get("copy_at") else None
+    if facts != (markers.digest, store_state(con), __version__):
+        return None
     with ingest_run(con, source_id=markers.source_id, kind="postgres", display=markers.display, label=label) as run:
         run.copy_at, run.input_digest = copy_at, markers.digest
     return IngestSummary(run_id=run.run_id, source_id=markers.source_id, source_display=markers.display,
-                         escrows_unchanged=stamp["escrows"], snapshot_disagreements=stamp["snapshot_disagreements"],
-                         snapshot_disagreements_imported=stamp["snapshot_disagreements_imported"],
+                         escrows_unchanged=escrows, snapshot_disagreements=disagreements,
+                         snapshot_disagreements_imported=imported,
                          elapsed_s=time.monotonic() - started, copy_at=copy_at, markers_unchanged=True)
 
 

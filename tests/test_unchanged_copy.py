@@ -149,16 +149,19 @@ def test_a_write_of_another_source_in_between_takes_the_full_ingest(pg_copy, sql
     assert_views_equal(views(reference), views(wh))
 
 
-def test_a_stamp_of_another_pipeline_version_is_not_trusted(pg_copy, tmp_path):
+@pytest.mark.parametrize("stamped", ["another version", "not JSON", "a field missing"])
+def test_a_stamp_of_another_pipeline_version_or_unreadable_is_not_trusted(stamped, pg_copy, tmp_path):
     wh = tmp_path / "w.duckdb"
     first = ingest(wh, pg_copy)
     key = STAMP_PREFIX + first.source_id
     con = duckdb.connect(str(wh))
     value = json.loads(con.execute("SELECT value FROM warehouse_meta WHERE key = ?", [key]).fetchall()[0][0])
-    con.execute("UPDATE warehouse_meta SET value = ? WHERE key = ?", [json.dumps(value | {"version": "0.0.1"}), key])
+    text = {"another version": json.dumps(value | {"version": "0.0.1"}), "not JSON": "{markers",
+            "a field missing": json.dumps({k: v for k, v in value.items() if k != "escrows"})}[stamped]
+    con.execute("UPDATE warehouse_meta SET value = ? WHERE key = ?", [text, key])
     con.close()
     assert not ingest(wh, pg_copy).markers_unchanged
-    assert stamp(wh, first.source_id)["version"] == value["version"]  # stamped anew by this version
+    assert stamp(wh, first.source_id) == value  # stamped anew by this version
     assert ingest(wh, pg_copy).markers_unchanged
 
 

@@ -4,8 +4,8 @@ from the copy moves, read without reading the copy.
 Of an unchanged copy, an ingest reads every escrow's session and escrow-cache row, the ledger's
 change markers and the payload keys (pipeline/ingest.py); everything else it reads only for escrows
 whose session moved. So the markers are: the catalog (tables and columns), a row-hash sum of the
-storage identity, the migration list, the sessions and the escrow cache, one of the payload keys,
-and the ledger's own markers (sources/postgres/accounting_markers.sql). Equal markers, in a
+storage identity, the sessions and the escrow cache, one of the payload keys, and the ledger's own
+markers (sources/postgres/accounting_markers.sql). Equal markers, in a
 warehouse where nothing changed since (pipeline/reingest.py), mean that an ingest would write nothing.
 
 They are read in two ways: by the store at the end of each ingest, inside the ingest's snapshot
@@ -21,13 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection, Iterable
 
 from pipeline.paths import sql_text
-from pipeline.sources.errors import SourceError, one_line
 from pipeline.sources.postgres_address import PostgresAddress
 
 # table -> the text of one of its rows that its marker hashes
 MARKED_TABLES = {
     "devshard_storage_identity": "t::text",
-    "schema_migrations": "t::text",
     "devshard_sessions": "t::text",
     "devshard_escrow_cache": "t::text",
     "payload_storage": "t.escrow_id || '/' || t.inference_id::text",  # the keys: stored payloads never change
@@ -72,8 +70,8 @@ class CopyMarkers:
 def read_markers(url: str, duckdb_connection: Callable[[], Any]) -> CopyMarkers | None:
     """The change markers of the copy at `url`, in one read-only snapshot, the results scanned by the
     DuckDB connection that `duckdb_connection()` gives (asked for once the copy has answered); None
-    when the copy's markers cannot tell (see `markers_query`). A copy that cannot be reached is a
-    SourceError, as for the store itself."""
+    when the copy's markers cannot tell (see `markers_query`) or cannot be read. A copy that cannot be
+    reached is a SourceError, as for the store itself."""
     import adbc_driver_manager
     import adbc_driver_postgresql
 
@@ -94,20 +92,21 @@ def read_markers(url: str, duckdb_connection: Callable[[], Any]) -> CopyMarkers 
                 statement.set_sql_query(sql)
                 stream, _ = statement.execute_query()
                 return duckdb_connection().from_arrow(stream).fetchall()
-            except adbc_driver_manager.Error as exc:
-                raise SourceError(f"{address.display}: reading the change markers failed ({one_line(exc)})") from None
             finally:
                 statement.close()
 
-        tables = {name for name, _ in rows(sql_text("sources/postgres/catalog.sql"))}
-        if not any(t.startswith("devshard_") for t in tables):
-            return None  # the store says what is wrong with such a copy
-        query = markers_query(tables)
-        if query is None:
-            return None
-        rows(sql_text("sources/postgres/marker_settings.sql"))
-        found = rows(query)
-        lineage = rows(sql_text("sources/postgres/lineage.sql")) if "devshard_storage_identity" in tables else []
+        try:
+            tables = {name for name, _ in rows(sql_text("sources/postgres/catalog.sql"))}
+            if not any(t.startswith("devshard_") for t in tables):
+                return None  # the store says what is wrong with such a copy
+            query = markers_query(tables)
+            if query is None:
+                return None
+            rows(sql_text("sources/postgres/marker_settings.sql"))
+            found = rows(query)
+            lineage = rows(sql_text("sources/postgres/lineage.sql")) if "devshard_storage_identity" in tables else []
+        except adbc_driver_manager.Error:
+            return None  # e.g. a role that may not read a marked table: the full ingest reads what it can, or says why not
         return CopyMarkers(address.source_id(lineage[0][0] if lineage else None), address.display, markers_digest(found))
     finally:
         try:
