@@ -28,7 +28,7 @@ from pipeline.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.loading import IngestRun, IngestSummary, ingest_run
 from pipeline.paths import sql_text
 from pipeline.planes import PLANE_INGESTERS
-from pipeline.reingest import ingest_source, stamp_ingest
+from pipeline.reingest import Progress, ingest_source, stamp_ingest
 from pipeline.sources.base import TABLES, SessionStore
 from pipeline.warehouse import duckdb_setting, fetch_frame, transaction
 
@@ -46,7 +46,6 @@ INGEST_DUCKDB_MEMORY = os.environ.get("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
 
 
-Progress = Callable[[str, int, int], None]  # (task description, advance, total)
 
 
 def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pl.DataFrame) -> None:

@@ -40,9 +40,7 @@ if TYPE_CHECKING:
 
 STAMP_PREFIX = "unchanged:"  # + source id: the warehouse_meta key of a source's stamp
 
-Progress = Callable[[str, int, int], None]  # (task description, advance, total), as pipeline/ingest.py
-
-
+Progress = Callable[[str, int, int], None]  # (task description, advance, total)
 Warehouse = Union[duckdb.DuckDBPyConnection, Callable[[], duckdb.DuckDBPyConnection]]
 
 
