@@ -46,6 +46,7 @@ from pipeline.config import (  # noqa: F401 (re-exported: the config used to liv
     CONFIG_KEYS, RunConfig, load_config, sample_config, source_kind,
 )
 from pipeline.paths import DEFAULT_WAREHOUSE
+from pipeline.reingest import STAMP_PREFIX
 from pipeline.source_kinds import SOURCE_KINDS
 from pipeline.warehouse import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
 
@@ -53,6 +54,7 @@ from pipeline.warehouse import WarehouseError, abort_abandoned_runs, fetch_frame
 BOOKKEEPING_TABLES = ("ingest_runs", "warehouse_meta")
 BOOKKEEPING_COLUMNS = ("run_id",)
 REPORTS_TABLE = "epoch_reports_t"  # the one table the reports step writes
+STAMPS_PART = "warehouse_meta:unchanged"  # the content part of the unchanged-copy stamps
 
 
 @dataclass
@@ -223,6 +225,13 @@ def content_parts(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] | None
         kept = ", ".join(f'"{c}"' for c in cols if c not in BOOKKEEPING_COLUMNS)
         n, h = con.sql(f'SELECT count(*), coalesce(sum(hash({kept})::HUGEINT), 0) FROM "{name}"').fetchall()[0]
         parts[name] = f"{n}:{h}"
+    if tables is None:
+        # Of the bookkeeping, the stamps of unchanged copies count (pipeline/reingest.py): a run whose
+        # full ingest of an unchanged copy left the first stamp publishes it, or every later run
+        # would read that copy in full again.
+        n, h = con.execute(f"SELECT count(*), coalesce(sum(hash(key, value)::HUGEINT), 0) FROM warehouse_meta "
+                           f"WHERE starts_with(key, '{STAMP_PREFIX}')").fetchall()[0]
+        parts[STAMPS_PART] = f"{n}:{h}"
     return parts
 
 
@@ -319,7 +328,7 @@ def report_inputs(con: duckdb.DuckDBPyConnection, cfg: RunConfig, data: dict[str
     from pipeline import __version__
 
     clock = con.execute("SELECT max(copy_at) FROM ingest_runs WHERE status = 'ok'").fetchall()[0][0]
-    facts = [_digest({k: v for k, v in data.items() if k != REPORTS_TABLE}), str(clock), cfg.host or "",
+    facts = [_digest({k: v for k, v in data.items() if k not in (REPORTS_TABLE, STAMPS_PART)}), str(clock), cfg.host or "",
              str(cfg.finality_lag_delta.total_seconds()), warehouse_arg or "", __version__]
     return hashlib.sha256("\0".join(facts).encode()).hexdigest()
 

@@ -244,6 +244,16 @@ def test_run_reads_an_unchanged_postgres_source_by_its_markers(pg_copy, timeline
     assert "0 rows written; escrows changed 0," in ingested[0]
     assert "not read" not in printed_first
 
+    # A warehouse from before the stamps: its full no-op ingest leaves the first one, which the run
+    # publishes (else every later run would read the copy in full again); then no byte changes.
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute(f"DELETE FROM warehouse_meta WHERE starts_with(key, '{STAMP_PREFIX}')")
+    con.close()
+    third = run_job(cfg, None)
+    assert not third.ingested[0].markers_unchanged and third.published
+    fourth = run_job(cfg, None)
+    assert fourth.ingested[0].markers_unchanged and not fourth.published
+
 
 def test_without_a_second_connection_in_the_snapshot_no_stamp_is_left(pg_copy, tmp_path):
     """A role allowed one connection reads sequentially, and no markers can be read in the ingest's
