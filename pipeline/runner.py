@@ -10,7 +10,8 @@ One run, in order:
 3. ingest every configured source (what is new only), reload the builds file;
 4. write the report of every epoch closed since the last report, and rewrite the report of
    the newest closed epoch when its content fingerprint changed;
-5. publish: if anything changed, atomically rename the copy over the warehouse (readers that
+5. publish: if anything changed (data, reports, or the stamp an ingest left for an unchanged
+   copy, pipeline/reingest.py), atomically rename the copy over the warehouse (readers that
    opened the old file keep reading it whole; the next open sees the new state); if nothing
    changed, drop the copy, so a second run in a row changes no byte.
 
