@@ -37,16 +37,14 @@ LEDGER_MARKED_BY = ("accounting_meta", "accounting_writers", "accounting_escrows
 def markers_query(tables: Collection[str]) -> str | None:
     """The query of a copy's markers (rows: part, marker) for the tables it has; None for a copy with
     a partial ledger, whose changes no marker tells (an ingest reads such a ledger in full)."""
-    catalog = sql_text("sources/postgres/catalog.sql")
-    parts = ["SELECT 'catalog' AS part, md5(string_agg(table_name || '.' || column_name, ',' "
-             f'ORDER BY table_name COLLATE "C", column_name COLLATE "C")) AS marker FROM ({catalog}\n) c']
+    parts = [sql_text("sources/postgres/catalog_marker.sql").format(catalog=sql_text("sources/postgres/catalog.sql"))]
     template = sql_text("sources/postgres/table_marker.sql")
     parts += [template.format(table=table, row=row) for table, row in MARKED_TABLES.items() if table in tables]
     if LEDGER_STATE in tables:
         if any(t not in tables for t in LEDGER_MARKED_BY):
             return None
         ledger = sql_text("sources/postgres/accounting_markers.sql")
-        parts.append(f"SELECT 'ledger', md5(string_agg(marker, E'\\n' ORDER BY marker COLLATE \"C\")) FROM ({ledger}\n) m")
+        parts.append(sql_text("sources/postgres/ledger_marker.sql").format(ledger=ledger))
     return "\nUNION ALL\n".join(f"({p}\n)" for p in parts)
 
 
