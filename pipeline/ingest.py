@@ -46,8 +46,6 @@ INGEST_DUCKDB_MEMORY = os.environ.get("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
 
 
-
-
 def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pl.DataFrame) -> None:
     con.register(name, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
 

@@ -313,10 +313,7 @@ def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    kinds = [t.id for t in relation.types]
-    as_text = [_parquet_as_text(t) for t in relation.types]
-    exprs = [text_sql(i, kind, t) if bad else _ident(i) for i, (kind, t, bad) in enumerate(zip(kinds, relation.types, as_text))]
-    table = relation.project(", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))).to_arrow_table()
+    kinds, as_text, table = _exact_arrow(relation)
     columns = []
     for i, kind in enumerate(kinds):
         column = table.column(i)
@@ -334,6 +331,15 @@ def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
     return buffer.getvalue(), table.num_rows
 
 
+def _exact_arrow(relation: duckdb.DuckDBPyRelation):
+    """The result as Arrow columns c0, c1, …, those whose Arrow form would lose digits, months or zones
+    (``_parquet_as_text``) as their exact text; with each column's DuckDB type id and whether it is text."""
+    kinds = [t.id for t in relation.types]
+    as_text = [_parquet_as_text(t) for t in relation.types]
+    exprs = [text_sql(i, kind, t) if bad else _ident(i) for i, (kind, t, bad) in enumerate(zip(kinds, relation.types, as_text))]
+    return kinds, as_text, relation.project(", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))).to_arrow_table()
+
+
 def to_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
     """The result as a Polars frame holding every value exactly (the Python API's `query`).
 
@@ -344,11 +350,9 @@ def to_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
     prints them (see ``PARQUET_AS_TEXT``)."""
     import polars as pl
 
-    kinds = [t.id for t in relation.types]
-    as_text = [_parquet_as_text(t) for t in relation.types]
-    exprs = [text_sql(i, kind, t) if bad else _ident(i) for i, (kind, t, bad) in enumerate(zip(kinds, relation.types, as_text))]
-    aliases = [f"c{i}" for i in range(len(kinds))]  # result columns may share a name; Polars' may not
-    frame = pl.from_arrow(relation.project(", ".join(f"{e} AS {a}" for e, a in zip(exprs, aliases))).to_arrow_table())
+    kinds, as_text, table = _exact_arrow(relation)
+    aliases = table.column_names  # c0, c1, …: result columns may share a name; Polars' may not
+    frame = pl.from_arrow(table)
     casts = []
     for alias, kind, bad in zip(aliases, kinds, as_text):
         if kind in ("hugeint", "uhugeint"):

@@ -334,8 +334,7 @@ def report_inputs(con: duckdb.DuckDBPyConnection, cfg: RunConfig, data: dict[str
     return hashlib.sha256("\0".join(facts).encode()).hexdigest()
 
 
-def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: RunOutcome,
-                      data: dict[str, str] | None = None) -> None:
+def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: RunOutcome, data: dict[str, str]) -> None:
     """Reports of epochs closed since the last report; the newest closed one again if its content
     changed, which is only looked at when its inputs (`report_inputs`; `data`: the warehouse's
     `content_parts` now) differ from those it was last built from."""
@@ -352,7 +351,7 @@ def write_due_reports(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: R
     }
     newest = closed["epoch_id"].max()
     warehouse_arg = None if cfg.warehouse == DEFAULT_WAREHOUSE else str(cfg.warehouse)
-    inputs = report_inputs(con, cfg, data if data is not None else content_parts(con), warehouse_arg)
+    inputs = report_inputs(con, cfg, data, warehouse_arg)
     for row in closed.iter_rows(named=True):
         epoch = row["epoch_id"]
         previous = done.get(epoch)
