@@ -210,6 +210,9 @@ def ingest(
 ) -> None:
     """Ingest a devshard database copy (read-only) into the warehouse.
 
+    Only what moved since the last ingest of the copy is read; a PostgreSQL copy whose change markers
+    are those of its last ingest is recorded without being read at all.
+
     Example: gonka-evidence ingest data-samples/store --warehouse warehouse.duckdb
     """
     from pipeline.console import ingest_progress, print_ingest_summary
