@@ -2,7 +2,7 @@
 
 The repository keeps `sql/`, `reports/` and `data-samples/` at its top level; an installed package
 cannot see them there, so the build copies them to `pipeline/_data/<folder>`, where
-`pipeline/paths.py` looks first. An editable install builds nothing here: it reads the folders in place.
+`pipeline/core/paths.py` looks first. An editable install builds nothing here: it reads the folders in place.
 """
 
 import shutil
@@ -11,7 +11,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-ASSET_FOLDERS = ("sql", "reports", "data-samples")  # the same list as pipeline/paths.py
+ASSET_FOLDERS = ("sql", "reports", "data-samples")  # the same list as pipeline/core/paths.py
 # What a local run may leave beside the samples and must not ship (SQLite side files, caches).
 NOT_SHIPPED = shutil.ignore_patterns("__pycache__", "*.db-wal", "*.db-shm", "*.db-journal", "*.pyc")
 

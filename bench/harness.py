@@ -20,6 +20,7 @@ class StepTimer:
             finally:
                 self.seconds += time.perf_counter() - t0
                 self.calls += 1
+
         return timed
 
     def wrap_iter(self, fn):
@@ -34,4 +35,5 @@ class StepTimer:
                     return
                 self.seconds += time.perf_counter() - t0
                 yield item
+
         return timed

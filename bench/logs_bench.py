@@ -17,7 +17,7 @@ cache first; grep, parse and ingest run --repeat times (default 3) and their med
   grep_c     LC_ALL=C grep -c -E '<the patterns our parser dispatches on>' FILE  (the floor)
   grep_utf8  the same with LC_ALL=C.UTF-8 (the machine's locale)
   read       LogFile.lines() alone: Python's line iteration + UTF-8 decode (no parsing)
-  parse      pipeline.sources.vllm_logs.iter_vllm_batches over the file (no warehouse; streaming)
+  parse      pipeline.sources.logs.vllm.iter_vllm_batches over the file (no warehouse; streaming)
   ingest     the whole `gonka-evidence ingest-logs FILE --host H --year 2025 --warehouse NEW` process
              (imports, schema, parse, warehouse write), its rows counted afterwards in another child
   ingest_before  the same command of the installation given by --before (the code before a change),
@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -53,17 +53,31 @@ DATA = BENCH / "data"
 RESULTS = BENCH / "results"
 sys.path.insert(0, str(ROOT))
 
-UTC = timezone.utc
+UTC = UTC
 HOST = "gonka1logbench00000000000000000000000000"
 YEAR = 2025  # year of the file's first record (--year)
 START = datetime(2025, 9, 1, 8, 0, 0, tzinfo=UTC)
 # What the parser dispatches on (vllm_logs.parse_vllm_log / _events / OOM / iter_records' traceback folding).
 GREP_PATTERNS = [
-    "SpecDecoding metrics:", "Avg prompt throughput:", r"LLM engine \(v", "version ",
-    "EngineCore encountered a fatal error", "EngineCore failed to start", "EngineDeadError", "died unexpectedly",
-    "died with exit code", "AsyncLLM output_handler failed", "PoC generation started", "PoC stopped",
-    "PoC generation crashed", "Application startup complete", "Traceback", "OutOfMemoryError",
-    "CUDA out of memory", "not enough GPU memory", "No available memory for the cache blocks",
+    "SpecDecoding metrics:",
+    "Avg prompt throughput:",
+    r"LLM engine \(v",
+    "version ",
+    "EngineCore encountered a fatal error",
+    "EngineCore failed to start",
+    "EngineDeadError",
+    "died unexpectedly",
+    "died with exit code",
+    "AsyncLLM output_handler failed",
+    "PoC generation started",
+    "PoC stopped",
+    "PoC generation crashed",
+    "Application startup complete",
+    "Traceback",
+    "OutOfMemoryError",
+    "CUDA out of memory",
+    "not enough GPU memory",
+    "No available memory for the cache blocks",
     "larger than the available KV cache memory",
 ]
 GREP_RE = "|".join(GREP_PATTERNS)
@@ -80,6 +94,7 @@ STAMP = re.compile(r"(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 
 
 # -- data ----------------------------------------------------------------------------------------
+
 
 def _segment_lines(variant: int, seed: int) -> list[str]:
     """One engine lifetime in the format of one vLLM version, written by the project's generator."""
@@ -123,7 +138,9 @@ def _segment_lines(variant: int, seed: int) -> list[str]:
         f.start(ready_after=200)
         for i in range(w // 2):
             f.window(preemptions=(i % 7 == 0) * (i // 7 + 1))
-        f.raw("2027-01-05T10:00:00.123Z | INFO | vllm.v2.metrics | SpecDecoding metrics: mal=3.10 acc=1000 drafted=2500")
+        f.raw(
+            "2027-01-05T10:00:00.123Z | INFO | vllm.v2.metrics | SpecDecoding metrics: mal=3.10 acc=1000 drafted=2500"
+        )
         f.poc(nonces=3900 + seed)
         for i in range(w // 2):
             f.window(preemptions=3 if i == 10 else 0)
@@ -143,7 +160,7 @@ class Template:
         for m in STAMP.finditer(text):
             mon, day, h, mi, s = (int(x) for x in m.groups())
             offset = int((datetime(2026, mon, day, h, mi, s, tzinfo=UTC) - t0).total_seconds())
-            self.pieces.append(text[pos:m.start()])
+            self.pieces.append(text[pos : m.start()])
             self.slots.append((len(self.pieces), offset))
             self.pieces.append("")
             pos = m.end()
@@ -165,8 +182,8 @@ class Template:
 
 def _template_counts(template: Template) -> dict:
     """What the real parser finds in one rendered segment (summed into the file's expected counts)."""
-    from pipeline.sources.logfiles import LogFile
-    from pipeline.sources.vllm_logs import parse_vllm_log
+    from pipeline.sources.logs.files import LogFile
+    from pipeline.sources.logs.vllm import parse_vllm_log
 
     with tempfile.NamedTemporaryFile("w", suffix=".log", dir=DATA, delete=False, encoding="utf-8") as fh:
         fh.write(template.render(START))
@@ -176,8 +193,15 @@ def _template_counts(template: Template) -> dict:
     finally:
         path.unlink()
     events = Counter(e["kind"] for e in p.events)
-    return {"lines": p.lines, "records": p.records, "spec": len(p.spec), "stats": len(p.stats),
-            "events": len(p.events), "unparsed": len(p.unparsed), "event_kinds": dict(events)}
+    return {
+        "lines": p.lines,
+        "records": p.records,
+        "spec": len(p.spec),
+        "stats": len(p.stats),
+        "events": len(p.events),
+        "unparsed": len(p.unparsed),
+        "event_kinds": dict(events),
+    }
 
 
 def generate(size_gb: float, path: Path) -> dict:
@@ -206,9 +230,17 @@ def generate(size_gb: float, path: Path) -> dict:
             segments += 1
     tmp.replace(path)
     os.utime(path, (at.timestamp(), at.timestamp()))  # the file time is the time of its last line
-    meta = {"path": str(path), "bytes": path.stat().st_size, "segments": segments, "first_at": START.isoformat(),
-            "last_at": at.isoformat(), "expected": dict(expected), "expected_event_kinds": dict(kinds),
-            "generate_s": round(time.perf_counter() - started, 1), "generator_version": 1}
+    meta = {
+        "path": str(path),
+        "bytes": path.stat().st_size,
+        "segments": segments,
+        "first_at": START.isoformat(),
+        "last_at": at.isoformat(),
+        "expected": dict(expected),
+        "expected_event_kinds": dict(kinds),
+        "generate_s": round(time.perf_counter() - started, 1),
+        "generator_version": 1,
+    }
     path.with_suffix(".json").write_text(json.dumps(meta, indent=2))
     return meta
 
@@ -223,18 +255,33 @@ def data_file(size_gb: float, regenerate: bool) -> dict:
     print(f"[{size_gb:g} GB] generating {path} …", flush=True)
     # In a child: the parent must stay small, because a child's ru_maxrss starts at the RSS its
     # parent had when it was forked (Linux keeps the pre-exec high-water mark).
-    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--step", "generate", "--file", str(path),
-                    "--size-gb", str(size_gb)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--step",
+            "generate",
+            "--file",
+            str(path),
+            "--size-gb",
+            str(size_gb),
+        ],
+        check=True,
+    )
     meta = json.loads(meta_path.read_text())
-    print(f"[{size_gb:g} GB] {meta['bytes'] / 1e6:,.0f} MB, {meta['expected']['lines']:,} lines, "
-          f"{meta['segments']:,} segments in {meta['generate_s']} s", flush=True)
+    print(
+        f"[{size_gb:g} GB] {meta['bytes'] / 1e6:,.0f} MB, {meta['expected']['lines']:,} lines, "
+        f"{meta['segments']:,} segments in {meta['generate_s']} s",
+        flush=True,
+    )
     return meta
 
 
 # -- steps (child processes) ---------------------------------------------------------------------
 
+
 def step_read(path: Path) -> dict:
-    from pipeline.sources.logfiles import LogFile
+    from pipeline.sources.logs.files import LogFile
 
     file = LogFile(path, datetime.fromtimestamp(path.stat().st_mtime, UTC))
     started = time.perf_counter()
@@ -247,8 +294,8 @@ def step_read(path: Path) -> dict:
 def step_parse(path: Path) -> dict:
     """The streaming parser over the whole file: every chunk's row frames (with record_key and `at`)
     are built and dropped; only counts are kept."""
-    from pipeline.sources.logfiles import LogFile
-    from pipeline.sources.vllm_logs import VllmStream, iter_vllm_batches
+    from pipeline.sources.logs.files import LogFile
+    from pipeline.sources.logs.vllm import VllmStream, iter_vllm_batches
 
     file = LogFile(path, datetime.fromtimestamp(path.stat().st_mtime, UTC))
     started = time.perf_counter()
@@ -263,9 +310,19 @@ def step_parse(path: Path) -> dict:
         n["events"] += b.events.height
         kinds.update(b.events["kind"].to_list())
     elapsed = time.perf_counter() - started
-    return {"elapsed_s": elapsed, "lines": stream.lines, "records": stream.records, "spec": n["spec"],
-            "stats": n["stats"], "events": n["events"], "unparsed": stream.unparsed, "event_kinds": dict(kinds),
-            "batches": batches, "first_at": str(stream.at(stream.first)), "last_at": str(stream.at(stream.last))}
+    return {
+        "elapsed_s": elapsed,
+        "lines": stream.lines,
+        "records": stream.records,
+        "spec": n["spec"],
+        "stats": n["stats"],
+        "events": n["events"],
+        "unparsed": stream.unparsed,
+        "event_kinds": dict(kinds),
+        "batches": batches,
+        "first_at": str(stream.at(stream.first)),
+        "last_at": str(stream.at(stream.last)),
+    }
 
 
 def step_count(db: Path) -> dict:
@@ -273,13 +330,21 @@ def step_count(db: Path) -> dict:
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
-    tables = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-              for t in ("log_spec_decode", "log_engine_stats", "log_engine_events")}
+    tables = {
+        t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("log_spec_decode", "log_engine_stats", "log_engine_events")
+    }
     quarantined = con.execute("SELECT count(*) FROM quarantine").fetchone()[0]
     lines = con.execute("SELECT sum(lines) FROM log_files").fetchone()[0]
     con.close()
-    return {"lines": lines, "spec": tables["log_spec_decode"], "stats": tables["log_engine_stats"],
-            "events": tables["log_engine_events"], "unparsed": quarantined, "duckdb_bytes": db.stat().st_size}
+    return {
+        "lines": lines,
+        "spec": tables["log_spec_decode"],
+        "stats": tables["log_engine_stats"],
+        "events": tables["log_engine_events"],
+        "unparsed": quarantined,
+        "duckdb_bytes": db.stat().st_size,
+    }
 
 
 STEP_FUNCS = {"read": step_read, "parse": step_parse, "count": step_count}
@@ -287,6 +352,7 @@ CLI = Path(sys.executable).with_name("gonka-evidence")
 
 
 # -- orchestration -------------------------------------------------------------------------------
+
 
 def _rss_watch(pid: int, limit: int, samples: list, killed: list, stop: threading.Event) -> None:
     """Sample the child's RSS every 0.5 s; kill that child (only it) above `limit` bytes."""
@@ -318,9 +384,14 @@ def run_child(argv: list[str], env: dict | None, rss_limit: int) -> tuple[dict, 
     stop.set()
     watcher.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    info = {"exit_code": proc.returncode, "peak_rss_bytes": usage.ru_maxrss * 1024,
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 2), "child_wall_s": round(wall, 2),
-            "load1_before": load_before, "load1_after": os.getloadavg()[0]}
+    info = {
+        "exit_code": proc.returncode,
+        "peak_rss_bytes": usage.ru_maxrss * 1024,
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "child_wall_s": round(wall, 2),
+        "load1_before": load_before,
+        "load1_after": os.getloadavg()[0],
+    }
     if killed:
         info["killed_at_rss_bytes"] = killed[0]
     if samples:  # RSS over the run (a handful of points): growth within one run shows up here
@@ -337,12 +408,18 @@ def run_ingest(step: str, path: Path, rss_limit: int, before: Path | None) -> di
     db = DATA / f"logs_{path.stem}_{step}.duckdb"
     for p in (db, db.with_name(db.name + ".wal")):
         p.unlink(missing_ok=True)
-    info, _, wall, _, _ = run_child([str(cli), "ingest-logs", str(path), "--host", HOST, "--year", str(YEAR),
-                                     "--warehouse", str(db)], {"COLUMNS": "200"}, rss_limit)
+    info, _, wall, _, _ = run_child(
+        [str(cli), "ingest-logs", str(path), "--host", HOST, "--year", str(YEAR), "--warehouse", str(db)],
+        {"COLUMNS": "200"},
+        rss_limit,
+    )
     info["elapsed_s"], info["command"] = wall, f"{cli} ingest-logs FILE --host … --year {YEAR} --warehouse NEW"
     if info["exit_code"] != 0:
-        info["error"] = (f"killed above the RSS limit ({info['killed_at_rss_bytes'] / 2**30:.1f} GiB)"
-                         if "killed_at_rss_bytes" in info else f"exit code {info['exit_code']}")
+        info["error"] = (
+            f"killed above the RSS limit ({info['killed_at_rss_bytes'] / 2**30:.1f} GiB)"
+            if "killed_at_rss_bytes" in info
+            else f"exit code {info['exit_code']}"
+        )
         return info
     counted = run_child_step("count", db, rss_limit)
     return info | {k: v for k, v in counted.items() if k not in info}
@@ -352,12 +429,18 @@ def run_child_step(step: str, path: Path, rss_limit: int) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", dir=DATA, delete=False) as tmp:
         out = Path(tmp.name)
     try:
-        info, _, _, _, _ = run_child([sys.executable, str(Path(__file__).resolve()), "--step", step,
-                                      "--file", str(path), "--out", str(out)], None, rss_limit)
+        info, _, _, _, _ = run_child(
+            [sys.executable, str(Path(__file__).resolve()), "--step", step, "--file", str(path), "--out", str(out)],
+            None,
+            rss_limit,
+        )
         if info["exit_code"] == 0:
             return json.loads(out.read_text()) | info
-        info["error"] = (f"killed above the RSS limit ({info['killed_at_rss_bytes'] / 2**30:.1f} GiB)"
-                         if "killed_at_rss_bytes" in info else f"exit code {info['exit_code']}")
+        info["error"] = (
+            f"killed above the RSS limit ({info['killed_at_rss_bytes'] / 2**30:.1f} GiB)"
+            if "killed_at_rss_bytes" in info
+            else f"exit code {info['exit_code']}"
+        )
         return info
     finally:
         out.unlink(missing_ok=True)
@@ -391,16 +474,21 @@ def run_repeated(step: str, meta: dict, rss_limit: int, repeat: int, before: Pat
         return failed[0] if failed else runs[0]
     chosen = sorted(runs, key=lambda r: r["elapsed_s"])[len(runs) // 2]
     peaks = sorted(r["peak_rss_bytes"] for r in runs)
-    return chosen | {"peak_rss_bytes": peaks[len(peaks) // 2],
-                     "runs": [{k: r[k] for k in ("elapsed_s", "cpu_s", "peak_rss_bytes")} for r in runs]}
+    return chosen | {
+        "peak_rss_bytes": peaks[len(peaks) // 2],
+        "runs": [{k: r[k] for k in ("elapsed_s", "cpu_s", "peak_rss_bytes")} for r in runs],
+    }
 
 
 def check(step: str, r: dict, expected: dict) -> list[str]:
     """Differences between what a step found and what the generator wrote."""
     if "error" in r or step.startswith("grep"):
         return []
-    keys = {"read": ("lines",), "parse": ("lines", "records", "spec", "stats", "events", "unparsed"),
-            "ingest": ("lines", "spec", "stats", "events", "unparsed")}[step.removesuffix("_before")]
+    keys = {
+        "read": ("lines",),
+        "parse": ("lines", "records", "spec", "stats", "events", "unparsed"),
+        "ingest": ("lines", "spec", "stats", "events", "unparsed"),
+    }[step.removesuffix("_before")]
     return [f"{k}: {r.get(k)} != expected {expected[k]}" for k in keys if r.get(k) != expected[k]]
 
 
@@ -409,9 +497,30 @@ def profile_parse(meta: dict, out: Path, rate: int = 50) -> dict:
     raw = out.with_suffix(".txt")
     with tempfile.NamedTemporaryFile(suffix=".json", dir=DATA, delete=False) as tmp:
         res = Path(tmp.name)
-    subprocess.run(["py-spy", "record", "--format", "raw", "-r", str(rate), "-o", str(raw), "--",
-                    sys.executable, str(Path(__file__).resolve()), "--step", "parse", "--file", meta["path"],
-                    "--out", str(res)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "py-spy",
+            "record",
+            "--format",
+            "raw",
+            "-r",
+            str(rate),
+            "-o",
+            str(raw),
+            "--",
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--step",
+            "parse",
+            "--file",
+            meta["path"],
+            "--out",
+            str(res),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     res.unlink(missing_ok=True)
     func = lambda f: re.sub(r":\d+\)$", ")", f).replace(str(ROOT) + "/", "")  # noqa: E731
     self_, incl, lines, total = Counter(), Counter(), Counter(), 0
@@ -427,8 +536,14 @@ def profile_parse(meta: dict, out: Path, rate: int = 50) -> dict:
         for f in {func(f) for f in frames}:
             incl[f] += n
     share = lambda c, k: [(f, round(v / total, 3)) for f, v in c.most_common(k)]  # noqa: E731
-    return {"samples": total, "rate_hz": rate, "raw": str(raw), "self": share(self_, 15),
-            "inclusive": share(incl, 25), "self_lines": share(lines, 20)}
+    return {
+        "samples": total,
+        "rate_hz": rate,
+        "raw": str(raw),
+        "self": share(self_, 15),
+        "inclusive": share(incl, 25),
+        "self_lines": share(lines, 20),
+    }
 
 
 def machine() -> dict:
@@ -436,9 +551,15 @@ def machine() -> dict:
     import polars
 
     grep = subprocess.run(["grep", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "duckdb": duckdb.__version__, "polars": polars.__version__, "grep": grep,
-            "mem_total_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "duckdb": duckdb.__version__,
+        "polars": polars.__version__,
+        "grep": grep,
+        "mem_total_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+    }
 
 
 def _own_rss() -> int:
@@ -465,64 +586,97 @@ def evaluate(sizes: dict) -> dict:
             if floor and "mb_per_s" in s.get(step, {}):
                 share = s[step]["mb_per_s"] / floor
                 targets[f"{size} {step} vs grep floor"] = {
-                    "value": share, "target": TARGETS["parse_vs_grep_floor"],
+                    "value": share,
+                    "target": TARGETS["parse_vs_grep_floor"],
                     "pass": share >= TARGETS["parse_vs_grep_floor"],
                     "reference": step != "parse" or size != largest,
-                    "cpu_value": s[step]["mb_per_cpu_s"] / max(s[g]["mb_per_cpu_s"] for g in ("grep_c", "grep_utf8")
-                                                                 if "mb_per_cpu_s" in s.get(g, {}))}
+                    "cpu_value": s[step]["mb_per_cpu_s"]
+                    / max(s[g]["mb_per_cpu_s"] for g in ("grep_c", "grep_utf8") if "mb_per_cpu_s" in s.get(g, {})),
+                }
         ingest = s.get("ingest", {})
         if "mb_per_s" in ingest and entry["file"]["bytes"] >= INGEST_TARGET_MIN_BYTES:
             targets[f"{size} ingest MB/s (end to end)"] = {
-                "value": ingest["mb_per_s"], "target": TARGETS["ingest_mb_per_s"],
-                "pass": ingest["mb_per_s"] >= TARGETS["ingest_mb_per_s"] and not ingest.get("mismatch")}
+                "value": ingest["mb_per_s"],
+                "target": TARGETS["ingest_mb_per_s"],
+                "pass": ingest["mb_per_s"] >= TARGETS["ingest_mb_per_s"] and not ingest.get("mismatch"),
+            }
         if "mb_per_s" in ingest and "mb_per_s" in s.get("ingest_before", {}):
             targets[f"{size} ingest speed vs --before"] = {
-                "value": ingest["mb_per_s"] / s["ingest_before"]["mb_per_s"], "target": 1.0, "reference": True,
-                "pass": True, "memory_ratio": ingest["peak_rss_bytes"] / s["ingest_before"]["peak_rss_bytes"]}
+                "value": ingest["mb_per_s"] / s["ingest_before"]["mb_per_s"],
+                "target": 1.0,
+                "reference": True,
+                "pass": True,
+                "memory_ratio": ingest["peak_rss_bytes"] / s["ingest_before"]["peak_rss_bytes"],
+            }
     keys = sorted(sizes, key=lambda k: sizes[k]["file"]["bytes"])
     if len(keys) >= 2:
         small, large = sizes[keys[0]]["steps"], sizes[keys[-1]]["steps"]
         for step in ("parse", "ingest"):
             if step in small and step in large and "error" not in small[step]:
-                growth = (large[step].get("killed_at_rss_bytes") or large[step]["peak_rss_bytes"]) / small[step]["peak_rss_bytes"]
+                growth = (large[step].get("killed_at_rss_bytes") or large[step]["peak_rss_bytes"]) / small[step][
+                    "peak_rss_bytes"
+                ]
                 targets[f"{step} peak RSS {keys[-1]} / {keys[0]}"] = {
-                    "value": growth, "target": TARGETS["rss_growth"], "pass": growth <= TARGETS["rss_growth"]
-                    and "error" not in large[step], "reference": step != "parse"}
+                    "value": growth,
+                    "target": TARGETS["rss_growth"],
+                    "pass": growth <= TARGETS["rss_growth"] and "error" not in large[step],
+                    "reference": step != "parse",
+                }
     return targets
 
 
 def render(results: dict) -> str:
     lines = []
-    names = {"grep_c": "grep -c -E (LC_ALL=C)", "grep_utf8": "grep -c -E (LC_ALL=C.UTF-8)",
-             "read": "LogFile.lines() only (no parse)", "parse": "iter_vllm_batches (no warehouse)",
-             "ingest": "gonka-evidence ingest-logs → fresh DuckDB (whole process)",
-             "ingest_before": "the same, --before installation"}
+    names = {
+        "grep_c": "grep -c -E (LC_ALL=C)",
+        "grep_utf8": "grep -c -E (LC_ALL=C.UTF-8)",
+        "read": "LogFile.lines() only (no parse)",
+        "parse": "iter_vllm_batches (no warehouse)",
+        "ingest": "gonka-evidence ingest-logs → fresh DuckDB (whole process)",
+        "ingest_before": "the same, --before installation",
+    }
     for size, entry in results["sizes"].items():
         f = entry["file"]
-        lines.append(f"\n**{size}**: {f['bytes'] / 1e6:,.0f} MB, {f['expected']['lines']:,} lines, "
-                     f"{f['expected']['spec']:,} spec + {f['expected']['stats']:,} stats + "
-                     f"{f['expected']['events']:,} event records, {f['expected']['unparsed']:,} unparsed\n")
-        lines.append("| step | seconds | MB/s | lines/s | vs floor (faster grep) | CPU s | MB per CPU-s | peak RSS MiB | load1 before→after | check |")
+        lines.append(
+            f"\n**{size}**: {f['bytes'] / 1e6:,.0f} MB, {f['expected']['lines']:,} lines, "
+            f"{f['expected']['spec']:,} spec + {f['expected']['stats']:,} stats + "
+            f"{f['expected']['events']:,} event records, {f['expected']['unparsed']:,} unparsed\n"
+        )
+        lines.append(
+            "| step | seconds | MB/s | lines/s | vs floor (faster grep) | CPU s | MB per CPU-s | peak RSS MiB | load1 before→after | check |"
+        )
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
-        floor = max((entry["steps"][g]["mb_per_s"] for g in ("grep_c", "grep_utf8")
-                     if "mb_per_s" in entry["steps"].get(g, {})), default=None)  # the faster grep, as in evaluate
+        floor = max(
+            (entry["steps"][g]["mb_per_s"] for g in ("grep_c", "grep_utf8") if "mb_per_s" in entry["steps"].get(g, {})),
+            default=None,
+        )  # the faster grep, as in evaluate
         for step, r in entry["steps"].items():
             if "error" in r:
-                lines.append(f"| {names[step]} | {r.get('child_wall_s', 0):.1f} | | | | {r.get('cpu_s', 0):.1f} | | "
-                             f"{r['peak_rss_bytes'] / 2**20:,.0f} | {r['load1_before']:.1f}→{r['load1_after']:.1f} | **{r['error']}** |")
+                lines.append(
+                    f"| {names[step]} | {r.get('child_wall_s', 0):.1f} | | | | {r.get('cpu_s', 0):.1f} | | "
+                    f"{r['peak_rss_bytes'] / 2**20:,.0f} | {r['load1_before']:.1f}→{r['load1_after']:.1f} | **{r['error']}** |"
+                )
                 continue
             share = f"{r['mb_per_s'] / floor:.3f}×" if floor else ""
             ok = "ok" if not r.get("mismatch") else "; ".join(r["mismatch"])
             if step.startswith("grep"):
                 ok = f"{r['matches']:,} matching lines"
-            lines.append(f"| {names[step]} | {r['elapsed_s']:.2f} | {r['mb_per_s']:,.1f} | {r['lines_per_s']:,.0f} | {share} | "
-                         f"{r['cpu_s']:.1f} | {r.get('mb_per_cpu_s', 0):,.1f} | {r['peak_rss_bytes'] / 2**20:,.0f} | "
-                         f"{r['load1_before']:.1f}→{r['load1_after']:.1f} | {ok} |")
+            lines.append(
+                f"| {names[step]} | {r['elapsed_s']:.2f} | {r['mb_per_s']:,.1f} | {r['lines_per_s']:,.0f} | {share} | "
+                f"{r['cpu_s']:.1f} | {r.get('mb_per_cpu_s', 0):,.1f} | {r['peak_rss_bytes'] / 2**20:,.0f} | "
+                f"{r['load1_before']:.1f}→{r['load1_after']:.1f} | {ok} |"
+            )
         repeated = [(names[step], r["runs"]) for step, r in entry["steps"].items() if "runs" in r]
         if repeated:
-            lines.append("\nMedian of " + "; ".join(
-                f"{name}: " + ", ".join(f"{x['elapsed_s']:.2f} s / {x['peak_rss_bytes'] / 2**20:,.0f} MiB" for x in runs)
-                for name, runs in repeated) + ".")
+            lines.append(
+                "\nMedian of "
+                + "; ".join(
+                    f"{name}: "
+                    + ", ".join(f"{x['elapsed_s']:.2f} s / {x['peak_rss_bytes'] / 2**20:,.0f} MiB" for x in runs)
+                    for name, runs in repeated
+                )
+                + "."
+            )
     for heading, reference in (("Targets", False), ("For reference (no target)", True)):
         shown = {name: t for name, t in results.get("targets", {}).items() if t.get("reference", False) == reference}
         if shown:
@@ -533,13 +687,17 @@ def render(results: dict) -> str:
             if "memory_ratio" in t:
                 extra += f", peak RSS ×{t['memory_ratio']:.2f}"
             sign = "≥" if "floor" in name or "MB/s" in name or "vs --before" in name else "≤"
-            lines.append(f"- {name}: {t['value']:.3f} ({'target' if not reference else 'the target line'} "
-                         f"{sign} {t['target']}){extra}{verdict}")
+            lines.append(
+                f"- {name}: {t['value']:.3f} ({'target' if not reference else 'the target line'} "
+                f"{sign} {t['target']}){extra}{verdict}"
+            )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="gonka-evidence log-parsing benchmark (bench/BENCHMARKS.md, log parsing)")
+    parser = argparse.ArgumentParser(
+        description="gonka-evidence log-parsing benchmark (bench/BENCHMARKS.md, log parsing)"
+    )
     parser.add_argument("--size-gb", type=float, default=1.0, help="the large file")
     parser.add_argument("--small-gb", type=float, default=0.25, help="the small file (RSS growth); 0 = none")
     parser.add_argument("--steps", default=",".join(STEPS))
@@ -548,8 +706,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-limit-gb", type=float, default=12.0, help="kill a child above this RSS")
     parser.add_argument("--repeat", type=int, default=3, help="runs of grep and parse per size (the median is kept)")
     parser.add_argument("--output", default=str(RESULTS / "logs.json"))
-    parser.add_argument("--before", type=Path, help="another installation's gonka-evidence executable, for the "
-                        "ingest_before step (e.g. the main checkout's .venv/bin/gonka-evidence)")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another installation's gonka-evidence executable, for the "
+        "ingest_before step (e.g. the main checkout's .venv/bin/gonka-evidence)",
+    )
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -567,9 +729,14 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     rss_limit = int(args.rss_limit_gb * 2**30)
     steps = [s for s in args.steps.split(",") if s]
-    results = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "command": " ".join(["python", "bench/logs_bench.py", *(argv if argv is not None else sys.argv[1:])]),
-               "other_processes_at_start": other_load(), "grep_pattern": GREP_RE, "targets_spec": TARGETS, "sizes": {}}
+    results = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": " ".join(["python", "bench/logs_bench.py", *(argv if argv is not None else sys.argv[1:])]),
+        "other_processes_at_start": other_load(),
+        "grep_pattern": GREP_RE,
+        "targets_spec": TARGETS,
+        "sizes": {},
+    }
     sizes = sorted({g for g in (args.small_gb, args.size_gb) if g > 0})
     for size_gb in sizes:
         label = f"{size_gb:g} GB"
@@ -583,8 +750,11 @@ def main(argv: list[str] | None = None) -> int:
             r = run_repeated(step, meta, rss_limit, args.repeat if step in REPEATED else 1, args.before)
             r["mismatch"] = check(step, r, meta["expected"])
             entry["steps"][step] = r
-            brief = {k: (round(r[k], 2) if isinstance(r[k], float) else r[k]) for k in
-                     ("elapsed_s", "mb_per_s", "lines_per_s", "cpu_s", "peak_rss_bytes", "error", "mismatch") if k in r}
+            brief = {
+                k: (round(r[k], 2) if isinstance(r[k], float) else r[k])
+                for k in ("elapsed_s", "mb_per_s", "lines_per_s", "cpu_s", "peak_rss_bytes", "error", "mismatch")
+                if k in r
+            }
             print(f"[{label}] {step}: {json.dumps(brief)}", flush=True)
         results["sizes"][label] = entry
         results["targets"] = evaluate(results["sizes"])

@@ -24,7 +24,7 @@ Every step runs in its own child process (peak RSS = `ru_maxrss` of that child v
   scanner   `pipeline.transforms.answer_scan.scan_response` over the same bodies
   row       `check_payload` (request + response + row dict) over the same payloads
   ingest_1  the registered payload plane ingester (`ingest_payloads`, from
-            `pipeline.planes.PLANE_INGESTERS`) into a fresh DuckDB warehouse (schema creation
+            `pipeline.ingest.planes.PLANE_INGESTERS`) into a fresh DuckDB warehouse (schema creation
             untimed) with the default GONKA_EVIDENCE_WORKERS=1: read, check and DuckDB writes in
             one process
   ingest    the same with GONKA_EVIDENCE_WORKERS=2, the opt-in (files read, decoded and checked
@@ -77,6 +77,7 @@ LONGEST = 3200  # completion tokens of the longest answers
 
 
 # -- generation -----------------------------------------------------------------------------------
+
 
 def _completion_tokens(rng: random.Random) -> int:
     r = rng.random()
@@ -150,10 +151,19 @@ def generate(megabytes: int, seed: int = 4) -> dict:
             if escrow_ix >= ESCROWS_PER_EPOCH:
                 escrow_ix, epoch = 0, epoch + 1
     tokens.sort()
-    info = {"megabytes": megabytes, "payloads": n, "response_bytes": resp_bytes, "request_bytes": req_bytes,
-            "file_bytes": file_bytes, "epochs": epoch - EPOCH0 + (1 if escrow_ix or inference else 0),
-            "completion_tokens_median": tokens[len(tokens) // 2], "completion_tokens_p95": tokens[int(len(tokens) * 0.95)],
-            "faults": faults, "generated_s": time.perf_counter() - started, "seed": seed}
+    info = {
+        "megabytes": megabytes,
+        "payloads": n,
+        "response_bytes": resp_bytes,
+        "request_bytes": req_bytes,
+        "file_bytes": file_bytes,
+        "epochs": epoch - EPOCH0 + (1 if escrow_ix or inference else 0),
+        "completion_tokens_median": tokens[len(tokens) // 2],
+        "completion_tokens_p95": tokens[int(len(tokens) * 0.95)],
+        "faults": faults,
+        "generated_s": time.perf_counter() - started,
+        "seed": seed,
+    }
     (root / "info.json").write_text(json.dumps(info))
     return info
 
@@ -180,8 +190,13 @@ def subset(large: int, small: int) -> dict:
                 break
         if done:
             break
-    info = {"megabytes": small, "payloads": n, "response_bytes": resp_bytes, "file_bytes": file_bytes,
-            "subset_of": f"payloads_{large}"}
+    info = {
+        "megabytes": small,
+        "payloads": n,
+        "response_bytes": resp_bytes,
+        "file_bytes": file_bytes,
+        "subset_of": f"payloads_{large}",
+    }
     (dst / "info.json").write_text(json.dumps(info))
     return info
 
@@ -207,6 +222,7 @@ def ensure(sizes: list[int], regenerate: bool) -> dict:
 
 
 # -- the naive baseline ---------------------------------------------------------------------------
+
 
 def naive_checks(body: bytes) -> dict:
     """The same facts as scan_response, with the standard library and no tricks."""
@@ -253,15 +269,22 @@ def naive_checks(body: bytes) -> dict:
             chars += len((choice.get("message") or {}).get("content") or "")
             add(choice.get("logprobs"))
         usage = doc.get("usage") or {}
-    return {"completion_tokens": usage.get("completion_tokens"), "logprob_tokens": entries,
-            "duplicate_top_logprob_positions": dup, "nan_logprobs": nan, "missing_logprobs": missing,
-            "tokens_not_ids": not_ids, "empty": chars == 0 and entries == 0}
+    return {
+        "completion_tokens": usage.get("completion_tokens"),
+        "logprob_tokens": entries,
+        "duplicate_top_logprob_positions": dup,
+        "nan_logprobs": nan,
+        "missing_logprobs": missing,
+        "tokens_not_ids": not_ids,
+        "empty": chars == 0 and entries == 0,
+    }
 
 
 # -- steps (child processes) ----------------------------------------------------------------------
 
+
 def _payloads(size: int):
-    from pipeline.sources.payloads import file_payloads
+    from pipeline.sources.store.payloads import file_payloads
 
     return file_payloads(DATA / f"payloads_{size}" / "payloads", set())
 
@@ -296,8 +319,17 @@ def _scan_step(size: int, fn, use_payload: bool = False) -> dict:
         nbytes += len(p.response)
         errors += not _add_facts(r, sums)
     wall = time.perf_counter() - started
-    return {"elapsed_s": scan_s, "cpu_s": cpu_s, "wall_s": wall, "bodies": n, "response_bytes": nbytes, "processes": 1,
-            "mb_per_s": nbytes / 1e6 / scan_s, "unreadable": errors, "totals": sums}
+    return {
+        "elapsed_s": scan_s,
+        "cpu_s": cpu_s,
+        "wall_s": wall,
+        "bodies": n,
+        "response_bytes": nbytes,
+        "processes": 1,
+        "mb_per_s": nbytes / 1e6 / scan_s,
+        "unreadable": errors,
+        "totals": sums,
+    }
 
 
 def step_read(size: int) -> dict:
@@ -308,9 +340,15 @@ def step_read(size: int) -> dict:
         nbytes += len(p.response or b"")
         req += len(p.prompt or b"")
     elapsed = time.perf_counter() - started
-    return {"elapsed_s": elapsed, "cpu_s": time.process_time() - c0, "bodies": n, "response_bytes": nbytes,
-            "request_bytes": req, "processes": 1,
-            "mb_per_s": nbytes / 1e6 / elapsed}
+    return {
+        "elapsed_s": elapsed,
+        "cpu_s": time.process_time() - c0,
+        "bodies": n,
+        "response_bytes": nbytes,
+        "request_bytes": req,
+        "processes": 1,
+        "mb_per_s": nbytes / 1e6 / elapsed,
+    }
 
 
 def step_baseline(size: int) -> dict:
@@ -331,6 +369,7 @@ def step_row(size: int) -> dict:
 
 class _PayloadOnlyStore:
     """What the payload ingester uses of a store: kind, path, source_id (a copy holding only payloads)."""
+
     kind = "sqlite"
 
     def __init__(self, path: Path):
@@ -350,11 +389,11 @@ def step_ingest(size: int) -> dict:
 
 
 def _ingest(size: int, timed: bool = True) -> dict:
-    import pipeline.transforms.answers as answers
-    from pipeline.loading import IngestRun, ingest_run
-    from pipeline.parallel import worker_count
-    from pipeline.planes import PLANE_INGESTERS
-    from pipeline.warehouse import open_for_write
+    import pipeline.ingest.payloads as answers
+    from pipeline.core.parallel import worker_count
+    from pipeline.ingest.planes import PLANE_INGESTERS
+    from pipeline.ingest.runs import IngestRun, ingest_run
+    from pipeline.warehouse.database import open_for_write
 
     ingester = next(f for f in PLANE_INGESTERS if f.__name__ == "ingest_payloads")
     path = DATA / f"payloads_warehouse_{size}.duckdb"
@@ -373,14 +412,23 @@ def _ingest(size: int, timed: bool = True) -> dict:
     elapsed = time.perf_counter() - started
     cpu_s = time.process_time() - c0 + _workers_cpu_s()
     rows, quarantined, nbytes = con.execute(
-        "SELECT count(*), count(*) FILTER (WHERE problem IS NOT NULL), sum(response_bytes) FROM answer_checks_t").fetchone()
+        "SELECT count(*), count(*) FILTER (WHERE problem IS NOT NULL), sum(response_bytes) FROM answer_checks_t"
+    ).fetchone()
     con.close()
     breakdown = {k: t.seconds for k, t in timers.items()}
     breakdown["other"] = elapsed - sum(breakdown.values())
-    return {"elapsed_s": elapsed, "cpu_s": cpu_s, "rows": rows, "quarantined": quarantined, "counts": run.rows,
-            "processes": worker_count(),
-            "response_bytes": int(nbytes or 0), "mb_per_s": (nbytes or 0) / 1e6 / elapsed,
-            **({"breakdown_s": breakdown} if timed else {}), "duckdb_bytes": path.stat().st_size}
+    return {
+        "elapsed_s": elapsed,
+        "cpu_s": cpu_s,
+        "rows": rows,
+        "quarantined": quarantined,
+        "counts": run.rows,
+        "processes": worker_count(),
+        "response_bytes": int(nbytes or 0),
+        "mb_per_s": (nbytes or 0) / 1e6 / elapsed,
+        **({"breakdown_s": breakdown} if timed else {}),
+        "duckdb_bytes": path.stat().st_size,
+    }
 
 
 def step_paired(size: int, rounds: int = ROUNDS) -> dict:
@@ -392,19 +440,42 @@ def step_paired(size: int, rounds: int = ROUNDS) -> dict:
     for _ in range(rounds):
         base = step_baseline(size)
         ingest = _ingest(size, timed=False)
-        runs.append({"baseline_s": base["elapsed_s"], "baseline_cpu_s": base["cpu_s"], "ingest_s": ingest["elapsed_s"],
-                     "ingest_cpu_s": ingest["cpu_s"], "ratio": base["elapsed_s"] / ingest["elapsed_s"],
-                     "load1": os.getloadavg()[0]})
+        runs.append(
+            {
+                "baseline_s": base["elapsed_s"],
+                "baseline_cpu_s": base["cpu_s"],
+                "ingest_s": ingest["elapsed_s"],
+                "ingest_cpu_s": ingest["cpu_s"],
+                "ratio": base["elapsed_s"] / ingest["elapsed_s"],
+                "load1": os.getloadavg()[0],
+            }
+        )
     base_s = statistics.median(r["baseline_s"] for r in runs)
     ingest_s = statistics.median(r["ingest_s"] for r in runs)
-    return {"rounds": runs, "baseline_s": base_s, "elapsed_s": ingest_s, "ratio": base_s / ingest_s,
-            "cpu_ratio": statistics.median(r["baseline_cpu_s"] for r in runs) / statistics.median(r["ingest_cpu_s"] for r in runs),
-            "cpu_s": statistics.median(r["ingest_cpu_s"] for r in runs), "rows": ingest["rows"], "processes": 1,
-            "response_bytes": ingest["response_bytes"], "mb_per_s": ingest["response_bytes"] / 1e6 / ingest_s}
+    return {
+        "rounds": runs,
+        "baseline_s": base_s,
+        "elapsed_s": ingest_s,
+        "ratio": base_s / ingest_s,
+        "cpu_ratio": statistics.median(r["baseline_cpu_s"] for r in runs)
+        / statistics.median(r["ingest_cpu_s"] for r in runs),
+        "cpu_s": statistics.median(r["ingest_cpu_s"] for r in runs),
+        "rows": ingest["rows"],
+        "processes": 1,
+        "response_bytes": ingest["response_bytes"],
+        "mb_per_s": ingest["response_bytes"] / 1e6 / ingest_s,
+    }
 
 
-STEP_FUNCS = {"read": step_read, "baseline": step_baseline, "scanner": step_scanner, "row": step_row,
-              "ingest_1": step_ingest_1, "ingest": step_ingest, "paired": step_paired}
+STEP_FUNCS = {
+    "read": step_read,
+    "baseline": step_baseline,
+    "scanner": step_scanner,
+    "row": step_row,
+    "ingest_1": step_ingest_1,
+    "ingest": step_ingest,
+    "paired": step_paired,
+}
 
 
 def _workers_cpu_s() -> float:
@@ -430,8 +501,10 @@ def run_step(step: str, size: int, rounds: int = ROUNDS) -> dict:
         out = Path(f.name)
     import psutil
 
-    proc = subprocess.Popen([sys.executable, __file__, "--step", step, "--size", str(size), "--out", str(out)],
-                            env={**os.environ, "PAYLOADS_BENCH_ROUNDS": str(rounds)})
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--step", step, "--size", str(size), "--out", str(out)],
+        env={**os.environ, "PAYLOADS_BENCH_ROUNDS": str(rounds)},
+    )
     tree, peak_tree = psutil.Process(proc.pid), 0
     while True:  # sample the RSS of the step's whole process tree (workers included)
         pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
@@ -458,6 +531,7 @@ def run_step(step: str, size: int, rounds: int = ROUNDS) -> dict:
 
 # -- report ---------------------------------------------------------------------------------------
 
+
 def evaluate(sizes: dict) -> dict:
     out = {}
     for size, r in sizes.items():
@@ -466,13 +540,23 @@ def evaluate(sizes: dict) -> dict:
         if "ratio" in s.get("paired", {}):
             ratio = s["paired"]["ratio"]
             out[f"{size} ingest (1 process) vs json.loads, paired in one process"] = {
-                "value": ratio, "target": f">= {TARGETS['ingest_vs_json_loads']}", "pass": ratio >= TARGETS["ingest_vs_json_loads"]}
+                "value": ratio,
+                "target": f">= {TARGETS['ingest_vs_json_loads']}",
+                "pass": ratio >= TARGETS["ingest_vs_json_loads"],
+            }
         if not base:
             continue
-        for step, what in (("scanner", "scanner"), ("ingest_1", "full ingest (1 process, default), separate steps"),
-                           ("ingest", "full ingest (2 workers), separate steps")):
+        for step, what in (
+            ("scanner", "scanner"),
+            ("ingest_1", "full ingest (1 process, default), separate steps"),
+            ("ingest", "full ingest (2 workers), separate steps"),
+        ):
             if "mb_per_s" in s.get(step, {}):
-                out[f"{size} {what} vs json.loads"] = {"value": s[step]["mb_per_s"] / base, "target": "(none)", "pass": None}
+                out[f"{size} {what} vs json.loads"] = {
+                    "value": s[step]["mb_per_s"] / base,
+                    "target": "(none)",
+                    "pass": None,
+                }
     names = list(sizes)
     if len(names) >= 2:
         small, large = names[0], names[-1]
@@ -484,8 +568,13 @@ def evaluate(sizes: dict) -> dict:
                 growth[step] = b / a
         if growth:
             worst = max(v for k, v in growth.items() if k != "baseline") if len(growth) > 1 else max(growth.values())
-            out["rss_growth"] = {"value": worst, "by_step": growth, "between": [small, large],
-                                 "target": f"<= {TARGETS['rss_growth']}", "pass": worst <= TARGETS["rss_growth"]}
+            out["rss_growth"] = {
+                "value": worst,
+                "by_step": growth,
+                "between": [small, large],
+                "target": f"<= {TARGETS['rss_growth']}",
+                "pass": worst <= TARGETS["rss_growth"],
+            }
     return out
 
 
@@ -504,9 +593,13 @@ def render(results: dict) -> str:
     lines = []
     for size, r in results["sizes"].items():
         c = r["store"]
-        lines.append(f"\n## {size} MB: {c['payloads']:,} payloads, {c['response_bytes'] / 1e6:,.0f} MB response bodies, "
-                     f"{c['file_bytes'] / 1e6:,.0f} MB payload files")
-        lines.append("| step | processes | bodies | wall s | CPU s | MB/s | vs baseline | peak RSS MiB (largest process / all) | load1 after |")
+        lines.append(
+            f"\n## {size} MB: {c['payloads']:,} payloads, {c['response_bytes'] / 1e6:,.0f} MB response bodies, "
+            f"{c['file_bytes'] / 1e6:,.0f} MB payload files"
+        )
+        lines.append(
+            "| step | processes | bodies | wall s | CPU s | MB/s | vs baseline | peak RSS MiB (largest process / all) | load1 after |"
+        )
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         base = r["steps"].get("baseline", {}).get("mb_per_s")
         for step in STEPS:
@@ -514,19 +607,27 @@ def render(results: dict) -> str:
             if not x:
                 continue
             if "error" in x:
-                lines.append(f"| {LABELS[step]} | | error: {x['error']} | | | | | {x['peak_rss_bytes'] / 2**20:,.0f} | |")
+                lines.append(
+                    f"| {LABELS[step]} | | error: {x['error']} | | | | | {x['peak_rss_bytes'] / 2**20:,.0f} | |"
+                )
                 continue
             n = x.get("bodies", x.get("rows", 0))
             vs = f"{x['ratio']:.2f}× (paired)" if step == "paired" else f"{x['mb_per_s'] / base:.2f}×" if base else ""
-            lines.append(f"| {LABELS[step]} | {x.get('processes', 1)} | {n:,} | {x['elapsed_s']:.2f} | {x['cpu_s']:.2f} | "
-                         f"{x['mb_per_s']:,.1f} | {vs} | {x['peak_rss_bytes'] / 2**20:,.0f} / "
-                         f"{x.get('peak_rss_tree_bytes', 0) / 2**20:,.0f} | {x['loadavg_after'][0]:.2f} |")
+            lines.append(
+                f"| {LABELS[step]} | {x.get('processes', 1)} | {n:,} | {x['elapsed_s']:.2f} | {x['cpu_s']:.2f} | "
+                f"{x['mb_per_s']:,.1f} | {vs} | {x['peak_rss_bytes'] / 2**20:,.0f} / "
+                f"{x.get('peak_rss_tree_bytes', 0) / 2**20:,.0f} | {x['loadavg_after'][0]:.2f} |"
+            )
         paired = r["steps"].get("paired", {})
         if "rounds" in paired:
-            rounds = "; ".join(f"{x['baseline_s']:.2f} s / {x['ingest_s']:.2f} s = {x['ratio']:.2f}× (load {x['load1']:.1f})"
-                               for x in paired["rounds"])
-            lines.append(f"\npaired (baseline / ingest, wall): {rounds}; median ratio {paired['ratio']:.2f}×, "
-                         f"CPU-time ratio {paired['cpu_ratio']:.2f}×")
+            rounds = "; ".join(
+                f"{x['baseline_s']:.2f} s / {x['ingest_s']:.2f} s = {x['ratio']:.2f}× (load {x['load1']:.1f})"
+                for x in paired["rounds"]
+            )
+            lines.append(
+                f"\npaired (baseline / ingest, wall): {rounds}; median ratio {paired['ratio']:.2f}×, "
+                f"CPU-time ratio {paired['cpu_ratio']:.2f}×"
+            )
         for step in ("ingest_1", "ingest"):
             ing = r["steps"].get(step, {})
             if "breakdown_s" in ing:
@@ -536,8 +637,10 @@ def render(results: dict) -> str:
     for name, e in results["targets"].items():
         if name == "rss_growth":
             by = ", ".join(f"{k} ×{v:.2f}" for k, v in e["by_step"].items())
-            lines.append(f"- peak RSS growth {e['between'][0]}→{e['between'][1]} MB (same step): worst of ours ×{e['value']:.2f} "
-                         f"({by}) (target {e['target']}): {'PASS' if e['pass'] else 'FAIL'}")
+            lines.append(
+                f"- peak RSS growth {e['between'][0]}→{e['between'][1]} MB (same step): worst of ours ×{e['value']:.2f} "
+                f"({by}) (target {e['target']}): {'PASS' if e['pass'] else 'FAIL'}"
+            )
         elif e["pass"] is None:
             lines.append(f"- {name}: {e['value']:.2f}×")
         else:
@@ -546,15 +649,29 @@ def render(results: dict) -> str:
 
 
 def machine() -> dict:
+    import platform
+
     import duckdb
     import msgspec
     import orjson
-    import platform
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(), "orjson": orjson.__version__,
-            "msgspec": msgspec.__version__, "duckdb": duckdb.__version__, "loadavg_start": os.getloadavg()}
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "orjson": orjson.__version__,
+        "msgspec": msgspec.__version__,
+        "duckdb": duckdb.__version__,
+        "loadavg_start": os.getloadavg(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -571,7 +688,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.step:
         func = STEP_FUNCS[args.step]
-        result = func(int(args.size), int(os.environ["PAYLOADS_BENCH_ROUNDS"])) if func is step_paired else func(int(args.size))
+        result = (
+            func(int(args.size), int(os.environ["PAYLOADS_BENCH_ROUNDS"]))
+            if func is step_paired
+            else func(int(args.size))
+        )
         Path(args.out).write_text(json.dumps(result, default=str))
         return 0
 
@@ -580,9 +701,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
     steps = [s for s in args.steps.split(",") if s]
     infos = ensure(sizes, args.regenerate)
-    results = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(),
-               "command": " ".join([Path(sys.executable).name, "bench/payloads_bench.py", *(argv or sys.argv[1:])]),
-               "targets_spec": TARGETS, "sizes": {}}
+    results = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        "command": " ".join([Path(sys.executable).name, "bench/payloads_bench.py", *(argv or sys.argv[1:])]),
+        "targets_spec": TARGETS,
+        "sizes": {},
+    }
     for size in sizes:
         print(f"[{size} MB] store: {json.dumps(infos[size])}", flush=True)
         run_step("read", size)  # warm-up: the page cache holds the files for every step alike

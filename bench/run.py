@@ -24,7 +24,7 @@ here when missing), each step runs in its own child process so its peak RSS
   reingest  the same copy again into the same warehouse (nothing changed: a no-op), through the full
             path (`ingest_store`); it leaves the stamp that `reingest_cli` then stops at
   reingest_cli  `gonka-evidence ingest` of the unchanged copy, process start to exit, median of 5:
-            it reads the copy's change markers only (pipeline/reingest.py)
+            it reads the copy's change markers only (pipeline/ingest/unchanged.py)
   evidence  votes-by-build, epoch-summary, peer-invalidation from that warehouse
             (after `gonka-evidence builds` for the address holding the most slots) vs the
             closest SQL on the PostgreSQL copy, median of 3 runs each
@@ -81,15 +81,16 @@ TARGETS = {
 
 # -- steps (run in child processes) -------------------------------------------------------------
 
+
 def _columns(store, table: str) -> list[str]:
-    from pipeline.sources.base import TABLES
+    from pipeline.sources.store.base import TABLES
 
     present = store.columns(table, None) or []
     return [f.name for f in TABLES[table].schema if f.name in present]
 
 
 def _copy_floor(cur, tables: tuple[str, ...], cols: dict[str, list[str]]) -> dict:
-    from pipeline.sources.postgres_store import PREFIX
+    from pipeline.sources.store.postgres import PREFIX
 
     rows, nbytes, per_table = 0, 0, {}
     started = time.perf_counter()
@@ -108,7 +109,7 @@ def step_floor(url: str, size: str) -> dict:
     """COPY floor of the flat tables (the result) and, timed separately, of the diff blobs."""
     import psycopg
 
-    from pipeline.sources.postgres_store import PostgresStore
+    from pipeline.sources.store.postgres import PostgresStore
 
     store = PostgresStore(url)  # only for the physical column list
     cols = {t: _columns(store, t) for t in FLAT_TABLES + BLOB_TABLES}
@@ -128,9 +129,9 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     import duckdb
     import pyarrow as pa
 
-    from pipeline.ingest import INGEST_DUCKDB_MEMORY
-    from pipeline.sources import open_store
-    from pipeline.sources.base import TABLES
+    from pipeline.ingest.store import INGEST_DUCKDB_MEMORY
+    from pipeline.sources.store import open_store
+    from pipeline.sources.store.base import TABLES
 
     path.unlink(missing_ok=True)
     # Like the floor (whose connection is open before its timer starts), time from an open source:
@@ -160,8 +161,12 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     # read_many, as the ingest reads a chunk: up to two reads stream at once in one snapshot.
     with store.read_many(requests) as streams:
         for (table, _, _), stream in zip(requests, streams):
-            reader = pa.RecordBatchReader.from_batches(TABLES[table].schema, counted(read_timer.wrap_iter(iter)(stream)))
-            con.execute(f"{'INSERT INTO ' + table if table in created else 'CREATE TABLE ' + table + ' AS'} SELECT * FROM reader")
+            reader = pa.RecordBatchReader.from_batches(
+                TABLES[table].schema, counted(read_timer.wrap_iter(iter)(stream))
+            )
+            con.execute(
+                f"{'INSERT INTO ' + table if table in created else 'CREATE TABLE ' + table + ' AS'} SELECT * FROM reader"
+            )
             created.add(table)
     for table in tables:
         per_table[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
@@ -169,10 +174,19 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     store.close()
     elapsed = time.perf_counter() - started
     rows = sum(per_table.values())
-    return {"elapsed_s": elapsed, "rows": rows, "rows_per_s": rows / elapsed, "per_table": per_table,
-            "read_s": read_timer.seconds, "duckdb_s": elapsed - read_timer.seconds, "batches": batches,
-            "max_batch_bytes": max_batch_bytes, "read_rows_per_s": rows / read_timer.seconds if read_timer.seconds else None,
-            "duckdb_bytes": path.stat().st_size, "open_s": open_s}
+    return {
+        "elapsed_s": elapsed,
+        "rows": rows,
+        "rows_per_s": rows / elapsed,
+        "per_table": per_table,
+        "read_s": read_timer.seconds,
+        "duckdb_s": elapsed - read_timer.seconds,
+        "batches": batches,
+        "max_batch_bytes": max_batch_bytes,
+        "read_rows_per_s": rows / read_timer.seconds if read_timer.seconds else None,
+        "duckdb_bytes": path.stat().st_size,
+        "open_s": open_s,
+    }
 
 
 def step_flat(url: str, size: str) -> dict:
@@ -190,9 +204,9 @@ _RAW_INSERT = {
     "sessions": "INSERT OR REPLACE INTO raw_sessions BY NAME (SELECT * FROM reader)",
     "sealed_inferences": "INSERT OR REPLACE INTO raw_sealed_inferences BY NAME (SELECT * FROM reader)",
     "inference_validation_obs": "INSERT OR IGNORE INTO raw_validation_obs BY NAME "
-                                "(SELECT escrow_id, inference_id, slot_id, epoch_id FROM reader)",
+    "(SELECT escrow_id, inference_id, slot_id, epoch_id FROM reader)",
     "sealed_validation_obs": "INSERT OR IGNORE INTO raw_validation_obs BY NAME "
-                             "(SELECT escrow_id, inference_id, slot_id, epoch_id FROM reader)",
+    "(SELECT escrow_id, inference_id, slot_id, epoch_id FROM reader)",
     "escrow_cache": "INSERT OR REPLACE INTO raw_escrow_cache BY NAME (SELECT * FROM reader)",
 }
 
@@ -205,10 +219,10 @@ def step_flat_raw(url: str, size: str) -> dict:
     import polars as pl
     import pyarrow as pa
 
-    from pipeline.ingest import CHUNK_TABLES, INGEST_DUCKDB_MEMORY, _chunks
-    from pipeline.sources import open_store
-    from pipeline.sources.base import TABLES
-    from pipeline.warehouse import open_for_write, transaction
+    from pipeline.ingest.store import CHUNK_TABLES, INGEST_DUCKDB_MEMORY, _chunks
+    from pipeline.sources.store import open_store
+    from pipeline.sources.store.base import TABLES
+    from pipeline.warehouse.database import open_for_write, transaction
 
     path = DATA / f"flat_raw_{size}.duckdb"
     for p in (path, path.with_name(path.name + ".wal")):
@@ -246,13 +260,18 @@ def step_flat_raw(url: str, size: str) -> dict:
     store.close()
     con.close()
     elapsed = time.perf_counter() - started
-    return {"elapsed_s": elapsed, "rows": rows, "rows_per_s": rows / elapsed, "chunks": chunks,
-            "duckdb_bytes": path.stat().st_size}
+    return {
+        "elapsed_s": elapsed,
+        "rows": rows,
+        "rows_per_s": rows / elapsed,
+        "chunks": chunks,
+        "duckdb_bytes": path.stat().st_size,
+    }
 
 
 def step_decode(url: str, size: str) -> dict:
-    from pipeline.decode.txs import decode_diffs
-    from pipeline.sources import open_store
+    from pipeline.sources.decode.txs import decode_diffs
+    from pipeline.sources.store import open_store
 
     store = open_store(url)
     decode_s, diffs, txs, quarantined = 0.0, 0, 0, 0
@@ -267,8 +286,15 @@ def step_decode(url: str, size: str) -> dict:
             quarantined += len(out.quarantined)
     store.close()
     total = time.perf_counter() - started
-    return {"elapsed_s": decode_s, "wall_s": total, "diffs": diffs, "txs": txs, "quarantined": quarantined,
-            "tx_per_s": txs / decode_s, "diffs_per_s": diffs / decode_s}
+    return {
+        "elapsed_s": decode_s,
+        "wall_s": total,
+        "diffs": diffs,
+        "txs": txs,
+        "quarantined": quarantined,
+        "tx_per_s": txs / decode_s,
+        "diffs_per_s": diffs / decode_s,
+    }
 
 
 def step_dlt(url: str, size: str) -> dict:
@@ -278,7 +304,7 @@ def step_dlt(url: str, size: str) -> dict:
     import duckdb
     from dlt.sources.sql_database import sql_table
 
-    from pipeline.sources.postgres_store import PREFIX, PostgresStore
+    from pipeline.sources.store.postgres import PREFIX, PostgresStore
 
     store = PostgresStore(url)
     cols = {t: _columns(store, t) for t in FLAT_TABLES}
@@ -293,26 +319,41 @@ def step_dlt(url: str, size: str) -> dict:
         sql_table(credentials=sa_url, table=f"{PREFIX}{t}", backend="pyarrow", included_columns=cols[t])
         for t in FLAT_TABLES
     ]
-    pipeline = dlt.pipeline(pipeline_name=f"bench_{size}", destination=dlt.destinations.duckdb(str(path)),
-                            dataset_name="raw", pipelines_dir=str(work / "pipelines"))
+    pipeline = dlt.pipeline(
+        pipeline_name=f"bench_{size}",
+        destination=dlt.destinations.duckdb(str(path)),
+        dataset_name="raw",
+        pipelines_dir=str(work / "pipelines"),
+    )
     info = pipeline.run(resources)
     elapsed = time.perf_counter() - started
     con = duckdb.connect(str(path), read_only=True)
-    loaded = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'raw'").fetchall()}
-    per_table = {t: con.execute(f'SELECT count(*) FROM raw."{PREFIX}{t}"').fetchone()[0] if f"{PREFIX}{t}" in loaded else 0
-                 for t in FLAT_TABLES}  # dlt creates no table for an empty one
+    loaded = {
+        r[0]
+        for r in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'raw'").fetchall()
+    }
+    per_table = {
+        t: con.execute(f'SELECT count(*) FROM raw."{PREFIX}{t}"').fetchone()[0] if f"{PREFIX}{t}" in loaded else 0
+        for t in FLAT_TABLES
+    }  # dlt creates no table for an empty one
     con.close()
     rows = sum(per_table.values())
-    return {"elapsed_s": elapsed, "rows": rows, "rows_per_s": rows / elapsed, "per_table": per_table,
-            "dlt_version": dlt.__version__, "load_ok": not info.has_failed_jobs}
+    return {
+        "elapsed_s": elapsed,
+        "rows": rows,
+        "rows_per_s": rows / elapsed,
+        "per_table": per_table,
+        "dlt_version": dlt.__version__,
+        "load_ok": not info.has_failed_jobs,
+    }
 
 
 def _ingest(url: str, size: str, fresh: bool) -> dict:
-    import pipeline.decode.txs as decode_mod
-    import pipeline.ingest as ingest_mod
-    import pipeline.transforms.derive as derive_mod
-    from pipeline.sources import open_store
-    from pipeline.warehouse import open_for_write
+    import pipeline.ingest.derive as derive_mod
+    import pipeline.ingest.store as ingest_mod
+    import pipeline.sources.decode.txs as decode_mod
+    from pipeline.sources.store import open_store
+    from pipeline.warehouse.database import open_for_write
 
     path = DATA / f"warehouse_{size}.duckdb"
     if fresh:
@@ -350,13 +391,19 @@ def _ingest(url: str, size: str, fresh: bool) -> dict:
     rows = summary.rows.get("diffs", 0) + summary.rows.get("sealed_inferences", 0)
     breakdown = {name: t.seconds for name, t in timers.items()}
     breakdown["other (duckdb writes, chunking, bookkeeping)"] = summary.elapsed_s - sum(breakdown.values())
-    return {"elapsed_s": elapsed, "ingest_elapsed_s": summary.elapsed_s, "rows": rows,
-            "rows_per_s": rows / summary.elapsed_s if summary.elapsed_s else None,
-            "summary_rows": summary.rows, "escrows_changed": summary.escrows_changed,
-            "quarantined": summary.quarantined, "disagreements": summary.disagreements,
-            "breakdown_s": breakdown,
-            "decode_share": breakdown["decode"] / summary.elapsed_s if summary.elapsed_s else None,
-            "warehouse_bytes": path.stat().st_size}
+    return {
+        "elapsed_s": elapsed,
+        "ingest_elapsed_s": summary.elapsed_s,
+        "rows": rows,
+        "rows_per_s": rows / summary.elapsed_s if summary.elapsed_s else None,
+        "summary_rows": summary.rows,
+        "escrows_changed": summary.escrows_changed,
+        "quarantined": summary.quarantined,
+        "disagreements": summary.disagreements,
+        "breakdown_s": breakdown,
+        "decode_share": breakdown["decode"] / summary.elapsed_s if summary.elapsed_s else None,
+        "warehouse_bytes": path.stat().st_size,
+    }
 
 
 def step_ingest(url: str, size: str) -> dict:
@@ -376,8 +423,13 @@ def step_reingest_cli(url: str, size: str) -> dict:
     """`gonka-evidence ingest` of the unchanged copy into the warehouse of the ingest step, timed from
     process start to exit (start-up and imports included), CPU from the child's rusage; the median of
     REINGEST_CLI_RUNS runs (each run's wall and CPU seconds in `runs`)."""
-    command = [str(Path(sys.executable).with_name("gonka-evidence")), "ingest", url,
-               "--warehouse", str(DATA / f"warehouse_{size}.duckdb")]
+    command = [
+        str(Path(sys.executable).with_name("gonka-evidence")),
+        "ingest",
+        url,
+        "--warehouse",
+        str(DATA / f"warehouse_{size}.duckdb"),
+    ]
     runs = []
     for _ in range(REINGEST_CLI_RUNS):
         started = time.perf_counter()
@@ -390,8 +442,13 @@ def step_reingest_cli(url: str, size: str) -> dict:
             raise SystemExit(f"gonka-evidence ingest exited {proc.returncode}: {proc.stderr.read().decode()[-400:]}")
         runs.append((elapsed, usage.ru_utime + usage.ru_stime))
     elapsed, cpu = sorted(runs)[len(runs) // 2]
-    return {"elapsed_s": elapsed, "cli_cpu_s": cpu, "cli_cpu_median_s": sorted(c for _, c in runs)[len(runs) // 2],
-            "runs": runs, "stdout_tail": out[-300:]}
+    return {
+        "elapsed_s": elapsed,
+        "cli_cpu_s": cpu,
+        "cli_cpu_median_s": sorted(c for _, c in runs)[len(runs) // 2],
+        "runs": runs,
+        "stdout_tail": out[-300:],
+    }
 
 
 # -- evidence tables from the warehouse vs the same question asked of PostgreSQL -----------
@@ -404,7 +461,7 @@ slots AS (
 ),
 host_slots AS (SELECT epoch_id, escrow_id, slot FROM slots WHERE address = %(host)s)"""
 
-# Sealed status codes (pipeline/transforms/derive.py STATUS_NAMES): 2 finished, 3 challenged,
+# Sealed status codes (pipeline/ingest/derive.py STATUS_NAMES): 2 finished, 3 challenged,
 # 4 validated, 5 invalidated, 6 timed_out.
 PG_EVIDENCE_SQL = {
     # The host as executor, per epoch: outcomes from sealed_status, tallies and tokens from the
@@ -515,7 +572,8 @@ def _focal_host(url: str) -> tuple[str, int, int]:
         return con.execute(
             "SELECT g.e->>'ValidatorAddress' AS address, count(*) AS slots, count(DISTINCT s.escrow_id) AS escrows "
             "FROM devshard_sessions s, jsonb_array_elements(s.group_json::jsonb) WITH ORDINALITY AS g(e, ord) "
-            "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1").fetchone()
+            "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1"
+        ).fetchone()
 
 
 def _write_builds(url: str, host: str, path: Path) -> list[tuple[str, int, int | None]]:
@@ -523,12 +581,20 @@ def _write_builds(url: str, host: str, path: Path) -> list[tuple[str, int, int |
     import psycopg
 
     with psycopg.connect(url) as con:
-        t0, t1 = con.execute("SELECT min(sealed_started_at), max(sealed_started_at) FROM devshard_sealed_inferences "
-                             "WHERE sealed_started_at > 0").fetchone()
-    starts = [("v0.2.9", t0 + (t1 - t0) // 10), ("v0.2.10", t0 + (t1 - t0) * 4 // 10), ("v0.2.11", t0 + (t1 - t0) * 3 // 4)]
+        t0, t1 = con.execute(
+            "SELECT min(sealed_started_at), max(sealed_started_at) FROM devshard_sealed_inferences "
+            "WHERE sealed_started_at > 0"
+        ).fetchone()
+    starts = [
+        ("v0.2.9", t0 + (t1 - t0) // 10),
+        ("v0.2.10", t0 + (t1 - t0) * 4 // 10),
+        ("v0.2.11", t0 + (t1 - t0) * 3 // 4),
+    ]
     fmt = lambda t: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))  # noqa: E731
-    path.write_text("# bench/run.py: builds of the focal host of the bench copy\n" + "".join(
-        f'\n[[builds]]\nhost = "{host}"\nlabel = "{label}"\nsince = "{fmt(t)}"\n' for label, t in starts))
+    path.write_text(
+        "# bench/run.py: builds of the focal host of the bench copy\n"
+        + "".join(f'\n[[builds]]\nhost = "{host}"\nlabel = "{label}"\nsince = "{fmt(t)}"\n' for label, t in starts)
+    )
     return [(label, t, starts[i + 1][1] if i + 1 < len(starts) else None) for i, (label, t) in enumerate(starts)]
 
 
@@ -552,8 +618,8 @@ def step_evidence(url: str, size: str) -> dict:
     import psycopg
 
     from pipeline.evidence import compute
-    from pipeline.stats import cmh_test, fisher_exact_2x2, with_wilson
-    from pipeline.warehouse import open_read_only
+    from pipeline.evidence.stats import cmh_test, fisher_exact_2x2, with_wilson
+    from pipeline.warehouse.database import open_read_only
 
     warehouse = DATA / f"warehouse_{size}.duckdb"
     if not warehouse.exists():
@@ -562,11 +628,13 @@ def step_evidence(url: str, size: str) -> dict:
     builds_file = DATA / f"builds_{size}.toml"
     builds = _write_builds(url, host, builds_file)
     cli = shutil.which("gonka-evidence") or str(Path(sys.executable).with_name("gonka-evidence"))
-    subprocess.run([cli, "builds", str(builds_file), "--warehouse", str(warehouse)], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [cli, "builds", str(builds_file), "--warehouse", str(warehouse)], check=True, stdout=subprocess.DEVNULL
+    )
     values = ", ".join(
         f"('{label}', to_timestamp({start}), {f'to_timestamp({end})' if end else 'NULL::timestamptz'})"
-        for label, start, end in builds)
+        for label, start, end in builds
+    )
 
     t0 = time.perf_counter()
     con = open_read_only(warehouse)
@@ -588,20 +656,34 @@ def step_evidence(url: str, size: str) -> dict:
                     per.setdefault(r[0], {})[r[1]] = r
             cmh_test([[cells(g.get(True)), cells(g.get(False))] for g in per.values()])
         elif name == "votes-by-build":
-            with_wilson(pl.DataFrame(rows, schema=["build", "kind", "valid", "invalid", "total", "disagreed", "resolved"],
-                                     orient="row"), "invalid", "total")
+            with_wilson(
+                pl.DataFrame(
+                    rows, schema=["build", "kind", "valid", "invalid", "total", "disagreed", "resolved"], orient="row"
+                ),
+                "invalid",
+                "total",
+            )
         return rows
 
-    out = {"host": host, "host_slots": host_slots, "host_escrows": host_escrows, "builds_file": str(builds_file),
-           "warehouse_open_s": open_s, "tables": {}}
+    out = {
+        "host": host,
+        "host_slots": host_slots,
+        "host_escrows": host_escrows,
+        "builds_file": str(builds_file),
+        "warehouse_open_s": open_s,
+        "tables": {},
+    }
     for name in EVIDENCE_TABLES:
         wh = _median_runs(lambda: compute(name, con, host=host, command="bench"))
         result = wh.pop("result")
         pq = _median_runs(lambda: pg_question(name))
         pg_rows = pq.pop("result")
         out["tables"][name] = {
-            "warehouse": wh, "postgres": pq, "speedup": pq["median_s"] / wh["median_s"],
-            "warehouse_rows": result.rows.to_dicts()[:12], "postgres_rows": [list(r) for r in pg_rows[:12]],
+            "warehouse": wh,
+            "postgres": pq,
+            "speedup": pq["median_s"] / wh["median_s"],
+            "warehouse_rows": result.rows.to_dicts()[:12],
+            "postgres_rows": [list(r) for r in pg_rows[:12]],
             "postgres_row_count": len(pg_rows),
         }
     con.close()
@@ -612,13 +694,22 @@ def step_evidence(url: str, size: str) -> dict:
     return out
 
 
-STEP_FUNCS = {"floor": step_floor, "flat": step_flat, "flat_raw": step_flat_raw, "blobs": step_blobs,
-              "decode": step_decode, "dlt": step_dlt, "ingest": step_ingest, "reingest": step_reingest,
-              "reingest_cli": step_reingest_cli,
-              "evidence": step_evidence}
+STEP_FUNCS = {
+    "floor": step_floor,
+    "flat": step_flat,
+    "flat_raw": step_flat_raw,
+    "blobs": step_blobs,
+    "decode": step_decode,
+    "dlt": step_dlt,
+    "ingest": step_ingest,
+    "reingest": step_reingest,
+    "reingest_cli": step_reingest_cli,
+    "evidence": step_evidence,
+}
 
 
 # -- orchestration -------------------------------------------------------------------------------
+
 
 def run_step(step: str, url: str, size: str, env: dict | None = None) -> dict:
     """Run one step in a child process; its own peak RSS comes from wait4 (ru_maxrss, KiB on Linux)."""
@@ -626,8 +717,21 @@ def run_step(step: str, url: str, size: str, env: dict | None = None) -> dict:
         out = Path(tmp.name)
     child_env = os.environ | (env or {})
     load_before = os.getloadavg()[0]  # the machine is shared: record the load around each step
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--step", step, "--size", size,
-                             "--url", url, "--out", str(out)], env=child_env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--step",
+            step,
+            "--size",
+            size,
+            "--url",
+            url,
+            "--out",
+            str(out),
+        ],
+        env=child_env,
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     try:
@@ -657,10 +761,19 @@ def machine() -> dict:
         dlt_version = dlt.__version__
     except ImportError:
         dlt_version = None
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    mem = next(int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
-               if line.startswith("MemTotal"))
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem = next(
+        int(line.split()[1]) * 1024
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal")
+    )
     try:
         with psycopg.connect(scale_copy.db_url(scale_copy.DEFAULT_URL, "postgres")) as con:
             pg = con.execute("SHOW server_version").fetchone()[0]
@@ -668,11 +781,20 @@ def machine() -> dict:
     except Exception:
         pg, shared_buffers = None, None
     return {
-        "nproc": os.cpu_count(), "cpu": cpu, "ram_bytes": mem, "python": platform.python_version(),
-        "os": platform.platform(), "postgres": pg, "postgres_shared_buffers": shared_buffers,
-        "duckdb": duckdb.__version__, "pyarrow": pyarrow.__version__, "polars": polars.__version__,
-        "adbc_driver_postgresql": adbc_driver_postgresql.__version__, "psycopg": psycopg.__version__,
-        "protobuf": f"{google.protobuf.__version__} ({api_implementation.Type()})", "dlt": dlt_version,
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "ram_bytes": mem,
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "postgres": pg,
+        "postgres_shared_buffers": shared_buffers,
+        "duckdb": duckdb.__version__,
+        "pyarrow": pyarrow.__version__,
+        "polars": polars.__version__,
+        "adbc_driver_postgresql": adbc_driver_postgresql.__version__,
+        "psycopg": psycopg.__version__,
+        "protobuf": f"{google.protobuf.__version__} ({api_implementation.Type()})",
+        "dlt": dlt_version,
     }
 
 
@@ -684,35 +806,62 @@ def evaluate(sizes: dict) -> dict:
         t = {}
         if "rows_per_s" in s.get("flat", {}) and "rows_per_s" in s.get("floor", {}):
             ratio = s["flat"]["rows_per_s"] / s["floor"]["rows_per_s"]
-            t["flat_vs_floor"] = {"value": ratio, "target": f">= {TARGETS['flat_vs_floor']}", "pass": ratio >= TARGETS["flat_vs_floor"]}
+            t["flat_vs_floor"] = {
+                "value": ratio,
+                "target": f">= {TARGETS['flat_vs_floor']}",
+                "pass": ratio >= TARGETS["flat_vs_floor"],
+            }
         if "rows_per_s" in s.get("flat", {}) and "rows_per_s" in s.get("dlt", {}):
             ratio = s["flat"]["rows_per_s"] / s["dlt"]["rows_per_s"]
-            t["flat_vs_dlt"] = {"value": ratio, "target": f">= {TARGETS['flat_vs_dlt']}", "pass": ratio >= TARGETS["flat_vs_dlt"]}
+            t["flat_vs_dlt"] = {
+                "value": ratio,
+                "target": f">= {TARGETS['flat_vs_dlt']}",
+                "pass": ratio >= TARGETS["flat_vs_dlt"],
+            }
         if "tx_per_s" in s.get("decode", {}):
             rate = s["decode"]["tx_per_s"]
-            t["decode_tx_per_s"] = {"value": rate, "target": f">= {TARGETS['decode_tx_per_s']}", "pass": rate >= TARGETS["decode_tx_per_s"]}
+            t["decode_tx_per_s"] = {
+                "value": rate,
+                "target": f">= {TARGETS['decode_tx_per_s']}",
+                "pass": rate >= TARGETS["decode_tx_per_s"],
+            }
         if "ingest_elapsed_s" in s.get("ingest", {}) and "ingest_elapsed_s" in s.get("reingest", {}):
             share = s["reingest"]["ingest_elapsed_s"] / s["ingest"]["ingest_elapsed_s"]
-            entry = {"value": share, "target": f"<= {TARGETS['reingest_share_2m']}", "pass": share <= TARGETS["reingest_share_2m"]}
+            entry = {
+                "value": share,
+                "target": f"<= {TARGETS['reingest_share_2m']}",
+                "pass": share <= TARGETS["reingest_share_2m"],
+            }
             if size != "2m":
                 entry["note"] = "the target is stated for the 2M copy; shown for reference"
             t["reingest_share"] = entry
         if "ingest_elapsed_s" in s.get("ingest", {}) and "elapsed_s" in s.get("reingest_cli", {}):
             share = s["reingest_cli"]["elapsed_s"] / s["ingest"]["elapsed_s"]
-            t["reingest_cli_share"] = {"value": share, "target": f"<= {TARGETS['reingest_cli_share']}",
-                                       "pass": share <= TARGETS["reingest_cli_share"],
-                                       "cpu_share": s["reingest_cli"]["cli_cpu_s"] / s["ingest"]["cpu_s"]
-                                       if s["ingest"].get("cpu_s") else None}
+            t["reingest_cli_share"] = {
+                "value": share,
+                "target": f"<= {TARGETS['reingest_cli_share']}",
+                "pass": share <= TARGETS["reingest_cli_share"],
+                "cpu_share": s["reingest_cli"]["cli_cpu_s"] / s["ingest"]["cpu_s"]
+                if s["ingest"].get("cpu_s")
+                else None,
+            }
         rss = {k: s[k]["peak_rss_bytes"] for k in OURS if "peak_rss_bytes" in s.get(k, {})}
         if rss:
             peak = max(rss.values())
-            t["peak_rss"] = {"value": peak, "by_step": rss, "target": f"< {TARGETS['peak_rss_bytes']}",
-                             "pass": peak < TARGETS["peak_rss_bytes"]}
+            t["peak_rss"] = {
+                "value": peak,
+                "by_step": rss,
+                "target": f"< {TARGETS['peak_rss_bytes']}",
+                "pass": peak < TARGETS["peak_rss_bytes"],
+            }
         ev = s.get("evidence", {}).get("tables")
         if ev:
             for name, e in ev.items():
-                entry = {"value": e["speedup"], "target": f">= {TARGETS['evidence_speedup']}",
-                         "pass": e["speedup"] >= TARGETS["evidence_speedup"]}
+                entry = {
+                    "value": e["speedup"],
+                    "target": f">= {TARGETS['evidence_speedup']}",
+                    "pass": e["speedup"] >= TARGETS["evidence_speedup"],
+                }
                 if size != "2m":
                     entry["note"] = "the target is stated for the 2M copy; shown for reference"
                 t[f"evidence {name}"] = entry
@@ -730,8 +879,13 @@ def evaluate(sizes: dict) -> dict:
                 growth[step] = b / a
         if growth:
             worst = max(growth.values())
-            out["rss_growth"] = {"value": worst, "by_step": growth, "between": [small, large],
-                                 "target": f"<= {TARGETS['rss_growth']}", "pass": worst <= TARGETS["rss_growth"]}
+            out["rss_growth"] = {
+                "value": worst,
+                "by_step": growth,
+                "between": [small, large],
+                "target": f"<= {TARGETS['rss_growth']}",
+                "pass": worst <= TARGETS["rss_growth"],
+            }
     return out
 
 
@@ -761,9 +915,11 @@ def render(results: dict) -> str:
         dlt_rate = s.get("dlt", {}).get("rows_per_s")
         c = r["copy"]
         n = lambda k: f"{c[k]:,}" if isinstance(c.get(k), int) else "?"  # noqa: E731
-        lines.append(f"\n## {size}: {n('inferences')} inferences in {n('escrows')} escrows, {n('diffs')} diffs, "
-                     f"{n('txs')} txs, {n('sealed_rows')} sealed rows, {n('obs_rows')} obs rows, "
-                     f"database {_mb(c.get('db_bytes'))} MiB")
+        lines.append(
+            f"\n## {size}: {n('inferences')} inferences in {n('escrows')} escrows, {n('diffs')} diffs, "
+            f"{n('txs')} txs, {n('sealed_rows')} sealed rows, {n('obs_rows')} obs rows, "
+            f"database {_mb(c.get('db_bytes'))} MiB"
+        )
         lines.append("| step | rows | seconds | rows/s | vs floor | vs dlt | peak RSS MiB |")
         lines.append("|---|---:|---:|---:|---:|---:|---:|")
 
@@ -783,8 +939,10 @@ def render(results: dict) -> str:
                 lines.append(f"| {step} | error: {x['error']} | | | | | {_mb(x.get('peak_rss_bytes'))} |")
                 continue
             if step == "decode":
-                lines.append(f"| decode (`decode_diffs`, txs) | {x['txs']:,} | {x['elapsed_s']:.2f} | {x['tx_per_s']:,.0f} tx/s "
-                             f"| | | {_mb(x['peak_rss_bytes'])} |")
+                lines.append(
+                    f"| decode (`decode_diffs`, txs) | {x['txs']:,} | {x['elapsed_s']:.2f} | {x['tx_per_s']:,.0f} tx/s "
+                    f"| | | {_mb(x['peak_rss_bytes'])} |"
+                )
                 continue
             if step == "blobs":
                 if "blobs" in s.get("floor", {}):
@@ -793,39 +951,59 @@ def render(results: dict) -> str:
                 continue
             if step == "reingest":
                 secs = x["ingest_elapsed_s"]
-                lines.append(f"| {LABELS['reingest']} | 0 changed escrows | {secs:.2f} ({x['elapsed_s']:.2f} with opening) "
-                             f"| | | | {_mb(x['peak_rss_bytes'])} |")
+                lines.append(
+                    f"| {LABELS['reingest']} | 0 changed escrows | {secs:.2f} ({x['elapsed_s']:.2f} with opening) "
+                    f"| | | | {_mb(x['peak_rss_bytes'])} |"
+                )
                 continue
             if step == "reingest_cli":
                 runs = f", median of {len(x['runs'])}" if "runs" in x else ""
-                lines.append(f"| {LABELS['reingest_cli']} | 0 changed escrows | {x['elapsed_s']:.2f} "
-                             f"(CPU {x['cli_cpu_s']:.2f}{runs}) | | | | {_mb(x['peak_rss_bytes'])} |")
+                lines.append(
+                    f"| {LABELS['reingest_cli']} | 0 changed escrows | {x['elapsed_s']:.2f} "
+                    f"(CPU {x['cli_cpu_s']:.2f}{runs}) | | | | {_mb(x['peak_rss_bytes'])} |"
+                )
                 continue
             row(LABELS.get(step, step), x, None if step in ("ingest",) else floor, with_dlt=step not in ("ingest",))
         ing = s.get("ingest", {})
         if "breakdown_s" in ing:
-            parts = ", ".join(f"{k} {v:.1f}s ({v / ing['ingest_elapsed_s']:.0%})" for k, v in ing["breakdown_s"].items())
+            parts = ", ".join(
+                f"{k} {v:.1f}s ({v / ing['ingest_elapsed_s']:.0%})" for k, v in ing["breakdown_s"].items()
+            )
             lines.append(f"\ningest time: {parts}")
         ev = s.get("evidence", {})
         if ev.get("tables"):
-            lines.append(f"\nevidence, host {ev['host']} ({ev['host_slots']} slots in {ev['host_escrows']} escrows), "
-                         f"median of {EVIDENCE_RUNS} after a warm-up; warehouse open {ev['warehouse_open_s'] * 1000:.0f} ms (not included)")
-            lines.append("| evidence table | warehouse (compute) s | first run s | PostgreSQL SQL s | first run s | PostgreSQL / warehouse |")
+            lines.append(
+                f"\nevidence, host {ev['host']} ({ev['host_slots']} slots in {ev['host_escrows']} escrows), "
+                f"median of {EVIDENCE_RUNS} after a warm-up; warehouse open {ev['warehouse_open_s'] * 1000:.0f} ms (not included)"
+            )
+            lines.append(
+                "| evidence table | warehouse (compute) s | first run s | PostgreSQL SQL s | first run s | PostgreSQL / warehouse |"
+            )
             lines.append("|---|---:|---:|---:|---:|---:|")
             for name, e in ev["tables"].items():
-                lines.append(f"| {name} | {e['warehouse']['median_s']:.3f} | {e['warehouse']['first_s']:.3f} | "
-                             f"{e['postgres']['median_s']:.3f} | {e['postgres']['first_s']:.3f} | {e['speedup']:.1f}× |")
+                lines.append(
+                    f"| {name} | {e['warehouse']['median_s']:.3f} | {e['warehouse']['first_s']:.3f} | "
+                    f"{e['postgres']['median_s']:.3f} | {e['postgres']['first_s']:.3f} | {e['speedup']:.1f}× |"
+                )
         elif "error" in ev:
             lines.append(f"\nevidence: error {ev['error']}")
     lines.append("\n## targets")
     for size, t in results["targets"].items():
         if size == "rss_growth":
             by = ", ".join(f"{k} ×{v:.2f}" for k, v in t["by_step"].items())
-            lines.append(f"- peak RSS growth {t['between'][0]}→{t['between'][1]} (same step): worst ×{t['value']:.2f} ({by}) "
-                         f"(target {t['target']}): {'PASS' if t['pass'] else 'FAIL'}")
+            lines.append(
+                f"- peak RSS growth {t['between'][0]}→{t['between'][1]} (same step): worst ×{t['value']:.2f} ({by}) "
+                f"(target {t['target']}): {'PASS' if t['pass'] else 'FAIL'}"
+            )
             continue
         for name, e in t.items():
-            value = f"{e['value'] / 2**30:.2f} GiB" if name == "peak_rss" else f"{e['value']:,.3f}" if e["value"] < 100 else f"{e['value']:,.0f}"
+            value = (
+                f"{e['value'] / 2**30:.2f} GiB"
+                if name == "peak_rss"
+                else f"{e['value']:,.3f}"
+                if e["value"] < 100
+                else f"{e['value']:,.0f}"
+            )
             note = f" ({e['note']})" if "note" in e else ""
             target = f"< {TARGETS['peak_rss_bytes'] / 2**30:.1f} GiB" if name == "peak_rss" else e["target"]
             if name == "peak_rss":
@@ -854,9 +1032,13 @@ def main(argv: list[str] | None = None) -> int:
     DATA.mkdir(parents=True, exist_ok=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     steps = [s for s in args.steps.split(",") if s]
-    results = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(),
-               "command": " ".join([Path(sys.executable).name, "bench/run.py", *(argv or sys.argv[1:])]),
-               "targets_spec": TARGETS, "sizes": {}}
+    results = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine(),
+        "command": " ".join([Path(sys.executable).name, "bench/run.py", *(argv or sys.argv[1:])]),
+        "targets_spec": TARGETS,
+        "sizes": {},
+    }
     for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
         dbname = f"gonka_bench_{size}"
         copy_info = None
@@ -873,8 +1055,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{size}] {step} …", flush=True)
             r = run_step(step, url, size)
             entry["steps"][step] = r
-            brief = {k: r[k] for k in ("elapsed_s", "ingest_elapsed_s", "rows", "rows_per_s", "tx_per_s",
-                                       "worst_speedup", "peak_rss_bytes", "error") if k in r}
+            brief = {
+                k: r[k]
+                for k in (
+                    "elapsed_s",
+                    "ingest_elapsed_s",
+                    "rows",
+                    "rows_per_s",
+                    "tx_per_s",
+                    "worst_speedup",
+                    "peak_rss_bytes",
+                    "error",
+                )
+                if k in r
+            }
             print(f"[{size}] {step}: {json.dumps(brief)}", flush=True)
         results["sizes"][size] = entry
         results["targets"] = evaluate(results["sizes"])
@@ -901,8 +1095,10 @@ def copy_stats(url: str, size: str) -> dict:
             "escrows": q("SELECT count(*) FROM devshard_sessions"),
             "diffs": q("SELECT count(*) FROM devshard_diffs"),
             "sealed_rows": q("SELECT count(*) FROM devshard_sealed_inferences"),
-            "obs_rows": q("SELECT (SELECT count(*) FROM devshard_sealed_validation_obs) + "
-                          "(SELECT count(*) FROM devshard_inference_validation_obs)"),
+            "obs_rows": q(
+                "SELECT (SELECT count(*) FROM devshard_sealed_validation_obs) + "
+                "(SELECT count(*) FROM devshard_inference_validation_obs)"
+            ),
             "db_bytes": q("SELECT pg_database_size(current_database())"),
         }
 

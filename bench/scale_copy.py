@@ -54,27 +54,89 @@ PROTOCOL_VERSION = "v2"
 VALIDATION_RATE = 0.5
 INVALID_RATE = 0.01  # of the validations
 PARTITIONED = (
-    "devshard_sessions", "devshard_diffs", "devshard_signatures", "devshard_snapshots",
-    "devshard_sealed_inferences", "devshard_slot_validation_obs", "devshard_inference_validation_obs",
-    "devshard_sealed_validation_obs", "devshard_validation_leases",
+    "devshard_sessions",
+    "devshard_diffs",
+    "devshard_signatures",
+    "devshard_snapshots",
+    "devshard_sealed_inferences",
+    "devshard_slot_validation_obs",
+    "devshard_inference_validation_obs",
+    "devshard_sealed_validation_obs",
+    "devshard_validation_leases",
 )
-MIGRATIONS = ((1, "create_devshard_session_index"), (2, "add_session_index_epoch_lookup"),
-              (3, "create_devshard_sessions"), (4, "create_devshard_diffs"), (5, "create_devshard_signatures"),
-              (6, "create_devshard_snapshots"), (7, "create_devshard_sealed_inferences"),
-              (8, "create_devshard_slot_validation_obs"), (9, "create_devshard_validation_obs"),
-              (10, "create_devshard_validation_leases"), (11, "create_devshard_escrow_cache"),
-              (13, "create_devshard_storage_identity"))
+MIGRATIONS = (
+    (1, "create_devshard_session_index"),
+    (2, "add_session_index_epoch_lookup"),
+    (3, "create_devshard_sessions"),
+    (4, "create_devshard_diffs"),
+    (5, "create_devshard_signatures"),
+    (6, "create_devshard_snapshots"),
+    (7, "create_devshard_sealed_inferences"),
+    (8, "create_devshard_slot_validation_obs"),
+    (9, "create_devshard_validation_obs"),
+    (10, "create_devshard_validation_leases"),
+    (11, "create_devshard_escrow_cache"),
+    (13, "create_devshard_storage_identity"),
+)
 
-DIFF_COLS = ("epoch_id", "escrow_id", "nonce", "txs_proto", "user_sig", "post_state_root", "state_hash",
-             "warm_keys_json", "created_at")
+DIFF_COLS = (
+    "epoch_id",
+    "escrow_id",
+    "nonce",
+    "txs_proto",
+    "user_sig",
+    "post_state_root",
+    "state_hash",
+    "warm_keys_json",
+    "created_at",
+)
 DIFF_TYPES = ("int8", "text", "int8", "bytea", "bytea", "bytea", "bytea", "text", "int8")
-SEALED_COLS = ("epoch_id", "escrow_id", "inference_id", "sealed_nonce", "obs_present", "sealed_status",
-               "sealed_executor_slot", "sealed_votes_valid", "sealed_votes_invalid", "sealed_validated_by",
-               "sealed_model", "sealed_prompt_hash", "sealed_response_hash", "sealed_input_length",
-               "sealed_max_tokens", "sealed_input_tokens", "sealed_output_tokens", "sealed_reserved_cost",
-               "sealed_actual_cost", "sealed_started_at", "sealed_confirmed_at")
-SEALED_TYPES = ("int8", "text", "int8", "int8", "bool", "int4", "int4", "int4", "int4", "bytea", "text", "bytea",
-                "bytea", "int8", "int8", "int8", "int8", "int8", "int8", "int8", "int8")
+SEALED_COLS = (
+    "epoch_id",
+    "escrow_id",
+    "inference_id",
+    "sealed_nonce",
+    "obs_present",
+    "sealed_status",
+    "sealed_executor_slot",
+    "sealed_votes_valid",
+    "sealed_votes_invalid",
+    "sealed_validated_by",
+    "sealed_model",
+    "sealed_prompt_hash",
+    "sealed_response_hash",
+    "sealed_input_length",
+    "sealed_max_tokens",
+    "sealed_input_tokens",
+    "sealed_output_tokens",
+    "sealed_reserved_cost",
+    "sealed_actual_cost",
+    "sealed_started_at",
+    "sealed_confirmed_at",
+)
+SEALED_TYPES = (
+    "int8",
+    "text",
+    "int8",
+    "int8",
+    "bool",
+    "int4",
+    "int4",
+    "int4",
+    "int4",
+    "bytea",
+    "text",
+    "bytea",
+    "bytea",
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+    "int8",
+)
 OBS_COLS = ("epoch_id", "escrow_id", "inference_id", "slot_id", "required_validations", "completed_validations")
 OBS_TYPES = ("int8", "text", "int8", "int4", "int4", "int4")
 
@@ -118,29 +180,88 @@ DIFF_TXS = 0x12
 
 
 def tx_start(iid, prompt_hash, model_f, input_length, max_tokens, started_at, height, block_hash, pv_f):
-    body = b"".join((b"\x08", v(iid), b"\x12\x20", prompt_hash, model_f, b"\x20", v(input_length),
-                     b"\x28", v(max_tokens), b"\x30", varint(started_at), b"\x38", varint(height),
-                     b"\x42\x20", block_hash, pv_f))
+    body = b"".join(
+        (
+            b"\x08",
+            v(iid),
+            b"\x12\x20",
+            prompt_hash,
+            model_f,
+            b"\x20",
+            v(input_length),
+            b"\x28",
+            v(max_tokens),
+            b"\x30",
+            varint(started_at),
+            b"\x38",
+            varint(height),
+            b"\x42\x20",
+            block_hash,
+            pv_f,
+        )
+    )
     return b"\x0a" + v(len(body)) + body
 
 
 def tx_confirm(iid, executor_sig, confirmed_at, height, block_hash):
-    body = b"".join((b"\x08", v(iid), b"\x12\x41", executor_sig, b"\x18", varint(confirmed_at),
-                     b"\x20", varint(height), b"\x2a\x20", block_hash))
+    body = b"".join(
+        (
+            b"\x08",
+            v(iid),
+            b"\x12\x41",
+            executor_sig,
+            b"\x18",
+            varint(confirmed_at),
+            b"\x20",
+            varint(height),
+            b"\x2a\x20",
+            block_hash,
+        )
+    )
     return b"\x12" + v(len(body)) + body
 
 
-def tx_finish(iid, response_hash, input_tokens, output_tokens, slot, proposer_sig, escrow_f, height, block_hash, served):
-    body = b"".join((b"\x08", v(iid), b"\x12\x20", response_hash, b"\x18", v(input_tokens), b"\x20", v(output_tokens),
-                     b"\x28" + v(slot) if slot else b"", b"\x32\x41", proposer_sig, escrow_f, b"\x40", varint(height),
-                     b"\x4a\x20", block_hash, b"\x52\x20", served))
+def tx_finish(
+    iid, response_hash, input_tokens, output_tokens, slot, proposer_sig, escrow_f, height, block_hash, served
+):
+    body = b"".join(
+        (
+            b"\x08",
+            v(iid),
+            b"\x12\x20",
+            response_hash,
+            b"\x18",
+            v(input_tokens),
+            b"\x20",
+            v(output_tokens),
+            b"\x28" + v(slot) if slot else b"",
+            b"\x32\x41",
+            proposer_sig,
+            escrow_f,
+            b"\x40",
+            varint(height),
+            b"\x4a\x20",
+            block_hash,
+            b"\x52\x20",
+            served,
+        )
+    )
     return b"\x1a" + v(len(body)) + body
 
 
 def tx_verdict(tag, iid, slot, valid, proposer_sig, escrow_f):
     """MsgValidation (tag 0x2A) or MsgValidationVote (0x32): same field layout."""
-    body = b"".join((b"\x08", v(iid), b"\x10" + v(slot) if slot else b"", b"\x18\x01" if valid else b"",
-                     b"\x22\x41", proposer_sig, escrow_f))
+    body = b"".join(
+        (
+            b"\x08",
+            v(iid),
+            b"\x10" + v(slot) if slot else b"",
+            b"\x18\x01" if valid else b"",
+            b"\x22\x41",
+            proposer_sig,
+            escrow_f,
+        )
+    )
     return bytes([tag]) + v(len(body)) + body
 
 
@@ -159,10 +280,11 @@ class Pool:
     def take(self, n: int) -> bytes:
         off = self.off
         self.off = (off + n + 7) % (self.size - 128)
-        return self.buf[off:off + n]
+        return self.buf[off : off + n]
 
 
 # -- escrow plans --------------------------------------------------------------------------------
+
 
 def address(rng: random.Random) -> str:
     alphabet = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
@@ -195,21 +317,39 @@ def plan_escrows(total: int, seed: int) -> tuple[list[dict], list[str], list[str
                 slots.append(candidate)
         rng.shuffle(slots)
         opened = EPOCH0_START + epoch_pos * EPOCH_SECONDS + (index % per_epoch) * 600 + rng.randint(0, 300)
-        plans.append({
-            "index": index, "seed": seed, "epoch_id": epoch_id, "escrow_id": f"{epoch_id}{index:05d}",
-            "inferences": n, "slots": slots, "creator": rng.choice(gateways), "opened_at": opened,
-            "settled": epoch_id != EPOCHS[-1], "created_at_zero": epoch_pos == 0,
-        })
+        plans.append(
+            {
+                "index": index,
+                "seed": seed,
+                "epoch_id": epoch_id,
+                "escrow_id": f"{epoch_id}{index:05d}",
+                "inferences": n,
+                "slots": slots,
+                "creator": rng.choice(gateways),
+                "opened_at": opened,
+                "settled": epoch_id != EPOCHS[-1],
+                "created_at_zero": epoch_pos == 0,
+            }
+        )
     return plans, hosts, gateways
 
 
 def config_json() -> str:
-    return json.dumps({
-        "RefusalTimeout": 60, "ExecutionTimeout": 600, "TokenPrice": TOKEN_PRICE, "CreateDevshardFee": 1000,
-        "FeePerNonce": 1, "VoteThreshold": THRESHOLD, "ValidationRate": int(VALIDATION_RATE * 10000),
-        "InferenceSealGraceNonces": SEAL_GRACE, "InferenceSealGraceSeconds": 600, "AutoSealEveryNNonces": 10,
-        "LogprobsMode": "processed_logprobs",
-    })
+    return json.dumps(
+        {
+            "RefusalTimeout": 60,
+            "ExecutionTimeout": 600,
+            "TokenPrice": TOKEN_PRICE,
+            "CreateDevshardFee": 1000,
+            "FeePerNonce": 1,
+            "VoteThreshold": THRESHOLD,
+            "ValidationRate": int(VALIDATION_RATE * 10000),
+            "InferenceSealGraceNonces": SEAL_GRACE,
+            "InferenceSealGraceSeconds": 600,
+            "AutoSealEveryNNonces": 10,
+            "LogprobsMode": "processed_logprobs",
+        }
+    )
 
 
 def build_escrow(plan: dict) -> dict:
@@ -257,8 +397,21 @@ def build_escrow(plan: dict) -> dict:
         f = c + randint(1, 3)
         input_tokens, output_tokens = input_length, randint(20, 1024)
         response_hash = take(32)
-        emit(f, tx_finish(iid, response_hash, input_tokens, output_tokens, executor_slot, take(65), escrow_f,
-                          height + 2, take(32), take(32)))
+        emit(
+            f,
+            tx_finish(
+                iid,
+                response_hash,
+                input_tokens,
+                output_tokens,
+                executor_slot,
+                take(65),
+                escrow_f,
+                height + 2,
+                take(32),
+                take(32),
+            ),
+        )
         done, status, votes_valid, votes_invalid, bitmap, obs = f, FINISHED, 0, 0, 0, []
         if rand() < VALIDATION_RATE:
             validator = rng.choice([a for a in addresses if a != executor])
@@ -301,9 +454,28 @@ def build_escrow(plan: dict) -> dict:
                 done = n
                 if late:  # one late vote after resolution: in the log, counts nothing
                     emit(n + 1, tx_verdict(T_VOTE, iid, slot_of[late[0]], rand() < 0.5, take(65), verdict_escrow_f))
-        records.append((iid, done, status, votes_valid, votes_invalid, bitmap, obs,
-                        (executor_slot, prompt_hash, response_hash, input_length, max_tokens, input_tokens,
-                         output_tokens, at, confirmed_at)))
+        records.append(
+            (
+                iid,
+                done,
+                status,
+                votes_valid,
+                votes_invalid,
+                bitmap,
+                obs,
+                (
+                    executor_slot,
+                    prompt_hash,
+                    response_hash,
+                    input_length,
+                    max_tokens,
+                    input_tokens,
+                    output_tokens,
+                    at,
+                    confirmed_at,
+                ),
+            )
+        )
 
     last = max(events)
     if plan["settled"]:
@@ -328,8 +500,19 @@ def build_escrow(plan: dict) -> dict:
     for n in range(1, latest + 1):
         txs = events.get(n) or [TX_HEARTBEAT]
         tx_count += len(txs)
-        diffs.append((epoch_id, escrow_id, n, diff_blob(txs), take(user_sig_len), take(32), take(32),
-                      json.dumps({"0": slots[0]}) if n == 1 else None, 0 if zero_created else times[n - 1]))
+        diffs.append(
+            (
+                epoch_id,
+                escrow_id,
+                n,
+                diff_blob(txs),
+                take(user_sig_len),
+                take(32),
+                take(32),
+                json.dumps({"0": slots[0]}) if n == 1 else None,
+                0 if zero_created else times[n - 1],
+            )
+        )
 
     sealed, sealed_obs, live_obs = [], [], []
     for iid, done, status, vv, vi, bitmap, obs, fields in records:
@@ -341,28 +524,63 @@ def build_escrow(plan: dict) -> dict:
         if sealed_nonce == 0 and status == FINISHED:
             continue  # live, unchallenged: no row yet
         reserved = (inl + mt) * TOKEN_PRICE
-        sealed.append((epoch_id, escrow_id, iid, sealed_nonce, True, status, executor_slot, vv, vi,
-                       bitmap.to_bytes(16, "little"), MODEL, ph, rh, inl, mt, itok, otok, reserved,
-                       min((itok + otok) * TOKEN_PRICE, reserved), started_at, confirmed_at))
+        sealed.append(
+            (
+                epoch_id,
+                escrow_id,
+                iid,
+                sealed_nonce,
+                True,
+                status,
+                executor_slot,
+                vv,
+                vi,
+                bitmap.to_bytes(16, "little"),
+                MODEL,
+                ph,
+                rh,
+                inl,
+                mt,
+                itok,
+                otok,
+                reserved,
+                min((itok + otok) * TOKEN_PRICE, reserved),
+                started_at,
+                confirmed_at,
+            )
+        )
         target = sealed_obs if sealed_nonce else live_obs
         for s in dict.fromkeys(obs):
             target.append((epoch_id, escrow_id, iid, s, 1, 1))
     settled_at = times[-1] if plan["settled"] else None
     session = {
-        "epoch_id": epoch_id, "escrow_id": escrow_id, "version": "v2", "creator_addr": plan["creator"],
+        "epoch_id": epoch_id,
+        "escrow_id": escrow_id,
+        "version": "v2",
+        "creator_addr": plan["creator"],
         "config_json": config_json(),
         "group_json": json.dumps([{"SlotID": s, "ValidatorAddress": a} for s, a in enumerate(slots)]),
-        "initial_balance": k * 12_000 * TOKEN_PRICE, "latest_nonce": latest,
+        "initial_balance": k * 12_000 * TOKEN_PRICE,
+        "latest_nonce": latest,
         "last_finalized": latest if plan["settled"] else latest - 1,
-        "settled_at": settled_at, "status": "settled" if plan["settled"] else "active", "imported_nonce": None,
+        "settled_at": settled_at,
+        "status": "settled" if plan["settled"] else "active",
+        "imported_nonce": None,
     }
-    return {"diffs": diffs, "txs": tx_count, "sealed": sealed, "sealed_obs": sealed_obs, "live_obs": live_obs, "session": session,
-            "times": (times[0], times[-1])}
+    return {
+        "diffs": diffs,
+        "txs": tx_count,
+        "sealed": sealed,
+        "sealed_obs": sealed_obs,
+        "live_obs": live_obs,
+        "session": session,
+        "times": (times[0], times[-1]),
+    }
 
 
 def check_wire(rows: dict) -> None:
     """The hand-assembled bytes parse with the project's own protobuf classes, as intended."""
-    from pipeline.decode.devshard_pb2 import DiffContent
+    from pipeline.sources.decode.devshard_pb2 import DiffContent
 
     kinds = set()
     for row in rows["diffs"][:3000]:
@@ -390,7 +608,8 @@ def _copy(cur: psycopg.Cursor, table: str, cols: tuple, types: tuple, rows: list
     if not rows:
         return
     stmt = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT binary)").format(
-        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, cols)))
+        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, cols))
+    )
     with cur.copy(stmt) as copy:
         copy.set_types(list(types))
         write = copy.write_row
@@ -409,18 +628,35 @@ def _write_escrow(plan: dict) -> dict:
         _copy(cur, f"devshard_sealed_inferences_epoch_{e}", SEALED_COLS, SEALED_TYPES, rows["sealed"])
         _copy(cur, f"devshard_sealed_validation_obs_epoch_{e}", OBS_COLS, OBS_TYPES, rows["sealed_obs"])
         _copy(cur, f"devshard_inference_validation_obs_epoch_{e}", OBS_COLS, OBS_TYPES, rows["live_obs"])
-    return {"session": rows["session"], "times": rows["times"], "diffs": len(rows["diffs"]),
-            "sealed": len(rows["sealed"]), "obs": len(rows["sealed_obs"]) + len(rows["live_obs"]), "txs": rows["txs"]}
+    return {
+        "session": rows["session"],
+        "times": rows["times"],
+        "diffs": len(rows["diffs"]),
+        "sealed": len(rows["sealed"]),
+        "obs": len(rows["sealed_obs"]) + len(rows["live_obs"]),
+        "txs": rows["txs"],
+    }
 
 
 def escrow_json(plan: dict, session: dict) -> str:
-    return json.dumps({
-        "escrow_id": plan["escrow_id"], "amount": session["initial_balance"], "creator_address": plan["creator"],
-        "app_hash": uuid.UUID(int=plan["index"] + 1).hex * 2, "slots": plan["slots"], "token_price": TOKEN_PRICE,
-        "create_devshard_fee": 1000, "fee_per_nonce": 1, "inference_seal_grace_nonces": SEAL_GRACE,
-        "inference_seal_grace_seconds": 600, "auto_seal_every_n_nonces": 10,
-        "validation_rate": int(VALIDATION_RATE * 10000), "vote_threshold_factor": 50, "epoch_id": plan["epoch_id"],
-    })
+    return json.dumps(
+        {
+            "escrow_id": plan["escrow_id"],
+            "amount": session["initial_balance"],
+            "creator_address": plan["creator"],
+            "app_hash": uuid.UUID(int=plan["index"] + 1).hex * 2,
+            "slots": plan["slots"],
+            "token_price": TOKEN_PRICE,
+            "create_devshard_fee": 1000,
+            "fee_per_nonce": 1,
+            "inference_seal_grace_nonces": SEAL_GRACE,
+            "inference_seal_grace_seconds": 600,
+            "auto_seal_every_n_nonces": 10,
+            "validation_rate": int(VALIDATION_RATE * 10000),
+            "vote_threshold_factor": 50,
+            "epoch_id": plan["epoch_id"],
+        }
+    )
 
 
 def db_url(base: str, dbname: str) -> str:
@@ -443,12 +679,18 @@ def generate(size: str, base_url: str = DEFAULT_URL, seed: int = 1, workers: int
             con.execute((ROOT / "sql/upstream/postgres.sql").read_text())
             for parent in PARTITIONED:
                 for e in EPOCHS:
-                    con.execute(f"CREATE TABLE {parent}_epoch_{e} PARTITION OF {parent} FOR VALUES FROM ({e}) TO ({e + 1})")
+                    con.execute(
+                        f"CREATE TABLE {parent}_epoch_{e} PARTITION OF {parent} FOR VALUES FROM ({e}) TO ({e + 1})"
+                    )
             with con.cursor() as cur:
-                cur.executemany("INSERT INTO schema_migrations (id, name, applied_at) VALUES (%s, %s, '2026-09-01')",
-                                list(MIGRATIONS))
-            con.execute("INSERT INTO devshard_storage_identity (singleton, identity) VALUES (true, %s)",
-                        (uuid.UUID(int=random.Random(f"lineage:{seed}:{size}").getrandbits(128), version=4),))
+                cur.executemany(
+                    "INSERT INTO schema_migrations (id, name, applied_at) VALUES (%s, %s, '2026-09-01')",
+                    list(MIGRATIONS),
+                )
+            con.execute(
+                "INSERT INTO devshard_storage_identity (singleton, identity) VALUES (true, %s)",
+                (uuid.UUID(int=random.Random(f"lineage:{seed}:{size}").getrandbits(128), version=4),),
+            )
         # Biggest escrows first so the two workers finish together.
         order = sorted(plans, key=lambda p: -p["inferences"])
         results = {}
@@ -463,39 +705,99 @@ def generate(size: str, base_url: str = DEFAULT_URL, seed: int = 1, workers: int
         for plan in plans:
             out = results[plan["escrow_id"]]
             s = out["session"]
-            sessions.append(tuple(s[c] for c in ("epoch_id", "escrow_id", "version", "creator_addr", "config_json",
-                                                 "group_json", "initial_balance", "latest_nonce", "last_finalized",
-                                                 "settled_at", "status", "imported_nonce")))
+            sessions.append(
+                tuple(
+                    s[c]
+                    for c in (
+                        "epoch_id",
+                        "escrow_id",
+                        "version",
+                        "creator_addr",
+                        "config_json",
+                        "group_json",
+                        "initial_balance",
+                        "latest_nonce",
+                        "last_finalized",
+                        "settled_at",
+                        "status",
+                        "imported_nonce",
+                    )
+                )
+            )
             index.append((plan["escrow_id"], plan["epoch_id"]))
             cache.append((plan["escrow_id"], plan["epoch_id"], escrow_json(plan, s), plan["opened_at"] - 60))
             for slot in range(GROUP):
                 sigs.append((plan["epoch_id"], plan["escrow_id"], s["last_finalized"], slot, rng.randbytes(65)))
             snap_nonce = s["latest_nonce"] - s["latest_nonce"] % 10 or 1
-            snaps.append((plan["epoch_id"], plan["escrow_id"], snap_nonce, b"\x0a\x30" + rng.randbytes(48),
-                          0 if plan["created_at_zero"] else out["times"][1]))
+            snaps.append(
+                (
+                    plan["epoch_id"],
+                    plan["escrow_id"],
+                    snap_nonce,
+                    b"\x0a\x30" + rng.randbytes(48),
+                    0 if plan["created_at_zero"] else out["times"][1],
+                )
+            )
         with con.transaction(), con.cursor() as cur:
-            _copy(cur, "devshard_sessions", ("epoch_id", "escrow_id", "version", "creator_addr", "config_json",
-                                             "group_json", "initial_balance", "latest_nonce", "last_finalized",
-                                             "settled_at", "status", "imported_nonce"),
-                  ("int8", "text", "text", "text", "text", "text", "int8", "int8", "int8", "int8", "text", "int8"),
-                  sessions)
+            _copy(
+                cur,
+                "devshard_sessions",
+                (
+                    "epoch_id",
+                    "escrow_id",
+                    "version",
+                    "creator_addr",
+                    "config_json",
+                    "group_json",
+                    "initial_balance",
+                    "latest_nonce",
+                    "last_finalized",
+                    "settled_at",
+                    "status",
+                    "imported_nonce",
+                ),
+                ("int8", "text", "text", "text", "text", "text", "int8", "int8", "int8", "int8", "text", "int8"),
+                sessions,
+            )
             _copy(cur, "devshard_session_index", ("escrow_id", "epoch_id"), ("text", "int8"), index)
-            _copy(cur, "devshard_escrow_cache", ("escrow_id", "epoch_id", "escrow_json", "cached_at"),
-                  ("text", "int8", "text", "int8"), cache)
-            _copy(cur, "devshard_signatures", ("epoch_id", "escrow_id", "nonce", "slot_id", "sig"),
-                  ("int8", "text", "int8", "int8", "bytea"), sigs)
-            _copy(cur, "devshard_snapshots", ("epoch_id", "escrow_id", "nonce", "state_data", "created_at"),
-                  ("int8", "text", "int8", "bytea", "int8"), snaps)
+            _copy(
+                cur,
+                "devshard_escrow_cache",
+                ("escrow_id", "epoch_id", "escrow_json", "cached_at"),
+                ("text", "int8", "text", "int8"),
+                cache,
+            )
+            _copy(
+                cur,
+                "devshard_signatures",
+                ("epoch_id", "escrow_id", "nonce", "slot_id", "sig"),
+                ("int8", "text", "int8", "int8", "bytea"),
+                sigs,
+            )
+            _copy(
+                cur,
+                "devshard_snapshots",
+                ("epoch_id", "escrow_id", "nonce", "state_data", "created_at"),
+                ("int8", "text", "int8", "bytea", "int8"),
+                snaps,
+            )
             add_ledger(cur)
         write_s = time.monotonic() - started
         con.execute("VACUUM (ANALYZE)")
         size_bytes = con.execute("SELECT pg_database_size(current_database())").fetchone()[0]
     summary = {
-        "size": size, "database": dbname, "escrows": len(plans), "inferences": sum(p["inferences"] for p in plans),
-        "diffs": sum(r["diffs"] for r in results.values()), "sealed_rows": sum(r["sealed"] for r in results.values()),
+        "size": size,
+        "database": dbname,
+        "escrows": len(plans),
+        "inferences": sum(p["inferences"] for p in plans),
+        "diffs": sum(r["diffs"] for r in results.values()),
+        "sealed_rows": sum(r["sealed"] for r in results.values()),
         "obs_rows": sum(r["obs"] for r in results.values()),
-        "txs": sum(r["txs"] for r in results.values()), "epochs": list(EPOCHS),
-        "db_bytes": size_bytes, "write_s": round(write_s, 1), "total_s": round(time.monotonic() - started, 1),
+        "txs": sum(r["txs"] for r in results.values()),
+        "epochs": list(EPOCHS),
+        "db_bytes": size_bytes,
+        "write_s": round(write_s, 1),
+        "total_s": round(time.monotonic() - started, 1),
     }
     DATA.mkdir(parents=True, exist_ok=True)
     (DATA / f"copy_{size}.json").write_text(json.dumps(summary))

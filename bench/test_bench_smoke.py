@@ -1,6 +1,6 @@
 """Smoke test of the benchmark harness on a tiny scale copy (needs PostgreSQL; marked slow).
 
-    pytest -m slow bench/test_bench_smoke.py
+pytest -m slow bench/test_bench_smoke.py
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ SIZE = "12000"  # inferences: two escrows of 5–7k
 @pytest.fixture(scope="module")
 def copy_url():
     import psycopg
-
     import scale_copy
 
     try:
@@ -62,5 +61,10 @@ def test_steps_agree_and_reingest_is_a_noop(copy_url):
     assert r["reingest"]["escrows_changed"] == 0 and r["reingest"]["rows"] == 0
     assert set(r["evidence"]["tables"]) == set(run.EVIDENCE_TABLES)
     targets = run.evaluate({SIZE: {"steps": r}})
-    assert set(targets[SIZE]) >= {"flat_vs_floor", "decode_tx_per_s", "reingest_share", "peak_rss",
-                                  "evidence epoch-summary"}
+    assert set(targets[SIZE]) >= {
+        "flat_vs_floor",
+        "decode_tx_per_s",
+        "reingest_share",
+        "peak_rss",
+        "evidence epoch-summary",
+    }

@@ -1,6 +1,6 @@
 """gonka-evidence: reproducible evidence about Gonka devshard hosts.
 
-The package is library first; `pipeline.cli` is a thin Typer layer over it.
+The package is library first; `pipeline.cli.app` is a thin Typer layer over it.
 """
 
 import os
@@ -15,17 +15,12 @@ __all__ = ["Evidence", "Warehouse", "__version__", "open_warehouse"]
 
 def __getattr__(name: str):
     """`__version__`, `open_warehouse` and its classes, looked up on first use: `import pipeline`
-    (which the console script does before its Ctrl-C handler is in place, see `pipeline.entry`)
+    (which the console script does before its Ctrl-C handler is in place, see `pipeline.cli.main`)
     imports nothing, and `gonka-evidence --version` loads no Polars, DuckDB or statistics library."""
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from pipeline.core.version import pipeline_version
 
-        try:
-            value = version("gonka-evidence")
-        except PackageNotFoundError:  # running from a source tree without install
-            value = "0.0.0+local"
-        globals()["__version__"] = value
-        return value
+        return pipeline_version()
     if name in ("Evidence", "Warehouse", "open_warehouse"):
         from pipeline import api
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import polars as pl
 import psycopg
 
-from pipeline.ingest import IngestSummary, ingest_store
-from pipeline.sources import open_store
-from pipeline.warehouse import fetch_frame, open_for_write
+from pipeline.ingest.store import IngestSummary, ingest_store
+from pipeline.sources.store import open_store
+from pipeline.warehouse.database import fetch_frame, open_for_write
 
 # Public data views and the key that orders them; ingest_runs/quarantine carry run ids and are compared apart.
 VIEW_KEYS = {
@@ -74,8 +74,8 @@ def throwaway_database(request) -> str:
 def sample_warehouse(warehouse: Path, store: Path | None = None) -> Path:
     """``warehouse`` built from a copy of data-samples/ (``store``, default the bundled one), labelled
     data-samples, with the samples' build timeline."""
-    from pipeline.builds import load_builds
-    from pipeline.paths import DATA_SAMPLES_DIR
+    from pipeline.core.paths import DATA_SAMPLES_DIR
+    from pipeline.ingest.builds import load_builds
 
     ingest(warehouse, store or DATA_SAMPLES_DIR / "store", label="data-samples")
     con = open_for_write(warehouse)

@@ -8,17 +8,30 @@ import json
 import polars as pl
 import pytest
 
-from pipeline.builds import load_builds
 from pipeline.evidence import compute
-from pipeline.stats import wilson_interval
-from pipeline.transforms.answers import BodyError, check_payload, scan_response
-from pipeline.sources.payloads import RawPayload
-from pipeline.warehouse import fetch_frame, open_for_write
+from pipeline.evidence.stats import wilson_interval
+from pipeline.ingest.builds import load_builds
+from pipeline.ingest.payloads import check_payload, scan_response
+from pipeline.sources.store.payloads import RawPayload
+from pipeline.warehouse.database import fetch_frame, open_for_write
 from tests.helpers import ingest, throwaway_database
 
-CHECKS = ["epoch_id", "escrow_id", "inference_id", "temperature", "top_p", "completion_tokens", "logprob_tokens",
-          "duplicate_top_logprob_positions", "nan_logprobs", "missing_logprobs", "tokens_not_ids", "empty", "sse",
-          "complete"]
+CHECKS = [
+    "epoch_id",
+    "escrow_id",
+    "inference_id",
+    "temperature",
+    "top_p",
+    "completion_tokens",
+    "logprob_tokens",
+    "duplicate_top_logprob_positions",
+    "nan_logprobs",
+    "missing_logprobs",
+    "tokens_not_ids",
+    "empty",
+    "sse",
+    "complete",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +73,17 @@ def test_malformed_bodies_are_quarantined(answers_wh, copy4):
     con, _ = answers_wh
     q = fetch_frame(con, "SELECT row_key, reason FROM quarantine WHERE table_name = 'payload_storage' ORDER BY 1")
     bad = copy4.truth.answers.filter(pl.col("fault").is_in(["not_json", "truncated"])).sort("epoch_id", "escrow_id")
-    assert sorted(q["row_key"]) == sorted(f"{r['epoch_id']}/{r['escrow_id']}/{r['inference_id']}"
-                                          for r in bad.iter_rows(named=True))
+    assert sorted(q["row_key"]) == sorted(
+        f"{r['epoch_id']}/{r['escrow_id']}/{r['inference_id']}" for r in bad.iter_rows(named=True)
+    )
     assert any("truncated" in r for r in q["reason"]) and any("not JSON" in r for r in q["reason"])
 
 
 def test_bodies_are_not_stored(answers_wh):
     con, _ = answers_wh
-    cols = fetch_frame(con, "SELECT column_name, data_type FROM information_schema.columns "
-                            "WHERE table_name = 'answer_checks_t'")
+    cols = fetch_frame(
+        con, "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'answer_checks_t'"
+    )
     assert not any(t in ("BLOB",) for t in cols["data_type"])
     assert not {"prompt_payload", "response_payload", "content"} & set(cols["column_name"])
 
@@ -86,14 +101,19 @@ def test_answer_integrity(answers_wh, copy4, timeline):
         complete = sub.filter(pl.col("complete"))
         row = compute("answer-integrity", con, host=timeline.focal_host, epoch=epoch, command="x").rows.to_dicts()[0]
         assert row == {
-            "answers_scanned": sub.height, "complete": complete.height,
+            "answers_scanned": sub.height,
+            "complete": complete.height,
             "token_count_mismatches": complete.filter(pl.col("completion_tokens") != pl.col("logprob_tokens")).height,
             "duplicate_top_logprob_positions": int(complete["duplicate_top_logprob_positions"].sum()),
-            "nan_or_missing_logprob_answers": complete.filter((pl.col("nan_logprobs") > 0) | (pl.col("missing_logprobs") > 0)).height,
+            "nan_or_missing_logprob_answers": complete.filter(
+                (pl.col("nan_logprobs") > 0) | (pl.col("missing_logprobs") > 0)
+            ).height,
             "tokens_not_ids_answers": complete.filter(pl.col("tokens_not_ids") > 0).height,
             "empty_answers": complete.filter(pl.col("empty")).height,
             # no engine events were ingested: the matching columns are unknown, not zero
-            "empty_answers_in_engine_death": None, "empty_answers_in_poc": None, "empty_answers_unexplained": None,
+            "empty_answers_in_engine_death": None,
+            "empty_answers_in_poc": None,
+            "empty_answers_unexplained": None,
         }
     full = compute("answer-integrity", con, host=timeline.focal_host, command="x").rows.to_dicts()[0]
     assert full["token_count_mismatches"] == 2 and full["empty_answers"] == 2 and full["tokens_not_ids_answers"] == 2
@@ -114,19 +134,31 @@ def test_answers_by_sampling(answers_wh, copy4, timeline):
     txs = copy4.truth.txs
     sampled_validation = txs.filter(pl.col("kind") == "validation").select("escrow_id", "inference_id").unique()
     event_at = txs.filter(pl.col("kind") == "start").select("escrow_id", "inference_id", "event_at")
-    judged = (inf.filter((pl.col("executor") == focal) & pl.col("has_finish_tx") & (pl.col("status") != "timed_out"))
-              .join(sampled_validation, on=["escrow_id", "inference_id"])
-              .join(event_at, on=["escrow_id", "inference_id"], how="left")
-              .with_columns(build=pl.col("event_at").map_elements(lambda t: _build_at(timeline, t), return_dtype=pl.String),
-                            sampling=pl.when(pl.col("temperature").fill_null(1.0) == 0).then(pl.lit("greedy"))
-                            .otherwise(pl.lit("sampled"))))
-    want = judged.group_by("build", "sampling").agg(
-        judged=pl.len(), invalidated=(pl.col("status") == "invalidated").sum(), challenged=pl.col("challenged").sum()
-    ).sort("build", "sampling")
+    judged = (
+        inf.filter((pl.col("executor") == focal) & pl.col("has_finish_tx") & (pl.col("status") != "timed_out"))
+        .join(sampled_validation, on=["escrow_id", "inference_id"])
+        .join(event_at, on=["escrow_id", "inference_id"], how="left")
+        .with_columns(
+            build=pl.col("event_at").map_elements(lambda t: _build_at(timeline, t), return_dtype=pl.String),
+            sampling=pl.when(pl.col("temperature").fill_null(1.0) == 0)
+            .then(pl.lit("greedy"))
+            .otherwise(pl.lit("sampled")),
+        )
+    )
+    want = (
+        judged.group_by("build", "sampling")
+        .agg(
+            judged=pl.len(),
+            invalidated=(pl.col("status") == "invalidated").sum(),
+            challenged=pl.col("challenged").sum(),
+        )
+        .sort("build", "sampling")
+    )
     result = compute("answers-by-sampling", con, host=focal, command="x")
     got = result.rows
     assert got.select("build", "sampling", "judged", "invalidated", "challenged").to_dicts() == [
-        {k: (int(v) if isinstance(v, int) else v) for k, v in r.items()} for r in want.to_dicts()]
+        {k: (int(v) if isinstance(v, int) else v) for k, v in r.items()} for r in want.to_dicts()
+    ]
     for r in got.iter_rows(named=True):
         low, high = wilson_interval(r["invalidated"], r["judged"])
         assert r["ci_low"] == pytest.approx(low) and r["ci_high"] == pytest.approx(high)
@@ -138,20 +170,31 @@ def test_answers_by_sampling(answers_wh, copy4, timeline):
 
 
 def test_scanner_edge_cases():
-    assert scan_response(b'{"choices": [{"message": {"content": "x"}, "logprobs": {"content": '
-                         b'[{"token": "12", "logprob": NaN, "top_logprobs": []}]}}], "usage": {"completion_tokens": 1}}'
-                         )["nan_logprobs"] == 1
-    row, problems = check_payload(RawPayload(1, "e", 1, b"not json", b"data: {\"choices\": []}\n\n"))
+    assert (
+        scan_response(
+            b'{"choices": [{"message": {"content": "x"}, "logprobs": {"content": '
+            b'[{"token": "12", "logprob": NaN, "top_logprobs": []}]}}], "usage": {"completion_tokens": 1}}'
+        )["nan_logprobs"]
+        == 1
+    )
+    row, problems = check_payload(RawPayload(1, "e", 1, b"not json", b'data: {"choices": []}\n\n'))
     assert row["complete"] is False and row["temperature"] is None and len(problems) == 2
-    row, problems = check_payload(RawPayload(1, "e", 2, json.dumps({"request": {"messages": [], "temperature": 0}}).encode(),
-                                             b'{"choices": [], "usage": {}}'))
+    row, problems = check_payload(
+        RawPayload(
+            1,
+            "e",
+            2,
+            json.dumps({"request": {"messages": [], "temperature": 0}}).encode(),
+            b'{"choices": [], "usage": {}}',
+        )
+    )
     assert row["temperature"] == 0 and row["top_p"] == 1.0 and not row["top_p_given"] and not problems
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def payload_source(request, copy4, tmp_path_factory):
     """The copy with planted payload faults, in both layouts, opened as a store."""
-    from pipeline.sources import open_store
+    from pipeline.sources.store import open_store
 
     if request.param == "sqlite":
         spec = copy4.write_sqlite(tmp_path_factory.mktemp("pooled") / "store")
@@ -164,16 +207,18 @@ def payload_source(request, copy4, tmp_path_factory):
 
 
 def _ingest_payloads_with(store, pool, path) -> dict[str, pl.DataFrame]:
-    from pipeline.loading import ingest_run
-    from pipeline.transforms.answers import ingest_payloads
+    from pipeline.ingest.payloads import ingest_payloads
+    from pipeline.ingest.runs import ingest_run
 
     con = open_for_write(path)
     try:
         with ingest_run(con, source_id=store.source_id, kind=store.kind, display="payloads") as run:
             ingest_payloads(con, store, run, pool=pool)
-        return {"counts": run.rows,
-                "rows": fetch_frame(con, "SELECT * EXCLUDE (run_id) FROM answer_checks_t ORDER BY escrow_id, inference_id"),
-                "quarantine": fetch_frame(con, "SELECT table_name, row_key, reason FROM quarantine ORDER BY row_key")}
+        return {
+            "counts": run.rows,
+            "rows": fetch_frame(con, "SELECT * EXCLUDE (run_id) FROM answer_checks_t ORDER BY escrow_id, inference_id"),
+            "quarantine": fetch_frame(con, "SELECT table_name, row_key, reason FROM quarantine ORDER BY row_key"),
+        }
     finally:
         con.close()
 
@@ -183,15 +228,16 @@ def test_worker_processes_give_the_in_process_rows(payload_source, copy4, tmp_pa
     (for the store directory the workers also read and decode the files)."""
     from polars.testing import assert_frame_equal
 
-    from pipeline.parallel import BatchPool
-    from pipeline.transforms.answers import checked_payloads
+    from pipeline.core.parallel import BatchPool
+    from pipeline.ingest.payloads import checked_payloads
 
     in_process = list(checked_payloads(payload_source, set(), BatchPool(workers=1)))
     with BatchPool(workers=2, batch_bytes=1, min_bytes=0) as pool:  # one payload per batch, workers from the start
         pooled = list(checked_payloads(payload_source, set(), pool))
         assert pool.started
-        assert [(r["escrow_id"], r["inference_id"]) for r, _ in pooled] == \
-            [(r["escrow_id"], r["inference_id"]) for r, _ in in_process]
+        assert [(r["escrow_id"], r["inference_id"]) for r, _ in pooled] == [
+            (r["escrow_id"], r["inference_id"]) for r, _ in in_process
+        ]
         assert pooled == in_process
         assert len(pooled) == len(copy4.payloads) and sum(bool(found) for _, found in pooled) == 2
         assert sorted(f.split(":")[0] for _, found in pooled for f in found) == ["response_payload"] * 2
@@ -211,7 +257,7 @@ def test_worker_processes_on_bench_like_bodies(tmp_path):
     import random
     import re
 
-    from pipeline.parallel import BatchPool
+    from pipeline.core.parallel import BatchPool
     from pipeline.samples.payloads import request_body, response_body
     from pipeline.transforms.answer_scan import check_payloads
 
@@ -238,4 +284,8 @@ def test_worker_processes_on_bench_like_bodies(tmp_path):
     rows = [row for row, _ in pooled]
     assert sum(r["nan_logprobs"] or 0 for r in rows) == 5 and sum(bool(r["tokens_not_ids"]) for r in rows) == 5
     problems = [found[0] for _, found in pooled if found]
-    assert len(problems) == 10 and sum("truncated" in p for p in problems) == 5 and sum(p.startswith("response_payload: not JSON (") for p in problems) == 5
+    assert (
+        len(problems) == 10
+        and sum("truncated" in p for p in problems) == 5
+        and sum(p.startswith("response_payload: not JSON (") for p in problems) == 5
+    )

@@ -16,8 +16,8 @@ import pytest
 
 from pipeline import open_warehouse
 from pipeline.evidence import EvidenceError
-from pipeline.query import QueryError
-from pipeline.warehouse import WarehouseError
+from pipeline.output.query import QueryError
+from pipeline.warehouse.database import WarehouseError
 from tests.helpers import ingest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_")}
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli.app", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,10 @@ def test_evidence_has_frame_stats_provenance_and_renders_as_the_cli_prints_it(wa
         by_escrow = wh.evidence("peer-invalidation", host=HOST, epoch=3, by_escrow=True)
     assert isinstance(ev.frame, pl.DataFrame) and ev.frame.height > 0 and ev.name == "peer-invalidation"
     assert ev.stats and ev.provenance.window == {"epoch": 3}
-    assert ev.provenance.command == f"gonka-evidence evidence peer-invalidation --host {HOST} --epoch 3 --warehouse {warehouse}"
+    assert (
+        ev.provenance.command
+        == f"gonka-evidence evidence peer-invalidation --host {HOST} --epoch 3 --warehouse {warehouse}"
+    )
     assert by_escrow.provenance.command.endswith("--by-escrow --warehouse " + str(warehouse))
     assert by_escrow.frame.height > ev.frame.height  # the per-escrow rows follow the pooled ones
     assert json.loads(ev.to_json())["evidence"] == "peer-invalidation"
@@ -68,7 +72,9 @@ def test_evidence_has_frame_stats_provenance_and_renders_as_the_cli_prints_it(wa
 
 def test_query_returns_a_polars_frame_with_bound_parameters_in_the_sandbox(warehouse):
     with open_warehouse(warehouse) as wh:
-        counts = wh.query("SELECT epoch_id, count(*) AS n FROM escrows WHERE epoch_id >= $first GROUP BY ALL ORDER BY 1", first=3)
+        counts = wh.query(
+            "SELECT epoch_id, count(*) AS n FROM escrows WHERE epoch_id >= $first GROUP BY ALL ORDER BY 1", first=3
+        )
         closure = wh.query("closed_epochs", lag_seconds=21600)  # a named query, as on the command line
         with pytest.raises(QueryError, match="missing --param for: first"):
             wh.query("SELECT $first")
@@ -80,8 +86,16 @@ def test_query_returns_a_polars_frame_with_bound_parameters_in_the_sandbox(wareh
             wh.query("SET enable_external_access = true")
     assert counts["epoch_id"].to_list() == [3, 4] and counts["n"].min() > 0
     assert closure.columns[:2] == ["epoch_id", "escrows"] and closure["epoch_id"].to_list() == [2, 3, 4]
-    csv = cli("query", "SELECT epoch_id, count(*) AS n FROM escrows WHERE epoch_id >= $first GROUP BY ALL ORDER BY 1",
-              "--param", "first=3", "--format", "csv", "-w", str(warehouse))
+    csv = cli(
+        "query",
+        "SELECT epoch_id, count(*) AS n FROM escrows WHERE epoch_id >= $first GROUP BY ALL ORDER BY 1",
+        "--param",
+        "first=3",
+        "--format",
+        "csv",
+        "-w",
+        str(warehouse),
+    )
     assert csv.stdout == counts.write_csv()
 
 
@@ -94,7 +108,10 @@ def test_the_default_warehouse_and_host_are_the_ones_the_cli_uses(tmp_path, ware
         assert (wh.path, wh.host) == (warehouse, HOST)
         ev = wh.evidence("votes-by-build", epoch=3)  # the config's host
     assert ev.provenance.command == f"gonka-evidence evidence votes-by-build --host {HOST} --epoch 3"
-    assert cli("evidence", "votes-by-build", "--host", HOST, "--epoch", "3", cwd=tmp_path).stdout == ev.to_markdown() + "\n"
+    assert (
+        cli("evidence", "votes-by-build", "--host", HOST, "--epoch", "3", cwd=tmp_path).stdout
+        == ev.to_markdown() + "\n"
+    )
     monkeypatch.setenv("GONKA_EVIDENCE_HOST", "gonka1other")
     with open_warehouse() as wh:
         assert wh.host == "gonka1other"
@@ -112,8 +129,10 @@ def test_a_closed_warehouse_says_so(warehouse):
 
 
 def test_importing_the_api_loads_no_engine():
-    probe = ("import sys; from pipeline import open_warehouse, Warehouse; "
-             "print(sorted(m for m in ('polars', 'duckdb', 'scipy', 'pyarrow') if m in sys.modules))")
+    probe = (
+        "import sys; from pipeline import open_warehouse, Warehouse; "
+        "print(sorted(m for m in ('polars', 'duckdb', 'scipy', 'pyarrow') if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert (result.returncode, result.stdout) == (0, "[]\n"), result.stderr
 
@@ -121,37 +140,56 @@ def test_importing_the_api_loads_no_engine():
 def test_compute_derives_the_reproducing_command_when_none_is_given(warehouse, HOST):
     # `pipeline.evidence.compute` is the library call under the API: once it required `command`.
     from pipeline.evidence import compute
-    from pipeline.warehouse import open_sandboxed
+    from pipeline.warehouse.database import open_sandboxed
 
     con = open_sandboxed(warehouse)
     try:
         result = compute("peer-invalidation", con, host=HOST, epoch=3, by_escrow=True)
-        windowed = compute("votes-by-build", con, host=HOST, since="2026-10-23",
-                           until=dt.datetime(2026, 10, 24, 12, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+        windowed = compute(
+            "votes-by-build",
+            con,
+            host=HOST,
+            since="2026-10-23",
+            until=dt.datetime(2026, 10, 24, 12, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+        )
     finally:
         con.close()
     assert result.provenance.command == f"gonka-evidence evidence peer-invalidation --host {HOST} --epoch 3 --by-escrow"
-    assert windowed.provenance.command == (f"gonka-evidence evidence votes-by-build --host {HOST} "
-                                           "--since 2026-10-23 --until 2026-10-24T10:00:00Z")
+    assert windowed.provenance.command == (
+        f"gonka-evidence evidence votes-by-build --host {HOST} --since 2026-10-23 --until 2026-10-24T10:00:00Z"
+    )
     with open_warehouse(warehouse) as wh:  # the API adds the warehouse it was given by name
         assert wh.evidence("peer-invalidation", host=HOST, epoch=3, by_escrow=True).provenance.command == (
-            result.provenance.command + f" --warehouse {warehouse}")
+            result.provenance.command + f" --warehouse {warehouse}"
+        )
 
 
 def test_query_frames_hold_every_duckdb_value_exactly(warehouse):
     # Arrow hands HUGEINT/UHUGEINT over as DECIMAL(38,0) (39 digits wrapped: UHUGEINT's largest read -1),
     # and Polars cannot take INTERVAL or UNION at all: the frame holds them exactly, as `query` prints them.
     hugeint, uhugeint = 2**127 - 1, 2**128 - 1
-    sql = (f"SELECT {hugeint}::HUGEINT AS h, -{hugeint}::HUGEINT AS nh, {uhugeint}::UHUGEINT AS uh, "
-           "CAST(NULL AS HUGEINT) AS null_h, INTERVAL '1 year 2 months 3 days 04:05:06.5' AS i, "
-           "union_value(n := 2)::UNION(n INT, s VARCHAR) AS u, TIMETZ '12:34:56+05:30' AS ttz, '0101'::BIT AS bit, "
-           f"{10**50}::BIGNUM AS bn, [INTERVAL 1 day, NULL] AS li, {{'u': {uhugeint}::UHUGEINT, 'f': 'nan'::DOUBLE}} AS su, "
-           "1.50::DECIMAL(4,2) AS d, [1, NULL] AS l")
+    sql = (
+        f"SELECT {hugeint}::HUGEINT AS h, -{hugeint}::HUGEINT AS nh, {uhugeint}::UHUGEINT AS uh, "
+        "CAST(NULL AS HUGEINT) AS null_h, INTERVAL '1 year 2 months 3 days 04:05:06.5' AS i, "
+        "union_value(n := 2)::UNION(n INT, s VARCHAR) AS u, TIMETZ '12:34:56+05:30' AS ttz, '0101'::BIT AS bit, "
+        f"{10**50}::BIGNUM AS bn, [INTERVAL 1 day, NULL] AS li, {{'u': {uhugeint}::UHUGEINT, 'f': 'nan'::DOUBLE}} AS su, "
+        "1.50::DECIMAL(4,2) AS d, [1, NULL] AS l"
+    )
     with open_warehouse(warehouse) as wh:
         frame = wh.query(sql)
     assert frame.schema["h"] == pl.Int128 and frame.schema["uh"] == pl.UInt128 and frame.schema["null_h"] == pl.Int128
     assert frame.row(0, named=True) == {
-        "h": hugeint, "nh": -hugeint, "uh": uhugeint, "null_h": None, "i": "1 year 2 months 3 days 04:05:06.5",
-        "u": '{"n":2}', "ttz": "12:34:56+05:30", "bit": "0101", "bn": str(10**50), "li": '["1 day",null]',
-        "su": f'{{"u":{uhugeint},"f":"NaN"}}', "d": Decimal("1.50"), "l": [1, None],
+        "h": hugeint,
+        "nh": -hugeint,
+        "uh": uhugeint,
+        "null_h": None,
+        "i": "1 year 2 months 3 days 04:05:06.5",
+        "u": '{"n":2}',
+        "ttz": "12:34:56+05:30",
+        "bit": "0101",
+        "bn": str(10**50),
+        "li": '["1 day",null]',
+        "su": f'{{"u":{uhugeint},"f":"NaN"}}',
+        "d": Decimal("1.50"),
+        "l": [1, None],
     }

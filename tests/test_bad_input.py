@@ -12,7 +12,7 @@ from tests.helpers import frame, ingest
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "pipeline.cli.app", *args], capture_output=True, text=True, cwd=cwd)
 
 
 def _one_line_error(result) -> str:
@@ -38,7 +38,9 @@ def test_wrong_password_is_never_shown(tmp_path, pg_database, pg_server):
     try:
         host = pg_server.split("@", 1)[1]
         secret = "Sup3rSecretPw"
-        result = cli("ingest", f"postgresql://{role}:{secret}@{host}/{url.rsplit('/', 1)[1]}", "-w", str(tmp_path / "w.duckdb"))
+        result = cli(
+            "ingest", f"postgresql://{role}:{secret}@{host}/{url.rsplit('/', 1)[1]}", "-w", str(tmp_path / "w.duckdb")
+        )
         # The local server may trust every login; then the empty database is the error. Either way: one line, no secret.
         line = _one_line_error(result)
         assert secret not in result.stderr + result.stdout
@@ -100,7 +102,9 @@ def test_malformed_group_json_is_quarantined_and_the_log_kept(tmp_path, sqlite_c
 def test_unknown_tx_kind_is_kept_as_other_and_quarantined(tmp_path, sqlite_copy):
     wh = tmp_path / "w.duckdb"
     summary = ingest(wh, sqlite_copy(4))
-    others = frame(wh, "SELECT escrow_id, nonce, tx_index, reason FROM txs WHERE kind = 'other' AND reason LIKE 'field_15%'")
+    others = frame(
+        wh, "SELECT escrow_id, nonce, tx_index, reason FROM txs WHERE kind = 'other' AND reason LIKE 'field_15%'"
+    )
     assert others.height >= 1
     keys = {f"{r['escrow_id']}/{r['nonce']}/{r['tx_index']}" for r in others.to_dicts()}
     q = frame(wh, "SELECT row_key FROM quarantine WHERE reason LIKE 'unknown tx kind%'")
@@ -114,13 +118,21 @@ def test_unknown_status_value_is_quarantined(tmp_path, sqlite_copy):
         escrow, inference = db.execute(
             "SELECT escrow_id, inference_id FROM sealed_inferences WHERE sealed_nonce > 0 LIMIT 1"
         ).fetchone()
-        db.execute("UPDATE sealed_inferences SET sealed_status = 9 WHERE escrow_id = ? AND inference_id = ?", (escrow, inference))
+        db.execute(
+            "UPDATE sealed_inferences SET sealed_status = 9 WHERE escrow_id = ? AND inference_id = ?",
+            (escrow, inference),
+        )
     wh = tmp_path / "w.duckdb"
     ingest(wh, store)
     q = frame(wh, "SELECT row_key, reason FROM quarantine WHERE table_name = 'sealed_inferences'")
     assert q.to_dicts() == [{"row_key": f"{escrow}/{inference}", "reason": "unknown sealed_status 9"}]
     # The replay still decides the status from the diff log.
-    assert frame(wh, f"SELECT status FROM inferences WHERE escrow_id = '{escrow}' AND inference_id = {inference}")["status"][0] is not None
+    assert (
+        frame(wh, f"SELECT status FROM inferences WHERE escrow_id = '{escrow}' AND inference_id = {inference}")[
+            "status"
+        ][0]
+        is not None
+    )
 
 
 def test_missing_table_is_a_one_line_error(tmp_path, sqlite_copy):

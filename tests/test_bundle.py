@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import pipeline.cli_bundle  # noqa: F401 (registers `bundle` and `verify`)
-from pipeline.cli import app
-from pipeline.digest import tree_digest
+import pipeline.cli.bundle  # noqa: F401 (registers `bundle` and `verify`)
+from pipeline.cli.app import app
+from pipeline.core.digest import tree_digest
+from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import EVIDENCE
-from pipeline.paths import DATA_SAMPLES_DIR
 from tests.helpers import sample_warehouse
 
 runner = CliRunner()
@@ -65,7 +65,8 @@ def test_the_manifest_lists_every_file_with_its_sha256_command_and_the_inputs(wo
     assert "report/report.md" in files and "report/report.html" in files
     assert any(re.fullmatch(r"charts/.+\.svg", p) for p in files)
     assert listed["tables/votes-by-build.json"]["command"] == (
-        f"gonka-evidence evidence votes-by-build --host {HOST} --epoch 3 --format json")
+        f"gonka-evidence evidence votes-by-build --host {HOST} --epoch 3 --format json"
+    )
     assert manifest["pipeline_version"] and manifest["window"] == {"epoch": 3}
     [source] = manifest["inputs"]
     assert source["label"] == "data-samples" and source["input_digest"] == tree_digest(DATA_SAMPLES_DIR / "store")
@@ -105,8 +106,10 @@ def test_verify_of_a_directory_without_manifest_is_a_one_line_error(workdir, tmp
 
 
 def test_a_time_window_bundle_has_the_tables_and_no_report(workdir, tmp_path):
-    result = _run(workdir, ["bundle", "--host", HOST, "--since", "2026-10-28", "--until", "2026-10-29",
-                            "--out", str(tmp_path / "w")])
+    result = _run(
+        workdir,
+        ["bundle", "--host", HOST, "--since", "2026-10-28", "--until", "2026-10-29", "--out", str(tmp_path / "w")],
+    )
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "w" / "MANIFEST.json").read_text())
     assert manifest["window"] == {"since": "2026-10-28T00:00:00Z", "until": "2026-10-29T00:00:00Z"}

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.cli import app
+from pipeline.cli.app import app
 from tests.helpers import frame, ingest
 
 runner = CliRunner()
@@ -29,7 +29,15 @@ def warehouse(tmp_path, sqlite_copy) -> Path:
 
 def test_query_json_is_an_array_of_row_objects_with_utc_timestamps(warehouse):
     result = runner.invoke(
-        app, ["query", "SELECT escrow_id, nonce, event_at FROM txs ORDER BY escrow_id, nonce LIMIT 2", "--format", "json", "-w", str(warehouse)]
+        app,
+        [
+            "query",
+            "SELECT escrow_id, nonce, event_at FROM txs ORDER BY escrow_id, nonce LIMIT 2",
+            "--format",
+            "json",
+            "-w",
+            str(warehouse),
+        ],
     )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
@@ -40,21 +48,37 @@ def test_query_json_is_an_array_of_row_objects_with_utc_timestamps(warehouse):
 def test_query_params_named_queries_and_formats(warehouse, timeline):
     host = timeline.focal_host
     expected = frame(warehouse, f"SELECT count(*) AS n FROM inferences WHERE executor = '{host}'")["n"][0]
-    result = runner.invoke(app, ["query", "host_executor_counts", "--param", f"host={host}", "--format", "csv", "-w", str(warehouse)])
+    result = runner.invoke(
+        app, ["query", "host_executor_counts", "--param", f"host={host}", "--format", "csv", "-w", str(warehouse)]
+    )
     assert result.exit_code == 0, result.output
     counts = pl.read_csv(result.output.encode())
     assert counts["inferences"].sum() == expected > 0
     md = runner.invoke(app, ["query", "SELECT 1234567 AS n", "--format", "markdown", "-w", str(warehouse)])
     assert md.output.splitlines()[:3] == ["| n |", "| ---: |", "| 1,234,567 |"]
     listing = runner.invoke(app, ["query", "--list"])
-    assert "host_executor_counts: Inferences executed by one host, per epoch and status. [params: host" in listing.output
+    assert (
+        "host_executor_counts: Inferences executed by one host, per epoch and status. [params: host" in listing.output
+    )
     missing = runner.invoke(app, ["query", "host_executor_counts", "-w", str(warehouse)])
     assert missing.exit_code == 1 and "missing --param for: host" in missing.output
 
 
 def test_query_writes_parquet_to_a_file(warehouse, tmp_path):
     out = tmp_path / "x.parquet"
-    result = runner.invoke(app, ["query", "SELECT kind, count(*) AS n FROM txs GROUP BY ALL", "--format", "parquet", "-o", str(out), "-w", str(warehouse)])
+    result = runner.invoke(
+        app,
+        [
+            "query",
+            "SELECT kind, count(*) AS n FROM txs GROUP BY ALL",
+            "--format",
+            "parquet",
+            "-o",
+            str(out),
+            "-w",
+            str(warehouse),
+        ],
+    )
     assert result.exit_code == 0
     assert pl.read_parquet(out)["n"].sum() == frame(warehouse, "SELECT count(*) AS n FROM txs")["n"][0]
 
@@ -83,8 +107,13 @@ def test_doctor_prints_names_as_written(sqlite_copy):
     # A path (and the source id made from it) is data: "[bold]" in it is not Rich markup, and a
     # long one is not wrapped over lines when stdout is not a terminal.
     store = sqlite_copy(3, name="copy-[bold]x-" + "y" * 150)
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "doctor", str(store)], capture_output=True, text=True,
-                            timeout=300, env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli.app", "doctor", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "COLUMNS"},
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"{store}  layout: sqlite  source id: sqlite:{store.name}"
@@ -116,7 +145,9 @@ def test_run_with_no_configuration_ingests_the_samples(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert "new reports: epoch 2, epoch 3 in" in result.output and "open: epoch 4 " in result.output
     assert (tmp_path / "warehouse.duckdb").exists()
-    epochs = frame(tmp_path / "warehouse.duckdb", "SELECT DISTINCT epoch_id FROM escrows ORDER BY 1")["epoch_id"].to_list()
+    epochs = frame(tmp_path / "warehouse.duckdb", "SELECT DISTINCT epoch_id FROM escrows ORDER BY 1")[
+        "epoch_id"
+    ].to_list()
     assert epochs == [2, 3, 4]
     again = runner.invoke(app, ["run"])
     assert "escrows changed 0" in again.output
@@ -136,7 +167,16 @@ def test_readme_commands_match_ci():
     assert len(blocks) >= 2
     assert blocks[1].strip() in ci
     assert "gonka-evidence run" in blocks[0]
-    for view in ("escrows", "escrow_slots", "txs", "inferences", "validations", "host_builds", "ingest_runs", "quarantine"):
+    for view in (
+        "escrows",
+        "escrow_slots",
+        "txs",
+        "inferences",
+        "validations",
+        "host_builds",
+        "ingest_runs",
+        "quarantine",
+    ):
         assert f"| `{view}` |" in readme
 
 

@@ -23,8 +23,14 @@ HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
 
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_") and k != "COLUMNS"}
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env={**base, **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli.app", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env={**base, **(env or {})},
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +55,18 @@ def test_exit_codes_0_1_2(warehouse):
     user_error = cli("query", "SELECT nope FROM nothing", "-w", str(warehouse))
     assert user_error.returncode == 1 and user_error.stdout == ""
     assert user_error.stderr.startswith("error: ") and len(user_error.stderr.splitlines()) == 1
-    for usage in (["query", "SELECT 1", "--format", "xml"], ["ingest"], ["--no-such-option"], ["evidence", "tracker", "--format", "html"]):
+    for usage in (
+        ["query", "SELECT 1", "--format", "xml"],
+        ["ingest"],
+        ["--no-such-option"],
+        ["evidence", "tracker", "--format", "html"],
+    ):
         result = cli(*usage)
         assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr, usage
-    assert "'xml' is not one of 'table', 'csv', 'json', 'markdown', 'parquet'" in cli("query", "x", "--format", "xml").stderr
+    assert (
+        "'xml' is not one of 'table', 'csv', 'json', 'markdown', 'parquet'"
+        in cli("query", "x", "--format", "xml").stderr
+    )
 
 
 def test_strict_quarantine_exits_3_with_the_summary_on_stderr(tmp_path, sqlite_copy):
@@ -120,8 +134,18 @@ def test_every_command_takes_quiet_and_verbose_and_help_lists_the_exit_codes():
     top = cli("--help").stdout
     assert "Exit codes: 0 success; 1 user error" in " ".join(top.split())
     assert "3 rows quarantined with --strict" in " ".join(top.split())
-    commands = [["ingest"], ["ingest-logs"], ["ingest-json"], ["builds"], ["doctor"], ["query"], ["evidence"],
-                ["report", "epoch"], ["run"], ["version"]]
+    commands = [
+        ["ingest"],
+        ["ingest-logs"],
+        ["ingest-json"],
+        ["builds"],
+        ["doctor"],
+        ["query"],
+        ["evidence"],
+        ["report", "epoch"],
+        ["run"],
+        ["version"],
+    ]
     for command in commands:
         text = cli(*command, "--help").stdout
         assert "--quiet" in text and "--verbose" in text, command
@@ -137,8 +161,8 @@ def _complete(words: str) -> list[str]:
 
 def test_shell_completion_of_evidence_names_named_queries_and_formats():
     from pipeline.evidence import EVIDENCE
-    from pipeline.query import named_queries
-    from pipeline.render import FORMATS
+    from pipeline.output.query import named_queries
+    from pipeline.output.render import FORMATS
 
     assert _complete("gonka-evidence evidence ") == list(EVIDENCE)
     assert _complete("gonka-evidence evidence peer") == ["peer-invalidation"]
@@ -170,11 +194,20 @@ def test_query_and_evidence_take_host_and_warehouse_from_the_config(tmp_path, wa
 
 def test_a_host_from_the_environment_is_named_in_the_reproducing_command(tmp_path, warehouse):
     # As a warehouse from GONKA_EVIDENCE_WAREHOUSE is: the footer must reproduce the table without the variable.
-    from_env = cli("evidence", "votes-by-build", "--epoch", "3", env={"GONKA_EVIDENCE_HOST": HOST, "GONKA_EVIDENCE_WAREHOUSE": str(warehouse)},
-                   cwd=tmp_path)
+    from_env = cli(
+        "evidence",
+        "votes-by-build",
+        "--epoch",
+        "3",
+        env={"GONKA_EVIDENCE_HOST": HOST, "GONKA_EVIDENCE_WAREHOUSE": str(warehouse)},
+        cwd=tmp_path,
+    )
     assert from_env.returncode == 0, from_env.stderr
     (command,) = [line for line in from_env.stdout.splitlines() if line.startswith("- command: ")]
-    assert command == f"- command: `gonka-evidence evidence votes-by-build --epoch 3 --host {HOST} --warehouse {warehouse}`"
+    assert (
+        command
+        == f"- command: `gonka-evidence evidence votes-by-build --epoch 3 --host {HOST} --warehouse {warehouse}`"
+    )
     again = cli(*command.removeprefix("- command: `gonka-evidence ").rstrip("`").split(), cwd=tmp_path)
     assert (again.returncode, again.stdout) == (0, from_env.stdout), again.stderr
 

@@ -14,13 +14,13 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-import pipeline.cli_reports  # noqa: F401 (registers `report`)
-from pipeline.cli import app
-from pipeline.config import CONFIG_KEYS, SOURCE_KEYS, SOURCE_KINDS
+import pipeline.cli.reports  # noqa: F401 (registers `report`)
+from pipeline.cli.app import app
+from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import EVIDENCE
-from pipeline.paths import DATA_SAMPLES_DIR
-from pipeline.query import named_queries, run_query
-from pipeline.warehouse import fetch_frame, open_for_write
+from pipeline.jobs.config import CONFIG_KEYS, SOURCE_KEYS, SOURCE_KINDS
+from pipeline.output.query import named_queries, run_query
+from pipeline.warehouse.database import fetch_frame, open_for_write
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -51,12 +51,15 @@ def test_every_command_is_documented_with_an_example_in_its_help():
 
 def test_every_public_view_and_column_is_documented(tmp_path):
     con = open_for_write(tmp_path / "w.duckdb")
-    columns = fetch_frame(con, """
+    columns = fetch_frame(
+        con,
+        """
         SELECT c.table_name, list(c.column_name ORDER BY c.column_index) AS columns
         FROM duckdb_columns() c
         WHERE c.table_name IN (SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main')
            OR c.table_name IN ('ingest_runs', 'quarantine')
-        GROUP BY ALL ORDER BY 1""")
+        GROUP BY ALL ORDER BY 1""",
+    )
     con.close()
     schema = README.split("## Warehouse schema", 1)[1]
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \|(.*)\|\s*$", schema, re.M)}

@@ -89,12 +89,28 @@ def test_every_relative_link_reaches_a_file_and_heading(page: Path):
 
 
 def test_the_outside_reference_pattern():
-    for text in ("(design.md §5)", "sources.md §3.6", "issue 12", "(issues 2 and 3,", "Issue 3: each",
-                 "the logs issue's engine events", "turn 2", "design invariant 2", "Invariants 1–2",
-                 "shared/docs/sources.md", "example-evidence-issue.txt"):
+    for text in (
+        "(design.md §5)",
+        "sources.md §3.6",
+        "issue 12",
+        "(issues 2 and 3,",
+        "Issue 3: each",
+        "the logs issue's engine events",
+        "turn 2",
+        "design invariant 2",
+        "Invariants 1–2",
+        "shared/docs/sources.md",
+        "example-evidence-issue.txt",
+    ):
         assert OUTSIDE_REFERENCE.search(text), text
-    for text in ("docs/sources.md, payloads", "see docs/data-model.md", "EngineCore encountered an issue.",
-                 "a governance issue", "returns 2 rows", "test_cmh_invariant_under_reordering_strata"):
+    for text in (
+        "docs/sources.md, payloads",
+        "see docs/data-model.md",
+        "EngineCore encountered an issue.",
+        "a governance issue",
+        "returns 2 rows",
+        "test_cmh_invariant_under_reordering_strata",
+    ):
         assert not OUTSIDE_REFERENCE.search(text), text
 
 
@@ -114,8 +130,11 @@ def _outside_references() -> list[str]:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 continue
-            found += [f"{rel}:{n}: {line.strip()[:120]}" for n, line in enumerate(text.splitlines(), 1)
-                      if OUTSIDE_REFERENCE.search(line)]
+            found += [
+                f"{rel}:{n}: {line.strip()[:120]}"
+                for n, line in enumerate(text.splitlines(), 1)
+                if OUTSIDE_REFERENCE.search(line)
+            ]
     return found
 
 

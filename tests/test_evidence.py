@@ -16,14 +16,14 @@ import polars as pl
 import pytest
 from scipy import stats as scipy_stats
 
-from tests.helpers import ingest, throwaway_database
-from pipeline.builds import load_builds
 from pipeline.evidence import EVIDENCE, EvidenceError, compute
-from pipeline.render import render
-from pipeline.stats import wilson_interval
-from pipeline.warehouse import fetch_frame, open_for_write, open_read_only
+from pipeline.evidence.stats import wilson_interval
+from pipeline.ingest.builds import load_builds
+from pipeline.output.render import render
+from pipeline.warehouse.database import fetch_frame, open_for_write, open_read_only
+from tests.helpers import ingest, throwaway_database
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 LAST_EPOCH = 4
 UNATTRIBUTED = "unattributed"
 
@@ -81,8 +81,9 @@ def unix(value: dt.datetime) -> int:
 
 
 def run(loaded: Loaded, name: str, **kwargs):
-    return compute(name, loaded.con, host=kwargs.pop("host", loaded.focal), command=f"gonka-evidence evidence {name}",
-                   **kwargs)
+    return compute(
+        name, loaded.con, host=kwargs.pop("host", loaded.focal), command=f"gonka-evidence evidence {name}", **kwargs
+    )
 
 
 # -- expected values from the truth ---------------------------------------------------------------------------
@@ -113,16 +114,15 @@ def verdict_txs(loaded: Loaded) -> pl.DataFrame:
 
 
 def expected_votes(loaded: Loaded, epoch=None, since=None, until=None) -> dict[tuple[str, str], dict]:
-    verdicts = verdict_txs(loaded).filter(
-        (pl.col("address") == loaded.focal) & (pl.col("executor") != loaded.focal)
-    )
+    verdicts = verdict_txs(loaded).filter((pl.col("address") == loaded.focal) & (pl.col("executor") != loaded.focal))
     if epoch is not None:
         verdicts = verdicts.filter(pl.col("epoch_id") == epoch)
     if since is not None:
         verdicts = verdicts.filter((pl.col("event_at") >= unix(since)) & (pl.col("event_at") < unix(until)))
     expected: dict[tuple[str, str], dict] = {
         (label, kind): {"valid": 0, "invalid": 0, "disagreed": 0, "resolved": 0}
-        for label in focal_labels(loaded) for kind in ("validation", "vote")
+        for label in focal_labels(loaded)
+        for kind in ("validation", "vote")
     }
     for row in verdicts.iter_rows(named=True):
         build = truth_build(loaded, row["event_at"])
@@ -161,23 +161,25 @@ def expected_epoch_summary(loaded: Loaded, epoch=None, since=None, until=None) -
         inf = mine.filter(pl.col("epoch_id") == e).to_dicts()
         ver = verdicts.filter(pl.col("epoch_id") == e).to_dicts()
         finished = [r for r in inf if r["has_finish_tx"]]
-        rows.append({
-            "epoch": e,
-            "sealed": sum(r["sealed"] for r in inf),
-            "finished": len(finished),
-            "validated": sum(r["status"] == "validated" for r in inf),
-            "invalidated": sum(r["status"] == "invalidated" for r in inf),
-            "timed_out": sum(r["status"] == "timed_out" and not r["drained"] for r in inf),
-            "drained": sum(r["drained"] for r in inf),
-            "challenged": sum(r["challenged"] for r in inf),
-            "cleared": sum(r["challenged"] and r["status"] == "validated" for r in inf),
-            "validations_valid": sum(v["kind"] == "validation" and v["valid"] for v in ver),
-            "validations_invalid": sum(v["kind"] == "validation" and not v["valid"] for v in ver),
-            "votes_valid": sum(v["kind"] == "vote" and v["valid"] for v in ver),
-            "votes_invalid": sum(v["kind"] == "vote" and not v["valid"] for v in ver),
-            "input_tokens": sum(r["input_tokens"] for r in finished),
-            "output_tokens": sum(r["output_tokens"] for r in finished),
-        })
+        rows.append(
+            {
+                "epoch": e,
+                "sealed": sum(r["sealed"] for r in inf),
+                "finished": len(finished),
+                "validated": sum(r["status"] == "validated" for r in inf),
+                "invalidated": sum(r["status"] == "invalidated" for r in inf),
+                "timed_out": sum(r["status"] == "timed_out" and not r["drained"] for r in inf),
+                "drained": sum(r["drained"] for r in inf),
+                "challenged": sum(r["challenged"] for r in inf),
+                "cleared": sum(r["challenged"] and r["status"] == "validated" for r in inf),
+                "validations_valid": sum(v["kind"] == "validation" and v["valid"] for v in ver),
+                "validations_invalid": sum(v["kind"] == "validation" and not v["valid"] for v in ver),
+                "votes_valid": sum(v["kind"] == "vote" and v["valid"] for v in ver),
+                "votes_invalid": sum(v["kind"] == "vote" and not v["valid"] for v in ver),
+                "input_tokens": sum(r["input_tokens"] for r in finished),
+                "output_tokens": sum(r["output_tokens"] for r in finished),
+            }
+        )
     return rows
 
 
@@ -218,15 +220,30 @@ def test_votes_by_build_match_the_truth(loaded, window):
     result = run(loaded, "votes-by-build", **window)
     expected = expected_votes(loaded, **window)
     rows = result.rows
-    assert rows.columns == ["build", "kind", "valid", "invalid", "total", "invalid_rate", "ci_low", "ci_high",
-                            "disagreed", "resolved"]
+    assert rows.columns == [
+        "build",
+        "kind",
+        "valid",
+        "invalid",
+        "total",
+        "invalid_rate",
+        "ci_low",
+        "ci_high",
+        "disagreed",
+        "resolved",
+    ]
     labels = focal_labels(loaded) + ([UNATTRIBUTED] if (UNATTRIBUTED, "validation") in expected else [])
     assert rows.select("build", "kind").rows() == [(label, kind) for label in labels for kind in ("validation", "vote")]
     for row in rows.iter_rows(named=True):
         want = expected[(row["build"], row["kind"])]
         total = want["valid"] + want["invalid"]
         assert (row["valid"], row["invalid"], row["total"], row["disagreed"], row["resolved"]) == (
-            want["valid"], want["invalid"], total, want["disagreed"], want["resolved"])
+            want["valid"],
+            want["invalid"],
+            total,
+            want["disagreed"],
+            want["resolved"],
+        )
         if total:
             assert_close(row["invalid_rate"], want["invalid"] / total)
             low, high = wilson_interval(want["invalid"], total)
@@ -234,8 +251,12 @@ def test_votes_by_build_match_the_truth(loaded, window):
             assert_close(row["ci_high"], high)
         else:
             assert row["invalid_rate"] is None and row["ci_low"] is None and row["ci_high"] is None
-    assert result.params == {"host": loaded.focal, "epoch": window.get("epoch"), "since": window.get("since"),
-                             "until": window.get("until")}
+    assert result.params == {
+        "host": loaded.focal,
+        "epoch": window.get("epoch"),
+        "since": window.get("since"),
+        "until": window.get("until"),
+    }
 
 
 def test_the_raw_logprobs_window_votes_invalid_on_most_answers(loaded):
@@ -245,7 +266,8 @@ def test_the_raw_logprobs_window_votes_invalid_on_most_answers(loaded):
     sampled = rows.filter(pl.col("kind") == "validation").row(0, named=True)
     assert sampled["invalid_rate"] > 0.8 and sampled["ci_low"] > 0.6
     fixed = run(loaded, "votes-by-build").rows.filter(
-        (pl.col("build") == "V2 + DSpark, processed_logprobs, vLLM fix") & (pl.col("kind") == "validation"))
+        (pl.col("build") == "V2 + DSpark, processed_logprobs, vLLM fix") & (pl.col("kind") == "validation")
+    )
     assert fixed["invalid_rate"][0] < 0.2
 
 
@@ -265,8 +287,10 @@ def test_a_host_with_several_slots_casts_one_verdict_per_transaction(loaded):
     ).item()
     assert slots >= 2
     txs = loaded.truth.txs.filter(
-        pl.col("escrow_id").is_in(loaded.two_slot_escrows) & pl.col("kind").is_in(["validation", "vote"])
-        & (pl.col("address") == loaded.focal))
+        pl.col("escrow_id").is_in(loaded.two_slot_escrows)
+        & pl.col("kind").is_in(["validation", "vote"])
+        & (pl.col("address") == loaded.focal)
+    )
     assert txs.height > 0
     for epoch in sorted(set(txs["epoch_id"].to_list())):
         rows = run(loaded, "votes-by-build", epoch=epoch).rows
@@ -276,9 +300,14 @@ def test_a_host_with_several_slots_casts_one_verdict_per_transaction(loaded):
 
 def test_the_verdict_window_is_half_open_on_event_time(loaded):
     # Bounds exactly on verdict times (epoch 2 keeps whole-second created_at): since is in, until is out.
-    times = sorted(verdict_txs(loaded).filter(
-        (pl.col("address") == loaded.focal) & (pl.col("executor") != loaded.focal) & (pl.col("epoch_id") == 2)
-    )["event_at"].unique().to_list())
+    times = sorted(
+        verdict_txs(loaded)
+        .filter((pl.col("address") == loaded.focal) & (pl.col("executor") != loaded.focal) & (pl.col("epoch_id") == 2))[
+            "event_at"
+        ]
+        .unique()
+        .to_list()
+    )
     assert len(times) > 6
     since = dt.datetime.fromtimestamp(times[2], UTC)
     until = dt.datetime.fromtimestamp(times[-3], UTC)
@@ -294,9 +323,12 @@ def test_verdicts_before_the_first_build_are_unattributed_and_listed_last(loaded
     warehouse = tmp_path / "w.duckdb"
     shutil.copyfile(loaded.warehouse, warehouse)
     later = [w for w in loaded.builds if not (w.host == loaded.focal and w.label == "V1, no DSpark")]
-    (tmp_path / "builds.toml").write_text("\n".join(
-        f'[[builds]]\nhost = "{w.host}"\nlabel = "{w.label}"\nsince = {dt.datetime.fromtimestamp(w.since, UTC).isoformat()}\n'
-        for w in later))
+    (tmp_path / "builds.toml").write_text(
+        "\n".join(
+            f'[[builds]]\nhost = "{w.host}"\nlabel = "{w.label}"\nsince = {dt.datetime.fromtimestamp(w.since, UTC).isoformat()}\n'
+            for w in later
+        )
+    )
     con = open_for_write(warehouse)
     try:
         load_builds(con, tmp_path / "builds.toml")
@@ -305,11 +337,14 @@ def test_verdicts_before_the_first_build_are_unattributed_and_listed_last(loaded
         con.close()
     first = min(w.since for w in later if w.host == loaded.focal)
     verdicts = verdict_txs(loaded).filter(
-        (pl.col("address") == loaded.focal) & (pl.col("executor") != loaded.focal) & (pl.col("event_at") < first))
+        (pl.col("address") == loaded.focal) & (pl.col("executor") != loaded.focal) & (pl.col("event_at") < first)
+    )
     assert verdicts.height > 0
     rows = result.rows
     assert rows["build"].to_list() == [w.label for w in later if w.host == loaded.focal for _ in (0, 1)] + [
-        UNATTRIBUTED, UNATTRIBUTED]
+        UNATTRIBUTED,
+        UNATTRIBUTED,
+    ]
     unattributed = rows.filter(pl.col("build") == UNATTRIBUTED)
     for kind in ("validation", "vote"):
         mine = verdicts.filter(pl.col("kind") == kind)
@@ -370,10 +405,24 @@ def test_peer_invalidation_matches_the_truth(loaded, window):
     per_escrow = expected_peer(loaded, **window)
     assert per_escrow, "the window must hold answers of the focal host"
     rows = result.rows
-    assert rows.columns == ["escrow_id", "group", "escrows", "answers", "challenged_or_invalidated", "rate",
-                            "ci_low", "ci_high"]
-    pooled = {g: [sum(e[g][0] for e in per_escrow.values()), sum(e[g][1] for e in per_escrow.values()),
-                  sum(e[g][1] > 0 for e in per_escrow.values())] for g in ("host", "others")}
+    assert rows.columns == [
+        "escrow_id",
+        "group",
+        "escrows",
+        "answers",
+        "challenged_or_invalidated",
+        "rate",
+        "ci_low",
+        "ci_high",
+    ]
+    pooled = {
+        g: [
+            sum(e[g][0] for e in per_escrow.values()),
+            sum(e[g][1] for e in per_escrow.values()),
+            sum(e[g][1] > 0 for e in per_escrow.values()),
+        ]
+        for g in ("host", "others")
+    }
     expected_rows = [("all", g, pooled[g][2], pooled[g][1], pooled[g][0]) for g in ("host", "others")]
     epoch_of = dict(loaded.truth.escrows.select("escrow_id", "epoch_id").iter_rows())
     for escrow in sorted(per_escrow, key=lambda e: (epoch_of[e], e)):
@@ -401,16 +450,26 @@ def test_peer_invalidation_matches_the_truth(loaded, window):
     assert cmh["or_ci_low"] < cmh["pooled_odds_ratio"] < cmh["or_ci_high"]
 
     plain = run(loaded, "peer-invalidation", **window)
-    assert plain.rows.columns == ["group", "escrows", "answers", "challenged_or_invalidated", "rate", "ci_low",
-                                  "ci_high"]
+    assert plain.rows.columns == [
+        "group",
+        "escrows",
+        "answers",
+        "challenged_or_invalidated",
+        "rate",
+        "ci_low",
+        "ci_high",
+    ]
     assert plain.rows.rows() == rows.filter(pl.col("escrow_id") == "all").drop("escrow_id").rows()
 
 
 def test_escrows_where_only_the_host_answered_drop_out_of_the_stratified_test(loaded):
     # A one-second window around one of the host's answers: its escrow has no other answer then.
     answer = loaded.truth.inferences.filter(
-        (pl.col("executor") == loaded.focal) & pl.col("has_finish_tx") & (pl.col("status") != "timed_out")
-        & (pl.col("epoch_id") == 4)).row(0, named=True)
+        (pl.col("executor") == loaded.focal)
+        & pl.col("has_finish_tx")
+        & (pl.col("status") != "timed_out")
+        & (pl.col("epoch_id") == 4)
+    ).row(0, named=True)
     since = dt.datetime.fromtimestamp(answer["started_at"], UTC)
     result = run(loaded, "peer-invalidation", since=since, until=since + dt.timedelta(seconds=1))
     assert result.rows.select("group", "escrows", "answers").rows() == [("host", 1, 1), ("others", 0, 0)]
@@ -424,8 +483,10 @@ def test_escrows_where_only_the_host_answered_drop_out_of_the_stratified_test(lo
 
 def test_the_focal_host_is_invalidated_more_than_its_peers_in_the_raw_window(loaded):
     result = run(loaded, "peer-invalidation", epoch=3)
-    host, others = result.rows.filter(pl.col("group") == "host").row(0, named=True), \
-        result.rows.filter(pl.col("group") == "others").row(0, named=True)
+    host, others = (
+        result.rows.filter(pl.col("group") == "host").row(0, named=True),
+        result.rows.filter(pl.col("group") == "others").row(0, named=True),
+    )
     assert host["rate"] > others["rate"]
     assert result.stats["fisher"]["p_value"] < 0.01
 
@@ -489,8 +550,19 @@ def test_naive_and_offset_times_are_read_as_utc(loaded):
 
 def test_the_registry_names_the_public_tables_in_report_order():
     assert list(EVIDENCE) == [
-        "epoch-summary", "timeline", "peer-invalidation", "validators", "votes-by-build", "tracker", "acceptance",
-        "throughput", "stability", "answer-integrity", "answers-by-sampling", "similarity", "poc",
+        "epoch-summary",
+        "timeline",
+        "peer-invalidation",
+        "validators",
+        "votes-by-build",
+        "tracker",
+        "acceptance",
+        "throughput",
+        "stability",
+        "answer-integrity",
+        "answers-by-sampling",
+        "similarity",
+        "poc",
     ]
     orders = [spec.report.order for spec in EVIDENCE.values()]
     assert orders == sorted(orders) and len(set(orders)) == len(orders)
@@ -499,7 +571,7 @@ def test_the_registry_names_the_public_tables_in_report_order():
 def test_every_spec_declares_its_columns_sql_and_definitions(loaded):
     import inspect
 
-    from pipeline.paths import sql_text
+    from pipeline.core.paths import sql_text
 
     for name, spec in EVIDENCE.items():
         assert spec.name == name and spec.summary and spec.definitions.strip(), name
@@ -520,7 +592,7 @@ import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
-from pipeline.warehouse import fetch_frame
+from pipeline.warehouse.database import fetch_frame
 
 
 def x_count(con, host, window, *, per_model=False):
@@ -540,26 +612,27 @@ def test_a_new_table_is_one_module(loaded, tmp_path, monkeypatch):
     """A module added to the package is found by the registry and reaches compute, the CLI and the report."""
     import sys
 
-    import pipeline.evidence
     from typer.testing import CliRunner
 
-    import pipeline.cli_reports  # noqa: F401 (registers `report`)
-    from pipeline import cli_evidence
-    from pipeline.cli import app
+    import pipeline.cli.reports  # noqa: F401 (registers `report`)
+    import pipeline.evidence
+    import pipeline.evidence.tables
+    from pipeline.cli import evidence_options as cli_evidence
+    from pipeline.cli.app import app
     from pipeline.evidence.registry import load_specs
     from pipeline.evidence.spec import _REGISTRY
-    from pipeline.report import build_epoch_report, render_report_markdown
+    from pipeline.output.report import build_epoch_report, render_report_markdown
 
     (tmp_path / "x_count.py").write_text(NEW_TABLE)
-    monkeypatch.setattr(pipeline.evidence, "__path__", [*pipeline.evidence.__path__, str(tmp_path)])
-    monkeypatch.delitem(sys.modules, "pipeline.evidence.x_count", raising=False)
+    monkeypatch.setattr(pipeline.evidence.tables, "__path__", [*pipeline.evidence.tables.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "pipeline.evidence.tables.x_count", raising=False)
     monkeypatch.setattr("pipeline.evidence.spec._REGISTRY", dict(_REGISTRY))
     specs = load_specs()
     assert list(specs).index("x-count") == list(specs).index("votes-by-build") + 1  # order 35: after 30
     for name, spec in specs.items():
         monkeypatch.setitem(EVIDENCE, name, spec)
     monkeypatch.setattr(pipeline.evidence, "EVIDENCE", dict(specs))
-    monkeypatch.setattr("pipeline.report.model.EVIDENCE", pipeline.evidence.EVIDENCE)
+    monkeypatch.setattr("pipeline.output.report.model.EVIDENCE", pipeline.evidence.EVIDENCE)
 
     expected = fetch_frame(loaded.con, "SELECT count(*) AS n FROM inferences WHERE executor = $h", {"h": loaded.focal})
     result = compute("x-count", loaded.con, host=loaded.focal, command="c", per_model=True)
@@ -573,14 +646,28 @@ def test_a_new_table_is_one_module(loaded, tmp_path, monkeypatch):
         help_text = CliRunner().invoke(app, ["evidence", "--help"], terminal_width=200).output
         assert "x-count [--per-model]: Inferences the host executed." in help_text
         assert "One row per model (x-count)." in help_text
-        out = CliRunner().invoke(app, ["evidence", "x-count", "--host", loaded.focal, "--per-model",
-                                       "-w", str(loaded.warehouse), "--format", "csv"])
+        out = CliRunner().invoke(
+            app,
+            [
+                "evidence",
+                "x-count",
+                "--host",
+                loaded.focal,
+                "--per-model",
+                "-w",
+                str(loaded.warehouse),
+                "--format",
+                "csv",
+            ],
+        )
     finally:
         cli_evidence.table_parameters.cache_clear()
         cli_evidence.table_list.cache_clear()
     assert out.exit_code == 0 and out.output.splitlines()[:2] == ["n", str(expected["n"][0])], out.output
 
-    headings = re.findall(r"^## \d+\. (.*)$", render_report_markdown(build_epoch_report(loaded.con, 3, loaded.focal)), re.M)
+    headings = re.findall(
+        r"^## \d+\. (.*)$", render_report_markdown(build_epoch_report(loaded.con, 3, loaded.focal)), re.M
+    )
     assert headings.index("X count") == headings.index("Votes by build") + 1
 
 
@@ -593,7 +680,9 @@ def test_the_readme_sections_open_with_the_registry_overview():
     for name, spec in EVIDENCE.items():
         assert f"### `{name}`\n\n{overview(spec)}\n" in tables, f"README section of {name} differs from its spec"
     full = reference(EVIDENCE)
-    assert all(f"## `{name}`" in full and spec.definitions.strip().splitlines()[0] in full for name, spec in EVIDENCE.items())
+    assert all(
+        f"## `{name}`" in full and spec.definitions.strip().splitlines()[0] in full for name, spec in EVIDENCE.items()
+    )
 
 
 def test_one_option_means_one_thing_on_the_command_line():
@@ -602,8 +691,14 @@ def test_one_option_means_one_thing_on_the_command_line():
     from pipeline.evidence.spec import EvidenceSpec
 
     assert shared_options(EVIDENCE)["by_escrow"][1] == ["peer-invalidation"]
-    clash = EvidenceSpec(name="y-count", summary="", compute=lambda con, host, window: EvidenceResult("", "", {}, pl.DataFrame()),
-                         columns=(), sql=(), options=(Option("by_escrow", "--by-escrow", "Another meaning."),))
+    clash = EvidenceSpec(
+        name="y-count",
+        summary="",
+        compute=lambda con, host, window: EvidenceResult("", "", {}, pl.DataFrame()),
+        columns=(),
+        sql=(),
+        options=(Option("by_escrow", "--by-escrow", "Another meaning."),),
+    )
     with pytest.raises(ValueError, match="option 'by_escrow' of y-count differs from the one of peer-invalidation"):
         shared_options({**EVIDENCE, "y-count": clash})
 
@@ -627,18 +722,34 @@ def test_json_output_has_the_contract_keys(loaded, name):
 def test_provenance_lists_sources_runs_and_the_command(loaded):
     runs = fetch_frame(
         loaded.con,
-        "SELECT run_id, source_id, source_kind, label, copy_at, input_digest FROM ingest_runs WHERE status = 'ok'").rows()
+        "SELECT run_id, source_id, source_kind, label, copy_at, input_digest FROM ingest_runs WHERE status = 'ok'",
+    ).rows()
     assert len(runs) == 1
     run_id, source_id, source_kind, label, copy_at, input_digest = runs[0]
     assert input_digest.startswith("sha256:") and len(input_digest) == 7 + 64
-    command = f"gonka-evidence evidence votes-by-build --host {loaded.focal} --since 2026-10-20T00:00:00Z " \
-              "--until 2026-10-25T06:00:00Z"
-    result = compute("votes-by-build", loaded.con, host=loaded.focal, since="2026-10-20T00:00:00Z",
-                     until="2026-10-25T06:00:00Z", command=command)
+    command = (
+        f"gonka-evidence evidence votes-by-build --host {loaded.focal} --since 2026-10-20T00:00:00Z "
+        "--until 2026-10-25T06:00:00Z"
+    )
+    result = compute(
+        "votes-by-build",
+        loaded.con,
+        host=loaded.focal,
+        since="2026-10-20T00:00:00Z",
+        until="2026-10-25T06:00:00Z",
+        command=command,
+    )
     prov = result.provenance
     assert prov.run_ids == [run_id]
-    assert prov.sources == [{"source_id": source_id, "source_kind": source_kind, "label": f"focal {loaded.layout}",
-                             "copy_at": copy_at, "input_digest": input_digest}]
+    assert prov.sources == [
+        {
+            "source_id": source_id,
+            "source_kind": source_kind,
+            "label": f"focal {loaded.layout}",
+            "copy_at": copy_at,
+            "input_digest": input_digest,
+        }
+    ]
     assert prov.failed_runs == []
     assert label == f"focal {loaded.layout}"
     assert prov.window == {"since": at("2026-10-20T00:00:00Z"), "until": at("2026-10-25T06:00:00Z")}
@@ -652,7 +763,7 @@ def test_provenance_lists_sources_runs_and_the_command(loaded):
     assert f"- command: `{command}`" in footer
     assert f"- runs: {run_id}" in footer
     assert f"- source: focal {loaded.layout} ({source_kind}), copy " in footer
-    assert f", input {input_digest[:7 + 16]}\n" in footer
+    assert f", input {input_digest[: 7 + 16]}\n" in footer
     assert "- window: [2026-10-20T00:00:00Z, 2026-10-25T06:00:00Z)" in footer
     assert f"- quarantined rows: {prov.quarantined_rows}" in footer
     assert markdown.splitlines()[-1] == f"- command: `{command}`"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.cli import app
+from pipeline.cli.app import app
 from tests.helpers import frame, ingest
 
 runner = CliRunner()
@@ -67,8 +67,10 @@ def test_query_cannot_escape_its_sandbox(warehouse, name):
 
 def test_the_attack_chain_of_attach_use_detach_leaves_the_warehouse_whole(warehouse):
     sessions = frame(warehouse, "SELECT count(*) AS n FROM raw_sessions")["n"][0]
-    chain = (f"ATTACH '{warehouse.parent}/x.duckdb' AS s (READ_WRITE); USE s; DETACH warehouse; "
-             f"ATTACH '{warehouse}' AS w (READ_WRITE); DELETE FROM w.raw_sessions")
+    chain = (
+        f"ATTACH '{warehouse.parent}/x.duckdb' AS s (READ_WRITE); USE s; DETACH warehouse; "
+        f"ATTACH '{warehouse}' AS w (READ_WRITE); DELETE FROM w.raw_sessions"
+    )
     result = _query(warehouse, chain)
     assert result.exit_code == 1
     assert frame(warehouse, "SELECT count(*) AS n FROM raw_sessions")["n"][0] == sessions > 0
@@ -76,11 +78,24 @@ def test_the_attack_chain_of_attach_use_detach_leaves_the_warehouse_whole(wareho
 
 
 def test_ordinary_and_named_queries_still_work_in_the_sandbox(warehouse, timeline):
-    result = runner.invoke(app, ["query", "SELECT count(*) AS n FROM inferences", "--format", "csv", "-w", str(warehouse)])
+    result = runner.invoke(
+        app, ["query", "SELECT count(*) AS n FROM inferences", "--format", "csv", "-w", str(warehouse)]
+    )
     assert result.exit_code == 0, result.output
     assert result.output.split() == ["n", str(frame(warehouse, "SELECT count(*) AS n FROM inferences")["n"][0])]
-    named = runner.invoke(app, ["query", "host_executor_counts", "--param", f"host={timeline.focal_host}",
-                                "--format", "csv", "-w", str(warehouse)])
+    named = runner.invoke(
+        app,
+        [
+            "query",
+            "host_executor_counts",
+            "--param",
+            f"host={timeline.focal_host}",
+            "--format",
+            "csv",
+            "-w",
+            str(warehouse),
+        ],
+    )
     assert named.exit_code == 0, named.output
     assert named.output.splitlines()[0].startswith("epoch_id")
 
@@ -105,9 +120,13 @@ def _all_warehouse_text(warehouse: Path) -> str:
     try:
         parts = []
         for (table,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall():
-            cols = [c for c, t in con.execute(f'SELECT column_name, data_type FROM duckdb_columns() '
-                                               f"WHERE table_name = '{table}'").fetchall()
-                    if t in ("VARCHAR", "JSON")]
+            cols = [
+                c
+                for c, t in con.execute(
+                    f"SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = '{table}'"
+                ).fetchall()
+                if t in ("VARCHAR", "JSON")
+            ]
             for col in cols:
                 parts += [str(v) for (v,) in con.execute(f'SELECT DISTINCT "{col}" FROM "{table}"').fetchall()]
         return "\n".join(parts)
@@ -122,8 +141,11 @@ def test_a_planted_password_appears_in_no_output_row_or_report(pg_copy, tmp_path
     assert outputs[0].exit_code == 0, outputs[0].output
     outputs.append(runner.invoke(app, ["doctor", url]))
     outputs.append(runner.invoke(app, ["evidence", "epoch-summary", "--host", timeline.focal_host, "-w", str(wh)]))
-    outputs.append(runner.invoke(app, ["report", "epoch", "3", "--host", timeline.focal_host, "--out",
-                                       str(tmp_path / "out"), "-w", str(wh)]))
+    outputs.append(
+        runner.invoke(
+            app, ["report", "epoch", "3", "--host", timeline.focal_host, "--out", str(tmp_path / "out"), "-w", str(wh)]
+        )
+    )
     assert all(r.exit_code == 0 for r in outputs), [r.output for r in outputs]
     text = "\n".join(r.output for r in outputs) + _all_warehouse_text(wh)
     text += "\n".join(p.read_text(errors="replace") for p in (tmp_path / "out").rglob("*") if p.is_file())
@@ -132,12 +154,15 @@ def test_a_planted_password_appears_in_no_output_row_or_report(pg_copy, tmp_path
         assert secret not in text
 
 
-@pytest.mark.parametrize("url, secrets", [
-    ("postgresql://postgres:Se/cr@t9xyz@127.0.0.1:1/db", ["Se/cr@t9xyz", "cr@t9xyz", "t9xyz"]),
-    ("postgresql://postgres:q@127.0.0.1:1/db", []),  # one letter: its other occurrences stay readable
-    ("postgresql://postgres@127.0.0.1:1/db?sslmode=disable&password=Qs9Secret", ["Qs9Secret"]),
-    ("host=127.0.0.1 port=1 password=Kw9Secret dbname=x", ["Kw9Secret"]),
-])
+@pytest.mark.parametrize(
+    "url, secrets",
+    [
+        ("postgresql://postgres:Se/cr@t9xyz@127.0.0.1:1/db", ["Se/cr@t9xyz", "cr@t9xyz", "t9xyz"]),
+        ("postgresql://postgres:q@127.0.0.1:1/db", []),  # one letter: its other occurrences stay readable
+        ("postgresql://postgres@127.0.0.1:1/db?sslmode=disable&password=Qs9Secret", ["Qs9Secret"]),
+        ("host=127.0.0.1 port=1 password=Kw9Secret dbname=x", ["Kw9Secret"]),
+    ],
+)
 def test_connection_errors_never_show_a_password(url, secrets):
     result = runner.invoke(app, ["ingest", url, "-w", "unused.duckdb"])
     assert result.exit_code == 1 and result.output.startswith("error: ")
@@ -173,7 +198,7 @@ def _diff_with_start(store: Path) -> tuple[Path, str, int, bytes]:
     """(epoch file, escrow, nonce, txs_proto) of a diff that starts an inference and holds more after it."""
     import sqlite3
 
-    from pipeline.decode import devshard_pb2 as pb
+    from pipeline.sources.decode import devshard_pb2 as pb
 
     for db_file in sorted(store.glob("epoch_*.db")):
         with sqlite3.connect(db_file) as db:
@@ -192,8 +217,8 @@ def _plant(db_file: Path, escrow: str, nonce: int, blob: bytes) -> None:
 
 
 def _tampered(name: str, blob: bytes, nonce: int) -> bytes:
-    from pipeline.decode import devshard_pb2 as pb
     from pipeline.samples.wire import encode_diff
+    from pipeline.sources.decode import devshard_pb2 as pb
 
     txs = list(pb.DiffContent.FromString(blob).txs)
     start = next(tx for tx in txs if tx.WhichOneof("tx") == "start_inference")
@@ -217,13 +242,16 @@ def _tampered(name: str, blob: bytes, nonce: int) -> bytes:
     raise KeyError(name)
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("another message", "sets DiffContent field(s) nonce"),
-    ("an overlong length", "does not round-trip"),
-    ("two starts", "holds 2 MsgStartInference"),
-    ("a start of another nonce", "is not the diff's nonce"),
-    ("an inference from the future", "started after this diff's nonce"),
-])
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("another message", "sets DiffContent field(s) nonce"),
+        ("an overlong length", "does not round-trip"),
+        ("two starts", "holds 2 MsgStartInference"),
+        ("a start of another nonce", "is not the diff's nonce"),
+        ("an inference from the future", "started after this diff's nonce"),
+    ],
+)
 def test_a_diff_that_is_not_what_the_writer_stores_is_quarantined_whole(tmp_path, timeline, name, reason):
     store = tmp_path / "store"
     timeline.copy(last_epoch=3).write_sqlite(store)
@@ -264,9 +292,13 @@ def test_ctrl_c_at_any_moment_is_one_line(tmp_path, delay):
 
     script = Path(sys.executable).with_name("gonka-evidence")
     store = Path(__file__).resolve().parent.parent / "data-samples" / "store"
-    proc = subprocess.Popen([str(script), "ingest", str(store), "-w", str(tmp_path / "w.duckdb")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [str(script), "ingest", str(store), "-w", str(tmp_path / "w.duckdb")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
@@ -293,7 +325,7 @@ def test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped():
     cleaning up; and DuckDB's error with the KeyboardInterrupt as its cause. Other errors are not."""
     import duckdb
 
-    from pipeline.cli import _is_interrupt
+    from pipeline.cli.app import _is_interrupt
 
     def chained(first: BaseException, then: Exception) -> Exception:
         try:
@@ -305,7 +337,8 @@ def test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped():
             return exc
 
     named = duckdb.InvalidInputException(
-        "Invalid Input Error: reading the schema of the object registered as 'rows_to_insert' failed: KeyboardInterrupt: ")
+        "Invalid Input Error: reading the schema of the object registered as 'rows_to_insert' failed: KeyboardInterrupt: "
+    )
     aborted = duckdb.TransactionException("TransactionContext Error: Current transaction is aborted (please ROLLBACK)")
     assert _is_interrupt(chained(named, aborted))
     caused = duckdb.InvalidInputException("offering a filter to the source registered as 'x' failed")

@@ -23,24 +23,40 @@ def test_numbers_match_the_generated_truth(tmp_path, sqlite_copy, timeline):
         "SELECT escrow_id, inference_id, executor, executor_slot, status, challenged, sealed, finished, drained, "
         "votes_valid, votes_invalid FROM inferences ORDER BY escrow_id, inference_id",
     )
-    want = (
-        truth.inferences.select(
-            "escrow_id", "inference_id", "executor", "executor_slot", "status", "challenged", "sealed",
-            pl.col("has_finish_tx").alias("finished"), "drained", "votes_valid", "votes_invalid",
-        )
-        .sort("escrow_id", "inference_id")
-    )
+    want = truth.inferences.select(
+        "escrow_id",
+        "inference_id",
+        "executor",
+        "executor_slot",
+        "status",
+        "challenged",
+        "sealed",
+        pl.col("has_finish_tx").alias("finished"),
+        "drained",
+        "votes_valid",
+        "votes_invalid",
+    ).sort("escrow_id", "inference_id")
     assert_frame_equal(got, want, check_dtypes=False)
 
     per_status = frame(wh, "SELECT status, count(*) AS n FROM inferences GROUP BY ALL ORDER BY status")
-    assert per_status.to_dicts() == truth.inferences.group_by("status").agg(n=pl.len()).sort("status").with_columns(
-        pl.col("n").cast(pl.Int64)
-    ).to_dicts()
+    assert (
+        per_status.to_dicts()
+        == truth.inferences.group_by("status")
+        .agg(n=pl.len())
+        .sort("status")
+        .with_columns(pl.col("n").cast(pl.Int64))
+        .to_dicts()
+    )
     per_executor = frame(wh, "SELECT executor, count(*) AS n FROM inferences GROUP BY ALL ORDER BY executor")
     assert per_executor["n"].sum() == truth.inferences.height
-    assert per_executor.to_dicts() == truth.inferences.group_by("executor").agg(n=pl.len()).sort("executor").with_columns(
-        pl.col("n").cast(pl.Int64)
-    ).to_dicts()
+    assert (
+        per_executor.to_dicts()
+        == truth.inferences.group_by("executor")
+        .agg(n=pl.len())
+        .sort("executor")
+        .with_columns(pl.col("n").cast(pl.Int64))
+        .to_dicts()
+    )
     # Every inference the replay derived agrees with the copy's full sealed rows.
     assert frame(wh, "SELECT count(*) AS n FROM replay_disagreements")["n"][0] == 0
 
@@ -74,13 +90,19 @@ def test_history_accumulates_and_the_newest_copy_wins(tmp_path, sqlite_copy, tim
     b_escrows = set(only_b["escrows"]["escrow_id"])
     pruned = set(only_a["escrows"]["escrow_id"]) - b_escrows
     assert pruned, "copy B must have pruned an epoch of copy A"
-    for name, keys in {"escrows": ["escrow_id"], "inferences": ["escrow_id", "inference_id"],
-                       "txs": ["escrow_id", "nonce", "tx_index"], "validations": ["escrow_id", "nonce", "tx_index"]}.items():
+    for name, keys in {
+        "escrows": ["escrow_id"],
+        "inferences": ["escrow_id", "inference_id"],
+        "txs": ["escrow_id", "nonce", "tx_index"],
+        "validations": ["escrow_id", "nonce", "tx_index"],
+    }.items():
         expected = pl.concat([only_b[name], only_a[name].filter(pl.col("escrow_id").is_in(list(pruned)))]).sort(keys)
         assert_frame_equal(got[name], expected)
     # Statuses advanced between the copies, and the warehouse holds B's.
-    advanced = only_a["inferences"].join(only_b["inferences"], on=["escrow_id", "inference_id"], suffix="_b").filter(
-        pl.col("status") != pl.col("status_b")
+    advanced = (
+        only_a["inferences"]
+        .join(only_b["inferences"], on=["escrow_id", "inference_id"], suffix="_b")
+        .filter(pl.col("status") != pl.col("status_b"))
     )
     assert advanced.height > 0
 
@@ -109,8 +131,8 @@ def test_schema_scripts_run_again_only_when_their_text_changed(tmp_path, monkeyp
     warehouse is the same (a no-op ingest's start-up), and runs them when it differs."""
     import shutil
 
-    import pipeline.warehouse as warehouse
-    from pipeline.paths import SQL_DIR
+    import pipeline.warehouse.database as warehouse
+    from pipeline.core.paths import SQL_DIR
 
     wh = tmp_path / "w.duckdb"
     warehouse.open_for_write(wh).close()

@@ -13,17 +13,17 @@ import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
-from pipeline.builds import load_builds
 from pipeline.evidence import compute
-from pipeline.ingest_logs import ingest_logs
-from pipeline.render import render
+from pipeline.evidence.stats import wilson_interval
+from pipeline.ingest.builds import load_builds
+from pipeline.ingest.logs import ingest_logs
+from pipeline.output.render import render
 from pipeline.samples.logs import HOST, SIMILARITY_THRESHOLD, write_log_samples
-from pipeline.sources.logfiles import detect_kind, expand
-from pipeline.sources.vllm_logs import parse_spec_line, parse_stats_line
-from pipeline.stats import wilson_interval
-from pipeline.warehouse import fetch_frame, open_for_write
+from pipeline.sources.logs.files import detect_kind, expand
+from pipeline.sources.logs.vllm import parse_spec_line, parse_stats_line
+from pipeline.warehouse.database import fetch_frame, open_for_write
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +53,23 @@ def _ev(con, name, **kw):
 
 # -- parsing ---------------------------------------------------------------------------------
 
+
 def test_spec_line_085_semantics_and_draft_recovery():
-    line_085 = ("Draft acceptance rate: 52.4%, Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
-                "Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220")
+    line_085 = (
+        "Draft acceptance rate: 52.4%, Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
+        "Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220"
+    )
     spec = parse_spec_line(line_085)
     assert spec["mal_semantics"] == "no_plus1" and spec["drafts"] == 500  # 1310 / 2.62
     line_091 = line_085.replace("Mean acceptance length: 2.62", "Mean acceptance length: 3.62")
     spec = parse_spec_line(line_091)
     assert spec["mal_semantics"] == "plus1" and spec["drafts"] == 500
     # 2-decimal MAL: recovery is approximate (1234 / 2.47 = 499.6 → 500) — the counters are exact, logs are not.
-    new = ("Mean acceptance length: 3.47, Accepted throughput: 123.40 tokens/s, Drafted throughput: 250.00 tokens/s, "
-           "Accepted: 1234 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.790, 0.640, 0.470, 0.330, nan, "
-           "Avg Draft acceptance rate: 49.4%, top1: [0.5, 0.4]")
+    new = (
+        "Mean acceptance length: 3.47, Accepted throughput: 123.40 tokens/s, Drafted throughput: 250.00 tokens/s, "
+        "Accepted: 1234 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.790, 0.640, 0.470, 0.330, nan, "
+        "Avg Draft acceptance rate: 49.4%, top1: [0.5, 0.4]"
+    )
     spec = parse_spec_line(new)
     assert spec["drafts"] == 500 and spec["accepted"] == 1234 and spec["drafted"] == 2500
     assert spec["per_position"][:4] == [0.79, 0.64, 0.47, 0.33] and spec["per_position"][4] != spec["per_position"][4]
@@ -73,8 +78,10 @@ def test_spec_line_085_semantics_and_draft_recovery():
 
 
 def test_stats_line_preemptions_by_version():
-    base = ("Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, "
-            "Waiting: 1 reqs{extra}, GPU KV cache usage: 45.5%, Prefix cache hit rate: 10.0%, MM cache hit rate: 1.0%")
+    base = (
+        "Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, "
+        "Waiting: 1 reqs{extra}, GPU KV cache usage: 45.5%, Prefix cache hit rate: 10.0%, MM cache hit rate: 1.0%"
+    )
     assert parse_stats_line(base.format(extra=""), (0, 10, 2))["preemptions"] is None  # unknown before 0.11.1
     assert parse_stats_line(base.format(extra=""), (0, 11, 1))["preemptions"] == 0
     row = parse_stats_line(base.format(extra=", Deferred: 2 reqs, Preemptions: 7"), None)
@@ -94,24 +101,38 @@ def test_kind_detection(samples):
 
 # -- ingest and views --------------------------------------------------------------------------
 
+
 def test_views_hold_every_line_once(loaded):
     con, truth, first, _ = loaded
     assert first.rows["log_spec_decode"] == truth.spec_lines
     assert first.rows["log_engine_stats"] == truth.stats_lines
     events = fetch_frame(con, f"SELECT kind, count(*) AS n FROM engine_events WHERE host = '{HOST}' GROUP BY kind")
     assert dict(events.iter_rows()) == truth.events
-    windows = fetch_frame(con, "SELECT build, source, count(*) AS n, sum(drafts)::BIGINT AS drafts, "
-                               "sum(drafted)::BIGINT AS drafted, sum(accepted)::BIGINT AS accepted "
-                               "FROM spec_decode_windows GROUP BY ALL ORDER BY build")
+    windows = fetch_frame(
+        con,
+        "SELECT build, source, count(*) AS n, sum(drafts)::BIGINT AS drafts, "
+        "sum(drafted)::BIGINT AS drafted, sum(accepted)::BIGINT AS accepted "
+        "FROM spec_decode_windows GROUP BY ALL ORDER BY build",
+    )
     for row in windows.iter_rows(named=True):
         t = truth.acceptance[row["build"]]
         assert (row["source"], row["n"], row["drafts"], row["drafted"], row["accepted"]) == (
-            t["source"], t["windows"], t["drafts"], t["drafted"], t["accepted"])
+            t["source"],
+            t["windows"],
+            t["drafts"],
+            t["drafted"],
+            t["accepted"],
+        )
     # 0.8.5 lines are normalised: every window's MAL is 1 + accepted/drafts
-    mal = fetch_frame(con, "SELECT count(*) AS bad FROM spec_decode_windows "
-                           "WHERE abs(mean_acceptance_length - (1 + accepted / drafts)) > 1e-9")
+    mal = fetch_frame(
+        con,
+        "SELECT count(*) AS bad FROM spec_decode_windows "
+        "WHERE abs(mean_acceptance_length - (1 + accepted / drafts)) > 1e-9",
+    )
     assert mal["bad"][0] == 0
-    assert fetch_frame(con, "SELECT count(*) AS n FROM spec_decode_windows WHERE mal_semantics = 'no_plus1'")["n"][0] > 0
+    assert (
+        fetch_frame(con, "SELECT count(*) AS n FROM spec_decode_windows WHERE mal_semantics = 'no_plus1'")["n"][0] > 0
+    )
     # DEBUG idle lines are kept, with their level
     assert fetch_frame(con, "SELECT count(*) AS n FROM engine_stats WHERE level = 'DEBUG'")["n"][0] == 40
 
@@ -128,18 +149,34 @@ def test_unknown_format_is_unparsed_not_fatal(loaded):
 
 def test_year_rollover_and_rotation(loaded):
     con, _, _, _ = loaded
-    days = fetch_frame(con, "SELECT DISTINCT CAST(\"at\" AS DATE) AS day FROM engine_stats WHERE source = 'log' ORDER BY 1")
-    assert days["day"].to_list() == [dt.date(2025, 12, 31), dt.date(2026, 1, 1), dt.date(2026, 1, 2), dt.date(2026, 1, 3)]
-    fatal = fetch_frame(con, "SELECT \"at\", detail FROM engine_events WHERE kind = 'fatal' ORDER BY \"at\"")
+    days = fetch_frame(
+        con, "SELECT DISTINCT CAST(\"at\" AS DATE) AS day FROM engine_stats WHERE source = 'log' ORDER BY 1"
+    )
+    assert days["day"].to_list() == [
+        dt.date(2025, 12, 31),
+        dt.date(2026, 1, 1),
+        dt.date(2026, 1, 2),
+        dt.date(2026, 1, 3),
+    ]
+    fatal = fetch_frame(con, 'SELECT "at", detail FROM engine_events WHERE kind = \'fatal\' ORDER BY "at"')
     assert fatal["at"][0].year == 2026 and "OutOfMemoryError" in fatal["detail"][0]
 
 
 def test_reingest_rotated_gzipped_and_longer_adds_nothing(loaded, samples):
     con, _, _, _ = loaded
     root, truth = samples
-    before = {t: fetch_frame(con, f"SELECT count(*) AS n FROM {t}")["n"][0]
-              for t in ("log_spec_decode", "log_engine_stats", "log_engine_events", "metric_samples",
-                        "log_validation_scores", "poc_results_t", "quarantine")}
+    before = {
+        t: fetch_frame(con, f"SELECT count(*) AS n FROM {t}")["n"][0]
+        for t in (
+            "log_spec_decode",
+            "log_engine_stats",
+            "log_engine_events",
+            "metric_samples",
+            "log_validation_scores",
+            "poc_results_t",
+            "quarantine",
+        )
+    }
     again = ingest_logs(con, [*_parts(root), truth.files["full_a"]], host=HOST)
     assert set(again.rows.values()) == {0}
     after = {t: fetch_frame(con, f"SELECT count(*) AS n FROM {t}")["n"][0] for t in before}
@@ -150,7 +187,7 @@ def test_year_option(samples, tmp_path):
     root, truth = samples
     con = open_for_write(tmp_path / "w.duckdb")
     ingest_logs(con, [truth.files["live"]], host=HOST, kind="vllm", year=2030)
-    years = fetch_frame(con, "SELECT DISTINCT year(\"at\") AS y FROM engine_stats ORDER BY 1")["y"].to_list()
+    years = fetch_frame(con, 'SELECT DISTINCT year("at") AS y FROM engine_stats ORDER BY 1')["y"].to_list()
     con.close()
     assert years == [2030, 2031]  # --year is the first line's year; the file crosses a new year
 
@@ -207,8 +244,11 @@ def test_two_copies_of_a_log_in_one_run_count_once(samples, tmp_path):
     alone = open_for_write(tmp_path / "alone.duckdb")
     one = ingest_logs(alone, [truth.files["live"]], host=HOST, kind="vllm", year=2025)
     for table in ("log_spec_decode", "log_engine_stats", "log_engine_events"):
-        n = fetch_frame(con, f"SELECT count(*) AS n, count(DISTINCT (record_key, {'kind' if 'events' in table else 1})) AS k "
-                        f"FROM {table}").row(0)
+        n = fetch_frame(
+            con,
+            f"SELECT count(*) AS n, count(DISTINCT (record_key, {'kind' if 'events' in table else 1})) AS k "
+            f"FROM {table}",
+        ).row(0)
         assert n == (one.rows[table], one.rows[table]) and both.rows[table] == one.rows[table], table
     assert both.replaced == 0
     con.close()
@@ -217,7 +257,7 @@ def test_two_copies_of_a_log_in_one_run_count_once(samples, tmp_path):
 
 def test_timezone_names_and_offsets(samples, tmp_path):
     """An IANA zone applies its daylight saving; a bad zone is a one-line error naming it."""
-    from pipeline.sources.base import SourceError
+    from pipeline.sources.store.base import SourceError
 
     root, truth = samples
     con = open_for_write(tmp_path / "tz.duckdb")
@@ -252,13 +292,17 @@ def test_wrong_kind_is_reported_not_silent(samples, tmp_path):
 
 def test_metrics_counter_reset(loaded):
     con, _, _, _ = loaded
-    resets = fetch_frame(con, "SELECT family, count(*) FILTER (reset) AS resets, count(*) AS n FROM metric_increases GROUP BY family, position")
+    resets = fetch_frame(
+        con,
+        "SELECT family, count(*) FILTER (reset) AS resets, count(*) AS n FROM metric_increases GROUP BY family, position",
+    )
     assert set(resets["resets"].to_list()) == {1} and set(resets["n"].to_list()) == {6}
     metric_stats = fetch_frame(con, "SELECT sum(preemptions)::BIGINT AS p FROM engine_stats WHERE source = 'metrics'")
     assert metric_stats["p"][0] == 1 + 0 + 1 + 0 + 1 + 0  # scrapes 1..6 add scrape % 2; scrape 4 restarts from 0
 
 
 # -- evidence tables -----------------------------------------------------------------------------
+
 
 def test_acceptance_exact(loaded):
     con, truth, _, _ = loaded
@@ -268,7 +312,12 @@ def test_acceptance_exact(loaded):
     for build, t in truth.acceptance.items():
         r = rows[build]
         assert (r["source"], r["windows"], r["drafts"], r["drafted"], r["accepted"]) == (
-            t["source"], t["windows"], t["drafts"], t["drafted"], t["accepted"])
+            t["source"],
+            t["windows"],
+            t["drafts"],
+            t["drafted"],
+            t["accepted"],
+        )
         assert r["mean_acceptance_length"] == pytest.approx(1 + t["accepted"] / t["drafts"], rel=1e-12)
         assert r["per_position"] == pytest.approx([p / t["drafts"] for p in t["pos"]], rel=1e-12)
         assert r["acceptance_rate"] == pytest.approx(t["accepted"] / t["drafted"], rel=1e-12)
@@ -313,7 +362,8 @@ def test_stability_by_day(loaded):
     assert b["day"].to_list() == [dt.date(2026, 1, 2), dt.date(2026, 1, 3)]
     end = truth.spans[1][1]
     assert b["hours_observed"].to_list() == pytest.approx(
-        [15.0, (end - dt.datetime(2026, 1, 3, tzinfo=UTC)).total_seconds() / 3600])
+        [15.0, (end - dt.datetime(2026, 1, 3, tzinfo=UTC)).total_seconds() / 3600]
+    )
     assert b["preemptions"].sum() == truth.stability["B"]["preemptions"]
     assert b["preemptions"][1] == 3 and b["restarts"].to_list() == [2, 0]
     with pytest.raises(Exception, match="--by"):
@@ -344,9 +394,12 @@ def test_similarity_threshold_parameter_for_a_model_without_a_known_one(tmp_path
     --threshold its scores are not judged; with it a value passes when strictly above it."""
     from pipeline.evidence import EvidenceError
 
-    lines = [f"time=2026-10-24T1{i}:00:00.000Z level=INFO msg=\"Cosine similarity validation result\" "
-             f"subsystem=Validation cosineSimValue={v} inferenceId={100 + i} executor=gonka1peer "
-             "model=deepseek-ai/DeepSeek-V4-Flash" for i, v in enumerate((0.95, 0.97, 0.99, 0.90))]
+    lines = [
+        f'time=2026-10-24T1{i}:00:00.000Z level=INFO msg="Cosine similarity validation result" '
+        f"subsystem=Validation cosineSimValue={v} inferenceId={100 + i} executor=gonka1peer "
+        "model=deepseek-ai/DeepSeek-V4-Flash"
+        for i, v in enumerate((0.95, 0.97, 0.99, 0.90))
+    ]
     (tmp_path / "dapi.log").write_text("\n".join(lines) + "\n")
     con = open_for_write(tmp_path / "w.duckdb")
     ingest_logs(con, [tmp_path / "dapi.log"], host="gonka1validator", kind="validator")
@@ -371,8 +424,11 @@ def test_poc_exact(loaded):
     assert e["p_value"] == pytest.approx(scipy_stats.binom.sf(72, 600, 0.1))
     assert e["verdict"] == "accepted" and e["reported_disagrees"] == 1
     assert rows["1300"]["p_value"] == 1.0 and rows["1300"]["invalid"] == 0
-    views = fetch_frame(con, "SELECT validator, n_mismatch, fraud, p_mismatch, cutoff, params_source FROM poc_results "
-                             "WHERE event = '1200' ORDER BY validator")
+    views = fetch_frame(
+        con,
+        "SELECT validator, n_mismatch, fraud, p_mismatch, cutoff, params_source FROM poc_results "
+        "WHERE event = '1200' ORDER BY validator",
+    )
     assert views["fraud"].to_list() == [False, True, False]
     assert views["params_source"].unique().to_list() == ["result stat_test"]
     golden = fetch_frame(con, "SELECT p_value, params_source FROM poc_results WHERE n_total = 1000")
@@ -382,7 +438,14 @@ def test_poc_exact(loaded):
 
 def test_views_have_comments(loaded):
     con, _, _, _ = loaded
-    views = ["spec_decode_windows", "engine_stats", "engine_events", "validation_scores", "poc_results", "metric_increases"]
+    views = [
+        "spec_decode_windows",
+        "engine_stats",
+        "engine_events",
+        "validation_scores",
+        "poc_results",
+        "metric_increases",
+    ]
     comments = fetch_frame(con, "SELECT view_name, comment FROM duckdb_views() WHERE NOT internal")
     described = {r["view_name"]: r["comment"] for r in comments.iter_rows(named=True)}
     for view in views:
@@ -390,7 +453,7 @@ def test_views_have_comments(loaded):
 
 
 def test_charts_svg_and_png(loaded, tmp_path):
-    from pipeline.render.charts import acceptance_chart, engine_events_chart, save_chart
+    from pipeline.output.render.charts import acceptance_chart, engine_events_chart, save_chart
 
     con, _, _, _ = loaded
     paths = save_chart(acceptance_chart(_ev(con, "acceptance")), tmp_path / "acceptance")
@@ -401,8 +464,8 @@ def test_charts_svg_and_png(loaded, tmp_path):
 
 
 def test_cli_ingest_logs(samples, tmp_path):
-    import pipeline.cli_logs  # noqa: F401  (registers the command)
-    from pipeline.cli import app
+    import pipeline.cli.logs  # noqa: F401  (registers the command)
+    from pipeline.cli.app import app
 
     root, _ = samples
     runner = CliRunner()
@@ -410,61 +473,79 @@ def test_cli_ingest_logs(samples, tmp_path):
     result = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--warehouse", str(warehouse)])
     assert result.exit_code == 0, result.output
     assert "log_spec_decode: 215 new rows" in result.output and "unparsed lines: 1" in result.output
-    strict = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--warehouse", str(warehouse), "--strict"])
+    strict = runner.invoke(
+        app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--warehouse", str(warehouse), "--strict"]
+    )
     assert strict.exit_code == 3  # rows quarantined with --strict (2 is a usage error)
     missing = runner.invoke(app, ["ingest-logs", str(tmp_path / "nope"), "--host", HOST, "--warehouse", str(warehouse)])
     assert missing.exit_code == 1 and "no such file" in missing.output and "Traceback" not in missing.output
-    bad_kind = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--kind", "x", "--warehouse", str(warehouse)])
+    bad_kind = runner.invoke(
+        app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--kind", "x", "--warehouse", str(warehouse)]
+    )
     assert bad_kind.exit_code == 1
     live = str(root / "vllm" / "vllm.log")
-    wrong = runner.invoke(app, ["ingest-logs", live, "--host", HOST, "--kind", "validator", "--warehouse", str(warehouse)])
+    wrong = runner.invoke(
+        app, ["ingest-logs", live, "--host", HOST, "--kind", "validator", "--warehouse", str(warehouse)]
+    )
     assert wrong.exit_code == 0
     assert f"warning: {live}: nothing recognised as a validator log (wrong --kind?)" in wrong.output
     assert "files with nothing recognised: 1" in wrong.output and "Traceback" not in wrong.output
-    wrong_strict = runner.invoke(app, ["ingest-logs", live, "--host", HOST, "--kind", "validator", "--strict",
-                                       "--warehouse", str(warehouse)])
+    wrong_strict = runner.invoke(
+        app, ["ingest-logs", live, "--host", HOST, "--kind", "validator", "--strict", "--warehouse", str(warehouse)]
+    )
     assert wrong_strict.exit_code == 3  # quarantined or unrecognised input with --strict
-    shifted = runner.invoke(app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--timezone", "UTC+1",
-                                  "--warehouse", str(warehouse)])
+    shifted = runner.invoke(
+        app, ["ingest-logs", str(root / "vllm"), "--host", HOST, "--timezone", "UTC+1", "--warehouse", str(warehouse)]
+    )
     assert shifted.exit_code == 0 and "time zone +01:00" in shifted.output
     assert "replaced " in shifted.output and "log_spec_decode: 0 new rows" in shifted.output
-    bad_zone = runner.invoke(app, ["ingest-logs", live, "--host", HOST, "--timezone", "Nowhere/Land", "--warehouse", str(warehouse)])
+    bad_zone = runner.invoke(
+        app, ["ingest-logs", live, "--host", HOST, "--timezone", "Nowhere/Land", "--warehouse", str(warehouse)]
+    )
     assert bad_zone.exit_code == 1 and "unknown time zone 'Nowhere/Land'" in bad_zone.output
 
 
 # -- streaming parser: chunk boundaries and line-level traps (bench/BENCHMARKS.md, log parsing) -----------
 
-EDGE_LOG = b"".join([
-    b"INFO:     Started server process [1]\n",  # uvicorn before any timed record: skipped
-    b"  orphan line before any record\n",  # unparsed
-    b"INFO 12-31 23:59:50 [api_server.py:1] vLLM API server version 0.8.5\n",
-    b"\n\n   \n",  # blank lines: counted as lines, nothing else
-    (b"myprefix INFO 12-31 23:59:55 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
-     b"2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs, GPU KV cache usage: 47.5%, Prefix cache hit rate: 10.0%\r\n"),
-    # the same line twice (a lone \r ends the first): keys :0 and :1
-    (b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
-     b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\r"),
-    (b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
-     b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\n"),
-    b"ERROR 01-01 00:00:06 [core.py:700] EngineCore encountered a fatal error.\n",
-    b"some raw line, folded because the record is an ERROR\n",
-    b"\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m Traceback (most recent call last):\n",
-    b"  File \"x.py\", line 1\n",
-    b"torch.OutOfMemoryError: CUDA out of memory. \xff\xfe undecodable bytes\n",
-    b"INFO 01-01 00:00:07 [x.py:1] plain info\n",
-    b"not a traceback line: unparsed\n",
-    b"ValueError: a traceback line, folded\n",
-    b"folded too, the record already has folded lines\n",
-    b"INFO:     Application startup complete.\n",
-    b"INFO 01-01 00:00:08 [x.py:1] Avg prompt throughput: bad\n",  # unparsed stats record
-    b"INFO 01-01 00:00:10 [x.py:1] Process EngineCore_0 (PID: 5) died with exit code 1\n",
-    b"CRITICAL 01-01 00:00:13 [x.py:1] PoC generation crashed: boom\n",
-])
+EDGE_LOG = b"".join(
+    [
+        b"INFO:     Started server process [1]\n",  # uvicorn before any timed record: skipped
+        b"  orphan line before any record\n",  # unparsed
+        b"INFO 12-31 23:59:50 [api_server.py:1] vLLM API server version 0.8.5\n",
+        b"\n\n   \n",  # blank lines: counted as lines, nothing else
+        (
+            b"myprefix INFO 12-31 23:59:55 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
+            b"2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs, GPU KV cache usage: 47.5%, Prefix cache hit rate: 10.0%\r\n"
+        ),
+        # the same line twice (a lone \r ends the first): keys :0 and :1
+        (
+            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
+            b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\r"
+        ),
+        (
+            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
+            b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\n"
+        ),
+        b"ERROR 01-01 00:00:06 [core.py:700] EngineCore encountered a fatal error.\n",
+        b"some raw line, folded because the record is an ERROR\n",
+        b"\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m Traceback (most recent call last):\n",
+        b'  File "x.py", line 1\n',
+        b"torch.OutOfMemoryError: CUDA out of memory. \xff\xfe undecodable bytes\n",
+        b"INFO 01-01 00:00:07 [x.py:1] plain info\n",
+        b"not a traceback line: unparsed\n",
+        b"ValueError: a traceback line, folded\n",
+        b"folded too, the record already has folded lines\n",
+        b"INFO:     Application startup complete.\n",
+        b"INFO 01-01 00:00:08 [x.py:1] Avg prompt throughput: bad\n",  # unparsed stats record
+        b"INFO 01-01 00:00:10 [x.py:1] Process EngineCore_0 (PID: 5) died with exit code 1\n",
+        b"CRITICAL 01-01 00:00:13 [x.py:1] PoC generation crashed: boom\n",
+    ]
+)
 
 
 def test_streaming_parser_chunk_boundaries(tmp_path):
-    from pipeline.sources.logfiles import LogFile
-    from pipeline.sources.vllm_logs import parse_vllm_log
+    from pipeline.sources.logs.files import LogFile
+    from pipeline.sources.logs.vllm import parse_vllm_log
 
     path = tmp_path / "edge.log"
     path.write_bytes(EDGE_LOG * 3 + b"INFO 01-02 00:00:00 [x.py:1] PoC stopped: 1 nonces")  # no final newline
@@ -482,8 +563,12 @@ def test_streaming_parser_chunk_boundaries(tmp_path):
     assert (whole.first_at.year, whole.last_at.year) == (2024, 2027)  # three rollovers; file time = last record
     for chunk in (64, 1000):  # a chunk boundary inside every record and traceback
         part = parse_vllm_log(file, None, chunk_bytes=chunk)
-        assert (part.lines, part.records, part.first_at, part.last_at) == (whole.lines, whole.records, whole.first_at,
-                                                                           whole.last_at)
+        assert (part.lines, part.records, part.first_at, part.last_at) == (
+            whole.lines,
+            whole.records,
+            whole.first_at,
+            whole.last_at,
+        )
         for name in ("spec", "stats", "events"):
             assert sorted(map(repr, getattr(part, name))) == sorted(map(repr, getattr(whole, name))), name
         assert sorted(part.unparsed) == sorted(whole.unparsed)

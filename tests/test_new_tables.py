@@ -4,20 +4,21 @@ every count checked against a recomputation from the public views (`txs`, `infer
 from __future__ import annotations
 
 import datetime as dt
+
 import numpy as np
 import orjson
 import polars as pl
 import pytest
 from scipy import stats as scipy_stats
 
-from pipeline.builds import load_builds
 from pipeline.evidence import EVIDENCE, EvidenceError, compute
-from pipeline.render import render
-from pipeline.stats import wilson_interval
-from pipeline.warehouse import fetch_frame, open_for_write, open_read_only
+from pipeline.evidence.stats import wilson_interval
+from pipeline.ingest.builds import load_builds
+from pipeline.output.render import render
+from pipeline.warehouse.database import fetch_frame, open_for_write, open_read_only
 from tests.helpers import ingest
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def sample(timeline, tmp_path_factory):
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     """A warehouse of the log samples (vLLM logs, /metrics scrapes) with their builds; (con, truth)."""
-    from pipeline.ingest_logs import ingest_logs
+    from pipeline.ingest.logs import ingest_logs
     from pipeline.samples.logs import HOST, write_log_samples
 
     root = tmp_path_factory.mktemp("new-tables-logs")
@@ -68,11 +69,15 @@ def frame(con, sql, params=None) -> pl.DataFrame:
 
 def verdicts_on(con, host: str, epoch: int | None) -> pl.DataFrame:
     """Validation and vote transactions on the host's inferences, from `txs` and `inferences` (not `validations`)."""
-    return frame(con, """
+    return frame(
+        con,
+        """
         SELECT t.address AS validator, t.kind, t.valid, t.event_at, i.status
         FROM txs t JOIN inferences i ON i.escrow_id = t.escrow_id AND i.inference_id = t.inference_id
         WHERE t.kind IN ('validation', 'vote') AND i.executor = $host
-          AND ($epoch::BIGINT IS NULL OR i.epoch_id = $epoch)""", {"host": host, "epoch": epoch})
+          AND ($epoch::BIGINT IS NULL OR i.epoch_id = $epoch)""",
+        {"host": host, "epoch": epoch},
+    )
 
 
 def build_at(builds, host: str, at: dt.datetime) -> str | None:
@@ -89,18 +94,27 @@ def test_validators_match_a_recount_from_txs(sample, epoch):
     result = run(con, "validators", focal, epoch=epoch)
     txs = verdicts_on(con, focal, epoch)
     assert txs.height > 0
-    txs = txs.with_columns(build=pl.Series([build_at(builds, v, at) for v, at in txs.select("validator", "event_at").rows()],
-                                           dtype=pl.String))
+    txs = txs.with_columns(
+        build=pl.Series(
+            [build_at(builds, v, at) for v, at in txs.select("validator", "event_at").rows()], dtype=pl.String
+        )
+    )
     expected = txs.group_by("validator", "build").agg(
-        validations=(pl.col("kind") == "validation").sum(), votes=(pl.col("kind") == "vote").sum(), verdicts=pl.len(),
-        invalid=(~pl.col("valid")).sum(), resolved=pl.col("status").is_in(["validated", "invalidated"]).sum(),
-        agreed=((pl.col("valid") & (pl.col("status") == "validated"))
-                | (~pl.col("valid") & (pl.col("status") == "invalidated"))).sum(),
+        validations=(pl.col("kind") == "validation").sum(),
+        votes=(pl.col("kind") == "vote").sum(),
+        verdicts=pl.len(),
+        invalid=(~pl.col("valid")).sum(),
+        resolved=pl.col("status").is_in(["validated", "invalidated"]).sum(),
+        agreed=(
+            (pl.col("valid") & (pl.col("status") == "validated"))
+            | (~pl.col("valid") & (pl.col("status") == "invalidated"))
+        ).sum(),
     )
     counts = ["validations", "votes", "verdicts", "invalid", "resolved", "agreed"]
     got = result.rows.select("validator", "build", *counts).sort("validator", "build", nulls_last=True)
     want = expected.select("validator", "build", *(pl.col(c).cast(pl.Int64) for c in counts)).sort(
-        "validator", "build", nulls_last=True)
+        "validator", "build", nulls_last=True
+    )
     assert got.rows() == want.rows()
     assert result.rows["verdicts"].to_list() == sorted(result.rows["verdicts"].to_list(), reverse=True)
     assert result.rows.columns == list(EVIDENCE["validators"].columns)
@@ -112,12 +126,15 @@ def test_validators_match_a_recount_from_txs(sample, epoch):
         if row["resolved"]:
             close(row["agreement_rate"], row["agreed"] / row["resolved"])
             assert (row["agreement_ci_low"], row["agreement_ci_high"]) == pytest.approx(
-                wilson_interval(row["agreed"], row["resolved"]))
+                wilson_interval(row["agreed"], row["resolved"])
+            )
         else:
             assert row["agreement_rate"] is None and row["agreement_ci_low"] is None
     # Every verdict of epoch-summary's verdict columns is some validator's.
     summary = run(con, "epoch-summary", focal, epoch=epoch).rows
-    total = sum(int(summary[c].sum()) for c in ("validations_valid", "validations_invalid", "votes_valid", "votes_invalid"))
+    total = sum(
+        int(summary[c].sum()) for c in ("validations_valid", "validations_invalid", "votes_valid", "votes_invalid")
+    )
     assert result.stats["verdicts"] == int(result.rows["verdicts"].sum()) == total
 
 
@@ -142,22 +159,33 @@ def test_validators_of_a_host_without_answers_is_empty_with_a_note(sample):
 
 def expected_timeline(con, host: str, epoch: int | None, every: str) -> pl.DataFrame:
     """Answers of the host and of others in its escrows, and its verdicts cast, per bucket, from `inferences`/`txs`."""
-    answers = frame(con, """
+    answers = frame(
+        con,
+        """
         SELECT escrow_id, executor, started_at, challenged OR status = 'invalidated' AS bad
         FROM inferences WHERE finished AND status <> 'timed_out' AND ($epoch::BIGINT IS NULL OR epoch_id = $epoch)""",
-                    {"epoch": epoch})
+        {"epoch": epoch},
+    )
     escrows = answers.filter(pl.col("executor") == host)["escrow_id"].unique()
     answers = answers.filter(pl.col("escrow_id").is_in(escrows.implode())).with_columns(
-        b=pl.col("started_at").dt.convert_time_zone("UTC").dt.truncate(every), mine=pl.col("executor") == host)
-    cast = frame(con, """
+        b=pl.col("started_at").dt.convert_time_zone("UTC").dt.truncate(every), mine=pl.col("executor") == host
+    )
+    cast = frame(
+        con,
+        """
         SELECT t.event_at, t.valid FROM txs t JOIN inferences i USING (escrow_id, inference_id)
         WHERE t.kind IN ('validation', 'vote') AND t.address = $host AND i.executor IS DISTINCT FROM $host
-          AND ($epoch::BIGINT IS NULL OR t.epoch_id = $epoch)""", {"host": host, "epoch": epoch}).with_columns(
-        b=pl.col("event_at").dt.convert_time_zone("UTC").dt.truncate(every))
+          AND ($epoch::BIGINT IS NULL OR t.epoch_id = $epoch)""",
+        {"host": host, "epoch": epoch},
+    ).with_columns(b=pl.col("event_at").dt.convert_time_zone("UTC").dt.truncate(every))
     mine = answers.filter("mine").group_by("b").agg(answers=pl.len(), bad=pl.col("bad").sum())
     others = answers.filter(~pl.col("mine")).group_by("b").agg(others=pl.len(), others_bad=pl.col("bad").sum())
     verdicts = cast.group_by("b").agg(cast=pl.len(), invalid=(~pl.col("valid")).sum())
-    return mine.join(others, on="b", how="full", coalesce=True).join(verdicts, on="b", how="full", coalesce=True).fill_null(0)
+    return (
+        mine.join(others, on="b", how="full", coalesce=True)
+        .join(verdicts, on="b", how="full", coalesce=True)
+        .fill_null(0)
+    )
 
 
 @pytest.mark.parametrize(("epoch", "bucket"), [(3, None), (4, "30m"), (None, "1d")])
@@ -168,10 +196,18 @@ def test_timeline_matches_a_recount_from_inferences_and_txs(sample, epoch, bucke
     rows = result.rows
     expected = expected_timeline(con, focal, epoch, every)
     got = rows.filter((pl.col("answers") + pl.col("others_answers") + pl.col("verdicts_cast")) > 0).select(
-        "bucket_start", "answers", "challenged_or_invalidated", "others_answers", "others_challenged_or_invalidated",
-        "verdicts_cast", "invalid_cast")
-    want = expected.select(pl.col("b").dt.cast_time_unit("us"), *(pl.col(c).cast(pl.Int64) for c in
-                                                                 ("answers", "bad", "others", "others_bad", "cast", "invalid")))
+        "bucket_start",
+        "answers",
+        "challenged_or_invalidated",
+        "others_answers",
+        "others_challenged_or_invalidated",
+        "verdicts_cast",
+        "invalid_cast",
+    )
+    want = expected.select(
+        pl.col("b").dt.cast_time_unit("us"),
+        *(pl.col(c).cast(pl.Int64) for c in ("answers", "bad", "others", "others_bad", "cast", "invalid")),
+    )
     assert got.sort("bucket_start").rows() == want.sort("b").rows()
     # Consecutive buckets of the chosen width from the first to the last one with data.
     width = {"1h": dt.timedelta(hours=1), "30m": dt.timedelta(minutes=30), "1d": dt.timedelta(days=1)}[every]
@@ -182,16 +218,22 @@ def test_timeline_matches_a_recount_from_inferences_and_txs(sample, epoch, bucke
     # Summed over the buckets, the counts are peer-invalidation's pooled rows.
     peer = {r["group"]: r for r in run(con, "peer-invalidation", focal, epoch=epoch).rows.iter_rows(named=True)}
     assert (rows["answers"].sum(), rows["challenged_or_invalidated"].sum()) == (
-        peer["host"]["answers"], peer["host"]["challenged_or_invalidated"])
+        peer["host"]["answers"],
+        peer["host"]["challenged_or_invalidated"],
+    )
     assert (rows["others_answers"].sum(), rows["others_challenged_or_invalidated"].sum()) == (
-        peer["others"]["answers"], peer["others"]["challenged_or_invalidated"])
+        peer["others"]["answers"],
+        peer["others"]["challenged_or_invalidated"],
+    )
     for row in rows.filter(pl.col("answers") > 0).iter_rows(named=True):
         close(row["rate"], row["challenged_or_invalidated"] / row["answers"])
-        assert (row["ci_low"], row["ci_high"]) == pytest.approx(wilson_interval(row["challenged_or_invalidated"],
-                                                                                row["answers"]))
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(
+            wilson_interval(row["challenged_or_invalidated"], row["answers"])
+        )
     for row in rows.filter(pl.col("others_answers") > 0).iter_rows(named=True):
         assert (row["others_ci_low"], row["others_ci_high"]) == pytest.approx(
-            wilson_interval(row["others_challenged_or_invalidated"], row["others_answers"]))
+            wilson_interval(row["others_challenged_or_invalidated"], row["others_answers"])
+        )
     assert rows.filter(pl.col("answers") == 0)["rate"].null_count() == rows.filter(pl.col("answers") == 0).height
 
 
@@ -200,8 +242,11 @@ def test_timeline_marks_the_buckets_where_a_build_starts(sample):
     rows = run(con, "timeline", focal).rows
     first, last = rows["bucket_start"].min(), rows["bucket_start"].max() + dt.timedelta(hours=1)
     mine = sorted((w for w in builds if w.host == focal), key=lambda w: w.since)
-    switched = {dt.datetime.fromtimestamp(w.since - w.since % 3600, UTC) for i, w in enumerate(mine)
-                if first.timestamp() <= w.since < last.timestamp() and (i == 0 or mine[i - 1].label != w.label)}
+    switched = {
+        dt.datetime.fromtimestamp(w.since - w.since % 3600, UTC)
+        for i, w in enumerate(mine)
+        if first.timestamp() <= w.since < last.timestamp() and (i == 0 or mine[i - 1].label != w.label)
+    }
     assert switched, "the sample's builds start inside its data"
     assert set(rows.filter("build_switch")["bucket_start"].to_list()) == switched
     for row in rows.iter_rows(named=True):
@@ -226,15 +271,20 @@ def test_timeline_counts_engine_deaths_and_restarts_from_the_logs(logs):
     assert (rows["engine_deaths"].sum(), rows["restarts"].sum()) == (deaths, restarts)
     assert rows["answers"].sum() == 0 and rows["rate"].null_count() == rows.height
     # A death is dated by its first signal (a fatal error, or a worker's death) since the last start of its file.
-    first_signals = frame(con, """
+    first_signals = frame(
+        con,
+        """
         WITH e AS (SELECT file_id, line, "at", kind, lag(kind) OVER (PARTITION BY file_id ORDER BY line) AS before
                    FROM engine_events WHERE host = $h AND kind IN ('start', 'fatal', 'worker_died'))
         SELECT date_trunc('hour', "at") AS b, count(*) AS n FROM e
-        WHERE kind <> 'start' AND (before IS NULL OR before = 'start') GROUP BY 1""", {"h": HOST})
+        WHERE kind <> 'start' AND (before IS NULL OR before = 'start') GROUP BY 1""",
+        {"h": HOST},
+    )
     assert first_signals["n"].sum() == deaths
     by_bucket = dict(rows.filter(pl.col("engine_deaths") > 0).select("bucket_start", "engine_deaths").rows())
     assert {k.astimezone(UTC): v for k, v in by_bucket.items()} == {
-        b.astimezone(UTC): n for b, n in first_signals.rows()}
+        b.astimezone(UTC): n for b, n in first_signals.rows()
+    }
     # Build B starts inside the logs' span (A before it, C after it): one switch, on the empty bucket of its start.
     switch = rows.filter("build_switch").select("bucket_start", "build").rows()
     assert switch == [(dt.datetime(2026, 1, 2, tzinfo=UTC), "B")]
@@ -250,7 +300,7 @@ def test_a_bad_bucket_is_a_one_line_error(sample, bucket):
 
 def test_a_timeline_of_too_many_buckets_is_a_one_line_error(sample, monkeypatch):
     con, focal, _ = sample
-    monkeypatch.setattr("pipeline.evidence.timeline.MAX_BUCKETS", 24)
+    monkeypatch.setattr("pipeline.evidence.tables.timeline.MAX_BUCKETS", 24)
     with pytest.raises(EvidenceError, match="spans more than 24 buckets of 1h; choose a wider --bucket"):
         run(con, "timeline", focal, epoch=3)
     assert 0 < run(con, "timeline", focal, epoch=3, bucket="1d").rows.height <= 24
@@ -277,9 +327,12 @@ def test_timeline_chart_marks_build_switches(sample):
 
 def test_peer_invalidation_against_one_control(sample):
     con, focal, _ = sample
-    answers = frame(con, """
+    answers = frame(
+        con,
+        """
         SELECT escrow_id, executor, challenged OR status = 'invalidated' AS bad
-        FROM inferences WHERE finished AND status <> 'timed_out' AND epoch_id = 3""")
+        FROM inferences WHERE finished AND status <> 'timed_out' AND epoch_id = 3""",
+    )
     escrows = answers.filter(pl.col("executor") == focal)["escrow_id"].unique().implode()
     peers = answers.filter(pl.col("escrow_id").is_in(escrows) & (pl.col("executor") != focal))
     control = peers.group_by("executor").len().sort("len", "executor", descending=[True, False])["executor"][0]
@@ -293,7 +346,9 @@ def test_peer_invalidation_against_one_control(sample):
     for group, who in (("host", focal), ("control", control)):
         mine = kept.filter(pl.col("executor") == who)
         expected[group] = (mine["escrow_id"].n_unique(), mine.height, int(mine["bad"].sum()))
-        assert (rows[group]["escrows"], rows[group]["answers"], rows[group]["challenged_or_invalidated"]) == expected[group]
+        assert (rows[group]["escrows"], rows[group]["answers"], rows[group]["challenged_or_invalidated"]) == expected[
+            group
+        ]
     (_, n1, a), (_, n2, c) = expected["host"], expected["control"]
     fisher = scipy_stats.fisher_exact([[a, n1 - a], [c, n2 - c]])
     close(result.stats["fisher"]["p_value"], float(fisher.pvalue), rel=1e-9)
@@ -324,8 +379,12 @@ def test_throughput_per_build_matches_the_stats_lines(logs):
     rows = result.rows
     assert rows["build"].to_list() == ["A", "B"]  # build C has only /metrics scrapes, which carry no throughput
     assert int(rows["windows"].sum()) == truth.stats_lines == result.stats["windows"]
-    lines = frame(con, "SELECT coalesce(build, 'unattributed') AS build, prompt_tps, generation_tps, running, waiting "
-                       "FROM engine_stats WHERE host = $h AND source = 'log'", {"h": HOST})
+    lines = frame(
+        con,
+        "SELECT coalesce(build, 'unattributed') AS build, prompt_tps, generation_tps, running, waiting "
+        "FROM engine_stats WHERE host = $h AND source = 'log'",
+        {"h": HOST},
+    )
     for row in rows.iter_rows(named=True):
         mine = lines.filter(pl.col("build") == row["build"])
         busy = mine.filter(pl.col("running") > 0)
@@ -347,8 +406,12 @@ def test_throughput_window_cuts_on_the_line_time(logs):
     con, _ = logs
     result = run(con, "throughput", HOST, since="2026-01-02T00:00:00Z", until="2026-01-03T00:00:00Z")
     assert result.rows["build"].to_list() == ["B"]
-    n = frame(con, "SELECT count(*) AS n FROM engine_stats WHERE host = $h AND source = 'log' AND \"at\" >= "
-                   "'2026-01-02T00:00:00Z' AND \"at\" < '2026-01-03T00:00:00Z'", {"h": HOST})["n"][0]
+    n = frame(
+        con,
+        "SELECT count(*) AS n FROM engine_stats WHERE host = $h AND source = 'log' AND \"at\" >= "
+        "'2026-01-02T00:00:00Z' AND \"at\" < '2026-01-03T00:00:00Z'",
+        {"h": HOST},
+    )["n"][0]
     assert result.rows["windows"][0] == n
 
 

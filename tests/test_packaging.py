@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.cli import app
+from pipeline.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 FOCAL_HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # the samples' focal host (data-samples/builds.toml)
@@ -21,9 +21,9 @@ runner = CliRunner()
 
 
 def test_query_list_fails_when_it_finds_no_named_queries(tmp_path, monkeypatch):
-    import pipeline.query
+    import pipeline.output.query
 
-    monkeypatch.setattr(pipeline.query, "QUERIES_DIR", tmp_path)
+    monkeypatch.setattr(pipeline.output.query, "QUERIES_DIR", tmp_path)
     result = runner.invoke(app, ["query", "--list"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     assert result.stderr.startswith(f"error: {tmp_path}: no named queries found"), result.stderr
@@ -46,9 +46,16 @@ def wheel(tmp_path_factory) -> Path:
 @pytest.mark.heavy
 def test_the_wheel_carries_the_assets_and_no_local_debris(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    for asset in ["sql/queries/epoch_summary.sql", "sql/warehouse/schema/00_core.sql", "reports/epoch_report.md.j2",
-                  "data-samples/builds.toml", "data-samples/store/_meta.db", "data-samples/vllm/vllm.log",
-                  "data-samples/release-lines/v0.2.13/store/epoch_2.db", "data-samples/README.md"]:
+    for asset in [
+        "sql/queries/epoch_summary.sql",
+        "sql/warehouse/schema/00_core.sql",
+        "reports/epoch_report.md.j2",
+        "data-samples/builds.toml",
+        "data-samples/store/_meta.db",
+        "data-samples/vllm/vllm.log",
+        "data-samples/release-lines/v0.2.13/store/epoch_2.db",
+        "data-samples/README.md",
+    ]:
         assert f"pipeline/_data/{asset}" in names, asset
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not [n for n in names if n.endswith(("-wal", "-shm", "-journal", ".pyc"))]
@@ -59,20 +66,25 @@ def test_an_installed_wheel_works_from_an_empty_directory_without_the_checkout(w
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp_path, env=dict(os.environ))
     python = venv / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel], cwd=tmp_path,
-         env=dict(os.environ))
+    _run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel],
+        cwd=tmp_path,
+        env=dict(os.environ),
+    )
     # The dependencies come from this test's environment (appended to sys.path by a .pth line, so its own
     # .pth files, among them the editable install of this checkout, are not run); .ci/run installs them afresh.
-    site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path,
-                     {}).stdout.strip())
+    site = Path(
+        _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path, {}).stdout.strip()
+    )
     (site / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
     empty = tmp_path / "empty"
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GONKA_EVIDENCE_", "PYTHON", "VIRTUAL_ENV"))}
     cli = venv / "bin" / "gonka-evidence"
-    where = _run([python, "-c", "import sys, pipeline; print(pipeline.__file__); print(*sys.path, sep='\\n')"],
-                 empty, env).stdout.splitlines()
+    where = _run(
+        [python, "-c", "import sys, pipeline; print(pipeline.__file__); print(*sys.path, sep='\\n')"], empty, env
+    ).stdout.splitlines()
     assert where[0] == str(site / "pipeline" / "__init__.py"), where
     assert str(ROOT) not in where[1:], where  # ("" is the empty working directory of `python -c`)
 

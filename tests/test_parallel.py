@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from pipeline.parallel import WORKERS_ENV, BatchPool, worker_count
+from pipeline.core.parallel import WORKERS_ENV, BatchPool, worker_count
 
 
 def tag_with_pid(batch: list[int]) -> list[tuple[int, int, int]]:

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from pipeline.cli import app
-from pipeline.sources.payloads import MAX_PAYLOAD_FILE_BYTES
-from pipeline.warehouse import fetch_frame, open_for_write
+from pipeline.cli.app import app
+from pipeline.sources.store.payloads import MAX_PAYLOAD_FILE_BYTES
+from pipeline.warehouse.database import fetch_frame, open_for_write
 
 runner = CliRunner()
 
@@ -48,12 +48,19 @@ def _no_traceback(proc) -> None:
 
 # -- payload files ------------------------------------------------------------------------------------
 
+
 def test_payload_files_that_are_not_regular_files_are_quarantined(tmp_path, timeline):
     copy = timeline.copy(last_epoch=4)
     store = copy.write_sqlite(tmp_path / "store")
     escrow_dir = next(p for p in sorted((store / "payloads").glob("*/*")) if p.is_dir())
-    specials = {900001: "a FIFO", 900002: "a character device", 900003: "a directory", 900004: "a character device",
-                900005: "No such file or directory", 900006: "larger than"}
+    specials = {
+        900001: "a FIFO",
+        900002: "a character device",
+        900003: "a directory",
+        900004: "a character device",
+        900005: "No such file or directory",
+        900006: "larger than",
+    }
     os.mkfifo(escrow_dir / "900001.json")
     (escrow_dir / "900002.json").symlink_to("/dev/zero")
     (escrow_dir / "900003.json").mkdir()
@@ -67,22 +74,31 @@ def test_payload_files_that_are_not_regular_files_are_quarantined(tmp_path, time
     _no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
 
-    q, checks = _frames(warehouse, "SELECT row_key, reason FROM quarantine WHERE table_name = 'payload_storage'",
-                        "SELECT inference_id, complete FROM answer_checks_t WHERE inference_id >= 900001")
+    q, checks = _frames(
+        warehouse,
+        "SELECT row_key, reason FROM quarantine WHERE table_name = 'payload_storage'",
+        "SELECT inference_id, complete FROM answer_checks_t WHERE inference_id >= 900001",
+    )
     reasons = {int(k.rsplit("/", 1)[1]): r for k, r in q.iter_rows()}
     for inference, why in specials.items():
         assert why in reasons[inference] and reasons[inference].startswith("payload file "), reasons[inference]
-    assert reasons[900006] == (f"payload file larger than {MAX_PAYLOAD_FILE_BYTES:,} bytes "
-                               f"({MAX_PAYLOAD_FILE_BYTES + 1:,})")
+    assert reasons[900006] == (
+        f"payload file larger than {MAX_PAYLOAD_FILE_BYTES:,} bytes ({MAX_PAYLOAD_FILE_BYTES + 1:,})"
+    )
     assert q.height == len(specials)  # the six files, nothing else
     assert checks.height == len(specials) and not any(checks["complete"])  # counted: a row each, incomplete
 
 
 def test_payload_file_reasons(tmp_path):
-    from pipeline.sources.payloads import PayloadFile, read_payload_file
+    from pipeline.sources.store.payloads import PayloadFile, read_payload_file
 
-    cases = {"not_json": b"{", "not_object": b"[1]", "bad_base64": b'{"prompt_payload":"!!!!","response_payload":null}',
-             "unpadded": b'{"prompt_payload":"YWJj","response_payload":"YQ"}', "ok": b'{"prompt_payload":"YWJj"}'}
+    cases = {
+        "not_json": b"{",
+        "not_object": b"[1]",
+        "bad_base64": b'{"prompt_payload":"!!!!","response_payload":null}',
+        "unpadded": b'{"prompt_payload":"YWJj","response_payload":"YQ"}',
+        "ok": b'{"prompt_payload":"YWJj"}',
+    }
     got = {}
     for k, (name, data) in enumerate(cases.items()):
         (tmp_path / f"{k}.json").write_bytes(data)
@@ -104,31 +120,55 @@ def _gz_variants() -> dict[str, bytes]:
     bad_crc, corrupt = bytearray(gz("badcrc")), bytearray(gz("corrupt"))
     bad_crc[-8] ^= 0xFF
     corrupt[len(corrupt) // 2] ^= 0xFF
-    return {"ok.json.gz": gz("ok"), "badcrc.json.gz": bytes(bad_crc), "corrupt.json.gz": bytes(corrupt),
-            "truncated.json.gz": gz("truncated")[:40], "padded.json.gz": gz("padded") + b"\0" * 10,
-            "two-members.json.gz": gzip.compress(b"[") + gzip.compress(json.dumps(RECORD | {"participant": "two"}).encode() + b"]")}
+    return {
+        "ok.json.gz": gz("ok"),
+        "badcrc.json.gz": bytes(bad_crc),
+        "corrupt.json.gz": bytes(corrupt),
+        "truncated.json.gz": gz("truncated")[:40],
+        "padded.json.gz": gz("padded") + b"\0" * 10,
+        "two-members.json.gz": gzip.compress(b"[")
+        + gzip.compress(json.dumps(RECORD | {"participant": "two"}).encode() + b"]"),
+    }
 
 
 QUARANTINED = {  # file → the reason its quarantine row must start with
-    "hugeint.json": ('{"epoch_index":5,"participant":"gonka1x","counters":[],"assigned_nonces":%s}' % ("9" * 5000),
-                     "a number out of range (Integer value out of range"),
-    "hugeint-epoch.json": ('{"epoch_index":%s,"participant":"gonka1x","counters":[],"assigned_nonces":1}' % ("9" * 30),
-                           "epoch_index 99999999999999999999 is beyond 64 bits"),
-    "hugeint-count.json": ('{"epoch_index":5,"participant":"gonka1x","counters":[{"escrow_id":"1","slot_id":"0",'
-                           '"disposition":"miss","count":%d}]}' % 2**64, "count 18446744073709551616 is beyond 64 bits"),
-    "hugeexp.json": ('{"epoch_index":5,"participant":"gonka1x","counters":[],"assigned_nonces":1e999999}',
-                     "a number out of range (Number out of range"),
-    "hugeint-string.json": ('{"epoch_index":5,"participant":"gonka1x","counters":[],"assigned_nonces":"%s"}' % ("9" * 5000),
-                            "assigned_nonces 99999999999999999999… is beyond 64 bits"),
-    "hugeexp-decimal.json": ('[{"participant_id":"p","inference_count":"1","epoch_index":5,'
-                             '"invalidLLR":{"value":"1","exponent":"999999"}}]', "invalidLLR {'value': '1'"),
-    "hugeexp-exponent.json": ('[{"participant_id":"p","inference_count":"1","epoch_index":5,'
-                              '"invalidLLR":{"value":"1","exponent":"%s"}}]' % ("9" * 40), "invalidLLR {'value': '1'"),
+    "hugeint.json": (
+        '{"epoch_index":5,"participant":"gonka1x","counters":[],"assigned_nonces":%s}' % ("9" * 5000),
+        "a number out of range (Integer value out of range",
+    ),
+    "hugeint-epoch.json": (
+        '{"epoch_index":%s,"participant":"gonka1x","counters":[],"assigned_nonces":1}' % ("9" * 30),
+        "epoch_index 99999999999999999999 is beyond 64 bits",
+    ),
+    "hugeint-count.json": (
+        '{"epoch_index":5,"participant":"gonka1x","counters":[{"escrow_id":"1","slot_id":"0",'
+        '"disposition":"miss","count":%d}]}' % 2**64,
+        "count 18446744073709551616 is beyond 64 bits",
+    ),
+    "hugeexp.json": (
+        '{"epoch_index":5,"participant":"gonka1x","counters":[],"assigned_nonces":1e999999}',
+        "a number out of range (Number out of range",
+    ),
+    "hugeint-string.json": (
+        '{"epoch_index":5,"participant":"gonka1x","counters":[],"assigned_nonces":"%s"}' % ("9" * 5000),
+        "assigned_nonces 99999999999999999999… is beyond 64 bits",
+    ),
+    "hugeexp-decimal.json": (
+        '[{"participant_id":"p","inference_count":"1","epoch_index":5,"invalidLLR":{"value":"1","exponent":"999999"}}]',
+        "invalidLLR {'value': '1'",
+    ),
+    "hugeexp-exponent.json": (
+        '[{"participant_id":"p","inference_count":"1","epoch_index":5,'
+        '"invalidLLR":{"value":"1","exponent":"%s"}}]' % ("9" * 40),
+        "invalidLLR {'value': '1'",
+    ),
     "deep.json": ("[" * 1000 + "]" * 1000, "not JSON (nested too deeply)"),
     "deep-object.json": ('{"a":' * 1000 + "1" + "}" * 1000, "not JSON (nested too deeply)"),
     "deeper.json": ("[" * 100_000 + "]" * 100_000, "not JSON (nested too deeply)"),
-    "record-deep.json": ('{"epoch_index":5,"participant":"gonka1x","counters":[],"x":%s1%s}' % ("[" * 900, "]" * 900),
-                         None),  # readable: its record or a quarantine row, never a traceback
+    "record-deep.json": (
+        '{"epoch_index":5,"participant":"gonka1x","counters":[],"x":%s1%s}' % ("[" * 900, "]" * 900),
+        None,
+    ),  # readable: its record or a quarantine row, never a traceback
 }
 
 
@@ -144,9 +184,11 @@ def test_ingest_json_bad_numbers_nesting_and_gzip(tmp_path):
     warnings = [line for line in lines if not line.startswith("ingested ")]  # the summary goes to stderr too
     assert len(warnings) == len(lines) - 1, lines
     assert all(line.startswith("warning: ") and line.endswith("; quarantined") for line in warnings), warnings
-    q, participants = _frames(warehouse,
-                              "SELECT row_key, reason FROM quarantine WHERE table_name IN ('json_file', 'api_counters')",
-                              "SELECT source_id, assigned_nonces FROM api_participants")
+    q, participants = _frames(
+        warehouse,
+        "SELECT row_key, reason FROM quarantine WHERE table_name IN ('json_file', 'api_counters')",
+        "SELECT source_id, assigned_nonces FROM api_participants",
+    )
     reason_of = {}
     for key, reason in q.iter_rows():
         reason_of.setdefault(Path(key.split(":")[0]).name, reason)
@@ -172,7 +214,9 @@ def test_ingest_json_strict_exits_3_when_anything_was_quarantined(tmp_path):
     mixed = _cli("ingest-json", str(good), str(bad), "--strict", "--warehouse", str(tmp_path / "b.duckdb"))
     _no_traceback(mixed)
     assert mixed.returncode == 3, mixed.stderr
-    assert any(line.endswith("deep.json: not JSON (nested too deeply); quarantined") for line in mixed.stderr.splitlines())
+    assert any(
+        line.endswith("deep.json: not JSON (nested too deeply); quarantined") for line in mixed.stderr.splitlines()
+    )
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory", "missing"])
@@ -184,8 +228,12 @@ def test_ingest_json_paths_that_are_not_files_are_one_line_errors(tmp_path, kind
         path.symlink_to("/dev/zero")
     elif kind == "directory":
         path.mkdir()
-    want = {"fifo": "not a regular file (a FIFO)", "dev-zero": "not a regular file (a character device)",
-            "directory": "not a regular file (a directory)", "missing": "no such file"}[kind]
+    want = {
+        "fifo": "not a regular file (a FIFO)",
+        "dev-zero": "not a regular file (a character device)",
+        "directory": "not a regular file (a directory)",
+        "missing": "no such file",
+    }[kind]
     args = ["ingest-json", str(path), "--warehouse", str(tmp_path / "w.duckdb")]
     if kind in ("fifo", "dev-zero"):  # in a subprocess with a timeout: a hang or an endless read fails, not stalls
         proc = _cli(*args, timeout=300)
@@ -198,16 +246,53 @@ def test_ingest_json_paths_that_are_not_files_are_one_line_errors(tmp_path, kind
 
 # -- fuzz: one-line error or success, never a traceback ------------------------------------------------
 
-_KEYS = ["epoch_index", "epoch", "participant", "participant_id", "model", "counters", "assigned_nonces", "dispositions",
-         "schema_version", "count", "escrow_id", "slot_id", "disposition", "key", "inference_count", "missed", "invalid",
-         "current_epoch_stats", "address", "invalidLLR", "value", "exponent", "claimed", "protocol_only", "x"]
-_NUMBERS = st.one_of(st.integers(), st.integers(min_value=2**62, max_value=2**70), st.integers(min_value=-(2**70), max_value=-(2**62)),
-                     st.floats(allow_nan=False, allow_infinity=False), st.sampled_from([10**30, -(10**30), 2**63, 2**64 - 1]))
-_SCALARS = st.one_of(st.none(), st.booleans(), _NUMBERS, st.text(max_size=8),
-                     _NUMBERS.map(str), st.sampled_from(["gonka1x", "", "1e999", "9" * 400, "-5", "18446744073709551616"]))
-_VALUES = st.recursive(_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                         st.dictionaries(st.sampled_from(_KEYS), inner, max_size=6)),
-                       max_leaves=25)
+_KEYS = [
+    "epoch_index",
+    "epoch",
+    "participant",
+    "participant_id",
+    "model",
+    "counters",
+    "assigned_nonces",
+    "dispositions",
+    "schema_version",
+    "count",
+    "escrow_id",
+    "slot_id",
+    "disposition",
+    "key",
+    "inference_count",
+    "missed",
+    "invalid",
+    "current_epoch_stats",
+    "address",
+    "invalidLLR",
+    "value",
+    "exponent",
+    "claimed",
+    "protocol_only",
+    "x",
+]
+_NUMBERS = st.one_of(
+    st.integers(),
+    st.integers(min_value=2**62, max_value=2**70),
+    st.integers(min_value=-(2**70), max_value=-(2**62)),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([10**30, -(10**30), 2**63, 2**64 - 1]),
+)
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    _NUMBERS,
+    st.text(max_size=8),
+    _NUMBERS.map(str),
+    st.sampled_from(["gonka1x", "", "1e999", "9" * 400, "-5", "18446744073709551616"]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(_KEYS), inner, max_size=6)),
+    max_leaves=25,
+)
 
 
 @st.composite
@@ -224,7 +309,7 @@ def _files(draw) -> bytes:
         text = text[: draw(st.integers(0, len(text) - 1))]
     if form == "flip" and text:
         at = draw(st.integers(0, len(text) - 1))
-        text = text[:at] + bytes([text[at] ^ draw(st.integers(1, 255))]) + text[at + 1:]
+        text = text[:at] + bytes([text[at] ^ draw(st.integers(1, 255))]) + text[at + 1 :]
     return text
 
 
@@ -233,8 +318,11 @@ def fuzz_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fuzz-json")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=_files())
 def test_ingest_json_fuzz_never_a_traceback(fuzz_dir, data):
     path = fuzz_dir / "input.json"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bundle import BundleRequest, build_bundle
-from pipeline.digest import tree_digest
+from pipeline.core.digest import tree_digest
+from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import compute
-from pipeline.paths import DATA_SAMPLES_DIR
-from pipeline.render.markdown import markdown_table
-from pipeline.warehouse import open_read_only
+from pipeline.output.bundle import BundleRequest, build_bundle
+from pipeline.output.render.markdown import markdown_table
+from pipeline.warehouse.database import open_read_only
 from tests.helpers import frame, ingest, sample_warehouse
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
@@ -47,8 +47,10 @@ def _bundle_in(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def two_warehouses(tmp_path_factory) -> tuple[Path, Path]:
-    return (_warehouse_of(tmp_path_factory.mktemp("first")),
-            _warehouse_of(tmp_path_factory.mktemp("second") / "somewhere" / "else"))
+    return (
+        _warehouse_of(tmp_path_factory.mktemp("first")),
+        _warehouse_of(tmp_path_factory.mktemp("second") / "somewhere" / "else"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +60,10 @@ def two_bundles(two_warehouses) -> tuple[dict[str, bytes], dict[str, bytes]]:
 
 def test_two_fresh_warehouses_of_the_same_copies_give_byte_identical_outputs(two_warehouses, two_bundles):
     first, second = two_warehouses
-    runs = [frame(w, "SELECT run_id, source_id, input_digest FROM ingest_runs ORDER BY started_at").rows()
-            for w in two_warehouses]
+    runs = [
+        frame(w, "SELECT run_id, source_id, input_digest FROM ingest_runs ORDER BY started_at").rows()
+        for w in two_warehouses
+    ]
     assert runs[0] == runs[1] and len(runs[0]) == 1
     a, b = two_bundles
     assert sorted(a) == sorted(b)
@@ -82,10 +86,10 @@ def test_input_digest_is_the_content_of_the_store_and_the_footer_prints_it(two_w
         result = compute("votes-by-build", con, host=HOST, epoch=3, command="c")
     finally:
         con.close()
-    from pipeline.render import render
+    from pipeline.output.render import render
 
     footer = render(result, "markdown").split("\n---\n", 1)[1]
-    assert f"- source: data-samples (sqlite), copy 2026-10-30T03:22:22Z, input {digest[:7 + 16]}" in footer
+    assert f"- source: data-samples (sqlite), copy 2026-10-30T03:22:22Z, input {digest[: 7 + 16]}" in footer
     assert render(result, "json").count(digest) == 1  # JSON carries the whole digest
 
 
@@ -136,7 +140,7 @@ def test_evidence_after_a_failed_ingest_warns_in_the_footer(tmp_path):
     assert len(failed_run) == 1
     con = open_read_only(warehouse)
     try:
-        from pipeline.render import render
+        from pipeline.output.render import render
 
         result = compute("epoch-summary", con, host=HOST, epoch=3, command="c")
         text = render(result, "markdown")
@@ -157,8 +161,9 @@ def test_footer_command_names_a_warehouse_from_the_environment(two_warehouses, t
     assert command == f"gonka-evidence evidence epoch-summary --host {HOST} --epoch 3 --warehouse {first}"
     # Where the variable is not set, the printed command prints the same table.
     env.pop("GONKA_EVIDENCE_WAREHOUSE")
-    again = subprocess.run([str(cli), *command.split()[1:]], cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=300)
+    again = subprocess.run(
+        [str(cli), *command.split()[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert again.returncode == 0, again.stderr
     assert again.stdout == done.stdout
 
@@ -166,8 +171,8 @@ def test_footer_command_names_a_warehouse_from_the_environment(two_warehouses, t
 def test_row_digest_ignores_batch_boundaries_and_sees_one_changed_value():
     import pyarrow as pa
 
-    from pipeline.digest import RowDigest
-    from pipeline.sources import open_store
+    from pipeline.core.digest import RowDigest
+    from pipeline.sources.store import open_store
 
     store = open_store(str(DATA_SAMPLES_DIR / "store"))
     try:
@@ -187,8 +192,11 @@ def test_row_digest_ignores_batch_boundaries_and_sees_one_changed_value():
     changed = diffs.set_column(diffs.schema.get_field_index("nonce"), "nonce", pa.array([nonces[0] + 1] + nonces[1:]))
     assert digest(changed, 1000) != digest(diffs, 1000)
     blob = diffs.column("txs_proto").to_pylist()
-    flipped = diffs.set_column(diffs.schema.get_field_index("txs_proto"), "txs_proto",
-                               pa.array([blob[0][:-1] + bytes([blob[0][-1] ^ 1])] + blob[1:], pa.binary()))
+    flipped = diffs.set_column(
+        diffs.schema.get_field_index("txs_proto"),
+        "txs_proto",
+        pa.array([blob[0][:-1] + bytes([blob[0][-1] ^ 1])] + blob[1:], pa.binary()),
+    )
     assert digest(flipped, 1000) != digest(diffs, 1000)
 
 
@@ -200,13 +208,18 @@ def test_row_digest_on_a_multithreaded_cursor_hashes_rows_in_scan_order():
     import duckdb
     import pyarrow as pa
 
-    from pipeline.digest import PREFIX, RowDigest
+    from pipeline.core.digest import PREFIX, RowDigest
 
     n = 200_000
     ids, names = list(range(n)), [None if i % 101 == 0 else f"e{i % 977}" for i in range(n)]
     blobs = [bytes([i % 256]) * 3 for i in range(n)]
-    batch = pa.RecordBatch.from_pydict({"nonce": pa.array(ids, pa.int64()), "escrow_id": pa.array(names, pa.string()),
-                                        "txs_proto": pa.array(blobs, pa.binary())})
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "nonce": pa.array(ids, pa.int64()),
+            "escrow_id": pa.array(names, pa.string()),
+            "txs_proto": pa.array(blobs, pa.binary()),
+        }
+    )
     con = duckdb.connect()
     con.execute("SET threads = 4")
     rows = RowDigest(con)
@@ -221,7 +234,7 @@ def test_row_digest_on_a_multithreaded_cursor_hashes_rows_in_scan_order():
 
 
 def test_report_reproduce_lines_name_no_absolute_path(two_warehouses):
-    from pipeline.report import build_epoch_report, render_report_markdown
+    from pipeline.output.report import build_epoch_report, render_report_markdown
 
     first, _ = two_warehouses
     con = open_read_only(first)
@@ -231,8 +244,10 @@ def test_report_reproduce_lines_name_no_absolute_path(two_warehouses):
         con.close()
     text = render_report_markdown(report)
     relative = os.path.relpath(first)
-    assert f"reproduce: `gonka-evidence evidence epoch-summary --host {HOST} --epoch 3 --denominators " \
-           f"--warehouse {relative}`" in text
+    assert (
+        f"reproduce: `gonka-evidence evidence epoch-summary --host {HOST} --epoch 3 --denominators "
+        f"--warehouse {relative}`" in text
+    )
     commands = [line for line in text.splitlines() if "reproduce:" in line or "command:" in line]
     assert len(commands) > 5 and report.command.endswith(f"--warehouse {relative}")
     assert [line for line in commands if re.search(r"[\s`]/\w", line)] == []  # no argument starts with "/"
@@ -243,16 +258,21 @@ def test_a_log_ingest_records_the_content_digest_of_its_files_wherever_they_lie(
     another order, give the same input digest (the footer prints it); one changed byte another."""
     import hashlib
 
-    from pipeline.ingest_logs import ingest_logs
-    from pipeline.samples.logs import HOST as LOG_HOST, write_log_samples
-    from pipeline.warehouse import open_for_write
+    from pipeline.ingest.logs import ingest_logs
+    from pipeline.samples.logs import HOST as LOG_HOST
+    from pipeline.samples.logs import write_log_samples
+    from pipeline.warehouse.database import open_for_write
 
     write_log_samples(tmp_path / "a")
     moved = tmp_path / "b" / "elsewhere"
     shutil.copytree(tmp_path / "a" / "vllm", moved)
     files = sorted((tmp_path / "a" / "vllm").iterdir())
-    expected = "sha256:" + hashlib.sha256(b"".join(
-        f"{h}\0".encode() for h in sorted(hashlib.sha256(f.read_bytes()).hexdigest() for f in files))).hexdigest()
+    expected = (
+        "sha256:"
+        + hashlib.sha256(
+            b"".join(f"{h}\0".encode() for h in sorted(hashlib.sha256(f.read_bytes()).hexdigest() for f in files))
+        ).hexdigest()
+    )
 
     def digest(paths: list[Path], name: str) -> str:
         con = open_for_write(tmp_path / name)

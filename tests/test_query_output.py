@@ -11,7 +11,6 @@ JSON equals the generated Python value, and the table/Markdown cells hold the ex
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import re
 from dataclasses import dataclass
@@ -23,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.query import render_query
-from pipeline.query_output import QueryFormat
-from pipeline.warehouse import open_for_write, open_sandboxed
+from pipeline.output.query import render_query
+from pipeline.output.query_format import QueryFormat
+from pipeline.warehouse.database import open_for_write, open_sandboxed
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +57,15 @@ class Column:
 # --- value generators ------------------------------------------------------------------------------
 
 INT_RANGES = {
-    "TINYINT": (-(2**7), 2**7 - 1), "SMALLINT": (-(2**15), 2**15 - 1), "INTEGER": (-(2**31), 2**31 - 1),
-    "BIGINT": (-(2**63), 2**63 - 1), "HUGEINT": (-(2**127), 2**127 - 1), "UTINYINT": (0, 2**8 - 1),
-    "UBIGINT": (0, 2**64 - 1), "UHUGEINT": (0, 2**128 - 1), "BIGNUM": (-(10**60), 10**60),
+    "TINYINT": (-(2**7), 2**7 - 1),
+    "SMALLINT": (-(2**15), 2**15 - 1),
+    "INTEGER": (-(2**31), 2**31 - 1),
+    "BIGINT": (-(2**63), 2**63 - 1),
+    "HUGEINT": (-(2**127), 2**127 - 1),
+    "UTINYINT": (0, 2**8 - 1),
+    "UBIGINT": (0, 2**64 - 1),
+    "UHUGEINT": (0, 2**128 - 1),
+    "BIGNUM": (-(10**60), 10**60),
 }
 # Letters, digits, punctuation, symbols and spaces: "[bold]x", "|", quotes, backslashes, emoji.
 TEXT = st.text(st.characters(categories=("L", "N", "P", "S", "Zs"), exclude_characters="\u2028\u2029"), max_size=12)
@@ -84,7 +89,18 @@ def scalar(draw, nested_ok: bool = False):
     whose JSON form is a plain number, string or boolean."""
     kinds = ["int", "int", "int", "decimal", "decimal", "double", "varchar", "boolean"]
     if not nested_ok:
-        kinds += ["real", "blob", "enum", "date", "time", "timestamp", "timestamp_ns", "timestamptz", "interval", "uuid"]
+        kinds += [
+            "real",
+            "blob",
+            "enum",
+            "date",
+            "time",
+            "timestamp",
+            "timestamp_ns",
+            "timestamptz",
+            "interval",
+            "uuid",
+        ]
     kind = draw(st.sampled_from(kinds))
     if kind == "int":
         name = draw(st.sampled_from(sorted(INT_RANGES) if not nested_ok else ["BIGINT", "HUGEINT", "UHUGEINT"]))
@@ -96,7 +112,9 @@ def scalar(draw, nested_ok: bool = False):
         scale = draw(st.integers(0, width))
         type_sql = f"DECIMAL({width},{scale})"
         largest = 10**width - 1
-        values = st.one_of(st.sampled_from([-largest, largest]), st.integers(-largest, largest)).map(lambda u: decimal_text(u, scale))
+        values = st.one_of(st.sampled_from([-largest, largest]), st.integers(-largest, largest)).map(
+            lambda u: decimal_text(u, scale)
+        )
         return type_sql, values.map(lambda t: (Decimal(t), f"{quote(t)}::{type_sql}")), True
     if kind in ("double", "real"):
         type_sql = "DOUBLE" if kind == "double" else "REAL"
@@ -114,12 +132,20 @@ def scalar(draw, nested_ok: bool = False):
         return "UUID", st.uuids().map(lambda v: (v, f"'{v}'::UUID")), False
     if kind == "date":
         dates = st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31)).map(lambda d: d.isoformat())
-        return "DATE", st.one_of(dates, st.sampled_from(["infinity", "-infinity"])).map(lambda t: (t, f"'{t}'::DATE")), False
+        return (
+            "DATE",
+            st.one_of(dates, st.sampled_from(["infinity", "-infinity"])).map(lambda t: (t, f"'{t}'::DATE")),
+            False,
+        )
     if kind == "time":
         return "TIME", st.times().map(lambda t: (t, f"'{t.isoformat()}'::TIME")), False
     if kind == "interval":
         parts = st.tuples(st.integers(-5000, 5000), st.integers(-5000, 5000), st.integers(-(10**13), 10**13))
-        return "INTERVAL", parts.map(lambda p: (p, f"(to_months({p[0]}) + to_days({p[1]}) + to_microseconds({p[2]}))")), False
+        return (
+            "INTERVAL",
+            parts.map(lambda p: (p, f"(to_months({p[0]}) + to_days({p[1]}) + to_microseconds({p[2]}))")),
+            False,
+        )
     if kind == "timestamp_ns":
         moments = st.tuples(st.datetimes(dt.datetime(1678, 1, 1), dt.datetime(2261, 12, 31)), st.integers(0, 10**9 - 1))
         return "TIMESTAMP_NS", moments.map(lambda m: (m, f"'{m[0]:%Y-%m-%d %H:%M:%S}.{m[1]:09d}'::TIMESTAMP_NS")), False
@@ -127,7 +153,9 @@ def scalar(draw, nested_ok: bool = False):
     if kind == "timestamp":
         texts = st.one_of(moments.map(lambda m: m.isoformat(sep=" ")), st.sampled_from(["infinity", "-infinity"]))
         return "TIMESTAMP", texts.map(lambda t: (t, f"'{t}'::TIMESTAMP")), False
-    offsets = st.integers(-14 * 60, 14 * 60).map(lambda m: f"{'+' if m >= 0 else '-'}{abs(m) // 60:02d}:{abs(m) % 60:02d}")
+    offsets = st.integers(-14 * 60, 14 * 60).map(
+        lambda m: f"{'+' if m >= 0 else '-'}{abs(m) // 60:02d}:{abs(m) % 60:02d}"
+    )
     texts = st.tuples(moments, offsets).map(lambda p: f"{p[0].isoformat(sep=' ')}{p[1]}")
     return "TIMESTAMPTZ", texts.map(lambda t: (t, f"'{t}'::TIMESTAMPTZ")), False
 
@@ -161,7 +189,9 @@ def column(draw, rows: int) -> Column:
             a = draw(nullable(elems))
             b = draw(st.lists(nullable(elems), max_size=2))
             values.append({"a": a[0], "[b]": [v for v, _ in b]})
-            literals.append(f"CAST({{'a': {literal(a[1])}, '[b]': [{', '.join(literal(lit) for _, lit in b)}]}} AS {type_sql})")
+            literals.append(
+                f"CAST({{'a': {literal(a[1])}, '[b]': [{', '.join(literal(lit) for _, lit in b)}]}} AS {type_sql})"
+            )
     else:
         type_sql = f"MAP(VARCHAR, {elem_type})"
         for _ in range(rows):
@@ -189,7 +219,9 @@ def select_sql(names: list[str], columns: list[Column]) -> str:
     rows = len(columns[0].values)
     selects = []
     for r in range(rows):
-        cells = ", ".join(f'{col.literals[r]} AS "{name.replace(chr(34), chr(34) * 2)}"' for name, col in zip(names, columns))
+        cells = ", ".join(
+            f'{col.literals[r]} AS "{name.replace(chr(34), chr(34) * 2)}"' for name, col in zip(names, columns)
+        )
         selects.append(f"SELECT {r} AS _row, {cells}")
     return f"SELECT * EXCLUDE (_row) FROM ({' UNION ALL '.join(selects)}) ORDER BY _row"
 
@@ -210,19 +242,27 @@ def same_json(expected: Any, actual: Any) -> bool:
             return actual == ("Infinity" if expected > 0 else "-Infinity")
         return isinstance(actual, Decimal) and float(actual) == expected
     if isinstance(expected, (int, Decimal)):
-        return isinstance(actual, (int, Decimal)) and not isinstance(actual, bool) and Decimal(actual) == Decimal(expected)
+        return (
+            isinstance(actual, (int, Decimal)) and not isinstance(actual, bool) and Decimal(actual) == Decimal(expected)
+        )
     if isinstance(expected, str):
         return actual == expected
     if isinstance(expected, list):
         return isinstance(actual, list) and len(actual) == len(expected) and all(map(same_json, expected, actual))
     if isinstance(expected, dict):
-        return isinstance(actual, dict) and list(actual) == list(expected) and all(same_json(expected[k], actual[k]) for k in expected)
+        return (
+            isinstance(actual, dict)
+            and list(actual) == list(expected)
+            and all(same_json(expected[k], actual[k]) for k in expected)
+        )
     raise AssertionError(f"unexpected generated value {expected!r}")
 
 
 def casts_back(checker, text: str, col: Column, row: int) -> bool:
     """DuckDB reads ``text`` back as the very value of the literal."""
-    return checker.execute(f"SELECT CAST($t AS {col.type_sql}) IS NOT DISTINCT FROM {col.literals[row]}", {"t": text}).fetchone()[0]
+    return checker.execute(
+        f"SELECT CAST($t AS {col.type_sql}) IS NOT DISTINCT FROM {col.literals[row]}", {"t": text}
+    ).fetchone()[0]
 
 
 def grouped(text: str) -> str:
@@ -258,7 +298,9 @@ def read_csv(checker, text: str, tmp_path) -> list[tuple]:
 # --- the property ----------------------------------------------------------------------------------
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(results())
 def test_every_value_round_trips_through_every_format(sandbox, checker, tmp_path, result):
     names, columns = result
@@ -279,7 +321,12 @@ def test_every_value_round_trips_through_every_format(sandbox, checker, tmp_path
     assert markdown[0] == "| " + " | ".join(n.replace("|", "\\|") for n in names) + " |"
     parquet_path = tmp_path / "out.parquet"
     parquet_path.write_bytes(render(QueryFormat.parquet))
-    parquet_types = [t for (t,) in checker.execute("SELECT column_type FROM (DESCRIBE SELECT * FROM read_parquet($p))", {"p": str(parquet_path)}).fetchall()]
+    parquet_types = [
+        t
+        for (t,) in checker.execute(
+            "SELECT column_type FROM (DESCRIBE SELECT * FROM read_parquet($p))", {"p": str(parquet_path)}
+        ).fetchall()
+    ]
 
     for r in range(rows):
         table_line = table[3 + r]  # after the top border, the header and its rule
@@ -311,7 +358,9 @@ def test_every_value_round_trips_through_every_format(sandbox, checker, tmp_path
             assert f"{name.ljust(max(len(n) for n in names))} | {shown}" in vertical, where
             # Parquet: the column read back (typed, or exact text for the types Arrow would bend) is the value.
             if col.nested and parquet_types[c] == "VARCHAR":
-                text = checker.execute(f"SELECT #{c + 1} FROM read_parquet($p) LIMIT 1 OFFSET {r}", {"p": str(parquet_path)}).fetchone()[0]
+                text = checker.execute(
+                    f"SELECT #{c + 1} FROM read_parquet($p) LIMIT 1 OFFSET {r}", {"p": str(parquet_path)}
+                ).fetchone()[0]
                 assert value is None and text is None or same_json(value, plain_json(parse_json(text))), where
             else:
                 assert checker.execute(
@@ -346,8 +395,10 @@ def test_nan_and_infinity_are_json_strings_and_text_elsewhere(sandbox):
 
 
 def test_timestamps_are_iso_8601_with_z_only_when_zoned(sandbox):
-    sql = ("SELECT TIMESTAMPTZ '2026-10-23 10:00:00.25+02' AS zoned, TIMESTAMP '2026-10-23 08:00:00' AS naive, "
-           "TIMESTAMP_NS '2026-10-23 08:00:00.123456789' AS ns")
+    sql = (
+        "SELECT TIMESTAMPTZ '2026-10-23 10:00:00.25+02' AS zoned, TIMESTAMP '2026-10-23 08:00:00' AS naive, "
+        "TIMESTAMP_NS '2026-10-23 08:00:00.123456789' AS ns"
+    )
     assert json.loads(render_query(sandbox, sql, {}, QueryFormat.json).data) == [
         {"zoned": "2026-10-23T08:00:00.25Z", "naive": "2026-10-23T08:00:00", "ns": "2026-10-23T08:00:00.123456789"}
     ]
@@ -356,18 +407,28 @@ def test_timestamps_are_iso_8601_with_z_only_when_zoned(sandbox):
 def test_nested_timestamps_and_reals_read_as_they_do_at_the_top(sandbox):
     # to_json writes a nested timestamp as DuckDB's text ("2026-10-23 08:00:00+00") and widens a nested
     # REAL to DOUBLE (0.10000000149011612): inside a list, struct or map they read as they do alone.
-    sql = ("SELECT [TIMESTAMPTZ '2026-10-23 10:00:00.25+02', NULL] AS l, "
-           "{'at': TIMESTAMP '2026-10-23 08:00:00', 'ns': [TIMESTAMP_NS '2026-10-23 08:00:00.123456789'], 'r': 0.1::REAL, "
-           "'\"q\" x': ['nan'::REAL]} AS s, "
-           "MAP {TIMESTAMPTZ '2026-10-23 08:00:00+00': [0.1::REAL]} AS m, [[TIMESTAMP '2026-10-23 08:00:00.5']]::TIMESTAMP[][1] AS a, "
-           "CAST(NULL AS STRUCT(t TIMESTAMP)) AS n")
-    top = json.loads(render_query(sandbox, "SELECT TIMESTAMPTZ '2026-10-23 10:00:00.25+02' AS z, 0.1::REAL AS r", {}, QueryFormat.json).data)[0]
+    sql = (
+        "SELECT [TIMESTAMPTZ '2026-10-23 10:00:00.25+02', NULL] AS l, "
+        "{'at': TIMESTAMP '2026-10-23 08:00:00', 'ns': [TIMESTAMP_NS '2026-10-23 08:00:00.123456789'], 'r': 0.1::REAL, "
+        "'\"q\" x': ['nan'::REAL]} AS s, "
+        "MAP {TIMESTAMPTZ '2026-10-23 08:00:00+00': [0.1::REAL]} AS m, [[TIMESTAMP '2026-10-23 08:00:00.5']]::TIMESTAMP[][1] AS a, "
+        "CAST(NULL AS STRUCT(t TIMESTAMP)) AS n"
+    )
+    top = json.loads(
+        render_query(
+            sandbox, "SELECT TIMESTAMPTZ '2026-10-23 10:00:00.25+02' AS z, 0.1::REAL AS r", {}, QueryFormat.json
+        ).data
+    )[0]
     assert (top["z"], top["r"]) == ("2026-10-23T08:00:00.25Z", 0.1)
-    assert json.loads(render_query(sandbox, sql, {}, QueryFormat.json).data) == [{
-        "l": ["2026-10-23T08:00:00.25Z", None],
-        "s": {"at": "2026-10-23T08:00:00", "ns": ["2026-10-23T08:00:00.123456789"], "r": 0.1, '"q" x': ["NaN"]},
-        "m": {"2026-10-23T08:00:00Z": [0.1]}, "a": [["2026-10-23T08:00:00.5"]], "n": None,
-    }]
+    assert json.loads(render_query(sandbox, sql, {}, QueryFormat.json).data) == [
+        {
+            "l": ["2026-10-23T08:00:00.25Z", None],
+            "s": {"at": "2026-10-23T08:00:00", "ns": ["2026-10-23T08:00:00.123456789"], "r": 0.1, '"q" x': ["NaN"]},
+            "m": {"2026-10-23T08:00:00Z": [0.1]},
+            "a": [["2026-10-23T08:00:00.5"]],
+            "n": None,
+        }
+    ]
     csv = render_query(sandbox, sql, {}, QueryFormat.csv).data.splitlines()[1]
     assert '""2026-10-23T08:00:00.25Z""' in csv and '""r"":0.1,' in csv
     assert '"2026-10-23T08:00:00Z"' in render_query(sandbox, sql, {}, QueryFormat.table, vertical=True).data
@@ -375,14 +436,28 @@ def test_nested_timestamps_and_reals_read_as_they_do_at_the_top(sandbox):
 
 def test_csv_tells_null_from_the_empty_string_and_nests_as_json(sandbox):
     sql = "SELECT NULL::VARCHAR AS a, '' AS b, {'k': [1, 2]} AS c, MAP {'x': 'y'} AS d, 'a,\"b\"' AS e"
-    assert render_query(sandbox, sql, {}, QueryFormat.csv).data == 'a,b,c,d,e\n,"","{""k"":[1,2]}","{""x"":""y""}","a,""b"""'
+    assert (
+        render_query(sandbox, sql, {}, QueryFormat.csv).data
+        == 'a,b,c,d,e\n,"","{""k"":[1,2]}","{""x"":""y""}","a,""b"""'
+    )
 
 
 def test_vertical_prints_one_block_per_record_with_multi_line_values(sandbox):
-    text = render_query(sandbox, "SELECT * FROM (VALUES (1, 'one'), (2, E'two\\nlines')) t(n, word)", {}, QueryFormat.table, vertical=True).data
+    text = render_query(
+        sandbox,
+        "SELECT * FROM (VALUES (1, 'one'), (2, E'two\\nlines')) t(n, word)",
+        {},
+        QueryFormat.table,
+        vertical=True,
+    ).data
     assert text.splitlines() == [
-        "-[ RECORD 1 ]---", "n    | 1", "word | one",
-        "-[ RECORD 2 ]---", "n    | 2", "word | two", "     | lines",
+        "-[ RECORD 1 ]---",
+        "n    | 1",
+        "word | one",
+        "-[ RECORD 2 ]---",
+        "n    | 2",
+        "word | two",
+        "     | lines",
     ]
 
 
@@ -400,10 +475,19 @@ def test_table_leaves_out_columns_that_do_not_fit_and_names_them(sandbox):
 
 
 def test_parquet_keeps_hugeints_intervals_and_zones(sandbox, checker, tmp_path):
-    sql = ("SELECT 12345678901234567890123456789012345678::HUGEINT AS h, 340282366920938463463374607431768211455::UHUGEINT AS u, "
-           "INTERVAL '1 month 2 days 00:00:00.000003' AS i, TIMETZ '12:00:00+05:30' AS t, 1.50::DECIMAL(4,2) AS d")
+    sql = (
+        "SELECT 12345678901234567890123456789012345678::HUGEINT AS h, 340282366920938463463374607431768211455::UHUGEINT AS u, "
+        "INTERVAL '1 month 2 days 00:00:00.000003' AS i, TIMETZ '12:00:00+05:30' AS t, 1.50::DECIMAL(4,2) AS d"
+    )
     path = tmp_path / "x.parquet"
     path.write_bytes(render_query(sandbox, sql, {}, QueryFormat.parquet).data)
-    row = checker.execute("SELECT h::VARCHAR, u::VARCHAR, i::VARCHAR, t::VARCHAR, d::VARCHAR FROM read_parquet($p)", {"p": str(path)}).fetchone()
-    assert row == ("12345678901234567890123456789012345678", "340282366920938463463374607431768211455",
-                   "1 month 2 days 00:00:00.000003", "12:00:00+05:30", "1.50")
+    row = checker.execute(
+        "SELECT h::VARCHAR, u::VARCHAR, i::VARCHAR, t::VARCHAR, d::VARCHAR FROM read_parquet($p)", {"p": str(path)}
+    ).fetchone()
+    assert row == (
+        "12345678901234567890123456789012345678",
+        "340282366920938463463374607431768211455",
+        "1 month 2 days 00:00:00.000003",
+        "12:00:00+05:30",
+        "1.50",
+    )

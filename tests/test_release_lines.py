@@ -12,10 +12,9 @@ import pytest
 from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
-from pipeline.cli import app
-
+from pipeline.cli.app import app
 from pipeline.samples.release_lines import SAMPLE_LINES
-from pipeline.sources import open_store
+from pipeline.sources.store import open_store
 from tests.helpers import frame, ingest
 
 # Public views compared between layouts, with their ordering keys.
@@ -35,8 +34,21 @@ RECOGNISED = {  # (PostgreSQL database, SQLite epoch file) as doctor names them
     "ha": ("HA line", "squashed epoch list"),
     "snapshot-import": ("snapshot-import line", "squashed epoch list with snapshot import"),
 }
-TRUTH_COLUMNS = ["escrow_id", "inference_id", "executor", "status", "challenged", "sealed", "finished", "drained",
-                 "pre_drain_status", "drain_outcome", "miss_kind", "votes_valid", "votes_invalid"]
+TRUTH_COLUMNS = [
+    "escrow_id",
+    "inference_id",
+    "executor",
+    "status",
+    "challenged",
+    "sealed",
+    "finished",
+    "drained",
+    "pre_drain_status",
+    "drain_outcome",
+    "miss_kind",
+    "votes_valid",
+    "votes_invalid",
+]
 
 
 def _views(wh) -> dict[str, pl.DataFrame]:
@@ -64,7 +76,11 @@ def test_each_release_line_reads_as_defined_in_both_layouts(line, tmp_path, line
             assert_frame_equal(a[name], b[name], check_exact=True)
     assert b["tracker_participants"].height > 0
 
-    want = copy.truth.inferences.rename({"has_finish_tx": "finished"}).select(TRUTH_COLUMNS).sort("escrow_id", "inference_id")
+    want = (
+        copy.truth.inferences.rename({"has_finish_tx": "finished"})
+        .select(TRUTH_COLUMNS)
+        .sort("escrow_id", "inference_id")
+    )
     assert_frame_equal(a["inferences"].select(TRUTH_COLUMNS), want, check_dtypes=False)
     assert a["replay_disagreements"].height == 0
     # The three drain rules are all in the copy, and none of their records is an answer or a miss.
@@ -78,7 +94,8 @@ def test_each_release_line_reads_as_defined_in_both_layouts(line, tmp_path, line
     assert stats.filter(~pl.col("history_before_import"))["agrees_log"].all()
     imported = copy.truth.planted["imported"]
     assert stats.filter(pl.col("history_before_import"))["escrow_id"].unique().to_list() == [
-        i["escrow_id"] for i in imported]
+        i["escrow_id"] for i in imported
+    ]
     if imported:
         assert not stats.filter(pl.col("history_before_import"))["agrees_log"].all()  # shown, not hidden
         assert sqlite_summary.snapshot_disagreements_imported > 0
@@ -105,16 +122,20 @@ def test_reason_3_timeouts_are_error_misses(tmp_path, line_copies):
     assert planted.height > 0
     wh = tmp_path / "w.duckdb"
     ingest(wh, copy.write_sqlite(tmp_path / "store"))
-    got = frame(wh, "SELECT i.epoch_id, i.escrow_id, i.inference_id, i.status, i.miss_kind, t.kind, t.reason "
-                    "FROM inferences i JOIN txs t ON t.escrow_id = i.escrow_id AND t.inference_id = i.inference_id "
-                    "AND t.kind = 'timeout' WHERE t.reason = 'error' ORDER BY ALL")
+    got = frame(
+        wh,
+        "SELECT i.epoch_id, i.escrow_id, i.inference_id, i.status, i.miss_kind, t.kind, t.reason "
+        "FROM inferences i JOIN txs t ON t.escrow_id = i.escrow_id AND t.inference_id = i.inference_id "
+        "AND t.kind = 'timeout' WHERE t.reason = 'error' ORDER BY ALL",
+    )
     assert got.select("epoch_id", "escrow_id", "inference_id").to_dicts() == planted.sort(pl.all()).to_dicts()
     assert set(got["miss_kind"]) == {"error_miss"} and set(got["status"]) == {"timed_out"}
 
 
 def target_status(copy, target) -> str:
     row = copy.truth.inferences.filter(
-        (pl.col("escrow_id") == target["escrow_id"]) & (pl.col("inference_id") == target["inference_id"]))
+        (pl.col("escrow_id") == target["escrow_id"]) & (pl.col("inference_id") == target["inference_id"])
+    )
     return row["status"][0]
 
 
@@ -147,23 +168,25 @@ def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_pa
 
 # --- hand-edited copies: what the generator never writes, read as docs/data-model.md (replay) defines it ----
 
+
 def _escrow(copy, escrow_id: str) -> dict:
     return next(s for s in copy.tables["sessions"] if s["escrow_id"] == escrow_id)
 
 
 def _settlement_nonce(copy, escrow_id: str) -> int:
-    from pipeline.decode import devshard_pb2 as pb
+    from pipeline.sources.decode import devshard_pb2 as pb
 
     session = _escrow(copy, escrow_id)
     for d in copy.tables["diffs"]:
         if d["escrow_id"] == escrow_id and any(
-                t.WhichOneof("tx") == "finalize_round" for t in pb.DiffContent.FromString(d["txs_proto"]).txs):
+            t.WhichOneof("tx") == "finalize_round" for t in pb.DiffContent.FromString(d["txs_proto"]).txs
+        ):
             return d["nonce"] + len(json.loads(session["group_json"]))
     raise AssertionError(f"{escrow_id} never finalizes")
 
 
 def _all_accept(copy, escrow_id: str):
-    from pipeline.decode import devshard_pb2 as pb
+    from pipeline.sources.decode import devshard_pb2 as pb
 
     n = len(json.loads(_escrow(copy, escrow_id)["group_json"]))
     return [pb.TimeoutVote(voter_slot=s, accept=True, signature=b"s") for s in range(n)]
@@ -171,8 +194,11 @@ def _all_accept(copy, escrow_id: str):
 
 def _drained(copy, escrow_id: str, pre: str) -> list[int]:
     t = copy.truth.inferences
-    return sorted(t.filter((pl.col("escrow_id") == escrow_id) & pl.col("drained")
-                           & (pl.col("pre_drain_status") == pre))["inference_id"].to_list())
+    return sorted(
+        t.filter((pl.col("escrow_id") == escrow_id) & pl.col("drained") & (pl.col("pre_drain_status") == pre))[
+            "inference_id"
+        ].to_list()
+    )
 
 
 def _both_layouts(copy, tmp_path, pg_database) -> tuple[dict, dict]:
@@ -196,7 +222,7 @@ def test_transactions_in_and_after_the_settlement_diff(tmp_path, line_copies, pg
     """The drain runs after the transactions of the settlement diff (finalize nonce + N): a refusal in that
     diff is a miss, not a drain. Transactions after it find no live record and change nothing, so the
     records they name stay drained: never a miss, never an answer (docs/data-model.md, replay)."""
-    from pipeline.decode import devshard_pb2 as pb
+    from pipeline.sources.decode import devshard_pb2 as pb
 
     copy = line_copies["ha"]
     escrow_id = "2101"  # settled under the refund rule: Pending -> timed out, Started -> paid
@@ -209,20 +235,38 @@ def test_transactions_in_and_after_the_settlement_diff(tmp_path, line_copies, pg
     diffs = [dict(d) for d in copy.tables["diffs"]]
     at_settle = next(d for d in diffs if d["escrow_id"] == escrow_id and d["nonce"] == settle)
     content = pb.DiffContent.FromString(at_settle["txs_proto"])
-    content.txs.append(pb.DevshardTx(timeout_inference=pb.MsgTimeoutInference(
-        inference_id=in_settlement, reason=pb.TIMEOUT_REASON_REFUSED, votes=_all_accept(copy, escrow_id))))
+    content.txs.append(
+        pb.DevshardTx(
+            timeout_inference=pb.MsgTimeoutInference(
+                inference_id=in_settlement, reason=pb.TIMEOUT_REASON_REFUSED, votes=_all_accept(copy, escrow_id)
+            )
+        )
+    )
     at_settle["txs_proto"] = content.SerializeToString()
-    late = pb.DiffContent(txs=[
-        pb.DevshardTx(timeout_inference=pb.MsgTimeoutInference(
-            inference_id=after, reason=pb.TIMEOUT_REASON_REFUSED, votes=_all_accept(copy, escrow_id))),
-        pb.DevshardTx(finish_inference=pb.MsgFinishInference(
-            inference_id=started[0], input_tokens=10, output_tokens=10,
-            executor_slot=started[0] % len(json.loads(session["group_json"])))),
-        pb.DevshardTx(timeout_inference=pb.MsgTimeoutInference(
-            inference_id=started[1], reason=pb.TIMEOUT_REASON_EXECUTION, votes=_all_accept(copy, escrow_id)))])
+    late = pb.DiffContent(
+        txs=[
+            pb.DevshardTx(
+                timeout_inference=pb.MsgTimeoutInference(
+                    inference_id=after, reason=pb.TIMEOUT_REASON_REFUSED, votes=_all_accept(copy, escrow_id)
+                )
+            ),
+            pb.DevshardTx(
+                finish_inference=pb.MsgFinishInference(
+                    inference_id=started[0],
+                    input_tokens=10,
+                    output_tokens=10,
+                    executor_slot=started[0] % len(json.loads(session["group_json"])),
+                )
+            ),
+            pb.DevshardTx(
+                timeout_inference=pb.MsgTimeoutInference(
+                    inference_id=started[1], reason=pb.TIMEOUT_REASON_EXECUTION, votes=_all_accept(copy, escrow_id)
+                )
+            ),
+        ]
+    )
     diffs.append(at_settle | {"nonce": settle + 1, "txs_proto": late.SerializeToString()})
-    sessions = [s | {"latest_nonce": settle + 1} if s["escrow_id"] == escrow_id else s
-                for s in copy.tables["sessions"]]
+    sessions = [s | {"latest_nonce": settle + 1} if s["escrow_id"] == escrow_id else s for s in copy.tables["sessions"]]
     edited = dataclasses.replace(copy, tables={**copy.tables, "diffs": diffs, "sessions": sessions})
     a, _ = _both_layouts(edited, tmp_path, pg_database)
 
@@ -250,15 +294,22 @@ def test_old_epoch_files_with_three_column_sealed_rows(tmp_path, timeline):
     wh = tmp_path / "w.duckdb"
     ingest(wh, store)
     assert frame(wh, "SELECT count(*) AS n FROM replay_disagreements")["n"][0] == 0
-    got = frame(wh, "SELECT escrow_id, inference_id, status, sealed, miss_kind FROM inferences WHERE epoch_id = 1 "
-                    "ORDER BY ALL")
-    want = copy.truth.inferences.filter(pl.col("epoch_id") == 1).select(
-        "escrow_id", "inference_id", "status", "sealed", "miss_kind").sort("escrow_id", "inference_id")
+    got = frame(
+        wh, "SELECT escrow_id, inference_id, status, sealed, miss_kind FROM inferences WHERE epoch_id = 1 ORDER BY ALL"
+    )
+    want = (
+        copy.truth.inferences.filter(pl.col("epoch_id") == 1)
+        .select("escrow_id", "inference_id", "status", "sealed", "miss_kind")
+        .sort("escrow_id", "inference_id")
+    )
     assert got.height == 438 and got["sealed"].sum() == want["sealed"].sum() > 400
     assert_frame_equal(got, want, check_dtypes=False)
     described = open_store(str(store))
     try:
-        assert described.describe().release_lines["epoch_1.db"] == "old epoch list (sealed_inferences has only id and seal nonce)"
+        assert (
+            described.describe().release_lines["epoch_1.db"]
+            == "old epoch list (sealed_inferences has only id and seal nonce)"
+        )
     finally:
         described.close()
 
@@ -272,45 +323,66 @@ def _imported_after_finalize(copy, timeline, escrow_id: str, checkpoint_after: i
 
     plan = next(p for p in timeline.escrows if p.escrow_id == escrow_id)
     imported = _settlement_nonce(copy, escrow_id) - plan.group.size + 1
-    machine = EscrowMachine(plan.group, plan.threshold, plan.config["TokenPrice"],
-                            plan.config["InferenceSealGraceNonces"], plan.config["AutoSealEveryNNonces"],
-                            drain_rule=plan.drain_rule).replay(plan.diffs[:imported + checkpoint_after])
+    machine = EscrowMachine(
+        plan.group,
+        plan.threshold,
+        plan.config["TokenPrice"],
+        plan.config["InferenceSealGraceNonces"],
+        plan.config["AutoSealEveryNNonces"],
+        drain_rule=plan.drain_rule,
+    ).replay(plan.diffs[: imported + checkpoint_after])
     keep = lambda r: r["escrow_id"] != escrow_id  # noqa: E731
     tables = {
         **copy.tables,
         "diffs": [d for d in copy.tables["diffs"] if keep(d) or d["nonce"] > imported],
         "sealed_inferences": [r for r in copy.tables["sealed_inferences"] if keep(r) or r["sealed_nonce"] > imported],
         "sessions": [s if keep(s) else s | {"imported_nonce": imported} for s in copy.tables["sessions"]],
-        "snapshots": [s if keep(s) else s | {"nonce": imported + checkpoint_after, "state_data": snapshot_blob(
-            plan, machine, copy.release_line.snapshot_root_prefix)} for s in copy.tables["snapshots"]],
+        "snapshots": [
+            s
+            if keep(s)
+            else s
+            | {
+                "nonce": imported + checkpoint_after,
+                "state_data": snapshot_blob(plan, machine, copy.release_line.snapshot_root_prefix),
+            }
+            for s in copy.tables["snapshots"]
+        ],
     }
     live_at_import = {i for i, r in machine.records.items() if i <= imported and r.sealed_nonce == 0}
     return dataclasses.replace(copy, tables=tables), live_at_import
 
 
 @pytest.mark.parametrize("escrow_id,checkpoint_after", [("2101", 0), ("3100", 0), ("2101", 2)])  # refund, paid rule
-def test_an_escrow_joined_by_import_after_its_finalize(escrow_id, checkpoint_after, tmp_path, line_copies, timeline,
-                                                       pg_database):
+def test_an_escrow_joined_by_import_after_its_finalize(
+    escrow_id, checkpoint_after, tmp_path, line_copies, timeline, pg_database
+):
     """No diffs before imported_nonce, so neither the finalize nor the starts of the records live at the
     import are in the log: the checkpoint gives both. Records still pending or started at settlement are
     drained (never a miss, never an answer) as in any other escrow; what happened to the others after the
     import is replayed from the checkpoint's state."""
-    copy, live_at_import = _imported_after_finalize(line_copies["snapshot-import"], timeline, escrow_id,
-                                                    checkpoint_after)
+    copy, live_at_import = _imported_after_finalize(
+        line_copies["snapshot-import"], timeline, escrow_id, checkpoint_after
+    )
     a, _ = _both_layouts(copy, tmp_path, pg_database)
     columns = ["inference_id", "status", "drained", "pre_drain_status", "drain_outcome", "miss_kind"]
     got = a["inferences"].filter(pl.col("escrow_id") == escrow_id).select(columns)
-    want = copy.truth.inferences.filter(pl.col("escrow_id") == escrow_id).rename(
-        {"has_finish_tx": "finished"}).select(columns)
+    want = (
+        copy.truth.inferences.filter(pl.col("escrow_id") == escrow_id)
+        .rename({"has_finish_tx": "finished"})
+        .select(columns)
+    )
     live = got.filter(pl.col("inference_id").is_in(list(live_at_import)))
     assert live.height == len(live_at_import) >= 5
     assert_frame_equal(live, want.filter(pl.col("inference_id").is_in(list(live_at_import))), check_dtypes=False)
     assert live["drained"].sum() == 4 and set(live["drain_outcome"].drop_nulls()) == (
-        {"refunded", "paid"} if escrow_id == "2101" else {"paid"})
+        {"refunded", "paid"} if escrow_id == "2101" else {"paid"}
+    )
     drained = a["inferences"].filter((pl.col("escrow_id") == escrow_id) & pl.col("drained"))
     assert not drained["finished"].any() and drained["miss_kind"].is_null().all()
     assert a["escrows"].filter(pl.col("escrow_id") == escrow_id)["finalize_nonce"].to_list() == [
-        _settlement_nonce(line_copies["snapshot-import"], escrow_id) - len(json.loads(_escrow(copy, escrow_id)["group_json"]))]
+        _settlement_nonce(line_copies["snapshot-import"], escrow_id)
+        - len(json.loads(_escrow(copy, escrow_id)["group_json"]))
+    ]
     assert a["replay_disagreements"].filter(pl.col("escrow_id") == escrow_id).height == 0
 
 
@@ -324,8 +396,12 @@ def test_an_escrow_joined_by_import_with_its_settlement_checkpoint(tmp_path, lin
     a, _ = _both_layouts(copy, tmp_path, pg_database)
     columns = ["inference_id", "status", "drained", "pre_drain_status", "drain_outcome", "miss_kind", "finished"]
     got = a["inferences"].filter(pl.col("inference_id").is_in(list(live_at_import)) & (pl.col("escrow_id") == "3100"))
-    want = copy.truth.inferences.filter(pl.col("inference_id").is_in(list(live_at_import)) & (pl.col("escrow_id") == "3100"))
-    assert_frame_equal(got.select(columns), want.rename({"has_finish_tx": "finished"}).select(columns), check_dtypes=False)
+    want = copy.truth.inferences.filter(
+        pl.col("inference_id").is_in(list(live_at_import)) & (pl.col("escrow_id") == "3100")
+    )
+    assert_frame_equal(
+        got.select(columns), want.rename({"has_finish_tx": "finished"}).select(columns), check_dtypes=False
+    )
     assert got["drained"].sum() == 4
 
 
@@ -358,9 +434,12 @@ def test_doctor_lists_unknown_migrations_and_knows_every_table_of_a_line(tmp_pat
             lines |= described.describe().release_lines
         finally:
             described.close()
-    assert lines["database"] == "not a known release line (closest: HA line; unknown migrations 16 devshard_future_step)"
-    assert lines["epoch_3.db"] == ("not a known release line (closest: squashed epoch list; "
-                                   "unknown migrations 8 future_epoch_step)")
+    assert (
+        lines["database"] == "not a known release line (closest: HA line; unknown migrations 16 devshard_future_step)"
+    )
+    assert lines["epoch_3.db"] == (
+        "not a known release line (closest: squashed epoch list; unknown migrations 8 future_epoch_step)"
+    )
     assert lines["epoch_2.db"] == "squashed epoch list"
 
 
@@ -372,9 +451,14 @@ def test_records_left_live_by_the_drain_are_unchanged(tmp_path, line_copies, tim
 
     copy, escrow_id = line_copies["ha"], "2100"  # settled under the oldest rule
     plan = next(p for p in timeline.escrows if p.escrow_id == escrow_id)
-    machine = EscrowMachine(plan.group, plan.threshold, plan.config["TokenPrice"],
-                            plan.config["InferenceSealGraceNonces"], plan.config["AutoSealEveryNNonces"],
-                            drain_rule=plan.drain_rule).replay(plan.diffs[:_escrow(copy, escrow_id)["latest_nonce"]])
+    machine = EscrowMachine(
+        plan.group,
+        plan.threshold,
+        plan.config["TokenPrice"],
+        plan.config["InferenceSealGraceNonces"],
+        plan.config["AutoSealEveryNNonces"],
+        drain_rule=plan.drain_rule,
+    ).replay(plan.diffs[: _escrow(copy, escrow_id)["latest_nonce"]])
     drained = {r.inference_id for r in machine.records.values() if r.drained}
     assert len(drained) == 4
     for record in machine.records.values():
@@ -384,13 +468,18 @@ def test_records_left_live_by_the_drain_are_unchanged(tmp_path, line_copies, tim
     tables = {
         **copy.tables,
         "sealed_inferences": [r for r in copy.tables["sealed_inferences"] if keep(r)],
-        "snapshots": [s if s["escrow_id"] != escrow_id else s | {"state_data": snapshot_blob(
-            plan, machine, copy.release_line.snapshot_root_prefix)} for s in copy.tables["snapshots"]],
+        "snapshots": [
+            s
+            if s["escrow_id"] != escrow_id
+            else s | {"state_data": snapshot_blob(plan, machine, copy.release_line.snapshot_root_prefix)}
+            for s in copy.tables["snapshots"]
+        ],
     }
     a, _ = _both_layouts(dataclasses.replace(copy, tables=tables), tmp_path, pg_database)
     rows = _rows(a, escrow_id, drained)
-    assert {i: (r["drained"], r["drain_outcome"], r["status"], r["sealed"], r["miss_kind"]) for i, r in rows.items()} == {
-        i: (True, "unchanged", r["pre_drain_status"], False, None) for i, r in rows.items()}
+    assert {
+        i: (r["drained"], r["drain_outcome"], r["status"], r["sealed"], r["miss_kind"]) for i, r in rows.items()
+    } == {i: (True, "unchanged", r["pre_drain_status"], False, None) for i, r in rows.items()}
     assert sorted(r["pre_drain_status"] for r in rows.values()) == ["pending", "pending", "started", "started"]
 
 
@@ -400,8 +489,8 @@ def test_checkpoint_blobs_with_and_without_the_root_prefix():
     sealed; a marker without its root, or bytes that are no snapshot, are quarantined with a reason."""
     import pyarrow as pa
 
-    from pipeline.decode.snapshot_pb2 import InferenceRecordProto, StateSnapshotProto
-    from pipeline.decode.snapshots import ROOT_PREFIX, decode_snapshots
+    from pipeline.sources.decode.snapshot_pb2 import InferenceRecordProto, StateSnapshotProto
+    from pipeline.sources.decode.snapshots import ROOT_PREFIX, decode_snapshots
 
     snap = StateSnapshotProto()
     snap.state.escrow_id, snap.state.phase, snap.state.finalize_nonce, snap.state.latest_nonce = "E", 1, 40, 44
@@ -411,15 +500,26 @@ def test_checkpoint_blobs_with_and_without_the_root_prefix():
     snap.sealed_nonces[7] = 30
     snap.state.host_stats[1].missed = 3
     body = snap.SerializeToString()
-    rows = [{"epoch_id": 5, "escrow_id": e, "nonce": 44, "state_data": blob, "created_at": 0} for e, blob in (
-        ("plain", body), ("rooted", ROOT_PREFIX + bytes(32) + body), ("cut", ROOT_PREFIX + bytes(10)),
-        ("junk", b"\xff\xff\xff"))]
+    rows = [
+        {"epoch_id": 5, "escrow_id": e, "nonce": 44, "state_data": blob, "created_at": 0}
+        for e, blob in (
+            ("plain", body),
+            ("rooted", ROOT_PREFIX + bytes(32) + body),
+            ("cut", ROOT_PREFIX + bytes(10)),
+            ("junk", b"\xff\xff\xff"),
+        )
+    ]
     decoded = decode_snapshots(pa.Table.from_pylist(rows))
     assert decoded.snapshots.select(["escrow_id", "root_prefixed", "finalize_nonce", "phase"]).to_pylist() == [
         {"escrow_id": "plain", "root_prefixed": False, "finalize_nonce": 40, "phase": 1},
-        {"escrow_id": "rooted", "root_prefixed": True, "finalize_nonce": 40, "phase": 1}]
+        {"escrow_id": "rooted", "root_prefixed": True, "finalize_nonce": 40, "phase": 1},
+    ]
     assert sorted((r["escrow_id"], r["inference_id"], r["status"]) for r in decoded.live.to_pylist()) == [
-        ("plain", 41, 1), ("plain", 42, 0), ("rooted", 41, 1), ("rooted", 42, 0)]
+        ("plain", 41, 1),
+        ("plain", 42, 0),
+        ("rooted", 41, 1),
+        ("rooted", 42, 0),
+    ]
     assert [r["missed"] for r in decoded.host_stats.to_pylist()] == [3, 3]
     assert [k for k, _ in decoded.quarantined] == ["cut/44", "junk/44"]
 
@@ -438,4 +538,5 @@ def test_imported_nonce_zero_or_null_means_not_imported(tmp_path, line_copies, p
     for name in ("inferences", "snapshot_host_stats", "escrows"):
         assert_frame_equal(a[name], b[name], check_exact=True)
     assert a["snapshot_host_stats"].filter(pl.col("imported_nonce").is_not_null())["escrow_id"].unique().to_list() == [
-        i["escrow_id"] for i in copy.truth.planted["imported"]]
+        i["escrow_id"] for i in copy.truth.planted["imported"]
+    ]

@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 
 from pipeline.evidence.result import EvidenceResult, Provenance
-from pipeline.render import FORMATS, render, render_table
-from pipeline.stats import CMHResult, FisherResult
+from pipeline.evidence.stats import CMHResult, FisherResult
+from pipeline.output.render import FORMATS, render, render_table
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def provenance(quarantined_rows: int = 0) -> Provenance:
@@ -126,8 +126,12 @@ def test_markdown_empty_rows_and_epoch_window():
         params={"epoch": 436},
         rows=pl.DataFrame(schema={"build": pl.String, "valid": pl.Int64}),
         provenance=Provenance(
-            sources=[], run_ids=[], window={"epoch": 436}, quarantined_rows=0,
-            command="gonka-evidence evidence votes-by-build --epoch 436", pipeline_version="0.1.0",
+            sources=[],
+            run_ids=[],
+            window={"epoch": 436},
+            quarantined_rows=0,
+            command="gonka-evidence evidence votes-by-build --epoch 436",
+            pipeline_version="0.1.0",
         ),
         notes=["host is in no escrow of epoch 436"],
     )
@@ -183,7 +187,7 @@ def test_markdown_p_value_underflow():
 def test_csv_exact():
     assert render(votes_result(), "csv") == (
         "build,valid,invalid,judged,invalid_rate,ci_low,ci_high,mean_accepted,validators,first_vote_at\n"
-        "\"V1, no DSpark\",330,60,1234567,0.0071,0.0043,0.0117,2.861234,gonka1x;gonka1y,2026-10-25T23:06:00Z\n"
+        '"V1, no DSpark",330,60,1234567,0.0071,0.0043,0.0117,2.861234,gonka1x;gonka1y,2026-10-25T23:06:00Z\n'
         "V2 + DSpark | vLLM fix,206,17,0,,,,NaN,,2026-10-26T01:02:03.500Z"
     )
 
@@ -271,7 +275,10 @@ def test_json_object():
 
 def test_json_nan_inf_and_missing_provenance():
     result = EvidenceResult(
-        "x", "T", {"k": float("inf")}, pl.DataFrame({"r": [math.inf, -math.inf, 1.0]}),
+        "x",
+        "T",
+        {"k": float("inf")},
+        pl.DataFrame({"r": [math.inf, -math.inf, 1.0]}),
         stats={"cmh": CMHResult(math.nan, math.nan, math.nan, math.nan, math.nan, 0, 4)},
     )
     text = render(result, "json")
@@ -405,7 +412,10 @@ def table_rows(tokens) -> list[list[str]]:
 
 def hostile_result() -> EvidenceResult:
     result = EvidenceResult(
-        "votes-by-build", f"Verdicts of {HOSTILE[0]}", {}, pl.DataFrame({"build": HOSTILE, "valid": range(len(HOSTILE))}),
+        "votes-by-build",
+        f"Verdicts of {HOSTILE[0]}",
+        {},
+        pl.DataFrame({"build": HOSTILE, "valid": range(len(HOSTILE))}),
         stats={"fisher_by_build": {label: {"p_value": 0.5} for label in HOSTILE[:3]}},
         notes=[f"host {label} validated nothing." for label in HOSTILE],
         provenance=provenance(),
@@ -432,8 +442,14 @@ def test_markdown_escapes_untrusted_text():
 
 
 def test_markdown_escaping_keeps_ordinary_text():
-    from pipeline.render.markdown import escape
+    from pipeline.output.render.markdown import escape
 
-    for text in ("V2 + DSpark, processed_logprobs, vLLM fix", "p < 1e-300", "[since, until)", "{'epochs': [3, 2]}",
-                 "(`gonka-evidence ingest-logs` first)", "x > y & z"):
+    for text in (
+        "V2 + DSpark, processed_logprobs, vLLM fix",
+        "p < 1e-300",
+        "[since, until)",
+        "{'epochs': [3, 2]}",
+        "(`gonka-evidence ingest-logs` first)",
+        "x > y & z",
+    ):
         assert escape(text) == text

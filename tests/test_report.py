@@ -18,10 +18,10 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-import pipeline.cli_reports  # noqa: F401 (registers `report`)
-from pipeline.cli import app
+import pipeline.cli.reports  # noqa: F401 (registers `report`)
+from pipeline.cli.app import app
+from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import EVIDENCE, EvidenceResult
-from pipeline.paths import DATA_SAMPLES_DIR
 from tests.helpers import ingest
 
 runner = CliRunner()
@@ -33,10 +33,10 @@ HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samp
 def sample_dir(tmp_path_factory) -> Path:
     """A working directory with ./warehouse.duckdb holding data-samples/ (label data-samples), its vLLM log
     and its builds: what the bundled `run` ingests."""
-    from pipeline.builds import load_builds
-    from pipeline.config import sample_config
-    from pipeline.ingest_logs import ingest_logs
-    from pipeline.warehouse import open_for_write
+    from pipeline.ingest.builds import load_builds
+    from pipeline.ingest.logs import ingest_logs
+    from pipeline.jobs.config import sample_config
+    from pipeline.warehouse.database import open_for_write
 
     d = tmp_path_factory.mktemp("report")
     ingest(d / "warehouse.duckdb", DATA_SAMPLES_DIR / "store", label="data-samples")
@@ -66,7 +66,9 @@ def test_golden_markdown_of_the_sample_data(report_dir):
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(text)
-    assert text == GOLDEN.read_text(), "report.md differs from tests/golden/report-epoch-3.md (UPDATE_GOLDEN=1 to accept)"
+    assert text == GOLDEN.read_text(), (
+        "report.md differs from tests/golden/report-epoch-3.md (UPDATE_GOLDEN=1 to accept)"
+    )
 
 
 def test_every_count_in_the_markdown_has_its_denominator(report_dir):
@@ -85,40 +87,40 @@ def test_every_count_in_the_markdown_has_its_denominator(report_dir):
 # checked against the generator's truth of the bundled samples in the test after the next.
 FINDINGS = [
     "- [The host's answers](#4-peer-invalidation-in-the-epochs-escrows): 31 of 49 answers (63.27%, "
-    'Wilson score 95%: 49.27–75.33%) challenged or invalidated (challenges later cleared included)',
+    "Wilson score 95%: 49.27–75.33%) challenged or invalidated (challenges later cleared included)",
     "- [The host's inferences](#2-epoch-summary): 31 of 52 executed inferences (59.62%, Wilson score "
-    '95%: 46.07–71.84%) ended invalidated; 0 of 31 challenged cleared by the vote',
-    '- [Other executors in the same escrows](#4-peer-invalidation-in-the-epochs-escrows): 33 of 378 '
-    'answers (8.73%, Wilson score 95%: 6.28–12.01%) challenged or invalidated, in the 3 escrows where '
-    'the host answered',
-    '- [Host against the others, tests](#4-peer-invalidation-in-the-epochs-escrows): Fisher exact '
-    '(two-sided) p = 3.14e-17 (Holm p = 6.28e-17), OR 18.01; Cochran–Mantel–Haenszel by escrow '
-    '(two-sided, continuity-corrected) p = 2.40e-18 (Holm p = 7.20e-18), pooled OR 22.09 (95% CI '
-    '9.791–49.84); Breslow–Day (one odds ratio in every escrow) p = 0.04951 (Holm p = 0.04951)',
+    "95%: 46.07–71.84%) ended invalidated; 0 of 31 challenged cleared by the vote",
+    "- [Other executors in the same escrows](#4-peer-invalidation-in-the-epochs-escrows): 33 of 378 "
+    "answers (8.73%, Wilson score 95%: 6.28–12.01%) challenged or invalidated, in the 3 escrows where "
+    "the host answered",
+    "- [Host against the others, tests](#4-peer-invalidation-in-the-epochs-escrows): Fisher exact "
+    "(two-sided) p = 3.14e-17 (Holm p = 6.28e-17), OR 18.01; Cochran–Mantel–Haenszel by escrow "
+    "(two-sided, continuity-corrected) p = 2.40e-18 (Holm p = 7.20e-18), pooled OR 22.09 (95% CI "
+    "9.791–49.84); Breslow–Day (one odds ratio in every escrow) p = 0.04951 (Holm p = 0.04951)",
     "- [The host's verdicts by build](#6-votes-by-build): under V2 + DSpark, raw_logprobs: 20 of 22 "
-    'validations invalid (90.91%, Wilson score 95%: 72.19–97.47%); 8 of 9 votes invalid (88.89%, Wilson '
-    'score 95%: 56.50–98.01%)',
+    "validations invalid (90.91%, Wilson score 95%: 72.19–97.47%); 8 of 9 votes invalid (88.89%, Wilson "
+    "score 95%: 56.50–98.01%)",
     "- [The host's verdicts by build](#6-votes-by-build): under V2 + DSpark, processed_logprobs, vLLM "
-    'fix: 0 of 5 validations invalid (0.00%, Wilson score 95%: 0.00–43.45%); 1 of 2 votes invalid '
-    '(50.00%, Wilson score 95%: 9.45–90.55%)',
-    '- [Invalid share between builds](#6-votes-by-build): validations: Fisher–Freeman–Halton (two-sided) '
-    'p = 6.00e-04 (Holm p = 0.0012), 2 builds; votes: Fisher–Freeman–Halton (two-sided) p = 0.3485 (Holm '
-    'p = 0.3485), 2 builds; no verdicts under V1, no DSpark',
-    '- [Timeouts and misses](#2-epoch-summary): 3 of 52 executed inferences (5.77%, Wilson score 95%: '
-    '1.98–15.64%) timed out (refusals, execution timeouts, error misses)',
+    "fix: 0 of 5 validations invalid (0.00%, Wilson score 95%: 0.00–43.45%); 1 of 2 votes invalid "
+    "(50.00%, Wilson score 95%: 9.45–90.55%)",
+    "- [Invalid share between builds](#6-votes-by-build): validations: Fisher–Freeman–Halton (two-sided) "
+    "p = 6.00e-04 (Holm p = 0.0012), 2 builds; votes: Fisher–Freeman–Halton (two-sided) p = 0.3485 (Holm "
+    "p = 0.3485), 2 builds; no verdicts under V1, no DSpark",
+    "- [Timeouts and misses](#2-epoch-summary): 3 of 52 executed inferences (5.77%, Wilson score 95%: "
+    "1.98–15.64%) timed out (refusals, execution timeouts, error misses)",
     # The bundled vLLM log (data-samples/vllm/vllm.log, its truth in tests/test_samples.py): one OOM death.
-    '- [Engine deaths and OOMs](#10-engine-stability): under V2 + DSpark, raw_logprobs: 1 engine death (1 OOM), '
-    '1 restart, 8 preemptions in 44.00 hours of logs',
-    '- [Engine deaths and OOMs](#10-engine-stability): under V2 + DSpark, processed_logprobs, vLLM fix: 0 engine '
-    'deaths (0 OOM), 1 restart, 0 preemptions in 23.27 hours of logs',
-    '- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): under V2 + DSpark, raw_logprobs: mean '
-    'acceptance length 2.787 tokens per step (percentile bootstrap 95% over log windows: 2.698–2.881) over 45,300 '
-    'drafts in 93 windows; 80,951 of 224,515 drafted tokens (36.06%, percentile bootstrap 95% over log windows: '
-    '34.25–37.96%) accepted',
-    '- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): under V2 + DSpark, processed_logprobs, '
-    'vLLM fix: mean acceptance length 2.936 tokens per step (percentile bootstrap 95% over log windows: 2.810–3.061) '
-    'over 22,600 drafts in 48 windows; 43,753 of 112,220 drafted tokens (38.99%, percentile bootstrap 95% over log '
-    'windows: 36.41–41.53%) accepted',
+    "- [Engine deaths and OOMs](#10-engine-stability): under V2 + DSpark, raw_logprobs: 1 engine death (1 OOM), "
+    "1 restart, 8 preemptions in 44.00 hours of logs",
+    "- [Engine deaths and OOMs](#10-engine-stability): under V2 + DSpark, processed_logprobs, vLLM fix: 0 engine "
+    "deaths (0 OOM), 1 restart, 0 preemptions in 23.27 hours of logs",
+    "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): under V2 + DSpark, raw_logprobs: mean "
+    "acceptance length 2.787 tokens per step (percentile bootstrap 95% over log windows: 2.698–2.881) over 45,300 "
+    "drafts in 93 windows; 80,951 of 224,515 drafted tokens (36.06%, percentile bootstrap 95% over log windows: "
+    "34.25–37.96%) accepted",
+    "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): under V2 + DSpark, processed_logprobs, "
+    "vLLM fix: mean acceptance length 2.936 tokens per step (percentile bootstrap 95% over log windows: 2.810–3.061) "
+    "over 22,600 drafts in 48 windows; 43,753 of 112,220 drafted tokens (38.99%, percentile bootstrap 95% over log "
+    "windows: 36.41–41.53%) accepted",
 ]
 
 
@@ -172,37 +174,59 @@ def test_main_findings_match_an_independent_count_of_the_samples():
     summary = expected_epoch_summary(loaded, epoch=3)[0]
     votes = expected_votes(loaded, epoch=3)
 
-    assert FINDINGS[0].endswith(": " + share(hy, hn, "answers") + " challenged or invalidated (challenges later cleared included)")
-    assert FINDINGS[1].endswith(f": {share(summary['invalidated'], executed, 'executed inferences')} ended invalidated; "
-                                f"{summary['cleared']} of {summary['challenged']} challenged cleared by the vote")
-    assert FINDINGS[2].endswith(f": {share(oy, on, 'answers')} challenged or invalidated, in the {len(peer)} escrows "
-                                "where the host answered")
+    assert FINDINGS[0].endswith(
+        ": " + share(hy, hn, "answers") + " challenged or invalidated (challenges later cleared included)"
+    )
+    assert FINDINGS[1].endswith(
+        f": {share(summary['invalidated'], executed, 'executed inferences')} ended invalidated; "
+        f"{summary['cleared']} of {summary['challenged']} challenged cleared by the vote"
+    )
+    assert FINDINGS[2].endswith(
+        f": {share(oy, on, 'answers')} challenged or invalidated, in the {len(peer)} escrows where the host answered"
+    )
     fisher = scipy_stats.fisher_exact([[hy, hn - hy], [oy, on - oy]])
-    strata = StratifiedTable([[[e["host"][0], e["host"][1] - e["host"][0]], [e["others"][0], e["others"][1] - e["others"][0]]]
-                              for _, e in sorted(peer.items())])
+    strata = StratifiedTable(
+        [
+            [[e["host"][0], e["host"][1] - e["host"][0]], [e["others"][0], e["others"][1] - e["others"][0]]]
+            for _, e in sorted(peer.items())
+        ]
+    )
     assert f"Fisher exact (two-sided) p = {fisher.pvalue:.2e} " in FINDINGS[3]
     assert f", OR {fisher.statistic:.2f};" in FINDINGS[3]
     cmh_p = scipy_stats.chi2.sf(strata.test_null_odds(correction=True).statistic, 1)  # statsmodels' p underflows to 0
     assert f"by escrow (two-sided, continuity-corrected) p = {cmh_p:.2e} " in FINDINGS[3]
     assert f"pooled OR {strata.oddsratio_pooled:.2f} " in FINDINGS[3]
-    with_verdicts = [b for b in dict.fromkeys(build for build, _ in votes)
-                     if votes[(b, "validation")]["valid"] + votes[(b, "validation")]["invalid"]
-                     + votes[(b, "vote")]["valid"] + votes[(b, "vote")]["invalid"]]
+    with_verdicts = [
+        b
+        for b in dict.fromkeys(build for build, _ in votes)
+        if votes[(b, "validation")]["valid"]
+        + votes[(b, "validation")]["invalid"]
+        + votes[(b, "vote")]["valid"]
+        + votes[(b, "vote")]["invalid"]
+    ]
     assert len(with_verdicts) == 2
     for line, build in zip(FINDINGS[4:6], with_verdicts):
-        parts = [share(votes[(build, kind)]["invalid"], votes[(build, kind)]["valid"] + votes[(build, kind)]["invalid"],
-                       f"{kind}s invalid") for kind in ("validation", "vote")]
+        parts = [
+            share(
+                votes[(build, kind)]["invalid"],
+                votes[(build, kind)]["valid"] + votes[(build, kind)]["invalid"],
+                f"{kind}s invalid",
+            )
+            for kind in ("validation", "vote")
+        ]
         assert line.endswith(f": under {build}: {'; '.join(parts)}")
     silent = [b for b in dict.fromkeys(build for build, _ in votes) if b not in with_verdicts]
     assert FINDINGS[6].endswith(f"; no verdicts under {', '.join(silent)}")
-    assert FINDINGS[7].endswith(f": {share(summary['timed_out'], executed, 'executed inferences')} timed out "
-                                "(refusals, execution timeouts, error misses)")
+    assert FINDINGS[7].endswith(
+        f": {share(summary['timed_out'], executed, 'executed inferences')} timed out "
+        "(refusals, execution timeouts, error misses)"
+    )
 
 
 def test_findings_of_a_host_with_one_build_and_of_a_host_without_data(sample_dir):
     """Degenerate cases say what they are: one escrow, no challenge, a test that needs two strata or two
     builds; a host with nothing in the epoch gets one "not measured" line per finding, no empty bullet."""
-    from pipeline.report import build_epoch_report, render_report_markdown
+    from pipeline.output.report import build_epoch_report, render_report_markdown
 
     v1_host = "gonka1h2aeruh3tq2uvu3ehetjnngp4fcc2kdv92tr2y"  # a V1 validator of data-samples/builds.toml
     con = duckdb.connect(str(sample_dir / "warehouse.duckdb"), read_only=True)
@@ -213,11 +237,15 @@ def test_findings_of_a_host_with_one_build_and_of_a_host_without_data(sample_dir
         con.close()
     assert v1[1].endswith("ended invalidated; none challenged")
     assert v1[2].endswith("challenged or invalidated, in the 1 escrow where the host answered")
-    assert v1[3].endswith("Breslow–Day (one odds ratio in every escrow) p undefined (needs at least two strata with "
-                          "observations in both groups, has 1)")
+    assert v1[3].endswith(
+        "Breslow–Day (one odds ratio in every escrow) p undefined (needs at least two strata with "
+        "observations in both groups, has 1)"
+    )
     assert v1[4].startswith("- [The host's verdicts by build](#6-votes-by-build): under V1, no DSpark: ")
-    assert v1[5] == ("- [Invalid share between builds](#6-votes-by-build): validations: not tested (needs at least two "
-                     "groups with observations); votes: not tested (needs at least two groups with observations)")
+    assert v1[5] == (
+        "- [Invalid share between builds](#6-votes-by-build): validations: not tested (needs at least two "
+        "groups with observations); votes: not tested (needs at least two groups with observations)"
+    )
     assert nobody == [
         "- [The host's answers against the other executors](#4-peer-invalidation-in-the-epochs-escrows): not measured: "
         "host gonka1nobody executed no answers in epoch 3; nothing to compare",
@@ -234,12 +262,13 @@ def test_engine_and_acceptance_findings_when_logs_are_present(tmp_path):
     """With the host's vLLM logs, the findings give deaths, OOMs and restarts per build in the hours
     the logs cover, and the acceptance per build with its bootstrap interval; checked against the
     log generator's truth (pipeline/samples/logs.py)."""
-    from pipeline.builds import load_builds
     from pipeline.evidence import compute
-    from pipeline.ingest_logs import ingest_logs
-    from pipeline.report.findings import epoch_findings
-    from pipeline.samples.logs import HOST as LOG_HOST, write_log_samples
-    from pipeline.warehouse import open_for_write
+    from pipeline.ingest.builds import load_builds
+    from pipeline.ingest.logs import ingest_logs
+    from pipeline.output.report.findings import epoch_findings
+    from pipeline.samples.logs import HOST as LOG_HOST
+    from pipeline.samples.logs import write_log_samples
+    from pipeline.warehouse.database import open_for_write
 
     truth = write_log_samples(tmp_path)
     con = open_for_write(tmp_path / "warehouse.duckdb")
@@ -272,7 +301,8 @@ def test_engine_and_acceptance_findings_when_logs_are_present(tmp_path):
             f"({method}: {row['mal_boot_low']:.3f}–{row['mal_boot_high']:.3f}) over {t['drafts']:,} drafts in "
             f"{t['windows']} windows; {t['accepted']:,} of {t['drafted']:,} drafted tokens "
             f"({t['accepted'] / t['drafted'] * 100:.2f}%, {method}: {row['rate_boot_low'] * 100:.2f}–"
-            f"{row['rate_boot_high'] * 100:.2f}%) accepted")
+            f"{row['rate_boot_high'] * 100:.2f}%) accepted"
+        )
     assert all(f.label in ("Engine deaths and OOMs", "Speculative-decoding acceptance") for f in findings)
 
 
@@ -340,8 +370,15 @@ def test_html_is_self_contained_with_inline_charts_and_tables(report_dir):
     parsed.feed(html)
     tags = [t for t, _ in parsed.tags]
     charts = sorted(p.stem for p in (report_dir / "charts").glob("*.svg"))
-    assert charts == ["acceptance", "epoch-summary", "peer-invalidation", "throughput", "timeline", "validators",
-                      "votes-by-build"]  # acceptance and throughput: the bundled vLLM log
+    assert charts == [
+        "acceptance",
+        "epoch-summary",
+        "peer-invalidation",
+        "throughput",
+        "timeline",
+        "validators",
+        "votes-by-build",
+    ]  # acceptance and throughput: the bundled vLLM log
     assert tags.count("svg") >= len(charts)
     assert tags.count("table") == (report_dir / "report.md").read_text().count("\nFiles: ")  # one per section with data
     assert parsed.cells > 50
@@ -363,13 +400,15 @@ def test_every_table_is_a_csv_and_every_chart_a_png_and_svg(report_dir):
 
 
 def test_a_table_without_data_is_a_skipped_section(sample_dir, monkeypatch, tmp_path):
-    from pipeline.report import build_epoch_report, render_report_markdown
+    from pipeline.output.report import build_epoch_report, render_report_markdown
 
     def acceptance(con, host, window):  # a log-based table whose warehouse tables were never created
         con.sql("SELECT * FROM engine_stats_that_do_not_exist").fetchall()
 
     def stability(con, host, window):
-        return EvidenceResult("stability", "Stability", {}, pl.DataFrame({"x": []}), notes=["no engine logs for this host."])
+        return EvidenceResult(
+            "stability", "Stability", {}, pl.DataFrame({"x": []}), notes=["no engine logs for this host."]
+        )
 
     monkeypatch.setitem(EVIDENCE, "acceptance", dataclasses.replace(EVIDENCE["acceptance"], compute=acceptance))
     monkeypatch.setitem(EVIDENCE, "stability", dataclasses.replace(EVIDENCE["stability"], compute=stability))
@@ -378,22 +417,38 @@ def test_a_table_without_data_is_a_skipped_section(sample_dir, monkeypatch, tmp_
         text = render_report_markdown(build_epoch_report(con, 3, HOST))
     finally:
         con.close()
-    assert re.search(r"## \d+\. Speculative-decoding acceptance\n\n_Skipped: its data is absent from the warehouse \(", text)
-    assert re.search(r"## \d+\. Engine stability\n\n_Skipped: no data for this epoch: no engine logs for this host\._", text)
+    assert re.search(
+        r"## \d+\. Speculative-decoding acceptance\n\n_Skipped: its data is absent from the warehouse \(", text
+    )
+    assert re.search(
+        r"## \d+\. Engine stability\n\n_Skipped: no data for this epoch: no engine logs for this host\._", text
+    )
     headings = re.findall(r"^## \d+\. (.*)$", text, re.M)
-    assert headings.index("Speculative-decoding acceptance") < headings.index("Engine stability") < headings.index("Quarantine")
+    assert (
+        headings.index("Speculative-decoding acceptance")
+        < headings.index("Engine stability")
+        < headings.index("Quarantine")
+    )
     # Their findings say why in one line each, instead of numbers.
     findings = _findings_block(text)
     assert "- [Engine deaths and OOMs](#10-engine-stability): not measured: no engine logs for this host" in findings
     assert [line for line in findings if line.startswith("- [Speculative-decoding acceptance]")] == [
-        next(line for line in findings if line.startswith(
-            "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): not measured: "
-            "its data is absent from the warehouse ("))]
+        next(
+            line
+            for line in findings
+            if line.startswith(
+                "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): not measured: "
+                "its data is absent from the warehouse ("
+            )
+        )
+    ]
 
 
 def test_unknown_epoch_and_missing_warehouse_are_one_line_errors(sample_dir, tmp_path):
-    result = runner.invoke(app, ["report", "epoch", "99", "--host", HOST, "-w", str(sample_dir / "warehouse.duckdb"),
-                                 "--out", str(tmp_path)])
+    result = runner.invoke(
+        app,
+        ["report", "epoch", "99", "--host", HOST, "-w", str(sample_dir / "warehouse.duckdb"), "--out", str(tmp_path)],
+    )
     assert result.exit_code == 1
     assert result.output.strip() == "error: epoch 99: no escrows of this epoch in the warehouse"
     missing = runner.invoke(app, ["report", "epoch", "3", "--host", HOST, "-w", str(tmp_path / "none.duckdb")])
@@ -409,8 +464,12 @@ def test_report_help_has_an_example():
 def _chromium() -> str | None:
     path = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
     if path is None and shutil.which("apt-get") and os.geteuid() == 0:
-        subprocess.run("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium",
-                       shell=True, capture_output=True, timeout=600)
+        subprocess.run(
+            "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium",
+            shell=True,
+            capture_output=True,
+            timeout=600,
+        )
         path = shutil.which("chromium")
     return path
 
@@ -419,12 +478,22 @@ def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
     chromium = _chromium()
     if chromium is None:
         pytest.skip("Debian's chromium is not installed and apt-get cannot install it here (.ci/run installs it)")
-    flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    flags = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
     url = (report_dir / "report.html").resolve().as_uri()
     shot = tmp_path / "report.png"
-    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1280,2400", url],
-                   capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [*flags, f"--screenshot={shot}", "--window-size=1280,2400", url], capture_output=True, timeout=120, check=True
+    )
     assert shot.exists() and _png_colours(shot.read_bytes()) > 20
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, timeout=120, check=True, text=True).stdout
     parsed = _Html()
@@ -435,8 +504,9 @@ def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
     assert dom.count("<path") > 10
     # The page opens with the findings; each link lands on an element of the page, the timeline has its chart.
     # (the Markdown's `code` spans are <code> elements in the HTML)
-    assert parsed.findings == [(line.split("](", 1)[0].removeprefix("- [") + line.split(")", 1)[1]).replace("`", "")
-                               for line in FINDINGS]
+    assert parsed.findings == [
+        (line.split("](", 1)[0].removeprefix("- [") + line.split(")", 1)[1]).replace("`", "") for line in FINDINGS
+    ]
     ids = {attrs["id"] for _, attrs in parsed.tags if "id" in attrs}
     targets = [attrs["href"] for tag, attrs in parsed.tags if tag == "a" and attrs.get("href", "").startswith("#")]
     assert len(targets) == len(FINDINGS) and {t[1:] for t in targets} <= ids
@@ -469,9 +539,9 @@ def _png_colours(png: bytes) -> int:
     """Distinct pixel byte values of a PNG (a blank image has one or two)."""
     pos, idat = 8, b""
     while pos < len(png):
-        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
         if kind == b"IDAT":
-            idat += png[pos + 8:pos + 8 + length]
+            idat += png[pos + 8 : pos + 8 + length]
         pos += 12 + length
     return len(set(zlib.decompress(idat)[:2_000_000]))
 
@@ -479,16 +549,18 @@ def _png_colours(png: bytes) -> int:
 def test_untrusted_build_labels_and_host_cannot_inject_markdown(sample_dir, tmp_path):
     """builds.toml labels and a host address full of HTML, links and pipes: report.md and the evidence
     Markdown show them as text, in one cell each, and the HTML escapes them."""
-    from pipeline.builds import load_builds
     from pipeline.evidence import compute
-    from pipeline.render import render
-    from pipeline.report import build_epoch_report, render_report_html, render_report_markdown
-    from pipeline.warehouse import open_for_write
+    from pipeline.ingest.builds import load_builds
+    from pipeline.output.render import render
+    from pipeline.output.report import build_epoch_report, render_report_html, render_report_markdown
+    from pipeline.warehouse.database import open_for_write
     from tests.test_render import HOSTILE, injected, parse_markdown, table_rows
 
     labels = [label for label in HOSTILE if "\n" not in label]  # a TOML basic string cannot hold a raw newline
-    entries = "".join(f'[[builds]]\nhost = "{HOST}"\nlabel = {json.dumps(label)}\nsince = "2026-10-{5 + 3 * i:02d}T00:00:00Z"\n\n'
-                      for i, label in enumerate(labels))
+    entries = "".join(
+        f'[[builds]]\nhost = "{HOST}"\nlabel = {json.dumps(label)}\nsince = "2026-10-{5 + 3 * i:02d}T00:00:00Z"\n\n'
+        for i, label in enumerate(labels)
+    )
     (tmp_path / "builds.toml").write_text(entries)
     shutil.copy(sample_dir / "warehouse.duckdb", tmp_path / "w.duckdb")
     con = open_for_write(tmp_path / "w.duckdb")
@@ -520,7 +592,7 @@ def test_untrusted_build_labels_and_host_cannot_inject_markdown(sample_dir, tmp_
 
 
 def test_a_failed_write_leaves_no_partial_copy(sample_dir, tmp_path):
-    from pipeline.report import build_epoch_report, write_epoch_report
+    from pipeline.output.report import build_epoch_report, write_epoch_report
 
     con = duckdb.connect(str(sample_dir / "warehouse.duckdb"), read_only=True)
     try:

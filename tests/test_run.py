@@ -13,11 +13,11 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.cli import app
-from pipeline.config import CONFIG_KEYS, load_config, parse_duration, sample_config
-from pipeline.runner import publish_staged, run_job, run_lock, staged_warehouse
-from pipeline.sources.base import SourceError
-from pipeline.warehouse import WarehouseError
+from pipeline.cli.app import app
+from pipeline.jobs.config import CONFIG_KEYS, load_config, parse_duration, sample_config
+from pipeline.jobs.run import publish_staged, run_job, run_lock, staged_warehouse
+from pipeline.sources.store.base import SourceError
+from pipeline.warehouse.database import WarehouseError
 from tests.helpers import frame
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,11 +84,15 @@ def test_a_run_builds_the_newest_report_again_only_when_its_inputs_moved(tmp_pat
     """The newest closed epoch's report is built again to see whether it changed only when what it is
     built from moved (data, data clock, host, lag, warehouse, version); a run whose inputs are those of
     the last build builds nothing. A warehouse from before the inputs were kept builds once, keeps them."""
-    import pipeline.report
+    import pipeline.output.report
 
     built: list[int] = []
-    real = pipeline.report.build_epoch_report
-    monkeypatch.setattr(pipeline.report, "build_epoch_report", lambda con, epoch, *a, **k: built.append(epoch) or real(con, epoch, *a, **k))
+    real = pipeline.output.report.build_epoch_report
+    monkeypatch.setattr(
+        pipeline.output.report,
+        "build_epoch_report",
+        lambda con, epoch, *a, **k: built.append(epoch) or real(con, epoch, *a, **k),
+    )
     cfg = _config(tmp_path, timeline)
     _place_copy(tmp_path, timeline, 3)
     wh = tmp_path / "wh" / "warehouse.duckdb"
@@ -100,7 +104,9 @@ def test_a_run_builds_the_newest_report_again_only_when_its_inputs_moved(tmp_pat
     con.close()
     again = run_job(cfg, None)
     assert (again.written, again.rewritten, again.published) == ([], [], True) and built == [1, 2, 2]
-    assert frame(wh, "SELECT count(*) AS n FROM epoch_reports_t WHERE inputs IS NULL")["n"][0] == 1  # epoch 1: not the newest
+    assert (
+        frame(wh, "SELECT count(*) AS n FROM epoch_reports_t WHERE inputs IS NULL")["n"][0] == 1
+    )  # epoch 1: not the newest
     assert run_job(cfg, None).published is False and built == [1, 2, 2]
 
     monkeypatch.setenv("GONKA_EVIDENCE_FINALITY_LAG", "7h")  # another input: built again (epoch 2 closes an hour later)
@@ -127,15 +133,24 @@ def test_config_keys_env_overrides_and_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("GONKA_EVIDENCE_HOST", "gonka1override")
     loaded = load_config(cfg)
     assert loaded.output == Path("/srv/reports") and loaded.host == "gonka1override"
-    assert [parse_duration(x).total_seconds() for x in ("6h", "90m", "45s", "3600", "2d")] == [21600, 5400, 45, 3600, 172800]
+    assert [parse_duration(x).total_seconds() for x in ("6h", "90m", "45s", "3600", "2d")] == [
+        21600,
+        5400,
+        45,
+        3600,
+        172800,
+    ]
     cfg.write_text('[[sources]]\npath = "logs"\nkind = "vllm"\nyear = 2025\n')
     assert load_config(cfg).sources == [{"path": str(tmp_path / "logs"), "kind": "vllm", "year": 2025}]
-    for bad, message in [('nope = 1', "unknown key(s) nope"), ('finality_lag = "soon"', "not a duration"),
-                         ('[[sources]]\nlabel = "x"', "needs exactly one of url or path"),
-                         ('[[sources]]\npath = "x"\nkind = "ftp"', "source kind 'ftp'"),
-                         ('[[sources]]\npath = "x"\npassword = "y"', "unknown key(s) password"),
-                         ('[[sources]]\npath = "x"\nkind = "vllm"\nyear = "2026"', "entry 1: year must be an integer, not a string"),
-                         ('[[sources]]\npath = "x"\nkind = "vllm"\nyear = 26', "entry 1: year 26 is not a plausible year")]:
+    for bad, message in [
+        ("nope = 1", "unknown key(s) nope"),
+        ('finality_lag = "soon"', "not a duration"),
+        ('[[sources]]\nlabel = "x"', "needs exactly one of url or path"),
+        ('[[sources]]\npath = "x"\nkind = "ftp"', "source kind 'ftp'"),
+        ('[[sources]]\npath = "x"\npassword = "y"', "unknown key(s) password"),
+        ('[[sources]]\npath = "x"\nkind = "vllm"\nyear = "2026"', "entry 1: year must be an integer, not a string"),
+        ('[[sources]]\npath = "x"\nkind = "vllm"\nyear = 26', "entry 1: year 26 is not a plausible year"),
+    ]:
         cfg.write_text(bad)
         with pytest.raises(SourceError, match=message.replace("(", r"\(").replace(")", r"\)")):
             load_config(cfg)
@@ -151,7 +166,9 @@ def test_the_shipped_config_is_the_no_configuration_default(monkeypatch):
     assert [Path(s["path"]).resolve() for s in shipped.sources] == [Path(s["path"]).resolve() for s in default.sources]
     assert [s["label"] for s in shipped.sources] == ["data-samples", "data-samples vLLM log"]
     # The same kinds and the same year for the log (its lines print none), whichever way run finds them.
-    assert [(s["kind"], s.get("year")) for s in shipped.sources] == [(s["kind"], s.get("year")) for s in default.sources]
+    assert [(s["kind"], s.get("year")) for s in shipped.sources] == [
+        (s["kind"], s.get("year")) for s in default.sources
+    ]
     assert [s.get("year") for s in default.sources] == [None, 2026]
 
 
@@ -189,7 +206,7 @@ def test_the_bundled_run_reports_the_samples_and_their_vllm_log(tmp_path):
 
 
 def test_a_warehouse_changed_by_another_writer_is_not_overwritten(tmp_path):
-    from pipeline.warehouse import open_for_write
+    from pipeline.warehouse.database import open_for_write
 
     wh = tmp_path / "w.duckdb"
     open_for_write(wh).close()
@@ -224,7 +241,7 @@ def test_a_second_run_while_one_holds_the_lock_stops_with_a_clear_message(tmp_pa
 
 READER = r"""
 import sys, time, duckdb
-from pipeline.warehouse import open_read_only, WarehouseError
+from pipeline.warehouse.database import open_read_only, WarehouseError
 path, stop = sys.argv[1], sys.argv[2]
 import os
 while not os.path.exists(stop):
@@ -248,14 +265,23 @@ def test_analysts_read_the_old_or_the_new_state_while_a_run_writes(tmp_path, tim
     old = frame(wh, "SELECT count(*) AS n FROM escrows")["n"][0]
     _place_copy(tmp_path, timeline, 4)
     stop = tmp_path / "stop"
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(wh), str(stop)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(wh), str(stop)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert reader.stdout.readline().strip().isdigit()  # the reader is up and reading
-        run = subprocess.Popen([SCRIPT, "run", "--config", str(cfg)], cwd=tmp_path, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+        run = subprocess.Popen(
+            [SCRIPT, "run", "--config", str(cfg)],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         analyst = []
         while run.poll() is None and len(analyst) < 2:  # an analyst's `query` during the run
-            analyst.append(_cli("query", "SELECT count(*) AS n FROM escrows", "--format", "csv", "-w", str(wh), cwd=tmp_path))
+            analyst.append(
+                _cli("query", "SELECT count(*) AS n FROM escrows", "--format", "csv", "-w", str(wh), cwd=tmp_path)
+            )
         out, err = run.communicate()
         assert run.returncode == 0, err
     finally:
@@ -295,20 +321,27 @@ def test_a_failed_run_takes_its_lock_file_with_it(tmp_path, timeline):
 
 
 def test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_aborted(tmp_path, timeline):
-    from pipeline.warehouse import open_for_write
+    from pipeline.warehouse.database import open_for_write
 
     cfg = _config(tmp_path, timeline)
     _place_copy(tmp_path, timeline, 3)
     run_job(cfg, None)
     wh = tmp_path / "wh" / "warehouse.duckdb"
     con = open_for_write(wh)  # what a killed `ingest` leaves: its run row, still `running`
-    con.execute("INSERT INTO ingest_runs (run_id, source_id, source_kind, started_at, status) "
-                "VALUES ('killed', 'x', 'store', now(), 'running')")
+    con.execute(
+        "INSERT INTO ingest_runs (run_id, source_id, source_kind, started_at, status) "
+        "VALUES ('killed', 'x', 'store', now(), 'running')"
+    )
     con.close()
     dead, alive = _dead_pid(), os.getppid()
     out = tmp_path / "out"
-    debris = [wh.with_name(f"warehouse.duckdb.run-{dead}.tmp"), wh.with_name(f"warehouse.duckdb.run-{dead}.tmp.wal"),
-              out / f".epoch-3.tmp-{dead}", out / f".epoch-2.old-{dead}", out / f".epoch-1.old-{dead}"]
+    debris = [
+        wh.with_name(f"warehouse.duckdb.run-{dead}.tmp"),
+        wh.with_name(f"warehouse.duckdb.run-{dead}.tmp.wal"),
+        out / f".epoch-3.tmp-{dead}",
+        out / f".epoch-2.old-{dead}",
+        out / f".epoch-1.old-{dead}",
+    ]
     kept = [wh.with_name(f"warehouse.duckdb.run-{alive}.tmp"), out / f".epoch-3.tmp-{alive}"]
     (out / "epoch-1").rename(debris[-1])  # killed between setting the old report aside and renaming the new one in
     for path in debris[:-1] + kept:
@@ -332,27 +365,32 @@ def test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_abor
 
 
 def test_a_writer_aborts_only_runs_that_no_live_process_carries_out(tmp_path):
-    from pipeline.loading import ingest_run
-    from pipeline.warehouse import open_for_write
+    from pipeline.ingest.runs import ingest_run
+    from pipeline.warehouse.database import open_for_write
 
     wh = tmp_path / "w.duckdb"
     con = open_for_write(wh)
-    con.execute("INSERT INTO ingest_runs (run_id, source_id, source_kind, started_at, status) "
-                "VALUES ('abandoned', 'x', 'store', now(), 'running')")
+    con.execute(
+        "INSERT INTO ingest_runs (run_id, source_id, source_kind, started_at, status) "
+        "VALUES ('abandoned', 'x', 'store', now(), 'running')"
+    )
     with ingest_run(con, source_id="y", kind="store", display="y") as live:
         open_for_write(wh).close()  # another writer in this process while the ingest runs
         statuses = dict(con.execute("SELECT run_id, status FROM ingest_runs").fetchall())
         assert statuses == {"abandoned": "aborted", live.run_id: "running"}
-    assert dict(con.execute("SELECT run_id, status FROM ingest_runs").fetchall()) == {"abandoned": "aborted", live.run_id: "ok"}
+    assert dict(con.execute("SELECT run_id, status FROM ingest_runs").fetchall()) == {
+        "abandoned": "aborted",
+        live.run_id: "ok",
+    }
     con.close()
 
 
 CONNECT_TO_A_SILENT_SERVER = r"""
 import socket, duckdb
-import pipeline.sources.postgres_address as address
-from pipeline.sources.base import SourceError
-from pipeline.sources.postgres_markers import read_markers
-from pipeline.sources.postgres_store import PostgresStore
+import pipeline.sources.store.postgres_address as address
+from pipeline.sources.store.base import SourceError
+from pipeline.sources.store.postgres_markers import read_markers
+from pipeline.sources.store.postgres import PostgresStore
 server = socket.socket()
 server.bind(("127.0.0.1", 0))
 server.listen(1)  # accepts the connection, never answers
@@ -367,10 +405,16 @@ for connect in (PostgresStore, lambda url: read_markers(url, duckdb.connect)):
 
 
 def test_postgres_connections_give_up_on_a_server_that_never_answers():
-    """The store's connection and the one that reads the change markers first (pipeline/reingest.py)."""
+    """The store's connection and the one that reads the change markers first (pipeline/ingest/unchanged.py)."""
     env = {k: v for k, v in os.environ.items() if k != "PGCONNECTTIMEOUT"}
-    result = subprocess.run([sys.executable, "-c", CONNECT_TO_A_SILENT_SERVER], capture_output=True, text=True,
-                            timeout=60, cwd=ROOT, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", CONNECT_TO_A_SILENT_SERVER],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=env,
+    )
     lines = result.stdout.splitlines()
     assert len(lines) == 2, result.stdout + result.stderr
     assert all("cannot connect" in line and "timeout expired" in line for line in lines), result.stdout
@@ -378,13 +422,19 @@ def test_postgres_connections_give_up_on_a_server_that_never_answers():
 
 
 BAD_CONFIGS = {
-    "builds given as an array": ('builds = [1, 2]\n', "c.toml: builds must be a string, not an array"),
-    "host given as a number": ('host = 7\n', "c.toml: host must be a string, not an integer"),
-    "finality lag given as a table": ('finality_lag = {h = 6}\n', "finality_lag must be a duration string or a number of seconds, not a table"),
-    "sources that are not tables": ('sources = [1, 2]\n', "sources must be [[sources]] tables"),
-    "a source path given as an array": ('[[sources]]\npath = ["a", "b"]\n', "[[sources]] entry 1: path must be a string, not an array"),
+    "builds given as an array": ("builds = [1, 2]\n", "c.toml: builds must be a string, not an array"),
+    "host given as a number": ("host = 7\n", "c.toml: host must be a string, not an integer"),
+    "finality lag given as a table": (
+        "finality_lag = {h = 6}\n",
+        "finality_lag must be a duration string or a number of seconds, not a table",
+    ),
+    "sources that are not tables": ("sources = [1, 2]\n", "sources must be [[sources]] tables"),
+    "a source path given as an array": (
+        '[[sources]]\npath = ["a", "b"]\n',
+        "[[sources]] entry 1: path must be a string, not an array",
+    ),
     "a config that is not UTF-8": (b'host = "\xff"\n', "c.toml: not UTF-8 text (byte 0xff at offset 8)"),
-    "a config that is not TOML": ('host = \n', "c.toml: not valid TOML"),
+    "a config that is not TOML": ("host = \n", "c.toml: not valid TOML"),
     "a builds file that is not UTF-8": ('builds = "b.toml"\n', "b.toml: not UTF-8 text"),
     "a builds host given as an array": ('builds = "b.toml"\n', "b.toml: entry 1: host must be a string, not an array"),
 }
@@ -405,16 +455,25 @@ def test_a_bad_config_or_builds_file_stops_the_run_with_one_line(tmp_path, monke
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output  # not an exception
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["c.toml", *(["b.toml"] if case in BUILDS_FILES else [])])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["c.toml", *(["b.toml"] if case in BUILDS_FILES else [])]
+    )
 
 
 def _in_own_mount(mount: str, options: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """Run `argv` with a fresh tmpfs (`options`, e.g. size=600k or ro) mounted on `mount`, in a mount
     namespace of its own: a real full or read-only file system that vanishes with the process."""
-    script = ('mount -t tmpfs -o "$1" tmpfs "$2" || exit 99; m=$2; shift 2; "$@"; rc=$?; '
-              'echo "left on the mount: $(ls -A "$m")"; exit $rc')
-    result = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh",
-                             options, mount, *argv], cwd=cwd, capture_output=True, text=True, timeout=300)
+    script = (
+        'mount -t tmpfs -o "$1" tmpfs "$2" || exit 99; m=$2; shift 2; "$@"; rc=$?; '
+        'echo "left on the mount: $(ls -A "$m")"; exit $rc'
+    )
+    result = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh", options, mount, *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if result.returncode == 99 or "unshare failed" in result.stderr:
         pytest.skip(f"cannot mount a tmpfs in a user namespace here: {result.stderr.strip()}")
     return result
@@ -422,21 +481,39 @@ def _in_own_mount(mount: str, options: str, argv: list[str], cwd: Path) -> subpr
 
 FULL_OR_READ_ONLY = {
     # case: (what is mounted, mount options, config lines, what the message says)
-    "disk full under the warehouse": ("wh", "size=600k", 'warehouse = "wh/warehouse.duckdb"\n', "No space left on device"),
-    "disk full under the reports": ("out", "size=100k", 'output = "out"\n', "out/epoch-1: cannot write the report (No space left on device)"),
-    "read-only reports directory": ("out", "ro", 'output = "out"\n', "out/epoch-1: cannot write the report (Read-only file system)"),
+    "disk full under the warehouse": (
+        "wh",
+        "size=600k",
+        'warehouse = "wh/warehouse.duckdb"\n',
+        "No space left on device",
+    ),
+    "disk full under the reports": (
+        "out",
+        "size=100k",
+        'output = "out"\n',
+        "out/epoch-1: cannot write the report (No space left on device)",
+    ),
+    "read-only reports directory": (
+        "out",
+        "ro",
+        'output = "out"\n',
+        "out/epoch-1: cannot write the report (Read-only file system)",
+    ),
 }
 
 
 @pytest.mark.heavy
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) to mount a private tmpfs")
 @pytest.mark.parametrize("case", sorted(FULL_OR_READ_ONLY))
-def test_a_full_disk_or_a_read_only_directory_stops_the_run_with_one_line_and_nothing_half_written(tmp_path, timeline, case):
+def test_a_full_disk_or_a_read_only_directory_stops_the_run_with_one_line_and_nothing_half_written(
+    tmp_path, timeline, case
+):
     mount, options, lines, message = FULL_OR_READ_ONLY[case]
     _place_copy(tmp_path, timeline, 3)
     timeline.write_builds_toml(tmp_path / "builds.toml")
-    (tmp_path / "c.toml").write_text(f'{lines}host = "{timeline.focal_host}"\nbuilds = "builds.toml"\n'
-                                     '[[sources]]\npath = "copy"\n')
+    (tmp_path / "c.toml").write_text(
+        f'{lines}host = "{timeline.focal_host}"\nbuilds = "builds.toml"\n[[sources]]\npath = "copy"\n'
+    )
     (tmp_path / mount).mkdir()
     result = _in_own_mount(mount, options, [SCRIPT, "run", "--config", "c.toml"], cwd=tmp_path)
     line = _one_line_error(result)
@@ -454,8 +531,9 @@ def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
     cfg = _config(tmp_path, timeline)
     _place_copy(tmp_path, timeline, 4)
     wh = tmp_path / "wh" / "warehouse.duckdb"
-    run = subprocess.Popen([SCRIPT, "run", "--config", str(cfg)], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [SCRIPT, "run", "--config", str(cfg)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     copy = wh.with_name(f"warehouse.duckdb.run-{run.pid}.tmp")
     deadline = time.monotonic() + 300
     while not copy.exists() and run.poll() is None and time.monotonic() < deadline:
@@ -479,15 +557,16 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
     import polars as pl
 
     from pipeline import open_warehouse
-    from pipeline.render.text import iso_utc
+    from pipeline.output.render.text import iso_utc
 
     # A long lag keeps epoch 2 (one escrow never settles) open: both kinds of open epoch are shown.
     cfg = _config(tmp_path, timeline, lag="100d")
     _place_copy(tmp_path, timeline, 3)
 
     def run(*flags: str) -> list[str]:  # stdout is a pipe here, as in a cron job's log
-        result = subprocess.run([SCRIPT, "run", "--config", str(cfg), *flags], cwd=tmp_path, capture_output=True,
-                                text=True, timeout=600)
+        result = subprocess.run(
+            [SCRIPT, "run", "--config", str(cfg), *flags], cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
         assert result.returncode == 0 and result.stderr == "", result.stdout + result.stderr
         return result.stdout.splitlines()
 
@@ -497,16 +576,20 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
         lines = []
         for e in still_open.iter_rows(named=True):
             head = f"open: epoch {e['epoch_id']} ({e['escrows_settled']} of {e['escrows']} escrows settled"
-            lines.append(f"{head}): no escrow settled yet; closes when all settle, or 100d after the last settlement"
-                         if e["last_settled_at"] is None else
-                         f"{head}, last at {iso_utc(e['last_settled_at'])}): closes when all escrows settle, or at "
-                         f"{iso_utc(e['last_settled_at'] + timedelta(days=100))} (finality_lag 100d) if none settles "
-                         f"before; data clock {iso_utc(e['data_clock'])}")
+            lines.append(
+                f"{head}): no escrow settled yet; closes when all settle, or 100d after the last settlement"
+                if e["last_settled_at"] is None
+                else f"{head}, last at {iso_utc(e['last_settled_at'])}): closes when all escrows settle, or at "
+                f"{iso_utc(e['last_settled_at'] + timedelta(days=100))} (finality_lag 100d) if none settles "
+                f"before; data clock {iso_utc(e['data_clock'])}"
+            )
         return lines
 
     first = run()
     with open_warehouse(tmp_path / "wh/warehouse.duckdb") as wh:
-        quarantined, escrows = wh.query("SELECT (SELECT count(*) FROM quarantine), (SELECT count(*) FROM escrows)").row(0)
+        quarantined, escrows = wh.query("SELECT (SELECT count(*) FROM quarantine), (SELECT count(*) FROM escrows)").row(
+            0
+        )
     assert first[0].startswith("config: ")
     (ingested,) = [line for line in first if line.startswith("ingested ")]
     assert ingested.startswith(f"ingested {tmp_path / 'copy'}: ")  # the whole source name, on one line

@@ -13,7 +13,7 @@ import uuid
 import psycopg
 import pytest
 
-from pipeline.sources.postgres_store import PostgresStore
+from pipeline.sources.store.postgres import PostgresStore
 from tests.helpers import assert_views_equal, frame, ingest, views
 
 
@@ -77,8 +77,7 @@ def test_postgres_ingest_works_with_a_select_only_role(tmp_path, pg_copy, pg_ser
 def test_parallel_postgres_reads_share_the_snapshot_of_the_first_query(pg_copy):
     url = pg_copy(4)
     with psycopg.connect(url) as conn:
-        truth = dict(conn.execute(
-            "SELECT epoch_id, count(*) FROM devshard_sealed_inferences GROUP BY 1").fetchall())
+        truth = dict(conn.execute("SELECT epoch_id, count(*) FROM devshard_sealed_inferences GROUP BY 1").fetchall())
         diffs = dict(conn.execute("SELECT epoch_id, count(*) FROM devshard_diffs GROUP BY 1").fetchall())
     store = PostgresStore(url)
     try:
@@ -94,13 +93,15 @@ def test_parallel_postgres_reads_share_the_snapshot_of_the_first_query(pg_copy):
         assert counts == [n for e in epochs for n in (diffs[e], truth[e])]
         # Whatever the scheduling, the second connection on its own sees the first one's snapshot.
         second = store._reader_connections()[1]
-        assert sum(b.num_rows for b in store._read_on(second, "sealed_inferences", None, None, 65536)) == sum(truth.values())
+        assert sum(b.num_rows for b in store._read_on(second, "sealed_inferences", None, None, 65536)) == sum(
+            truth.values()
+        )
     finally:
         store.close()
 
 
 def _ingest_cmd(warehouse, store) -> list[str]:
-    return [sys.executable, "-m", "pipeline.cli", "ingest", str(store), "--warehouse", str(warehouse)]
+    return [sys.executable, "-m", "pipeline.cli.app", "ingest", str(store), "--warehouse", str(warehouse)]
 
 
 # One instant in the default tier, the others in the heavy one (each kill and re-run takes a while).

@@ -1,4 +1,4 @@
-"""pipeline.stats against published worked examples, plus invariants."""
+"""pipeline.evidence.stats against published worked examples, plus invariants."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.stats import cmh_test, fisher_exact_2x2, wilson_interval, with_wilson
+from pipeline.evidence.stats import cmh_test, fisher_exact_2x2, wilson_interval, with_wilson
 
-# pipeline.stats imports scipy/statsmodels on first use, so the first example of a property test
+# pipeline.evidence.stats imports scipy/statsmodels on first use, so the first example of a property test
 # pays seconds of imports on a loaded machine; these tests check numbers, not timings.
 no_deadline = settings(deadline=None)
 

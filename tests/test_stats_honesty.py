@@ -18,13 +18,9 @@ from scipy import stats as scipy_stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 from statsmodels.stats.multitest import multipletests
 
-from pipeline.builds import load_builds
 from pipeline.evidence import compute
 from pipeline.evidence.result import EvidenceResult
-from pipeline.ingest_logs import ingest_logs
-from pipeline.render import render
-from pipeline.samples.logs import HOST, write_log_samples
-from pipeline.stats import (
+from pipeline.evidence.stats import (
     bootstrap_ratio,
     breslow_day_test,
     cmh_test,
@@ -32,7 +28,11 @@ from pipeline.stats import (
     fisher_freeman_halton,
     holm_adjust,
 )
-from pipeline.warehouse import fetch_frame, open_for_write, open_read_only
+from pipeline.ingest.builds import load_builds
+from pipeline.ingest.logs import ingest_logs
+from pipeline.output.render import render
+from pipeline.samples.logs import HOST, write_log_samples
+from pipeline.warehouse.database import fetch_frame, open_for_write, open_read_only
 from tests.helpers import ingest
 
 
@@ -96,7 +96,10 @@ def test_peer_invalidation_tests_are_named_and_match_statsmodels(warehouse):
     assert stats["fisher"]["test"] == "Fisher exact" and stats["fisher"]["alternative"] == "two-sided"
     cmh = stats["cmh"]
     assert (cmh["test"], cmh["alternative"], cmh["or_ci_method"]) == (
-        "Cochran–Mantel–Haenszel", "two-sided", "Robins–Breslow–Greenland")
+        "Cochran–Mantel–Haenszel",
+        "two-sided",
+        "Robins–Breslow–Greenland",
+    )
     tables = strata_of(result.rows)
     st, used = statsmodels_cmh(tables)
     corrected = cmh["correction"] == "continuity 0.5"
@@ -116,7 +119,10 @@ def test_peer_invalidation_tests_are_named_and_match_statsmodels(warehouse):
     assert "- fisher: Fisher exact, two-sided: p = " in text
     assert "- cmh: Cochran–Mantel–Haenszel, two-sided, correction: continuity 0.5: χ² = " in text
     assert "Robins–Breslow–Greenland" in text and "- breslow_day: Breslow–Day, " in text
-    assert "- interval: Wilson score 95% interval of challenged_or_invalidated / answers, per row (columns ci_low, ci_high)" in text
+    assert (
+        "- interval: Wilson score 95% interval of challenged_or_invalidated / answers, per row (columns ci_low, ci_high)"
+        in text
+    )
     assert "Holm p = " in text and "- multiple_testing: Holm-adjusted p-values" in text
     document = orjson.loads(render(result, "json"))["stats"]
     assert document["cmh"]["correction"] == "continuity 0.5" and document["breslow_day"]["df"] == len(used) - 1
@@ -133,13 +139,17 @@ def test_peer_invalidation_by_build(warehouse):
     # Every answer is in exactly one build's rows.
     for group in ("host", "others"):
         for column in ("answers", "challenged_or_invalidated"):
-            assert per_build.filter(pl.col("group") == group)[column].sum() == \
-                pooled.filter(pl.col("group") == group)[column].item()
+            assert (
+                per_build.filter(pl.col("group") == group)[column].sum()
+                == pooled.filter(pl.col("group") == group)[column].item()
+            )
     assert list(result.stats["cmh_by_build"]) == builds == list(result.stats["breslow_day_by_build"])
 
     # Independent recomputation: the host's build at each answer's event time from the build timeline.
     con, host = warehouse
-    strata = fetch_frame(con, """
+    strata = fetch_frame(
+        con,
+        """
         WITH a AS (
           SELECT i.escrow_id, i.executor = $host AS is_host, i.challenged OR i.status = 'invalidated' AS bad,
                  (SELECT b.build FROM host_builds b WHERE b.host = $host AND i.event_at >= b.valid_from
@@ -150,9 +160,13 @@ def test_peer_invalidation_by_build(warehouse):
         SELECT coalesce(build, 'unattributed') AS build, escrow_id,
                count(*) FILTER (is_host AND bad) AS a, count(*) FILTER (is_host AND NOT bad) AS b,
                count(*) FILTER (NOT is_host AND bad) AS c, count(*) FILTER (NOT is_host AND NOT bad) AS d
-        FROM a GROUP BY ALL ORDER BY build, escrow_id""", {"host": host})
+        FROM a GROUP BY ALL ORDER BY build, escrow_id""",
+        {"host": host},
+    )
     for build in builds:
-        tables = [[[r["a"], r["b"]], [r["c"], r["d"]]] for r in strata.filter(pl.col("build") == build).iter_rows(named=True)]
+        tables = [
+            [[r["a"], r["b"]], [r["c"], r["d"]]] for r in strata.filter(pl.col("build") == build).iter_rows(named=True)
+        ]
         cmh = result.stats["cmh_by_build"][build]
         used = [t for t in tables if sum(t[0]) and sum(t[1])]
         assert (cmh["strata_used"], cmh["strata_dropped"]) == (len(used), len(tables) - len(used))
@@ -183,7 +197,9 @@ def test_votes_by_build_between_build_test(warehouse):
     between = result.stats["between_builds"]
     assert list(between) == ["validation", "vote"]
     for kind, test in between.items():
-        part = result.rows.filter((pl.col("kind") == kind) & (pl.col("total") > 0) & (pl.col("build") != "unattributed"))
+        part = result.rows.filter(
+            (pl.col("kind") == kind) & (pl.col("total") > 0) & (pl.col("build") != "unattributed")
+        )
         assert test["test"] == "Fisher–Freeman–Halton" and test["builds"] == part["build"].to_list()
         assert test["p_value_method"] == "Monte Carlo, 9,999 tables, seed 0"
         if part.height < 2 or part["invalid"].sum() in (0, part["total"].sum()):
@@ -202,9 +218,16 @@ def test_answers_by_sampling_cmh_across_builds(warehouse):
     rows = result.rows.filter(pl.col("sampling") != "unknown")
     tables = []
     for build in sorted(rows["build"].unique().to_list()):
-        cells = {r["sampling"]: (r["invalidated"], r["judged"]) for r in rows.filter(pl.col("build") == build).iter_rows(named=True)}
-        tables.append([[cells.get(s, (0, 0))[0], cells.get(s, (0, 0))[1] - cells.get(s, (0, 0))[0]]
-                       for s in ("sampled", "greedy")])
+        cells = {
+            r["sampling"]: (r["invalidated"], r["judged"])
+            for r in rows.filter(pl.col("build") == build).iter_rows(named=True)
+        }
+        tables.append(
+            [
+                [cells.get(s, (0, 0))[0], cells.get(s, (0, 0))[1] - cells.get(s, (0, 0))[0]]
+                for s in ("sampled", "greedy")
+            ]
+        )
     cmh = result.stats["cmh"]
     assert cmh["strata"] == "build" and cmh["rows"] == ["sampled", "greedy"]
     used = [t for t in tables if sum(t[0]) and sum(t[1])]
@@ -244,8 +267,17 @@ def test_infinite_and_undefined_odds_ratios_are_told_apart():
     assert math.isinf(infinite.odds_ratio) and "infinite" in infinite.note
     undefined = fisher_exact_2x2(0, 0, 3, 4)
     assert math.isnan(undefined.odds_ratio) and "no observations" in undefined.note
-    result = EvidenceResult("x", "T", {}, pl.DataFrame(), stats={
-        "fisher": infinite.as_stat(), "other": undefined.as_stat(), "low": fisher_exact_2x2(0, 5, 5, 0).as_stat()})
+    result = EvidenceResult(
+        "x",
+        "T",
+        {},
+        pl.DataFrame(),
+        stats={
+            "fisher": infinite.as_stat(),
+            "other": undefined.as_stat(),
+            "low": fisher_exact_2x2(0, 5, 5, 0).as_stat(),
+        },
+    )
     document = orjson.loads(render(result, "json"))["stats"]
     assert document["fisher"]["odds_ratio"] == "inf"
     assert document["other"]["odds_ratio"] is None and document["other"]["note"] == undefined.note
@@ -261,8 +293,12 @@ def test_pooled_interval_says_why_it_is_missing():
     assert "infinite, no interval" in cmh.note
     text = render(EvidenceResult("x", "T", {}, pl.DataFrame(), stats={"cmh": cmh}), "markdown")
     assert "pooled OR ∞;" not in text and "pooled OR ∞, strata: 2 used, 0 dropped; pooled odds ratio infinite" in text
-    assert orjson.loads(render(EvidenceResult("x", "T", {}, pl.DataFrame(), stats={"cmh": cmh}), "json"))[
-        "stats"]["cmh"]["pooled_odds_ratio"] == "inf"
+    assert (
+        orjson.loads(render(EvidenceResult("x", "T", {}, pl.DataFrame(), stats={"cmh": cmh}), "json"))["stats"]["cmh"][
+            "pooled_odds_ratio"
+        ]
+        == "inf"
+    )
     # statsmodels solves a quadratic for the expected counts, which degenerates at a pooled odds ratio of 1.
     assert "cannot be solved" in breslow_day_test([[[40, 10], [10, 40]], [[10, 40], [40, 10]]]).note
     none = cmh_test([[[0, 0], [1, 2]]])
@@ -280,12 +316,16 @@ def test_breslow_day_sees_opposite_effects_the_pooled_ratio_hides():
 
 
 def test_holm_and_ffh_and_bootstrap_against_scipy_statsmodels():
-    stats = {"a": {"test": "t", "p_value": 0.01}, "b": {"x": {"test": "t", "p_value": 0.04}, "y": {"test": "t", "p_value": 0.03}},
-             "c": {"test": "t", "p_value": math.nan}}
+    stats = {
+        "a": {"test": "t", "p_value": 0.01},
+        "b": {"x": {"test": "t", "p_value": 0.04}, "y": {"test": "t", "p_value": 0.03}},
+        "c": {"test": "t", "p_value": math.nan},
+    }
     family = holm_adjust(stats)
     assert family["family"] == ["a", "b (x)", "b (y)"]
     assert [stats["a"]["p_holm"], stats["b"]["x"]["p_holm"], stats["b"]["y"]["p_holm"]] == pytest.approx(
-        list(multipletests([0.01, 0.04, 0.03], method="holm")[1]))
+        list(multipletests([0.01, 0.04, 0.03], method="holm")[1])
+    )
     assert "p_holm" not in stats["c"] and holm_adjust({"a": {"test": "t", "p_value": 0.5}}) is None
 
     rows = [[3, 10], [5, 20], [0, 30]]
@@ -296,8 +336,14 @@ def test_holm_and_ffh_and_bootstrap_against_scipy_statsmodels():
     accepted, drafted = [10, 30, 5, 44, 21], [20, 50, 20, 60, 40]
     result = bootstrap_ratio(accepted, drafted)
     expected = scipy_stats.bootstrap(
-        (np.array(accepted, float), np.array(drafted, float)), lambda a, d, axis=-1: a.sum(axis) / d.sum(axis),
-        paired=True, vectorized=True, n_resamples=2_000, method="percentile", rng=np.random.default_rng(0))
+        (np.array(accepted, float), np.array(drafted, float)),
+        lambda a, d, axis=-1: a.sum(axis) / d.sum(axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=2_000,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
     assert (result.low, result.high) == (expected.confidence_interval.low, expected.confidence_interval.high)
     assert bootstrap_ratio([1], [2]).note == "needs at least two windows, has 1"
 
@@ -315,39 +361,64 @@ def logs(tmp_path_factory):
 
 def test_acceptance_bootstrap_over_windows(logs):
     result = compute("acceptance", logs, host=HOST, command="gonka-evidence evidence acceptance")
-    windows = fetch_frame(logs, "SELECT build, source, accepted, drafted, drafts FROM spec_decode_windows "
-                                "WHERE host = $host ORDER BY \"at\"", {"host": HOST})
+    windows = fetch_frame(
+        logs,
+        'SELECT build, source, accepted, drafted, drafts FROM spec_decode_windows WHERE host = $host ORDER BY "at"',
+        {"host": HOST},
+    )
     for row in result.rows.iter_rows(named=True):
         w = windows.filter((pl.col("build") == row["build"]) & (pl.col("source") == row["source"]))
         rng = np.random.default_rng(0)
-        rate = scipy_stats.bootstrap((w["accepted"].to_numpy().astype(float), w["drafted"].to_numpy().astype(float)),
-                                     lambda a, d, axis=-1: a.sum(axis) / d.sum(axis), paired=True, vectorized=True,
-                                     n_resamples=2_000, method="percentile", rng=rng)
+        rate = scipy_stats.bootstrap(
+            (w["accepted"].to_numpy().astype(float), w["drafted"].to_numpy().astype(float)),
+            lambda a, d, axis=-1: a.sum(axis) / d.sum(axis),
+            paired=True,
+            vectorized=True,
+            n_resamples=2_000,
+            method="percentile",
+            rng=rng,
+        )
         assert (row["rate_boot_low"], row["rate_boot_high"]) == pytest.approx(
-            (rate.confidence_interval.low, rate.confidence_interval.high), rel=1e-12)
+            (rate.confidence_interval.low, rate.confidence_interval.high), rel=1e-12
+        )
         known = w.filter(pl.col("drafts") > 0)
-        mal = scipy_stats.bootstrap((known["accepted"].to_numpy().astype(float), known["drafts"].to_numpy().astype(float)),
-                                    lambda a, d, axis=-1: 1 + a.sum(axis) / d.sum(axis), paired=True, vectorized=True,
-                                    n_resamples=2_000, method="percentile", rng=np.random.default_rng(0))
+        mal = scipy_stats.bootstrap(
+            (known["accepted"].to_numpy().astype(float), known["drafts"].to_numpy().astype(float)),
+            lambda a, d, axis=-1: 1 + a.sum(axis) / d.sum(axis),
+            paired=True,
+            vectorized=True,
+            n_resamples=2_000,
+            method="percentile",
+            rng=np.random.default_rng(0),
+        )
         assert (row["mal_boot_low"], row["mal_boot_high"]) == pytest.approx(
-            (mal.confidence_interval.low, mal.confidence_interval.high), rel=1e-12)
+            (mal.confidence_interval.low, mal.confidence_interval.high), rel=1e-12
+        )
         assert row["mal_boot_low"] <= row["mean_acceptance_length"] <= row["mal_boot_high"]
     boot = result.stats["bootstrap"]
     assert (boot["interval"], boot["resamples"], boot["seed"], boot["unit"]) == (
-        "percentile bootstrap", 2_000, 0, "log windows")
+        "percentile bootstrap",
+        2_000,
+        0,
+        "log windows",
+    )
     text = render(result, "markdown")
-    assert "- bootstrap: percentile bootstrap 95% interval of acceptance_rate and mean_acceptance_length, per build " \
-           "(columns rate_boot_*, mal_boot_*), 2,000 resamples of the log windows, seed 0" in text
+    assert (
+        "- bootstrap: percentile bootstrap 95% interval of acceptance_rate and mean_acceptance_length, per build "
+        "(columns rate_boot_*, mal_boot_*), 2,000 resamples of the log windows, seed 0" in text
+    )
     again = compute("acceptance", logs, host=HOST, command="gonka-evidence evidence acceptance")
     assert render(again, "json") == render(result, "json")
 
 
 def test_evidence_help_does_not_import_scipy_or_statsmodels():
-    code = ("import atexit, sys\n"
-            "atexit.register(lambda: print(sorted(m for m in ('scipy', 'statsmodels') if m in sys.modules)))\n"
-            "from pipeline.cli import app\n"
-            "sys.argv = ['gonka-evidence', 'evidence', '--help']\n"
-            "app()\n")
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print(sorted(m for m in ('scipy', 'statsmodels') if m in sys.modules)))\n"
+        "from pipeline.cli.app import app\n"
+        "sys.argv = ['gonka-evidence', 'evidence', '--help']\n"
+        "app()\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert out.returncode == 0 and "peer-invalidation" in out.stdout
     assert out.stdout.strip().endswith("[]")
@@ -386,7 +457,7 @@ def assert_wilson_on_every_rate(result: EvidenceResult) -> int:
     and the table's stats name that interval (method and level). Returns the number of intervals checked."""
     from statsmodels.stats.proportion import proportion_confint
 
-    from pipeline.render.text import is_rate_column, rate_intervals
+    from pipeline.output.render.text import is_rate_column, rate_intervals
 
     schema = result.rows.schema
     rates = [name for name, dtype in schema.items() if is_rate_column(name, dtype)]
@@ -412,12 +483,22 @@ def assert_wilson_on_every_rate(result: EvidenceResult) -> int:
     return checked
 
 
-@pytest.mark.parametrize("name, options", [
-    ("epoch-summary", {"denominators": True}), ("timeline", {"epoch": 3}), ("peer-invalidation", {"by_escrow": True}),
-    ("peer-invalidation", {"epoch": 3, "by_build": True}), ("validators", {}), ("votes-by-build", {}),
-    ("tracker", {}), ("tracker", {"epoch": 3, "compare": 2}), ("tracker", {"all_participants": True}),
-    ("answers-by-sampling", {"detail": True}), ("similarity", {}),
-])
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        ("epoch-summary", {"denominators": True}),
+        ("timeline", {"epoch": 3}),
+        ("peer-invalidation", {"by_escrow": True}),
+        ("peer-invalidation", {"epoch": 3, "by_build": True}),
+        ("validators", {}),
+        ("votes-by-build", {}),
+        ("tracker", {}),
+        ("tracker", {"epoch": 3, "compare": 2}),
+        ("tracker", {"all_participants": True}),
+        ("answers-by-sampling", {"detail": True}),
+        ("similarity", {}),
+    ],
+)
 def test_every_rate_carries_a_named_wilson_interval_as_statsmodels_computes_it(warehouse, name, options):
     result = run(warehouse, name, **options)
     assert assert_wilson_on_every_rate(result) > 0
@@ -433,19 +514,36 @@ def test_every_rate_of_the_log_tables_carries_a_named_wilson_interval(logs, name
 
 
 def test_a_tracker_flag_counted_on_more_answers_than_delivered_has_a_share_but_no_interval_or_test():
-    from pipeline.evidence.tracker import SHARES, _compare, _with_share_interval
+    from pipeline.evidence.tables.tracker import SHARES, _compare, _with_share_interval
 
-    rows = pl.DataFrame({"epoch": [3, 2], "slow_decode": [5, 1], "slow_chunk": [1, 2], "delivered_outside_poc": [4, 10],
-                         "protocol_invalid": [2, 3], "protocol_misses": [0, 1], "assigned_nonces": [40, 50]})
+    rows = pl.DataFrame(
+        {
+            "epoch": [3, 2],
+            "slow_decode": [5, 1],
+            "slow_chunk": [1, 2],
+            "delivered_outside_poc": [4, 10],
+            "protocol_invalid": [2, 3],
+            "protocol_misses": [0, 1],
+            "assigned_nonces": [40, 50],
+        }
+    )
     rows = rows.with_columns((pl.col(part) / pl.col(whole)).alias(share) for share, (part, whole) in SHARES.items())
     for share, (part, whole) in SHARES.items():
         rows = _with_share_interval(rows, share, part, whole)
     first, second = rows.row(0, named=True), rows.row(1, named=True)
-    assert first["slow_decode_share"] == 1.25 and first["slow_decode_ci_low"] is None and first["slow_decode_ci_high"] is None
+    assert (
+        first["slow_decode_share"] == 1.25
+        and first["slow_decode_ci_low"] is None
+        and first["slow_decode_ci_high"] is None
+    )
     from statsmodels.stats.proportion import proportion_confint
 
     assert (second["slow_decode_ci_low"], second["slow_decode_ci_high"]) == pytest.approx(
-        tuple(map(float, proportion_confint(1, 10, method="wilson"))), rel=1e-12)
+        tuple(map(float, proportion_confint(1, 10, method="wilson"))), rel=1e-12
+    )
     compare = _compare(rows, 3, 2)
-    assert "slow_decode_share" not in compare and set(compare) == {"slow_chunk_share", "protocol_invalid_share",
-                                                                   "protocol_misses_share"}
+    assert "slow_decode_share" not in compare and set(compare) == {
+        "slow_chunk_share",
+        "protocol_invalid_share",
+        "protocol_misses_share",
+    }

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from pipeline.builds import BuildsError, load_builds, read_builds
-from pipeline.config import load_config
-from pipeline.sources.base import SourceError
-from pipeline.warehouse import open_for_write
+from pipeline.ingest.builds import BuildsError, load_builds, read_builds
+from pipeline.jobs.config import load_config
+from pipeline.sources.store.base import SourceError
+from pipeline.warehouse.database import open_for_write
 from tests.helpers import frame, ingest
 
 
@@ -63,7 +63,11 @@ def test_builds_come_from_an_as_of_join_on_event_time(tmp_path, sqlite_copy, tim
     i = frame(wh, "SELECT executor, event_at, executor_build FROM inferences WHERE event_at IS NOT NULL")
     for row in i.iter_rows(named=True):
         assert row["executor_build"] == _build_at(timeline.builds, row["executor"], row["event_at"])
-    labels = set(frame(wh, "SELECT DISTINCT validator_build FROM validations WHERE validator_build IS NOT NULL")["validator_build"])
+    labels = set(
+        frame(wh, "SELECT DISTINCT validator_build FROM validations WHERE validator_build IS NOT NULL")[
+            "validator_build"
+        ]
+    )
     assert len(labels) >= 2  # the window boundaries fall inside the copy
 
 
@@ -75,9 +79,13 @@ def test_builds_file_replaces_the_timeline_and_rejects_bad_files(tmp_path):
     )
     frame_ = read_builds(good)
     assert frame_.to_dicts() == [
-        {"host": "h1", "build": "a", "valid_from": datetime(2026, 10, 1, tzinfo=timezone.utc),
-         "valid_to": datetime(2026, 10, 5, 12, tzinfo=timezone.utc)},
-        {"host": "h1", "build": "b", "valid_from": datetime(2026, 10, 5, 12, tzinfo=timezone.utc), "valid_to": None},
+        {
+            "host": "h1",
+            "build": "a",
+            "valid_from": datetime(2026, 10, 1, tzinfo=UTC),
+            "valid_to": datetime(2026, 10, 5, 12, tzinfo=UTC),
+        },
+        {"host": "h1", "build": "b", "valid_from": datetime(2026, 10, 5, 12, tzinfo=UTC), "valid_to": None},
     ]
     bad = tmp_path / "bad.toml"
     bad.write_text('[[builds]]\nhost = "h1"\nsince = "2026-10-01"\n')
@@ -88,15 +96,30 @@ def test_builds_file_replaces_the_timeline_and_rejects_bad_files(tmp_path):
         read_builds(bad)
 
 
-@pytest.mark.parametrize("text, message", [
-    (b'[[builds]]\nhost = ["h1", "h2"]\nlabel = "a"\nsince = "2026-10-01"\n', "entry 1: host must be a string, not an array"),
-    (b'[[builds]]\nhost = "h1"\nlabel = {name = "a"}\nsince = "2026-10-01"\n', "entry 1: label must be a string, not a table"),
-    (b'[[builds]]\nhost = "h1"\nlabel = "a"\nsince = 20261001\n', "since = 20261001 (an integer), not an ISO-8601 time"),
-    (b'focal_host = 3\n[[builds]]\nhost = "h1"\nlabel = "a"\nsince = "2026-10-01"\n', "focal_host must be a string, not an integer"),
-    (b'builds = [1, 2]\n', "no [[builds]] entries"),
-    (b'[[builds]]\nhost = "h\xe9"\n', "not UTF-8 text (byte 0xe9 at offset 20)"),
-    (b'[[builds]\n', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            b'[[builds]]\nhost = ["h1", "h2"]\nlabel = "a"\nsince = "2026-10-01"\n',
+            "entry 1: host must be a string, not an array",
+        ),
+        (
+            b'[[builds]]\nhost = "h1"\nlabel = {name = "a"}\nsince = "2026-10-01"\n',
+            "entry 1: label must be a string, not a table",
+        ),
+        (
+            b'[[builds]]\nhost = "h1"\nlabel = "a"\nsince = 20261001\n',
+            "since = 20261001 (an integer), not an ISO-8601 time",
+        ),
+        (
+            b'focal_host = 3\n[[builds]]\nhost = "h1"\nlabel = "a"\nsince = "2026-10-01"\n',
+            "focal_host must be a string, not an integer",
+        ),
+        (b"builds = [1, 2]\n", "no [[builds]] entries"),
+        (b'[[builds]]\nhost = "h\xe9"\n', "not UTF-8 text (byte 0xe9 at offset 20)"),
+        (b"[[builds]\n", "not valid TOML"),
+    ],
+)
 def test_a_builds_file_of_the_wrong_shape_is_rejected_never_stringified(tmp_path, text, message):
     path = tmp_path / "builds.toml"
     path.write_bytes(text)
@@ -113,24 +136,70 @@ def test_a_host_that_no_escrow_has_is_loaded_with_a_warning(warehouse_with_old_e
     try:
         load_builds(con, builds)
         assert capsys.readouterr().err == ""  # every host of the generated timeline takes part in its escrows
-        builds.write_text(builds.read_text() + '\n[[builds]]\nhost = "gonka1typo"\nlabel = "x"\nsince = "2026-10-01T00:00:00Z"\n')
+        builds.write_text(
+            builds.read_text() + '\n[[builds]]\nhost = "gonka1typo"\nlabel = "x"\nsince = "2026-10-01T00:00:00Z"\n'
+        )
         assert load_builds(con, builds) == len(timeline.builds) + 1
     finally:
         con.close()
     warning = capsys.readouterr().err
-    assert warning.startswith(f"warning: {builds}: host gonka1typo is not a participant of any escrow") and warning.count("\n") == 1
+    assert (
+        warning.startswith(f"warning: {builds}: host gonka1typo is not a participant of any escrow")
+        and warning.count("\n") == 1
+    )
 
 
 # TOML values of every type, a few that are not TOML, and (through latin-1) bytes that are not UTF-8.
-TOML_VALUES = st.sampled_from([
-    '"h1"', '"2026-10-01T00:00:00Z"', '"yesterday"', '""', "7", "-1", "3.5", "true", "2026-10-01T00:00:00Z",
-    "2026-10-01", "12:00:00", "[1, 2]", '["a", "b"]', "[]", "{}", "{x = 1}", "nan", "inf", r'"\u0000"',
-    "99999999999999999999", '"é"', "[[", '"x" "y"', '"../../etc"',
-])
-KEYS = st.sampled_from(["host", "label", "since", "focal_host", "builds", "warehouse", "output", "finality_lag",
-                        "path", "url", "kind", "sources", "year", "timezone"])
-LINES = st.one_of(st.builds("{} = {}".format, KEYS, TOML_VALUES),
-                  st.sampled_from(["[[builds]]", "[[sources]]", "[builds]", "[sources]", "", "# comment", "[x"]))
+TOML_VALUES = st.sampled_from(
+    [
+        '"h1"',
+        '"2026-10-01T00:00:00Z"',
+        '"yesterday"',
+        '""',
+        "7",
+        "-1",
+        "3.5",
+        "true",
+        "2026-10-01T00:00:00Z",
+        "2026-10-01",
+        "12:00:00",
+        "[1, 2]",
+        '["a", "b"]',
+        "[]",
+        "{}",
+        "{x = 1}",
+        "nan",
+        "inf",
+        r'"\u0000"',
+        "99999999999999999999",
+        '"é"',
+        "[[",
+        '"x" "y"',
+        '"../../etc"',
+    ]
+)
+KEYS = st.sampled_from(
+    [
+        "host",
+        "label",
+        "since",
+        "focal_host",
+        "builds",
+        "warehouse",
+        "output",
+        "finality_lag",
+        "path",
+        "url",
+        "kind",
+        "sources",
+        "year",
+        "timezone",
+    ]
+)
+LINES = st.one_of(
+    st.builds("{} = {}".format, KEYS, TOML_VALUES),
+    st.sampled_from(["[[builds]]", "[[sources]]", "[builds]", "[sources]", "", "# comment", "[x"]),
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -11,18 +11,34 @@ import psycopg
 import pytest
 
 from pipeline.evidence import EvidenceError, compute
-from pipeline.ingest_json import ingest_json_files
-from pipeline.warehouse import fetch_frame, open_for_write
+from pipeline.ingest.json_responses import ingest_json_files
+from pipeline.warehouse.database import fetch_frame, open_for_write
 from tests.helpers import ingest, throwaway_database
 
 LAST_EPOCH = 4
-COUNTS = ["assigned_nonces", "protocol_only", "finished_used", "finished_unused", "finished_usage_unknown",
-          "unfinished_refused", "unfinished_execution", "delivered", "warmup_probes", "delivered_outside_poc",
-          "slow_decode", "slow_chunk", "slow_receipt", "clock_drifted", "logprobs_decoded", "slow_decode_in_poc",
-          "protocol_misses", "protocol_invalid", "unresolved_challenges", "recorded_invalid_transitions"]
+COUNTS = [
+    "assigned_nonces",
+    "protocol_only",
+    "finished_used",
+    "finished_unused",
+    "finished_usage_unknown",
+    "unfinished_refused",
+    "unfinished_execution",
+    "delivered",
+    "warmup_probes",
+    "delivered_outside_poc",
+    "slow_decode",
+    "slow_chunk",
+    "slow_receipt",
+    "clock_drifted",
+    "logprobs_decoded",
+    "slow_decode_in_poc",
+    "protocol_misses",
+    "protocol_invalid",
+    "unresolved_challenges",
+    "recorded_invalid_transitions",
+]
 KEY = ["epoch_id", "participant", "model"]
-
-
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +67,9 @@ def expected(truth: pl.DataFrame) -> pl.DataFrame:
 
 
 def view(con, origin: str = "ledger") -> pl.DataFrame:
-    return fetch_frame(con, f"SELECT {', '.join(KEY + COUNTS)} FROM tracker_participants WHERE origin = '{origin}' "
-                            f"ORDER BY ALL")
+    return fetch_frame(
+        con, f"SELECT {', '.join(KEY + COUNTS)} FROM tracker_participants WHERE origin = '{origin}' ORDER BY ALL"
+    )
 
 
 def test_tracker_participants_exact(ledger_wh, copy4):
@@ -85,13 +102,18 @@ def test_cross_checks_list_the_planted_disagreement_only(ledger_wh, copy4):
     assert len(rows) == 1
     row = rows[0]
     assert (row["epoch_id"], row["escrow_id"], row["participant"]) == (
-        planted["epoch_id"], planted["escrow_id"], planted["participant"])
+        planted["epoch_id"],
+        planted["escrow_id"],
+        planted["participant"],
+    )
     assert row["check_name"] == "protocol_misses vs timed_out" and row["difference"] == 1
     # every other (escrow, participant) agrees with the replayed session storage
     inf = copy4.truth.inferences
     session = inf.group_by("epoch_id", "executor").agg(invalidated=(pl.col("status") == "invalidated").sum())
     tracker = fetch_frame(con, "SELECT epoch_id, participant AS executor, protocol_invalid FROM tracker_participants")
-    joined = tracker.join(session, on=["epoch_id", "executor"], how="left").with_columns(pl.col("invalidated").fill_null(0))
+    joined = tracker.join(session, on=["epoch_id", "executor"], how="left").with_columns(
+        pl.col("invalidated").fill_null(0)
+    )
     assert (joined["protocol_invalid"] == joined["invalidated"]).all()
 
 
@@ -115,8 +137,13 @@ def _expected_findings(truth: pl.DataFrame) -> set[tuple]:
 
 def test_findings_recomputed_with_the_20_minimum(ledger_wh, copy4):
     _, con, _ = ledger_wh
-    codes = ("slow_decode", "chain_recorded_invalid", "chain_recorded_misses", "logprobs_not_token_ids",
-             "execution_timeouts")
+    codes = (
+        "slow_decode",
+        "chain_recorded_invalid",
+        "chain_recorded_misses",
+        "logprobs_not_token_ids",
+        "execution_timeouts",
+    )
     found = fetch_frame(con, "SELECT epoch_id, participant, code, whole FROM tracker_findings")
     assert (found["whole"] >= 20).all()
     got = {(r["epoch_id"], r["participant"], r["code"]) for r in found.iter_rows(named=True) if r["code"] in codes}
@@ -198,8 +225,11 @@ def test_ingest_json_api_and_chain(copy4, tmp_path):
     assert_frame_equal(got.drop("protocol_only"), truth.drop("protocol_only"), check_dtypes=False)
     v6 = truth.filter(pl.col("epoch_id") != 3)
     assert got.filter(pl.col("epoch_id") != 3)["protocol_only"].to_list() == v6["protocol_only"].to_list()
-    chain = fetch_frame(con, "SELECT epoch_id, participant, chain_missed, chain_invalid, chain_invalidated_inferences "
-                             "FROM tracker_participants ORDER BY ALL")
+    chain = fetch_frame(
+        con,
+        "SELECT epoch_id, participant, chain_missed, chain_invalid, chain_invalidated_inferences "
+        "FROM tracker_participants ORDER BY ALL",
+    )
     t = copy4.truth.tracker.sort("epoch_id", "participant")
     assert chain["chain_missed"].to_list() == t["protocol_misses"].to_list()
     assert chain["chain_invalidated_inferences"].to_list() == t["protocol_invalid"].to_list()
@@ -228,14 +258,16 @@ def test_bad_ledger_input_is_quarantined_not_fatal(copy4, tmp_path, request):
     summary = ingest(tmp_path / "w.duckdb", store)
     assert summary.rows["ledger_quarantined"] == 4
     con = open_for_write(tmp_path / "w.duckdb")
-    q = fetch_frame(con, "SELECT table_name, row_key, reason FROM quarantine WHERE table_name LIKE 'accounting%' "
-                         "ORDER BY ALL")
+    q = fetch_frame(
+        con, "SELECT table_name, row_key, reason FROM quarantine WHERE table_name LIKE 'accounting%' ORDER BY ALL"
+    )
     assert q.height == 4
     assert any("lacks host_stats" in r for r in q["reason"]) and any("not a JSON object" in r for r in q["reason"])
     escrows = fetch_frame(con, "SELECT escrow_id FROM ledger_escrows")["escrow_id"].to_list()
     assert second not in escrows and first in escrows and third in escrows
-    kept = fetch_frame(con, f"SELECT extra_keys FROM ledger_counters WHERE escrow_id = '{first}' "
-                            "AND extra_keys IS NOT NULL")
+    kept = fetch_frame(
+        con, f"SELECT extra_keys FROM ledger_counters WHERE escrow_id = '{first}' AND extra_keys IS NOT NULL"
+    )
     assert kept.height == 1 and "brand_new_field" in kept["extra_keys"][0]
     misses = fetch_frame(con, f"SELECT sum(missed) AS n FROM ledger_host_stats WHERE escrow_id = '{first}'")
     assert misses["n"][0] is None  # no host stats in the blob: nothing stored, the view reads zero
@@ -284,13 +316,15 @@ def test_reingest_is_idempotent_and_an_older_copy_does_not_win(timeline, copy4, 
 def test_ingest_json_cli(copy4, tmp_path):
     from typer.testing import CliRunner
 
-    import pipeline.cli_tracker  # noqa: F401  (registers the command; the lead adds it to cli.py)
-    from pipeline.cli import app
+    import pipeline.cli.ingest_json  # noqa: F401  (registers the command; the lead adds it to cli.py)
+    from pipeline.cli.app import app
 
     path = tmp_path / "p.json"
     path.write_text(json.dumps(copy4.ledger.api_response(3, 7)))
     result = CliRunner().invoke(app, ["ingest-json", str(path), "--warehouse", str(tmp_path / "w.duckdb")])
     assert result.exit_code == 0, result.output
     assert "api_participants" in result.output
-    missing = CliRunner().invoke(app, ["ingest-json", str(tmp_path / "nope.json"), "--warehouse", str(tmp_path / "w.duckdb")])
+    missing = CliRunner().invoke(
+        app, ["ingest-json", str(tmp_path / "nope.json"), "--warehouse", str(tmp_path / "w.duckdb")]
+    )
     assert missing.exit_code == 1 and "no such file" in missing.output

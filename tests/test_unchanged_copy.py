@@ -1,5 +1,5 @@
 """An ingest of a PostgreSQL copy whose change markers, and the warehouse's store state, are those its
-last ingest left records the run without reading the copy (pipeline/reingest.py). Every kind of change
+last ingest left records the run without reading the copy (pipeline/ingest/unchanged.py). Every kind of change
 in between, in the copy or in the warehouse, takes the full ingest again, and the warehouse ends as a
 full ingest leaves it."""
 
@@ -17,12 +17,13 @@ import duckdb
 import psycopg
 import pytest
 
-from pipeline.ingest import ingest_store
-from pipeline.reingest import STAMP_PREFIX, ingest_source
+from pipeline.ingest.copies import ingest_source
+from pipeline.ingest.store import ingest_store
+from pipeline.ingest.unchanged import STAMP_PREFIX
 from pipeline.samples.release_lines import SAMPLE_LINES
-from pipeline.sources import open_store
-from pipeline.sources.postgres_markers import read_markers
-from pipeline.warehouse import open_for_write
+from pipeline.sources.store import open_store
+from pipeline.sources.store.postgres_markers import read_markers
+from pipeline.warehouse.database import open_for_write
 from tests.helpers import assert_views_equal, frame, throwaway_database, views
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,11 +78,18 @@ def test_an_unchanged_copy_is_told_by_its_markers_and_reports_what_a_full_ingest
         assert s.rows == {} and s.quarantined == 0 and s.escrows_changed == 0 and s.new_epochs == []
         assert s.escrows_unchanged == first.escrows_changed + first.escrows_unchanged
         assert (s.copy_at, s.snapshot_disagreements, s.snapshot_disagreements_imported) == (
-            first.copy_at, first.snapshot_disagreements, first.snapshot_disagreements_imported)
+            first.copy_at,
+            first.snapshot_disagreements,
+            first.snapshot_disagreements_imported,
+        )
     assert second.run_id == full.run_id  # the same position in the same history
     run = last_run(wh)
     assert (run["run_id"], run["status"], run["copy_at"], json.loads(run["rows"])) == (
-        second.run_id, "ok", first_run["copy_at"], {"quarantined": 0})
+        second.run_id,
+        "ok",
+        first_run["copy_at"],
+        {"quarantined": 0},
+    )
     # Its input digest is what it read: the markers, the same as the full ingest's store computes.
     assert run["input_digest"] == stamp(wh, first.source_id)["markers"] != first_run["input_digest"]
     store = open_store(pg_copy)
@@ -95,17 +103,25 @@ def test_an_unchanged_copy_is_told_by_its_markers_and_reports_what_a_full_ingest
 
 # Changes in the copy, each of something an ingest reads of every copy, and what the full ingest then writes.
 COPY_CHANGES = {
-    "session settled": ("UPDATE devshard_sessions SET status = 'settled', settled_at = 1790000000 "
-                        "WHERE escrow_id = (SELECT min(escrow_id) FROM devshard_sessions WHERE status = 'active')",
-                        lambda s: s.escrows_changed == 1),
-    "escrow cache row": ("UPDATE devshard_escrow_cache SET cached_at = cached_at + 1 "
-                         "WHERE escrow_id = (SELECT min(escrow_id) FROM devshard_escrow_cache)",
-                         lambda s: s.rows == {"escrow_cache": 1}),
-    "ledger writer saved": ("UPDATE accounting_writers SET updated_at = '2026-12-01T00:00:00.000000001Z' "
-                            "WHERE writer_id = (SELECT min(writer_id) FROM accounting_writers)",
-                            lambda s: s.rows["ledger_escrows"] > 0),
-    "payload stored": ("INSERT INTO payload_storage SELECT * FROM held_back_payload",
-                       lambda s: s.rows["answer_checks"] == 1),
+    "session settled": (
+        "UPDATE devshard_sessions SET status = 'settled', settled_at = 1790000000 "
+        "WHERE escrow_id = (SELECT min(escrow_id) FROM devshard_sessions WHERE status = 'active')",
+        lambda s: s.escrows_changed == 1,
+    ),
+    "escrow cache row": (
+        "UPDATE devshard_escrow_cache SET cached_at = cached_at + 1 "
+        "WHERE escrow_id = (SELECT min(escrow_id) FROM devshard_escrow_cache)",
+        lambda s: s.rows == {"escrow_cache": 1},
+    ),
+    "ledger writer saved": (
+        "UPDATE accounting_writers SET updated_at = '2026-12-01T00:00:00.000000001Z' "
+        "WHERE writer_id = (SELECT min(writer_id) FROM accounting_writers)",
+        lambda s: s.rows["ledger_escrows"] > 0,
+    ),
+    "payload stored": (
+        "INSERT INTO payload_storage SELECT * FROM held_back_payload",
+        lambda s: s.rows["answer_checks"] == 1,
+    ),
     "column added": ("ALTER TABLE devshard_sessions ADD COLUMN note TEXT", lambda s: s.rows == {}),
 }
 
@@ -114,10 +130,13 @@ COPY_CHANGES = {
 def test_a_change_in_the_copy_takes_the_full_ingest_and_ends_as_a_fresh_one(change, pg_copy, tmp_path):
     sql, wrote = COPY_CHANGES[change]
     with psycopg.connect(pg_copy, autocommit=True) as pg:  # a payload held back: what "payload stored" stores
-        pg.execute("CREATE TABLE held_back_payload AS SELECT * FROM payload_storage "
-                   "ORDER BY escrow_id, inference_id LIMIT 1")
-        pg.execute("DELETE FROM payload_storage p USING held_back_payload h "
-                   "WHERE p.escrow_id = h.escrow_id AND p.inference_id = h.inference_id")
+        pg.execute(
+            "CREATE TABLE held_back_payload AS SELECT * FROM payload_storage ORDER BY escrow_id, inference_id LIMIT 1"
+        )
+        pg.execute(
+            "DELETE FROM payload_storage p USING held_back_payload h "
+            "WHERE p.escrow_id = h.escrow_id AND p.inference_id = h.inference_id"
+        )
     wh = tmp_path / "w.duckdb"
     ingest(wh, pg_copy)
     assert ingest(wh, pg_copy).markers_unchanged
@@ -156,8 +175,11 @@ def test_a_stamp_of_another_pipeline_version_or_unreadable_is_not_trusted(stampe
     key = STAMP_PREFIX + first.source_id
     con = duckdb.connect(str(wh))
     value = json.loads(con.execute("SELECT value FROM warehouse_meta WHERE key = ?", [key]).fetchall()[0][0])
-    text = {"another version": json.dumps(value | {"version": "0.0.1"}), "not JSON": "{markers",
-            "a field missing": json.dumps({k: v for k, v in value.items() if k != "escrows"})}[stamped]
+    text = {
+        "another version": json.dumps(value | {"version": "0.0.1"}),
+        "not JSON": "{markers",
+        "a field missing": json.dumps({k: v for k, v in value.items() if k != "escrows"}),
+    }[stamped]
     con.execute("UPDATE warehouse_meta SET value = ? WHERE key = ?", [text, key])
     con.close()
     assert not ingest(wh, pg_copy).markers_unchanged
@@ -197,15 +219,21 @@ def test_markers_do_not_depend_on_the_session_settings_of_the_reader(pg_copy, mo
     """A time zone, date style or float setting of the server, the database or the environment does not
     change the text the markers hash (a timestamptz and a float column make it show)."""
     with psycopg.connect(pg_copy, autocommit=True) as pg:
-        pg.execute("ALTER TABLE devshard_escrow_cache ADD COLUMN seen_at TIMESTAMPTZ DEFAULT '2026-11-30 23:30:00+00', "
-                   "ADD COLUMN ratio DOUBLE PRECISION DEFAULT 0.1")
+        pg.execute(
+            "ALTER TABLE devshard_escrow_cache ADD COLUMN seen_at TIMESTAMPTZ DEFAULT '2026-11-30 23:30:00+00', "
+            "ADD COLUMN ratio DOUBLE PRECISION DEFAULT 0.1"
+        )
     con = duckdb.connect()
     try:
         plain = read_markers(pg_copy, lambda: con)
         with psycopg.connect(pg_copy, autocommit=True) as pg:
             name = pg.execute("SELECT current_database()").fetchone()[0]
-            for setting, value in (("TimeZone", "Asia/Tokyo"), ("extra_float_digits", "-3"), ("bytea_output", "escape")):
-                pg.execute(f'ALTER DATABASE "{name}" SET {setting} = \'{value}\'')
+            for setting, value in (
+                ("TimeZone", "Asia/Tokyo"),
+                ("extra_float_digits", "-3"),
+                ("bytea_output", "escape"),
+            ):
+                pg.execute(f"ALTER DATABASE \"{name}\" SET {setting} = '{value}'")
         monkeypatch.setenv("PGDATESTYLE", "SQL, DMY")
         assert read_markers(pg_copy, lambda: con) == plain
     finally:
@@ -220,20 +248,29 @@ def test_markers_do_not_depend_on_the_session_settings_of_the_reader(pg_copy, mo
 def test_cli_says_the_copy_was_not_read(pg_copy, tmp_path):
     wh = tmp_path / "w.duckdb"
     ingest(wh, pg_copy)
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "ingest", pg_copy, "-w", str(wh)],
-                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli.app", "ingest", pg_copy, "-w", str(wh)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
-    assert "rows written: none (its change markers are those of its last ingest: the copy was not read)" in result.stderr
+    assert (
+        "rows written: none (its change markers are those of its last ingest: the copy was not read)" in result.stderr
+    )
     assert result.stdout == ""  # a summary: stderr only
 
 
 def test_run_reads_an_unchanged_postgres_source_by_its_markers(pg_copy, timeline, tmp_path, capsys):
-    from pipeline.runner import run_job
+    from pipeline.jobs.run import run_job
 
     timeline.write_builds_toml(tmp_path / "builds.toml")
     cfg = tmp_path / "gonka-evidence.toml"
-    cfg.write_text(f'warehouse = "{tmp_path / "w.duckdb"}"\noutput = "{tmp_path / "out"}"\nhost = "{timeline.focal_host}"\n'
-                   f'builds = "{tmp_path / "builds.toml"}"\n\n[[sources]]\nurl = "{pg_copy}"\nlabel = "host-pg"\n')
+    cfg.write_text(
+        f'warehouse = "{tmp_path / "w.duckdb"}"\noutput = "{tmp_path / "out"}"\nhost = "{timeline.focal_host}"\n'
+        f'builds = "{tmp_path / "builds.toml"}"\n\n[[sources]]\nurl = "{pg_copy}"\nlabel = "host-pg"\n'
+    )
     first = run_job(cfg, None)
     printed_first = capsys.readouterr().out
     second = run_job(cfg, None)

@@ -1,4 +1,4 @@
-"""The vLLM log grammar (pipeline/sources/vllm_logs.py) on hard inputs.
+"""The vLLM log grammar (pipeline/sources/logs/vllm.py) on hard inputs.
 
 The rows, their `at` and the stream state must not depend on where the file is cut into chunks:
 generated logs of every supported vLLM version, the edge-case log of test_logs, and seeded random
@@ -16,10 +16,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from pipeline.sources import vllm_logs
-from pipeline.sources.logfiles import LogFile
+from pipeline.sources.logs import vllm as vllm_logs
+from pipeline.sources.logs.files import LogFile
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 STATE = ("lines", "records", "unparsed", "rollovers", "last_month", "version", "first", "last", "base")
 
 
@@ -34,8 +34,9 @@ def _parse(file: LogFile, year, chunk_bytes: int) -> tuple[dict, vllm_logs.VllmS
     return {k: pl.concat(v) if v else None for k, v in out.items()}, st
 
 
-def _same_at_every_cut(path, year=None, chunks=(vllm_logs.CHUNK_BYTES, 3000),
-                       mtime=dt.datetime(2026, 3, 1, tzinfo=UTC)) -> dict:
+def _same_at_every_cut(
+    path, year=None, chunks=(vllm_logs.CHUNK_BYTES, 3000), mtime=dt.datetime(2026, 3, 1, tzinfo=UTC)
+) -> dict:
     """The rows and state of the parse at each chunk size, which must all be equal; the first one's rows."""
     file = LogFile(path, mtime)
     first, st_first = _parse(file, year, chunks[0])
@@ -44,8 +45,11 @@ def _same_at_every_cut(path, year=None, chunks=(vllm_logs.CHUNK_BYTES, 3000),
         for name in first:
             assert (first[name] is None) == (other[name] is None), name
             if first[name] is not None:
-                assert_frame_equal(first[name].sort("line", maintain_order=True),
-                                   other[name].sort("line", maintain_order=True), check_exact=True)
+                assert_frame_equal(
+                    first[name].sort("line", maintain_order=True),
+                    other[name].sort("line", maintain_order=True),
+                    check_exact=True,
+                )
         for attr in STATE:
             assert getattr(st_first, attr) == getattr(st_other, attr), attr
     return first
@@ -72,19 +76,66 @@ def test_edge_log(tmp_path):
     _same_at_every_cut(path, chunks=(1 << 20, 64, 1000), mtime=dt.datetime(2027, 1, 2, tzinfo=UTC))
 
 
-NUMBERS = ["0", "7", "12.5", "-3.25", "nan", "00012", "3.", ".5", "1e5", "-", "123456789012345678",
-           "1234567890123456789", "0.1000000000000000055511151231257827", "9" * 30 + ".5", "nanx", "12.5.3"]
-SPEC_FIELDS = ["Mean acceptance length: {}", "Accepted throughput: {} tokens/s", "Drafted throughput: {} tokens/s",
-               "Accepted: {} tokens", "Drafted: {} tokens", "Draft acceptance rate: {}%",
-               "Avg Draft acceptance rate: {}%", "Per-position acceptance rate: {}", "Unknown: {}"]
-STATS_FIELDS = ["Running: {} reqs", "Waiting: {} reqs", "Pending: {} reqs", "Swapped: {} reqs", "Preemptions: {}",
-                "GPU KV cache usage: {}%", "Prefix cache hit rate: {}%", "CPU KV cache usage: {}%"]
+NUMBERS = [
+    "0",
+    "7",
+    "12.5",
+    "-3.25",
+    "nan",
+    "00012",
+    "3.",
+    ".5",
+    "1e5",
+    "-",
+    "123456789012345678",
+    "1234567890123456789",
+    "0.1000000000000000055511151231257827",
+    "9" * 30 + ".5",
+    "nanx",
+    "12.5.3",
+]
+SPEC_FIELDS = [
+    "Mean acceptance length: {}",
+    "Accepted throughput: {} tokens/s",
+    "Drafted throughput: {} tokens/s",
+    "Accepted: {} tokens",
+    "Drafted: {} tokens",
+    "Draft acceptance rate: {}%",
+    "Avg Draft acceptance rate: {}%",
+    "Per-position acceptance rate: {}",
+    "Unknown: {}",
+]
+STATS_FIELDS = [
+    "Running: {} reqs",
+    "Waiting: {} reqs",
+    "Pending: {} reqs",
+    "Swapped: {} reqs",
+    "Preemptions: {}",
+    "GPU KV cache usage: {}%",
+    "Prefix cache hit rate: {}%",
+    "CPU KV cache usage: {}%",
+]
 HEADS = ["", "Engine 000: ", "Engine 12: ", "2 Engines Aggregated: ", "Engine x: ", "Engine 001 "]
-PREFIXES = ["", "(EngineCore_DP0 pid=2834) ", "\x1b[36m(EngineCore_DP0 pid=2834)\x1b[0m ", "(APIServer pid=1)",
-            "(Bad pid=x) ", "[rank0]: ", "my-host | "]
+PREFIXES = [
+    "",
+    "(EngineCore_DP0 pid=2834) ",
+    "\x1b[36m(EngineCore_DP0 pid=2834)\x1b[0m ",
+    "(APIServer pid=1)",
+    "(Bad pid=x) ",
+    "[rank0]: ",
+    "my-host | ",
+]
 LEVELS = ["INFO", "DEBUG", "WARNING", "ERROR", "CRITICAL", "\x1b[32mINFO\x1b[0m", "TRACE"]
-EXTRAS = ["", " died unexpectedly", " version 1.2.3", ", LLM engine (v0.9.1)", " EngineDeadError", "\x1b[1m",
-          " CUDA out of memory", ", Engine 000: x"]
+EXTRAS = [
+    "",
+    " died unexpectedly",
+    " version 1.2.3",
+    ", LLM engine (v0.9.1)",
+    " EngineDeadError",
+    "\x1b[1m",
+    " CUDA out of memory",
+    ", Engine 000: x",
+]
 
 
 INT_FIELDS = ("Accepted:", "Drafted:", "Running", "Waiting", "Pending", "Swapped", "Preemptions")
@@ -102,8 +153,17 @@ def _random_line(rng: random.Random, t: dt.datetime) -> str:
     kind = rng.random()
     stamp = t.strftime("%m-%d %H:%M:%S")
     if rng.random() < 0.02:
-        stamp = rng.choice(["13-01 00:00:00", "02-30 10:00:00", "04-31 23:59:59", "01-01 24:00:00", "01-01 10:60:00",
-                            "00-10 10:00:00", "1-01 10:00:00"])
+        stamp = rng.choice(
+            [
+                "13-01 00:00:00",
+                "02-30 10:00:00",
+                "04-31 23:59:59",
+                "01-01 24:00:00",
+                "01-01 10:60:00",
+                "00-10 10:00:00",
+                "1-01 10:00:00",
+            ]
+        )
     if rng.random() < 0.1:
         stamp += rng.choice([".123", ",5", ".", ""])
     env = f"{rng.choice(LEVELS)} {stamp} [{rng.choice(['loggers.py:118', 'metrics.py:86', 'a]b.py:1', ''])}] "
@@ -112,7 +172,9 @@ def _random_line(rng: random.Random, t: dt.datetime) -> str:
     if kind < 0.4:
         fields = rng.sample(SPEC_FIELDS, rng.randint(0, len(SPEC_FIELDS)))
         if rng.random() < 0.8:  # mostly records that parse
-            fields = ["Accepted: {} tokens", "Drafted: {} tokens"] + [f for f in fields if not f.startswith(("Acc", "Dra"))]
+            fields = ["Accepted: {} tokens", "Drafted: {} tokens"] + [
+                f for f in fields if not f.startswith(("Acc", "Dra"))
+            ]
         parts = []
         for f in fields:
             if f.startswith("Per-position"):
@@ -121,20 +183,40 @@ def _random_line(rng: random.Random, t: dt.datetime) -> str:
                 parts.append(f.format(_number(rng, f)))
         msg = "SpecDecoding metrics:" + rng.choice([" ", "", "  ", "\t", " \x1c"]) + ", ".join(parts)
     elif kind < 0.8:
-        msg = (rng.choice(HEADS) + f"Avg prompt throughput: {_number(rng)} tokens/s, "
-               f"Avg generation throughput: {_number(rng)} tokens/s")
+        msg = (
+            rng.choice(HEADS) + f"Avg prompt throughput: {_number(rng)} tokens/s, "
+            f"Avg generation throughput: {_number(rng)} tokens/s"
+        )
         fields = rng.sample(STATS_FIELDS, rng.randint(0, len(STATS_FIELDS)))
         if rng.random() < 0.8:
             fields = ["Running: {} reqs"] + [f for f in fields if not f.startswith("Running")]
         msg += "".join(", " + f.format(_number(rng, f)) for f in fields)
     elif kind < 0.9:
-        msg = rng.choice(["Initializing a V1 LLM engine (v0.8.5) with config", "vLLM API server version 0.10.2",
-                          "EngineCore encountered a fatal error.", "PoC generation started", "plain message",
-                          "Application startup complete."])
+        msg = rng.choice(
+            [
+                "Initializing a V1 LLM engine (v0.8.5) with config",
+                "vLLM API server version 0.10.2",
+                "EngineCore encountered a fatal error.",
+                "PoC generation started",
+                "plain message",
+                "Application startup complete.",
+            ]
+        )
     else:
-        return rng.choice(["", "   ", "\t\x1c", "Traceback (most recent call last):", "  File \"x.py\", line 1",
-                           "ValueError: boom", "INFO:     Started server process [1]", "not a record",
-                           "INFO:     Application startup complete.", "torch.OutOfMemoryError: CUDA out of memory"])
+        return rng.choice(
+            [
+                "",
+                "   ",
+                "\t\x1c",
+                "Traceback (most recent call last):",
+                '  File "x.py", line 1',
+                "ValueError: boom",
+                "INFO:     Started server process [1]",
+                "not a record",
+                "INFO:     Application startup complete.",
+                "torch.OutOfMemoryError: CUDA out of memory",
+            ]
+        )
     if rng.random() < 0.05:
         msg += rng.choice(EXTRAS)
     return rng.choice(PREFIXES) + env + msg
@@ -179,8 +261,10 @@ def test_rollovers_and_versions_carry_across_chunks(tmp_path):
         stamp = t.strftime("%m-%d %H:%M:%S")
         if i % 50 == 0:
             lines.append(f"INFO {stamp} [api_server.py:1] vLLM API server version 0.{9 + i // 100}.1")
-        lines.append(f"INFO {stamp} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation "
-                     f"throughput: 2.0 tokens/s, Running: {i % 5} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.5%")
+        lines.append(
+            f"INFO {stamp} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation "
+            f"throughput: 2.0 tokens/s, Running: {i % 5} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.5%"
+        )
         if i == 200:
             lines.append(f"INFO {stamp} [x.py:1] modèle chargé")
     path = tmp_path / "chain.log"
@@ -225,7 +309,10 @@ def test_the_first_spec_marker_of_a_message_counts(tmp_path):
     """The fields are those after the first occurrence of the marker, wherever a second one lies."""
     lines = []
     for pad in (0, 5, 40, 120, 300):
-        first, second = "SpecDecoding metrics: Accepted: 7 tokens, Drafted: 9 tokens, ", "SpecDecoding metrics: Accepted: 1 tokens"
+        first, second = (
+            "SpecDecoding metrics: Accepted: 7 tokens, Drafted: 9 tokens, ",
+            "SpecDecoding metrics: Accepted: 1 tokens",
+        )
         second += ", Drafted: 2 tokens".ljust(len(first) - len(second))
         lines.append(f"INFO 03-01 10:00:{pad % 60:02d} [metrics.py:1] {'x' * pad}{first}{second}{'y' * pad}")
     path = tmp_path / "twice.log"
@@ -236,13 +323,30 @@ def test_the_first_spec_marker_of_a_message_counts(tmp_path):
 
 def test_numbers_are_read_correctly_rounded(tmp_path):
     """Floats of every length (beyond 2^53, many digits after the point) read as Python's float() reads them."""
-    numbers = ["9007199254740992", "9007199254740993", "0.9007199254740993", "900719925474099.3", "1234567890123456789",
-               "12345678901234567890", "0." + "0" * 21 + "1", "0." + "0" * 22 + "1", "123.4567890123456789", "-0.0",
-               "0" * 19 + "1.5", "1." + "9" * 22, "-9007199254740992.5"]
+    numbers = [
+        "9007199254740992",
+        "9007199254740993",
+        "0.9007199254740993",
+        "900719925474099.3",
+        "1234567890123456789",
+        "12345678901234567890",
+        "0." + "0" * 21 + "1",
+        "0." + "0" * 22 + "1",
+        "123.4567890123456789",
+        "-0.0",
+        "0" * 19 + "1.5",
+        "1." + "9" * 22,
+        "-9007199254740992.5",
+    ]
     path = tmp_path / "numbers.log"
-    path.write_text("".join(f"INFO 03-01 10:00:{i:02d} [loggers.py:118] Avg prompt throughput: {x} tokens/s, Avg generation "
-                            f"throughput: 1.0 tokens/s, Running: 1 reqs, GPU KV cache usage: {x}%\n"
-                            for i, x in enumerate(numbers)), encoding="ascii")
+    path.write_text(
+        "".join(
+            f"INFO 03-01 10:00:{i:02d} [loggers.py:118] Avg prompt throughput: {x} tokens/s, Avg generation "
+            f"throughput: 1.0 tokens/s, Running: 1 reqs, GPU KV cache usage: {x}%\n"
+            for i, x in enumerate(numbers)
+        ),
+        encoding="ascii",
+    )
     out = _same_at_every_cut(path, year=2026)
     assert out["stats"]["prompt_tps"].to_list() == [float(x) for x in numbers]
 
@@ -267,8 +371,13 @@ def test_stopping_early_or_a_failing_scan_leaves_no_thread_waiting(tmp_path, mon
     def failing_scan() -> None:
         scan = vllm_logs._scan_chunk
         calls = []
-        monkeypatch.setattr(vllm_logs, "_scan_chunk", lambda block: scan(block) if calls.append(1) or len(calls) < 3
-                            else (_ for _ in ()).throw(ValueError("scan failed")))
+        monkeypatch.setattr(
+            vllm_logs,
+            "_scan_chunk",
+            lambda block: (
+                scan(block) if calls.append(1) or len(calls) < 3 else (_ for _ in ()).throw(ValueError("scan failed"))
+            ),
+        )
         try:
             list(vllm_logs.iter_vllm_batches(file, 2026, None, 2000))
         except ValueError as exc:
@@ -285,8 +394,11 @@ def test_stopping_early_or_a_failing_scan_leaves_no_thread_waiting(tmp_path, mon
 def test_identical_records_are_distinct_rows_by_line(tmp_path):
     """The same record printed twice is two records (two lines); rows carry the line their record starts on,
     whatever the chunk size and the process prefix."""
-    heads = [f"INFO 03-01 10:00:{i % 3:02d} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, "
-             f"Avg generation throughput: 2.0 tokens/s, Running: {i % 2} reqs" for i in range(60)]
+    heads = [
+        f"INFO 03-01 10:00:{i % 3:02d} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, "
+        f"Avg generation throughput: 2.0 tokens/s, Running: {i % 2} reqs"
+        for i in range(60)
+    ]
     prefixed = ["(EngineCore_DP0 pid=7) " + h if i % 4 == 0 else h for i, h in enumerate(heads)]
     path = tmp_path / "dups.log"
     path.write_text("\n".join(prefixed) + "\n", encoding="ascii")
@@ -300,8 +412,13 @@ def test_blocks_hold_every_line_once(tmp_path, gz):
     """Blocks end at a line end, hold each byte once, and survive lines longer than a block (and gzip)."""
     import gzip
 
-    lines = b"".join(b"INFO 03-01 10:00:%02d [x.py:1] line %d%s\n" % (i % 60, i, b"x" * (9000 if i % 997 == 0 else 0))
-                     for i in range(5000)) + b"no final newline"
+    lines = (
+        b"".join(
+            b"INFO 03-01 10:00:%02d [x.py:1] line %d%s\n" % (i % 60, i, b"x" * (9000 if i % 997 == 0 else 0))
+            for i in range(5000)
+        )
+        + b"no final newline"
+    )
     path = tmp_path / ("a.log.gz" if gz else "a.log")
     path.write_bytes(gzip.compress(lines) if gz else lines)
     blocks = [bytes(b) for b in vllm_logs._chunks(LogFile(path, dt.datetime(2026, 3, 2, tzinfo=UTC)), 4096)]
@@ -312,11 +429,14 @@ def test_blocks_hold_every_line_once(tmp_path, gz):
 def test_an_impossible_stamp_is_an_unparsed_line_not_an_error(tmp_path):
     """Month 13 or hour 25 cannot be dated: the line is not a record (it used to stop the whole parse)."""
     path = tmp_path / "bad-stamp.log"
-    path.write_text("INFO 03-01 10:00:00 [x.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
-                    "2.0 tokens/s, Running: 3 reqs\n"
-                    "INFO 13-01 10:00:10 [x.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
-                    "2.0 tokens/s, Running: 4 reqs\n"
-                    "INFO 03-01 25:00:20 [x.py:1] plain\n", encoding="ascii")
+    path.write_text(
+        "INFO 03-01 10:00:00 [x.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
+        "2.0 tokens/s, Running: 3 reqs\n"
+        "INFO 13-01 10:00:10 [x.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
+        "2.0 tokens/s, Running: 4 reqs\n"
+        "INFO 03-01 25:00:20 [x.py:1] plain\n",
+        encoding="ascii",
+    )
     out, st = _parse(LogFile(path, dt.datetime(2026, 3, 2, tzinfo=UTC)), 2026, 1 << 20)
     assert out["stats"]["running"].to_list() == [3]
     assert out["unparsed"]["line"].to_list() == [2, 3]
@@ -331,15 +451,21 @@ def test_v1_tracebacks_with_the_header_on_every_line_are_one_record(tmp_path):
     beside the data file). The same at every chunk cut, including inside the tracebacks."""
     from pathlib import Path
 
-    from pipeline.ingest_logs import ingest_logs
-    from pipeline.warehouse import fetch_frame, open_for_write
+    from pipeline.ingest.logs import ingest_logs
+    from pipeline.warehouse.database import fetch_frame, open_for_write
 
     path = Path(__file__).parent / "data" / "vllm_v1_header_traceback.log"
     out = _same_at_every_cut(path, year=2025, chunks=(1 << 20, 300, 64))
     events = out["events"].select("line", "kind", "proc", "detail").rows()
     assert [(line, kind, proc) for line, kind, proc, _ in events] == [
-        (2, "fatal", "EngineCore"), (2, "oom", "EngineCore"), (9, "engine_dead", "APIServer"), (14, "fatal", "EngineCore_DP0")]
-    assert events[0][3].startswith("EngineCore encountered a fatal error. — torch.OutOfMemoryError: CUDA out of memory.")
+        (2, "fatal", "EngineCore"),
+        (2, "oom", "EngineCore"),
+        (9, "engine_dead", "APIServer"),
+        (14, "fatal", "EngineCore_DP0"),
+    ]
+    assert events[0][3].startswith(
+        "EngineCore encountered a fatal error. — torch.OutOfMemoryError: CUDA out of memory."
+    )
     assert events[3][3].startswith("EngineCore failed to start. — ValueError: Free memory on device (3.22/4.0 GiB)")
     assert out["stats"].height == 1 and out["unparsed"].height == 0
     con = open_for_write(tmp_path / "v1.duckdb")

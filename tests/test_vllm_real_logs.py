@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.evidence import compute
-from pipeline.ingest_logs import ingest_logs
-from pipeline.warehouse import fetch_frame, open_for_write
+from pipeline.ingest.logs import ingest_logs
+from pipeline.warehouse.database import fetch_frame, open_for_write
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 DATA = Path(__file__).parent / "data" / "vllm_real"
 HOST = "gonka1realvllmlogs"
 
@@ -48,15 +48,17 @@ def load(tmp_path):
 
 
 def events(con) -> list[tuple]:
-    return fetch_frame(con, "SELECT line, kind, level, proc, \"at\" FROM engine_events ORDER BY line, kind").rows()
+    return fetch_frame(con, 'SELECT line, kind, level, proc, "at" FROM engine_events ORDER BY line, kind').rows()
 
 
 def deaths(con) -> list[tuple]:
-    return fetch_frame(con, "SELECT \"at\", oom, kinds, records, proc, line FROM engine_deaths ORDER BY \"at\"").rows()
+    return fetch_frame(con, 'SELECT "at", oom, kinds, records, proc, line FROM engine_deaths ORDER BY "at"').rows()
 
 
 def quarantined(con) -> list[str]:
-    return fetch_frame(con, "SELECT reason FROM quarantine WHERE table_name = 'vllm_log' ORDER BY reason")["reason"].to_list()
+    return fetch_frame(con, "SELECT reason FROM quarantine WHERE table_name = 'vllm_log' ORDER BY reason")[
+        "reason"
+    ].to_list()
 
 
 def stability(con) -> tuple[int, int]:
@@ -74,12 +76,15 @@ def test_every_real_file_has_its_source_noted():
 
 # -- V0 ------------------------------------------------------------------------------------------
 
+
 def test_v0_background_task_failed_is_one_death(load):
     """vLLM 0.5.x (V0, no opening bracket): the engine loop times out and `Engine background task failed`
     prints its traceback with the header on every line; one death, not an OOM."""
     con, summary = load("v05_engine_background_task_failed.log")
     assert (summary.lines, summary.unparsed) == (10, 0)
-    stats = fetch_frame(con, "SELECT line, engine, running, waiting, kv_cache_usage, preemptions FROM log_engine_stats").rows()
+    stats = fetch_frame(
+        con, "SELECT line, engine, running, waiting, kv_cache_usage, preemptions FROM log_engine_stats"
+    ).rows()
     assert stats == [(1, None, 8, 0, pytest.approx(0.035), None)]
     assert events(con) == [(3, "engine_dead", "ERROR", None, at(2025, 7, 7, 15, 20, 11))]
     assert deaths(con) == [(at(2025, 7, 7, 15, 20, 11), False, ["engine_dead"], 1, None, 3)]
@@ -93,8 +98,9 @@ def test_v0_asyncio_callback_traceback_without_header_is_folded(load):
     line, so there is no event, and nothing is quarantined."""
     con, summary = load("v02_callback_traceback.log")
     assert (summary.lines, summary.unparsed) == (11, 0)
-    stats = fetch_frame(con, "SELECT line, running, waiting, kv_cache_usage, generation_tps FROM log_engine_stats "
-                             "ORDER BY line").rows()
+    stats = fetch_frame(
+        con, "SELECT line, running, waiting, kv_cache_usage, generation_tps FROM log_engine_stats ORDER BY line"
+    ).rows()
     assert stats == [(1, 1, 0, pytest.approx(0.91), 67.0), (2, 1, 0, pytest.approx(0.956), 66.0)]
     assert events(con) == [] and deaths(con) == []
     assert fetch_frame(con, "SELECT records FROM log_files").rows() == [(2,)]
@@ -131,10 +137,15 @@ def test_v0_speculative_metrics_line(load):
     con, summary = load("v063_speculative_metrics.log")
     assert (summary.lines, summary.unparsed) == (2, 0)
     assert fetch_frame(con, "SELECT records FROM log_files").rows() == [(2,)]
-    row = fetch_frame(con, "SELECT line, accepted, drafted, drafts, spec_tokens, cumulative, acceptance_rate_printed, "
-                           "per_position, mal_printed FROM log_spec_decode").rows()
+    row = fetch_frame(
+        con,
+        "SELECT line, accepted, drafted, drafts, spec_tokens, cumulative, acceptance_rate_printed, "
+        "per_position, mal_printed FROM log_spec_decode",
+    ).rows()
     assert row == [(1, 8547, 13311, 4437, 3, True, pytest.approx(64.2), None, None)]
-    windows = fetch_frame(con, "SELECT accepted, drafted, drafts, mean_acceptance_length FROM spec_decode_windows").rows()
+    windows = fetch_frame(
+        con, "SELECT accepted, drafted, drafts, mean_acceptance_length FROM spec_decode_windows"
+    ).rows()
     assert windows == [(8547, 13311, 4437, pytest.approx(1 + 8547 / 4437))]
 
 
@@ -144,8 +155,9 @@ def test_v0_speculative_metrics_are_cumulative(load):
     of lines."""
     con, summary = load("v06_speculative_metrics_cumulative.log")
     assert (summary.lines, summary.unparsed) == (2, 0)
-    windows = fetch_frame(con, "SELECT \"at\", accepted, drafted, drafts, mean_acceptance_length FROM spec_decode_windows "
-                               "ORDER BY \"at\"").rows()
+    windows = fetch_frame(
+        con, 'SELECT "at", accepted, drafted, drafts, mean_acceptance_length FROM spec_decode_windows ORDER BY "at"'
+    ).rows()
     assert windows == [(at(2025, 2, 6, 3, 5, 53), 1, 5, 1, 2.0), (at(2025, 2, 6, 3, 18, 9), 0, 10, 2, 1.0)]
     acc = compute("acceptance", con, host=HOST, command="gonka-evidence evidence acceptance").rows.row(0, named=True)
     assert (acc["windows"], acc["drafts"], acc["drafted"], acc["accepted"]) == (2, 3, 15, 1)
@@ -156,12 +168,14 @@ def test_v0_speculative_metrics_restart_without_start_line(tmp_path):
     printed it): the counts fall from 8547 to 1 accepted, a restart whose start line is missing, so the
     counting starts again from the line after the fall instead of giving negative windows."""
     path = tmp_path / "v0-restart.log"
-    path.write_text((DATA / "v063_speculative_metrics.log").read_text()
-                    + (DATA / "v06_speculative_metrics_cumulative.log").read_text())
+    path.write_text(
+        (DATA / "v063_speculative_metrics.log").read_text()
+        + (DATA / "v06_speculative_metrics_cumulative.log").read_text()
+    )
     con = open_for_write(tmp_path / "w.duckdb")
     try:
         ingest_logs(con, [path], host=HOST, kind="vllm", year=2024)
-        windows = fetch_frame(con, "SELECT accepted, drafted, drafts FROM spec_decode_windows ORDER BY \"at\"").rows()
+        windows = fetch_frame(con, 'SELECT accepted, drafted, drafts FROM spec_decode_windows ORDER BY "at"').rows()
         assert windows == [(8547, 13311, 4437), (1, 5, 1), (0, 10, 2)]
     finally:
         con.close()
@@ -174,7 +188,9 @@ def test_v0_header_less_async_engine_dead_error(load, tmp_path):
     con, summary = load("v0_asyncenginedead_tail.log", year=2023)
     assert (summary.lines, summary.unparsed) == (15, 15) and events(con) == []
     path = tmp_path / "v0-dead.log"
-    path.write_text((DATA / "v02_callback_traceback.log").read_text() + (DATA / "v0_asyncenginedead_tail.log").read_text())
+    path.write_text(
+        (DATA / "v02_callback_traceback.log").read_text() + (DATA / "v0_asyncenginedead_tail.log").read_text()
+    )
     con = open_for_write(tmp_path / "w.duckdb")
     try:
         summary = ingest_logs(con, [path], host=HOST, kind="vllm", year=2023)
@@ -189,13 +205,16 @@ def test_v0_header_less_async_engine_dead_error(load, tmp_path):
 
 # -- V1: worker deaths, data-parallel engines, start-up failures -----------------------------------
 
+
 def test_v1_worker_death_then_engine_fatal_is_one_death(load):
     """V1 behind a compose prefix: `Worker proc VllmWorker-3 died unexpectedly` and a second later the engine
     core's fatal error: two signals, one death dated by the first."""
     con, summary = load("v1_worker_died_compose.log")
     assert (summary.lines, summary.unparsed) == (10, 0)
-    assert events(con) == [(2, "worker_died", "ERROR", None, at(2025, 11, 8, 11, 1, 29)),
-                           (3, "fatal", "ERROR", None, at(2025, 11, 8, 11, 1, 30))]
+    assert events(con) == [
+        (2, "worker_died", "ERROR", None, at(2025, 11, 8, 11, 1, 29)),
+        (3, "fatal", "ERROR", None, at(2025, 11, 8, 11, 1, 30)),
+    ]
     assert deaths(con) == [(at(2025, 11, 8, 11, 1, 29), False, ["fatal", "worker_died"], 2, None, 2)]
     assert stability(con) == (1, 0)
 
@@ -214,8 +233,9 @@ def test_v1_data_parallel_stats_and_fatal(load):
     the fatal error of `EngineCore_0`."""
     con, summary = load("v091_dp_stats_fatal.log")
     assert (summary.lines, summary.unparsed) == (4, 0)
-    stats = fetch_frame(con, "SELECT line, engine, prompt_tps, generation_tps, running FROM log_engine_stats "
-                             "ORDER BY line").rows()
+    stats = fetch_frame(
+        con, "SELECT line, engine, prompt_tps, generation_tps, running FROM log_engine_stats ORDER BY line"
+    ).rows()
     assert stats == [(1, "0", 1.9, 10.3, 0), (2, "1", 1.5, 10.0, 0)]  # the engine number, as /metrics labels it
     assert events(con) == [(3, "fatal", "ERROR", "EngineCore_0", at(2025, 6, 11, 11, 46, 39))]
     assert stability(con) == (1, 0)
@@ -231,7 +251,9 @@ def test_v1_two_data_parallel_engines_dying_are_one_death(load):
     assert events(con) == [(6, "fatal", "ERROR", "EngineCore_1", t), (11, "fatal", "ERROR", "EngineCore_3", t)]
     assert deaths(con) == [(t, False, ["fatal"], 2, "EngineCore_1", 6)]
     assert stability(con) == (1, 0)
-    assert len(quarantined(con)) == 1 and quarantined(con)[0].startswith("unparsed line 5 of v085_dp_two_engines_fatal.log")
+    assert len(quarantined(con)) == 1 and quarantined(con)[0].startswith(
+        "unparsed line 5 of v085_dp_two_engines_fatal.log"
+    )
 
 
 def test_v083_data_parallel_start_failure_with_interleaved_tracebacks(load):
@@ -252,16 +274,23 @@ def test_data_parallel_engines_each_printing_a_start_line_are_one_launch(tmp_pat
     ready, a fatal error, a second launch)."""
     head = "(EngineCore_{i} pid=10{i}) {lvl} 04-17 23:{t} [core.py:{n}] "
     init = "Initializing a V1 LLM engine (v0.8.3) with config: model='/m', seed=None"
-    lines = [head.format(i=0, lvl="INFO", t="05:00", n=61) + init, head.format(i=1, lvl="INFO", t="05:01", n=61) + init,
-             "INFO:     Application startup complete.",
-             head.format(i=1, lvl="ERROR", t="15:00", n=390) + "EngineCore hit an exception: Traceback (most recent call last):",
-             head.format(i=0, lvl="INFO", t="16:00", n=61) + init, head.format(i=1, lvl="INFO", t="16:02", n=61) + init]
+    lines = [
+        head.format(i=0, lvl="INFO", t="05:00", n=61) + init,
+        head.format(i=1, lvl="INFO", t="05:01", n=61) + init,
+        "INFO:     Application startup complete.",
+        head.format(i=1, lvl="ERROR", t="15:00", n=390)
+        + "EngineCore hit an exception: Traceback (most recent call last):",
+        head.format(i=0, lvl="INFO", t="16:00", n=61) + init,
+        head.format(i=1, lvl="INFO", t="16:02", n=61) + init,
+    ]
     path = tmp_path / "dp.log"
     path.write_text("\n".join(lines) + "\n")
     con = open_for_write(tmp_path / "w.duckdb")
     try:
         ingest_logs(con, [path], host=HOST, kind="vllm", year=2025)
-        starts = fetch_frame(con, "SELECT line, cycle_start FROM engine_events WHERE kind = 'start' ORDER BY line").rows()
+        starts = fetch_frame(
+            con, "SELECT line, cycle_start FROM engine_events WHERE kind = 'start' ORDER BY line"
+        ).rows()
         assert starts == [(1, True), (2, False), (5, True), (6, False)]
         row = compute("stability", con, host=HOST, command="x").rows.row(0, named=True)
         # ready is dated by the record before it (23:05:01): 1 s from the first start line, not 0 from the second
@@ -293,15 +322,21 @@ def test_v1_header_traceback_oom_and_engine_dead_are_one_oom_death(load):
 
 # -- stats and spec-decode lines of several versions -------------------------------------------------
 
+
 def test_v1_docker_timestamps_keep_the_process(load):
     """`docker logs --timestamps` puts an RFC 3339 stamp before the process prefix: the line is a record and
     the process is still `APIServer`."""
     con, summary = load("v1_docker_timestamps_stats.log", year=2026)
     assert summary.unparsed == 0
-    stats = fetch_frame(con, "SELECT line, proc, \"at\", engine, prompt_tps, running, waiting, kv_cache_usage "
-                             "FROM log_engine_stats ORDER BY line").rows()
-    assert stats == [(1, "APIServer", at(2026, 5, 12, 8, 1, 39), "0", 6335.3, 9, 0, pytest.approx(0.628)),
-                     (2, "APIServer", at(2026, 5, 12, 8, 1, 49), "0", 0.0, 9, 1, pytest.approx(0.688))]
+    stats = fetch_frame(
+        con,
+        'SELECT line, proc, "at", engine, prompt_tps, running, waiting, kv_cache_usage '
+        "FROM log_engine_stats ORDER BY line",
+    ).rows()
+    assert stats == [
+        (1, "APIServer", at(2026, 5, 12, 8, 1, 39), "0", 6335.3, 9, 0, pytest.approx(0.628)),
+        (2, "APIServer", at(2026, 5, 12, 8, 1, 49), "0", 0.0, 9, 1, pytest.approx(0.688)),
+    ]
 
 
 def test_spec_line_0102_dev_with_throughput_and_old_rate_first(load):
@@ -309,9 +344,12 @@ def test_spec_line_0102_dev_with_throughput_and_old_rate_first(load):
     first, then MAL with the +1, throughputs, counts and five per-position rates."""
     con, summary = load("v0102dev_spec_line.log")
     assert summary.unparsed == 0
-    row = fetch_frame(con, "SELECT s.proc, s.accepted, s.drafted, s.drafts, s.per_position, s.mal_printed, "
-                           "s.mal_semantics, s.accepted_tps, s.drafted_tps, s.acceptance_rate_printed, "
-                           "w.mean_acceptance_length FROM log_spec_decode s JOIN spec_decode_windows w USING (record_key)").row(0)
+    row = fetch_frame(
+        con,
+        "SELECT s.proc, s.accepted, s.drafted, s.drafts, s.per_position, s.mal_printed, "
+        "s.mal_semantics, s.accepted_tps, s.drafted_tps, s.acceptance_rate_printed, "
+        "w.mean_acceptance_length FROM log_spec_decode s JOIN spec_decode_windows w USING (record_key)",
+    ).row(0)
     assert row[:4] == ("APIServer", 262, 295, 59)  # drafts = round(262 / 4.44)
     assert row[4] == [0.983, 0.949, 0.915, 0.881, 0.712]
     assert row[5:10] == (5.44, "plus1", 4.37, 4.92, 88.8)
@@ -323,13 +361,21 @@ def test_spec_and_stats_lines_of_020(load):
     rate`; the acceptance evidence sums the windows."""
     con, summary = load("v020_spec_and_stats.log")
     assert summary.unparsed == 0
-    spec = fetch_frame(con, "SELECT line, accepted, drafted, drafts, per_position, acceptance_rate_printed "
-                            "FROM log_spec_decode ORDER BY line").rows()
+    spec = fetch_frame(
+        con,
+        "SELECT line, accepted, drafted, drafts, per_position, acceptance_rate_printed "
+        "FROM log_spec_decode ORDER BY line",
+    ).rows()
     assert spec == [(1, 195, 261, 87, [0.851, 0.747, 0.644], 74.7), (3, 218, 261, 87, [0.920, 0.816, 0.770], 83.5)]
-    stats = fetch_frame(con, "SELECT line, engine, generation_tps, running, kv_cache_usage, prefix_cache_hit_rate "
-                             "FROM log_engine_stats ORDER BY line").rows()
-    assert stats == [(2, "0", 30.5, 1, pytest.approx(0.167), pytest.approx(0.858)),
-                     (4, "0", 29.3, 1, pytest.approx(0.167), pytest.approx(0.858))]
+    stats = fetch_frame(
+        con,
+        "SELECT line, engine, generation_tps, running, kv_cache_usage, prefix_cache_hit_rate "
+        "FROM log_engine_stats ORDER BY line",
+    ).rows()
+    assert stats == [
+        (2, "0", 30.5, 1, pytest.approx(0.167), pytest.approx(0.858)),
+        (4, "0", 29.3, 1, pytest.approx(0.167), pytest.approx(0.858)),
+    ]
     acc = compute("acceptance", con, host=HOST, command="gonka-evidence evidence acceptance").rows.row(0, named=True)
     assert (acc["windows"], acc["drafts"], acc["drafted"], acc["accepted"]) == (2, 174, 522, 413)
     assert acc["mean_acceptance_length"] == pytest.approx(1 + 413 / 174)
@@ -340,8 +386,9 @@ def test_spec_lines_with_k15_and_nothing_accepted(load):
     cannot be recovered from MAL 1.00 and stay unknown, its drafted tokens still count."""
     con, summary = load("v1_spec_k15_and_zero_accepted.log")
     assert summary.unparsed == 0
-    spec = fetch_frame(con, "SELECT line, accepted, drafted, drafts, len(per_position), mal_printed "
-                            "FROM log_spec_decode ORDER BY line").rows()
+    spec = fetch_frame(
+        con, "SELECT line, accepted, drafted, drafts, len(per_position), mal_printed FROM log_spec_decode ORDER BY line"
+    ).rows()
     assert spec == [(1, 89, 975, 65, 15, 2.37), (2, 0, 495, None, 5, 1.0)]
 
 

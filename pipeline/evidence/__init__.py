@@ -64,13 +64,21 @@ def compute(
     return result
 
 
-def reproducing_command(name: str, host: str | None, *, epoch: int | str | None = None, since: Any = None,
-                        until: Any = None, warehouse: str | None = None, **options: Any) -> str:
+def reproducing_command(
+    name: str,
+    host: str | None,
+    *,
+    epoch: int | str | None = None,
+    since: Any = None,
+    until: Any = None,
+    warehouse: str | None = None,
+    **options: Any,
+) -> str:
     """The `gonka-evidence evidence` command line that computes table `name` with these arguments:
     the window's times in UTC, the set table options by their flags, `--warehouse` when given."""
     import shlex
 
-    from pipeline.render.text import iso_utc
+    from pipeline.output.render.text import iso_utc
 
     args = ["gonka-evidence", "evidence", name]
     for flag, value in (("--host", host), ("--epoch", epoch), ("--since", since), ("--until", until)):
@@ -87,5 +95,16 @@ def reproducing_command(name: str, host: str | None, *, epoch: int | str | None 
     return shlex.join(args)
 
 
-__all__ = ["EVIDENCE", "EvidenceError", "EvidenceResult", "EvidenceSpec", "Option", "Provenance", "ReportContext",
-           "ReportSection", "Window", "compute", "reproducing_command"]
+__all__ = [
+    "EVIDENCE",
+    "EvidenceError",
+    "EvidenceResult",
+    "EvidenceSpec",
+    "Option",
+    "Provenance",
+    "ReportContext",
+    "ReportSection",
+    "Window",
+    "compute",
+    "reproducing_command",
+]

@@ -23,7 +23,9 @@ def reference(specs: dict[str, EvidenceSpec]) -> str:
     sections = []
     for spec in specs.values():
         sql = ", ".join(f"`sql/{path}`" for path in spec.sql) or "none"
-        sections.append(f"## `{spec.name}`\n\n{overview(spec)}\n\n*SQL:* {sql}.\n\n{inspect.cleandoc(spec.definitions)}")
+        sections.append(
+            f"## `{spec.name}`\n\n{overview(spec)}\n\n*SQL:* {sql}.\n\n{inspect.cleandoc(spec.definitions)}"
+        )
     return "# Evidence tables\n\n" + "\n\n".join(sections) + "\n"
 
 

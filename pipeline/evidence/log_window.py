@@ -6,9 +6,9 @@ import datetime as dt
 
 import duckdb
 
+from pipeline.core.paths import sql_text
 from pipeline.evidence.window import EvidenceError, Window
-from pipeline.paths import sql_text
-from pipeline.warehouse import fetch_frame
+from pipeline.warehouse.database import fetch_frame
 
 
 def time_bounds(con: duckdb.DuckDBPyConnection, window: Window) -> tuple[dt.datetime | None, dt.datetime | None]:

@@ -9,13 +9,13 @@ from typing import Any
 
 import duckdb
 
-import pipeline
+from pipeline.core.paths import sql_text
+from pipeline.core.version import pipeline_version
 from pipeline.evidence.result import Provenance
 from pipeline.evidence.spec import EvidenceSpec
 from pipeline.evidence.window import Window
-from pipeline.paths import sql_text
-from pipeline.render.text import iso_utc
-from pipeline.warehouse import fetch_frame
+from pipeline.output.render.text import iso_utc
+from pipeline.warehouse.database import fetch_frame
 
 
 def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> Provenance:
@@ -36,7 +36,7 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
         window=window.as_dict(),
         quarantined_rows=int(quarantined),
         command=command,
-        pipeline_version=pipeline.__version__,
+        pipeline_version=pipeline_version(),
         failed_runs=fetch_frame(con, sql_text("evidence/failed_runs.sql")).to_dicts(),
     )
 
@@ -59,8 +59,9 @@ def window_args(window: Window) -> list[str]:
     return []
 
 
-def evidence_command(spec: EvidenceSpec, host: str, window: Window, options: dict[str, Any],
-                     warehouse_arg: str | None = None) -> str:
+def evidence_command(
+    spec: EvidenceSpec, host: str, window: Window, options: dict[str, Any], warehouse_arg: str | None = None
+) -> str:
     """The ``gonka-evidence evidence`` command that prints `spec`'s table with these options."""
     args = ["gonka-evidence", "evidence", spec.name, "--host", host, *window_args(window)]
     for name, value in options.items():

@@ -1,7 +1,7 @@
-"""The registry of evidence tables: every module of this package that registers an `EvidenceSpec`.
+"""The registry of evidence tables: every module of `pipeline.evidence.tables` registers an `EvidenceSpec`.
 
 Importing the package's modules is what registers them, so a new table is found by being a
-module here; the order is the report order (`ReportSection.order`), then tables outside the
+module there; the order is the report order (`ReportSection.order`), then tables outside the
 report by name.
 """
 
@@ -15,7 +15,7 @@ from pipeline.evidence.spec import EvidenceSpec, Option, registered
 
 def load_specs() -> dict[str, EvidenceSpec]:
     """Every registered table, name → spec, in report order."""
-    package = importlib.import_module("pipeline.evidence")
+    package = importlib.import_module("pipeline.evidence.tables")
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{module.name}")
     ordered = sorted(registered().values(), key=lambda s: (s.report is None, s.report.order if s.report else 0, s.name))

@@ -82,10 +82,10 @@ def _utc(value: Any, option: str) -> dt.datetime:
         except ValueError:
             raise EvidenceError(f"{option} {value!r} is not an ISO-8601 time (e.g. 2026-10-25T23:06:00Z)") from None
     if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=dt.timezone.utc)
-    return parsed.astimezone(dt.timezone.utc)
+        return parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC)
 
 
 def iso_utc(value: dt.datetime) -> str:
     """``2026-10-25T23:06:00Z``: how windows are written in notes and titles."""
-    return value.astimezone(dt.timezone.utc).replace(tzinfo=None).isoformat() + "Z"
+    return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat() + "Z"

@@ -20,11 +20,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--last-epoch", type=int, default=None, help="epoch the copy is taken in (default: the last)")
     parser.add_argument("--no-ledger", action="store_true", help="leave out the gateway ledger (accounting.db)")
-    parser.add_argument("--no-payloads", action="store_true",
-                        help="leave out the stored request and response bodies (store/payloads/)")
+    parser.add_argument(
+        "--no-payloads", action="store_true", help="leave out the stored request and response bodies (store/payloads/)"
+    )
     parser.add_argument("--no-log", action="store_true", help="leave out the focal host's vLLM log (vllm/vllm.log)")
-    parser.add_argument("--line", choices=sorted(SAMPLE_LINES), default=BUNDLED_LINE,
-                        help="the writer's release line (migration lists, snapshot format, imports)")
+    parser.add_argument(
+        "--line",
+        choices=sorted(SAMPLE_LINES),
+        default=BUNDLED_LINE,
+        help="the writer's release line (migration lists, snapshot format, imports)",
+    )
     args = parser.parse_args(argv)
     timeline = generate_timeline(SampleSpec(seed=args.seed))
     last_epoch = timeline.spec.epochs[-1] if args.last_epoch is None else args.last_epoch

@@ -28,21 +28,42 @@ WRITERS = ("gw-a", "gw-b")
 LEGACY_WRITER = "_legacy_blob"
 FLAGS = ("slow_receipt", "slow_chunk", "clock_drifted", "slow_decode", "logprobs_decoded")
 # Probability of each flag on a delivered answer, outside / inside the PoC phase.
-FLAG_RATES = {"slow_receipt": (0.05, 0.05), "slow_chunk": (0.06, 0.3), "clock_drifted": (0.03, 0.03),
-              "slow_decode": (0.12, 0.6), "logprobs_decoded": (0.02, 0.02)}
+FLAG_RATES = {
+    "slow_receipt": (0.05, 0.05),
+    "slow_chunk": (0.06, 0.3),
+    "clock_drifted": (0.03, 0.03),
+    "slow_decode": (0.12, 0.6),
+    "logprobs_decoded": (0.02, 0.02),
+}
 POC_NONCES = range(40, 52)  # the PoC window of every escrow (nonces dispatched during PoC)
 WARMUP_STARTS = 2  # the first answers of each escrow are gateway warm-up probes
 FINISHED = ("finished_used", "finished_unused", "finished_usage_unknown")
 PHASE_RANK = {"active": 0, "finalizing": 1, "finalized": 2, "settled": 3}
 
 TRUTH_SCHEMA = {
-    "epoch_id": pl.Int64, "participant": pl.String, "model": pl.String, "assigned_nonces": pl.Int64,
-    "protocol_only": pl.Int64, "finished_used": pl.Int64, "finished_unused": pl.Int64,
-    "finished_usage_unknown": pl.Int64, "unfinished_refused": pl.Int64, "unfinished_execution": pl.Int64,
-    "delivered": pl.Int64, "warmup_probes": pl.Int64, "delivered_outside_poc": pl.Int64,
-    "slow_decode": pl.Int64, "slow_chunk": pl.Int64, "slow_receipt": pl.Int64, "clock_drifted": pl.Int64,
-    "logprobs_decoded": pl.Int64, "slow_decode_in_poc": pl.Int64, "protocol_misses": pl.Int64,
-    "protocol_invalid": pl.Int64, "unresolved_challenges": pl.Int64, "recorded_invalid_transitions": pl.Int64,
+    "epoch_id": pl.Int64,
+    "participant": pl.String,
+    "model": pl.String,
+    "assigned_nonces": pl.Int64,
+    "protocol_only": pl.Int64,
+    "finished_used": pl.Int64,
+    "finished_unused": pl.Int64,
+    "finished_usage_unknown": pl.Int64,
+    "unfinished_refused": pl.Int64,
+    "unfinished_execution": pl.Int64,
+    "delivered": pl.Int64,
+    "warmup_probes": pl.Int64,
+    "delivered_outside_poc": pl.Int64,
+    "slow_decode": pl.Int64,
+    "slow_chunk": pl.Int64,
+    "slow_receipt": pl.Int64,
+    "clock_drifted": pl.Int64,
+    "logprobs_decoded": pl.Int64,
+    "slow_decode_in_poc": pl.Int64,
+    "protocol_misses": pl.Int64,
+    "protocol_invalid": pl.Int64,
+    "unresolved_challenges": pl.Int64,
+    "recorded_invalid_transitions": pl.Int64,
 }
 
 
@@ -114,8 +135,14 @@ class LedgerBuilder:
 
         rng = random.Random(f"{self.seed}:{plan.escrow_id}:ledger")
         group = plan.group
-        ledger = EscrowLedger(plan.escrow_id, plan.epoch_id, next(iter(machine.records.values())).model,
-                              group.slots, upto, "settled" if settled else "active")
+        ledger = EscrowLedger(
+            plan.escrow_id,
+            plan.epoch_id,
+            next(iter(machine.records.values())).model,
+            group.slots,
+            upto,
+            "settled" if settled else "active",
+        )
         starts = 0
         for nonce in range(1, upto + 1):
             slot = nonce % group.size
@@ -146,8 +173,13 @@ class LedgerBuilder:
                 ledger.invalid.append((record.inference_id, record.executor_slot))
         for slot in range(group.size):  # the mirror of the session's HostStats
             stats = machine.stats(slot)
-            ledger.host_stats[slot] = {"Missed": stats.missed, "Invalid": stats.invalid, "Cost": stats.cost,
-                                       "RequiredValidations": 0, "CompletedValidations": 0}
+            ledger.host_stats[slot] = {
+                "Missed": stats.missed,
+                "Invalid": stats.invalid,
+                "Cost": stats.cost,
+                "RequiredValidations": 0,
+                "CompletedValidations": 0,
+            }
         self.escrows.append(ledger)
 
     def build(self, focal: str, schema_version: int = 6) -> LedgerCopy:
@@ -163,8 +195,12 @@ class LedgerBuilder:
                 target = newest[0]
                 slot = target.slots.index(focal)
                 target.host_stats[slot]["Missed"] += 1
-                planted["miss_disagreement"] = {"epoch_id": target.epoch_id, "escrow_id": target.escrow_id,
-                                                "participant": focal, "slot_id": slot}
+                planted["miss_disagreement"] = {
+                    "epoch_id": target.epoch_id,
+                    "escrow_id": target.escrow_id,
+                    "participant": focal,
+                    "slot_id": slot,
+                }
         return LedgerCopy(schema_version, escrows, planted)
 
 
@@ -180,33 +216,56 @@ class LedgerCopy:
         rows["accounting_meta"].append({"key": "schema_version", "value": str(self.schema_version)})
         rows["accounting_migration"].append({"name": "blob_to_rows", "completed_at": "2026-10-01T00:00:00Z"})
         for i, writer in enumerate(WRITERS):
-            rows["accounting_writers"].append({"writer_id": writer, "updated_at": f"2026-10-2{i}T10:00:00.123456789Z",
-                                               "writer_errors": i})
-        rows["accounting_writers"].append({"writer_id": LEGACY_WRITER, "updated_at": "2026-10-01T00:00:00Z",
-                                           "writer_errors": 0})
+            rows["accounting_writers"].append(
+                {"writer_id": writer, "updated_at": f"2026-10-2{i}T10:00:00.123456789Z", "writer_errors": i}
+            )
+        rows["accounting_writers"].append(
+            {"writer_id": LEGACY_WRITER, "updated_at": "2026-10-01T00:00:00Z", "writer_errors": 0}
+        )
         for e in self.escrows:
-            rows["accounting_escrow_state"].append({
-                "escrow_id": e.escrow_id, "creation_epoch": e.epoch_id, "model": e.model,
-                "meta_json": _dumps(self._meta(e)), "phase": e.phase, "phase_rank": PHASE_RANK[e.phase],
-                "latest_nonce": e.latest_nonce})
+            rows["accounting_escrow_state"].append(
+                {
+                    "escrow_id": e.escrow_id,
+                    "creation_epoch": e.epoch_id,
+                    "model": e.model,
+                    "meta_json": _dumps(self._meta(e)),
+                    "phase": e.phase,
+                    "phase_rank": PHASE_RANK[e.phase],
+                    "latest_nonce": e.latest_nonce,
+                }
+            )
             counts: Counter = Counter()
             for fact in e.facts:
                 if fact.kind in ("protocol", "in_flight"):
                     continue
                 counts[(fact.writer, _key_bytes(counter_key(fact, self.schema_version)))] += 1
             for (writer, key), n in sorted(counts.items()):
-                rows["accounting_escrow_counters"].append({
-                    "escrow_id": e.escrow_id, "writer_id": writer, "counter_id": hashlib.sha256(key).hexdigest(),
-                    "counter_key": key, "count": n})
+                rows["accounting_escrow_counters"].append(
+                    {
+                        "escrow_id": e.escrow_id,
+                        "writer_id": writer,
+                        "counter_id": hashlib.sha256(key).hexdigest(),
+                        "counter_key": key,
+                        "count": n,
+                    }
+                )
             for slot, hs in sorted(e.host_stats.items()):
-                rows["accounting_escrow_host_stats"].append({
-                    "escrow_id": e.escrow_id, "slot_id": slot, "missed": hs["Missed"], "invalid": hs["Invalid"],
-                    "cost": hs["Cost"], "required_validations": hs["RequiredValidations"],
-                    "completed_validations": hs["CompletedValidations"]})
+                rows["accounting_escrow_host_stats"].append(
+                    {
+                        "escrow_id": e.escrow_id,
+                        "slot_id": slot,
+                        "missed": hs["Missed"],
+                        "invalid": hs["Invalid"],
+                        "cost": hs["Cost"],
+                        "required_validations": hs["RequiredValidations"],
+                        "completed_validations": hs["CompletedValidations"],
+                    }
+                )
             for fact in e.facts:
                 if fact.kind == "protocol":
                     rows["accounting_escrow_protocol_nonces"].append(
-                        {"escrow_id": e.escrow_id, "nonce": fact.nonce, "slot_id": fact.slot})
+                        {"escrow_id": e.escrow_id, "nonce": fact.nonce, "slot_id": fact.slot}
+                    )
             if e.legacy:
                 baseline: dict[int, list[int]] = defaultdict(lambda: [0, 0])
                 for nonce, slot, resolved in e.challenges:
@@ -214,22 +273,32 @@ class LedgerCopy:
                         baseline[slot][0] += 1
                     else:
                         rows["accounting_escrow_challenges"].append(
-                            {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot, "resolved": True})
+                            {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot, "resolved": True}
+                        )
                 for nonce, slot in e.invalid:
                     baseline[slot][1] += 1
-                    rows["accounting_escrow_invalid_nonces"].append({"escrow_id": e.escrow_id, "nonce": nonce,
-                                                                     "slot_id": -1})
+                    rows["accounting_escrow_invalid_nonces"].append(
+                        {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": -1}
+                    )
                 for slot, (open_, invalid) in sorted(baseline.items()):
-                    rows["accounting_escrow_slot_counts"].append({
-                        "escrow_id": e.escrow_id, "writer_id": LEGACY_WRITER, "slot_id": slot,
-                        "open_challenges": open_, "invalid_nonces": invalid})
+                    rows["accounting_escrow_slot_counts"].append(
+                        {
+                            "escrow_id": e.escrow_id,
+                            "writer_id": LEGACY_WRITER,
+                            "slot_id": slot,
+                            "open_challenges": open_,
+                            "invalid_nonces": invalid,
+                        }
+                    )
             else:
                 for nonce, slot, resolved in e.challenges:
                     rows["accounting_escrow_challenges"].append(
-                        {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot, "resolved": resolved})
+                        {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot, "resolved": resolved}
+                    )
                 for nonce, slot in e.invalid:
                     rows["accounting_escrow_invalid_nonces"].append(
-                        {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot})
+                        {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot}
+                    )
         return rows
 
     # -- SQLite accounting.db ----------------------------------------------------------------
@@ -241,7 +310,8 @@ class LedgerCopy:
                 if fact.kind not in ("protocol", "in_flight"):
                     counts[_key_bytes(counter_key(fact, self.schema_version))] += 1
             blob: dict = {
-                "meta": self._meta(e), "latest": e.latest_nonce,
+                "meta": self._meta(e),
+                "latest": e.latest_nonce,
                 "host_stats": {str(s): hs for s, hs in sorted(e.host_stats.items())},
                 "counters": [{"key": json.loads(k), "count": n} for k, n in sorted(counts.items())],
                 "protocol_only": [{"nonce": f.nonce, "slot": f.slot} for f in e.facts if f.kind == "protocol"],
@@ -256,16 +326,23 @@ class LedgerCopy:
             else:
                 blob["challenges"] = [{"nonce": n, "slot": s, "resolved": r} for n, s, r in e.challenges]
                 blob["invalid"] = [{"nonce": n, "slot": s} for n, s in e.invalid]
-            out.append({"escrow_id": e.escrow_id, "creation_epoch": e.epoch_id, "model": e.model,
-                        "payload": _dumps(blob)})
+            out.append(
+                {"escrow_id": e.escrow_id, "creation_epoch": e.epoch_id, "model": e.model, "payload": _dumps(blob)}
+            )
         return out
 
     @staticmethod
     def _meta(e: EscrowLedger) -> dict:
-        return {"escrow_id": e.escrow_id, "creation_epoch": e.epoch_id, "model": e.model,
-                "slots": [{"SlotID": s, "ValidatorAddress": a} for s, a in enumerate(e.slots)],
-                "phase": e.phase, "refusal_timeout_seconds": 60, "execution_timeout_seconds": 600,
-                "timeout_buffer_seconds": 5}
+        return {
+            "escrow_id": e.escrow_id,
+            "creation_epoch": e.epoch_id,
+            "model": e.model,
+            "slots": [{"SlotID": s, "ValidatorAddress": a} for s, a in enumerate(e.slots)],
+            "phase": e.phase,
+            "refusal_timeout_seconds": 60,
+            "execution_timeout_seconds": 600,
+            "timeout_buffer_seconds": 5,
+        }
 
     # -- truth ---------------------------------------------------------------------------------
     def truth(self) -> pl.DataFrame:
@@ -301,9 +378,11 @@ class LedgerCopy:
                         c[flag] += 1
                     elif flag == "slow_decode":
                         c["slow_decode_in_poc"] += 1
-        rows = [{"epoch_id": k[0], "participant": k[1], "model": k[2]} | {c: v[c] for c in TRUTH_SCHEMA
-                                                                         if c not in ("epoch_id", "participant", "model")}
-                for k, v in sorted(acc.items())]
+        rows = [
+            {"epoch_id": k[0], "participant": k[1], "model": k[2]}
+            | {c: v[c] for c in TRUTH_SCHEMA if c not in ("epoch_id", "participant", "model")}
+            for k, v in sorted(acc.items())
+        ]
         return pl.DataFrame(rows, schema=TRUTH_SCHEMA)
 
     # -- saved API / chain responses -----------------------------------------------------------
@@ -327,18 +406,37 @@ class LedgerCopy:
                         counters.append({"escrow_id": e.escrow_id, **parsed, "count": n})
                     else:
                         counters.append({"escrow_id": e.escrow_id, "key": parsed, "count": n})
-            dispositions = {d: row[d] for d in ("finished_used", "finished_unused", "finished_usage_unknown",
-                                                "unfinished_refused", "unfinished_execution") if row[d]}
+            dispositions = {
+                d: row[d]
+                for d in (
+                    "finished_used",
+                    "finished_unused",
+                    "finished_usage_unknown",
+                    "unfinished_refused",
+                    "unfinished_execution",
+                )
+                if row[d]
+            }
             if schema_version < 7 and row["protocol_only"]:
                 dispositions["protocol_only"] = row["protocol_only"]
-            records.append({
-                "schema_version": schema_version, "epoch_index": epoch_id, "participant": row["participant"],
-                "model": row["model"], "assigned_nonces": row["assigned_nonces"], "dispositions": dispositions,
-                "timeout_outcomes": {"applied": row["unfinished_refused"] + row["unfinished_execution"]},
-                "protocol_misses": row["protocol_misses"], "protocol_invalid": row["protocol_invalid"],
-                "unresolved_challenges": row["unresolved_challenges"],
-                "recorded_invalid_transitions": row["recorded_invalid_transitions"],
-                "counters": counters, "findings": [], "future_field": {"kept": True}})
+            records.append(
+                {
+                    "schema_version": schema_version,
+                    "epoch_index": epoch_id,
+                    "participant": row["participant"],
+                    "model": row["model"],
+                    "assigned_nonces": row["assigned_nonces"],
+                    "dispositions": dispositions,
+                    "timeout_outcomes": {"applied": row["unfinished_refused"] + row["unfinished_execution"]},
+                    "protocol_misses": row["protocol_misses"],
+                    "protocol_invalid": row["protocol_invalid"],
+                    "unresolved_challenges": row["unresolved_challenges"],
+                    "recorded_invalid_transitions": row["recorded_invalid_transitions"],
+                    "counters": counters,
+                    "findings": [],
+                    "future_field": {"kept": True},
+                }
+            )
         return {"epoch_index": epoch_id, "participants": records}
 
     def chain_responses(self, epoch_id: int) -> list[dict]:
@@ -347,24 +445,57 @@ class LedgerCopy:
         truth = self.truth().filter(pl.col("epoch_id") == epoch_id)
         out = []
         for row in truth.iter_rows(named=True):
-            out.append({"epochPerformanceSummary": {
-                "epoch_index": str(epoch_id), "participant_id": row["participant"],
-                "inference_count": str(row["delivered"]), "missed_requests": str(row["protocol_misses"]),
-                "earned_coins": "0", "rewarded_coins": "1000", "burned_coins": "0",
-                "validated_inferences": str(row["delivered"] - row["protocol_invalid"]),
-                "invalidated_inferences": str(row["protocol_invalid"]), "claimed": True}})
-            out.append({"host_stats": {
-                "participant": row["participant"], "epoch_index": str(epoch_id),
-                "missed": str(row["protocol_misses"]), "invalid": str(row["protocol_invalid"]), "cost": "0",
-                "required_validations": "0", "completed_validations": "0", "escrow_count": "3"}})
+            out.append(
+                {
+                    "epochPerformanceSummary": {
+                        "epoch_index": str(epoch_id),
+                        "participant_id": row["participant"],
+                        "inference_count": str(row["delivered"]),
+                        "missed_requests": str(row["protocol_misses"]),
+                        "earned_coins": "0",
+                        "rewarded_coins": "1000",
+                        "burned_coins": "0",
+                        "validated_inferences": str(row["delivered"] - row["protocol_invalid"]),
+                        "invalidated_inferences": str(row["protocol_invalid"]),
+                        "claimed": True,
+                    }
+                }
+            )
+            out.append(
+                {
+                    "host_stats": {
+                        "participant": row["participant"],
+                        "epoch_index": str(epoch_id),
+                        "missed": str(row["protocol_misses"]),
+                        "invalid": str(row["protocol_invalid"]),
+                        "cost": "0",
+                        "required_validations": "0",
+                        "completed_validations": "0",
+                        "escrow_count": "3",
+                    }
+                }
+            )
         # gonka-tracker's InferenceResponse: the epoch sits on the response, not on the stats.
-        out.append({"epoch_id": epoch_id, "height": 1_250_000, "participants": [
-            {"index": row["participant"], "address": row["participant"], "current_epoch_stats": {
-                "inference_count": str(row["delivered"]), "missed_requests": str(row["protocol_misses"]),
-                "validated_inferences": str(row["delivered"] - row["protocol_invalid"]),
-                "invalidated_inferences": str(row["protocol_invalid"]),
-                "invalidLLR": {"value": "-1234", "exponent": -3}}}
-            for row in truth.iter_rows(named=True)]})
+        out.append(
+            {
+                "epoch_id": epoch_id,
+                "height": 1_250_000,
+                "participants": [
+                    {
+                        "index": row["participant"],
+                        "address": row["participant"],
+                        "current_epoch_stats": {
+                            "inference_count": str(row["delivered"]),
+                            "missed_requests": str(row["protocol_misses"]),
+                            "validated_inferences": str(row["delivered"] - row["protocol_invalid"]),
+                            "invalidated_inferences": str(row["protocol_invalid"]),
+                            "invalidLLR": {"value": "-1234", "exponent": -3},
+                        },
+                    }
+                    for row in truth.iter_rows(named=True)
+                ],
+            }
+        )
         return out
 
 

@@ -24,10 +24,10 @@ import json
 import os
 import random
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-UTC = timezone.utc
+UTC = UTC
 HOST = "gonka1loghost0000000000000000000000000000"
 EXECUTOR = "gonka1executor000000000000000000000000000"
 K = 5
@@ -68,23 +68,38 @@ class LogTruth:
 
 
 def _acc(truth: LogTruth, build: str) -> dict:
-    return truth.acceptance.setdefault(build, {"windows": 0, "drafts": 0, "drafted": 0, "accepted": 0,
-                                               "pos": [0] * K, "source": "log"})
+    return truth.acceptance.setdefault(
+        build, {"windows": 0, "drafts": 0, "drafted": 0, "accepted": 0, "pos": [0] * K, "source": "log"}
+    )
 
 
 def _stab(truth: LogTruth, build: str) -> dict:
-    return truth.stability.setdefault(build, {"engine_deaths": 0, "ooms": 0, "restarts": 0, "ready": [],
-                                              "preemptions": None, "max_kv": None})
+    return truth.stability.setdefault(
+        build, {"engine_deaths": 0, "ooms": 0, "restarts": 0, "ready": [], "preemptions": None, "max_kv": None}
+    )
 
 
 class VllmFile:
     """Lines of one vLLM log file in the format of `version`, with the truth they carry."""
 
-    def __init__(self, truth: LogTruth, rng: random.Random, version: str, t: datetime, proc: str | None = None,
-                 pid: int = 0, colour: bool = False, *, api_pid: int | None = None, repeat_header: bool = False,
-                 build_at=None, stats_proc: str | None = "engine", model: str = MODEL,
-                 spec_config: str | None = "SpeculativeConfig(method='eagle3', num_spec_tokens=5)",
-                 acceptance: tuple[float, float] = (0.2, 0.9)):
+    def __init__(
+        self,
+        truth: LogTruth,
+        rng: random.Random,
+        version: str,
+        t: datetime,
+        proc: str | None = None,
+        pid: int = 0,
+        colour: bool = False,
+        *,
+        api_pid: int | None = None,
+        repeat_header: bool = False,
+        build_at=None,
+        stats_proc: str | None = "engine",
+        model: str = MODEL,
+        spec_config: str | None = "SpeculativeConfig(method='eagle3', num_spec_tokens=5)",
+        acceptance: tuple[float, float] = (0.2, 0.9),
+    ):
         """`api_pid`: the API server's own pid (V1 runs the engine core in another process; default `pid`);
         `repeat_header`: vLLM's formatter puts the whole header on every line of a multi-line message and
         joins them with ``\r\n`` (docs/sources.md, fatal errors); `build_at(t)`: the host's build at a time
@@ -122,7 +137,9 @@ class VllmFile:
         prefix = self._prefix(proc)
         if self.repeat_header:  # every line but the last ends in the \r of the \r\n joint
             lines = [msg, *more]
-            self.lines.extend(prefix + head + line + ("\r" if i < len(lines) - 1 else "") for i, line in enumerate(lines))
+            self.lines.extend(
+                prefix + head + line + ("\r" if i < len(lines) - 1 else "") for i, line in enumerate(lines)
+            )
         else:
             self.lines.append(prefix + head + msg)
             self.lines.extend(prefix + line for line in more)
@@ -142,8 +159,12 @@ class VllmFile:
         _stab(self.truth, build)["restarts"] += int(self.first is not None or bool(self.truth.spans))
         self.death = None
         self.log("INFO", "api_server.py:1043", f"vLLM API server version {self.version}", proc="APIServer")
-        self.log("INFO", "core.py:61", f"Initializing a V1 LLM engine (v{self.version}) with config: model='{self.model}', "
-                 f"speculative_config={self.spec_config}, seed=0")
+        self.log(
+            "INFO",
+            "core.py:61",
+            f"Initializing a V1 LLM engine (v{self.version}) with config: model='{self.model}', "
+            f"speculative_config={self.spec_config}, seed=0",
+        )
         self.truth.events["start"] = self.truth.events.get("start", 0) + 1
         self.advance(ready_after / 2)
         self.log("INFO", "gpu_model_runner.py:1595", "Model loading took 54.2 GiB and 41.118230 seconds")
@@ -173,8 +194,10 @@ class VllmFile:
         gen = 0.0 if idle else rng.randint(100, 9000) / 10
         src = "v1/metrics/loggers.py:236" if v >= (0, 11, 1) else "loggers.py:118"
         engine = "" if v < (0, 9, 0) else "Engine 000: "
-        stats = (f"{engine}Avg prompt throughput: {prompt:.1f} tokens/s, Avg generation throughput: {gen:.1f} tokens/s, "
-                 f"Running: {running} reqs, Waiting: {waiting} reqs")
+        stats = (
+            f"{engine}Avg prompt throughput: {prompt:.1f} tokens/s, Avg generation throughput: {gen:.1f} tokens/s, "
+            f"Running: {running} reqs, Waiting: {waiting} reqs"
+        )
         if v >= (0, 11, 1) and preemptions > 0:
             stats += f", Preemptions: {preemptions}"
         stats += f", GPU KV cache usage: {kv_tenths / 10:.1f}%, Prefix cache hit rate: {rng.randint(0, 900) / 10:.1f}%"
@@ -198,14 +221,22 @@ class VllmFile:
         mal = accepted / drafts if v < (0, 9, 0) else 1 + accepted / drafts
         rate = 100 * accepted / drafted
         if v < (0, 10, 2):
-            spec = (f"SpecDecoding metrics: Draft acceptance rate: {rate:.1f}%, Mean acceptance length: {mal:.2f}, "
-                    f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, Per-position acceptance rate: {rates}")
+            spec = (
+                f"SpecDecoding metrics: Draft acceptance rate: {rate:.1f}%, Mean acceptance length: {mal:.2f}, "
+                f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, Per-position acceptance rate: {rates}"
+            )
         else:
-            spec = (f"SpecDecoding metrics: Mean acceptance length: {mal:.2f}, Accepted throughput: {accepted / 10:.2f} tokens/s, "
-                    f"Drafted throughput: {drafted / 10:.2f} tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
-                    f"Per-position acceptance rate: {rates}, Avg Draft acceptance rate: {rate:.1f}%")
-        self.log(level, "v1/spec_decode/metrics.py:88" if v >= (0, 11, 1) else "metrics.py:86", spec + extra,
-                 proc=self.stats_proc)
+            spec = (
+                f"SpecDecoding metrics: Mean acceptance length: {mal:.2f}, Accepted throughput: {accepted / 10:.2f} tokens/s, "
+                f"Drafted throughput: {drafted / 10:.2f} tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
+                f"Per-position acceptance rate: {rates}, Avg Draft acceptance rate: {rate:.1f}%"
+            )
+        self.log(
+            level,
+            "v1/spec_decode/metrics.py:88" if v >= (0, 11, 1) else "metrics.py:86",
+            spec + extra,
+            proc=self.stats_proc,
+        )
         self.truth.spec_lines += 1
         a = _acc(self.truth, build)
         a["windows"] += 1
@@ -226,31 +257,47 @@ class VllmFile:
     def fatal(self, oom: bool) -> None:
         self.advance(3)
         build = self.build_at(self.t)
-        cause = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
-                 "of 79.19 GiB of which 1.12 GiB is free." if oom else
-                 "RuntimeError: CUDA error: an illegal memory access was encountered")
-        self.log("ERROR", "core.py:700", "EngineCore encountered a fatal error.", more=[
-            "Traceback (most recent call last):",
-            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 691, in run_engine_core',
-            "    engine_core.run_busy_loop()",
-            '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 1401, in execute_model',
-            "    hidden_states = self.model(",
-            "                    ^^^^^^^^^^^",
-            cause,
-        ])
+        cause = (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+            "of 79.19 GiB of which 1.12 GiB is free."
+            if oom
+            else "RuntimeError: CUDA error: an illegal memory access was encountered"
+        )
+        self.log(
+            "ERROR",
+            "core.py:700",
+            "EngineCore encountered a fatal error.",
+            more=[
+                "Traceback (most recent call last):",
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 691, in run_engine_core',
+                "    engine_core.run_busy_loop()",
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 1401, in execute_model',
+                "    hidden_states = self.model(",
+                "                    ^^^^^^^^^^^",
+                cause,
+            ],
+        )
         self.truth.events["fatal"] = self.truth.events.get("fatal", 0) + 1
         self.died(build, oom)
         if oom:
             self.truth.events["oom"] = self.truth.events.get("oom", 0) + 1
-        self.log("ERROR", "async_llm.py:420", "AsyncLLM output_handler failed.", proc="APIServer", more=[
-            "Traceback (most recent call last):",
-            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
-        ])
+        self.log(
+            "ERROR",
+            "async_llm.py:420",
+            "AsyncLLM output_handler failed.",
+            proc="APIServer",
+            more=[
+                "Traceback (most recent call last):",
+                "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+            ],
+        )
         self.truth.events["engine_dead"] = self.truth.events.get("engine_dead", 0) + 1
 
     def worker_died(self) -> None:
         self.advance(1)
-        self.log("ERROR", "multiproc_executor.py:146", "Worker proc VllmWorker-0 died unexpectedly, shutting down executor.")
+        self.log(
+            "ERROR", "multiproc_executor.py:146", "Worker proc VllmWorker-0 died unexpectedly, shutting down executor."
+        )
         self.truth.events["worker_died"] = self.truth.events.get("worker_died", 0) + 1
         self.died(self.build_at(self.t), oom=False)
 
@@ -323,11 +370,13 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     _touch(truth.files["full_a"], a.last + timedelta(minutes=5))
 
     # Build B: vLLM 0.10.2 with process prefixes and colour, then 0.11.1 with Preemptions.
-    b = VllmFile(truth, rng, "0.10.2", datetime(2026, 1, 2, 9, 0, tzinfo=UTC), proc="EngineCore_DP0", pid=2834, colour=True)
+    b = VllmFile(
+        truth, rng, "0.10.2", datetime(2026, 1, 2, 9, 0, tzinfo=UTC), proc="EngineCore_DP0", pid=2834, colour=True
+    )
     b.start(ready_after=150)
     for i in range(40):
         b.window(extra=", top1: 0.812" if i == 3 else "")
-    b.raw('2027-01-05T10:00:00.123Z | INFO | vllm.v2.metrics | SpecDecoding metrics: mal=3.10 acc=1000 drafted=2500')
+    b.raw("2027-01-05T10:00:00.123Z | INFO | vllm.v2.metrics | SpecDecoding metrics: mal=3.10 acc=1000 drafted=2500")
     truth.unparsed += 1
     b.poc(nonces=4200)
     b.fatal(oom=False)
@@ -375,13 +424,15 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
             f"vllm:spec_decode_num_drafts_total{{{labels}}} {float(counters['drafts'])}",
             f"vllm:spec_decode_num_draft_tokens_total{{{labels}}} {float(counters['tokens'])}",
             f"vllm:spec_decode_num_accepted_tokens_total{{{labels}}} {float(counters['accepted'])}",
-            *(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {float(c)}'
-              for i, c in enumerate(counters["pos"])),
+            *(
+                f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{{labels},position="{i}"}} {float(c)}'
+                for i, c in enumerate(counters["pos"])
+            ),
             f"vllm:num_preemptions_total{{{labels}}} {float(counters['preempt'])}",
             f"vllm:num_requests_running{{{labels}}} {rng.randint(0, 30)}.0",
             f"vllm:num_requests_waiting{{{labels}}} 0.0",
             f"vllm:kv_cache_usage_perc{{{labels}}} 0.{rng.randint(10, 90)}",
-            f'vllm:spec_decode_num_drafts_created{{{labels}}} 1.767e+09',
+            f"vllm:spec_decode_num_drafts_created{{{labels}}} 1.767e+09",
         ]
         path = mdir / f"scrape-{scrape:02d}.prom"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -402,20 +453,37 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
             msg, result = "Cosine similarity validation result", "similarity"
         stamp = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{rng.randint(0, 999):03d}Z"
         if i % 4 == 3:
-            doc = {"time": stamp, "level": "INFO", "msg": msg, "subsystem": "Validation", "inferenceId": str(100 + i),
-                   "executor": EXECUTOR, "model": MODEL}
+            doc = {
+                "time": stamp,
+                "level": "INFO",
+                "msg": msg,
+                "subsystem": "Validation",
+                "inferenceId": str(100 + i),
+                "executor": EXECUTOR,
+                "model": MODEL,
+            }
             if result == "similarity":
                 doc["cosineSimValue"] = value
             lines.append(json.dumps(doc))
         else:
             sim = f" cosineSimValue={value}" if result == "similarity" else ""
-            lines.append(f'time={stamp} level={"INFO" if result == "similarity" else "WARN"} msg="{msg}" '
-                         f'subsystem=Validation{sim} inferenceId={100 + i} executor={EXECUTOR} model={MODEL}')
+            lines.append(
+                f'time={stamp} level={"INFO" if result == "similarity" else "WARN"} msg="{msg}" '
+                f"subsystem=Validation{sim} inferenceId={100 + i} executor={EXECUTOR} model={MODEL}"
+            )
         lines.append(f'time={stamp} level=INFO msg="Submitting validation" subsystem=Validation inferenceId={100 + i}')
-        truth.scores.append({"at": datetime.fromisoformat(stamp.replace("Z", "+00:00")), "value": value,
-                             "passed": value > SIMILARITY_THRESHOLD, "validator_build": build_of(HOST, t),
-                             "executor_build": build_of(EXECUTOR, t)})
-    lines.append('time=2026-01-05T00:00:00.000Z level=INFO msg="Cosine similarity validation result" cosineSimValue=oops')
+        truth.scores.append(
+            {
+                "at": datetime.fromisoformat(stamp.replace("Z", "+00:00")),
+                "value": value,
+                "passed": value > SIMILARITY_THRESHOLD,
+                "validator_build": build_of(HOST, t),
+                "executor_build": build_of(EXECUTOR, t),
+            }
+        )
+    lines.append(
+        'time=2026-01-05T00:00:00.000Z level=INFO msg="Cosine similarity validation result" cosineSimValue=oops'
+    )
     truth.unparsed += 1
     truth.files["dapi"] = directory / "dapi.log"
     truth.files["dapi"].write_text("\n".join(lines) + "\n")
@@ -426,22 +494,48 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     stat = {"dist_threshold": 0.4, "p_mismatch": 0.1, "fraud_threshold": 0.01}
     results = []
     for validator, mismatches in (("gonka1valA", 30), ("gonka1valB", 31), ("gonka1valC", 12)):
-        results.append({"status": "completed", "request_id": f"req-{validator}", "n_total": 200,
-                        "n_mismatch": mismatches, "p_value": 0.5, "fraud_detected": False,
-                        "participant_address": HOST, "validator": validator, "poc_stage_start_block_height": 1200,
-                        "stat_test": stat, "timestamp": "2026-01-03T05:00:00Z"})
-    results.append({"status": "completed", "request_id": "req-empty", "n_total": 0, "n_mismatch": 0,
-                    "mismatch_nonces": [], "p_value": 1.0, "fraud_detected": False, "participant_address": HOST,
-                    "validator": "gonka1valA", "poc_stage_start_block_height": 1300, "timestamp": "2026-01-04T05:00:00Z"})
+        results.append(
+            {
+                "status": "completed",
+                "request_id": f"req-{validator}",
+                "n_total": 200,
+                "n_mismatch": mismatches,
+                "p_value": 0.5,
+                "fraud_detected": False,
+                "participant_address": HOST,
+                "validator": validator,
+                "poc_stage_start_block_height": 1200,
+                "stat_test": stat,
+                "timestamp": "2026-01-03T05:00:00Z",
+            }
+        )
+    results.append(
+        {
+            "status": "completed",
+            "request_id": "req-empty",
+            "n_total": 0,
+            "n_mismatch": 0,
+            "mismatch_nonces": [],
+            "p_value": 1.0,
+            "fraud_detected": False,
+            "participant_address": HOST,
+            "validator": "gonka1valA",
+            "poc_stage_start_block_height": 1300,
+            "timestamp": "2026-01-04T05:00:00Z",
+        }
+    )
     (pdir / "results.json").write_text(json.dumps(results, indent=1))
     (pdir / "validate_report.txt").write_text(
-        "[validate] n_total=1000 n_mismatch=12 p_value=1.0 fraud_detected=False -> PASS (with mismatches within stat-test tolerance)\n")
+        "[validate] n_total=1000 n_mismatch=12 p_value=1.0 fraud_detected=False -> PASS (with mismatches within stat-test tolerance)\n"
+    )
     truth.poc = results
     truth.files["poc"] = pdir
 
     blocks = []
     for host, label, since in BUILDS:
-        blocks.append(f'[[builds]]\nhost  = "{host}"\nlabel = "{label}"\nsince = "{since.strftime("%Y-%m-%dT%H:%M:%SZ")}"\n')
+        blocks.append(
+            f'[[builds]]\nhost  = "{host}"\nlabel = "{label}"\nsince = "{since.strftime("%Y-%m-%dT%H:%M:%SZ")}"\n'
+        )
     truth.files["builds"] = directory / "builds.toml"
     truth.files["builds"].write_text("\n".join(blocks))
     return truth

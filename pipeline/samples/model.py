@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from pipeline.decode import devshard_pb2 as pb
+from pipeline.sources.decode import devshard_pb2 as pb
 
 
 class Status(IntEnum):
@@ -36,9 +36,14 @@ LIVE_OBS = {Status.CHALLENGED, Status.VALIDATED, Status.INVALIDATED}
 DRAIN_RULES = ("unchanged", "refunded", "paid")
 
 TX_KINDS = {
-    "start_inference": "start", "confirm_start": "confirm", "finish_inference": "finish",
-    "timeout_inference": "timeout", "validation": "validation", "validation_vote": "vote",
-    "error_miss": "error_miss", "finalize_round": "finalize",
+    "start_inference": "start",
+    "confirm_start": "confirm",
+    "finish_inference": "finish",
+    "timeout_inference": "timeout",
+    "validation": "validation",
+    "validation_vote": "vote",
+    "error_miss": "error_miss",
+    "finalize_round": "finalize",
 }
 
 
@@ -169,10 +174,15 @@ class EscrowMachine:
         if msg.inference_id != nonce or nonce in self.records:
             raise PlanError(f"start of {msg.inference_id} in diff {nonce}")
         self.records[nonce] = Record(
-            inference_id=nonce, executor_slot=nonce % self.group.size, model=msg.model,
-            prompt_hash=msg.prompt_hash, input_length=msg.input_length, max_tokens=msg.max_tokens,
+            inference_id=nonce,
+            executor_slot=nonce % self.group.size,
+            model=msg.model,
+            prompt_hash=msg.prompt_hash,
+            input_length=msg.input_length,
+            max_tokens=msg.max_tokens,
             started_at=msg.started_at,
-            reserved_cost=(msg.input_length + msg.max_tokens) * self.token_price)
+            reserved_cost=(msg.input_length + msg.max_tokens) * self.token_price,
+        )
 
     def _confirm_start(self, nonce: int, msg: pb.MsgConfirmStart) -> None:
         record = self._live_record(msg.inference_id, Status.PENDING)
@@ -284,8 +294,13 @@ def tx_rows(txs_proto: bytes, group: Group) -> list[dict]:
     for tx_index, tx in enumerate(pb.DiffContent.FromString(txs_proto).txs):
         member = tx.WhichOneof("tx")
         msg = getattr(tx, member) if member else None
-        row = {"tx_index": tx_index, "kind": TX_KINDS.get(member, "other"),
-               "inference_id": getattr(msg, "inference_id", None), "slot": None, "valid": None}
+        row = {
+            "tx_index": tx_index,
+            "kind": TX_KINDS.get(member, "other"),
+            "inference_id": getattr(msg, "inference_id", None),
+            "slot": None,
+            "valid": None,
+        }
         if member in ("start_inference", "confirm_start"):
             row["slot"] = msg.inference_id % group.size
         elif member == "finish_inference":

@@ -26,29 +26,48 @@ FAULTS = ("token_mismatch", "duplicate_top", "nan_logprob", "missing_logprob", "
 MALFORMED = {"json": "not_json", "sse": "truncated"}
 
 TRUTH_SCHEMA = {
-    "epoch_id": pl.Int64, "escrow_id": pl.String, "inference_id": pl.Int64, "temperature": pl.Float64,
-    "top_p": pl.Float64, "completion_tokens": pl.Int64, "logprob_tokens": pl.Int64,
-    "duplicate_top_logprob_positions": pl.Int64, "nan_logprobs": pl.Int64, "missing_logprobs": pl.Int64,
-    "tokens_not_ids": pl.Int64, "empty": pl.Boolean, "sse": pl.Boolean, "complete": pl.Boolean,
+    "epoch_id": pl.Int64,
+    "escrow_id": pl.String,
+    "inference_id": pl.Int64,
+    "temperature": pl.Float64,
+    "top_p": pl.Float64,
+    "completion_tokens": pl.Int64,
+    "logprob_tokens": pl.Int64,
+    "duplicate_top_logprob_positions": pl.Int64,
+    "nan_logprobs": pl.Int64,
+    "missing_logprobs": pl.Int64,
+    "tokens_not_ids": pl.Int64,
+    "empty": pl.Boolean,
+    "sse": pl.Boolean,
+    "complete": pl.Boolean,
     "fault": pl.String,
 }
 
 
 def _sse_events(body: bytes) -> list[dict]:
-    return [json.loads(line[6:]) for line in body.decode().split("\n\n")
-            if line.startswith("data: ") and line != "data: [DONE]"]
+    return [
+        json.loads(line[6:])
+        for line in body.decode().split("\n\n")
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
 
 
 def _sse_body(events: list[dict]) -> bytes:
-    return b"".join(b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n" for e in events) \
+    return (
+        b"".join(b"data: " + json.dumps(e, separators=(",", ":")).encode() + b"\n\n" for e in events)
         + b"data: [DONE]\n\n"
+    )
 
 
 def _entries(events_or_obj, sse: bool) -> list[dict]:
     if not sse:
         return events_or_obj["choices"][0]["logprobs"]["content"]
-    return [e for ev in events_or_obj for ch in ev.get("choices", [])
-            for e in ((ch.get("logprobs") or {}).get("content") or [])]
+    return [
+        e
+        for ev in events_or_obj
+        for ch in ev.get("choices", [])
+        for e in ((ch.get("logprobs") or {}).get("content") or [])
+    ]
 
 
 def _apply(fault: str, doc, sse: bool) -> None:
@@ -92,7 +111,8 @@ def _facts(doc, sse: bool) -> dict:
         tokens = [t["token"] for t in e.get("top_logprobs") or []]
         dup += len(tokens) != len(set(tokens))
     return {
-        "completion_tokens": usage["completion_tokens"], "logprob_tokens": len(entries),
+        "completion_tokens": usage["completion_tokens"],
+        "logprob_tokens": len(entries),
         "duplicate_top_logprob_positions": dup,
         "nan_logprobs": sum(isinstance(e.get("logprob"), float) and math.isnan(e["logprob"]) for e in entries),
         "missing_logprobs": sum(e.get("logprob") is None for e in entries),
@@ -119,10 +139,15 @@ def plant(payloads: list[dict], plans: dict[tuple[str, int], object], malformed:
         fault = queues[form].pop(0) if queues[form] and k % 3 == 0 else None
         body = payload["response_payload"]
         doc = _sse_events(body) if sse else json.loads(body)
-        row = {"epoch_id": payload["epoch_id"], "escrow_id": payload["escrow_id"],
-               "inference_id": payload["inference_id"],
-               "temperature": 1.0 if plan.temperature is None else plan.temperature,
-               "top_p": 1.0 if plan.top_p is None else plan.top_p, "sse": sse, "fault": fault}
+        row = {
+            "epoch_id": payload["epoch_id"],
+            "escrow_id": payload["escrow_id"],
+            "inference_id": payload["inference_id"],
+            "temperature": 1.0 if plan.temperature is None else plan.temperature,
+            "top_p": 1.0 if plan.top_p is None else plan.top_p,
+            "sse": sse,
+            "fault": fault,
+        }
         if fault == "not_json":
             payload["response_payload"] = b"<html>502 Bad Gateway</html>"
             rows.append(row | {"complete": False})

@@ -14,7 +14,7 @@ import json
 import random
 from dataclasses import dataclass, field
 
-from pipeline.decode import devshard_pb2 as pb
+from pipeline.sources.decode import devshard_pb2 as pb
 
 from . import payloads, wire
 from .model import Group
@@ -110,17 +110,24 @@ class EscrowPlan:
         return {"zero": 0, "s": at, "ms": at * 1000 + (nonce * 37) % 1000}[self.created_at_unit]
 
     def escrow_json(self) -> str:
-        return json.dumps({
-            "escrow_id": self.escrow_id, "amount": self.initial_balance, "creator_address": self.creator,
-            "app_hash": wire.fake_bytes("app", self.escrow_id).hex(), "slots": list(self.group.slots),
-            "token_price": self.config["TokenPrice"], "create_devshard_fee": self.config["CreateDevshardFee"],
-            "fee_per_nonce": self.config["FeePerNonce"],
-            "inference_seal_grace_nonces": self.config["InferenceSealGraceNonces"],
-            "inference_seal_grace_seconds": self.config["InferenceSealGraceSeconds"],
-            "auto_seal_every_n_nonces": self.config["AutoSealEveryNNonces"],
-            "validation_rate": self.config["ValidationRate"],
-            "vote_threshold_factor": self.vote_threshold_factor, "epoch_id": self.epoch_id,
-        })
+        return json.dumps(
+            {
+                "escrow_id": self.escrow_id,
+                "amount": self.initial_balance,
+                "creator_address": self.creator,
+                "app_hash": wire.fake_bytes("app", self.escrow_id).hex(),
+                "slots": list(self.group.slots),
+                "token_price": self.config["TokenPrice"],
+                "create_devshard_fee": self.config["CreateDevshardFee"],
+                "fee_per_nonce": self.config["FeePerNonce"],
+                "inference_seal_grace_nonces": self.config["InferenceSealGraceNonces"],
+                "inference_seal_grace_seconds": self.config["InferenceSealGraceSeconds"],
+                "auto_seal_every_n_nonces": self.config["AutoSealEveryNNonces"],
+                "validation_rate": self.config["ValidationRate"],
+                "vote_threshold_factor": self.vote_threshold_factor,
+                "epoch_id": self.epoch_id,
+            }
+        )
 
     def group_json(self) -> str:
         return json.dumps([{"SlotID": s, "ValidatorAddress": a} for s, a in enumerate(self.group.slots)])
@@ -184,8 +191,13 @@ class EscrowPlanner:
             accept = accepted + remaining <= threshold or self.rng.random() >= 0.15
             if accept:
                 accepted += group.weight(voter)
-            votes.append((self.rng.choice(group.slots_of(voter)), accept,
-                          wire.signature(self.escrow_id, inference_id, kind, voter)))
+            votes.append(
+                (
+                    self.rng.choice(group.slots_of(voter)),
+                    accept,
+                    wire.signature(self.escrow_id, inference_id, kind, voter),
+                )
+            )
             if accepted > threshold and self.rng.random() < 0.5:
                 break
         return votes
@@ -197,10 +209,16 @@ class EscrowPlanner:
         factor = 0 if (self.position, self.index) == (0, 2) else spec.vote_threshold_factor
         threshold = n * factor // 100 if factor else n // 2
         config = {
-            "RefusalTimeout": 60, "ExecutionTimeout": 600, "TokenPrice": spec.token_price,
-            "CreateDevshardFee": 1000, "FeePerNonce": 1, "VoteThreshold": threshold,
-            "ValidationRate": spec.validation_rate, "InferenceSealGraceNonces": max(n, 20),
-            "InferenceSealGraceSeconds": 600, "AutoSealEveryNNonces": 10,
+            "RefusalTimeout": 60,
+            "ExecutionTimeout": 600,
+            "TokenPrice": spec.token_price,
+            "CreateDevshardFee": 1000,
+            "FeePerNonce": 1,
+            "VoteThreshold": threshold,
+            "ValidationRate": spec.validation_rate,
+            "InferenceSealGraceNonces": max(n, 20),
+            "InferenceSealGraceSeconds": 600,
+            "AutoSealEveryNNonces": 10,
         }
         if self.newer:
             config["LogprobsMode"] = "processed_logprobs" if self.position >= 3 else "raw_logprobs"
@@ -214,12 +232,12 @@ class EscrowPlanner:
         if self.position == 1 and n_epochs > 2 and self.index < 2:
             drains, drain_rule = True, ("unchanged", "refunded")[self.index]
         error_miss_as_timeout = self.position == 1 and self.index == 2
-        finalizes = not (self.position == min(1, n_epochs - 1) and self.index == spec.escrows_per_epoch - 1
-                         and n_epochs > 1)
+        finalizes = not (
+            self.position == min(1, n_epochs - 1) and self.index == spec.escrows_per_epoch - 1 and n_epochs > 1
+        )
         count = max(30, round(spec.inferences_per_escrow * rng.uniform(0.8, 1.2)))
         epoch_start = CALENDAR_START + self.position * EPOCH_SECONDS
-        opened_at = epoch_start + int((self.index + 0.1 + 0.3 * rng.random())
-                                      * EPOCH_SECONDS / spec.escrows_per_epoch)
+        opened_at = epoch_start + int((self.index + 0.1 + 0.3 * rng.random()) * EPOCH_SECONDS / spec.escrows_per_epoch)
         times = self._nonce_times(opened_at, int(count * 1.3) + 2 * n + 60)
 
         starts: list[int] = []
@@ -230,14 +248,24 @@ class EscrowPlanner:
             nonce += 1
 
         plan = EscrowPlan(
-            epoch_id=self.epoch_id, escrow_id=self.escrow_id, group=group, threshold=threshold,
-            vote_threshold_factor=factor, config=config, creator=rng.choice(cast.gateways),
+            epoch_id=self.epoch_id,
+            escrow_id=self.escrow_id,
+            group=group,
+            threshold=threshold,
+            vote_threshold_factor=factor,
+            config=config,
+            creator=rng.choice(cast.gateways),
             version=None if self.position == 0 else VERSION_TAGS[min(self.position, len(VERSION_TAGS) - 1)],
             initial_balance=5_000_000 + 1000 * rng.randrange(1000),
             legacy_build=self.position == 0,
             created_at_unit="zero" if self.position == 0 else ("ms" if self.position == 2 else "s"),
-            opened_at=opened_at, nonce_times=times, finalizes=finalizes, drains=drains, drain_rule=drain_rule,
-            error_miss_as_timeout=error_miss_as_timeout)
+            opened_at=opened_at,
+            nonce_times=times,
+            finalizes=finalizes,
+            drains=drains,
+            drain_rule=drain_rule,
+            error_miss_as_timeout=error_miss_as_timeout,
+        )
 
         forced = self._forced_stories(starts, group)
         for position, start in enumerate(starts):
@@ -290,9 +318,13 @@ class EscrowPlanner:
 
     def _start_tx(self, plan: EscrowPlan, inference: InferencePlan) -> pb.DevshardTx:
         msg = pb.MsgStartInference(
-            inference_id=inference.inference_id, prompt_hash=hashlib.sha256(inference.prompt).digest(),
-            model=MODEL, input_length=inference.input_length, max_tokens=inference.max_tokens,
-            started_at=inference.started_at)
+            inference_id=inference.inference_id,
+            prompt_hash=hashlib.sha256(inference.prompt).digest(),
+            model=MODEL,
+            input_length=inference.input_length,
+            max_tokens=inference.max_tokens,
+            started_at=inference.started_at,
+        )
         if self.newer:
             msg.observed_height = 1_200_000 + (inference.started_at - CALENDAR_START) // 6
             msg.protocol_version = "2"
@@ -315,10 +347,10 @@ class EscrowPlanner:
         output_tokens = payload_rng.randint(5, 40)
         started_at = plan.nonce_times[i - 1]
         prompt = payloads.request_body(payload_rng, MODEL, max_tokens, temperature, top_p, stream)
-        response = payloads.response_body(payload_rng, MODEL, i, started_at + 3, input_length,
-                                          output_tokens, stream)
-        inference = InferencePlan(i, started_at, temperature, top_p, stream, max_tokens, input_length,
-                                  output_tokens, prompt, response)
+        response = payloads.response_body(payload_rng, MODEL, i, started_at + 3, input_length, output_tokens, stream)
+        inference = InferencePlan(
+            i, started_at, temperature, top_p, stream, max_tokens, input_length, output_tokens, prompt, response
+        )
 
         executor_slot = i % group.size
         executor = group.slots[executor_slot]
@@ -334,54 +366,90 @@ class EscrowPlanner:
         if story == "pending":
             return inference
         if story == "refused":
-            self._emit(i + rng.randint(2, 5), i, self._timeout(group, executor, i, pb.TIMEOUT_REASON_REFUSED,
-                                                               plan.threshold))
+            self._emit(
+                i + rng.randint(2, 5), i, self._timeout(group, executor, i, pb.TIMEOUT_REASON_REFUSED, plan.threshold)
+            )
             return inference
         confirm_at = i + rng.randint(1, 2)
         confirmed_at = started_at + rng.randint(0, 2) - skew
-        self._emit(confirm_at, i, pb.DevshardTx(confirm_start=pb.MsgConfirmStart(
-            inference_id=i, executor_sig=wire.signature(self.escrow_id, i, "receipt"), confirmed_at=confirmed_at)))
+        self._emit(
+            confirm_at,
+            i,
+            pb.DevshardTx(
+                confirm_start=pb.MsgConfirmStart(
+                    inference_id=i, executor_sig=wire.signature(self.escrow_id, i, "receipt"), confirmed_at=confirmed_at
+                )
+            ),
+        )
         if story == "started":
             return inference
         if story == "execution":
-            self._emit(confirm_at + rng.randint(2, 5), i,
-                       self._timeout(group, executor, i, pb.TIMEOUT_REASON_EXECUTION, plan.threshold))
+            self._emit(
+                confirm_at + rng.randint(2, 5),
+                i,
+                self._timeout(group, executor, i, pb.TIMEOUT_REASON_EXECUTION, plan.threshold),
+            )
             return inference
         finish_at = confirm_at + rng.randint(1, 3)
-        self._emit(finish_at, i, pb.DevshardTx(finish_inference=pb.MsgFinishInference(
-            inference_id=i, response_hash=hashlib.sha256(response).digest(), input_tokens=input_length,
-            output_tokens=output_tokens, executor_slot=executor_slot,
-            proposer_sig=wire.signature(self.escrow_id, i, "finish"), escrow_id=self.escrow_id)))
+        self._emit(
+            finish_at,
+            i,
+            pb.DevshardTx(
+                finish_inference=pb.MsgFinishInference(
+                    inference_id=i,
+                    response_hash=hashlib.sha256(response).digest(),
+                    input_tokens=input_length,
+                    output_tokens=output_tokens,
+                    executor_slot=executor_slot,
+                    proposer_sig=wire.signature(self.escrow_id, i, "finish"),
+                    escrow_id=self.escrow_id,
+                )
+            ),
+        )
         if story == "error_miss":
             if plan.error_miss_as_timeout:  # the votes first, as for MsgErrorMiss: the same draws
                 tx = self._timeout(group, executor, i, pb.TIMEOUT_REASON_ERROR, plan.threshold)
                 self._emit(finish_at + rng.randint(1, 2), i, tx)
                 return inference
             votes = self._timeout_votes(group, executor, i, plan.threshold, "error")
-            self._emit(finish_at + rng.randint(1, 2), i, pb.DevshardTx(error_miss=pb.MsgErrorMiss(
-                inference_id=i, votes=[pb.ErrorMissVote(voter_slot=s, accept=a, signature=g) for s, a, g in votes])))
+            self._emit(
+                finish_at + rng.randint(1, 2),
+                i,
+                pb.DevshardTx(
+                    error_miss=pb.MsgErrorMiss(
+                        inference_id=i,
+                        votes=[pb.ErrorMissVote(voter_slot=s, accept=a, signature=g) for s, a, g in votes],
+                    )
+                ),
+            )
             return inference
         self._plan_validations(plan, inference, executor, finish_at, story)
         return inference
 
     def _timeout(self, group, executor, i, reason, threshold) -> pb.DevshardTx:
         votes = self._timeout_votes(group, executor, i, threshold, reason)
-        return pb.DevshardTx(timeout_inference=pb.MsgTimeoutInference(
-            inference_id=i, reason=reason,
-            votes=[pb.TimeoutVote(voter_slot=s, accept=a, signature=g) for s, a, g in votes]))
+        return pb.DevshardTx(
+            timeout_inference=pb.MsgTimeoutInference(
+                inference_id=i,
+                reason=reason,
+                votes=[pb.TimeoutVote(voter_slot=s, accept=a, signature=g) for s, a, g in votes],
+            )
+        )
 
     def _focal_raw(self, plan: EscrowPlan, nonce: int) -> bool:
         at = plan.nonce_times[min(nonce, len(plan.nonce_times)) - 1]
         return self.cast.focal_build(at) == BUILD_RAW
 
-    def _plan_validations(self, plan: EscrowPlan, inference: InferencePlan, executor: str,
-                          finish_at: int, story: str | None) -> None:
+    def _plan_validations(
+        self, plan: EscrowPlan, inference: InferencePlan, executor: str, finish_at: int, story: str | None
+    ) -> None:
         rng, group, spec, focal = self.rng, plan.group, self.spec, self.cast.focal
         i = inference.inference_id
         rate = spec.validation_rate / 10000
         others = [a for a in group.addresses() if a != executor]
-        validators = [a for a in others
-                      if rng.random() < rate * group.weight(a) / (group.size - group.weight(executor))]
+        validators = [
+            a for a in others if rng.random() < rate * group.weight(a) / (group.size - group.weight(executor))
+        ]
         challenge = None  # planned outcome of a challenge: "cleared", "upheld" or "stalled"
         if story == "stalled_challenge":
             challenge = "stalled"  # challenged, and the escrow settles before anyone votes
@@ -415,10 +483,19 @@ class EscrowPlanner:
             at, validator, valid = checks[-1]
             checks.append((at + 1, validator, valid))
         for at, validator, valid in checks:
-            self._emit(at, i, pb.DevshardTx(validation=pb.MsgValidation(
-                inference_id=i, validator_slot=rng.choice(group.slots_of(validator)), valid=valid,
-                proposer_sig=wire.signature(self.escrow_id, i, "validation", validator, at),
-                escrow_id=self.escrow_id)))
+            self._emit(
+                at,
+                i,
+                pb.DevshardTx(
+                    validation=pb.MsgValidation(
+                        inference_id=i,
+                        validator_slot=rng.choice(group.slots_of(validator)),
+                        valid=valid,
+                        proposer_sig=wire.signature(self.escrow_id, i, "validation", validator, at),
+                        escrow_id=self.escrow_id,
+                    )
+                ),
+            )
 
         # The tally as the machine will see it: valid weight before the first invalid verdict.
         first_invalid = next((k for k, c in enumerate(checks) if not c[2]), None)
@@ -442,9 +519,19 @@ class EscrowPlanner:
                 vote_valid = False
             else:
                 vote_valid = want_valid if rng.random() < 0.9 else not want_valid
-            self._emit(at + 1, i, pb.DevshardTx(validation_vote=pb.MsgValidationVote(
-                inference_id=i, voter_slot=rng.choice(group.slots_of(voter)), vote_valid=vote_valid,
-                proposer_sig=wire.signature(self.escrow_id, i, "vote", voter), escrow_id=self.escrow_id)))
+            self._emit(
+                at + 1,
+                i,
+                pb.DevshardTx(
+                    validation_vote=pb.MsgValidationVote(
+                        inference_id=i,
+                        voter_slot=rng.choice(group.slots_of(voter)),
+                        vote_valid=vote_valid,
+                        proposer_sig=wire.signature(self.escrow_id, i, "vote", voter),
+                        escrow_id=self.escrow_id,
+                    )
+                ),
+            )
             if resolved:
                 break
             votes_valid += group.weight(voter) * vote_valid

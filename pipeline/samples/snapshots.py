@@ -3,8 +3,8 @@ checkpoint nonce, prefixed with the root marker and the 32-byte state root on ne
 
 from __future__ import annotations
 
-from pipeline.decode.snapshot_pb2 import InferenceRecordProto, StateSnapshotProto
-from pipeline.decode.snapshots import ROOT_PREFIX
+from pipeline.sources.decode.snapshot_pb2 import InferenceRecordProto, StateSnapshotProto
+from pipeline.sources.decode.snapshots import ROOT_PREFIX
 
 from . import wire
 from .model import EscrowMachine, Record
@@ -15,12 +15,24 @@ ACTIVE, FINALIZING, SETTLEMENT = 0, 1, 2
 
 def _record(record: Record) -> InferenceRecordProto:
     return InferenceRecordProto(
-        inference_id=record.inference_id, status=int(record.status), executor_slot=record.executor_slot,
-        model=record.model, prompt_hash=record.prompt_hash, response_hash=record.response_hash or b"",
-        input_length=record.input_length, max_tokens=record.max_tokens, input_tokens=record.input_tokens,
-        output_tokens=record.output_tokens, reserved_cost=record.reserved_cost, actual_cost=record.actual_cost,
-        started_at=record.started_at, confirmed_at=record.confirmed_at, votes_valid=record.votes_valid,
-        votes_invalid=record.votes_invalid, validated_by=record.validated_by_bytes())
+        inference_id=record.inference_id,
+        status=int(record.status),
+        executor_slot=record.executor_slot,
+        model=record.model,
+        prompt_hash=record.prompt_hash,
+        response_hash=record.response_hash or b"",
+        input_length=record.input_length,
+        max_tokens=record.max_tokens,
+        input_tokens=record.input_tokens,
+        output_tokens=record.output_tokens,
+        reserved_cost=record.reserved_cost,
+        actual_cost=record.actual_cost,
+        started_at=record.started_at,
+        confirmed_at=record.confirmed_at,
+        votes_valid=record.votes_valid,
+        votes_invalid=record.votes_invalid,
+        validated_by=record.validated_by_bytes(),
+    )
 
 
 def snapshot_blob(plan, machine: EscrowMachine, root_prefix: bool) -> bytes:
@@ -32,15 +44,22 @@ def snapshot_blob(plan, machine: EscrowMachine, root_prefix: bool) -> bytes:
     state.config.refusal_timeout, state.config.execution_timeout = config["RefusalTimeout"], config["ExecutionTimeout"]
     state.config.token_price, state.config.vote_threshold = config["TokenPrice"], plan.threshold
     state.config.create_devshard_fee, state.config.fee_per_nonce = config["CreateDevshardFee"], config["FeePerNonce"]
-    state.config.validation_rate, state.config.seal_grace_nonces = config["ValidationRate"], config["InferenceSealGraceNonces"]
+    state.config.validation_rate, state.config.seal_grace_nonces = (
+        config["ValidationRate"],
+        config["InferenceSealGraceNonces"],
+    )
     for slot, holder in enumerate(plan.group.slots):
         state.group.add(slot_id=slot, validator_address=holder)
     live = machine.live
     # The sample plans more work than a small initial balance pays for; a balance cannot go below 0.
-    state.balance = max(0, plan.initial_balance - sum(r.reserved_cost for r in live) - sum(
-        r.actual_cost for r in machine.records.values() if r.sealed_nonce))
+    state.balance = max(
+        0,
+        plan.initial_balance
+        - sum(r.reserved_cost for r in live)
+        - sum(r.actual_cost for r in machine.records.values() if r.sealed_nonce),
+    )
     state.fees = config["CreateDevshardFee"] + config["FeePerNonce"] * (machine.finalize_nonce or machine.latest_nonce)
-    state.phase = (SETTLEMENT if machine.settled_nonce else FINALIZING if machine.finalize_nonce else ACTIVE)
+    state.phase = SETTLEMENT if machine.settled_nonce else FINALIZING if machine.finalize_nonce else ACTIVE
     state.finalize_nonce = machine.finalize_nonce or 0
     state.latest_nonce = machine.latest_nonce
     for record in live:

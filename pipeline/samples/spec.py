@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 # Epoch i of the spec (by position, not by number) starts here + i * EPOCH_SECONDS.
-CALENDAR_START = int(datetime(2026, 10, 15, tzinfo=timezone.utc).timestamp())
+CALENDAR_START = int(datetime(2026, 10, 15, tzinfo=UTC).timestamp())
 EPOCH_SECONDS = 4 * 86400
 
 MODEL = "deepseek-ai/DeepSeek-V4-Flash"

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pipeline.paths import sql_text
+from pipeline.core.paths import sql_text
 
-from .host_copy import EPOCH_TABLES, HostCopy
 from .payloads import payload_file
-from .release_lines import PRE_SQUASH_MISSING_SEALED, SQLITE_META, SQLITE_OLD_EPOCH, SQLITE_PRE_SQUASH_EPOCH
+from .release_lines import (
+    EPOCH_TABLES,
+    PRE_SQUASH_MISSING_SEALED,
+    SQLITE_META,
+    SQLITE_OLD_EPOCH,
+    SQLITE_PRE_SQUASH_EPOCH,
+)
 from .spec import CALENDAR_START
 
+if TYPE_CHECKING:  # the copy calls its writers: a type-only import, not a cycle
+    from .host_copy import HostCopy
 
 
 def _open(path: Path, ddl: str) -> sqlite3.Connection:
@@ -33,9 +41,11 @@ def _insert(connection: sqlite3.Connection, table: str, rows: list[dict]) -> Non
 
 
 def _migrations(connection: sqlite3.Connection, steps, applied_at: int) -> None:
-    stamp = datetime.fromtimestamp(applied_at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    connection.executemany("INSERT INTO schema_migrations (id, name, applied_at) VALUES (?, ?, ?)",
-                           [(step, name, stamp) for step, name in steps])
+    stamp = datetime.fromtimestamp(applied_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    connection.executemany(
+        "INSERT INTO schema_migrations (id, name, applied_at) VALUES (?, ?, ?)",
+        [(step, name, stamp) for step, name in steps],
+    )
 
 
 def write_store(copy: HostCopy, store: Path, payloads: bool = True) -> Path:
@@ -59,7 +69,7 @@ def write_store(copy: HostCopy, store: Path, payloads: bool = True) -> Path:
     for epoch, narrow in copy.epochs.items():
         ddl = sql_text("upstream/sqlite_epoch_narrow.sql" if narrow else "upstream/sqlite_epoch.sql")
         with _open(store / f"epoch_{epoch}.db", ddl) as db:
-            first_open = min((r["cached_at"] for r in copy.tables["escrow_cache"] if r["epoch_id"] == epoch))
+            first_open = min(r["cached_at"] for r in copy.tables["escrow_cache"] if r["epoch_id"] == epoch)
             steps = SQLITE_OLD_EPOCH if narrow else copy.release_line.sqlite_epoch_migrations
             _migrations(db, steps, first_open)
             if not narrow and not copy.release_line.imports:  # only import-capable lines have the column

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .scenario import BuildWindow, Cast, EscrowPlan, EscrowPlanner, cast_for
@@ -38,7 +38,7 @@ class Timeline:
         # The focal host is the one whose database this is; `gonka-evidence run` reports on it.
         blocks = [f'focal_host = "{self.focal_host}"\n']
         for window in self.builds:
-            since = datetime.fromtimestamp(window.since, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            since = datetime.fromtimestamp(window.since, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             blocks.append(f'[[builds]]\nhost  = "{window.host}"\nlabel = "{window.label}"\nsince = "{since}"\n')
         return "\n".join(blocks)
 
@@ -53,6 +53,9 @@ def generate_timeline(spec: SampleSpec | None = None) -> Timeline:
     """Plan every escrow of the spec. Deterministic: one spec, one timeline, the same bytes."""
     spec = spec or SampleSpec()
     cast = cast_for(spec)
-    escrows = tuple(EscrowPlanner(spec, cast, epoch_id, index).plan()
-                    for epoch_id in spec.epochs for index in range(spec.escrows_per_epoch))
+    escrows = tuple(
+        EscrowPlanner(spec, cast, epoch_id, index).plan()
+        for epoch_id in spec.epochs
+        for index in range(spec.escrows_per_epoch)
+    )
     return Timeline(spec, cast, escrows)

@@ -26,7 +26,7 @@ which the answer-integrity table then explains by the death. The truth counts on
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -48,9 +48,11 @@ BURST_WINDOWS = 12  # 10-second windows per burst
 OOM_BURST, OOM_WINDOW = 1, 6  # the death: in this burst of the OOM escrow, after this many windows
 API_PID = 1
 SITE = "/usr/local/lib/python3.12/dist-packages"
-OOM_TEXT = ("CUDA out of memory. Tried to allocate 3.02 GiB. GPU 0 has a total capacity of 94.97 GiB of which "
-            "2.19 GiB is free. Including non-PyTorch memory, this process has 92.76 GiB memory in use. Of the "
-            "allocated memory 88.41 GiB is allocated by PyTorch, and 1.87 GiB is reserved by PyTorch but unallocated.")
+OOM_TEXT = (
+    "CUDA out of memory. Tried to allocate 3.02 GiB. GPU 0 has a total capacity of 94.97 GiB of which "
+    "2.19 GiB is free. Including non-PyTorch memory, this process has 92.76 GiB memory in use. Of the "
+    "allocated memory 88.41 GiB is allocated by PyTorch, and 1.87 GiB is reserved by PyTorch but unallocated."
+)
 
 
 def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
@@ -67,11 +69,24 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
         return timeline.cast.focal_build(at.timestamp())
 
     first = windows[0]
-    f = VllmFile(truth, rng, "0.0.0", first - timedelta(seconds=3600 + 17), proc="EngineCore_DP0",
-                 api_pid=API_PID, repeat_header=True, build_at=build_at, stats_proc="APIServer", model=MODEL,
-                 acceptance=ACCEPTANCE)
-    switches = [datetime.fromtimestamp(since, timezone.utc) for since in builds
-                if f.t < datetime.fromtimestamp(since, timezone.utc) < windows[-1]]
+    f = VllmFile(
+        truth,
+        rng,
+        "0.0.0",
+        first - timedelta(seconds=3600 + 17),
+        proc="EngineCore_DP0",
+        api_pid=API_PID,
+        repeat_header=True,
+        build_at=build_at,
+        stats_proc="APIServer",
+        model=MODEL,
+        acceptance=ACCEPTANCE,
+    )
+    switches = [
+        datetime.fromtimestamp(since, UTC)
+        for since in builds
+        if f.t < datetime.fromtimestamp(since, UTC) < windows[-1]
+    ]
     _start(f, rng, build_at(f.t), READY_SECONDS.get(build_at(f.t), 300))
     death = _death_time(timeline, copy, build_at)
     if death is not None:  # the engine is busy up to its death
@@ -93,8 +108,10 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
         f.t = at
         f.window(preemptions=_preemptions(rng, build_at(at)))
         if rng.random() < 0.3:
-            f.raw(f"(APIServer pid={API_PID}) INFO:     172.18.0.1:{rng.randint(32768, 60999)} - "
-                  '"POST /v1/chat/completions HTTP/1.1" 200 OK')
+            f.raw(
+                f"(APIServer pid={API_PID}) INFO:     172.18.0.1:{rng.randint(32768, 60999)} - "
+                '"POST /v1/chat/completions HTTP/1.1" 200 OK'
+            )
     f.write(Path(path))
     truth.files["vllm"] = Path(path)
     truth.spans.append((f.first, f.last))
@@ -115,7 +132,7 @@ def _busy_windows(timeline, last_epoch: int) -> list[datetime]:
             start = min(begin + int(fraction * (end - begin)), end - length)
             if start < begin:
                 continue  # a span too short for a burst
-            out += [datetime.fromtimestamp(start + 10 * k, timezone.utc) for k in range(BURST_WINDOWS)]
+            out += [datetime.fromtimestamp(start + 10 * k, UTC) for k in range(BURST_WINDOWS)]
     return sorted(set(out))
 
 
@@ -125,10 +142,13 @@ def _death_time(timeline, copy, build_at) -> datetime | None:
     last copied escrow run wholly by that build; None when neither exists."""
     answers = copy.truth.answers
     if answers is not None and answers.height:
-        starts = (answers.filter(pl.col("empty"))
-                  .join(copy.truth.inferences, on=["epoch_id", "escrow_id", "inference_id"])
-                  .filter(pl.col("executor") == timeline.focal_host)["started_at"].to_list())
-        served = [datetime.fromtimestamp(t, timezone.utc) for t in starts]
+        starts = (
+            answers.filter(pl.col("empty"))
+            .join(copy.truth.inferences, on=["epoch_id", "escrow_id", "inference_id"])
+            .filter(pl.col("executor") == timeline.focal_host)["started_at"]
+            .to_list()
+        )
+        served = [datetime.fromtimestamp(t, UTC) for t in starts]
         served = [t for t in served if build_at(t) == BUILD_RAW]
         if served:
             return max(served)
@@ -139,14 +159,14 @@ def _death_time(timeline, copy, build_at) -> datetime | None:
             continue
         upto = copied_nonces(plan, spec, last_epoch)
         begin, end = plan.nonce_times[0], plan.nonce_times[upto - 1]
-        if all(build_at(datetime.fromtimestamp(t, timezone.utc)) == BUILD_RAW for t in (begin, end)):
+        if all(build_at(datetime.fromtimestamp(t, UTC)) == BUILD_RAW for t in (begin, end)):
             if end - begin >= BURST_WINDOWS * 10:
                 chosen = (begin, end)
     if chosen is None:
         return None
     begin, end = chosen
     start = min(begin + int(BURSTS[OOM_BURST] * (end - begin)), end - BURST_WINDOWS * 10)
-    return datetime.fromtimestamp(start + 10 * OOM_WINDOW, timezone.utc)
+    return datetime.fromtimestamp(start + 10 * OOM_WINDOW, UTC)
 
 
 def _preemptions(rng: random.Random, build: str | None) -> int:
@@ -167,8 +187,12 @@ def _shutdown(f: VllmFile, at: datetime) -> None:
     f.t = at
     f.log("INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.", proc="APIServer")
     api = f"(APIServer pid={API_PID}) "
-    for text in ("INFO:     Shutting down", "INFO:     Waiting for application shutdown.",
-                 "INFO:     Application shutdown complete.", f"INFO:     Finished server process [{API_PID}]"):
+    for text in (
+        "INFO:     Shutting down",
+        "INFO:     Waiting for application shutdown.",
+        "INFO:     Application shutdown complete.",
+        f"INFO:     Finished server process [{API_PID}]",
+    ):
         f.raw(api + text)
 
 
@@ -190,29 +214,57 @@ def _oom_death(f: VllmFile, rng: random.Random) -> None:
     saved_proc, saved_pid = f.proc, f.pid
     # The worker that ran out of memory logs its exception first.
     f.proc, f.pid = "Worker_TP0", workers["Worker_TP0"]
-    f.log("ERROR", "multiproc_executor.py:796", "WorkerProc hit an exception.", more=[
-        "Traceback (most recent call last):",
-        *_frames(("vllm/v1/executor/multiproc_executor.py", 791, "worker_busy_loop", "output = func(*args, **kwargs)"),
-                 ("vllm/v1/worker/gpu_worker.py", 586, "execute_model",
-                  "output = self.model_runner.execute_model(scheduler_output, intermediate_tensors)"),
-                 ("vllm/v1/worker/gpu_model_runner.py", 2483, "execute_model", "model_output = self.model(")),
-        "                   ^^^^^^^^^^^",
-        *_frames(("torch/nn/modules/module.py", 1775, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)"),
-                 ("vllm/model_executor/layers/fused_moe/layer.py", 1911, "forward_impl",
-                  "final_hidden_states = self.quant_method.apply(")),
-        f"torch.OutOfMemoryError: {OOM_TEXT}",
-    ])
+    f.log(
+        "ERROR",
+        "multiproc_executor.py:796",
+        "WorkerProc hit an exception.",
+        more=[
+            "Traceback (most recent call last):",
+            *_frames(
+                ("vllm/v1/executor/multiproc_executor.py", 791, "worker_busy_loop", "output = func(*args, **kwargs)"),
+                (
+                    "vllm/v1/worker/gpu_worker.py",
+                    586,
+                    "execute_model",
+                    "output = self.model_runner.execute_model(scheduler_output, intermediate_tensors)",
+                ),
+                ("vllm/v1/worker/gpu_model_runner.py", 2483, "execute_model", "model_output = self.model("),
+            ),
+            "                   ^^^^^^^^^^^",
+            *_frames(
+                ("torch/nn/modules/module.py", 1775, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)"),
+                (
+                    "vllm/model_executor/layers/fused_moe/layer.py",
+                    1911,
+                    "forward_impl",
+                    "final_hidden_states = self.quant_method.apply(",
+                ),
+            ),
+            f"torch.OutOfMemoryError: {OOM_TEXT}",
+        ],
+    )
     f.proc, f.pid = saved_proc, saved_pid
     # The engine core dumps its input and dies; the root cause is in its last line.
-    f.log("ERROR", "dump_input.py:69", f"Dumping input data for V1 LLM engine (v{f.version}) with config: "
-          f"model='{MODEL}', speculative_config={f.spec_config}, tensor_parallel_size=2, seed=0, ")
-    f.log("ERROR", "dump_input.py:76", "Dumping scheduler output for model execution: SchedulerOutput("
-          f"scheduled_new_reqs=[NewRequestData(req_id={req}, prompt_token_ids_len=96311, ...)], "
-          f"num_scheduled_tokens={{{req}: 8192}}, total_num_scheduled_tokens=8192)")
-    f.log("ERROR", "dump_input.py:79", "Dumping scheduler stats: SchedulerStats(num_running_reqs=11, "
-          f"num_waiting_reqs=3, kv_cache_usage={rng.randint(850, 990) / 1000})")
-    root = (f"RuntimeError: Worker failed with error '{OOM_TEXT}', please check the stack trace above for the "
-            "root cause")
+    f.log(
+        "ERROR",
+        "dump_input.py:69",
+        f"Dumping input data for V1 LLM engine (v{f.version}) with config: "
+        f"model='{MODEL}', speculative_config={f.spec_config}, tensor_parallel_size=2, seed=0, ",
+    )
+    f.log(
+        "ERROR",
+        "dump_input.py:76",
+        "Dumping scheduler output for model execution: SchedulerOutput("
+        f"scheduled_new_reqs=[NewRequestData(req_id={req}, prompt_token_ids_len=96311, ...)], "
+        f"num_scheduled_tokens={{{req}: 8192}}, total_num_scheduled_tokens=8192)",
+    )
+    f.log(
+        "ERROR",
+        "dump_input.py:79",
+        "Dumping scheduler stats: SchedulerStats(num_running_reqs=11, "
+        f"num_waiting_reqs=3, kv_cache_usage={rng.randint(850, 990) / 1000})",
+    )
+    root = f"RuntimeError: Worker failed with error '{OOM_TEXT}', please check the stack trace above for the root cause"
     engine_frames = _frames(
         ("vllm/v1/engine/core.py", 711, "run_engine_core", "engine_core.run_busy_loop()"),
         ("vllm/v1/engine/core.py", 738, "run_busy_loop", "self._process_engine_step()"),
@@ -220,37 +272,73 @@ def _oom_death(f: VllmFile, rng: random.Random) -> None:
         ("vllm/v1/engine/core.py", 292, "step", "model_output = self.execute_model_with_error_logging("),
         ("vllm/v1/engine/core.py", 278, "execute_model_with_error_logging", "raise err"),
         ("vllm/v1/executor/multiproc_executor.py", 268, "collective_rpc", "result = get_response(w, dequeue_timeout,"),
-        ("vllm/v1/executor/multiproc_executor.py", 251, "get_response", "raise RuntimeError("))
-    f.log("ERROR", "core.py:720", "EngineCore encountered a fatal error.",
-          more=["Traceback (most recent call last):", *engine_frames, root])
+        ("vllm/v1/executor/multiproc_executor.py", 251, "get_response", "raise RuntimeError("),
+    )
+    f.log(
+        "ERROR",
+        "core.py:720",
+        "EngineCore encountered a fatal error.",
+        more=["Traceback (most recent call last):", *engine_frames, root],
+    )
     f.died(build, oom=True)
     f.truth.events["fatal"] = f.truth.events.get("fatal", 0) + 1
     for name, pid in workers.items():
-        f.raw(f"({name} pid={pid}) INFO {f.t:%m-%d %H:%M:%S} [multiproc_executor.py:558] Parent process exited, "
-              "terminating worker")
+        f.raw(
+            f"({name} pid={pid}) INFO {f.t:%m-%d %H:%M:%S} [multiproc_executor.py:558] Parent process exited, "
+            "terminating worker"
+        )
     # The API server learns of it a moment later, under its own pid.
     f.advance(1)
-    client = _frames(("vllm/v1/engine/async_llm.py", 439, "output_handler",
-                      "outputs = await engine_core.get_output_async()"),
-                     ("vllm/v1/engine/core_client.py", 846, "get_output_async",
-                      "raise self._format_exception(outputs) from None"))
-    dead = ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
-            "for the root cause.")
-    f.log("ERROR", "async_llm.py:480", "AsyncLLM output_handler failed.", proc="APIServer",
-          more=["Traceback (most recent call last):", *client, dead])
-    f.log("ERROR", "serving_chat.py:1145", "Error in chat completion stream generator.", proc="APIServer",
-          more=["Traceback (most recent call last):",
-                *_frames(("vllm/entrypoints/openai/serving_chat.py", 574, "chat_completion_stream_generator",
-                          "async for res in result_generator:"),
-                         ("vllm/v1/engine/async_llm.py", 387, "generate", "out = q.get_nowait() or await q.get()")),
-                *client, dead])
+    client = _frames(
+        ("vllm/v1/engine/async_llm.py", 439, "output_handler", "outputs = await engine_core.get_output_async()"),
+        ("vllm/v1/engine/core_client.py", 846, "get_output_async", "raise self._format_exception(outputs) from None"),
+    )
+    dead = (
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
+        "for the root cause."
+    )
+    f.log(
+        "ERROR",
+        "async_llm.py:480",
+        "AsyncLLM output_handler failed.",
+        proc="APIServer",
+        more=["Traceback (most recent call last):", *client, dead],
+    )
+    f.log(
+        "ERROR",
+        "serving_chat.py:1145",
+        "Error in chat completion stream generator.",
+        proc="APIServer",
+        more=[
+            "Traceback (most recent call last):",
+            *_frames(
+                (
+                    "vllm/entrypoints/openai/serving_chat.py",
+                    574,
+                    "chat_completion_stream_generator",
+                    "async for res in result_generator:",
+                ),
+                ("vllm/v1/engine/async_llm.py", 387, "generate", "out = q.get_nowait() or await q.get()"),
+            ),
+            *client,
+            dead,
+        ],
+    )
     # The engine core's uncaught exception, printed by multiprocessing itself: no logger, no header.
     core = f"(EngineCore_DP0 pid={f.pid}) "
-    for line in ["Process EngineCore_DP0:", "Traceback (most recent call last):",
-                 *_frames(("/usr/lib/python3.12/multiprocessing/process.py", 314, "_bootstrap", "self.run()")),
-                 *engine_frames, root]:
+    for line in [
+        "Process EngineCore_DP0:",
+        "Traceback (most recent call last):",
+        *_frames(("/usr/lib/python3.12/multiprocessing/process.py", 314, "_bootstrap", "self.run()")),
+        *engine_frames,
+        root,
+    ]:
         f.raw(core + line)
     api = f"(APIServer pid={API_PID}) "
-    for text in ("INFO:     Shutting down", "INFO:     Waiting for application shutdown.",
-                 "INFO:     Application shutdown complete.", f"INFO:     Finished server process [{API_PID}]"):
+    for text in (
+        "INFO:     Shutting down",
+        "INFO:     Waiting for application shutdown.",
+        "INFO:     Application shutdown complete.",
+        f"INFO:     Finished server process [{API_PID}]",
+    ):
         f.raw(api + text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from pipeline.decode import devshard_pb2 as pb
+from pipeline.sources.decode import devshard_pb2 as pb
 
 # Wire type 2 (length-delimited) of DiffContent field 2 (txs).
 _TXS_TAG = bytes([(2 << 3) | 2])

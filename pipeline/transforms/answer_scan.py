@@ -28,8 +28,8 @@ An unreadable body keeps a row with `complete = false` and NULL checks and is qu
 the reason; raw bodies are never stored.
 
 This module is pure (bytes in, facts out) and imports no DuckDB or warehouse code, so that worker
-processes (`check_payloads`, `check_payload_files`, run by `pipeline.parallel.BatchPool`) start
-cheaply; `pipeline.transforms.answers` writes the rows.
+processes (`check_payloads`, `check_payload_files`, run by `pipeline.core.parallel.BatchPool`) start
+cheaply; `pipeline.ingest.payloads` writes the rows.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from typing import Any
 
 import msgspec
 
-from pipeline.gcpause import gc_paused
-from pipeline.sources.payloads import PayloadFile, RawPayload, read_payload_file
+from pipeline.core.gcpause import gc_paused
+from pipeline.sources.store.payloads import PayloadFile, RawPayload, read_payload_file
 
 ENVELOPE_KEYS = ("request", "payload", "body", "inference_request", "openai_request")
 INT64 = (-(2**63), 2**63)  # the warehouse's BIGINT columns
@@ -135,6 +135,7 @@ def _lenient(data: bytes, untyped: bool, what: str):
 
 # -- requests -------------------------------------------------------------------------------------------
 
+
 def scan_request(body: bytes | None) -> dict:
     if not body:
         raise BodyError("empty request body")
@@ -150,10 +151,12 @@ def scan_request(body: bytes | None) -> dict:
         "model": doc.get("model") if isinstance(doc.get("model"), str) else None,
         "temperature": 1.0 if temperature is None else _float(temperature, "temperature"),
         "top_p": 1.0 if top_p is None else _float(top_p, "top_p"),
-        "temperature_given": temperature is not None, "top_p_given": top_p is not None,
+        "temperature_given": temperature is not None,
+        "top_p_given": top_p is not None,
         "max_tokens": _count(doc.get("max_tokens", doc.get("max_completion_tokens")), "max_tokens"),
         "logprobs_requested": bool(doc.get("logprobs")) if "logprobs" in doc else None,
-        "top_logprobs": _count(doc.get("top_logprobs"), "top_logprobs"), "stream_requested": bool(doc.get("stream", False)),
+        "top_logprobs": _count(doc.get("top_logprobs"), "top_logprobs"),
+        "stream_requested": bool(doc.get("stream", False)),
     }
 
 
@@ -178,6 +181,7 @@ def _count(value, name: str) -> int | None:
 
 
 # -- responses ------------------------------------------------------------------------------------------
+
 
 def scan_response(body: bytes | None) -> dict:
     """Integrity facts of one response body; raises BodyError when it cannot be read to the end."""
@@ -209,7 +213,7 @@ def _sse_chunks(body: bytes) -> list[_Doc]:
     decode = _DOC.decode
     while True:
         try:
-            for data in data_lines[len(docs):]:  # the usual case: every chunk in msgspec, one call per line
+            for data in data_lines[len(docs) :]:  # the usual case: every chunk in msgspec, one call per line
                 docs.append(decode(data))
             break
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
@@ -234,8 +238,14 @@ def _facts(choices: list[_Choice], usage: dict, sse: bool) -> dict:
     return {
         "prompt_tokens": _count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
         "completion_tokens": _count(usage.get("completion_tokens"), "usage.completion_tokens"),
-        "logprob_tokens": n, "duplicate_top_logprob_positions": dup, "nan_logprobs": nan, "missing_logprobs": missing,
-        "tokens_not_ids": not_ids, "empty": empty, "sse": sse, "complete": True,
+        "logprob_tokens": n,
+        "duplicate_top_logprob_positions": dup,
+        "nan_logprobs": nan,
+        "missing_logprobs": missing,
+        "tokens_not_ids": not_ids,
+        "empty": empty,
+        "sse": sse,
+        "complete": True,
     }
 
 
@@ -278,16 +288,41 @@ def _entry_checks(entries: list[_Entry]) -> tuple[int, int, int, int, int]:
 
 # -- rows -----------------------------------------------------------------------------------------------
 
-NULL_CHECKS = dict.fromkeys(("prompt_tokens", "completion_tokens", "logprob_tokens", "duplicate_top_logprob_positions",
-                             "nan_logprobs", "missing_logprobs", "tokens_not_ids", "empty"))
-NULL_REQUEST = dict.fromkeys(("model", "temperature", "top_p", "temperature_given", "top_p_given", "max_tokens",
-                              "logprobs_requested", "top_logprobs", "stream_requested"))
+NULL_CHECKS = dict.fromkeys(
+    (
+        "prompt_tokens",
+        "completion_tokens",
+        "logprob_tokens",
+        "duplicate_top_logprob_positions",
+        "nan_logprobs",
+        "missing_logprobs",
+        "tokens_not_ids",
+        "empty",
+    )
+)
+NULL_REQUEST = dict.fromkeys(
+    (
+        "model",
+        "temperature",
+        "top_p",
+        "temperature_given",
+        "top_p_given",
+        "max_tokens",
+        "logprobs_requested",
+        "top_logprobs",
+        "stream_requested",
+    )
+)
 
 
 def check_payload(p: RawPayload) -> tuple[dict, list[str]]:
     """One answer_checks_t row (without run/source ids) and the problems found."""
-    row = {"epoch_id": p.epoch_id, "escrow_id": p.escrow_id, "inference_id": p.inference_id,
-           "response_bytes": len(p.response) if p.response is not None else None}
+    row = {
+        "epoch_id": p.epoch_id,
+        "escrow_id": p.escrow_id,
+        "inference_id": p.inference_id,
+        "response_bytes": len(p.response) if p.response is not None else None,
+    }
     if p.problem:
         return row | NULL_REQUEST | NULL_CHECKS | {"sse": None, "complete": False, "problem": p.problem}, [p.problem]
     problems = []
@@ -317,5 +352,13 @@ def check_payload_files(files: list[PayloadFile]) -> list[tuple[dict, list[str]]
         return [check_payload(read_payload_file(f)) for f in files]
 
 
-__all__ = ["BodyError", "NULL_CHECKS", "NULL_REQUEST", "check_payload", "check_payload_files", "check_payloads",
-           "scan_request", "scan_response"]
+__all__ = [
+    "BodyError",
+    "NULL_CHECKS",
+    "NULL_REQUEST",
+    "check_payload",
+    "check_payload_files",
+    "check_payloads",
+    "scan_request",
+    "scan_response",
+]

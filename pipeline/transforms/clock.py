@@ -21,13 +21,7 @@ def unix_seconds(value: int | None) -> int | None:
 def unix_seconds_expr(col: str | pl.Expr) -> pl.Expr:
     """Polars version of `unix_seconds`: NULL for 0/NULL, milliseconds scaled down."""
     e = pl.col(col) if isinstance(col, str) else col
-    return (
-        pl.when(e.is_null() | (e == 0))
-        .then(None)
-        .when(e >= MILLISECONDS_FROM)
-        .then(e // 1000)
-        .otherwise(e)
-    )
+    return pl.when(e.is_null() | (e == 0)).then(None).when(e >= MILLISECONDS_FROM).then(e // 1000).otherwise(e)
 
 
 def to_utc_datetime_expr(seconds: pl.Expr) -> pl.Expr:

@@ -22,7 +22,13 @@ class EscrowFrames:
     quarantined: list[tuple[str, str]] = field(default_factory=list)  # (escrow_id, reason)
 
 
-SLOT_SCHEMA = {"epoch_id": pl.Int64, "escrow_id": pl.String, "slot_id": pl.Int64, "address": pl.String, "address_slots": pl.Int64}
+SLOT_SCHEMA = {
+    "epoch_id": pl.Int64,
+    "escrow_id": pl.String,
+    "slot_id": pl.Int64,
+    "address": pl.String,
+    "address_slots": pl.Int64,
+}
 
 
 def parse_group(group_json: str | None) -> list[str]:
@@ -77,11 +83,17 @@ def escrow_frames(sessions: pl.DataFrame, escrow_cache: pl.DataFrame, models: pl
         weights = {a: addresses.count(a) for a in set(addresses)}
         escrow_rows.append(
             {
-                "epoch_id": s["epoch_id"], "escrow_id": escrow_id, "version": s["version"],
-                "status": s["status"], "group_size": n,
+                "epoch_id": s["epoch_id"],
+                "escrow_id": escrow_id,
+                "version": s["version"],
+                "status": s["status"],
+                "group_size": n,
                 "vote_threshold": vote_threshold(config, cached if isinstance(cached, dict) else {}, n),
-                "validation_rate": config.get("ValidationRate", cached.get("validation_rate") if isinstance(cached, dict) else None),
-                "creator_addr": s["creator_addr"], "settled_at_s": unix_seconds(s["settled_at"]),
+                "validation_rate": config.get(
+                    "ValidationRate", cached.get("validation_rate") if isinstance(cached, dict) else None
+                ),
+                "creator_addr": s["creator_addr"],
+                "settled_at_s": unix_seconds(s["settled_at"]),
                 "latest_nonce": s["latest_nonce"],
             }
         )
@@ -91,9 +103,18 @@ def escrow_frames(sessions: pl.DataFrame, escrow_cache: pl.DataFrame, models: pl
         ]
     escrows = pl.DataFrame(
         escrow_rows,
-        schema={"epoch_id": pl.Int64, "escrow_id": pl.String, "version": pl.String, "status": pl.String,
-                "group_size": pl.Int64, "vote_threshold": pl.Int64, "validation_rate": pl.Int64,
-                "creator_addr": pl.String, "settled_at_s": pl.Int64, "latest_nonce": pl.Int64},
+        schema={
+            "epoch_id": pl.Int64,
+            "escrow_id": pl.String,
+            "version": pl.String,
+            "status": pl.String,
+            "group_size": pl.Int64,
+            "vote_threshold": pl.Int64,
+            "validation_rate": pl.Int64,
+            "creator_addr": pl.String,
+            "settled_at_s": pl.Int64,
+            "latest_nonce": pl.Int64,
+        },
     )
     escrows = (
         escrows.join(models, on="escrow_id", how="left")

@@ -47,8 +47,9 @@ def _first(cond: pl.Expr, value: str = "pos") -> pl.Expr:
     return pl.col(value).filter(cond).min()
 
 
-def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
-           checkpoint: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def replay(
+    txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame, checkpoint: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Return (inferences, verdicts) for the escrows in `escrows`.
 
     txs: tx_log rows; escrows: escrow_id, group_size, vote_threshold, latest_nonce, and optionally
@@ -57,9 +58,14 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
     checkpoint (escrow_id, inference_id, snapshot_nonce, status code).
     """
     esc = escrows.select(
-        "escrow_id", "group_size", "vote_threshold", "latest_nonce",
-        (pl.col("finalize_nonce") if "finalize_nonce" in escrows.columns else pl.lit(None, pl.Int64))
-        .alias("checkpoint_finalize_nonce"))
+        "escrow_id",
+        "group_size",
+        "vote_threshold",
+        "latest_nonce",
+        (pl.col("finalize_nonce") if "finalize_nonce" in escrows.columns else pl.lit(None, pl.Int64)).alias(
+            "checkpoint_finalize_nonce"
+        ),
+    )
     tx = txs.join(esc, on="escrow_id", how="inner").with_columns(POS)
 
     # Vote-backed transitions: weight of the distinct accepting addresses.
@@ -82,8 +88,9 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
     settle = (
         tx.group_by("escrow_id")
         .agg(
-            finalize_nonce=pl.coalesce(pl.col("nonce").filter(pl.col("kind") == "finalize").min(),
-                                       pl.col("checkpoint_finalize_nonce").first()),
+            finalize_nonce=pl.coalesce(
+                pl.col("nonce").filter(pl.col("kind") == "finalize").min(), pl.col("checkpoint_finalize_nonce").first()
+            ),
             max_nonce=pl.col("nonce").max(),
             group_size=pl.col("group_size").first(),
             latest_nonce=pl.col("latest_nonce").first(),
@@ -91,7 +98,8 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
         .with_columns(settlement_nonce=pl.col("finalize_nonce") + pl.col("group_size"))
         .with_columns(
             settlement_nonce=pl.when(
-                pl.max_horizontal(pl.col("max_nonce"), pl.col("latest_nonce").fill_null(0)) >= pl.col("settlement_nonce")
+                pl.max_horizontal(pl.col("max_nonce"), pl.col("latest_nonce").fill_null(0))
+                >= pl.col("settlement_nonce")
             ).then(pl.col("settlement_nonce"))
         )
         .select("escrow_id", "finalize_nonce", "settlement_nonce")
@@ -99,7 +107,8 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
 
     # The drain seals every live record after the settlement diff: later transactions are no-ops.
     tx = tx.join(settle.select("escrow_id", "settlement_nonce"), on="escrow_id", how="left").with_columns(
-        in_life=(pl.col("pos") < (pl.col("settlement_nonce") + 1) * 1_000_000).fill_null(True))
+        in_life=(pl.col("pos") < (pl.col("settlement_nonce") + 1) * 1_000_000).fill_null(True)
+    )
     per_inf = tx.filter(pl.col("inference_id").is_not_null())
     kind = pl.col("kind")
     alive = pl.col("in_life")
@@ -110,8 +119,11 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
         finish_pos=_first((kind == "finish") & alive),
         refused_pos=_first((kind == "timeout") & pl.col("applied") & alive & (pl.col("timeout_reason") == REFUSED)),
         execution_pos=_first((kind == "timeout") & pl.col("applied") & alive & (pl.col("timeout_reason") == EXECUTION)),
-        errormiss_pos=_first(((kind == "error_miss") | ((kind == "timeout") & (pl.col("timeout_reason") == ERROR)))
-                             & pl.col("applied") & alive),
+        errormiss_pos=_first(
+            ((kind == "error_miss") | ((kind == "timeout") & (pl.col("timeout_reason") == ERROR)))
+            & pl.col("applied")
+            & alive
+        ),
         model=pl.col("model").filter(kind == "start").first(),
         started_at=pl.col("started_at").filter(kind == "start").first(),
         confirmed_at=pl.col("confirmed_at").filter((kind == "confirm") & alive).first(),
@@ -133,18 +145,25 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
                 (pl.col("execution_pos") > pl.col("confirm_pos"))
                 & (pl.col("execution_pos") < pl.col("finish_pos").fill_null(INF))
             ).then(pl.col("execution_pos")),
-        )
+        ),
     )
 
     # Verdicts: one per address per inference (validations and votes share the bitmap).
     verdicts = (
         per_inf.filter(kind.is_in(["validation", "vote"]))
         .join(slots, left_on=["escrow_id", "slot"], right_on=["escrow_id", "slot_id"], how="left")
-        .join(facts.select("escrow_id", "inference_id", "finish_pos", "errormiss_pos"), on=["escrow_id", "inference_id"], how="left")
+        .join(
+            facts.select("escrow_id", "inference_id", "finish_pos", "errormiss_pos"),
+            on=["escrow_id", "inference_id"],
+            how="left",
+        )
         .sort("escrow_id", "inference_id", "pos")
         .with_columns(
             weight=pl.col("address_slots").fill_null(1),
-            first_of_address=pl.col("pos").rank("ordinal").over("escrow_id", "inference_id", pl.col("address").fill_null(pl.col("slot").cast(pl.String))) == 1,
+            first_of_address=pl.col("pos")
+            .rank("ordinal")
+            .over("escrow_id", "inference_id", pl.col("address").fill_null(pl.col("slot").cast(pl.String)))
+            == 1,
         )
     )
     live_validation = (
@@ -155,16 +174,27 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
         .group_by("escrow_id", "inference_id")
         .agg(challenge_pos=pl.col("pos").min(), challenger_weight=pl.col("weight").sort_by("pos").first())
     )
-    facts = facts.join(challenge, on=["escrow_id", "inference_id"], how="left").with_columns(
-        # An applied error miss before any challenge ends the Finished state for good.
-        challenge_pos=pl.when(pl.col("errormiss_pos").fill_null(INF) < pl.col("challenge_pos")).then(None).otherwise(pl.col("challenge_pos")),
-    ).with_columns(
-        end_finished=pl.min_horizontal(pl.col("challenge_pos").fill_null(INF), pl.col("errormiss_pos").fill_null(INF)),
-        challenger_weight=pl.when(pl.col("challenge_pos").is_not_null()).then(pl.col("challenger_weight")).otherwise(0),
+    facts = (
+        facts.join(challenge, on=["escrow_id", "inference_id"], how="left")
+        .with_columns(
+            # An applied error miss before any challenge ends the Finished state for good.
+            challenge_pos=pl.when(pl.col("errormiss_pos").fill_null(INF) < pl.col("challenge_pos"))
+            .then(None)
+            .otherwise(pl.col("challenge_pos")),
+        )
+        .with_columns(
+            end_finished=pl.min_horizontal(
+                pl.col("challenge_pos").fill_null(INF), pl.col("errormiss_pos").fill_null(INF)
+            ),
+            challenger_weight=pl.when(pl.col("challenge_pos").is_not_null())
+            .then(pl.col("challenger_weight"))
+            .otherwise(0),
+        )
     )
     verdicts = verdicts.join(
         facts.select("escrow_id", "inference_id", "challenge_pos", "end_finished", "vote_threshold"),
-        on=["escrow_id", "inference_id"], how="left",
+        on=["escrow_id", "inference_id"],
+        how="left",
     )
     pre_valid = (
         verdicts.filter(live_validation & pl.col("valid").fill_null(False) & (pl.col("pos") < pl.col("end_finished")))
@@ -177,11 +207,17 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
 
     # The tally after the challenge, vote by vote.
     votes = (
-        verdicts.filter((kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")) & alive)
-        .join(facts.select("escrow_id", "inference_id", "pre_valid", "challenger_weight"), on=["escrow_id", "inference_id"])
+        verdicts.filter(
+            (kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")) & alive
+        )
+        .join(
+            facts.select("escrow_id", "inference_id", "pre_valid", "challenger_weight"),
+            on=["escrow_id", "inference_id"],
+        )
         .sort("escrow_id", "inference_id", "pos")
         .with_columns(
-            cum_valid=pl.col("pre_valid") + (pl.col("weight") * pl.col("valid").cast(pl.Int64)).cum_sum().over("escrow_id", "inference_id"),
+            cum_valid=pl.col("pre_valid")
+            + (pl.col("weight") * pl.col("valid").cast(pl.Int64)).cum_sum().over("escrow_id", "inference_id"),
             cum_invalid=pl.col("challenger_weight")
             + (pl.col("weight") * (~pl.col("valid")).cast(pl.Int64)).cum_sum().over("escrow_id", "inference_id"),
         )
@@ -196,7 +232,9 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
         .agg(
             resolved_pos=pl.col("pos").min(),
             resolved_nonce=pl.col("nonce").sort_by("pos").first(),
-            outcome=pl.when(pl.col("invalidates").sort_by("pos").first()).then(pl.lit("invalidated")).otherwise(pl.lit("validated")),
+            outcome=pl.when(pl.col("invalidates").sort_by("pos").first())
+            .then(pl.lit("invalidated"))
+            .otherwise(pl.lit("validated")),
             res_valid=pl.col("cum_valid").sort_by("pos").first(),
             res_invalid=pl.col("cum_invalid").sort_by("pos").first(),
         )
@@ -214,54 +252,102 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
     no_finish = pl.col("finish_pos").is_null()
     timed_out = pl.col("timeout_pos").is_not_null() & (pl.col("timeout_pos") < pl.col("finish_pos").fill_null(INF))
     drained = (
-        no_finish & ~timed_out & pl.col("start_pos").is_not_null()
-        & pl.col("settlement_nonce").is_not_null() & (pl.col("start_pos") < (pl.col("settlement_nonce") + 1) * 1_000_000)
+        no_finish
+        & ~timed_out
+        & pl.col("start_pos").is_not_null()
+        & pl.col("settlement_nonce").is_not_null()
+        & (pl.col("start_pos") < (pl.col("settlement_nonce") + 1) * 1_000_000)
     )
     error_missed = pl.col("errormiss_pos").is_not_null() & ~challenged_now & ~no_finish
     facts = facts.with_columns(
         drained=drained,
         pre_drain_status=pl.when(drained).then(
-            pl.when(pl.col("confirm_pos").is_not_null()).then(pl.lit("started")).otherwise(pl.lit("pending"))),
-        miss_kind=pl.when(timed_out & (pl.col("timeout_pos") == pl.col("refused_pos"))).then(pl.lit("refused"))
-        .when(timed_out).then(pl.lit("execution"))
-        .when(error_missed).then(pl.lit("error_miss")),
-        miss_nonce=pl.when(timed_out).then(pl.col("timeout_pos") // 1_000_000)
-        .when(error_missed).then(pl.col("errormiss_pos") // 1_000_000),
+            pl.when(pl.col("confirm_pos").is_not_null()).then(pl.lit("started")).otherwise(pl.lit("pending"))
+        ),
+        miss_kind=pl.when(timed_out & (pl.col("timeout_pos") == pl.col("refused_pos")))
+        .then(pl.lit("refused"))
+        .when(timed_out)
+        .then(pl.lit("execution"))
+        .when(error_missed)
+        .then(pl.lit("error_miss")),
+        miss_nonce=pl.when(timed_out)
+        .then(pl.col("timeout_pos") // 1_000_000)
+        .when(error_missed)
+        .then(pl.col("errormiss_pos") // 1_000_000),
     ).with_columns(
         # A drained record keeps the status the log last gave it; derive.py applies the drain outcome.
-        status=pl.when(timed_out).then(pl.lit("timed_out"))
-        .when(no_finish & pl.col("confirm_pos").is_not_null()).then(pl.lit("started"))
-        .when(no_finish).then(pl.lit("pending"))
-        .when(pl.col("errormiss_pos").is_not_null() & ~challenged_now).then(pl.lit("timed_out"))
-        .when(challenged_now & pl.col("outcome").is_not_null()).then(pl.col("outcome"))
-        .when(challenged_now).then(pl.lit("challenged"))
+        status=pl.when(timed_out)
+        .then(pl.lit("timed_out"))
+        .when(no_finish & pl.col("confirm_pos").is_not_null())
+        .then(pl.lit("started"))
+        .when(no_finish)
+        .then(pl.lit("pending"))
+        .when(pl.col("errormiss_pos").is_not_null() & ~challenged_now)
+        .then(pl.lit("timed_out"))
+        .when(challenged_now & pl.col("outcome").is_not_null())
+        .then(pl.col("outcome"))
+        .when(challenged_now)
+        .then(pl.lit("challenged"))
         .otherwise(pl.lit("finished")),
-        votes_valid=pl.when(pl.col("outcome").is_not_null()).then(pl.col("res_valid"))
-        .when(pl.col("all_valid").is_not_null()).then(pl.col("all_valid"))
+        votes_valid=pl.when(pl.col("outcome").is_not_null())
+        .then(pl.col("res_valid"))
+        .when(pl.col("all_valid").is_not_null())
+        .then(pl.col("all_valid"))
         .otherwise(pl.col("pre_valid")),
-        votes_invalid=pl.when(pl.col("outcome").is_not_null()).then(pl.col("res_invalid"))
-        .when(pl.col("all_invalid").is_not_null()).then(pl.col("all_invalid"))
+        votes_invalid=pl.when(pl.col("outcome").is_not_null())
+        .then(pl.col("res_invalid"))
+        .when(pl.col("all_invalid").is_not_null())
+        .then(pl.col("all_invalid"))
         .otherwise(pl.col("challenger_weight")),
         finished=~no_finish,
         challenged=pl.col("invalid_validation"),
         executor_slot=pl.col("inference_id") % pl.col("group_size"),
     )
     inferences = facts.select(
-        "escrow_id", "inference_id", "model", "executor_slot", "status", "challenged", "finished", "drained",
-        "pre_drain_status", "miss_kind", "miss_nonce", "settlement_nonce", "votes_valid", "votes_invalid", "input_tokens", "output_tokens", "started_at", "confirmed_at",
-        "resolved_nonce", "start_nonce", "finish_slot",
+        "escrow_id",
+        "inference_id",
+        "model",
+        "executor_slot",
+        "status",
+        "challenged",
+        "finished",
+        "drained",
+        "pre_drain_status",
+        "miss_kind",
+        "miss_nonce",
+        "settlement_nonce",
+        "votes_valid",
+        "votes_invalid",
+        "input_tokens",
+        "output_tokens",
+        "started_at",
+        "confirmed_at",
+        "resolved_nonce",
+        "start_nonce",
+        "finish_slot",
     ).with_columns(cleared=pl.col("challenged") & (pl.col("status") == "validated"))
 
-    counted = (
-        ((kind == "validation") & live_validation & (pl.col("pos") <= pl.col("end_finished")))
-        | ((kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")) & alive
-           & (pl.col("pos") <= pl.col("resolved_pos").fill_null(INF)))
+    counted = ((kind == "validation") & live_validation & (pl.col("pos") <= pl.col("end_finished"))) | (
+        (kind == "vote")
+        & pl.col("first_of_address")
+        & (pl.col("pos") > pl.col("challenge_pos"))
+        & alive
+        & (pl.col("pos") <= pl.col("resolved_pos").fill_null(INF))
     )
     verdict_rows = verdicts.join(
-        facts.select("escrow_id", "inference_id", "resolved_pos", "group_size"), on=["escrow_id", "inference_id"], how="left"
+        facts.select("escrow_id", "inference_id", "resolved_pos", "group_size"),
+        on=["escrow_id", "inference_id"],
+        how="left",
     ).select(
-        "epoch_id", "escrow_id", "inference_id", "nonce", "tx_index", "kind",
-        pl.col("address").alias("validator"), pl.col("slot").alias("validator_slot"), "valid",
+        "epoch_id",
+        "escrow_id",
+        "inference_id",
+        "nonce",
+        "tx_index",
+        "kind",
+        pl.col("address").alias("validator"),
+        pl.col("slot").alias("validator_slot"),
+        "valid",
         counted.fill_null(False).alias("counted"),
         (pl.col("pos") > pl.col("resolved_pos")).fill_null(False).alias("after_resolution"),
         (pl.col("inference_id") % pl.col("group_size")).alias("executor_slot"),
@@ -269,8 +355,9 @@ def replay(txs: pl.DataFrame, escrows: pl.DataFrame, slots: pl.DataFrame,
     return inferences, verdict_rows
 
 
-def _with_checkpoint(facts: pl.DataFrame, checkpoint: pl.DataFrame | None, esc: pl.DataFrame,
-                     first: pl.DataFrame) -> pl.DataFrame:
+def _with_checkpoint(
+    facts: pl.DataFrame, checkpoint: pl.DataFrame | None, esc: pl.DataFrame, first: pl.DataFrame
+) -> pl.DataFrame:
     """Records live at the checkpoint whose start the log lacks (an escrow joined by import) start
     their replay in the checkpoint's state: Pending, Started or Finished just before the log begins
     (what the log holds between that point and the checkpoint comes first where it says more).
@@ -282,10 +369,15 @@ def _with_checkpoint(facts: pl.DataFrame, checkpoint: pl.DataFrame | None, esc: 
         checkpoint.filter(pl.col("status").is_in([0, 1, 2]))
         .join(first, on="escrow_id", how="left")
         .join(esc.select("escrow_id", "group_size", "vote_threshold"), on="escrow_id", how="inner")
-        .select("escrow_id", "inference_id", "group_size", "vote_threshold",
-                seed_start=seed_pos,
-                seed_confirm=pl.when(pl.col("status") >= 1).then(seed_pos),
-                seed_finish=pl.when(pl.col("status") == 2).then(seed_pos))
+        .select(
+            "escrow_id",
+            "inference_id",
+            "group_size",
+            "vote_threshold",
+            seed_start=seed_pos,
+            seed_confirm=pl.when(pl.col("status") >= 1).then(seed_pos),
+            seed_finish=pl.when(pl.col("status") == 2).then(seed_pos),
+        )
     )
     known = facts.filter(pl.col("start_pos").is_not_null()).select("escrow_id", "inference_id")
     seeds = seeds.join(known, on=["escrow_id", "inference_id"], how="anti")

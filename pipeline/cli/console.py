@@ -1,0 +1,258 @@
+"""Terminal output of the CLI: progress bars, run summaries, doctor reports.
+
+Data goes to stdout (`out`); progress, summaries and notices go to stderr (`err`),
+so that `gonka-evidence query ... > file` and pipes carry data only. `--quiet` silences
+stderr's progress and summaries (errors still print), `--verbose` adds detail there.
+
+Rich and Polars are imported when something is printed with them, not with this module: the
+one-line summaries (`info`, `run_line`) need neither, and an ingest of an unchanged copy prints
+nothing else (bench/BENCHMARKS.md, the no-op re-ingest).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import TYPE_CHECKING
+
+from pipeline.core.verbosity import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    import polars as pl
+    from rich.console import Console
+
+    from pipeline.ingest.runs import IngestSummary
+    from pipeline.sources.store.base import SourceDescription
+
+
+@cache
+def _console(stderr: bool) -> Console:
+    from rich.console import Console
+
+    # Off a terminal (pipes, CI logs) tables keep their full width instead of 80 columns.
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
+
+
+def __getattr__(name: str):
+    """`out` (stdout) and `err` (stderr): Rich consoles, made on first use."""
+    if name in ("out", "err"):
+        return _console(name == "err")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# The control characters Rich's Text drops (bell, backspace, vertical tab, form feed, carriage return).
+_CONTROL = dict.fromkeys(map(ord, "\a\b\v\f\r"))
+
+
+def _line(stream, message: str) -> None:
+    """One line as written, never read as markup (what Rich prints for a `Text` with soft wrap)."""
+    stream.write(message.translate(_CONTROL) + "\n")
+    stream.flush()
+
+
+def info(message: str) -> None:
+    """A summary or notice for the person at the terminal: stderr, silent with --quiet."""
+    if verbosity() >= NORMAL:
+        _line(sys.stderr, message)
+
+
+def detail(message: str) -> None:
+    """Detail shown only with --verbose (stderr)."""
+    if verbosity() >= VERBOSE:
+        _line(sys.stderr, message)
+
+
+@contextmanager
+def ingest_progress() -> Iterator:
+    """A progress callback for `ingest_store`: bars on a terminal, silence otherwise (and with --quiet)."""
+    if not sys.stderr.isatty() or verbosity() < NORMAL:
+        yield None
+        return
+    # Imported here: a scheduled job (no terminal) does not need it.
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    tasks: dict[str, int] = {}
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("rows"),
+        TimeElapsedColumn(),
+        console=_console(True),
+        transient=True,
+    ) as bars:
+
+        def update(name: str, advance: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bars.add_task(name, total=None)  # unknown until a total arrives
+            task = tasks[name]
+            if total:
+                bars.update(task, total=(bars.tasks[task].total or 0) + total)
+            if advance:
+                bars.advance(task, advance)
+
+        yield update
+
+
+def print_ingest_summary(summary: IngestSummary) -> None:
+    """The rows per table and the counts of an ingest, on stderr (a summary, not data)."""
+    if verbosity() < NORMAL:
+        return
+    # The heading on its own line: as a table title it would wrap to the two narrow columns.
+    info(f"ingest {summary.run_id} — {summary.source_display}")
+    if summary.rows:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(show_header=True)
+        table.add_column("table")
+        table.add_column("rows", justify="right")
+        for name, n in summary.rows.items():
+            table.add_row(Text(name), f"{n:,}")
+        _console(True).print(table)
+    else:
+        info(
+            "rows written: none"
+            + (
+                " (its change markers are those of its last ingest: the copy was not read)"
+                if summary.markers_unchanged
+                else ""
+            )
+        )
+    info(
+        f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
+        f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; "
+        f"quarantined rows: {summary.quarantined:,}; replay/sealed disagreements: {summary.disagreements:,}; "
+        f"elapsed {summary.elapsed_s:.1f} s"
+    )
+    _line(
+        sys.stdout,
+        f"snapshot host stats disagreeing with the diff log or the ledger: {summary.snapshot_disagreements:,} slots "
+        f"({summary.snapshot_disagreements_imported:,} in escrows joined by import); "
+        "query snapshot_host_stats_check lists them",
+    )
+
+
+# --- `run`'s log: its stdout, one line per fact (see pipeline/jobs/run.py) ----------------------------------
+
+
+def run_line(message: str) -> None:
+    """One line of `run`'s log on stdout: never wrapped, never read as markup; nothing with --quiet."""
+    if verbosity() > QUIET:
+        _line(sys.stdout, message)
+
+
+def print_source_ingested(summary: IngestSummary) -> None:
+    """What `run` ingested from one store source: one line; the rows per table too with --verbose."""
+    if verbosity() >= VERBOSE:
+        for name, n in summary.rows.items():
+            run_line(f"  {name}: {n:,} rows")
+    run_line(
+        f"ingested {summary.source_display}: {sum(summary.rows.values()):,} rows written; "
+        f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
+        f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; quarantined rows: {summary.quarantined:,}; "
+        f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
+        + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
+    )
+
+
+def print_open_epochs(closure: pl.DataFrame, finality_lag: str) -> None:
+    """One line per epoch that is still open: why, and when it closes under the finality lag.
+
+    ``closure`` is the named query ``closed_epochs`` with ``closes_by_lag_at`` (last settlement +
+    lag) added: an epoch closes when all its escrows settle, or once the data clock (the newest
+    copy time) reaches its last settlement + lag; a later settlement moves that time on."""
+    import polars as pl
+
+    from pipeline.output.render.text import iso_utc
+
+    open_epochs = closure.filter(pl.col("closed_at").is_null())
+    if open_epochs.height == 0:
+        run_line("open epochs: none")
+        return
+    for e in open_epochs.iter_rows(named=True):
+        head = f"open: epoch {e['epoch_id']} ({e['escrows_settled']:,} of {e['escrows']:,} escrows settled"
+        if e["last_settled_at"] is None:
+            run_line(
+                f"{head}): no escrow settled yet; closes when all settle, or {finality_lag} after the last settlement"
+            )
+            continue
+        clock = iso_utc(e["data_clock"]) if e["data_clock"] is not None else "none"
+        run_line(
+            f"{head}, last at {iso_utc(e['last_settled_at'])}): closes when all escrows settle, or at "
+            f"{iso_utc(e['closes_by_lag_at'])} (finality_lag {finality_lag}) if none settles before; data clock {clock}"
+        )
+
+
+def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    out = _console(False)
+    # Off a terminal (a log file) no box drawing: plain columns.
+    table = Table(title=None if title is None else Text(title), box=box.HEAVY_HEAD if out.is_terminal else None)
+    for col in frame.columns:
+        table.add_column(Text(col), justify="right" if frame.schema[col].is_numeric() else "left")
+    for row in frame.iter_rows():  # Text cells: a value is never read as Rich markup
+        table.add_row(
+            *[
+                Text("–" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
+                for v in row
+            ]
+        )
+    out.print(table)
+
+
+def print_description(d: SourceDescription, findings: dict[str, int] | None = None) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    out = _console(False)
+
+    # Paths, names and notes come from the source: printed as written (Text, never markup), each line whole.
+    def say(text: str | Text) -> None:
+        out.print(text if isinstance(text, Text) else Text(text), highlight=False, soft_wrap=True)
+
+    say(Text.assemble((d.display, "bold"), f"  layout: {d.kind}  source id: {d.source_id}"))
+    say(f"lineage id: {d.lineage_id or '– (none; the path is the source id)'}")
+    say(f"planes: {', '.join(d.planes)}")
+    say("schema versions: " + ", ".join(f"{k}={v}" for k, v in d.schema_versions.items()))
+    for where, release_line in d.release_lines.items():
+        say(f"release line ({where}): {release_line}")
+    if d.snapshots:
+        say(f"snapshots: {d.snapshots}")
+    if findings is not None:
+        say(
+            f"in the warehouse: {findings['seal_conflicts']:,} sealed rows disagree with another copy "
+            f"({findings['drained_conflicts']:,} of drained records; see replay_disagreements and quarantine), "
+            f"{findings['snapshot_disagreements']:,} checkpoint slots disagree with the diff log or the ledger "
+            "(query snapshot_host_stats_check)"
+        )
+    say(f"epochs: {', '.join(map(str, d.epochs)) or 'none'}")
+    epochs = sorted({e for t in d.tables for e in t.rows_by_epoch if e is not None})
+    table = Table()
+    table.add_column("table")
+    for e in epochs:
+        table.add_column(f"epoch {e}", justify="right")
+    table.add_column("unscoped", justify="right")
+    table.add_column("schema notes")
+    for t in sorted(d.tables, key=lambda t: t.name):
+        notes = []
+        if t.missing_columns:
+            notes.append("missing " + "; ".join(t.missing_columns))
+        if t.extra_columns:
+            notes.append("extra " + "; ".join(t.extra_columns))
+        cells = [f"{t.rows_by_epoch[e]:,}" if e in t.rows_by_epoch else "" for e in epochs]
+        unscoped = t.rows_by_epoch.get(None)
+        table.add_row(Text(t.name), *cells, "" if unscoped is None else f"{unscoped:,}", Text("; ".join(notes)))
+    out.print(table)
+    if d.unrecognised:
+        say(Text("unrecognised:", "bold"))
+        for u in d.unrecognised:
+            say(f"  - {u}")
+    else:
+        say("unrecognised: nothing")

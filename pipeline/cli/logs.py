@@ -1,0 +1,79 @@
+"""`gonka-evidence ingest-logs`: engine/validator logs, /metrics scrapes and PoC results of one host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipeline.cli.app import DEFAULT_WAREHOUSE, EXIT_QUARANTINED, WarehouseOpt, app, user_errors
+
+
+@app.command(name="ingest-logs")
+@user_errors
+def ingest_logs_command(
+    files: Annotated[list[Path], typer.Argument(help="Log files (gzip accepted) or directories (every file in them).")],
+    host: Annotated[str, typer.Option(help="The host the files belong to (gonka1…).", envvar="GONKA_EVIDENCE_HOST")],
+    kind: Annotated[
+        str | None, typer.Option(help="vllm, validator, poc or metrics (default: detected per file).")
+    ] = None,
+    year: Annotated[
+        int | None, typer.Option(help="Year of the first line of each vLLM log (default: from the file time).")
+    ] = None,
+    timezone: Annotated[
+        str | None,
+        typer.Option(
+            help="Time zone of the vLLM logs' local times: an IANA name (Europe/Berlin) or a UTC offset (+02:00); default UTC."
+        ),
+    ] = None,
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    strict: Annotated[
+        bool, typer.Option(help="Exit 3 when lines could not be parsed or a file held nothing of its kind.")
+    ] = False,
+) -> None:
+    """Ingest vLLM logs, validator (dapi) logs, /metrics scrapes or PoC validation results of one host.
+
+    Re-ingesting a file, its rotated or gzipped twin, or a longer version adds nothing twice; a file read
+    again with another --year or --timezone has its records replaced (the summary says how many).
+    Example: gonka-evidence ingest-logs /var/log/vllm/ --host gonka1...
+    """
+    from pipeline.cli.console import err, out
+    from pipeline.ingest.logs import ingest_logs
+    from pipeline.warehouse.database import open_for_write
+
+    con = open_for_write(warehouse)
+    try:
+        summary = ingest_logs(con, list(files), host=host, kind=kind, year=year, timezone=timezone)
+    finally:
+        con.close()
+    kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.kinds.items()))
+    out.print(
+        f"ingest-logs {summary.run_id}: {summary.files} files ({kinds}), {summary.lines:,} lines, "
+        f"{summary.elapsed_s:.1f}s",
+        markup=False,
+        highlight=False,
+    )
+    for table, n in sorted(summary.rows.items()):
+        out.print(f"  {table}: {n:,} new rows", markup=False, highlight=False)
+    if summary.replaced:
+        out.print(
+            f"  replaced {summary.replaced:,} records of files read before (times read with year "
+            f"{year or 'from the file time'}, time zone {summary.timezone})",
+            markup=False,
+            highlight=False,
+        )
+    if summary.unparsed:
+        out.print(f"  unparsed lines: {summary.unparsed:,} (in quarantine)", markup=False, highlight=False)
+    for path, file_kind in summary.unrecognised:
+        err.print(
+            f"warning: {path}: nothing recognised as a {file_kind} log (wrong --kind?); "
+            f"its unreadable lines are in quarantine",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if summary.unrecognised:
+        out.print(f"  files with nothing recognised: {len(summary.unrecognised)}", markup=False, highlight=False)
+    if strict and (summary.unparsed or summary.unrecognised):
+        raise typer.Exit(EXIT_QUARANTINED)

@@ -1,0 +1,51 @@
+"""Reading the project's TOML files (run config, build timeline) with one-line errors."""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import date, datetime, time
+from pathlib import Path
+
+
+def read_toml(path: Path, error: type[Exception], what: str = "file") -> dict:
+    """The parsed document, or `error` with a one-line message when it is missing, unreadable,
+    not UTF-8 or not TOML."""
+    if not path.exists():
+        raise error(f"{path}: no such {what}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML ({exc})") from None
+
+
+def toml_type(value: object) -> str:
+    """What a TOML value is, in TOML's words, for messages such as "host must be a string, not an array"."""
+    for kind, name in (
+        (bool, "a boolean"),
+        (str, "a string"),
+        (int, "an integer"),
+        (float, "a float"),
+        (datetime, "a date-time"),
+        (date, "a date"),
+        (time, "a time"),
+        (list, "an array"),
+        (dict, "a table"),
+    ):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def require_string(value: object, error: type[Exception], where: str) -> str:
+    """`value` when it is a TOML string; else `error` naming `where` and what it is instead."""
+    if not isinstance(value, str):
+        raise error(f"{where} must be a string, not {toml_type(value)}")
+    return value

@@ -1,0 +1,123 @@
+"""answer-integrity: the host's stored answers in a window, checked (view answer_checks).
+
+One row: ``answers_scanned`` (stored answers of the host), ``complete`` (bodies read to the end:
+JSON parsed, or an SSE stream that reached ``data: [DONE]``), ``token_count_mismatches``
+(complete answers whose usage.completion_tokens differs from the number of logprob entries),
+``duplicate_top_logprob_positions`` (positions whose top_logprobs repeat a token, summed),
+``nan_or_missing_logprob_answers``, ``tokens_not_ids_answers`` (answers with at least one token
+named by text instead of a numeric id), ``empty_answers``. Bodies that could not be read are in
+``quarantine`` (table payload_storage) and counted in answers_scanned but not in complete.
+Window: ``--epoch`` on the escrow's epoch, ``--since/--until`` on started_at.
+
+Empty answers against the host's engine events (view ``engine_events``, from its vLLM logs),
+``sql/evidence/answer_integrity_empty.sql``:
+
+- an answer's time is ``[started_at − TOLERANCE_S, max(started_at, confirmed_at, event time of its
+  first finish transaction) + TOLERANCE_S]`` — started_at is the gateway's clock, confirmed_at the
+  executor's, the finish time the diff log's (created_at or nonce clock), log times the host's
+  clock in whole seconds; the tolerance absorbs that skew;
+- an engine death lasts from a ``fatal``, ``engine_dead``, ``oom`` or ``worker_died`` event of the
+  host until the host's next ``ready`` event (Application startup complete.) at or after it, at
+  most ``CAP_S`` (no ready logged: death + CAP_S);
+- a PoC window lasts from a ``poc_start`` event of the host until its next ``poc_stop`` at or after
+  it, at most ``CAP_S``.
+
+``empty_answers_in_engine_death`` / ``empty_answers_in_poc`` count empty answers whose time overlaps
+at least one such window (closed intervals; an answer overlapping both counts in both), and
+``empty_answers_unexplained`` those overlapping neither. When the host has no engine events at all
+the three columns are NULL (not matched), not 0. A note says how many empty answers lie outside
+every ingested vLLM log file of the host (unexplained only for lack of logs).
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from pipeline.core.paths import sql_text
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
+from pipeline.evidence.window import Window
+from pipeline.warehouse.database import fetch_frame
+
+NAME = "answer-integrity"
+TOLERANCE_S = 60  # seconds added to both ends of an answer's time (clock skew between gateway, chain and host)
+CAP_S = 3600  # longest engine-death / PoC window when the closing ready / poc_stop is missing or later
+MATCH_COLUMNS = ("empty_answers_in_engine_death", "empty_answers_in_poc", "empty_answers_unexplained")
+
+
+def answer_integrity(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
+    """Integrity counts over the host's stored answers, empty answers matched against engine events."""
+    params = {"host": host, **window.params}
+    rows = fetch_frame(con, sql_text("evidence/answer_integrity.sql"), params)
+    notes = []
+    if rows["answers_scanned"][0] == 0:
+        notes.append(
+            f"no stored answers of {host} in {window.describe()} (payload storage not in the copy, or pruned)."
+        )
+    events = fetch_frame(con, sql_text("evidence/answer_integrity_events.sql"), {"host": host})
+    if events["events"][0] == 0:
+        matched = {name: None for name in MATCH_COLUMNS}
+        notes.append(
+            "Empty answers are not yet matched against engine deaths or PoC windows (needs `gonka-evidence ingest-logs` for the host's "
+            "engine events)."
+        )
+    else:
+        empty = fetch_frame(
+            con, sql_text("evidence/answer_integrity_empty.sql"), {**params, "tolerance_s": TOLERANCE_S, "cap_s": CAP_S}
+        )
+        in_death, in_poc = empty["in_engine_death"], empty["in_poc"]
+        matched = {
+            "empty_answers_in_engine_death": int(in_death.sum()),
+            "empty_answers_in_poc": int(in_poc.sum()),
+            "empty_answers_unexplained": int((~in_death & ~in_poc).sum()),
+        }
+        notes.append(
+            f"Empty answers matched against {events['events'][0]} engine events of {host} "
+            f"(logged {events['first_at'][0]:%Y-%m-%d %H:%M:%S} .. {events['last_at'][0]:%Y-%m-%d %H:%M:%S} UTC): "
+            f"an answer's time is started_at − {TOLERANCE_S} s to the latest of started_at, confirmed_at and its "
+            f"finish transaction + {TOLERANCE_S} s; an engine death lasts from a fatal, engine_dead, oom or "
+            f"worker_died event to the next ready (Application startup complete.), a PoC window from poc_start to "
+            f"the next poc_stop, each at most {CAP_S // 60} min. An answer overlapping a window counts in its "
+            "column (in both when it overlaps both); unexplained = overlapping neither."
+        )
+        outside = empty.filter(~pl.col("in_vllm_logs") & ~pl.col("in_engine_death") & ~pl.col("in_poc")).height
+        if outside:
+            notes.append(
+                f"{outside} of the unexplained empty answers lie outside every ingested vLLM log file of "
+                f"{host}: unexplained there means unlogged, not ruled out."
+            )
+    rows = rows.with_columns(pl.lit(value, dtype=pl.Int64).alias(name) for name, value in matched.items())
+    return EvidenceResult(
+        evidence=NAME,
+        title=f"Integrity of the stored answers of {host} ({window.describe()})",
+        params=params,
+        rows=rows,
+        notes=notes,
+    )
+
+
+SPEC = register(
+    EvidenceSpec(
+        name=NAME,
+        summary="Checks of the stored answers (payloads): token counts, logprob positions, empty answers.",
+        compute=answer_integrity,
+        columns=(
+            "answers_scanned",
+            "complete",
+            "token_count_mismatches",
+            "duplicate_top_logprob_positions",
+            "nan_or_missing_logprob_answers",
+            "tokens_not_ids_answers",
+            "empty_answers",
+            *MATCH_COLUMNS,
+        ),
+        sql=(
+            "evidence/answer_integrity.sql",
+            "evidence/answer_integrity_events.sql",
+            "evidence/answer_integrity_empty.sql",
+        ),
+        report=ReportSection(order=70),
+        definitions=__doc__,
+    )
+)

@@ -1,0 +1,144 @@
+"""answers-by-sampling: the host's judged answers by build and sampling parameters.
+
+A **judged answer** is an inference the host executed with a finish transaction, not timed
+out, that received at least one sampled validation (MsgValidation). Its sampling comes from
+the stored request (view answer_checks): absent parameters are the API defaults (temperature 1,
+top_p 1), and ``greedy`` means temperature 0 whatever its top_p (docs/evidence.md, answers-by-sampling); everything else
+is ``sampled``. Answers without a stored request are ``unknown``.
+
+Rows ``build, sampling, judged, invalidated, challenged, invalidated_rate, ci_low, ci_high`` per
+build of the executor (as-of join of host_builds on the event time) and sampling; ``--detail``
+splits ``sampled`` by temperature band and top_p. ``stats.fisher``: Fisher's exact test (two-sided)
+of the invalidated rate, sampled vs greedy, over all builds; ``stats.fisher_by_build``: per build;
+``stats.cmh``: the Cochran–Mantel–Haenszel test of sampled vs greedy stratified by build (so that a
+build with more sampled traffic does not pass for an effect of sampling), with ``breslow_day``,
+whether one odds ratio fits every build; ``multiple_testing``: Holm over all of these tests;
+``interval``: what ``ci_low``/``ci_high`` are.
+Window: ``--epoch`` on the escrow's epoch, ``--since/--until`` on started_at.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from pipeline.core.paths import sql_text
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.stats import (
+    breslow_day_test,
+    cmh_test,
+    fisher_exact_2x2,
+    holm_adjust,
+    interval_stat,
+    with_wilson,
+)
+from pipeline.evidence.window import Window
+from pipeline.warehouse.database import fetch_frame
+
+NAME = "answers-by-sampling"
+BANDS = ((0.5, "(0, 0.5]"), (0.8, "(0.5, 0.8]"), (1.0, "(0.8, 1]"))
+COLUMNS = ("build", "sampling", "judged", "invalidated", "challenged", "invalidated_rate", "ci_low", "ci_high")
+
+
+def sampling_label(temperature: float | None, top_p: float | None, detail: bool) -> str:
+    if temperature is None:
+        return "unknown"
+    if temperature == 0:
+        return "greedy"
+    if not detail:
+        return "sampled"
+    band = next((label for high, label in BANDS if temperature <= high), "> 1")
+    return f"sampled t{band} top_p {top_p:g}"
+
+
+def answers_by_sampling(
+    con: duckdb.DuckDBPyConnection, host: str, window: Window, *, detail: bool = False
+) -> EvidenceResult:
+    """Invalidated rate of the host's judged answers, greedy vs sampled, per build."""
+    answers = fetch_frame(con, sql_text("evidence/judged_answers.sql"), {"host": host, **window.params})
+    answers = answers.with_columns(
+        sampling=pl.struct("temperature", "top_p").map_elements(
+            lambda s: sampling_label(s["temperature"], s["top_p"], detail), return_dtype=pl.String
+        )
+    )
+    rows = (
+        answers.group_by("build", "sampling")
+        .agg(
+            judged=pl.len().cast(pl.Int64),
+            invalidated=(pl.col("status") == "invalidated").sum().cast(pl.Int64),
+            challenged=pl.col("challenged").fill_null(False).sum().cast(pl.Int64),
+        )
+        .sort("build", "sampling")
+    )
+    rows = rows.with_columns(
+        invalidated_rate=pl.when(pl.col("judged") > 0).then(pl.col("invalidated") / pl.col("judged"))
+    )
+    rows = with_wilson(rows, "invalidated", "judged")
+    coarse = answers.with_columns(greedy=pl.col("sampling") == "greedy").filter(pl.col("sampling") != "unknown")
+    stats = {}
+    fisher = _fisher(coarse)
+    if fisher:
+        stats["fisher"] = fisher
+    by_build = {b: f for (b,), frame in coarse.group_by("build") if (f := _fisher(frame))}
+    if by_build:
+        stats["fisher_by_build"] = dict(sorted(by_build.items()))
+    if coarse.height:
+        strata = [_table(frame) for _, frame in coarse.sort("build").group_by("build", maintain_order=True)]
+        stats["cmh"] = cmh_test(strata).as_stat(rows=["sampled", "greedy"], strata="build")
+        stats["breslow_day"] = breslow_day_test(strata).as_stat(strata="build")
+    if family := holm_adjust(stats):
+        stats["multiple_testing"] = family
+    if rows.height:
+        stats["interval"] = interval_stat("invalidated / judged, per row")
+    notes = []
+    if answers.height == 0:
+        notes.append(f"host {host} has no judged answers in {window.describe()}.")
+    unknown = answers.filter(pl.col("sampling") == "unknown").height
+    if unknown:
+        notes.append(f"{unknown} judged answer(s) have no stored request (sampling unknown).")
+    notes.append(
+        "judged = the host's answers with at least one sampled validation; greedy = temperature 0 "
+        "(absent parameters are the API defaults, temperature 1 and top_p 1); Fisher: invalidated, "
+        "sampled vs greedy."
+    )
+    return EvidenceResult(
+        evidence=NAME,
+        title=f"Judged answers of {host} by build and sampling ({window.describe()})",
+        params={"host": host, **window.params, "detail": detail},
+        rows=rows.select(COLUMNS),
+        stats=stats,
+        notes=notes,
+    )
+
+
+def _table(frame: pl.DataFrame) -> list[list[int]]:
+    """``[[sampled invalidated, sampled not], [greedy invalidated, greedy not]]`` of judged answers."""
+    table = []
+    for greedy in (False, True):
+        part = frame.filter(pl.col("greedy") == greedy)
+        invalidated = int((part["status"] == "invalidated").sum())
+        table.append([invalidated, part.height - invalidated])
+    return table
+
+
+def _fisher(frame: pl.DataFrame) -> dict | None:
+    """Fisher's exact test, sampled (first row) vs greedy, of invalidated judged answers."""
+    (a, b), (c, d) = _table(frame)
+    if not (a + b) or not (c + d):
+        return None
+    return fisher_exact_2x2(a, b, c, d).as_stat(rows=["sampled", "greedy"])
+
+
+SPEC = register(
+    EvidenceSpec(
+        name=NAME,
+        summary="The host's judged answers split by build and by greedy vs sampled requests.",
+        compute=answers_by_sampling,
+        columns=COLUMNS,
+        sql=("evidence/judged_answers.sql",),
+        options=(Option("detail", "--detail", "Split sampled answers by temperature band and top_p."),),
+        report=ReportSection(order=80),
+        definitions=__doc__,
+    )
+)

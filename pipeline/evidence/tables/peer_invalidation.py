@@ -1,0 +1,262 @@
+"""peer-invalidation: the host's answers against other executors' in the same escrows.
+
+In the window (``--epoch``: the escrows of that epoch; ``--since/--until``: inferences
+started in ``[since, until)``), take the escrows where the host executed at least one
+answer, and in them compare the host with every other executor:
+
+- an **answer** is an inference with a finish transaction whose final status is not
+  ``timed_out`` (an error miss ends it without an answer; records drained to Finished at
+  settlement have no finish transaction and are not answers);
+- ``challenged_or_invalidated``: answers that ever received an invalid sampled validation
+  or ended invalidated; a challenge later cleared by the vote still counts;
+- ``escrows``: escrows in which the group has at least one answer;
+- ``rate = challenged_or_invalidated / answers`` with its Wilson 95% interval.
+
+``stats``: ``fisher``, Fisher's exact test (two-sided) on the pooled 2×2 table (host / others ×
+challenged or invalidated / not); ``cmh``, a Cochran–Mantel–Haenszel test stratified by escrow
+(two-sided, continuity correction) with the pooled odds ratio and its Robins–Breslow–Greenland
+95% interval (escrows where one side has no answers drop out and are counted); ``breslow_day``,
+whether one odds ratio fits every escrow; ``multiple_testing``: the p-values adjusted by Holm over
+all of them (``p_holm``); ``interval``: what ``ci_low``/``ci_high`` are. ``by_escrow`` adds one row
+per escrow and group after the pooled rows (column ``escrow_id``, ``all`` on the pooled rows).
+``by_build`` adds one row per build of the host and group (column ``build``: the host's build when
+the answer was given, the others' answers at the same times; ``all`` on the pooled rows) and, per
+build, ``cmh_by_build`` and ``breslow_day_by_build`` stratified by escrow: a pooled odds ratio
+over an epoch that mixes builds can hide effects of opposite sign.
+
+``control`` (``--control ADDR``): the host against that one executor instead of every other
+one, in the escrows where both have at least one answer in the window; the second group is
+named ``control`` and the statistics compare the host with it.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from pipeline.core.paths import sql_text
+from pipeline.evidence.log_window import build_order
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.stats import (
+    breslow_day_test,
+    cmh_test,
+    fisher_exact_2x2,
+    holm_adjust,
+    interval_stat,
+    with_wilson,
+)
+from pipeline.evidence.window import EvidenceError, Window
+from pipeline.warehouse.database import fetch_frame
+
+NAME = "peer-invalidation"
+GROUPS = ("host", "others")
+POOLED = "all"
+
+
+def peer_invalidation(
+    con: duckdb.DuckDBPyConnection,
+    host: str,
+    window: Window,
+    *,
+    by_escrow: bool = False,
+    by_build: bool = False,
+    control: str | None = None,
+) -> EvidenceResult:
+    """Challenged-or-invalidated rate of the host's answers against other executors (or one control) in the same escrows."""
+    control = control.strip() if control else None
+    if control == host:
+        raise EvidenceError(f"--control {control} is the host itself; name another executor")
+    answers = fetch_frame(
+        con, sql_text("evidence/peer_answers.sql"), {"host": host, "control": control, **window.params}
+    ).with_columns(group=pl.when(pl.col("is_host")).then(pl.lit("host")).otherwise(pl.lit("others")))
+    per_escrow = _per_escrow(answers)
+    pooled = _pooled(per_escrow)
+    columns = ["group", "escrows", "answers", "challenged_or_invalidated"]
+    rows = pooled.select("escrow_id", *columns)
+    if answers.height == 0:  # no escrow to compare in: no rows rather than two rows of zeros
+        rows = rows.clear()
+    if by_escrow:
+        detail = per_escrow.with_columns(escrows=(pl.col("answers") > 0).cast(pl.Int64)).sort(
+            "epoch_id", "escrow_id", "group"
+        )
+        rows = pl.concat([rows, detail.select("escrow_id", *columns)])
+    per_build = {}  # build -> its per-escrow counts, builds in the order they started
+    if by_build:
+        present = answers["host_build"].unique().to_list()
+        per_build = {
+            b: _per_escrow(answers.filter(pl.col("host_build") == b))
+            for b in build_order(con, host, present)
+            if b in present
+        }
+        rows = rows.with_columns(build=pl.lit(POOLED))
+        rows = pl.concat(
+            [
+                rows,
+                *(
+                    _pooled(counts).with_columns(build=pl.lit(build)).select(rows.columns)
+                    for build, counts in per_build.items()
+                ),
+            ]
+        )
+    rows = rows.with_columns(
+        rate=pl.when(pl.col("answers") > 0).then(pl.col("challenged_or_invalidated") / pl.col("answers"))
+    )
+    rows = with_wilson(rows, "challenged_or_invalidated", "answers")
+    if not by_escrow:
+        rows = rows.drop("escrow_id")
+
+    notes, stats = [], {}
+    if answers.height == 0 and control:
+        notes.append(
+            f"host {host} and control {control} executed no answers in the same escrows in "
+            f"{window.describe()}; nothing to compare."
+        )
+    elif answers.height == 0:
+        notes.append(f"host {host} executed no answers in {window.describe()}; nothing to compare.")
+    else:
+        stats = _stats(pooled, per_escrow)
+        if by_build:
+            by = {build: _strata(counts) for build, counts in per_build.items()}
+            stats["cmh_by_build"] = {build: cmh_test(strata).as_stat() for build, strata in by.items()}
+            stats["breslow_day_by_build"] = {build: breslow_day_test(strata).as_stat() for build, strata in by.items()}
+            if len(by) == 1:
+                notes.append(
+                    f"every answer falls in one build of the host ({next(iter(by))}): the per-build "
+                    "tests repeat the pooled ones (`gonka-evidence builds FILE.toml` loads the timeline)."
+                )
+        if family := holm_adjust(stats):
+            stats["multiple_testing"] = family
+        stats["interval"] = interval_stat("challenged_or_invalidated / answers, per row")
+    compared = (
+        "others = every other executor in the escrows where the host answered."
+        if control is None
+        else f"control = {control}, in the escrows where both answered."
+    )
+    notes.append(
+        "answers = inferences with a finish transaction whose final status is not timed_out; "
+        "challenged_or_invalidated = ever received an invalid validation or ended invalidated "
+        "(challenges later cleared count); " + compared
+    )
+    if control is not None:  # the comparison group is the one named executor
+        rows = rows.with_columns(group=pl.col("group").replace("others", "control"))
+    return EvidenceResult(
+        evidence=NAME,
+        title=f"Challenged or invalidated answers of {host} and of "
+        f"{'other executors' if control is None else control} in the same escrows ({window.describe()})",
+        params={"host": host, **window.params, "by_escrow": by_escrow, "by_build": by_build, "control": control},
+        rows=rows.select(
+            *(["escrow_id"] if by_escrow else []),
+            *(["build"] if by_build else []),
+            *columns,
+            "rate",
+            "ci_low",
+            "ci_high",
+        ),
+        stats=stats,
+        notes=notes,
+    )
+
+
+def _per_escrow(answers: pl.DataFrame) -> pl.DataFrame:
+    """answers and challenged_or_invalidated per escrow and group, both groups in every escrow."""
+    counts = answers.group_by("epoch_id", "escrow_id", "group").agg(
+        answers=pl.col("answers").sum().cast(pl.Int64),
+        challenged_or_invalidated=pl.col("challenged_or_invalidated").sum().cast(pl.Int64),
+    )
+    grid = answers.select("epoch_id", "escrow_id").unique().join(pl.DataFrame({"group": GROUPS}), how="cross")
+    return grid.join(counts, on=["epoch_id", "escrow_id", "group"], how="left").with_columns(
+        pl.col("answers").fill_null(0), pl.col("challenged_or_invalidated").fill_null(0)
+    )
+
+
+def _pooled(per_escrow: pl.DataFrame) -> pl.DataFrame:
+    """The per-escrow counts summed per group (both groups, zeros when absent), ``escrow_id`` = all."""
+    pooled = per_escrow.group_by("group").agg(
+        escrows=(pl.col("answers") > 0).sum(),
+        answers=pl.col("answers").sum(),
+        challenged_or_invalidated=pl.col("challenged_or_invalidated").sum(),
+    )
+    return (
+        pl.DataFrame({"group": GROUPS})
+        .join(pooled, on="group", how="left")
+        .with_columns(
+            escrow_id=pl.lit(POOLED),
+            escrows=pl.col("escrows").fill_null(0).cast(pl.Int64),
+            answers=pl.col("answers").fill_null(0).cast(pl.Int64),
+            challenged_or_invalidated=pl.col("challenged_or_invalidated").fill_null(0).cast(pl.Int64),
+        )
+    )
+
+
+def _table(frame: pl.DataFrame) -> list[list[int]]:
+    """``[[host yes, host no], [others yes, others no]]`` of a frame with one row per group."""
+    cells = {r["group"]: r for r in frame.iter_rows(named=True)}
+    return [
+        [cells[g]["challenged_or_invalidated"], cells[g]["answers"] - cells[g]["challenged_or_invalidated"]]
+        for g in GROUPS
+    ]
+
+
+def _strata(per_escrow: pl.DataFrame) -> list[list[list[int]]]:
+    return [_table(frame) for _, frame in per_escrow.sort("escrow_id").group_by("escrow_id", maintain_order=True)]
+
+
+def _stats(pooled: pl.DataFrame, per_escrow: pl.DataFrame) -> dict:
+    (a, b), (c, d) = _table(pooled)
+    strata = _strata(per_escrow)
+    return {
+        "fisher": fisher_exact_2x2(a, b, c, d).as_stat(rows=list(GROUPS)),
+        "cmh": cmh_test(strata).as_stat(strata="escrow"),
+        "breslow_day": breslow_day_test(strata).as_stat(strata="escrow"),
+    }
+
+
+def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
+    """The pooled rate of the host and of the other executors, with the Wilson interval as a rule."""
+    import altair as alt
+
+    rows = result.rows
+    pooled = [pl.col(c) == POOLED for c in ("escrow_id", "build") if c in rows.columns]
+    data = rows.filter(*pooled) if pooled else rows
+    data = data.with_columns(
+        label=pl.format("{} ({} of {})", pl.col("group"), pl.col("challenged_or_invalidated"), pl.col("answers"))
+    )
+    base = alt.Chart(data).encode(y=alt.Y("label:N", title=None))
+    chart = base.mark_bar().encode(
+        x=alt.X("rate:Q", title="challenged or invalidated / answers", axis=alt.Axis(format="%"))
+    )
+    return (
+        (chart + base.mark_rule(color="black").encode(x="ci_low:Q", x2="ci_high:Q"))
+        .properties(title="Host vs other executors (Wilson 95%)", width=420)
+        .to_dict()
+    )
+
+
+SPEC = register(
+    EvidenceSpec(
+        name=NAME,
+        summary="The host's answers against other executors' in the same escrows.",
+        compute=peer_invalidation,
+        columns=("group", "escrows", "answers", "challenged_or_invalidated", "rate", "ci_low", "ci_high"),
+        sql=("evidence/peer_answers.sql", "evidence/host_builds.sql"),
+        options=(
+            Option("by_escrow", "--by-escrow", "Per-escrow rows after the pooled ones."),
+            Option("by_build", "--by-build", "Rows and a CMH test (stratified by escrow) per build of the host."),
+            Option(
+                "control",
+                "--control",
+                "Compare with this one executor instead of all others.",
+                type=str,
+                metavar="ADDR",
+            ),
+        ),
+        report=ReportSection(
+            order=20,
+            heading="Peer invalidation in the epoch's escrows",
+            options=lambda epoch: {"by_escrow": True},
+            chart=_chart,
+        ),
+        definitions=__doc__,
+    )
+)

@@ -1,0 +1,230 @@
+"""stability: engine deaths, OOMs, restarts and readiness of the host, per build (and per day).
+
+Rows ``build[, day], hours_observed, engine_deaths, ooms, restarts, ready_seconds_median,
+ready_seconds_max, preemptions, max_kv_cache_usage`` from ``engine_events`` and ``engine_stats``
+(docs/sources.md, vLLM logs), in the window on the event time:
+
+- ``hours_observed``: the union of the spans of the host's vLLM log files (first to last
+  record), cut at build boundaries and days. Idle periods log at DEBUG and leave gaps in
+  INFO logs; a gap inside a file is not downtime, so it counts as observed;
+- ``engine_deaths``: crashes (view ``engine_deaths``): the death signals of one log file between
+  two start cycles (the engine core's fatal error or failed start, the API server's
+  ``EngineDeadError`` under another pid, V0's ``AsyncEngineDeadError``, every data-parallel
+  engine, a worker's death) are one death; ``ooms``: deaths whose root cause is an
+  out-of-memory error;
+- ``restarts``: start cycles (``engine_events.cycle_start``: one per launch, though every
+  data-parallel engine core prints its own initialization line) after the host's logs already
+  show the engine (any earlier record); ``ready_seconds_*``: from an initialization to the next
+  ``Application startup complete.`` before the next initialization;
+- ``preemptions``: Σ of the stats lines' ``Preemptions: N`` (absent = 0 from vLLM 0.11.1;
+  lines of earlier versions do not report it and are left out; NULL when no line reports it);
+  ``max_kv_cache_usage``: the highest GPU KV cache usage (0..1) of a stats line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+
+import duckdb
+import polars as pl
+
+from pipeline.core.paths import sql_text
+from pipeline.evidence.log_window import build_order, time_bounds
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.window import EvidenceError, Window
+from pipeline.warehouse.database import fetch_frame
+
+NAME = "stability"
+UTC = dt.UTC
+COLUMNS = [
+    "hours_observed",
+    "engine_deaths",
+    "ooms",
+    "restarts",
+    "ready_seconds_median",
+    "ready_seconds_max",
+    "preemptions",
+    "max_kv_cache_usage",
+]
+
+
+def _union(spans: list[tuple[dt.datetime, dt.datetime]]) -> list[tuple[dt.datetime, dt.datetime]]:
+    merged: list[list[dt.datetime]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(s, e) for s, e in merged]
+
+
+def _pieces(spans, builds, since, until, by_day: bool):
+    """(build, day, seconds) of observed time, cut at build windows, days and the evidence window."""
+    out: dict[tuple[str, dt.date | None], float] = {}
+    for start, end in spans:
+        start = max(start, since) if since else start
+        end = min(end, until) if until else end
+        for label, b_from, b_to in builds:
+            s, e = max(start, b_from), min(end, b_to) if b_to else end
+            while s < e:
+                if by_day:
+                    next_day = dt.datetime.combine(s.date() + dt.timedelta(days=1), dt.time(), UTC)
+                    cut = min(e, next_day)
+                else:
+                    cut = e
+                key = (label, s.date() if by_day else None)
+                out[key] = out.get(key, 0.0) + (cut - s).total_seconds()
+                s = cut
+    return out
+
+
+def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str | None = None) -> EvidenceResult:
+    """Engine deaths, OOMs, restarts, time to ready and preemptions of the host per build (``by="day"``: per day)."""
+    if by not in (None, "day"):
+        raise EvidenceError(f"--by {by!r} is not available for stability (use --by day)")
+    by_day = by == "day"
+    since, until = time_bounds(con, window)
+    events = fetch_frame(con, sql_text("evidence/stability_events.sql"), {"host": host})
+    deaths = fetch_frame(con, sql_text("evidence/stability_deaths.sql"), {"host": host})
+    stats = fetch_frame(con, sql_text("evidence/stability_stats.sql"), {"host": host})
+    coverage = fetch_frame(con, sql_text("evidence/stability_coverage.sql"), {"host": host})
+    timeline = fetch_frame(con, sql_text("evidence/host_build_windows.sql"), {"host": host})
+
+    first_seen = min([*events["at"].to_list(), *stats["at"].to_list()], default=None)
+    starts = events.filter(pl.col("cycle_start"))  # one per launch, not one per data-parallel engine
+    readies = events.filter(pl.col("kind") == "ready")["at"].to_list()
+    start_times = starts["at"].to_list()
+    cycles = []  # (at, build, restart, ready_seconds)
+    for i, row in enumerate(starts.iter_rows(named=True)):
+        nxt = start_times[i + 1] if i + 1 < len(start_times) else None
+        ready = next((r for r in readies if r >= row["at"] and (nxt is None or r < nxt)), None)
+        cycles.append(
+            (row["at"], row["build"], row["at"] > first_seen, (ready - row["at"]).total_seconds() if ready else None)
+        )
+
+    def in_window(at) -> bool:
+        return (since is None or at >= since) and (until is None or at < until)
+
+    def key(build: str, at: dt.datetime):
+        return (build, at.astimezone(UTC).date() if by_day else None)
+
+    groups: dict[tuple, dict] = {}
+
+    def group(k):
+        return groups.setdefault(
+            k,
+            {
+                "engine_deaths": 0,
+                "ooms": 0,
+                "restarts": 0,
+                "ready": [],
+                "preemptions": None,
+                "max_kv_cache_usage": None,
+                "hours_observed": 0.0,
+            },
+        )
+
+    for row in deaths.iter_rows(named=True):
+        if in_window(row["at"]):
+            g = group(key(row["build"], row["at"]))
+            g["engine_deaths"] += 1
+            g["ooms"] += int(row["oom"])
+    for at, build, restart, ready in cycles:
+        if in_window(at):
+            g = group(key(build, at))
+            g["restarts"] += int(restart)
+            if ready is not None:
+                g["ready"].append(ready)
+    for row in stats.iter_rows(named=True):
+        if not in_window(row["at"]):
+            continue
+        g = group(key(row["build"], row["at"]))
+        if row["preemptions"] is not None:
+            g["preemptions"] = (g["preemptions"] or 0) + row["preemptions"]
+        if row["kv_cache_usage"] is not None:
+            g["max_kv_cache_usage"] = max(g["max_kv_cache_usage"] or 0.0, row["kv_cache_usage"])
+    builds = [(r["build"], r["valid_from"], r["valid_to"]) for r in timeline.iter_rows(named=True)]
+    if timeline.height:
+        builds.insert(0, ("unattributed", dt.datetime.min.replace(tzinfo=UTC), timeline["valid_from"].min()))
+    else:
+        builds = [("unattributed", dt.datetime.min.replace(tzinfo=UTC), None)]
+    spans = _union([(r["first_at"], r["last_at"]) for r in coverage.iter_rows(named=True)])
+    for k, seconds in _pieces(spans, builds, since, until, by_day).items():
+        if seconds > 0:
+            group(k)["hours_observed"] += seconds / 3600
+
+    order = build_order(con, host, [b for b, _ in groups])
+    rows = []
+    for build in order:
+        for (b, day), g in sorted(((k, v) for k, v in groups.items() if k[0] == build), key=lambda kv: str(kv[0][1])):
+            row = {
+                "build": b,
+                **({"day": day} if by_day else {}),
+                "hours_observed": g["hours_observed"],
+                "engine_deaths": g["engine_deaths"],
+                "ooms": g["ooms"],
+                "restarts": g["restarts"],
+                "ready_seconds_median": statistics.median(g["ready"]) if g["ready"] else None,
+                "ready_seconds_max": max(g["ready"]) if g["ready"] else None,
+                "preemptions": g["preemptions"],
+                "max_kv_cache_usage": g["max_kv_cache_usage"],
+            }
+            rows.append(row)
+    schema = {
+        "build": pl.String,
+        **({"day": pl.Date} if by_day else {}),
+        "hours_observed": pl.Float64,
+        "engine_deaths": pl.Int64,
+        "ooms": pl.Int64,
+        "restarts": pl.Int64,
+        "ready_seconds_median": pl.Float64,
+        "ready_seconds_max": pl.Float64,
+        "preemptions": pl.Int64,
+        "max_kv_cache_usage": pl.Float64,
+    }
+    frame = pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+    notes = []
+    if not rows:
+        notes.append(
+            f"no vLLM log records for host {host} in {window.describe()} (`gonka-evidence ingest-logs` first)."
+        )
+    notes.append(
+        "A death is one crash however many processes report it (the engine core, the API server, every "
+        "data-parallel engine; signals of one log file between two start cycles); OOMs are deaths whose root "
+        "cause is an out-of-memory error. Restarts are engine initializations after the logs already show the engine. "
+        "Hours observed span each log file from its first to its last record: idle periods log at DEBUG, so "
+        "a gap in INFO lines is not downtime. Preemptions are summed from stats lines that report them "
+        "(vLLM ≥ 0.11.1); earlier versions do not."
+    )
+    return EvidenceResult(
+        evidence=NAME,
+        title=f"Engine stability of {host}, by build{' and day' if by_day else ''} ({window.describe()})",
+        params={"host": host, **window.params, "by": by},
+        rows=frame,
+        stats={"log_files": coverage.height, "events": events.height},
+        notes=notes,
+    )
+
+
+SPEC = register(
+    EvidenceSpec(
+        name=NAME,
+        summary="Engine deaths, OOMs and restarts per build and per hours observed, from vLLM logs.",
+        compute=stability,
+        columns=("build", *COLUMNS),
+        sql=(
+            "evidence/log_window_bounds.sql",
+            "evidence/stability_events.sql",
+            "evidence/stability_deaths.sql",
+            "evidence/stability_stats.sql",
+            "evidence/stability_coverage.sql",
+            "evidence/host_build_windows.sql",
+            "evidence/host_builds.sql",
+        ),
+        options=(Option("by", "--by", "One row per build and day.", type=str, metavar="day"),),
+        report=ReportSection(order=60, heading="Engine stability"),
+        definitions=__doc__,
+    )
+)

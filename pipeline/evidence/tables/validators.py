@@ -1,0 +1,143 @@
+"""validators: who judged the host's answers, one row per validator address and its build.
+
+Rows ``validator, build, validations, votes, verdicts, invalid, invalid_share, invalid_ci_low,
+invalid_ci_high, resolved, agreed, agreement_rate, agreement_ci_low, agreement_ci_high``:
+
+- a **verdict** is one validation or vote transaction on an inference the host executed
+  (executor = host) whose record is in the warehouse, as in ``epoch-summary``: ``validations``
+  are sampled checks (MsgValidation), ``votes`` are votes after a challenge
+  (MsgValidationVote). Every transaction counts, a repeated validation and a vote cast after
+  resolution included; an address holding several slots counts once per transaction. The
+  window is the judged inference's (``--epoch``: the escrows of that epoch;
+  ``--since/--until``: inferences started in ``[since, until)``);
+- ``validator``: the address of the slot that cast the verdict; ``build``: the validator's
+  build at the verdict's ``event_at`` (the as-of join of ``host_builds``), empty when no entry
+  of the validator covers that time. A validator whose build changed has one row per build;
+- ``verdicts = validations + votes``; ``invalid``: verdicts that found the answer invalid;
+  ``invalid_share = invalid / verdicts`` with its Wilson 95% interval;
+- ``resolved``: verdicts on inferences whose final status is validated or invalidated;
+  ``agreed``: those of them that match it (valid on a validated inference, invalid on an
+  invalidated one); ``agreement_rate = agreed / resolved`` with its Wilson 95% interval.
+
+Rows are ordered by verdicts (most first), then validator, then the build's first verdict.
+``stats.interval`` says what the two interval column pairs are.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from pipeline.core.paths import sql_text
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
+from pipeline.evidence.stats import interval_stat, with_wilson
+from pipeline.evidence.window import Window
+from pipeline.warehouse.database import fetch_frame
+
+NAME = "validators"
+COLUMNS = (
+    "validator",
+    "build",
+    "validations",
+    "votes",
+    "verdicts",
+    "invalid",
+    "invalid_share",
+    "invalid_ci_low",
+    "invalid_ci_high",
+    "resolved",
+    "agreed",
+    "agreement_rate",
+    "agreement_ci_low",
+    "agreement_ci_high",
+)
+
+
+def validators(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
+    """Verdicts on the host's answers per validator address and build, with their agreement with the outcome."""
+    counts = fetch_frame(con, sql_text("evidence/validator_verdicts.sql"), {"host": host, **window.params})
+    rows = counts.sort(["verdicts", "validator", "first_at"], descending=[True, False, False]).with_columns(
+        invalid_share=pl.when(pl.col("verdicts") > 0).then(pl.col("invalid") / pl.col("verdicts")),
+        agreement_rate=pl.when(pl.col("resolved") > 0).then(pl.col("agreed") / pl.col("resolved")),
+    )
+    rows = with_wilson(rows, "invalid", "verdicts", prefix="invalid_ci")
+    rows = with_wilson(rows, "agreed", "resolved", prefix="agreement_ci").select(COLUMNS)
+
+    notes = []
+    if rows.height == 0:
+        notes.append(f"host {host} received no verdicts on its answers in {window.describe()}; nothing to show.")
+    notes.append(
+        "Verdicts on the host's answers, one per transaction (an address with several slots counts once): "
+        "sampled validations and votes after a challenge, repeated ones and votes after resolution included. "
+        "build = the validator's build at the verdict (empty: not in the build timeline); agreed / resolved: "
+        "verdicts that match the final validated or invalidated status."
+    )
+    stats = {}
+    if rows.height:
+        stats = {
+            "validators": rows["validator"].n_unique(),
+            "verdicts": int(rows["verdicts"].sum()),
+            "invalid": int(rows["invalid"].sum()),
+            "interval": {
+                "invalid_share": interval_stat("invalid / verdicts, per row", ("invalid_ci_low", "invalid_ci_high")),
+                "agreement_rate": interval_stat(
+                    "agreed / resolved, per row", ("agreement_ci_low", "agreement_ci_high")
+                ),
+            },
+        }
+    return EvidenceResult(
+        evidence=NAME,
+        title=f"Validators of the answers of {host} ({window.describe()})",
+        params={"host": host, **window.params},
+        rows=rows,
+        stats=stats,
+        notes=notes,
+    )
+
+
+def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
+    """Invalid share of each validator's verdicts, with the Wilson interval as a rule."""
+    import altair as alt
+
+    data = result.rows.with_columns(
+        label=pl.format(
+            "{} · {} ({} of {})",
+            pl.col("validator"),
+            pl.col("build").fill_null("no build"),
+            pl.col("invalid"),
+            pl.col("verdicts"),
+        )
+    )
+    if data.height == 0:
+        return None
+    base = alt.Chart(data).encode(y=alt.Y("label:N", sort=None, title=None, axis=alt.Axis(labelLimit=0)))
+    bars = base.mark_bar().encode(
+        x=alt.X(
+            "invalid_share:Q",
+            title="invalid verdicts / verdicts",
+            axis=alt.Axis(format="%", tickCount=5),
+            scale=alt.Scale(domain=[0, 1]),
+        ),
+        tooltip=["validator", "build", "invalid", "verdicts", "agreed", "resolved"],
+    )
+    rules = base.mark_rule(color="black").encode(x="invalid_ci_low:Q", x2="invalid_ci_high:Q")
+    return (
+        (bars + rules)
+        .properties(title="Invalid verdicts on the host's answers, per validator (Wilson 95%)", width=360)
+        .to_dict()
+    )
+
+
+SPEC = register(
+    EvidenceSpec(
+        name=NAME,
+        summary="Who judged the host's answers: verdicts per validator address and build, invalid share and agreement "
+        "with the final outcome.",
+        compute=validators,
+        columns=COLUMNS,
+        sql=("evidence/validator_verdicts.sql",),
+        report=ReportSection(order=25, heading="Validators of the host's answers", chart=_chart),
+        definitions=__doc__,
+    )
+)

@@ -1,0 +1,5 @@
+"""Stage 2, ingest: sources into the warehouse, with run bookkeeping and quarantine.
+
+`copies.ingest_source` ingests a copy by name (store, ledger, payloads); `logs` and `json_responses`
+the files of one host; `kinds` registers what a run's `[[sources]]` entries may be.
+"""

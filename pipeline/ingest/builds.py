@@ -1,0 +1,90 @@
+"""The host build timeline (`builds.toml`): which build each host ran from when.
+
+Each entry lasts until the same host's next entry. Loading a file
+replaces the whole timeline in one transaction; the public views pick it up at
+once through their as-of joins.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from pipeline.cli.console import err
+from pipeline.core.paths import sql_text
+from pipeline.core.tomlfile import read_toml, require_string, toml_type
+from pipeline.ingest.derive import attribute_builds
+from pipeline.warehouse.database import fetch_frame, transaction
+
+
+class BuildsError(Exception):
+    """A builds file that cannot be used; one-line message."""
+
+
+def read_builds_document(path: Path) -> dict:
+    """The parsed file, checked: a non-empty [[builds]] array of tables whose host and label are
+    strings and whose since is a time; `focal_host`, when given, a string."""
+    doc = read_toml(path, BuildsError)
+    entries = doc.get("builds")
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+        raise BuildsError(f"{path}: no [[builds]] entries")
+    if "focal_host" in doc:
+        require_string(doc["focal_host"], BuildsError, f"{path}: focal_host")
+    for i, entry in enumerate(entries, 1):
+        missing = [k for k in ("host", "label", "since") if k not in entry]
+        if missing:
+            raise BuildsError(f"{path}: entry {i} lacks {', '.join(missing)}")
+        for key in ("host", "label"):
+            require_string(entry[key], BuildsError, f"{path}: entry {i}: {key}")
+    return doc
+
+
+def read_builds(path: Path) -> pl.DataFrame:
+    rows = [
+        {"host": e["host"], "build": e["label"], "valid_from": _utc(e["since"], path, i)}
+        for i, e in enumerate(read_builds_document(path)["builds"], 1)
+    ]
+    frame = pl.DataFrame(rows, schema={"host": pl.String, "build": pl.String, "valid_from": pl.Datetime("us", "UTC")})
+    dupes = frame.filter(pl.struct("host", "valid_from").is_duplicated())
+    if dupes.height:
+        raise BuildsError(f"{path}: two entries for {dupes['host'][0]} start at the same time")
+    return frame.sort("host", "valid_from").with_columns(valid_to=pl.col("valid_from").shift(-1).over("host"))
+
+
+def _utc(value, path: Path, i: int) -> datetime:
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if not isinstance(value, str):
+        raise BuildsError(f"{path}: entry {i} has since = {value!r} ({toml_type(value)}), not an ISO-8601 time")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise BuildsError(f"{path}: entry {i} has since = {value!r}, not an ISO-8601 time") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def load_builds(con: duckdb.DuckDBPyConnection, path: Path) -> int:
+    frame = read_builds(path)
+    with transaction(con):
+        con.execute("DELETE FROM host_builds_t")
+        con.register("new_builds", frame.to_arrow())
+        con.execute("INSERT INTO host_builds_t BY NAME (SELECT * FROM new_builds)")
+        con.unregister("new_builds")
+        attribute_builds(con, "d_escrows")
+    for host in unknown_hosts(con):
+        err.print(
+            f"warning: {path}: host {host} is not a participant of any escrow in the warehouse "
+            "(a typo, or a host the copies do not have yet)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    return frame.height
+
+
+def unknown_hosts(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Hosts of the build timeline that no escrow has as a participant (none while there are no escrows)."""
+    return fetch_frame(con, sql_text("warehouse/builds/unknown_hosts.sql"))["host"].to_list()

@@ -1,0 +1,51 @@
+"""Ingesting a copy by name: the one entry point of a store ingest (session store, ledger, payloads).
+
+A PostgreSQL copy whose change markers match the stamp of its last ingest is recorded without being
+read (`pipeline.ingest.unchanged`); anything else takes the full ingest (`pipeline.ingest.store`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Union
+
+import duckdb
+
+from pipeline.ingest.runs import IngestSummary, Progress
+from pipeline.ingest.unchanged import ingest_unchanged
+from pipeline.sources.store import is_postgres, open_store
+
+Warehouse = Union[duckdb.DuckDBPyConnection, Callable[[], duckdb.DuckDBPyConnection]]
+
+
+def ingest_source(
+    warehouse: Warehouse, spec: str, label: str | None = None, progress: Progress | None = None
+) -> IngestSummary:
+    """Ingest the copy that `spec` names (a postgresql:// URL, `postgres`, or a SQLite store directory):
+    recorded as unchanged when its stamp says so, else through the full ingest. `warehouse` is the
+    warehouse connection, or what opens it: it is opened once the source has answered, so that a
+    source that cannot be read leaves no new warehouse behind."""
+    connect = warehouse if callable(warehouse) else (lambda: warehouse)
+    if is_postgres(spec):
+        from pipeline.sources.store.postgres_markers import read_markers
+
+        markers = read_markers(spec, connect)
+        if markers is not None and (summary := ingest_unchanged(connect(), markers, label)) is not None:
+            return summary
+    from pipeline.ingest.store import ingest_store  # Arrow and Polars: not loaded for an unchanged copy
+
+    store = open_store(spec)
+    try:
+        return ingest_store(connect(), store, label=label, progress=progress)
+    finally:
+        store.close()
+
+
+def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> IngestSummary:
+    """`run`'s ingest of a `store` or `postgres` entry (pipeline/ingest/kinds.py), with progress and summary."""
+    from pipeline.cli.console import ingest_progress, print_source_ingested
+
+    with ingest_progress() as progress:
+        summary = ingest_source(con, source.get("url") or source["path"], label=source.get("label"), progress=progress)
+    print_source_ingested(summary)
+    return summary

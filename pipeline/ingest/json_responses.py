@@ -1,0 +1,339 @@
+"""Saved JSON responses → the tracker views (`gonka-evidence ingest-json FILE...`).
+
+Hosts usually hold these rather than a gateway's database:
+- the gateway accounting API, `GET /api/v1/epochs/{n}/participants[/{addr}]` (docs/sources.md,
+  Saved API and chain JSON): per-participant records of schema 2–7; `counters[]` entries are `{escrow_id, key: {…}, count}`
+  up to v6 and flattened `{escrow_id, slot_id, disposition, …, count}` in v7. They land in
+  `api_participants` / `api_counters` and so in tracker_participants (origin `api`, used where
+  no ledger database row exists for the same epoch, participant and model);
+- chain REST (same section): `epoch_performance_summary`, a participant's `current_epoch_stats` (epoch
+  taken from the enclosing response), `DevshardHostEpochStats`. uint64 values are strings and
+  `Decimal{value, exponent}` means value × 10^exponent. They land in `chain_participant_stats`
+  (tracker_participants.chain_*).
+
+Objects are recognised by their fields wherever they sit in the document (a bare record, a
+list, or wrapped as the endpoints wrap them), at any depth. A file may be gzip-compressed. Every
+file is one ingest run (source `json:PATH`) committed in one transaction; what cannot be used is
+quarantined with the reason, never fatal: a file that is not (readable gzip of) JSON, and a record
+with a number the warehouse's 64-bit integers or doubles cannot hold (it is not rounded or cut).
+A path that is not a regular file of at most `MAX_JSON_FILE_BYTES` (decompressed) is a one-line error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import msgspec
+
+from pipeline.ingest.ledger import CounterKeyError, counter_id, parse_counter_key
+from pipeline.ingest.runs import ingest_run
+from pipeline.sources.files import FileReadError, read_regular_file
+from pipeline.sources.store.base import SourceError
+from pipeline.warehouse.database import transaction
+
+CHAIN_COUNTERS = (
+    "inference_count",
+    "missed_requests",
+    "validated_inferences",
+    "invalidated_inferences",
+    "earned_coins",
+    "rewarded_coins",
+    "burned_coins",
+)
+HOST_STATS = ("missed", "invalid", "cost", "required_validations", "completed_validations", "escrow_count")
+INT64 = (-(2**63), 2**63 - 1)  # the warehouse's BIGINT columns
+MAX_JSON_FILE_BYTES = 256 * 2**20  # one saved response, compressed or not: far above any real one
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class OutOfRange(ValueError):
+    """A number in a record that the warehouse column cannot hold."""
+
+
+@dataclass
+class JsonIngestSummary:
+    files: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+    quarantined: int = 0
+    run_ids: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    unreadable: list[str] = field(default_factory=list)  # "PATH: reason" of each file quarantined whole
+
+
+class Unreadable(ValueError):
+    """A file that is not (readable gzip of) JSON."""
+
+
+def _document(data: bytes):
+    """The JSON document of a file's bytes, gunzipped first when they are gzip."""
+    if data.startswith(GZIP_MAGIC):
+        data = _gunzip(data)
+    try:
+        return msgspec.json.decode(data)  # integers exact at any size (orjson would round them to floats)
+    except msgspec.ValidationError as exc:  # a number no integer or double holds, e.g. 1e999
+        raise Unreadable(f"a number out of range ({exc})") from None
+    except msgspec.DecodeError as exc:
+        raise Unreadable(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise Unreadable("not JSON (nested too deeply)") from None
+
+
+def _gunzip(data: bytes) -> bytes:
+    """Every gzip member of `data`, decompressed (at most MAX_JSON_FILE_BYTES); CRC and length checked."""
+    out = bytearray()
+    while data.strip(b"\0"):  # the gzip tool accepts zero padding after the last member
+        member = zlib.decompressobj(wbits=31)
+        try:
+            out += member.decompress(data, MAX_JSON_FILE_BYTES + 1 - len(out))
+        except zlib.error as exc:
+            raise Unreadable(f"not readable gzip ({exc})") from None
+        if len(out) > MAX_JSON_FILE_BYTES or member.unconsumed_tail:
+            raise Unreadable(f"larger than {MAX_JSON_FILE_BYTES:,} bytes when decompressed")
+        if not member.eof:
+            raise Unreadable("not readable gzip (truncated)")
+        data = member.unused_data
+    return bytes(out)
+
+
+def _uint(value, name: str = "value") -> int | None:
+    """A chain uint64 (a JSON string in REST) or a plain number; None when it is not a number."""
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():  # beyond int()'s digit limit
+            raise OutOfRange(f"{name} {value[:20]}… is beyond 64 bits") from None
+        return None
+    except OverflowError:  # an infinite float
+        raise OutOfRange(f"{name} {value} is beyond 64 bits") from None
+    if not INT64[0] <= number <= INT64[1]:
+        raise OutOfRange(f"{name} {str(value)[:20]} is beyond 64 bits")
+    return number
+
+
+def _decimal(value, name: str = "value") -> float | None:
+    """`Decimal{value, exponent}` = value × 10^exponent; plain numbers pass."""
+    try:
+        if isinstance(value, dict) and "value" in value:
+            number = int(value["value"]) * 10.0 ** int(value.get("exponent", 0))
+        else:
+            number = None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+    except OverflowError:
+        raise OutOfRange(f"{name} {str(value)[:40]} is beyond a double") from None
+    if number is not None and not math.isfinite(number):
+        raise OutOfRange(f"{name} {str(value)[:40]} is beyond a double")
+    return number
+
+
+class _Collector:
+    def __init__(self, name: str):
+        self.name = name
+        self.participants: dict[tuple, dict] = {}
+        self.counters: dict[tuple, dict] = {}
+        self.chain: dict[tuple, dict] = {}
+        self.problems: list[tuple[str, str, str]] = []
+
+    def walk(self, document) -> None:
+        """Every record in the document, depth first in document order (an explicit stack: any depth)."""
+        stack = [(document, None, "$")]
+        while stack:
+            node, epoch, path = stack.pop()
+            try:
+                stack.extend(reversed(self._visit(node, epoch, path)))
+            except OutOfRange as exc:
+                self.problems.append(("json_file", f"{self.name}:{path}", str(exc)))
+            except RecursionError:  # a record too deeply nested for its `extra` column
+                self.problems.append(("json_file", f"{self.name}:{path}", "record nested too deeply"))
+
+    def _visit(self, node, epoch: int | None, path: str) -> list[tuple]:
+        """Take the node if it is a record; else the children to visit, with the epoch that applies to them."""
+        if isinstance(node, list):
+            return [(item, epoch, f"{path}[{k}]") for k, item in enumerate(node)]
+        if not isinstance(node, dict):
+            return []
+        for name in ("epoch_index", "epoch_id", "epoch"):  # the nearest enclosing epoch applies below
+            if _uint(node.get(name), name) is not None:
+                epoch = _uint(node[name], name)
+                break
+        if isinstance(node.get("participant"), str) and any(
+            k in node for k in ("counters", "assigned_nonces", "dispositions")
+        ):
+            self._record(node, epoch, path)
+        elif isinstance(node.get("participant_id"), str) and "inference_count" in node:
+            self._chain(node["participant_id"], epoch, "epoch_performance_summary", node, path)
+        elif isinstance(node.get("participant"), str) and "missed" in node and "invalid" in node:
+            self._chain(node["participant"], epoch, "devshard_host_epoch_stats", node, path)
+        elif isinstance(node.get("current_epoch_stats"), dict):
+            who = node.get("address") or node.get("index")
+            if isinstance(who, str):
+                self._chain(
+                    who,
+                    epoch,
+                    "current_epoch_stats",
+                    node["current_epoch_stats"]
+                    | {k: node[k] for k in ("invalidLLR", "inactiveLLR", "confirmationPoCRatio") if k in node},
+                    path,
+                )
+        else:
+            return [(value, epoch, f"{path}.{key}") for key, value in node.items()]
+        return []
+
+    def _record(self, rec: dict, epoch: int | None, path: str) -> None:
+        participant, model = rec["participant"], rec.get("model") or ""
+        if epoch is None:
+            self.problems.append(("api_participants", f"{self.name}:{path}", "accounting record without epoch_index"))
+            return
+        version = _uint(rec.get("schema_version"), "schema_version")
+        dispositions = rec.get("dispositions") if isinstance(rec.get("dispositions"), dict) else {}
+        known = {
+            "schema_version",
+            "epoch_index",
+            "participant",
+            "model",
+            "assigned_nonces",
+            "dispositions",
+            "protocol_misses",
+            "protocol_invalid",
+            "unresolved_challenges",
+            "recorded_invalid_transitions",
+            "counters",
+        }
+        self.participants[(epoch, participant, model)] = {
+            "epoch_id": epoch,
+            "participant": participant,
+            "model": model,
+            "schema_version": version,
+            **{
+                c: _uint(rec.get(c), c)
+                for c in (
+                    "assigned_nonces",
+                    "protocol_misses",
+                    "protocol_invalid",
+                    "unresolved_challenges",
+                    "recorded_invalid_transitions",
+                )
+            },
+            "protocol_only": _uint(dispositions.get("protocol_only"), "protocol_only") or 0,
+            "dispositions": json.dumps(dispositions),
+            "extra": json.dumps({k: v for k, v in rec.items() if k not in known}, default=str),
+        }
+        for k, entry in enumerate(rec.get("counters") or []):
+            where = f"{self.name}:{epoch}/{participant}/{k}"
+            if not isinstance(entry, dict):
+                self.problems.append(("api_counters", where, "counter entry is not an object"))
+                continue
+            key = (
+                entry.get("key")
+                if isinstance(entry.get("key"), dict)
+                else {n: v for n, v in entry.items() if n not in ("escrow_id", "count", "key")}
+            )
+            try:
+                parsed = parse_counter_key(key)
+            except CounterKeyError as exc:
+                self.problems.append(("api_counters", where, str(exc)))
+                continue
+            try:
+                count = _uint(entry.get("count"), "count") or 0
+            except OutOfRange as exc:
+                self.problems.append(("api_counters", where, str(exc)))
+                continue
+            escrow = str(entry.get("escrow_id") or "")
+            cid = counter_id(key)
+            slot = self.counters.setdefault(
+                (epoch, participant, model, escrow, cid),
+                {
+                    "epoch_id": epoch,
+                    "participant": participant,
+                    "model": model,
+                    "escrow_id": escrow,
+                    "counter_id": cid,
+                    **parsed,
+                    "count": 0,
+                    "schema_version": version,
+                },
+            )
+            if not INT64[0] <= slot["count"] + count <= INT64[1]:
+                self.problems.append(("api_counters", where, "count: the sum is beyond 64 bits"))
+                continue
+            slot["count"] += count
+
+    def _chain(self, participant: str, epoch: int | None, kind: str, obj: dict, path: str) -> None:
+        epoch = _uint(obj.get("epoch_index"), "epoch_index") if obj.get("epoch_index") is not None else epoch
+        if epoch is None:
+            self.problems.append(
+                (
+                    "chain_participant_stats",
+                    f"{self.name}:{path}",
+                    f"{kind} without an epoch (save the response with its epoch)",
+                )
+            )
+            return
+        row = {
+            "epoch_id": epoch,
+            "participant": participant,
+            "kind": kind,
+            **{c: _uint(obj.get(c), c) for c in CHAIN_COUNTERS + HOST_STATS},
+            "claimed": obj.get("claimed") if isinstance(obj.get("claimed"), bool) else None,
+            "invalid_llr": _decimal(obj.get("invalidLLR"), "invalidLLR"),
+            "inactive_llr": _decimal(obj.get("inactiveLLR"), "inactiveLLR"),
+            "confirmation_poc_ratio": _decimal(obj.get("confirmationPoCRatio"), "confirmationPoCRatio"),
+        }
+        self.chain[(epoch, participant, kind)] = row
+
+
+def ingest_json_files(con: duckdb.DuckDBPyConnection, files: list[Path]) -> JsonIngestSummary:
+    """Ingest saved accounting-API / chain REST responses; one run per file."""
+    started = time.monotonic()
+    summary = JsonIngestSummary()
+    for file in files:
+        path = Path(file)
+        if not path.exists():
+            raise SourceError(f"{path}: no such file")
+        try:
+            data = read_regular_file(path, MAX_JSON_FILE_BYTES)
+        except FileReadError as exc:
+            raise SourceError(f"{path}: {exc}") from None
+        source_id = f"json:{path.resolve()}"
+        collector = _Collector(path.name)
+        try:
+            collector.walk(_document(data))
+        except Unreadable as exc:
+            collector.problems.append(("json_file", str(path.resolve()), str(exc)))
+            summary.unreadable.append(f"{path}: {exc}")
+        with ingest_run(con, source_id=source_id, kind="json", display=str(path)) as run, transaction(con):
+            extras = {"source_id": source_id, "run_id": run.run_id}
+            for epoch, participant, model in collector.participants:  # a newer response replaces the record
+                con.execute(
+                    "DELETE FROM api_counters WHERE epoch_id = ? AND participant = ? AND model = ?",
+                    [epoch, participant, model],
+                )
+            run.insert("api_participants", [r | extras for r in collector.participants.values()], "replace")
+            run.insert("api_counters", list(collector.counters.values()), "replace")
+            run.insert("chain_participant_stats", [r | extras for r in collector.chain.values()], "replace")
+            run.quarantine(collector.problems)
+        summary.files += 1
+        summary.run_ids.append(run.run_id)
+        summary.quarantined += run.quarantined
+        for table, n in run.rows.items():
+            summary.rows[table] = summary.rows.get(table, 0) + n
+    summary.elapsed_s = time.monotonic() - started
+    return summary
+
+
+def ingest_json_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> JsonIngestSummary:
+    """`run`'s ingest of a `json` entry (pipeline/ingest/kinds.py): a file, or every *.json of a directory."""
+    from pipeline.cli.console import run_line
+
+    path = Path(source["path"])
+    summary = ingest_json_files(con, sorted(path.glob("*.json")) if path.is_dir() else [path])
+    run_line(f"ingested JSON {path}: {summary.files} files, quarantined rows: {summary.quarantined:,}")
+    return summary

@@ -1,0 +1,386 @@
+"""Ingest engine and validator logs, /metrics scrapes and PoC results for one host.
+
+    from pipeline.ingest.logs import ingest_logs
+    summary = ingest_logs(con, ["logs/"], host="gonka1…", kind=None, year=None, timezone="UTC")
+
+Each file is one transaction: its rows, its quarantined lines and its coverage row in
+``log_files`` commit together. vLLM logs stream: each chunk's rows are appended as they are
+parsed (`pipeline.sources.logs.vllm.iter_vllm_batches`), so the parser's memory does not grow
+with the file, and the vLLM tables carry no index to maintain per row.
+
+A vLLM record is keyed by (file identity, line): a file read before (same identity in
+``log_files``) has its records at the lines read now *replaced*, so a re-ingest with another
+``--year`` or ``--timezone`` corrects the times, while a rotated or gzipped twin or a longer
+version of the file adds only its new lines. Validator logs, scrapes and PoC results carry
+full timestamps and keep ``INSERT OR IGNORE`` on their natural keys
+(``sql/warehouse/schema/30_logs.sql``). The run is a row in ``ingest_runs`` (source id
+``logs:<host>``, label = the config entry's label, if any, and the time zone the vLLM times were read in).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from pipeline.core.digest import files_digest
+from pipeline.core.paths import sql_text
+from pipeline.ingest.runs import IngestRun, ingest_run
+from pipeline.sources.logs.files import KINDS, LogFile, LogTimezone, detect_kind, expand
+from pipeline.sources.logs.metrics import parse_scrape
+from pipeline.sources.logs.poc import parse_poc
+from pipeline.sources.logs.validator import parse_validator_log
+from pipeline.sources.logs.vllm import VllmBatch, VllmStream, iter_vllm_batches
+from pipeline.sources.store.base import SourceError
+from pipeline.warehouse.database import duckdb_setting, transaction
+
+TS = pl.Datetime("us", "UTC")
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "metric_samples": {
+        "host": pl.String,
+        "scraped_at": TS,
+        "family": pl.String,
+        "engine": pl.String,
+        "model_name": pl.String,
+        "position": pl.String,
+        "value": pl.Float64,
+        "run_id": pl.String,
+    },
+    "log_validation_scores": {
+        "validator": pl.String,
+        "record_key": pl.String,
+        "at": TS,
+        "result": pl.String,
+        "value": pl.Float64,
+        "threshold": pl.Float64,
+        "escrow_id": pl.String,
+        "inference_id": pl.String,
+        "executor": pl.String,
+        "model": pl.String,
+        "file_id": pl.String,
+        "line": pl.Int64,
+        "run_id": pl.String,
+    },
+    "poc_results_t": {
+        "host": pl.String,
+        "result_key": pl.String,
+        "at": TS,
+        "request_id": pl.String,
+        "validator": pl.String,
+        "participant": pl.String,
+        "model": pl.String,
+        "event": pl.String,
+        "n_total": pl.Int64,
+        "n_mismatch": pl.Int64,
+        "reported_p_value": pl.Float64,
+        "reported_fraud": pl.Boolean,
+        "dist_threshold": pl.Float64,
+        "p_mismatch": pl.Float64,
+        "cutoff": pl.Float64,
+        "params_source": pl.String,
+        "p_value": pl.Float64,
+        "fraud": pl.Boolean,
+        "file": pl.String,
+        "run_id": pl.String,
+    },
+}
+VLLM_TABLES = {"spec": "log_spec_decode", "stats": "log_engine_stats", "events": "log_engine_events"}
+QUARANTINE_TABLE = {"vllm": "vllm_log", "validator": "validator_log", "metrics": "metrics_scrape", "poc": "poc_result"}
+
+
+@dataclass
+class LogIngestSummary:
+    run_id: str
+    host: str
+    timezone: str = "UTC"
+    files: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)  # files per kind
+    rows: dict[str, int] = field(default_factory=dict)  # rows added per table (0 on a re-ingest)
+    replaced: int = 0  # records of files read before, written again (another --year / --timezone corrects them)
+    lines: int = 0
+    unparsed: int = 0  # lines no parser understood in this run (each also in quarantine)
+    unrecognised: list[tuple[str, str]] = field(default_factory=list)  # (file, kind) with lines but 0 records
+    vllm_lines_read: dict[str, int] = field(default_factory=dict, repr=False)  # identity -> lines read in this run
+    elapsed_s: float = 0.0
+
+
+def ingest_logs(
+    con: duckdb.DuckDBPyConnection,
+    paths: list[Path | str],
+    host: str,
+    kind: str | None = None,
+    year: int | None = None,
+    timezone: str | None = None,
+    label: str | None = None,
+) -> LogIngestSummary:
+    """Ingest files and directories of one host; ``kind`` None = detected per file; ``timezone`` = the
+    zone of the vLLM logs' local times (IANA name or UTC offset, default UTC); ``label`` = the name of the
+    source in provenance footers (a config entry's `label`), shown with the time zone."""
+    if not host or not host.strip():
+        raise SourceError("ingest-logs needs --host ADDR (the host the logs belong to)")
+    if kind is not None and kind not in KINDS:
+        raise SourceError(f"unknown --kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if year is not None and not 1970 <= year <= 9999:
+        raise SourceError(f"--year {year} is not a plausible year")
+    tz = LogTimezone.parse(timezone)
+    files = expand(paths)
+    started = time.monotonic()
+    display = ", ".join(str(p) for p in paths)
+    label = ", ".join(filter(None, [label, f"timezone {tz.name}"]))
+    # The input digest (provenance) is hashed beside the parse, in a thread: hashlib releases the GIL.
+    with (
+        ThreadPoolExecutor(max_workers=1) as pool,
+        ingest_run(con, source_id=f"logs:{host}", kind="logs", display=display, label=label) as run,
+    ):
+        content = pool.submit(files_digest, [file.path for file in files])
+        summary = LogIngestSummary(run_id=run.run_id, host=host, timezone=tz.name)
+        try:
+            # A large file is one transaction; at DuckDB's default 16MB WAL threshold its commit would
+            # also checkpoint mid-run. Checkpoint every 256MB of WAL instead.
+            with duckdb_setting(con, "checkpoint_threshold", "256MB"):
+                for file in files:
+                    _ingest_file(con, run, file, kind or detect_kind(file), host, year, tz, summary)
+            run.input_digest = content.result()
+        finally:
+            summary.elapsed_s = time.monotonic() - started
+            summary.rows = dict(run.rows)
+            run.extra = {
+                "files": summary.files,
+                "lines": summary.lines,
+                "unparsed": summary.unparsed,
+                "replaced": summary.replaced,
+                "unrecognised_files": len(summary.unrecognised),
+            }
+    return summary
+
+
+def _ingest_file(
+    con,
+    run: IngestRun,
+    file: LogFile,
+    kind: str,
+    host: str,
+    year: int | None,
+    tz: LogTimezone,
+    summary: LogIngestSummary,
+) -> None:
+    with transaction(con):
+        if kind == "vllm":
+            lines, records, unparsed, last = _ingest_vllm(con, run, file, host, year, tz, summary)
+        else:
+            lines, records, unparsed, last = _ingest_small(con, run, file, kind, host)
+    if lines and not records:  # nothing recognised: a wrong --kind, or a file of another kind
+        summary.unrecognised.append((str(file.path), kind))
+    if last is not None:
+        run.copy_at = max(run.copy_at, last) if run.copy_at else last
+    summary.files += 1
+    summary.kinds[kind] = summary.kinds.get(kind, 0) + 1
+    summary.lines += lines
+    summary.unparsed += unparsed
+
+
+def _quarantine_frame(host: str, kind: str, file: LogFile, unparsed: pl.DataFrame) -> pl.DataFrame:
+    """Quarantine rows of a vLLM log's unparsed lines (line, text, file_id)."""
+    return unparsed.select(
+        source_id=pl.format("logs:{}:{}", pl.lit(host), pl.col("file_id")),
+        table_name=pl.lit(QUARANTINE_TABLE[kind]),
+        row_key=pl.format("{}:{}", pl.col("file_id"), pl.col("line")),
+        reason=pl.format(
+            "unparsed line {} of {}: {}", pl.col("line"), pl.lit(file.path.name), pl.col("text").str.slice(0, 300)
+        ),
+    )
+
+
+def _segments(con, file: LogFile, host: str) -> list[tuple[int, str, int]]:
+    """(first line here, identity, lines before it here) of each known file this one continues.
+
+    A copy taken before logrotate's copytruncate holds the rotated file and the start of the next one:
+    past the lines known of its identity, the next line may be the first line of another file of the
+    host already read. Those lines are that file's records (its identity, its line numbers), not new
+    ones. (A longer copy read *before* its parts cannot be told apart this way: its tail is kept under
+    its own identity.)"""
+    known = dict(
+        con.execute("SELECT file_id, lines FROM log_files WHERE host = ? AND kind = 'vllm'", [host]).fetchall()
+    )
+    segments = [(1, file.identity(), 0)]
+    while segments[-1][1] in known and known[segments[-1][1]]:
+        start, ident, _ = segments[-1]
+        after = start + known[ident]
+        following = file.identity_from(after)
+        if following is None or following not in known or any(following == s[1] for s in segments):
+            break
+        segments.append((after, following, after - 1))
+    return segments
+
+
+def _ingest_vllm(
+    con, run: IngestRun, file: LogFile, host: str, year: int | None, tz: LogTimezone, summary: LogIngestSummary
+):
+    """Stream the file's rows into the vLLM tables, replacing what an earlier read of the same lines wrote."""
+    # A second copy of a file in this run (a log and its gzipped twin) gives the same rows for the lines
+    # read already: only its lines beyond them are written.
+    segments = [
+        (start, file_id, before, summary.vllm_lines_read.get(file_id, 0))
+        for start, file_id, before in _segments(con, file, host)
+    ]
+    stream = VllmStream(year, tz, part_starts=[start for start, *_ in segments])
+    params = {"host": host, "run_id": run.run_id}
+    replaced = 0
+    # The next chunk is parsed while this one is written (DuckDB and Polars both release the GIL): one
+    # writer thread, at most one chunk waiting for it.
+    with ThreadPoolExecutor(1, thread_name_prefix="log-writer") as writer:
+        pending = None
+        for batch in iter_vllm_batches(file, year, stream):
+            if pending is not None:
+                pending.result()
+            pending = writer.submit(_append_batch, con, run, batch, params, segments, host, file)
+        if pending is not None:
+            pending.result()
+    bounds = [s[0] for s in segments[1:]] + [stream.lines + 1]
+    for i, ((start, file_id, _, _), end) in enumerate(zip(segments, bounds)):
+        summary.vllm_lines_read[file_id] = max(summary.vllm_lines_read.get(file_id, 0), end - start)
+        replaced += _delete(con, run, "replace_earlier_read.sql", params | {"file_id": file_id, "lines": end - start})
+        if len(segments) == 1:
+            first, last, records, unparsed = stream.first, stream.last, stream.records, stream.unparsed
+        else:  # a part of the file; the copy shows it runs on into the next part, so it is observed until then
+            first, last, records = stream.parts[i] if stream.parts else (None, None, 0)
+            if i + 1 < len(segments) and stream.parts and stream.parts[i + 1][0] is not None:
+                last = stream.parts[i + 1][0]
+            unparsed = con.execute(sql_text("logs/part_unparsed.sql"), params | {"file_id": file_id}).fetchone()[0]
+        _log_file_row(
+            con,
+            host,
+            file_id,
+            "vllm",
+            file,
+            stream.at(first),
+            stream.at(last),
+            end - start,
+            records,
+            unparsed,
+            run.run_id,
+        )
+    summary.replaced += replaced
+    return stream.lines, stream.records, stream.unparsed, stream.at(stream.last)
+
+
+def _placed(frame: pl.DataFrame, segments: list[tuple[int, str, int, int]]) -> pl.DataFrame:
+    """The rows with the identity and line number of the file each belongs to (`_segments`), without the
+    lines of it this run has written already."""
+    if len(segments) == 1:
+        _, file_id, _, done = segments[0]
+        frame = frame.filter(pl.col("line") > done) if done else frame
+        return frame.with_columns(file_id=pl.lit(file_id))
+    parts = pl.DataFrame(
+        segments,
+        schema={"first_line": pl.Int64, "file_id": pl.String, "before": pl.Int64, "done": pl.Int64},
+        orient="row",
+    )
+    return (
+        frame.sort("line")
+        .join_asof(parts, left_on="line", right_on="first_line")
+        .with_columns(line=pl.col("line") - pl.col("before"))
+        .filter(pl.col("line") > pl.col("done"))
+        .drop("first_line", "before", "done")
+    )
+
+
+def _append_batch(
+    con, run: IngestRun, batch: VllmBatch, params: dict, segments: list, host: str, file: LogFile
+) -> None:
+    """One chunk's rows appended to the vLLM tables, its unparsed lines to the quarantine."""
+    for name, table in VLLM_TABLES.items():
+        frame = _placed(getattr(batch, name), segments) if getattr(batch, name).height else None
+        if frame is not None and frame.height:
+            con.register("new_log_rows", frame.to_arrow())
+            try:
+                con.execute(sql_text("logs/append_vllm_rows.sql").format(table=table), params)
+            finally:
+                con.unregister("new_log_rows")
+            run.count(table, frame.height)
+    if batch.unparsed.height:  # (a line quarantined before is not added twice)
+        run.quarantine(_quarantine_frame(host, "vllm", file, _placed(batch.unparsed, segments)))
+
+
+def _delete(con, run: IngestRun, script: str, params: dict) -> int:
+    """Run a DELETE of earlier rows of one file over the vLLM tables; the spec and stats rows it removed (its
+    records: an event is part of its record). The rows counted as new go down by what was removed."""
+    records = 0
+    for table in VLLM_TABLES.values():
+        n = int(con.execute(sql_text(f"logs/{script}").format(table=table), params).fetchone()[0])
+        run.count(table, -n)
+        records += n if table != "log_engine_events" else 0
+    return records
+
+
+def _log_file_row(con, host, file_id, kind, file, first, last, lines, records, unparsed, run_id) -> None:
+    con.execute(
+        sql_text("logs/log_file_row.sql"),
+        [host, file_id, kind, str(file.path), first, last, lines, records, unparsed, run_id],
+    )
+
+
+def _ingest_small(con, run: IngestRun, file: LogFile, kind: str, host: str):
+    """A validator log, a /metrics scrape or a PoC result file: parsed whole, inserted on natural keys."""
+    file_id = file.identity()
+    base = {"run_id": run.run_id, "file_id": file_id}
+    if kind == "validator":
+        parsed = parse_validator_log(file, host)
+        table, rows = "log_validation_scores", [{**r, **base} for r in parsed.scores]
+        first, last = parsed.first_at, parsed.last_at
+    elif kind == "metrics":
+        parsed = parse_scrape(file)
+        table, rows = "metric_samples", [{**r, "host": host, "run_id": run.run_id} for r in parsed.samples]
+        first = last = parsed.samples[0]["scraped_at"] if parsed.samples else None
+        file_id = f"scrape@{first.isoformat()}" if first else file_id
+    else:
+        parsed = parse_poc(file, host)
+        table, rows = "poc_results_t", [{**r, "file": str(file.path), "run_id": run.run_id} for r in parsed.results]
+        times = [r["at"] for r in parsed.results]
+        first, last = (min(times), max(times)) if times else (None, None)
+    run.insert(table, pl.DataFrame(rows, schema=SCHEMAS[table]), on_conflict="ignore")
+    run.quarantine(
+        pl.DataFrame(
+            [
+                (
+                    f"logs:{host}:{file_id}",
+                    QUARANTINE_TABLE[kind],
+                    key,
+                    f"unparsed line {number} of {file.path.name}: {text[:300]}",
+                )
+                for number, key, text in parsed.unparsed
+            ],
+            schema=["source_id", "table_name", "row_key", "reason"],
+            orient="row",
+        )
+    )
+    _log_file_row(
+        con, host, file_id, kind, file, first, last, parsed.lines, len(rows), len(parsed.unparsed), run.run_id
+    )
+    return parsed.lines, len(rows), len(parsed.unparsed), last
+
+
+def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogIngestSummary:
+    """`run`'s ingest of a log entry (vllm, validator, poc, metrics: pipeline/ingest/kinds.py) as the config's host."""
+    from pipeline.cli.console import run_line
+
+    if not cfg.host:
+        raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
+    summary = ingest_logs(
+        con,
+        [source["path"]],
+        host=cfg.host,
+        kind=source["kind"],
+        year=source.get("year"),
+        timezone=source.get("timezone"),
+        label=source.get("label"),
+    )
+    new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
+    run_line(
+        f"ingested {source['kind']} logs {source['path']} ({summary.run_id}): {summary.files} files, {summary.lines:,} lines; {new}"
+    )
+    return summary

@@ -1,0 +1,72 @@
+"""Stored answers → `answer_checks_t`: one row of sampling parameters and integrity checks per
+answer, bodies dropped; the facts come from `pipeline.transforms.answer_scan`.
+
+Payloads are checked through a `BatchPool`: in this process by default, in worker processes when
+`GONKA_EVIDENCE_WORKERS` > 1 and there is enough work; rows, their order and quarantine reasons
+are the same either way. For the store directory the workers also read and base64-decode the
+files (they get paths, not bytes); PostgreSQL copies hand them the bodies read in the ingest's
+snapshot.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import duckdb
+
+from pipeline.core.parallel import BatchPool
+from pipeline.ingest.runs import IngestRun
+from pipeline.sources.store.payloads import PayloadFile, RawPayload, payload_files, postgres_payloads
+from pipeline.transforms.answer_scan import (
+    BodyError,
+    check_payload,
+    check_payload_files,
+    check_payloads,
+    scan_request,
+    scan_response,
+)
+from pipeline.warehouse.database import fetch_frame, transaction
+
+ROWS_PER_COMMIT = 5000
+
+
+def _payload_bytes(p: RawPayload) -> int:
+    return len(p.prompt or b"") + len(p.response or b"")
+
+
+def _file_bytes(f: PayloadFile) -> int:
+    return f.size
+
+
+def checked_payloads(store, known: set[tuple[str, int]], pool: BatchPool):
+    """(row, problems) of every payload of the copy not in `known`, in source order."""
+    if store.kind == "postgres":
+        return pool.map(check_payloads, postgres_payloads(store, known), _payload_bytes)
+    return pool.map(check_payload_files, payload_files(store.path / "payloads", known), _file_bytes)
+
+
+def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run: IngestRun, pool: BatchPool | None = None) -> None:
+    """Plane ingester: every stored answer of the copy not yet in the warehouse (checked in `pool`,
+    by default a `BatchPool` of `GONKA_EVIDENCE_WORKERS` processes, 1 = this process, closed at the end)."""
+    known = {(e, i) for e, i in fetch_frame(con, "SELECT escrow_id, inference_id FROM answer_checks_t").iter_rows()}
+    rows, problems = [], []
+
+    def commit() -> None:
+        with transaction(con):
+            run.insert("answer_checks_t", rows, on_conflict="replace", count_as="answer_checks")
+            run.count("payloads_quarantined", run.quarantine(problems))
+
+    with nullcontext(pool) if pool else BatchPool(preload=[check_payloads.__module__]) as pool:
+        for row, found in checked_payloads(store, known, pool):
+            rows.append(row | {"source_id": store.source_id, "run_id": run.run_id})
+            key = f"{row['epoch_id']}/{row['escrow_id']}/{row['inference_id']}"
+            problems += [("payload_storage", key, "; ".join(found))] if found else []
+            if len(rows) >= ROWS_PER_COMMIT:
+                commit()
+                rows, problems = [], []
+    if rows or problems:
+        commit()
+
+
+# re-exported: the scanner's names were first defined here
+__all__ = ["BodyError", "check_payload", "checked_payloads", "ingest_payloads", "scan_request", "scan_response"]

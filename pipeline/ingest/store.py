@@ -1,0 +1,334 @@
+"""Ingest a session-store copy into the warehouse: chunk by chunk, each chunk one transaction.
+
+A chunk is a group of escrows of one epoch. Its raw rows, decoded transactions,
+quarantine rows and recomputed derived rows commit together; the diff cursor is
+the data itself (the highest nonce stored per escrow), so killing the process
+at any instant leaves the warehouse before or after a whole chunk, and a re-run
+continues where the last committed chunk ended.
+
+Only escrows whose session moved since the stored copy are read again
+(incremental ingest costs what is new). Per escrow, the copy that is further
+along (higher `latest_nonce`) wins; diffs are immutable and deduplicated on
+(escrow_id, nonce), so copies of different hosts of one escrow never double-count.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+
+from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
+from pipeline.core.paths import sql_text
+from pipeline.ingest.planes import PLANE_INGESTERS
+from pipeline.ingest.runs import IngestRun, IngestSummary, Progress, ingest_run
+from pipeline.ingest.unchanged import stamp_ingest
+from pipeline.sources.store.base import TABLES, SessionStore
+from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
+
+# Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
+CHUNK_NONCES = int(os.environ.get("GONKA_EVIDENCE_CHUNK_NONCES", "100000"))
+KNOWN_SESSION_STATUS = {"active", "settled"}
+KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
+REQUIRED_PER_EPOCH = ("sessions", "diffs")
+# DuckDB's buffer pool while ingesting. It keeps the newest table blocks cached up to its limit,
+# so with the general 1GB limit an ingest's RSS grew with the warehouse (2M copy: 280 MB of
+# cached blocks at the end, peak 1.21 GiB vs 0.99 at 500k). A chunk's statements touch one chunk
+# of rows, so a small pool costs nothing (measured: 2M ingest 95 -> 82 s, peak 0.90 GiB at both sizes).
+INGEST_DUCKDB_MEMORY = os.environ.get("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
+# What a chunk reads, in this order (the diffs first: decoding them is the long part).
+CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
+
+
+def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pl.DataFrame) -> None:
+    con.register(name, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
+
+
+def _table(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+
+
+def ingest_store(
+    con: duckdb.DuckDBPyConnection,
+    store: SessionStore,
+    label: str | None = None,
+    progress: Progress | None = None,
+) -> IngestSummary:
+    started = time.monotonic()
+    progress = progress or (lambda *_: None)
+    known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
+    state = {
+        r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
+    }
+
+    @functools.cache
+    def diff_cursors() -> dict[str, int]:
+        # Read at the first stored escrow that moved: an unchanged copy skips this scan of raw_diffs.
+        return dict(con.execute(sql_text("warehouse/ingest/diff_cursors.sql")).fetchall())
+
+    heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
+    # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
+    # otherwise the rows as they are read.
+    digest_before = input_digest_before(store)
+    rows_digest = None if digest_before else RowDigest(con)
+    if rows_digest is not None:
+        store = DigestingStore(store, rows_digest)
+    with ingest_run(
+        con, source_id=store.source_id, kind=store.kind, display=store.display, label=label, input_digest=digest_before
+    ) as run:
+        summary = IngestSummary(
+            run_id=run.run_id, source_id=store.source_id, source_display=store.display, rows=run.rows
+        )
+        try:
+            with duckdb_setting(con, "memory_limit", INGEST_DUCKDB_MEMORY):  # the caller's limit again after
+                cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
+                with transaction(con):
+                    _register(con, "new_escrow_cache", cache)
+                    written = con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql")).fetchall()[0][0]
+                    con.unregister("new_escrow_cache")
+                if written:  # rows written, as for every table: an unchanged cache writes none
+                    run.count("escrow_cache", written)
+                for epoch_id in store.epochs():
+                    missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
+                    if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
+                        with transaction(con):
+                            run.quarantine((t, f"epoch {epoch_id}", "table missing in this copy") for t in missing)
+                        continue
+                    sessions = pl.from_arrow(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
+                    if epoch_id not in known_epochs and sessions.height:
+                        summary.new_epochs.append(epoch_id)
+                    heads.append(sessions.select("escrow_id", "latest_nonce"))
+                    changed, cursors = _changed_escrows(sessions, state, store.source_id, diff_cursors)
+                    summary.escrows_changed += len(changed)
+                    summary.escrows_unchanged += sessions.height - len(changed)
+                    for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
+                        progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
+                        _ingest_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress)
+                for plane in PLANE_INGESTERS:
+                    plane(con, store, run)
+                found = fetch_frame(
+                    con, sql_text("warehouse/ingest/snapshot_disagreements.sql"), {"source_id": store.source_id}
+                ).row(0, named=True)
+                summary.snapshot_disagreements, summary.snapshot_disagreements_imported = (
+                    found["slots"],
+                    found["imported"],
+                )
+            run.copy_at = summary.copy_at = _copy_time(con, heads)
+            if rows_digest is not None:
+                run.input_digest = rows_digest.hexdigest()
+        finally:
+            if rows_digest is not None:
+                rows_digest.close()
+            summary.quarantined = run.quarantined
+            summary.elapsed_s = time.monotonic() - started
+    stamp_ingest(con, store, summary)  # what lets the next ingest of an unchanged copy stop at its markers
+    return summary
+
+
+def source_findings(con: duckdb.DuckDBPyConnection, source_id: str) -> dict[str, int]:
+    """For `doctor --warehouse`: seal conflicts with other copies and checkpoint disagreements of a source."""
+    return fetch_frame(con, sql_text("warehouse/ingest/source_findings.sql"), {"source_id": source_id}).row(
+        0, named=True
+    )
+
+
+def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> datetime | None:
+    """When the copy was taken, as far as its data tells: the newest event time at the head
+    (latest nonce) of any of its escrows. Deterministic, and the same for a no-op re-ingest."""
+    if not heads:
+        return None
+    _register(con, "copy_heads", pl.concat(heads))
+    try:
+        return con.execute(sql_text("warehouse/ingest/copy_time.sql")).fetchall()[0][0]
+    finally:
+        con.unregister("copy_heads")
+
+
+def _changed_escrows(
+    sessions: pl.DataFrame, state: dict, source_id: str, diff_cursors: Callable[[], dict[str, int]]
+) -> tuple[list[str], dict[str, int]]:
+    """Escrows whose session moved past what the warehouse holds, and their diff cursors (the highest
+    stored nonce, 0 without stored diffs; `diff_cursors` gives them per stored escrow). An escrow
+    as far along as the stored one is read again when another copy (another host) stored it, so
+    that the two copies' sealed rows are compared."""
+    changed, cursors = [], {}
+    for s in sessions.iter_rows(named=True):
+        known = state.get(s["escrow_id"])
+        if known is not None:
+            same = (known["latest_nonce"], known["status"], known["settled_at"], known["source_id"]) == (
+                s["latest_nonce"],
+                s["status"],
+                s["settled_at"],
+                source_id,
+            )
+            behind = (s["latest_nonce"] or 0) < (known["latest_nonce"] or 0)
+            if same or behind:
+                continue
+        changed.append(s["escrow_id"])
+        cursors[s["escrow_id"]] = int(diff_cursors().get(s["escrow_id"], 0)) if known else 0
+    return changed, cursors
+
+
+def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
+    """Groups of escrows with at most CHUNK_NONCES new diffs each (a big escrow is a chunk of its own)."""
+    frame = sessions.with_columns(
+        new_nonces=(
+            pl.col("latest_nonce").fill_null(0)
+            - pl.col("escrow_id").replace_strict(cursors, default=0, return_dtype=pl.Int64)
+        ).clip(lower_bound=1)
+    ).sort("escrow_id")
+    start, total = 0, 0
+    for i, n in enumerate(frame["new_nonces"].to_list()):
+        if total and total + n > CHUNK_NONCES:
+            yield frame.slice(start, i - start)
+            start, total = i, 0
+        total += n
+    if start < frame.height:
+        yield frame.slice(start)
+
+
+def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary: IngestSummary, progress) -> None:
+    # Imported at the first changed escrow: an ingest of an unchanged copy never decodes or derives
+    # (the protobuf decoders are part of what its start-up would pay; bench/BENCHMARKS.md).
+    from pipeline.ingest.derive import derive_escrows
+    from pipeline.sources.decode.snapshots import decode_snapshots
+    from pipeline.sources.decode.txs import decode_diffs
+
+    escrow_ids = chunk["escrow_id"].to_list()
+    chunk_cursors = {e: cursors[e] for e in escrow_ids}
+    tx_parts, diff_parts, bad = [], [], []
+    sealed_batches, obs, snapshot_batches = [], [], []
+    # The sealed and obs rows stream in (on a second connection of the same snapshot, where the
+    # store has one) while the diffs are decoded.
+    with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
+        for batch in streams[0]:
+            decoded = decode_diffs(batch)
+            tx_parts.append(decoded.txs)
+            diff_parts.append(decoded.diffs)
+            bad += [("diffs", key, reason) for key, reason in decoded.quarantined]
+            progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
+        for table, stream in zip(CHUNK_TABLES[1:], streams[1:]):
+            for batch in stream:
+                {"sealed_inferences": sealed_batches, "snapshots": snapshot_batches}.get(table, obs).append(batch)
+                progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
+    txs = pa.concat_tables(tx_parts) if tx_parts else None
+    diffs = pa.concat_tables(diff_parts) if diff_parts else None
+    sealed = _table(sealed_batches, TABLES["sealed_inferences"].schema)
+    snapshots = decode_snapshots(_table(snapshot_batches, TABLES["snapshots"].schema))
+    bad += [("snapshots", key, reason) for key, reason in snapshots.quarantined]
+    bad += _value_checks(chunk, txs, sealed)
+    sessions = chunk.drop("new_nonces").with_columns(source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id))
+    with transaction(con):
+        _register(con, "new_sealed", sealed)
+        bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copy stored before this one
+        _register(con, "new_sessions", sessions)
+        con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
+        if diffs is not None:
+            _register(con, "new_diffs", diffs)
+            con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id})
+            _register(con, "new_txs", txs)
+            con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
+        con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id})
+        snapshot_rows = snapshots.snapshots.append_column(
+            "source_id", pa.array([store.source_id] * snapshots.snapshots.num_rows, pa.string())
+        )
+        for name, table in (
+            ("new_snapshots", snapshot_rows),
+            ("new_snapshot_host_stats", snapshots.host_stats),
+            ("new_snapshot_live", snapshots.live),
+        ):
+            _register(con, name, table)
+        con.execute(sql_text("warehouse/ingest/upsert_snapshots.sql"))
+        if obs:
+            _register(con, "new_obs", pa.Table.from_batches(obs))
+            con.execute(sql_text("warehouse/ingest/insert_obs.sql"))
+        derived = derive_escrows(con, escrow_ids)
+        bad += derived.quarantined
+        run.quarantine(bad)
+        for name in (
+            "new_sessions",
+            "new_diffs",
+            "new_txs",
+            "new_sealed",
+            "new_obs",
+            "new_snapshots",
+            "new_snapshot_host_stats",
+            "new_snapshot_live",
+        ):
+            con.unregister(name)  # a no-op for names this chunk did not register
+    run.count("sessions", chunk.height)
+    run.count("diffs", diffs.num_rows if diffs is not None else 0)
+    run.count("txs", txs.num_rows if txs is not None else 0)
+    run.count("sealed_inferences", sealed.num_rows)
+    run.count("validation_obs", sum(b.num_rows for b in obs))
+    run.count("snapshots", snapshots.snapshots.num_rows)
+    run.count("inferences", derived.inferences)
+    summary.disagreements += derived.disagreements
+
+
+def _sealed_conflicts(con: duckdb.DuckDBPyConnection, source_id: str, run_id: str) -> list[tuple[str, str, str]]:
+    """Real seals of this copy that differ from the ones another copy stored: recorded in
+    raw_sealed_conflicts and returned as quarantine problems (must run before the sealed upsert)."""
+    params = {"source_id": source_id, "run_id": run_id}
+    conflicts = fetch_frame(con, sql_text("warehouse/ingest/sealed_conflicts.sql"), params)
+    if conflicts.height:
+        _register(con, "new_sealed_conflicts", conflicts)
+        con.execute("INSERT OR IGNORE INTO raw_sealed_conflicts BY NAME (SELECT * FROM new_sealed_conflicts)")
+        con.unregister("new_sealed_conflicts")
+    return [
+        (
+            "sealed_inferences",
+            f"{r['escrow_id']}/{r['inference_id']}",
+            f"copies disagree on the sealed row: {r['field']} {r['stored']} ({r['stored_source_id']}) vs {r['copy']} (this copy)",
+        )
+        for r in conflicts.iter_rows(named=True)
+    ]
+
+
+def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table) -> list[tuple[str, str, str]]:
+    """Values outside the known enumerations: kept as they are, and quarantined so they are seen."""
+    from pipeline.ingest.derive import STATUS_NAMES
+
+    bad = []
+    for s in sessions.filter(~pl.col("status").is_in(list(KNOWN_SESSION_STATUS))).iter_rows(named=True):
+        bad.append(("sessions", s["escrow_id"], f"unknown session status {s['status']!r}"))
+    sealed_df = pl.from_arrow(sealed)
+    for r in sealed_df.filter((pl.col("sealed_status") < 0) | (pl.col("sealed_status") >= len(STATUS_NAMES))).iter_rows(
+        named=True
+    ):
+        bad.append(
+            (
+                "sealed_inferences",
+                f"{r['escrow_id']}/{r['inference_id']}",
+                f"unknown sealed_status {r['sealed_status']}",
+            )
+        )
+    if txs is not None:
+        tx = pl.from_arrow(txs)
+        for r in tx.filter((pl.col("kind") == "other") & pl.col("member").str.starts_with("field_")).iter_rows(
+            named=True
+        ):
+            bad.append(
+                (
+                    "diffs",
+                    f"{r['escrow_id']}/{r['nonce']}/{r['tx_index']}",
+                    f"unknown tx kind (DevshardTx field {r['field_number']})",
+                )
+            )
+        for r in tx.filter(
+            (pl.col("kind") == "timeout") & ~pl.col("timeout_reason").is_in(list(KNOWN_TIMEOUT_REASONS))
+        ).iter_rows(named=True):
+            bad.append(
+                (
+                    "diffs",
+                    f"{r['escrow_id']}/{r['nonce']}/{r['tx_index']}",
+                    f"unknown timeout reason {r['timeout_reason']}",
+                )
+            )
+    return bad

@@ -1,0 +1,1 @@
+"""Stage 7, jobs: the scheduled `run` and its configuration."""

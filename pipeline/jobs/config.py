@@ -1,0 +1,206 @@
+"""The configuration of `gonka-evidence run` (the keys are public: the README's configuration reference).
+
+Where it comes from: `--config FILE`, else `gonka-evidence.toml` in the working
+directory, else the bundled `data-samples/` (so a fresh checkout runs with no
+configuration). Relative paths in a file are relative to the file's directory.
+Environment variables `GONKA_EVIDENCE_<KEY>` (upper case) override the keys of
+any of these, e.g. `GONKA_EVIDENCE_FINALITY_LAG=2h`.
+
+    warehouse    = "warehouse.duckdb"   # the DuckDB warehouse
+    output       = "out"                # reports go to OUTPUT/epoch-N/
+    host         = "gonka1..."          # the host the reports are about
+    builds       = "builds.toml"        # host build timeline, reloaded every run
+    finality_lag = "6h"                 # see pipeline.jobs.run (closed epochs)
+    [[sources]]
+    url   = "postgresql://reader@db-copy/devshard"   # or path = "copies/latest/"
+    kind  = "postgres"                   # optional: auto-detected when omitted
+    label = "db-copy"                    # optional: name in provenance footers
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
+from pipeline.core.tomlfile import read_toml, require_string, toml_type
+from pipeline.ingest.kinds import SOURCE_KINDS as KINDS
+from pipeline.ingest.kinds import kind_of
+from pipeline.sources.store.base import SourceError
+
+CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
+# timezone and year: of a vLLM log source's local times, which print no year (docs/sources.md, vLLM logs)
+SOURCE_KEYS = ("url", "path", "kind", "label", "timezone", "year")
+# store = a SQLite store directory; postgres = a URL (or "postgres" for libpq environment variables);
+# vllm / validator / poc / metrics = log directories or files (`ingest-logs`); json = saved
+# accounting-API / chain REST responses (`ingest-json`).
+SOURCE_KINDS = tuple(KINDS)  # the registered kinds (pipeline/ingest/kinds.py)
+PATH_KEYS = ("warehouse", "output", "builds")
+DEFAULT_CONFIG_FILE = Path("gonka-evidence.toml")
+ENV_PREFIX = "GONKA_EVIDENCE_"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|m|s)")
+_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+@dataclass
+class RunConfig:
+    warehouse: Path = DEFAULT_WAREHOUSE
+    output: Path = Path("out")
+    host: str | None = None
+    builds: Path | None = None
+    finality_lag: str = "6h"
+    sources: list[dict] = field(default_factory=list)
+    origin: str = "data-samples"
+
+    @property
+    def finality_lag_delta(self) -> timedelta:
+        return parse_duration(self.finality_lag)
+
+
+def parse_duration(text: str | int | float) -> timedelta:
+    """``"6h"``, ``"90m"``, ``"1d12h"``, ``"45s"`` or a number of seconds."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        value = str(text).strip().lower()
+        if re.fullmatch(r"\d+(\.\d+)?", value):
+            seconds = float(value)
+        elif value and re.fullmatch(rf"(?:{_DURATION.pattern}\s*)+", value):
+            seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
+        else:
+            raise SourceError(f"finality_lag {text!r} is not a duration (e.g. 6h, 90m, 1d12h, or seconds)")
+    if seconds < 0:
+        raise SourceError(f"finality_lag {text!r} is negative")
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise SourceError(f"finality_lag {text!r} is too long (at most {timedelta.max.days} days)") from None
+
+
+# The bundled vLLM log of the samples' focal host (data-samples/README.md): its lines print no year,
+# and the samples' calendar is in 2026.
+SAMPLES_LOG_YEAR = 2026
+
+
+def sample_config() -> RunConfig:
+    """The bundled samples: what `run` does on a fresh checkout (the same as the shipped gonka-evidence.toml)."""
+    builds = DATA_SAMPLES_DIR / "builds.toml"
+    sources = [{"path": str(DATA_SAMPLES_DIR / "store"), "kind": "store", "label": "data-samples"}]
+    if (DATA_SAMPLES_DIR / "vllm").is_dir():
+        sources.append(
+            {
+                "path": str(DATA_SAMPLES_DIR / "vllm"),
+                "kind": "vllm",
+                "label": "data-samples vLLM log",
+                "year": SAMPLES_LOG_YEAR,
+            }
+        )
+    return RunConfig(builds=builds if builds.exists() else None, host=_focal_host(builds), sources=sources)
+
+
+def _focal_host(builds: Path) -> str | None:
+    """The sample builds file names its focal host in `focal_host` (else its first entry's host)."""
+    if not builds.exists():
+        return None
+    from pipeline.ingest.builds import read_builds_document
+
+    doc = read_builds_document(builds)
+    return doc.get("focal_host") or doc["builds"][0]["host"]
+
+
+def load_config(path: Path | None) -> RunConfig:
+    """The run configuration from `path`, the working directory's file, or the samples; env overrides applied."""
+    if path is None:
+        if not DEFAULT_CONFIG_FILE.exists():
+            return _checked(_env_overrides(sample_config()))
+        path = DEFAULT_CONFIG_FILE
+    doc = read_toml(path, SourceError, "config file")
+    base = path.parent
+    unknown = set(doc) - set(CONFIG_KEYS) - {"sources"}
+    if unknown:
+        raise SourceError(
+            f"{path}: unknown key(s) {', '.join(sorted(unknown))} (keys: {', '.join(CONFIG_KEYS)}, [[sources]])"
+        )
+    cfg = RunConfig(origin=str(path))
+    for key in PATH_KEYS:
+        if key in doc:
+            setattr(cfg, key, base / require_string(doc[key], SourceError, f"{path}: {key}"))
+    if "host" in doc:
+        cfg.host = require_string(doc["host"], SourceError, f"{path}: host")
+    lag = doc.get("finality_lag", cfg.finality_lag)
+    if isinstance(lag, bool) or not isinstance(lag, (str, int, float)):
+        raise SourceError(
+            f"{path}: finality_lag must be a duration string or a number of seconds, not {toml_type(lag)}"
+        )
+    cfg.finality_lag = str(lag)
+    sources = doc.get("sources", [])
+    if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
+        raise SourceError(f"{path}: sources must be [[sources]] tables")
+    for i, s in enumerate(sources, 1):
+        bad = set(s) - set(SOURCE_KEYS)
+        if bad:
+            raise SourceError(
+                f"{path}: [[sources]] entry {i} has unknown key(s) {', '.join(sorted(bad))} (keys: {', '.join(SOURCE_KEYS)})"
+            )
+        if ("url" in s) == ("path" in s):
+            raise SourceError(f"{path}: [[sources]] entry {i} needs exactly one of url or path")
+        entry = {
+            k: require_string(v, SourceError, f"{path}: [[sources]] entry {i}: {k}")
+            for k, v in s.items()
+            if k != "year"
+        }
+        if "year" in s:
+            entry["year"] = _year(s["year"], f"{path}: [[sources]] entry {i}: year")
+        if "path" in entry:
+            entry["path"] = str(base / entry["path"])
+        cfg.sources.append(entry)
+    return _checked(_env_overrides(cfg))
+
+
+def _year(value: object, where: str) -> int:
+    """A log source's `year`: the year of its files' first records (as `ingest-logs --year`)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SourceError(f"{where} must be an integer, not {toml_type(value)}")
+    if not 1970 <= value <= 9999:
+        raise SourceError(f"{where} {value} is not a plausible year")
+    return value
+
+
+def _env_overrides(cfg: RunConfig) -> RunConfig:
+    for key in CONFIG_KEYS:
+        value = os.environ.get(f"{ENV_PREFIX}{key.upper()}")
+        if value:
+            setattr(cfg, key, Path(value) if key in PATH_KEYS else value)
+    return cfg
+
+
+def _checked(cfg: RunConfig) -> RunConfig:
+    try:
+        parse_duration(cfg.finality_lag)
+    except SourceError as exc:
+        raise SourceError(f"{cfg.origin}: {exc}") from None
+    for s in cfg.sources:
+        if s.get("kind") is not None and s["kind"] not in SOURCE_KINDS:
+            raise SourceError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")
+        if "timezone" in s:
+            from pipeline.sources.logs.files import LogTimezone
+
+            try:
+                LogTimezone.parse(s["timezone"])
+            except SourceError as exc:
+                raise SourceError(f"{cfg.origin}: {exc}") from None
+    return cfg
+
+
+def source_kind(source: dict) -> str:
+    """The kind of a [[sources]] entry: as given, else detected (URL → postgres, store directory → store,
+    a directory of *.json → json)."""
+    kind = kind_of(source)
+    if kind is None:
+        raise SourceError(
+            f"{source.get('path')}: cannot tell what this source is; give kind = one of {', '.join(SOURCE_KINDS)}"
+        )
+    return kind.name

@@ -1,0 +1,440 @@
+"""`gonka-evidence run`: the scheduled job.
+
+One run, in order:
+
+1. take the run lock (``<warehouse>.run.lock``, an ``flock``): a second run while one is
+   working stops at once with a one-line message and exit code 1;
+2. stage the warehouse: copy it to ``<warehouse>.run-<pid>.tmp`` beside it (a reflink where
+   the filesystem offers one) and work on the copy only, so analysts keep reading the
+   warehouse (DuckDB lets no other process open a file that one process writes);
+3. ingest every configured source (what is new only), reload the builds file;
+4. write the report of every epoch closed since the last report, and rewrite the report of
+   the newest closed epoch when its content fingerprint changed;
+5. publish: if anything changed (data, reports, or the stamp an ingest left for an unchanged
+   copy, pipeline/ingest/unchanged.py), atomically rename the copy over the warehouse (readers that
+   opened the old file keep reading it whole; the next open sees the new state); if nothing
+   changed, drop the copy, so a second run in a row changes no byte.
+
+An epoch is **closed** when every one of its escrows in the warehouse is settled (closed at
+its last settlement), or, when some escrow never settles, once the data clock has passed its
+last settlement by ``finality_lag`` (closed at last settlement + lag). The data clock is the
+newest copy time of any successful ingest (the newest event at the head of a copy), so a run
+over old copies decides exactly as it did when they were fresh. An epoch with no settled
+escrow stays open. See the named query ``closed_epochs``.
+
+State lives in the warehouse: ``epoch_reports`` (host, epoch, closure, fingerprint, directory).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from glob import escape as glob_escape
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.ingest.kinds import SOURCE_KINDS
+from pipeline.ingest.unchanged import STAMP_PREFIX
+from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used to live here)
+    CONFIG_KEYS,
+    RunConfig,
+    load_config,
+    sample_config,
+    source_kind,
+)
+from pipeline.warehouse.database import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
+
+# Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
+BOOKKEEPING_TABLES = ("ingest_runs", "warehouse_meta")
+BOOKKEEPING_COLUMNS = ("run_id",)
+REPORTS_TABLE = "epoch_reports_t"  # the one table the reports step writes
+STAMPS_PART = "warehouse_meta:unchanged"  # the content part of the unchanged-copy stamps
+
+
+@dataclass
+class RunOutcome:
+    ingested: list = field(default_factory=list)  # IngestSummary per source
+    written: list[int] = field(default_factory=list)  # epochs whose report is new
+    rewritten: list[int] = field(default_factory=list)  # epochs whose report changed
+    published: bool = False
+    closure: pl.DataFrame | None = None  # closed_epochs with closes_by_lag_at, when a host is configured
+
+
+NOTHING_REPLACED = "the run stopped and replaced nothing (the warehouse is as it was)"
+
+
+class RunError(WarehouseError):
+    """A run stopped by a file it could not write (a full disk, a read-only directory); one-line message."""
+
+
+# --- lock and staging -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def run_lock(warehouse: Path) -> Iterator[None]:
+    """Hold ``<warehouse>.run.lock`` for the whole run; fail at once if another run holds it.
+
+    The file exists only while a run holds it: the holder removes it before it lets go, however
+    the run ends. A run that opened the file just before the holder removed it finds, once it
+    holds the lock, that the path is gone or names another file, and takes the lock again."""
+    path = Path(f"{warehouse}.run.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            raise WarehouseError(
+                f"another `gonka-evidence run` is working on {warehouse} ({holder}); this run did nothing "
+                "and exits — the next scheduled run picks up where that one ends"
+            ) from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {started}\n".encode(), 0)
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # while still holding it: nobody can take a lock on a file about to go
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), path.stat())
+    except FileNotFoundError:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, under another user
+        return True
+    return True
+
+
+def remove_debris(warehouse: Path, output: Path, own: bool = False) -> list[Path]:
+    """Remove what killed runs left: warehouse copies (``<warehouse>.run-PID.tmp``) and report
+    staging directories (``OUTPUT/.epoch-N.tmp-PID``) whose process is gone, or, with `own`, those
+    of this process (a run that failed); returns what went. A report set aside while its new
+    version was renamed in (``.epoch-N.old-PID``) goes back into place when that never happened."""
+    found = [
+        (p, p.name.removeprefix(f"{warehouse.name}.run-").split(".", 1)[0])
+        for p in warehouse.parent.glob(f"{glob_escape(warehouse.name)}.run-*.tmp*")
+    ]
+    if output.is_dir():
+        found += [
+            (p, p.name.rpartition("-")[2]) for p in [*output.glob(".epoch-*.tmp-*"), *output.glob(".epoch-*.old-*")]
+        ]
+    removed = []
+    for path, pid in found:
+        if not pid.isdigit():
+            continue
+        if not (int(pid) == os.getpid() if own else not _pid_alive(int(pid))):
+            continue
+        report = output / path.name[1:].rpartition(".old-")[0]  # .epoch-N.old-PID → epoch-N
+        if ".old-" in path.name and not report.exists():
+            path.rename(report)
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def _file_state(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _clone(src: Path, dst: Path) -> None:
+    """Copy a file, as a reflink (constant time) where the filesystem supports FICLONE."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        try:
+            fcntl.ioctl(fout.fileno(), 0x40049409, fin.fileno())  # FICLONE
+            return
+        except OSError:
+            pass
+        shutil.copyfileobj(fin, fout, 16 << 20)
+
+
+@dataclass
+class StagedWarehouse:
+    target: Path
+    path: Path
+    origin_state: tuple | None
+
+
+@contextmanager
+def staged_warehouse(target: Path) -> Iterator[StagedWarehouse]:
+    """A private copy of the warehouse to write; `publish_staged` renames it into place."""
+    wal = Path(f"{target}.wal")
+    if wal.exists():  # a writer stopped without a checkpoint: fold its WAL in before copying
+        open_for_write(target).close()
+    staged = StagedWarehouse(target, target.with_name(f"{target.name}.run-{os.getpid()}.tmp"), _file_state(target))
+    _remove(staged.path)
+    if target.exists():
+        _clone(target, staged.path)
+    try:
+        yield staged
+    finally:
+        _remove(staged.path)
+
+
+def publish_staged(staged: StagedWarehouse) -> None:
+    if _file_state(staged.target) != staged.origin_state or Path(f"{staged.target}.wal").exists():
+        raise WarehouseError(
+            f"{staged.target} changed while this run worked on a copy (another writer, e.g. `gonka-evidence ingest`); "
+            "nothing was replaced — run again"
+        )
+    os.replace(staged.path, staged.target)
+
+
+def _remove(path: Path) -> None:
+    for p in (path, Path(f"{path}.wal")):
+        p.unlink(missing_ok=True)
+
+
+def content_parts(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Per table (all, or `tables`): its row count and a hash of its rows, except run bookkeeping (the
+    run tables, and the ``run_id`` that upserts stamp on rows they rewrite unchanged). Equal parts
+    mean equal data."""
+    columns = fetch_frame(
+        con,
+        """
+        SELECT table_name, list(column_name ORDER BY column_index) AS columns FROM duckdb_columns()
+        WHERE schema_name = 'main' AND table_name IN (SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main')
+        GROUP BY ALL ORDER BY table_name""",
+    )
+    parts = {}
+    for name, cols in columns.iter_rows():
+        if name in BOOKKEEPING_TABLES or (tables is not None and name not in tables):
+            continue
+        kept = ", ".join(f'"{c}"' for c in cols if c not in BOOKKEEPING_COLUMNS)
+        n, h = con.sql(f'SELECT count(*), coalesce(sum(hash({kept})::HUGEINT), 0) FROM "{name}"').fetchall()[0]
+        parts[name] = f"{n}:{h}"
+    if tables is None:
+        # Of the bookkeeping, the stamps of unchanged copies count (pipeline/ingest/unchanged.py): a run whose
+        # full ingest of an unchanged copy left the first stamp publishes it, or every later run
+        # would read that copy in full again.
+        n, h = con.execute(
+            f"SELECT count(*), coalesce(sum(hash(key, value)::HUGEINT), 0) FROM warehouse_meta "
+            f"WHERE starts_with(key, '{STAMP_PREFIX}')"
+        ).fetchall()[0]
+        parts[STAMPS_PART] = f"{n}:{h}"
+    return parts
+
+
+def _digest(parts: dict[str, str]) -> str:
+    """`content_parts` as one hash."""
+    return hashlib.sha256("\n".join(f"{name}:{part}" for name, part in sorted(parts.items())).encode()).hexdigest()
+
+
+# --- the job --------------------------------------------------------------------------------------------
+
+
+def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
+    from pipeline.cli.console import run_line
+
+    cfg = load_config(config_path)
+    if warehouse is not None:
+        cfg.warehouse = warehouse
+    run_line(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}")
+    outcome = RunOutcome()
+    try:
+        cfg.warehouse.parent.mkdir(parents=True, exist_ok=True)
+        with run_lock(cfg.warehouse):
+            for path in remove_debris(cfg.warehouse, cfg.output):
+                run_line(f"removed {path}: left by an interrupted run")
+            try:
+                with staged_warehouse(cfg.warehouse) as staged:
+                    _run_on_copy(staged, cfg, outcome)
+            except BaseException:
+                remove_debris(cfg.warehouse, cfg.output, own=True)  # e.g. a report half-written when the disk filled
+                raise
+    except OSError as exc:  # a full disk, a read-only directory: the file and the reason, no traceback
+        where = exc.filename or cfg.warehouse
+        raise RunError(f"{where}: {exc.strerror or exc}; {NOTHING_REPLACED}") from None
+    except (duckdb.IOException, duckdb.TransactionException) as exc:  # DuckDB's own writes (a failed commit included)
+        raise RunError(f"{cfg.warehouse}: {str(exc).splitlines()[0]}; {NOTHING_REPLACED}") from None
+    _print_outcome(outcome, cfg)
+    return outcome
+
+
+def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -> None:
+    """Steps 3–5 of a run, on the staged copy of the warehouse."""
+    from pipeline.cli.console import VERBOSE, print_frame, run_line, verbosity
+    from pipeline.ingest.builds import load_builds
+    from pipeline.output.query import named_queries, run_query
+
+    con = open_for_write(staged.path, abort_abandoned=False)
+    try:
+        before = content_parts(con)
+        # Not data, so not in the stamp; but a correction worth publishing.
+        aborted = abort_abandoned_runs(con)
+        if aborted:
+            run_line(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted")
+        for source in cfg.sources:
+            outcome.ingested.append(SOURCE_KINDS[source_kind(source)].ingest(con, source, cfg))
+        if cfg.builds is not None:
+            n = load_builds(con, cfg.builds)
+            run_line(f"host_builds: {n} entries from {cfg.builds}")
+        if verbosity() >= VERBOSE:  # the tables behind the reports; by default the summary only
+            print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
+            if cfg.host:
+                print_host_evidence(con, cfg.host)
+        data = content_parts(con)  # what the reports are built from
+        if cfg.host:
+            write_due_reports(con, cfg, outcome, data)
+        else:
+            run_line("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
+        # The reports write only their own table: the rest was hashed above.
+        changed = aborted > 0 or data | content_parts(con, (REPORTS_TABLE,)) != before
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    if changed or not staged.origin_state:
+        publish_staged(staged)
+        outcome.published = True
+
+
+def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
+    """The core evidence tables of the configured (or the samples' focal) host, as Markdown."""
+    from pipeline.cli.console import out
+    from pipeline.evidence import compute
+    from pipeline.output.render import render
+
+    for name in ("epoch-summary", "votes-by-build", "peer-invalidation"):
+        command = f"gonka-evidence evidence {name} --host {host}"
+        # soft_wrap: a log file gets each Markdown line whole, however wide (the console wraps at 200 off a terminal)
+        out.print(
+            render(compute(name, con, host=host, command=command), "markdown"),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        out.print()
+
+
+def report_inputs(
+    con: duckdb.DuckDBPyConnection, cfg: RunConfig, data: dict[str, str], warehouse_arg: str | None
+) -> str:
+    """A digest of everything a report is built from: the data (`content_parts` without the reports'
+    own table), the data clock, the host, the finality lag, the warehouse named in its commands and
+    the pipeline version. A report built from equal inputs says the same."""
+    from pipeline.core.version import pipeline_version
+
+    clock = con.execute("SELECT max(copy_at) FROM ingest_runs WHERE status = 'ok'").fetchall()[0][0]
+    facts = [
+        _digest({k: v for k, v in data.items() if k not in (REPORTS_TABLE, STAMPS_PART)}),
+        str(clock),
+        cfg.host or "",
+        str(cfg.finality_lag_delta.total_seconds()),
+        warehouse_arg or "",
+        pipeline_version(),
+    ]
+    return hashlib.sha256("\0".join(facts).encode()).hexdigest()
+
+
+def write_due_reports(
+    con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: RunOutcome, data: dict[str, str]
+) -> None:
+    """Reports of epochs closed since the last report; the newest closed one again if its content
+    changed, which is only looked at when its inputs (`report_inputs`; `data`: the warehouse's
+    `content_parts` now) differ from those it was last built from."""
+    from pipeline.output.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
+
+    lag = cfg.finality_lag_delta
+    outcome.closure = epoch_closure(con, lag).with_columns((pl.col("last_settled_at") + lag).alias("closes_by_lag_at"))
+    closed = outcome.closure.filter(pl.col("closed_at").is_not_null())
+    if closed.height == 0:
+        return
+    done = {
+        r["epoch_id"]: r
+        for r in fetch_frame(con, f"SELECT * FROM {REPORTS_TABLE} WHERE host = $host", {"host": cfg.host}).iter_rows(
+            named=True
+        )
+    }
+    newest = closed["epoch_id"].max()
+    warehouse_arg = None if cfg.warehouse == DEFAULT_WAREHOUSE else str(cfg.warehouse)
+    inputs = report_inputs(con, cfg, data, warehouse_arg)
+    for row in closed.iter_rows(named=True):
+        epoch = row["epoch_id"]
+        previous = done.get(epoch)
+        on_disk = previous is not None and (Path(previous["report_dir"]) / "report.md").exists()
+        if previous is not None and on_disk and (epoch != newest or previous["inputs"] == inputs):
+            continue
+        report = build_epoch_report(
+            con, epoch, cfg.host, finality_lag=cfg.finality_lag_delta, warehouse_arg=warehouse_arg
+        )
+        stamp = fingerprint(report)
+        if previous is not None and on_disk and previous["fingerprint"] == stamp:
+            with transaction(con):  # the same report from other inputs: the next run need not build it again
+                con.execute(
+                    f"UPDATE {REPORTS_TABLE} SET inputs = $inputs WHERE host = $host AND epoch_id = $epoch",
+                    {"inputs": inputs, "host": cfg.host, "epoch": epoch},
+                )
+            continue
+        try:
+            path = write_epoch_report(report, cfg.output)
+        except OSError as exc:
+            raise RunError(
+                f"{cfg.output / f'epoch-{epoch}'}: cannot write the report ({exc.strerror or exc}); {NOTHING_REPLACED}"
+            ) from None
+        with transaction(con):
+            con.execute(
+                "INSERT INTO epoch_reports_t (host, epoch_id, closed_at, closed_by, report_dir, fingerprint, written_at, "
+                "rewrites, inputs) VALUES ($host, $epoch, $closed_at, $closed_by, $dir, $fp, now(), 0, $inputs) "
+                "ON CONFLICT (host, epoch_id) DO UPDATE SET closed_at = excluded.closed_at, closed_by = excluded.closed_by, "
+                "report_dir = excluded.report_dir, fingerprint = excluded.fingerprint, written_at = excluded.written_at, "
+                "rewrites = epoch_reports_t.rewrites + 1, inputs = excluded.inputs",
+                {
+                    "host": cfg.host,
+                    "epoch": epoch,
+                    "closed_at": row["closed_at"],
+                    "closed_by": row["closed_by"],
+                    "dir": str(path.resolve()),
+                    "fp": stamp,
+                    "inputs": inputs,
+                },
+            )
+        (outcome.rewritten if previous is not None else outcome.written).append(epoch)
+
+
+def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
+    """The end of the run's summary: reports written or refreshed, epochs still open, the warehouse."""
+    from pipeline.cli.console import print_open_epochs, run_line
+
+    if outcome.written:
+        run_line(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}")
+    if outcome.rewritten:
+        run_line(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)} in {cfg.output}")
+    if not outcome.written and not outcome.rewritten and cfg.host:
+        run_line("reports: nothing new")
+    if outcome.closure is not None:
+        print_open_epochs(outcome.closure, cfg.finality_lag)
+    run_line("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)")

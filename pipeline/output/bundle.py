@@ -1,0 +1,233 @@
+"""Evidence bundles: every evidence table of one host and window, the charts, the epoch report and
+a manifest, written so that anyone holding the same copies can check them file by file.
+
+    files = build_bundle(con, BundleRequest(host="gonka1…", epoch=3))   # relative path → bytes
+    write_bundle(files, Path("bundle"))
+    checks = verify_bundle(con, Path("bundle"))                           # one FileCheck per file
+
+A bundle holds
+
+- ``tables/NAME.md``, ``.csv`` and ``.json`` for every table of the evidence registry, each
+  computed with the options the epoch report asks of it (for a time window: no options, since
+  those options are chosen per epoch); a table that cannot be computed (its data was never
+  ingested, or it needs something the window does not give) is listed under ``skipped`` with
+  the reason;
+- ``charts/NAME.svg`` and ``.png`` (for ``--epoch``) for every table that draws one; a chart is
+  drawn from the table as the report asks for it, so a time window has none;
+- ``report/`` (for ``--epoch``): the epoch report as ``gonka-evidence report epoch`` writes it;
+- ``MANIFEST.json``: the pipeline version, the request, the inputs (each source with its label,
+  copy time and input digest) and the runs, then every file with its sha256 and the command
+  that reproduces it.
+
+Nothing in a bundle depends on the machine, the time or the warehouse's path: the commands name
+the warehouse as the bundle's caller named it, so `verify` recomputes the very same bytes from
+any warehouse built from the same copies, and names each file that differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+
+from pipeline.core.version import pipeline_version
+from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute
+from pipeline.evidence.provenance import evidence_command, provenance, window_args
+from pipeline.evidence.window import Window
+from pipeline.output.render import render
+from pipeline.output.render.json import to_json_value
+
+MANIFEST = "MANIFEST.json"
+BUNDLE_FORMAT = 1
+TABLE_FORMATS = {"md": "markdown", "csv": "csv", "json": "json"}
+
+
+@dataclass(frozen=True)
+class BundleRequest:
+    host: str
+    epoch: int | None = None
+    since: str | None = None  # ISO-8601, with until
+    until: str | None = None
+    warehouse_arg: str | None = None  # how the commands name the warehouse (None: the default)
+
+    @property
+    def window(self) -> Window:
+        return Window.parse(epoch=self.epoch, since=self.since, until=self.until)
+
+    def command(self, what: str) -> str:
+        """The ``gonka-evidence`` command of kind ``what`` (``bundle``, ``report``) for this request."""
+        window = self.window
+        if what == "report":
+            args = ["gonka-evidence", "report", "epoch", str(window.epoch), "--host", self.host]
+        else:
+            args = ["gonka-evidence", what, "--host", self.host, *window_args(window)]
+        return shlex.join(args + (["--warehouse", self.warehouse_arg] if self.warehouse_arg else []))
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    path: str
+    status: str  # "ok", "differs", "missing" (in the recomputation, not in the bundle), "unexpected"
+
+
+def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict[str, bytes]:
+    """Every file of the bundle, relative path → bytes, ``MANIFEST.json`` included."""
+    window = request.window
+    if window.epoch is None and window.since is None:
+        raise EvidenceError("a bundle needs --epoch N or --since/--until")
+    files: dict[str, bytes] = {}
+    commands: dict[str, str] = {}
+    skipped: list[dict[str, str]] = []
+    for spec in EVIDENCE.values():
+        options = spec.report.options(window.epoch) if spec.report is not None and window.epoch is not None else {}
+        command = evidence_command(spec, request.host, window, options, request.warehouse_arg)
+        try:
+            result = compute(
+                spec.name,
+                con,
+                host=request.host,
+                epoch=window.epoch,
+                since=window.since,
+                until=window.until,
+                command=command,
+                **options,
+            )
+        except (EvidenceError, duckdb.Error) as exc:
+            skipped.append({"table": spec.name, "reason": str(exc).splitlines()[0]})
+            continue
+        for suffix, fmt in TABLE_FORMATS.items():
+            files[f"tables/{spec.name}.{suffix}"] = (render(result, fmt) + "\n").encode()
+            commands[f"tables/{spec.name}.{suffix}"] = f"{command} --format {fmt}"
+        chart = _chart(spec, result) if window.epoch is not None else None
+        if chart is not None:
+            files.update(_chart_files(f"charts/{spec.name}", chart))
+            commands.update(dict.fromkeys((f"charts/{spec.name}.svg", f"charts/{spec.name}.png"), command))
+    if window.epoch is not None:
+        for path, data in _report_files(con, request).items():
+            files[path] = data
+            commands[path] = request.command("report")
+    files[MANIFEST] = _manifest(con, request, files, commands, skipped)
+    return files
+
+
+def _chart(spec: EvidenceSpec, result) -> dict | None:
+    if spec.report is None or spec.report.chart is None or result.rows.height == 0 or spec.report.view is not None:
+        return None  # a chart drawn from a report-only view belongs to the report
+    from pipeline.output.render.charts import legible  # loads Altair, as drawing a chart does anyway
+
+    return legible(spec.report.chart(result, result.rows))
+
+
+def _chart_files(stem: str, chart: dict) -> dict[str, bytes]:
+    import vl_convert as vlc
+
+    return {f"{stem}.svg": vlc.vegalite_to_svg(chart).encode(), f"{stem}.png": vlc.vegalite_to_png(chart, scale=2)}
+
+
+def _report_files(con, request: BundleRequest) -> dict[str, bytes]:
+    """The epoch report's files under ``report/``, written as `report epoch` writes them."""
+    from pipeline.jobs.config import load_config
+    from pipeline.output.report import build_epoch_report, write_epoch_report
+
+    report = build_epoch_report(
+        con,
+        request.window.epoch,
+        request.host,
+        finality_lag=load_config(None).finality_lag_delta,
+        warehouse_arg=request.warehouse_arg,
+    )
+    with tempfile.TemporaryDirectory(prefix="gonka-evidence-bundle-") as tmp:
+        written = write_epoch_report(report, Path(tmp))
+        return {
+            f"report/{p.relative_to(written).as_posix()}": p.read_bytes()
+            for p in sorted(written.rglob("*"))
+            if p.is_file()
+        }
+
+
+def _manifest(
+    con, request: BundleRequest, files: dict[str, bytes], commands: dict[str, str], skipped: list[dict[str, str]]
+) -> bytes:
+    prov = provenance(con, request.window, request.command("bundle"))
+    document = {
+        "bundle_format": BUNDLE_FORMAT,
+        "pipeline_version": pipeline_version(),
+        "host": request.host,
+        "window": request.window.as_dict(),
+        "warehouse_arg": request.warehouse_arg,
+        "command": request.command("bundle"),
+        "inputs": prov.sources,
+        "runs": prov.run_ids,
+        "failed_runs": prov.failed_runs,
+        "files": [
+            {"path": path, "sha256": hashlib.sha256(files[path]).hexdigest(), "command": commands[path]}
+            for path in sorted(files)
+        ],
+        "skipped": skipped,
+    }
+    return orjson.dumps(to_json_value(document), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def write_bundle(files: dict[str, bytes], out: Path) -> Path:
+    """Write the bundle into ``out`` whole: staged beside it, then renamed into place. An existing
+    bundle there is replaced; any other non-empty directory is refused."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
+        raise EvidenceError(f"{out}: exists and is not a bundle; choose a new or empty directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for path, data in files.items():
+            target = staging / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    except BaseException:  # a full disk or Ctrl-C leaves no half-written bundle behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def read_request(directory: Path) -> BundleRequest:
+    """The request a bundle was built for, from its manifest."""
+    try:
+        manifest = orjson.loads((Path(directory) / MANIFEST).read_bytes())
+        window: dict[str, Any] = manifest["window"]
+        return BundleRequest(
+            host=manifest["host"],
+            epoch=window.get("epoch"),
+            since=window.get("since"),
+            until=window.get("until"),
+            warehouse_arg=manifest.get("warehouse_arg"),
+        )
+    except FileNotFoundError:
+        raise EvidenceError(f"{directory}: no {MANIFEST} (not an evidence bundle)") from None
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise EvidenceError(f"{directory}/{MANIFEST}: not a bundle manifest ({exc})") from None
+
+
+def verify_bundle(con: duckdb.DuckDBPyConnection, directory: Path) -> list[FileCheck]:
+    """Recompute the bundle in ``directory`` from the warehouse behind ``con`` and compare every
+    file byte for byte, the manifest included; in path order."""
+    directory = Path(directory)
+    expected = build_bundle(con, read_request(directory))
+    present = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
+    checks = []
+    for path in sorted(present | set(expected)):
+        if path not in present:
+            status = "missing"
+        elif path not in expected:
+            status = "unexpected"
+        else:
+            status = "ok" if (directory / path).read_bytes() == expected[path] else "differs"
+        checks.append(FileCheck(path, status))
+    return checks

@@ -1,0 +1,424 @@
+"""The output of `gonka-evidence query`: every DuckDB type in every format, exactly.
+
+DuckDB itself turns each value into text (its own cast to VARCHAR, or JSON for nested
+values), so nothing goes through a lossy conversion: decimals keep every digit, HUGEINT
+and UHUGEINT stay whole, intervals keep months apart from days, time zones stay. The text
+is then only framed, never reinterpreted (no Rich markup, no rounding):
+
+- nested values (LIST, ARRAY, STRUCT, MAP, UNION) are JSON text in every text format;
+- timestamps are ISO-8601 (``2026-10-23T08:00:00.5``), with a trailing ``Z`` when they
+  carry a zone (the warehouse connection runs in UTC);
+- NULL is ``NULL`` in table, vertical and Markdown, an empty field in CSV (an empty
+  string is ``""``), ``null`` in JSON;
+- NaN and infinities are ``nan``/``inf``/``-inf`` as text and the strings ``"NaN"``,
+  ``"Infinity"``, ``"-Infinity"`` in JSON (which has no such numbers);
+- integers and decimals are exact JSON numbers; in table, vertical and Markdown their
+  digits are grouped in thousands (``1,234,567.50``), every digit kept.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from enum import Enum
+
+import orjson
+
+
+class QueryFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+    parquet = "parquet"
+
+
+INTEGER_TYPES = {
+    "tinyint",
+    "smallint",
+    "integer",
+    "bigint",
+    "hugeint",
+    "utinyint",
+    "usmallint",
+    "uinteger",
+    "ubigint",
+    "uhugeint",
+    "bignum",
+}
+FLOAT_TYPES = {"float", "double"}
+NESTED_TYPES = {"list", "array", "struct", "map", "union"}
+ZONED_TIMESTAMP = "timestamp with time zone"
+NAIVE_TIMESTAMPS = {"timestamp", "timestamp_s", "timestamp_ms", "timestamp_ns"}
+# Types whose Arrow form is lossy (UHUGEINT above 2^127, HUGEINT past 38 digits, the offset of
+# TIMETZ, BIT, BIGNUM) or that Parquet cannot hold (INTERVAL with months, UNION): Parquet gets
+# their exact text instead.
+PARQUET_AS_TEXT = {"hugeint", "uhugeint", "bignum", "interval", "time with time zone", "bit", "union"}
+JSON_FLOATS = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
+# A JSON string, or a bare NaN/Infinity token outside of one (DuckDB's to_json writes those).
+_JSON_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|-?Infinity|NaN')
+_DIGITS = re.compile(r"(-?)(\d+)(\.\d+)?")
+NULL_TEXT = "NULL"
+# On a terminal a column is first given at most this many cells; longer values fold onto
+# more lines (every character kept) and wide columns get the room left over.
+FOLD_WIDTH = 24
+MIN_FOLDED_WIDTH = 8
+
+
+# Imported by the command line for its --format choices: keep this module light (duckdb,
+# pyarrow and rich are imported where they are used).
+
+
+@dataclass
+class Cells:
+    """A query result as text: one string (or None for NULL) per cell."""
+
+    columns: list[str]
+    kinds: list[str]  # the DuckDB type id of each column, e.g. "decimal", "list"
+    rows: list[tuple[str | None, ...]]
+
+    def is_number(self, index: int) -> bool:
+        return self.kinds[index] in INTEGER_TYPES or self.kinds[index] == "decimal"
+
+    def is_right_aligned(self, index: int) -> bool:
+        return self.is_number(index) or self.kinds[index] in FLOAT_TYPES
+
+
+def _ident(index: int) -> str:
+    # Positional references: result columns may share a name (SELECT 1 AS a, 2 AS a).
+    return f"#{index + 1}"
+
+
+def text_sql(index: int, kind: str, dtype: duckdb.sqltypes.DuckDBPyType | None = None) -> str:
+    """The DuckDB expression that renders column ``index`` (of type ``dtype``) as exact text."""
+    ref = _ident(index)
+    if kind in NESTED_TYPES:
+        leaves = _nested_leaves_sql(ref, dtype) if dtype is not None else None
+        return f"CAST(to_json({leaves or ref}) AS VARCHAR)"
+    return _scalar_text_sql(ref, kind)
+
+
+def _scalar_text_sql(ref: str, kind: str) -> str:
+    if kind == ZONED_TIMESTAMP:
+        return rf"regexp_replace(CAST({ref} AS VARCHAR), '^(\d+-\d\d-\d\d) (\d[^+]*)\+00$', '\1T\2Z')"
+    if kind == "decimal":  # DuckDB writes DECIMAL(1,1) zero as ".0": not a JSON number
+        return rf"regexp_replace(CAST({ref} AS VARCHAR), '^(-?)\.', '\10.')"
+    if kind in NAIVE_TIMESTAMPS:
+        return rf"regexp_replace(CAST({ref} AS VARCHAR), '^(\d+-\d\d-\d\d) (\d)', '\1T\2')"
+    return f"CAST({ref} AS VARCHAR)"
+
+
+def _nested_leaves_sql(expr: str, dtype, depth: int = 0) -> str | None:
+    """``expr`` (a nested value) with the leaves that to_json would write unlike their top-level text
+    rewritten: timestamps as their ISO-8601 text, REALs as the DOUBLE of their shortest text (to_json
+    widens 0.1 to 0.10000000149011612). None when no leaf needs it (UNION members are left as they are)."""
+    from duckdb.sqltypes import DuckDBPyType
+
+    kind = dtype.id
+    if kind == ZONED_TIMESTAMP or kind in NAIVE_TIMESTAMPS:
+        return _scalar_text_sql(expr, kind)
+    if kind == "float":
+        return f"CAST(CAST({expr} AS VARCHAR) AS DOUBLE)"
+    if kind not in ("list", "array", "struct", "map"):
+        return None
+    children = [(name, child) for name, child in dtype.children if isinstance(child, DuckDBPyType)]
+    var = f"__v{depth}"  # the lambda's variable, one per level
+    if kind in ("list", "array"):
+        inner = _nested_leaves_sql(var, children[0][1], depth + 1)
+        return None if inner is None else f"list_transform({expr}, lambda {var}: {inner})"
+    if kind == "map":
+        key, value = (f"struct_extract({var}, '{part}')" for part in ("key", "value"))
+        new_key, new_value = (_nested_leaves_sql(e, child, depth + 1) for e, (_, child) in zip((key, value), children))
+        if new_key is None and new_value is None:
+            return None
+        return (
+            f"map_from_entries(list_transform(map_entries({expr}), lambda {var}: "
+            f"struct_pack(key := {new_key or key}, value := {new_value or value})))"
+        )
+    fields = [(name, f"struct_extract({expr}, {_sql_string(name)})") for name, _ in children]
+    rewritten = [_nested_leaves_sql(field, child, depth + 1) for (_, field), (_, child) in zip(fields, children)]
+    if all(r is None for r in rewritten):
+        return None
+    packed = ", ".join(f"{_sql_ident(name)} := {r or field}" for (name, field), r in zip(fields, rewritten))
+    return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({packed}) END"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _sql_ident(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def fetch_cells(relation: duckdb.DuckDBPyRelation) -> Cells:
+    """Run ``relation`` once and return its cells as exact text."""
+    kinds = [t.id for t in relation.types]
+    projection = relation.project(
+        ", ".join(text_sql(i, kind, t) for i, (kind, t) in enumerate(zip(kinds, relation.types)))
+    )
+    rows = projection.fetchall()
+    nested = [i for i, kind in enumerate(kinds) if kind in NESTED_TYPES]
+    if nested:
+        rows = [
+            tuple(_json_constants_quoted(v) if i in nested and v is not None else v for i, v in enumerate(row))
+            for row in rows
+        ]
+    return Cells(list(relation.columns), kinds, rows)
+
+
+def _json_constants_quoted(text: str) -> str:
+    """DuckDB's JSON with its bare NaN/Infinity (not JSON) written as strings."""
+    return _JSON_STRING_OR_CONSTANT.sub(lambda m: m.group(0) if m.group(0)[0] == '"' else f'"{m.group(0)}"', text)
+
+
+def to_json(cells: Cells) -> str:
+    """A JSON array of row objects, one row per line."""
+    keys = [orjson.dumps(name).decode() for name in cells.columns]
+    encoders = [_json_encoder(kind) for kind in cells.kinds]
+    lines = [
+        "{"
+        + ",".join(
+            f"{key}:{'null' if value is None else encode(value)}" for key, encode, value in zip(keys, encoders, row)
+        )
+        + "}"
+        for row in cells.rows
+    ]
+    return "[\n" + ",\n".join(lines) + "\n]" if lines else "[]"
+
+
+def _json_encoder(kind: str):
+    if kind in INTEGER_TYPES or kind in ("decimal", "boolean") or kind in NESTED_TYPES:
+        return str  # already JSON: a number, true/false, or DuckDB's JSON text
+    if kind in FLOAT_TYPES:
+        return lambda text: JSON_FLOATS.get(text, text)
+    return lambda text: orjson.dumps(text).decode()
+
+
+def to_csv(cells: Cells) -> str:
+    """RFC 4180 CSV with a header line; NULL is an empty field, an empty string ``""``."""
+    lines = [",".join(_csv_field(name) for name in cells.columns)]
+    lines += [",".join("" if value is None else _csv_field(value) for value in row) for row in cells.rows]
+    return "\n".join(lines)
+
+
+def _csv_field(text: str) -> str:
+    if text == "" or any(c in text for c in ',"\r\n') or text != text.strip():
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def display_text(cells: Cells, index: int, value: str | None) -> str:
+    """A cell as people read it: NULL spelled out, numbers with grouped digits."""
+    if value is None:
+        return NULL_TEXT
+    if cells.is_number(index):
+        m = _DIGITS.fullmatch(value)
+        if m:
+            return f"{m.group(1)}{int(m.group(2)):,}{m.group(3) or ''}"
+    return value
+
+
+def to_markdown(cells: Cells) -> str:
+    """A GitHub table; ``|`` is escaped and a line break is ``<br>`` so that a cell stays a cell."""
+    if not cells.rows:
+        return "_no rows_"
+
+    def line(values):
+        return (
+            "| "
+            + " | ".join(v.replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>") for v in values)
+            + " |"
+        )
+
+    rule = ["---:" if cells.is_right_aligned(i) else "---" for i in range(len(cells.columns))]
+    body = [line(display_text(cells, i, v) for i, v in enumerate(row)) for row in cells.rows]
+    return "\n".join([line(cells.columns), "| " + " | ".join(rule) + " |", *body])
+
+
+def to_vertical(cells: Cells) -> str:
+    """One block per record, a ``name | value`` line per column (like psql's expanded mode)."""
+    if not cells.rows:
+        return ""
+    from rich.cells import cell_len
+
+    width = max(cell_len(name) for name in cells.columns)
+    blocks = []
+    for n, row in enumerate(cells.rows, 1):
+        lines = [f"-[ RECORD {n} ]" + "-" * max(3, width - 8)]
+        for i, (name, value) in enumerate(zip(cells.columns, row)):
+            first, *rest = display_text(cells, i, value).split("\n")
+            pad = " " * (width - cell_len(name))
+            lines.append(f"{name}{pad} | {first}")
+            lines += [f"{' ' * width} | {more}" for more in rest]
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
+
+
+@dataclass
+class TableLayout:
+    shown: list[int]  # column indexes, in order
+    widths: list[int]  # one per shown column
+    hidden: list[str]  # names of the columns that did not fit
+
+
+def layout_table(cells: Cells, texts: list[list[str]], width: int | None) -> TableLayout:
+    """Which columns fit in ``width`` terminal cells (None: all, at full width).
+
+    The columns from the first one on that fit are shown, in order; the rest are left out
+    (and named) so that the ones shown are readable instead of every column squeezed.
+    """
+    from rich.cells import cell_len
+
+    natural = []
+    for i, name in enumerate(cells.columns):
+        longest = max((cell_len(line) for row in texts for line in row[i].split("\n")), default=0)
+        natural.append(max(cell_len(name), longest, 1))
+    if width is None:
+        return TableLayout(list(range(len(natural))), natural, [])
+    budget = width - 1  # the left border; every column adds its width, two pads and a border
+    shown, widths = [], []
+    for i, full in enumerate(natural):
+        header = cell_len(cells.columns[i])
+        want = min(full, max(header, FOLD_WIDTH))
+        room = budget - 3
+        # A column is shown if its header fits (and a few cells of its values): narrower than
+        # it wants, it folds.
+        if room < min(full, max(header, MIN_FOLDED_WIDTH)) and shown:
+            break
+        shown.append(i)
+        widths.append(max(min(want, room), 1))
+        budget -= widths[-1] + 3
+    for k, i in enumerate(shown):  # the room left goes to folded columns, left to right
+        extra = min(max(budget, 0), natural[i] - widths[k])
+        widths[k] += extra
+        budget -= extra
+    hidden = [name for i, name in enumerate(cells.columns) if i not in shown]
+    return TableLayout(shown, widths, hidden)
+
+
+def to_table(cells: Cells, width: int | None) -> tuple[str, list[str]]:
+    """The table as text, and the names of the columns left out to fit ``width``."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    texts = [[display_text(cells, i, v) for i, v in enumerate(row)] for row in cells.rows]
+    layout = layout_table(cells, texts, width)
+    table = Table()
+    for i, w in zip(layout.shown, layout.widths):
+        table.add_column(
+            Text(cells.columns[i]),
+            justify="right" if cells.is_right_aligned(i) else "left",
+            width=w,
+            overflow="fold",
+            no_wrap=False,
+        )
+    for row in texts:
+        table.add_row(*(Text(row[i]) for i in layout.shown))  # Text: a value is never Rich markup
+    total = sum(layout.widths) + 3 * len(layout.widths) + 1
+    console = Console(
+        file=io.StringIO(),
+        width=total,
+        color_system=None,
+        force_terminal=False,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        soft_wrap=False,
+    )
+    console.print(table)
+    text = "\n".join(line.rstrip() for line in console.file.getvalue().splitlines())
+    return text, layout.hidden
+
+
+def terminal_width() -> int | None:
+    """The width to fit the table to: the terminal's (or $COLUMNS); None when piped."""
+    import os
+
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
+    """Parquet of the result, and its number of rows. Columns whose Arrow form would lose digits, months or zones
+    (see ``PARQUET_AS_TEXT``; also nested values holding one) are written as their
+    exact text; HUGEINT/UHUGEINT as DECIMAL(38,0) unless a value has 39 digits."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    kinds, as_text, table = _exact_arrow(relation)
+    columns = []
+    for i, kind in enumerate(kinds):
+        column = table.column(i)
+        if kind in ("hugeint", "uhugeint"):
+            # pyarrow's cast wraps a 39-digit value around silently, and DECIMAL(39) is not read
+            # back faithfully (DuckDB reads -1): such a column stays text.
+            digits = pc.max(pc.utf8_length(pc.utf8_ltrim(column, characters="-"))).as_py()
+            if digits is None or digits <= 38:
+                column = column.cast(pa.decimal128(38, 0))
+        elif kinds[i] in NESTED_TYPES and as_text[i]:
+            column = pa.chunked_array(
+                [pa.array([None if v is None else _json_constants_quoted(v) for v in column.to_pylist()], pa.string())]
+            )
+        columns.append(column)
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_arrays(columns, names=list(relation.columns)), buffer)
+    return buffer.getvalue(), table.num_rows
+
+
+def _exact_arrow(relation: duckdb.DuckDBPyRelation):
+    """The result as Arrow columns c0, c1, …, those whose Arrow form would lose digits, months or zones
+    (``_parquet_as_text``) as their exact text; with each column's DuckDB type id and whether it is text."""
+    kinds = [t.id for t in relation.types]
+    as_text = [_parquet_as_text(t) for t in relation.types]
+    exprs = [
+        text_sql(i, kind, t) if bad else _ident(i)
+        for i, (kind, t, bad) in enumerate(zip(kinds, relation.types, as_text))
+    ]
+    return kinds, as_text, relation.project(", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))).to_arrow_table()
+
+
+def to_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
+    """The result as a Polars frame holding every value exactly (the Python API's `query`).
+
+    Arrow hands HUGEINT and UHUGEINT over as DECIMAL(38,0), which wraps a 39-digit value
+    around; they become Int128 and UInt128 here. Polars cannot take INTERVAL (months) or
+    UNION at all and would drop the offset of TIMETZ and read BIT and BIGNUM as bytes: those
+    columns (and nested values holding one, or a HUGEINT) are their exact text, as ``query``
+    prints them (see ``PARQUET_AS_TEXT``)."""
+    import polars as pl
+
+    kinds, as_text, table = _exact_arrow(relation)
+    aliases = table.column_names  # c0, c1, …: result columns may share a name; Polars' may not
+    frame = pl.from_arrow(table)
+    casts = []
+    for alias, kind, bad in zip(aliases, kinds, as_text):
+        if kind in ("hugeint", "uhugeint"):
+            casts.append(pl.col(alias).cast(pl.Int128 if kind == "hugeint" else pl.UInt128))
+        elif kind in NESTED_TYPES and bad:
+            casts.append(pl.col(alias).map_elements(_json_constants_quoted, return_dtype=pl.String))
+    if casts:
+        frame = frame.with_columns(casts)
+    names = list(relation.columns)
+    if len(set(names)) < len(names):
+        raise ValueError(
+            f"columns share a name ({', '.join(sorted({n for n in names if names.count(n) > 1}))}): "
+            "a Polars frame needs unique names (give them aliases)"
+        )
+    return frame.rename(dict(zip(aliases, names)))
+
+
+def _parquet_as_text(dtype) -> bool:
+    from duckdb.sqltypes import DuckDBPyType
+
+    if dtype.id in PARQUET_AS_TEXT:
+        return True
+    if dtype.id in NESTED_TYPES:
+        return any(_parquet_as_text(child) for _, child in dtype.children if isinstance(child, DuckDBPyType))
+    return False

@@ -1,0 +1,115 @@
+"""Charts of log evidence (Altair), saved as SVG and PNG without a browser (vl-convert).
+
+from pipeline.output.render.charts import acceptance_chart, engine_events_chart, save_chart
+save_chart(acceptance_chart(result), out_dir / "acceptance")   # acceptance.svg + acceptance.png
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import altair as alt
+import duckdb
+import polars as pl
+
+from pipeline.evidence.result import EvidenceResult
+from pipeline.warehouse.database import fetch_frame
+
+
+def acceptance_chart(result: EvidenceResult) -> alt.VConcatChart:
+    """Mean acceptance length per build (bars) above the per-position acceptance rates per build (lines)."""
+    rows = result.rows
+    mal = rows.select("build", "mean_acceptance_length", "windows").to_pandas()
+    positions = (
+        rows.select("build", "per_position")
+        .drop_nulls("per_position")
+        .with_columns(position=pl.int_ranges(pl.col("per_position").list.len()))
+        .explode("per_position", "position")
+        .rename({"per_position": "rate"})
+        .to_pandas()
+    )
+    order = rows["build"].to_list()
+    bars = (
+        alt.Chart(mal, title="Mean acceptance length (1 + Σaccepted / Σdrafts)")
+        .mark_bar()
+        .encode(
+            x=alt.X("build:N", sort=order, title="build"),
+            y=alt.Y("mean_acceptance_length:Q", title="tokens per step"),
+            tooltip=["build", "mean_acceptance_length", "windows"],
+        )
+    )
+    lines = (
+        alt.Chart(positions, title="Per-position acceptance rate (weighted by drafts)")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("position:O", title="draft position"),
+            y=alt.Y("rate:Q", title="acceptance rate", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("build:N", sort=order),
+            tooltip=["build", "position", "rate"],
+        )
+    )
+    return alt.vconcat(bars, lines)
+
+
+def engine_events_chart(con: duckdb.DuckDBPyConnection, host: str) -> alt.LayerChart:
+    """Engine events of the host on a time line, over its build windows shaded."""
+    events = fetch_frame(
+        con, 'SELECT "at", kind, detail FROM engine_events WHERE host = $host ORDER BY "at"', {"host": host}
+    )
+    builds = fetch_frame(
+        con,
+        "SELECT build, valid_from, coalesce(valid_to, greatest(valid_from, "
+        '(SELECT max("at") FROM engine_events WHERE host = $host))) AS valid_to FROM host_builds WHERE host = $host',
+        {"host": host},
+    )
+    strip = lambda frame, cols: frame.with_columns(pl.col(c).dt.replace_time_zone(None) for c in cols).to_pandas()  # noqa: E731
+    shade = (
+        alt.Chart(strip(builds, ["valid_from", "valid_to"]))
+        .mark_rect(opacity=0.15)
+        .encode(
+            x=alt.X("valid_from:T", title="time (UTC)"),
+            x2="valid_to:T",
+            color=alt.Color("build:N", title="build"),
+        )
+    )
+    points = (
+        alt.Chart(strip(events, ["at"]))
+        .mark_point(filled=True, size=70)
+        .encode(
+            x="at:T",
+            y=alt.Y("kind:N", title="event"),
+            shape="kind:N",
+            tooltip=["at:T", "kind", "detail"],
+        )
+    )
+    return alt.layer(shade, points).properties(title=f"Engine events of {host}", width=700, height=220)
+
+
+# Charts of the report and the bundle are read at their own size on a page: axis and legend labels
+# are not cut short (Vega-Lite cuts them at 180 px, and build labels such as "V2 + DSpark,
+# processed_logprobs, vLLM fix" are longer) and text is large enough to read without zooming.
+LEGIBLE = {
+    "axis": {"labelLimit": 480, "labelFontSize": 12, "titleFontSize": 12},
+    "legend": {"labelLimit": 480, "labelFontSize": 12, "titleFontSize": 12},
+    "title": {"fontSize": 14},
+}
+
+
+def legible(spec: dict | None) -> dict | None:
+    """``spec`` (a Vega-Lite dict) with the `LEGIBLE` settings; a chart's own settings win."""
+    if spec is None:
+        return None
+    config = spec.setdefault("config", {})
+    for key, values in LEGIBLE.items():
+        config[key] = {**values, **config.get(key, {})}
+    return spec
+
+
+def save_chart(chart: alt.TopLevelMixin, stem: Path | str) -> list[Path]:
+    """Write ``stem.svg`` and ``stem.png``; returns both paths."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".svg"), stem.with_suffix(".png")]
+    for path in paths:
+        chart.save(str(path))
+    return paths

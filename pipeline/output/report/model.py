@@ -1,0 +1,227 @@
+"""The epoch report as data: which sections, which evidence and SQL behind each, the rows a reader
+sees (denominators included), statistics, notes and charts (Vega-Lite specs). Nothing here
+formats text for a medium; `pipeline.output.report.render` does.
+
+A report is the epoch overview, one section per evidence table whose spec has a `ReportSection`
+(in its order), and the quarantine counts. A table that cannot be computed for the epoch (its
+data is absent, e.g. no engine logs) becomes a skipped section with the reason. Every count a
+reader sees comes with its denominator ("31 of 55"): a table that holds bare counts declares a
+view that shows them as "count | of | share" rows (see `ReportSection.view`).
+
+The report opens with its main findings (`pipeline.output.report.findings`): a few lines read from the
+evidence results of the sections, each pointing at the section it comes from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from pipeline.core.paths import sql_text
+from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceResult, EvidenceSpec, Provenance, ReportContext, compute
+from pipeline.evidence.provenance import command_path, evidence_command
+from pipeline.evidence.provenance import provenance as provenance_of
+from pipeline.evidence.window import Window
+from pipeline.output.query import named_queries
+from pipeline.output.render.csv import render_csv
+from pipeline.output.render.text import format_percent, iso_utc, stat_lines
+from pipeline.output.report.findings import NO_DATA, Finding, epoch_findings
+from pipeline.warehouse.database import fetch_frame
+
+
+@dataclass
+class Closure:
+    escrows: int
+    escrows_settled: int
+    last_settled_at: Any
+    closed_at: Any  # None while the epoch is open
+    closed_by: str | None  # "all escrows settled" | "finality lag"
+
+
+@dataclass
+class Section:
+    key: str  # file stem of its CSV and chart: the evidence name, "overview" or "quarantine"
+    heading: str
+    title: str | None = None
+    table: pl.DataFrame | None = None  # what the reader sees (denominators included)
+    csv: str | None = None  # every row, machine-readable
+    lines: list[str] = field(default_factory=list)  # statistics, one per line
+    notes: list[str] = field(default_factory=list)
+    command: str | None = None  # the command that reproduces an evidence section on its own
+    sql: tuple[str, ...] = ()  # the files below sql/ behind the section
+    chart: dict | None = None  # a Vega-Lite spec
+    skipped: str | None = None
+    result: EvidenceResult | None = field(default=None, repr=False)  # the evidence behind a section (findings read it)
+
+
+@dataclass
+class EpochReport:
+    epoch: int
+    host: str
+    closure: Closure
+    summary: list[str]
+    sections: list[Section]
+    provenance: Provenance
+    command: str
+    # The main findings, first in the report, each pointing at its section (pipeline/output/report/findings.py).
+    findings: list[Finding] = field(default_factory=list)
+
+
+def build_epoch_report(
+    con: duckdb.DuckDBPyConnection,
+    epoch: int,
+    host: str,
+    *,
+    finality_lag: timedelta = timedelta(hours=6),
+    warehouse_arg: str | None = None,
+    out_arg: str | None = None,
+) -> EpochReport:
+    """Every section of the epoch report; ``warehouse_arg``/``out_arg`` go into the reproducing commands."""
+    closure = epoch_closure(con, finality_lag).filter(pl.col("epoch_id") == epoch)
+    if closure.height == 0:
+        raise EvidenceError(f"epoch {epoch}: no escrows of this epoch in the warehouse")
+    c = closure.row(0, named=True)
+    closure_info = Closure(c["escrows"], c["escrows_settled"], c["last_settled_at"], c["closed_at"], c["closed_by"])
+    # Reproduce lines name no absolute path of this machine: paths are relative to the working directory.
+    warehouse_arg, out_arg = (command_path(arg) if arg else None for arg in (warehouse_arg, out_arg))
+    w_opt = f" --warehouse {warehouse_arg}" if warehouse_arg else ""
+    command = f"gonka-evidence report epoch {epoch} --host {host}" + (f" --out {out_arg}" if out_arg else "") + w_opt
+
+    overview, summary = _overview(con, epoch, host, closure_info)
+    context = ReportContext(epoch=epoch, host=host, executed_by_epoch=_executed_by_epoch(con, host, epoch))
+    sections = [overview]
+    sections += [
+        _evidence_section(con, spec, context, warehouse_arg) for spec in EVIDENCE.values() if spec.report is not None
+    ]
+    sections.append(_quarantine(con))
+    prov = provenance_of(con, Window(epoch=epoch), command)
+    findings = epoch_findings(
+        {s.key: s.result for s in sections if s.result is not None}, {s.key: s.skipped for s in sections if s.skipped}
+    )
+    return EpochReport(epoch, host, closure_info, summary, sections, prov, command, findings)
+
+
+def epoch_closure(con: duckdb.DuckDBPyConnection, finality_lag: timedelta) -> pl.DataFrame:
+    """Per epoch: escrows, settled escrows, last settlement, closed_at and closed_by (named query closed_epochs)."""
+    sql = named_queries()["closed_epochs"].sql
+    return fetch_frame(con, sql, {"lag_seconds": finality_lag.total_seconds()})
+
+
+def _of(n: int, total: int) -> str:
+    return f"{n:,} of {total:,}" + (f" ({format_percent(n / total)})" if total else "")
+
+
+def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, list[str]]:
+    statuses = fetch_frame(con, sql_text("evidence/report_statuses.sql"), {"epoch": epoch, "host": host})
+    total, by_host = int(statuses["inferences"].sum() or 0), int(statuses["by_host"].sum() or 0)
+    table = statuses.select(
+        pl.col("status"),
+        pl.col("inferences"),
+        pl.lit(total, pl.Int64).alias("of_all"),
+        (pl.col("inferences") / total if total else pl.lit(None, pl.Float64)).alias("share"),
+        pl.col("by_host").alias("executed_by_host"),
+        pl.lit(by_host, pl.Int64).alias("of_host"),
+        (pl.col("by_host") / by_host if by_host else pl.lit(None, pl.Float64)).alias("host_share"),
+    )
+    if closure.closed_at is not None:
+        state = f"closed at {iso_utc(closure.closed_at)} ({closure.closed_by})"
+    else:
+        state = "not closed yet: its numbers may still change"
+    summary = [
+        f"Epoch {epoch}: {_of(closure.escrows_settled, closure.escrows)} escrows settled; {state}.",
+        f"Inferences in the epoch's escrows: {total:,}; executed by the host: {_of(by_host, total)}.",
+    ]
+    section = Section(
+        key="overview",
+        heading="Epoch overview",
+        title=f"Inferences of epoch {epoch} by final status",
+        table=table,
+        csv=table.write_csv().rstrip("\n"),
+        sql=("evidence/report_statuses.sql",),
+        notes=[
+            "share = inferences / of_all; host_share = executed_by_host / of_host (final status from the diff-log replay)."
+        ],
+    )
+    return section, summary
+
+
+def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse_arg: str | None) -> Section:
+    options = spec.report.options(context.epoch)
+    command = evidence_command(spec, context.host, Window(epoch=context.epoch), options, warehouse_arg)
+    skipped = Section(key=spec.name, heading=spec.heading, sql=spec.sql)
+    try:
+        result = compute(spec.name, con, host=context.host, epoch=context.epoch, command=command, **options)
+    except EvidenceError as exc:
+        skipped.skipped = str(exc)
+        return skipped
+    except duckdb.Error as exc:  # a table whose warehouse data was never ingested (e.g. no logs)
+        skipped.skipped = f"its data is absent from the warehouse ({str(exc).splitlines()[0]})"
+        return skipped
+    if result.rows.height == 0:
+        reason = " ".join(result.notes[:1]) or f"no rows for epoch {context.epoch}"
+        skipped.skipped = NO_DATA + reason
+        return skipped
+    table = spec.report.view(result, context) if spec.report.view else result.rows
+    from pipeline.output.render.charts import legible  # loads Altair, as drawing a chart does anyway
+
+    return Section(
+        key=spec.name,
+        heading=spec.heading,
+        title=result.title,
+        table=table,
+        csv=render_csv(result),
+        lines=stat_lines(result.stats),
+        notes=list(result.notes),
+        command=command,
+        sql=spec.sql,
+        chart=legible(spec.report.chart(result, table)) if spec.report.chart else None,
+        result=result,
+    )
+
+
+def _executed_by_epoch(con, host: str, epoch: int) -> dict[int, int]:
+    answers = fetch_frame(con, sql_text("evidence/host_answers.sql"), {"host": host, **Window(epoch=epoch).params})
+    return dict(answers.group_by("epoch_id").len().iter_rows())
+
+
+def _quarantine(con) -> Section:
+    q = fetch_frame(con, named_queries()["quarantine_summary"].sql)
+    sql = ("queries/quarantine_summary.sql", "evidence/report_raw_tables.sql", "evidence/report_table_rows.sql")
+    if q.height == 0:
+        return Section(key="quarantine", heading="Quarantine", skipped="no quarantined rows in the warehouse.", sql=sql)
+    read = _rows_read(con)
+    table = (
+        q.select(pl.coalesce("label", "source_id").alias("source"), "table_name", "reason", "rows")
+        .with_columns(
+            pl.col("table_name").replace_strict(read, default=None, return_dtype=pl.Int64).alias("rows_in_table"),
+        )
+        .rename({"rows": "quarantined"})
+    )
+    table = table.with_columns((pl.col("quarantined") / pl.col("rows_in_table")).alias("quarantined_share"))
+    return Section(
+        key="quarantine",
+        heading="Quarantine",
+        title="Quarantined rows (whole warehouse, all open)",
+        table=table,
+        csv=table.write_csv().rstrip("\n"),
+        sql=sql,
+        notes=[
+            "Rows that could not be decoded; rows_in_table = rows of that source table kept in the warehouse "
+            "(for diffs: diff records, each holding several transactions). Quarantine is not tied to an epoch, "
+            "so it is counted over the whole warehouse."
+        ],
+    )
+
+
+def _rows_read(con) -> dict[str, int]:
+    """Rows kept per source table, by the name quarantine uses (``raw_diffs`` → ``diffs``)."""
+    counts = {}
+    for name in fetch_frame(con, sql_text("evidence/report_raw_tables.sql"))["table_name"]:
+        counts[name.removeprefix("raw_")] = int(
+            fetch_frame(con, sql_text("evidence/report_table_rows.sql"), {"table": name})["n"][0]
+        )
+    return counts

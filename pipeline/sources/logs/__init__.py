@@ -1,0 +1,1 @@
+"""Log and result files of one host: one grammar per format."""

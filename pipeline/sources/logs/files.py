@@ -1,0 +1,161 @@
+"""Log and result files on disk: expansion of directories, gzip, file identity, kind detection, time zones.
+
+A log file is identified by a digest of its first line, not by its name or size: logrotate
+renames ``vllm.log`` to ``vllm.log.1`` and compresses it, and a later copy of a live file is a
+longer version of the same file, and all of them start with the same line. A vLLM record is
+keyed by (file identity, line number): the key does not depend on the year or time zone we
+read the times with, so re-reading a file with another ``--year`` or ``--timezone`` replaces
+its records instead of adding them, and a rotated or gzipped twin or a longer version adds
+nothing twice.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import polars as pl
+
+from pipeline.sources.store.base import SourceError
+
+KINDS = ("vllm", "validator", "poc", "metrics")
+_PROBE_BYTES = 256 * 1024
+_SLOG = re.compile(r'(?m)^(?:time=\S+ level=\w+ msg=|\{"time":)')
+
+
+@dataclass(frozen=True)
+class LogFile:
+    path: Path
+    mtime: datetime  # UTC; the time of the file's last line unless --year says otherwise
+
+    @property
+    def gzipped(self) -> bool:
+        with open(self.path, "rb") as fh:
+            return fh.read(2) == b"\x1f\x8b"
+
+    def open_text(self):
+        """Text lines, gzip transparently; undecodable bytes replaced, never fatal."""
+        if self.gzipped:
+            return gzip.open(self.path, "rt", encoding="utf-8", errors="replace", newline="")
+        return open(self.path, encoding="utf-8", errors="replace", newline="")
+
+    def lines(self) -> Iterator[str]:
+        with self.open_text() as fh:
+            for line in fh:
+                yield line.rstrip("\r\n")
+
+    def head(self, size: int = _PROBE_BYTES) -> str:
+        try:
+            with self.open_text() as fh:
+                return fh.read(size)
+        except (OSError, EOFError) as exc:
+            raise SourceError(f"{self.path}: cannot read ({exc})") from None
+
+    def identity(self) -> str:
+        """Hash of the first non-empty line: the same for a file, its rotated/gzipped twin and longer versions."""
+        return self.identity_from(1) or "empty"
+
+    def identity_from(self, number: int) -> str | None:
+        """The identity a file starting at line `number` (1-based) of this one would have; None past the end."""
+        for n, line in enumerate(self.lines(), 1):
+            if n >= number and line.strip():
+                return line_hash(line)
+        return None
+
+
+_OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?$")
+
+
+@dataclass(frozen=True)
+class LogTimezone:
+    """The zone a log's wall-clock times are in: an IANA name (daylight saving applies) or a fixed
+    UTC offset. vLLM prints local times without a zone; the default is UTC."""
+
+    name: str = "UTC"
+    offset_minutes: int | None = 0  # None for an IANA zone
+
+    @classmethod
+    def parse(cls, text: str | None) -> LogTimezone:
+        """`UTC`, `+02:00`, `-0530`, `UTC+3` or an IANA name such as `Europe/Berlin`; SourceError otherwise."""
+        text = (text or "UTC").strip()
+        if text.upper() in ("UTC", "Z", "GMT"):
+            return cls()
+        m = _OFFSET.match(text)
+        if m:
+            hours, minutes = int(m.group(2)), int(m.group(3) or 0)
+            if hours > 14 or minutes > 59:
+                raise SourceError(f"time zone {text!r}: a UTC offset is at most ±14:00")
+            total = (hours * 60 + minutes) * (1 if m.group(1) == "+" else -1)
+            return cls(f"{'+' if total >= 0 else '-'}{abs(total) // 60:02d}:{abs(total) % 60:02d}", total)
+        try:
+            ZoneInfo(text)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise SourceError(
+                f"unknown time zone {text!r}: give an IANA name (Europe/Berlin) or a UTC offset (+02:00)"
+            ) from None
+        return cls(text, None)
+
+    def to_utc(self, local: pl.Series) -> pl.Series:
+        """Naive local wall-clock times (Datetime "us") as UTC times. A time in the hour skipped when
+        clocks go forward is read with the offset before the change; a repeated hour with the earlier one."""
+        if self.offset_minutes is not None:
+            return (local - timedelta(minutes=self.offset_minutes)).dt.replace_time_zone("UTC")
+        zoned = local.dt.replace_time_zone(self.name, ambiguous="earliest", non_existent="null").dt.convert_time_zone(
+            "UTC"
+        )
+        gap = zoned.is_null() & local.is_not_null()
+        if gap.any():
+            hour = timedelta(hours=1)
+            before = (local - hour).dt.replace_time_zone(
+                self.name, ambiguous="earliest", non_existent="null"
+            ).dt.convert_time_zone("UTC") + hour
+            zoned = zoned.zip_with(~gap, before)
+        return zoned
+
+    def local(self, moment: datetime) -> datetime:
+        """A UTC moment (a file's modification time) as naive local wall-clock time."""
+        if self.offset_minutes is not None:
+            return (moment.astimezone(UTC) + timedelta(minutes=self.offset_minutes)).replace(tzinfo=None)
+        return moment.astimezone(ZoneInfo(self.name)).replace(tzinfo=None)
+
+
+def line_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=10).hexdigest()
+
+
+def expand(paths: list[Path | str]) -> list[LogFile]:
+    """Files named, and every regular non-hidden file of the directories named (sorted)."""
+    files: list[LogFile] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise SourceError(f"{path}: no such file or directory")
+        members = (
+            sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            if path.is_dir()
+            else [path]
+        )
+        for member in members:
+            mtime = datetime.fromtimestamp(member.stat().st_mtime, UTC)
+            files.append(LogFile(member, mtime))
+    if not files:
+        raise SourceError(f"no files in {', '.join(str(p) for p in paths)}")
+    return files
+
+
+def detect_kind(file: LogFile) -> str:
+    """vllm, validator (dapi slog lines), poc (validation JSON or `[validate]` reports) or metrics (Prometheus text)."""
+    head = file.head()
+    if '"n_total"' in head or "[validate] n_total=" in head:
+        return "poc"
+    if re.search(r"(?m)^(?:# (?:TYPE|HELP) )?vllm:[a-z_]+", head):
+        return "metrics"
+    if "cosineSimValue" in head or _SLOG.search(head):
+        return "validator"
+    return "vllm"

@@ -1,0 +1,109 @@
+"""Validator (decentralized-api) logs: per-validation similarity scores (docs/sources.md, validator logs).
+
+The dapi logs ``Cosine similarity validation result`` with ``cosineSimValue=…`` (the
+custom logprob similarity, not a cosine) and, for answers that never reached the
+comparison, ``Different length validation result`` / ``Different tokens validation
+result`` / ``Invalid inference result`` — all of which become a value of 0 on chain.
+Lines are Go slog records, in text (``time=… level=… msg="…" k=v``) or JSON form.
+Optional attributes are taken when a build logs them: ``inferenceId``, ``escrowId``,
+``executor``, ``threshold``, ``model``. Lines mentioning a score that cannot be read
+are unparsed (reported), never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pipeline.sources.logs.files import LogFile, line_hash
+from pipeline.sources.logs.vllm import ANSI
+
+LOGFMT = re.compile(r'(\w[\w.]*)=("(?:[^"\\]|\\.)*"|\S*)')
+RESULTS = {
+    "Cosine similarity validation result": "similarity",
+    "Different length validation result": "different_length",
+    "Different tokens validation result": "different_tokens",
+    "Invalid inference result": "invalid",
+}
+ALIASES = {
+    "inference_id": ("inferenceId", "inference_id", "inferenceID"),
+    "escrow_id": ("escrowId", "escrow_id", "escrowID", "escrow"),
+    "executor": ("executor", "executorAddress", "executor_address"),
+    "threshold": ("threshold", "validationThreshold", "validation_threshold"),
+    "model": ("model", "modelId", "model_id"),
+}
+
+
+@dataclass
+class ParsedScores:
+    scores: list[dict] = field(default_factory=list)
+    unparsed: list[tuple[int, str, str]] = field(default_factory=list)
+    lines: int = 0
+    first_at: datetime | None = None
+    last_at: datetime | None = None
+
+
+def _attrs(line: str) -> dict | None:
+    line = line.strip()
+    if line.startswith("{"):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            return None
+        return doc if isinstance(doc, dict) else None
+    attrs = {}
+    for key, value in LOGFMT.findall(line):
+        attrs[key] = json.loads(value) if value.startswith('"') else value
+    return attrs
+
+
+def _time(value) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def parse_validator_log(file: LogFile, validator: str) -> ParsedScores:
+    out = ParsedScores()
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(file.lines(), 1):
+        out.lines = number
+        if "validation result" not in raw and "Invalid inference result" not in raw and "cosineSimValue" not in raw:
+            continue
+        line = ANSI.sub("", raw) if "\x1b" in raw else raw
+        h = line_hash(line)
+        n = seen.get(h, 0)
+        seen[h] = n + 1
+        key = f"{h}:{n}"
+        attrs = _attrs(line)
+        msg = (attrs or {}).get("msg")
+        result = RESULTS.get(msg) if isinstance(msg, str) else None
+        at = _time((attrs or {}).get("time"))
+        if attrs is None or result is None or at is None:
+            out.unparsed.append((number, key, line[:500]))
+            continue
+        if result == "similarity":
+            try:
+                value = float(attrs["cosineSimValue"])
+            except (KeyError, TypeError, ValueError):
+                out.unparsed.append((number, key, line[:500]))
+                continue
+        else:
+            value = 0.0
+        row = {"validator": validator, "record_key": key, "at": at, "value": value, "result": result, "line": number}
+        for column, names in ALIASES.items():
+            row[column] = next((str(attrs[n]) for n in names if attrs.get(n) not in (None, "")), None)
+        try:
+            row["threshold"] = float(row["threshold"]) if row["threshold"] is not None else None
+        except ValueError:
+            row["threshold"] = None
+        out.scores.append(row)
+        out.first_at = min(out.first_at or at, at)
+        out.last_at = max(out.last_at or at, at)
+    return out

@@ -1,0 +1,253 @@
+"""What every session-store source provides, whatever its engine.
+
+A source knows its layout and schema variant, and yields Arrow record batches in
+one canonical shape per logical table (the PostgreSQL column names, `epoch_id`
+included). Columns an older build does not have come back as typed NULLs, so
+the rest of the pipeline never branches on the build. A source never writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import pyarrow as pa
+
+from pipeline.sources.errors import SourceError, one_line  # noqa: F401  (re-exported: every reader raises it)
+
+
+@dataclass(frozen=True)
+class LogicalTable:
+    """One table of the session store, in canonical form."""
+
+    name: str  # canonical name (SQLite name; PostgreSQL adds the `devshard_` prefix)
+    schema: pa.Schema  # canonical columns, epoch_id first where the table is per epoch
+    required: tuple[str, ...]  # columns without which the table cannot be used
+    per_epoch: bool = True
+
+
+def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([pa.field(n, t) for n, t in cols])
+
+
+I64, TXT, BIN, BOOL = pa.int64(), pa.string(), pa.binary(), pa.bool_()
+
+TABLES: dict[str, LogicalTable] = {
+    t.name: t
+    for t in [
+        LogicalTable(
+            "sessions",
+            _schema(
+                ("epoch_id", I64),
+                ("escrow_id", TXT),
+                ("version", TXT),
+                ("creator_addr", TXT),
+                ("config_json", TXT),
+                ("group_json", TXT),
+                ("initial_balance", I64),
+                ("latest_nonce", I64),
+                ("last_finalized", I64),
+                ("status", TXT),
+                ("settled_at", I64),
+                ("imported_nonce", I64),
+            ),
+            required=("escrow_id", "group_json", "config_json"),
+        ),
+        LogicalTable(
+            "diffs",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("nonce", I64), ("txs_proto", BIN), ("created_at", I64)),
+            required=("escrow_id", "nonce", "txs_proto"),
+        ),
+        LogicalTable(
+            "sealed_inferences",
+            _schema(
+                ("epoch_id", I64),
+                ("escrow_id", TXT),
+                ("inference_id", I64),
+                ("sealed_nonce", I64),
+                ("obs_present", BOOL),
+                ("sealed_status", I64),
+                ("sealed_executor_slot", I64),
+                ("sealed_votes_valid", I64),
+                ("sealed_votes_invalid", I64),
+                ("sealed_validated_by", BIN),
+                ("sealed_model", TXT),
+                ("sealed_input_length", I64),
+                ("sealed_max_tokens", I64),
+                ("sealed_input_tokens", I64),
+                ("sealed_output_tokens", I64),
+                ("sealed_reserved_cost", I64),
+                ("sealed_actual_cost", I64),
+                ("sealed_started_at", I64),
+                ("sealed_confirmed_at", I64),
+            ),
+            required=("escrow_id", "inference_id", "sealed_nonce"),
+        ),
+        LogicalTable(
+            "inference_validation_obs",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("inference_id", I64), ("slot_id", I64)),
+            required=("escrow_id", "inference_id", "slot_id"),
+        ),
+        LogicalTable(
+            "sealed_validation_obs",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("inference_id", I64), ("slot_id", I64)),
+            required=("escrow_id", "inference_id", "slot_id"),
+        ),
+        LogicalTable(
+            "snapshots",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("nonce", I64), ("state_data", BIN), ("created_at", I64)),
+            required=("escrow_id", "nonce", "state_data"),
+        ),
+        LogicalTable(
+            "escrow_cache",
+            _schema(("escrow_id", TXT), ("epoch_id", I64), ("escrow_json", TXT), ("cached_at", I64)),
+            required=("escrow_id",),
+            per_epoch=False,
+        ),
+    ]
+}
+
+# Tables a store may hold that we recognise but do not ingest (no evidence uses them).
+KNOWN_NOT_INGESTED = {
+    "signatures",
+    "slot_validation_obs",
+    "validation_leases",
+    "storage_identity",
+    "session_index",
+    "escrow_epoch",
+    "schema_migrations",
+    "validation_credits",
+    "connection_lineage",  # HA line step 15: connection tokens (docs/sources.md, migrations)
+}
+
+# Columns we recognise and deliberately do not read (signatures, hashes, obs counters).
+KNOWN_UNREAD_COLUMNS = {
+    "user_sig",
+    "post_state_root",
+    "state_hash",
+    "warm_keys_json",
+    "sealed_prompt_hash",
+    "sealed_response_hash",
+    "required_validations",
+    "completed_validations",
+}
+
+# Escrow-scoped tables are read for a set of escrows beyond a per-escrow nonce cursor.
+ESCROW_SCOPED = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
+
+
+def require_columns(table: LogicalTable, present: list[str], where: str) -> None:
+    """A one-line error when a copy's table lacks a column the pipeline cannot do without."""
+    missing = [c for c in table.required if c not in present]
+    if missing:
+        raise SourceError(f"{where} lacks required column(s) {', '.join(missing)}")
+
+
+def conform(batch: pa.RecordBatch, table: LogicalTable, epoch_id: int | None) -> pa.RecordBatch:
+    """Cast a batch to the canonical schema: missing columns become typed NULLs, extra ones are dropped."""
+    n = batch.num_rows
+    arrays = []
+    for f in table.schema:
+        if f.name == "epoch_id" and epoch_id is not None and "epoch_id" not in batch.schema.names:
+            arrays.append(pa.array([epoch_id] * n, type=f.type))
+        elif f.name in batch.schema.names:
+            col = batch.column(f.name)
+            arrays.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            arrays.append(pa.nulls(n, type=f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=table.schema)
+
+
+@dataclass
+class TableReport:
+    """What `doctor` shows about one physical table."""
+
+    name: str
+    rows_by_epoch: dict[int | None, int]
+    columns: list[str]
+    missing_columns: list[str] = field(default_factory=list)
+    extra_columns: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SourceDescription:
+    """A source as `doctor` describes it, without ingesting anything."""
+
+    kind: str  # "postgres" | "sqlite"
+    display: str  # the source as the user named it, password redacted
+    source_id: str
+    lineage_id: str | None
+    epochs: list[int]
+    schema_versions: dict[str, int | None]  # per database file (SQLite) or the database (PostgreSQL)
+    tables: list[TableReport]
+    unrecognised: list[str]
+    planes: list[str]  # session storage, accounting ledger, payloads — whichever are present
+    release_lines: dict[str, str] = field(default_factory=dict)  # per database file: recognised line
+    snapshots: str = ""  # what the checkpoints hold (decoded, prefixed, undecodable, imported escrows)
+
+
+# (logical table, epoch or None, cursors or None): the arguments of one SessionStore.read.
+ReadRequest = tuple[str, "int | None", "dict[str, int] | None"]
+
+
+class SessionStore(Protocol):
+    """A read-only session-storage copy (PostgreSQL database or SQLite store directory)."""
+
+    kind: str
+    display: str
+    source_id: str
+
+    def epochs(self) -> list[int]: ...
+
+    def columns(self, table: str, epoch_id: int | None) -> list[str] | None:
+        """Physical columns of a logical table (None when the table does not exist)."""
+
+    def read(
+        self, table: str, epoch_id: int | None, cursors: dict[str, int] | None = None, batch_rows: int = 65536
+    ) -> Iterator[pa.RecordBatch]:
+        """Canonical batches of one table (of one epoch when per epoch).
+
+        With `cursors` ({escrow_id: nonce}), an escrow-scoped table yields only the
+        rows of those escrows past the cursor (diffs: nonce > cursor; other tables:
+        every row of the escrow, because their rows change in place).
+        """
+
+    def read_many(
+        self, requests: Sequence[ReadRequest], batch_rows: int = 65536
+    ) -> AbstractContextManager[list[Iterator[pa.RecordBatch]]]:
+        """The batches of several reads, one stream per request, consumed in request order inside
+        the `with` block; a store may read ahead on further connections of the same snapshot."""
+
+    def describe(self) -> SourceDescription: ...
+
+    def close(self) -> None: ...
+
+
+def describe_snapshots(batches: Iterator[pa.RecordBatch], imported: int) -> str:
+    """One line on a copy's checkpoints for `doctor`: how many decode, carry the root prefix, hold
+    live records, and how many escrows were joined by import."""
+    from pipeline.sources.decode.snapshots import decode_snapshots
+
+    decoded = [decode_snapshots(b) for b in batches]
+    ok = sum(d.snapshots.num_rows for d in decoded)
+    bad = sum(len(d.quarantined) for d in decoded)
+    prefixed = sum(sum(d.snapshots.column("root_prefixed").to_pylist()) for d in decoded)
+    live = sum(d.live.num_rows for d in decoded)
+    return (
+        f"{ok:,} decoded ({prefixed:,} with the state-root prefix), {bad:,} undecodable; "
+        f"{live:,} live records; {imported:,} escrows joined by import (no diffs before imported_nonce)"
+    )
+
+
+def stream_query(cur, sql: str, params: tuple, where: str, what: str) -> Iterator[pa.RecordBatch]:
+    """The Arrow batches of one query on an ADBC cursor, which is closed after; a driver error is a
+    one-line SourceError naming `where` and `what`."""
+    try:
+        cur.execute(sql, params)
+        yield from cur.fetch_record_batch()
+    except Exception as exc:
+        raise SourceError(f"{where}: {what} failed ({one_line(exc)})") from None
+    finally:
+        cur.close()
