@@ -16,10 +16,11 @@ from typer.testing import CliRunner
 from pipeline.evidence import compute
 from pipeline.evidence.stats import wilson_interval
 from pipeline.ingest.builds import load_builds
+from pipeline.ingest.kinds import detect_kind
 from pipeline.ingest.logs import ingest_logs
 from pipeline.output.render import render
 from pipeline.samples.logs import HOST, SIMILARITY_THRESHOLD, write_log_samples
-from pipeline.sources.logs.files import detect_kind, expand
+from pipeline.sources.logs.files import expand
 from pipeline.sources.logs.vllm import parse_spec_line, parse_stats_line
 from pipeline.warehouse.database import fetch_frame, open_for_write
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from pipeline.cli.app import DEFAULT_WAREHOUSE, EXIT_QUARANTINED, WarehouseOpt, app, user_errors
+from pipeline.ingest.kinds import log_kind_help
 
 
 @app.command(name="ingest-logs")
@@ -15,9 +16,7 @@ from pipeline.cli.app import DEFAULT_WAREHOUSE, EXIT_QUARANTINED, WarehouseOpt, 
 def ingest_logs_command(
     files: Annotated[list[Path], typer.Argument(help="Log files (gzip accepted) or directories (every file in them).")],
     host: Annotated[str, typer.Option(help="The host the files belong to (gonka1…).", envvar="GONKA_EVIDENCE_HOST")],
-    kind: Annotated[
-        str | None, typer.Option(help="vllm, validator, poc or metrics (default: detected per file).")
-    ] = None,
+    kind: Annotated[str | None, typer.Option(help=f"{log_kind_help()} (default: detected per file).")] = None,
     year: Annotated[
         int | None, typer.Option(help="Year of the first line of each vLLM log (default: from the file time).")
     ] = None,

@@ -19,77 +19,41 @@ full timestamps and keep ``INSERT OR IGNORE`` on their natural keys
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 import polars as pl
 
 from pipeline.core.digest import files_digest
 from pipeline.core.paths import sql_text
+from pipeline.ingest.kinds import LOG_KINDS, SourceKind, detect_kind, resolve
 from pipeline.ingest.runs import IngestRun, ingest_run
-from pipeline.sources.logs.files import KINDS, LogFile, LogTimezone, detect_kind, expand
-from pipeline.sources.logs.metrics import parse_scrape
-from pipeline.sources.logs.poc import parse_poc
-from pipeline.sources.logs.validator import parse_validator_log
+from pipeline.sources.logs.files import LogFile, LogRecords, LogTimezone, expand
 from pipeline.sources.logs.vllm import VllmBatch, VllmStream, iter_vllm_batches
 from pipeline.sources.store.base import SourceError
 from pipeline.warehouse.database import duckdb_setting, transaction
 
-TS = pl.Datetime("us", "UTC")
-SCHEMAS: dict[str, dict[str, pl.DataType]] = {
-    "metric_samples": {
-        "host": pl.String,
-        "scraped_at": TS,
-        "family": pl.String,
-        "engine": pl.String,
-        "model_name": pl.String,
-        "position": pl.String,
-        "value": pl.Float64,
-        "run_id": pl.String,
-    },
-    "log_validation_scores": {
-        "validator": pl.String,
-        "record_key": pl.String,
-        "at": TS,
-        "result": pl.String,
-        "value": pl.Float64,
-        "threshold": pl.Float64,
-        "escrow_id": pl.String,
-        "inference_id": pl.String,
-        "executor": pl.String,
-        "model": pl.String,
-        "file_id": pl.String,
-        "line": pl.Int64,
-        "run_id": pl.String,
-    },
-    "poc_results_t": {
-        "host": pl.String,
-        "result_key": pl.String,
-        "at": TS,
-        "request_id": pl.String,
-        "validator": pl.String,
-        "participant": pl.String,
-        "model": pl.String,
-        "event": pl.String,
-        "n_total": pl.Int64,
-        "n_mismatch": pl.Int64,
-        "reported_p_value": pl.Float64,
-        "reported_fraud": pl.Boolean,
-        "dist_threshold": pl.Float64,
-        "p_mismatch": pl.Float64,
-        "cutoff": pl.Float64,
-        "params_source": pl.String,
-        "p_value": pl.Float64,
-        "fraud": pl.Boolean,
-        "file": pl.String,
-        "run_id": pl.String,
-    },
-}
 VLLM_TABLES = {"spec": "log_spec_decode", "stats": "log_engine_stats", "events": "log_engine_events"}
-QUARANTINE_TABLE = {"vllm": "vllm_log", "validator": "validator_log", "metrics": "metrics_scrape", "poc": "poc_result"}
+
+
+class FileRead(NamedTuple):
+    """What one file's transaction read: its lines, records and unparsed lines, and its last record's time."""
+
+    lines: int
+    records: int
+    unparsed: int
+    last: datetime | None
+
+
+# (con, run, file, kind, job): one file's transaction (a kind's `LogFormat.ingests`)
+FileIngester = Callable[[duckdb.DuckDBPyConnection, IngestRun, LogFile, SourceKind, "LogJob"], FileRead]
 
 
 @dataclass
@@ -108,6 +72,16 @@ class LogIngestSummary:
     elapsed_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class LogJob:
+    """What every file of one `ingest_logs` call is read with."""
+
+    host: str
+    year: int | None
+    tz: LogTimezone
+    summary: LogIngestSummary
+
+
 def ingest_logs(
     con: duckdb.DuckDBPyConnection,
     paths: list[Path | str],
@@ -122,8 +96,8 @@ def ingest_logs(
     source in provenance footers (a config entry's `label`), shown with the time zone."""
     if not host or not host.strip():
         raise SourceError("ingest-logs needs --host ADDR (the host the logs belong to)")
-    if kind is not None and kind not in KINDS:
-        raise SourceError(f"unknown --kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if kind is not None and kind not in LOG_KINDS:
+        raise SourceError(f"unknown --kind {kind!r}; choose one of {', '.join(LOG_KINDS)}")
     if year is not None and not 1970 <= year <= 9999:
         raise SourceError(f"--year {year} is not a plausible year")
     tz = LogTimezone.parse(timezone)
@@ -138,12 +112,13 @@ def ingest_logs(
     ):
         content = pool.submit(files_digest, [file.path for file in files])
         summary = LogIngestSummary(run_id=run.run_id, host=host, timezone=tz.name)
+        job = LogJob(host, year, tz, summary)
         try:
             # A large file is one transaction; at DuckDB's default 16MB WAL threshold its commit would
             # also checkpoint mid-run. Checkpoint every 256MB of WAL instead.
             with duckdb_setting(con, "checkpoint_threshold", "256MB"):
                 for file in files:
-                    _ingest_file(con, run, file, kind or detect_kind(file), host, year, tz, summary)
+                    _ingest_file(con, run, file, LOG_KINDS[kind or detect_kind(file)], job)
             run.input_digest = content.result()
         finally:
             summary.elapsed_s = time.monotonic() - started
@@ -158,36 +133,27 @@ def ingest_logs(
     return summary
 
 
-def _ingest_file(
-    con,
-    run: IngestRun,
-    file: LogFile,
-    kind: str,
-    host: str,
-    year: int | None,
-    tz: LogTimezone,
-    summary: LogIngestSummary,
-) -> None:
+def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, kind: SourceKind, job: LogJob) -> None:
+    assert kind.log is not None
+    ingest: FileIngester = resolve(kind.log.ingests)
     with transaction(con):
-        if kind == "vllm":
-            lines, records, unparsed, last = _ingest_vllm(con, run, file, host, year, tz, summary)
-        else:
-            lines, records, unparsed, last = _ingest_small(con, run, file, kind, host)
+        lines, records, unparsed, last = ingest(con, run, file, kind, job)
+    summary = job.summary
     if lines and not records:  # nothing recognised: a wrong --kind, or a file of another kind
-        summary.unrecognised.append((str(file.path), kind))
+        summary.unrecognised.append((str(file.path), kind.name))
     if last is not None:
         run.copy_at = max(run.copy_at, last) if run.copy_at else last
     summary.files += 1
-    summary.kinds[kind] = summary.kinds.get(kind, 0) + 1
+    summary.kinds[kind.name] = summary.kinds.get(kind.name, 0) + 1
     summary.lines += lines
     summary.unparsed += unparsed
 
 
-def _quarantine_frame(host: str, kind: str, file: LogFile, unparsed: pl.DataFrame) -> pl.DataFrame:
-    """Quarantine rows of a vLLM log's unparsed lines (line, text, file_id)."""
+def _quarantine_frame(host: str, table: str, file: LogFile, unparsed: pl.DataFrame) -> pl.DataFrame:
+    """Quarantine rows of a vLLM log's unparsed lines (line, text, file_id); `table` = the kind's quarantine table."""
     return unparsed.select(
         source_id=pl.format("logs:{}:{}", pl.lit(host), pl.col("file_id")),
-        table_name=pl.lit(QUARANTINE_TABLE[kind]),
+        table_name=pl.lit(table),
         row_key=pl.format("{}:{}", pl.col("file_id"), pl.col("line")),
         reason=pl.format(
             "unparsed line {} of {}: {}", pl.col("line"), pl.lit(file.path.name), pl.col("text").str.slice(0, 300)
@@ -217,10 +183,12 @@ def _segments(con, file: LogFile, host: str) -> list[tuple[int, str, int]]:
     return segments
 
 
-def _ingest_vllm(
-    con, run: IngestRun, file: LogFile, host: str, year: int | None, tz: LogTimezone, summary: LogIngestSummary
-):
+def ingest_vllm_file(
+    con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, kind: SourceKind, job: LogJob
+) -> FileRead:
     """Stream the file's rows into the vLLM tables, replacing what an earlier read of the same lines wrote."""
+    assert kind.log is not None
+    host, year, tz, summary = job.host, job.year, job.tz, job.summary
     # A second copy of a file in this run (a log and its gzipped twin) gives the same rows for the lines
     # read already: only its lines beyond them are written.
     segments = [
@@ -237,7 +205,9 @@ def _ingest_vllm(
         for batch in iter_vllm_batches(file, year, stream):
             if pending is not None:
                 pending.result()
-            pending = writer.submit(_append_batch, con, run, batch, params, segments, host, file)
+            pending = writer.submit(
+                _append_batch, con, run, batch, params, segments, host, file, kind.log.quarantine_table
+            )
         if pending is not None:
             pending.result()
     bounds = [s[0] for s in segments[1:]] + [stream.lines + 1]
@@ -255,7 +225,7 @@ def _ingest_vllm(
             con,
             host,
             file_id,
-            "vllm",
+            kind.name,
             file,
             stream.at(first),
             stream.at(last),
@@ -265,7 +235,7 @@ def _ingest_vllm(
             run.run_id,
         )
     summary.replaced += replaced
-    return stream.lines, stream.records, stream.unparsed, stream.at(stream.last)
+    return FileRead(stream.lines, stream.records, stream.unparsed, stream.at(stream.last))
 
 
 def _placed(frame: pl.DataFrame, segments: list[tuple[int, str, int, int]]) -> pl.DataFrame:
@@ -290,7 +260,7 @@ def _placed(frame: pl.DataFrame, segments: list[tuple[int, str, int, int]]) -> p
 
 
 def _append_batch(
-    con, run: IngestRun, batch: VllmBatch, params: dict, segments: list, host: str, file: LogFile
+    con, run: IngestRun, batch: VllmBatch, params: dict, segments: list, host: str, file: LogFile, quarantine: str
 ) -> None:
     """One chunk's rows appended to the vLLM tables, its unparsed lines to the quarantine."""
     for name, table in VLLM_TABLES.items():
@@ -303,7 +273,7 @@ def _append_batch(
                 con.unregister("new_log_rows")
             run.count(table, frame.height)
     if batch.unparsed.height:  # (a line quarantined before is not added twice)
-        run.quarantine(_quarantine_frame(host, "vllm", file, _placed(batch.unparsed, segments)))
+        run.quarantine(_quarantine_frame(host, quarantine, file, _placed(batch.unparsed, segments)))
 
 
 def _delete(con, run: IngestRun, script: str, params: dict) -> int:
@@ -324,48 +294,63 @@ def _log_file_row(con, host, file_id, kind, file, first, last, lines, records, u
     )
 
 
-def _ingest_small(con, run: IngestRun, file: LogFile, kind: str, host: str):
-    """A validator log, a /metrics scrape or a PoC result file: parsed whole, inserted on natural keys."""
-    file_id = file.identity()
-    base = {"run_id": run.run_id, "file_id": file_id}
-    if kind == "validator":
-        parsed = parse_validator_log(file, host)
-        table, rows = "log_validation_scores", [{**r, **base} for r in parsed.scores]
-        first, last = parsed.first_at, parsed.last_at
-    elif kind == "metrics":
-        parsed = parse_scrape(file)
-        table, rows = "metric_samples", [{**r, "host": host, "run_id": run.run_id} for r in parsed.samples]
-        first = last = parsed.samples[0]["scraped_at"] if parsed.samples else None
-        file_id = f"scrape@{first.isoformat()}" if first else file_id
-    else:
-        parsed = parse_poc(file, host)
-        table, rows = "poc_results_t", [{**r, "file": str(file.path), "run_id": run.run_id} for r in parsed.results]
-        times = [r["at"] for r in parsed.results]
-        first, last = (min(times), max(times)) if times else (None, None)
-    run.insert(table, pl.DataFrame(rows, schema=SCHEMAS[table]), on_conflict="ignore")
+def ingest_keyed_file(
+    con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, kind: SourceKind, job: LogJob
+) -> FileRead:
+    """A file of a kind with a reader (validator logs, scrapes, PoC results): read whole, its rows
+    inserted on their natural keys into the kind's table (what the warehouse has is kept)."""
+    assert kind.log is not None and kind.log.reader is not None
+    (table,) = kind.tables
+    read: LogRecords = resolve(kind.log.reader)(file, job.host)
+    run.insert(table, read.rows.with_columns(run_id=pl.lit(run.run_id, pl.String)), on_conflict="ignore")
     run.quarantine(
         pl.DataFrame(
             [
                 (
-                    f"logs:{host}:{file_id}",
-                    QUARANTINE_TABLE[kind],
+                    f"logs:{job.host}:{read.file_id}",
+                    kind.log.quarantine_table,
                     key,
                     f"unparsed line {number} of {file.path.name}: {text[:300]}",
                 )
-                for number, key, text in parsed.unparsed
+                for number, key, text in read.unparsed
             ],
             schema=["source_id", "table_name", "row_key", "reason"],
             orient="row",
         )
     )
+    records, unparsed = read.rows.height, len(read.unparsed)
     _log_file_row(
-        con, host, file_id, kind, file, first, last, parsed.lines, len(rows), len(parsed.unparsed), run.run_id
+        con, job.host, read.file_id, kind.name, file, read.first, read.last, read.lines, records, unparsed, run.run_id
     )
-    return parsed.lines, len(rows), len(parsed.unparsed), last
+    return FileRead(read.lines, records, unparsed, read.last)
+
+
+# /metrics scrapes: read here until their reader moves to pipeline/sources/logs/metrics.py.
+def legacy_is_scrape(head: str) -> bool:
+    return re.search(r"(?m)^(?:# (?:TYPE|HELP) )?vllm:[a-z_]+", head) is not None
+
+
+def legacy_read_scrape(file: LogFile, host: str) -> LogRecords:
+    from pipeline.sources.logs.metrics import parse_scrape
+
+    parsed = parse_scrape(file)
+    schema = {
+        "host": pl.String,
+        "scraped_at": pl.Datetime("us", "UTC"),
+        "family": pl.String,
+        "engine": pl.String,
+        "model_name": pl.String,
+        "position": pl.String,
+        "value": pl.Float64,
+    }
+    rows = pl.DataFrame([{**r, "host": host} for r in parsed.samples], schema=schema)
+    first = last = parsed.samples[0]["scraped_at"] if parsed.samples else None
+    file_id = f"scrape@{first.isoformat()}" if first else file.identity()
+    return LogRecords(rows, file_id, parsed.lines, parsed.unparsed, first, last)
 
 
 def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogIngestSummary:
-    """`run`'s ingest of a log entry (vllm, validator, poc, metrics: pipeline/ingest/kinds.py) as the config's host."""
+    """`run`'s ingest of an entry of a log kind (pipeline/ingest/kinds.py) as the config's host."""
     from pipeline.cli.console import run_line
 
     if not cfg.host:

@@ -27,17 +27,13 @@ from pathlib import Path
 
 from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
-from pipeline.ingest.kinds import SOURCE_KINDS as KINDS
-from pipeline.ingest.kinds import kind_of
+from pipeline.ingest import kinds
 from pipeline.sources.store.base import SourceError
 
 CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
-# timezone and year: of a vLLM log source's local times, which print no year (docs/sources.md, vLLM logs)
-SOURCE_KEYS = ("url", "path", "kind", "label", "timezone", "year")
-# store = a SQLite store directory; postgres = a URL (or "postgres" for libpq environment variables);
-# vllm / validator / poc / metrics = log directories or files (`ingest-logs`); json = saved
-# accounting-API / chain REST responses (`ingest-json`).
-SOURCE_KINDS = tuple(KINDS)  # the registered kinds (pipeline/ingest/kinds.py)
+# The [[sources]] keys and kinds: those of the registered kinds (pipeline/ingest/kinds.py).
+SOURCE_KEYS = kinds.SOURCE_KEYS
+SOURCE_KINDS = tuple(kinds.SOURCE_KINDS)
 PATH_KEYS = ("warehouse", "output", "builds")
 DEFAULT_CONFIG_FILE = Path("gonka-evidence.toml")
 ENV_PREFIX = "GONKA_EVIDENCE_"
@@ -142,8 +138,9 @@ def load_config(path: Path | None) -> RunConfig:
     for i, s in enumerate(sources, 1):
         bad = set(s) - set(SOURCE_KEYS)
         if bad:
+            keys = ", ".join(SOURCE_KEYS)
             raise SourceError(
-                f"{path}: [[sources]] entry {i} has unknown key(s) {', '.join(sorted(bad))} (keys: {', '.join(SOURCE_KEYS)})"
+                f"{path}: [[sources]] entry {i} has unknown key(s) {', '.join(sorted(bad))} (keys: {keys})"
             )
         if ("url" in s) == ("path" in s):
             raise SourceError(f"{path}: [[sources]] entry {i} needs exactly one of url or path")
@@ -198,7 +195,7 @@ def _checked(cfg: RunConfig) -> RunConfig:
 def source_kind(source: dict) -> str:
     """The kind of a [[sources]] entry: as given, else detected (URL → postgres, store directory → store,
     a directory of *.json → json)."""
-    kind = kind_of(source)
+    kind = kinds.kind_of(source)
     if kind is None:
         raise SourceError(
             f"{source.get('path')}: cannot tell what this source is; give kind = one of {', '.join(SOURCE_KINDS)}"

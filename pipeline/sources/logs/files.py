@@ -1,4 +1,4 @@
-"""Log and result files on disk: expansion of directories, gzip, file identity, kind detection, time zones.
+"""Log and result files on disk: expansion of directories, gzip, file identity, time zones, a reader's records.
 
 A log file is identified by a digest of its first line, not by its name or size: logrotate
 renames ``vllm.log`` to ``vllm.log.1`` and compresses it, and a later copy of a live file is a
@@ -15,7 +15,7 @@ import gzip
 import hashlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -24,9 +24,7 @@ import polars as pl
 
 from pipeline.sources.store.base import SourceError
 
-KINDS = ("vllm", "validator", "poc", "metrics")
 _PROBE_BYTES = 256 * 1024
-_SLOG = re.compile(r'(?m)^(?:time=\S+ level=\w+ msg=|\{"time":)')
 
 
 @dataclass(frozen=True)
@@ -67,6 +65,18 @@ class LogFile:
             if n >= number and line.strip():
                 return line_hash(line)
         return None
+
+
+@dataclass
+class LogRecords:
+    """What a log kind's reader found in one file: its rows, keyed on the table's natural key."""
+
+    rows: pl.DataFrame  # the rows of the kind's table, every column but run_id (added by the ingest)
+    file_id: str  # the file's identity in `log_files` and in its quarantine rows' source id
+    lines: int = 0
+    unparsed: list[tuple[int, str, str]] = field(default_factory=list)  # (line or document, row key, text)
+    first: datetime | None = None  # the time of its first and last records
+    last: datetime | None = None
 
 
 _OFFSET = re.compile(r"^(?:UTC|GMT)?([+-])(\d{1,2})(?::?(\d{2}))?$")
@@ -147,15 +157,3 @@ def expand(paths: list[Path | str]) -> list[LogFile]:
     if not files:
         raise SourceError(f"no files in {', '.join(str(p) for p in paths)}")
     return files
-
-
-def detect_kind(file: LogFile) -> str:
-    """vllm, validator (dapi slog lines), poc (validation JSON or `[validate]` reports) or metrics (Prometheus text)."""
-    head = file.head()
-    if '"n_total"' in head or "[validate] n_total=" in head:
-        return "poc"
-    if re.search(r"(?m)^(?:# (?:TYPE|HELP) )?vllm:[a-z_]+", head):
-        return "metrics"
-    if "cosineSimValue" in head or _SLOG.search(head):
-        return "validator"
-    return "vllm"

@@ -17,11 +17,36 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pipeline.sources.logs.files import LogFile
+import polars as pl
+
+from pipeline.sources.logs.files import LogFile, LogRecords
 
 DEFAULT_P_MISMATCH = 0.1
 DEFAULT_CUTOFF = 0.01
 DEFAULT_PARAMS = "default: chain p_mismatch 0.1, MLNode cutoff 0.01"
+SCHEMA = pl.Schema(
+    {
+        "host": pl.String,
+        "result_key": pl.String,
+        "at": pl.Datetime("us", "UTC"),
+        "request_id": pl.String,
+        "validator": pl.String,
+        "participant": pl.String,
+        "model": pl.String,
+        "event": pl.String,
+        "n_total": pl.Int64,
+        "n_mismatch": pl.Int64,
+        "reported_p_value": pl.Float64,
+        "reported_fraud": pl.Boolean,
+        "dist_threshold": pl.Float64,
+        "p_mismatch": pl.Float64,
+        "cutoff": pl.Float64,
+        "params_source": pl.String,
+        "p_value": pl.Float64,
+        "fraud": pl.Boolean,
+        "file": pl.String,
+    }
+)
 VALIDATE_LINE = re.compile(
     r"\[validate\] n_total=(?P<n_total>\d+) n_mismatch=(?P<n_mismatch>\d+) p_value=(?P<p_value>\S+) fraud_detected=(?P<fraud>\w+)"
 )
@@ -151,3 +176,17 @@ def parse_poc(file: LogFile, host: str) -> ParsedPoc:
         else:
             out.results.append(row)
     return out
+
+
+def is_poc_result(head: str) -> bool:
+    """a file with `"n_total"` or `[validate] n_total=`"""
+    return '"n_total"' in head or "[validate] n_total=" in head
+
+
+def read_poc(file: LogFile, host: str) -> LogRecords:
+    """The PoC validation results of a file of `host` (poc_results_t)."""
+    parsed = parse_poc(file, host)
+    rows = pl.DataFrame([{**r, "file": str(file.path)} for r in parsed.results], schema=SCHEMA)
+    times = [r["at"] for r in parsed.results]
+    first, last = (min(times), max(times)) if times else (None, None)
+    return LogRecords(rows, file.identity(), parsed.lines, parsed.unparsed, first, last)

@@ -17,9 +17,28 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pipeline.sources.logs.files import LogFile, line_hash
+import polars as pl
+
+from pipeline.sources.logs.files import LogFile, LogRecords, line_hash
 from pipeline.sources.logs.vllm import ANSI
 
+SLOG = re.compile(r'(?m)^(?:time=\S+ level=\w+ msg=|\{"time":)')
+SCHEMA = pl.Schema(
+    {
+        "validator": pl.String,
+        "record_key": pl.String,
+        "at": pl.Datetime("us", "UTC"),
+        "result": pl.String,
+        "value": pl.Float64,
+        "threshold": pl.Float64,
+        "escrow_id": pl.String,
+        "inference_id": pl.String,
+        "executor": pl.String,
+        "model": pl.String,
+        "file_id": pl.String,
+        "line": pl.Int64,
+    }
+)
 LOGFMT = re.compile(r'(\w[\w.]*)=("(?:[^"\\]|\\.)*"|\S*)')
 RESULTS = {
     "Cosine similarity validation result": "similarity",
@@ -107,3 +126,16 @@ def parse_validator_log(file: LogFile, validator: str) -> ParsedScores:
         out.first_at = min(out.first_at or at, at)
         out.last_at = max(out.last_at or at, at)
     return out
+
+
+def is_validator_log(head: str) -> bool:
+    """a file with `cosineSimValue` or Go slog lines"""
+    return "cosineSimValue" in head or SLOG.search(head) is not None
+
+
+def read_validator_log(file: LogFile, host: str) -> LogRecords:
+    """The similarity scores of a validator log of `host` (log_validation_scores)."""
+    parsed = parse_validator_log(file, host)
+    file_id = file.identity()
+    rows = pl.DataFrame([{**r, "file_id": file_id} for r in parsed.scores], schema=SCHEMA)
+    return LogRecords(rows, file_id, parsed.lines, parsed.unparsed, parsed.first_at, parsed.last_at)
