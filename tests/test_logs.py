@@ -21,6 +21,7 @@ from pipeline.ingest.logs import ingest_logs
 from pipeline.output.render import render
 from pipeline.samples.logs import HOST, SIMILARITY_THRESHOLD, write_log_samples
 from pipeline.sources.logs.files import expand
+from pipeline.sources.logs.metrics import is_scrape, read_scrape
 from pipeline.sources.logs.vllm import parse_spec_line, parse_stats_line
 from pipeline.warehouse.database import fetch_frame, open_for_write
 
@@ -300,6 +301,33 @@ def test_metrics_counter_reset(loaded):
     assert set(resets["resets"].to_list()) == {1} and set(resets["n"].to_list()) == {6}
     metric_stats = fetch_frame(con, "SELECT sum(preemptions)::BIGINT AS p FROM engine_stats WHERE source = 'metrics'")
     assert metric_stats["p"][0] == 1 + 0 + 1 + 0 + 1 + 0  # scrapes 1..6 add scrape % 2; scrape 4 restarts from 0
+
+
+def test_metrics_reader_reads_a_scrape_as_its_time(tmp_path):
+    """/metrics scrapes: recognised by their `vllm:` series, read into metric_samples rows of the host; the
+    file's identity is the scrape's time (the newest sample timestamp), a sample that is not a number is unparsed."""
+    scrape = tmp_path / "scrape.prom"
+    scrape.write_text(
+        "# HELP vllm:num_preemptions_total Preemptions.\n"
+        "# TYPE vllm:num_preemptions_total counter\n"
+        'vllm:num_preemptions_total{engine="0",model_name="m"} 3.0 1767225600000\n'
+        'vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.25 1767225601000\n'
+        'vllm:num_requests_running{engine="0"} many\n'
+        "process_cpu_seconds_total 12.0\n"
+    )
+    (file,) = expand([scrape])
+    assert is_scrape(file.head()) and not is_scrape('time=2026-01-01T00:00:00Z level=INFO msg="x"\n')
+    assert detect_kind(file) == "metrics"
+    read = read_scrape(file, HOST)
+    at = dt.datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)
+    assert read.file_id == f"scrape@{at.isoformat()}" and (read.first, read.last, read.lines) == (at, at, 6)
+    assert read.rows.to_dicts() == [
+        {"host": HOST, "scraped_at": at, "family": "vllm:num_preemptions_total", "engine": "0",
+         "model_name": "m", "position": "", "value": 3.0},
+        {"host": HOST, "scraped_at": at, "family": "vllm:kv_cache_usage_perc", "engine": "0",
+         "model_name": "m", "position": "", "value": 0.25},
+    ]  # fmt: skip
+    assert read.unparsed == [(5, "line 5", 'vllm:num_requests_running{engine="0"} many')]
 
 
 # -- evidence tables -----------------------------------------------------------------------------

@@ -160,9 +160,9 @@ SOURCE_KINDS: dict[str, SourceKind] = {
             ("metric_samples",),
             log=LogFormat(
                 "metrics_scrape",
-                detects="pipeline.ingest.logs:legacy_is_scrape",
+                detects="pipeline.sources.logs.metrics:is_scrape",
                 rank=2,
-                reader="pipeline.ingest.logs:legacy_read_scrape",
+                reader="pipeline.sources.logs.metrics:read_scrape",
             ),
         ),
         SourceKind(

@@ -19,7 +19,6 @@ full timestamps and keep ``INSERT OR IGNORE`` on their natural keys
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -323,30 +322,6 @@ def ingest_keyed_file(
         con, job.host, read.file_id, kind.name, file, read.first, read.last, read.lines, records, unparsed, run.run_id
     )
     return FileRead(read.lines, records, unparsed, read.last)
-
-
-# /metrics scrapes: read here until their reader moves to pipeline/sources/logs/metrics.py.
-def legacy_is_scrape(head: str) -> bool:
-    return re.search(r"(?m)^(?:# (?:TYPE|HELP) )?vllm:[a-z_]+", head) is not None
-
-
-def legacy_read_scrape(file: LogFile, host: str) -> LogRecords:
-    from pipeline.sources.logs.metrics import parse_scrape
-
-    parsed = parse_scrape(file)
-    schema = {
-        "host": pl.String,
-        "scraped_at": pl.Datetime("us", "UTC"),
-        "family": pl.String,
-        "engine": pl.String,
-        "model_name": pl.String,
-        "position": pl.String,
-        "value": pl.Float64,
-    }
-    rows = pl.DataFrame([{**r, "host": host} for r in parsed.samples], schema=schema)
-    first = last = parsed.samples[0]["scraped_at"] if parsed.samples else None
-    file_id = f"scrape@{first.isoformat()}" if first else file.identity()
-    return LogRecords(rows, file_id, parsed.lines, parsed.unparsed, first, last)
 
 
 def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogIngestSummary:

@@ -13,7 +13,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pipeline.sources.logs.files import LogFile
+import polars as pl
+
+from pipeline.sources.logs.files import LogFile, LogRecords
 
 FAMILIES = {
     "vllm:spec_decode_num_drafts_total",
@@ -26,6 +28,18 @@ FAMILIES = {
     "vllm:kv_cache_usage_perc",
     "vllm:gpu_cache_usage_perc",
 }
+SCHEMA = pl.Schema(
+    {
+        "host": pl.String,
+        "scraped_at": pl.Datetime("us", "UTC"),
+        "family": pl.String,
+        "engine": pl.String,
+        "model_name": pl.String,
+        "position": pl.String,
+        "value": pl.Float64,
+    }
+)
+SERIES = re.compile(r"(?m)^(?:# (?:TYPE|HELP) )?vllm:[a-z_]+")
 SAMPLE = re.compile(r"(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -79,3 +93,17 @@ def parse_scrape(file: LogFile) -> ParsedScrape:
         row["scraped_at"] = scraped_at
     out.samples = rows
     return out
+
+
+def is_scrape(head: str) -> bool:
+    """a file with `vllm:` series (Prometheus text)"""
+    return SERIES.search(head) is not None
+
+
+def read_scrape(file: LogFile, host: str) -> LogRecords:
+    """The samples of one scrape of `host` (metric_samples); the file's identity is the scrape's time."""
+    parsed = parse_scrape(file)
+    rows = pl.DataFrame([{**r, "host": host} for r in parsed.samples], schema=SCHEMA)
+    first = last = parsed.samples[0]["scraped_at"] if parsed.samples else None
+    file_id = f"scrape@{first.isoformat()}" if first else file.identity()
+    return LogRecords(rows, file_id, parsed.lines, parsed.unparsed, first, last)
