@@ -7,7 +7,6 @@ read (`pipeline.ingest.unchanged`); anything else takes the full ingest (`pipeli
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Union
 
 import duckdb
 
@@ -15,7 +14,7 @@ from pipeline.ingest.runs import IngestSummary, Progress
 from pipeline.ingest.unchanged import ingest_unchanged
 from pipeline.sources.store import is_postgres, open_store
 
-Warehouse = Union[duckdb.DuckDBPyConnection, Callable[[], duckdb.DuckDBPyConnection]]
+Warehouse = duckdb.DuckDBPyConnection | Callable[[], duckdb.DuckDBPyConnection]
 
 
 def ingest_source(

@@ -2,10 +2,10 @@
 
 Hosts usually hold these rather than a gateway's database:
 - the gateway accounting API, `GET /api/v1/epochs/{n}/participants[/{addr}]` (docs/sources.md,
-  Saved API and chain JSON): per-participant records of schema 2–7; `counters[]` entries are `{escrow_id, key: {…}, count}`
-  up to v6 and flattened `{escrow_id, slot_id, disposition, …, count}` in v7. They land in
-  `api_participants` / `api_counters` and so in tracker_participants (origin `api`, used where
-  no ledger database row exists for the same epoch, participant and model);
+  Saved API and chain JSON): per-participant records of schema 2–7; `counters[]` entries are
+  `{escrow_id, key: {…}, count}` up to v6 and flattened `{escrow_id, slot_id, disposition, …, count}`
+  in v7. They land in `api_participants` / `api_counters` and so in tracker_participants (origin
+  `api`, used where no ledger database row exists for the same epoch, participant and model);
 - chain REST (same section): `epoch_performance_summary`, a participant's `current_epoch_stats` (epoch
   taken from the enclosing response), `DevshardHostEpochStats`. uint64 values are strings and
   `Decimal{value, exponent}` means value × 10^exponent. They land in `chain_participant_stats`
@@ -120,6 +120,7 @@ def _uint(value, name: str = "value") -> int | None:
 
 def _decimal(value, name: str = "value") -> float | None:
     """`Decimal{value, exponent}` = value × 10^exponent; plain numbers pass."""
+    number: float | None
     try:
         if isinstance(value, dict) and "value" in value:
             number = int(value["value"]) * 10.0 ** int(value.get("exponent", 0))
@@ -193,7 +194,8 @@ class _Collector:
             self.problems.append(("api_participants", f"{self.name}:{path}", "accounting record without epoch_index"))
             return
         version = _uint(rec.get("schema_version"), "schema_version")
-        dispositions = rec.get("dispositions") if isinstance(rec.get("dispositions"), dict) else {}
+        given = rec.get("dispositions")
+        dispositions = given if isinstance(given, dict) else {}
         known = {
             "schema_version",
             "epoch_index",
@@ -231,9 +233,10 @@ class _Collector:
             if not isinstance(entry, dict):
                 self.problems.append(("api_counters", where, "counter entry is not an object"))
                 continue
+            given = entry.get("key")
             key = (
-                entry.get("key")
-                if isinstance(entry.get("key"), dict)
+                given
+                if isinstance(given, dict)
                 else {n: v for n, v in entry.items() if n not in ("escrow_id", "count", "key")}
             )
             try:

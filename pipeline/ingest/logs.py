@@ -33,7 +33,7 @@ import polars as pl
 from pipeline.core.digest import files_digest
 from pipeline.core.paths import sql_text
 from pipeline.ingest.kinds import LOG_KINDS, SourceKind, detect_kind, resolve
-from pipeline.ingest.runs import IngestRun, ingest_run
+from pipeline.ingest.runs import IngestRun, ingest_run, scalar
 from pipeline.sources.logs.files import LogFile, LogRecords, LogTimezone, expand
 from pipeline.sources.logs.vllm import VllmBatch, VllmStream, iter_vllm_batches
 from pipeline.sources.store.base import SourceError
@@ -210,7 +210,7 @@ def ingest_vllm_file(
         if pending is not None:
             pending.result()
     bounds = [s[0] for s in segments[1:]] + [stream.lines + 1]
-    for i, ((start, file_id, _, _), end) in enumerate(zip(segments, bounds)):
+    for i, ((start, file_id, _, _), end) in enumerate(zip(segments, bounds, strict=True)):
         summary.vllm_lines_read[file_id] = max(summary.vllm_lines_read.get(file_id, 0), end - start)
         replaced += _delete(con, run, "replace_earlier_read.sql", params | {"file_id": file_id, "lines": end - start})
         if len(segments) == 1:
@@ -219,7 +219,7 @@ def ingest_vllm_file(
             first, last, records = stream.parts[i] if stream.parts else (None, None, 0)
             if i + 1 < len(segments) and stream.parts and stream.parts[i + 1][0] is not None:
                 last = stream.parts[i + 1][0]
-            unparsed = con.execute(sql_text("logs/part_unparsed.sql"), params | {"file_id": file_id}).fetchone()[0]
+            unparsed = scalar(con.execute(sql_text("logs/part_unparsed.sql"), params | {"file_id": file_id}))
         _log_file_row(
             con,
             host,

@@ -15,7 +15,7 @@ from contextlib import nullcontext
 import duckdb
 
 from pipeline.core.parallel import BatchPool
-from pipeline.ingest.runs import IngestRun
+from pipeline.ingest.runs import IngestRun, Problem
 from pipeline.sources.store.payloads import PayloadFile, RawPayload, payload_files, postgres_payloads
 from pipeline.transforms.answer_scan import (
     BodyError,
@@ -49,7 +49,8 @@ def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run: IngestRun, pool:
     """Plane ingester: every stored answer of the copy not yet in the warehouse (checked in `pool`,
     by default a `BatchPool` of `GONKA_EVIDENCE_WORKERS` processes, 1 = this process, closed at the end)."""
     known = {(e, i) for e, i in fetch_frame(con, "SELECT escrow_id, inference_id FROM answer_checks_t").iter_rows()}
-    rows, problems = [], []
+    rows: list[dict] = []
+    problems: list[Problem] = []
 
     def commit() -> None:
         with transaction(con):

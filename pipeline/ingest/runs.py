@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import duckdb
 
@@ -45,6 +45,13 @@ Rows = Union["pl.DataFrame", "pa.Table", list[dict]]
 QUARANTINE_COLUMNS = ("run_id", "source_id", "table_name", "row_key", "reason")  # all strings
 
 
+def scalar(result: duckdb.DuckDBPyConnection) -> Any:
+    """The first column of the one row a statement returned (a count, the rows an INSERT wrote)."""
+    row = result.fetchone()
+    assert row is not None
+    return row[0]
+
+
 def derived_run_id(con: duckdb.DuckDBPyConnection, source_id: str, kind: str, digest: str | None = None) -> str:
     """The id of the next ingest run: a hash of its position in the warehouse's run history, the
     source and what the run is known to read before it starts (the input digest, when there is one).
@@ -52,7 +59,7 @@ def derived_run_id(con: duckdb.DuckDBPyConnection, source_id: str, kind: str, di
     The same copies ingested in the same order into two fresh warehouses get the same run ids, so
     footers that name runs are reproducible byte for byte; the position keeps ids unique when the
     same copy is ingested twice."""
-    position = con.execute("SELECT count(*) FROM ingest_runs").fetchone()[0]
+    position = scalar(con.execute("SELECT count(*) FROM ingest_runs"))
     material = "\x00".join((str(position), source_id, kind, digest or ""))
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
@@ -80,7 +87,7 @@ def insert(con: duckdb.DuckDBPyConnection, table: str, rows: Rows, on_conflict: 
     verb = {"error": "INSERT", "ignore": "INSERT OR IGNORE", "replace": "INSERT OR REPLACE"}[on_conflict]
     con.register("rows_to_insert", data)
     try:
-        return int(con.execute(f"{verb} INTO {table} BY NAME (SELECT * FROM rows_to_insert)").fetchone()[0])
+        return int(scalar(con.execute(f"{verb} INTO {table} BY NAME (SELECT * FROM rows_to_insert)")))
     finally:
         con.unregister("rows_to_insert")
 

@@ -50,6 +50,12 @@ def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pl.Dat
     con.register(name, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
 
 
+def _frame(data: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(data)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
 def _table(batches: list[pa.RecordBatch], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
 
@@ -100,7 +106,7 @@ def ingest_store(
                         with transaction(con):
                             run.quarantine((t, f"epoch {epoch_id}", "table missing in this copy") for t in missing)
                         continue
-                    sessions = pl.from_arrow(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
+                    sessions = _frame(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
                     if epoch_id not in known_epochs and sessions.height:
                         summary.new_epochs.append(epoch_id)
                     heads.append(sessions.select("escrow_id", "latest_nonce"))
@@ -203,7 +209,9 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     escrow_ids = chunk["escrow_id"].to_list()
     chunk_cursors = {e: cursors[e] for e in escrow_ids}
     tx_parts, diff_parts, bad = [], [], []
-    sealed_batches, obs, snapshot_batches = [], [], []
+    sealed_batches: list[pa.RecordBatch] = []
+    obs: list[pa.RecordBatch] = []
+    snapshot_batches: list[pa.RecordBatch] = []
     # The sealed and obs rows stream in (on a second connection of the same snapshot, where the
     # store has one) while the diffs are decoded.
     with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
@@ -213,7 +221,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             diff_parts.append(decoded.diffs)
             bad += [("diffs", key, reason) for key, reason in decoded.quarantined]
             progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
-        for table, stream in zip(CHUNK_TABLES[1:], streams[1:]):
+        for table, stream in zip(CHUNK_TABLES[1:], streams[1:], strict=True):
             for batch in stream:
                 {"sealed_inferences": sealed_batches, "snapshots": snapshot_batches}.get(table, obs).append(batch)
                 progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
@@ -285,7 +293,8 @@ def _sealed_conflicts(con: duckdb.DuckDBPyConnection, source_id: str, run_id: st
         (
             "sealed_inferences",
             f"{r['escrow_id']}/{r['inference_id']}",
-            f"copies disagree on the sealed row: {r['field']} {r['stored']} ({r['stored_source_id']}) vs {r['copy']} (this copy)",
+            f"copies disagree on the sealed row: {r['field']} {r['stored']} ({r['stored_source_id']}) "
+            f"vs {r['copy']} (this copy)",
         )
         for r in conflicts.iter_rows(named=True)
     ]
@@ -298,7 +307,7 @@ def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table
     bad = []
     for s in sessions.filter(~pl.col("status").is_in(list(KNOWN_SESSION_STATUS))).iter_rows(named=True):
         bad.append(("sessions", s["escrow_id"], f"unknown session status {s['status']!r}"))
-    sealed_df = pl.from_arrow(sealed)
+    sealed_df = _frame(sealed)
     for r in sealed_df.filter((pl.col("sealed_status") < 0) | (pl.col("sealed_status") >= len(STATUS_NAMES))).iter_rows(
         named=True
     ):
@@ -310,7 +319,7 @@ def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table
             )
         )
     if txs is not None:
-        tx = pl.from_arrow(txs)
+        tx = _frame(txs)
         for r in tx.filter((pl.col("kind") == "other") & pl.col("member").str.starts_with("field_")).iter_rows(
             named=True
         ):

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
@@ -84,7 +85,7 @@ SAMPLES_LOG_YEAR = 2026
 def sample_config() -> RunConfig:
     """The bundled samples: what `run` does on a fresh checkout (the same as the shipped gonka-evidence.toml)."""
     builds = DATA_SAMPLES_DIR / "builds.toml"
-    sources = [{"path": str(DATA_SAMPLES_DIR / "store"), "kind": "store", "label": "data-samples"}]
+    sources: list[dict] = [{"path": str(DATA_SAMPLES_DIR / "store"), "kind": "store", "label": "data-samples"}]
     if (DATA_SAMPLES_DIR / "vllm").is_dir():
         sources.append(
             {
@@ -144,7 +145,7 @@ def load_config(path: Path | None) -> RunConfig:
             )
         if ("url" in s) == ("path" in s):
             raise SourceError(f"{path}: [[sources]] entry {i} needs exactly one of url or path")
-        entry = {
+        entry: dict[str, Any] = {
             k: require_string(v, SourceError, f"{path}: [[sources]] entry {i}: {k}")
             for k, v in s.items()
             if k != "year"

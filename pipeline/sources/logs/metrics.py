@@ -30,13 +30,13 @@ FAMILIES = {
 }
 SCHEMA = pl.Schema(
     {
-        "host": pl.String,
+        "host": pl.String(),
         "scraped_at": pl.Datetime("us", "UTC"),
-        "family": pl.String,
-        "engine": pl.String,
-        "model_name": pl.String,
-        "position": pl.String,
-        "value": pl.Float64,
+        "family": pl.String(),
+        "engine": pl.String(),
+        "model_name": pl.String(),
+        "position": pl.String(),
+        "value": pl.Float64(),
     }
 )
 SERIES = re.compile(r"(?m)^(?:# (?:TYPE|HELP) )?vllm:[a-z_]+")
@@ -85,9 +85,7 @@ def parse_scrape(file: LogFile) -> ParsedScrape:
             }
         )
     stamps = [r["ts"] for r in rows if r["ts"] is not None]
-    scraped_at = (datetime.fromtimestamp(max(stamps) / 1000, UTC) if stamps else file.mtime).replace(
-        microsecond=0
-    )
+    scraped_at = (datetime.fromtimestamp(max(stamps) / 1000, UTC) if stamps else file.mtime).replace(microsecond=0)
     for row in rows:
         del row["ts"]
         row["scraped_at"] = scraped_at

@@ -1,4 +1,5 @@
-"""PoC validation results (docs/sources.md, PoC validation results): MLNode/vLLM JSON responses and golden-vector reports.
+"""PoC validation results (docs/sources.md, PoC validation results): MLNode/vLLM JSON responses and
+golden-vector reports.
 
 Accepted shapes: one JSON object, a JSON array of them, JSON lines, an object with a
 ``results`` list, and the benchmark script's ``[validate] n_total=… n_mismatch=…
@@ -26,29 +27,30 @@ DEFAULT_CUTOFF = 0.01
 DEFAULT_PARAMS = "default: chain p_mismatch 0.1, MLNode cutoff 0.01"
 SCHEMA = pl.Schema(
     {
-        "host": pl.String,
-        "result_key": pl.String,
+        "host": pl.String(),
+        "result_key": pl.String(),
         "at": pl.Datetime("us", "UTC"),
-        "request_id": pl.String,
-        "validator": pl.String,
-        "participant": pl.String,
-        "model": pl.String,
-        "event": pl.String,
-        "n_total": pl.Int64,
-        "n_mismatch": pl.Int64,
-        "reported_p_value": pl.Float64,
-        "reported_fraud": pl.Boolean,
-        "dist_threshold": pl.Float64,
-        "p_mismatch": pl.Float64,
-        "cutoff": pl.Float64,
-        "params_source": pl.String,
-        "p_value": pl.Float64,
-        "fraud": pl.Boolean,
-        "file": pl.String,
+        "request_id": pl.String(),
+        "validator": pl.String(),
+        "participant": pl.String(),
+        "model": pl.String(),
+        "event": pl.String(),
+        "n_total": pl.Int64(),
+        "n_mismatch": pl.Int64(),
+        "reported_p_value": pl.Float64(),
+        "reported_fraud": pl.Boolean(),
+        "dist_threshold": pl.Float64(),
+        "p_mismatch": pl.Float64(),
+        "cutoff": pl.Float64(),
+        "params_source": pl.String(),
+        "p_value": pl.Float64(),
+        "fraud": pl.Boolean(),
+        "file": pl.String(),
     }
 )
 VALIDATE_LINE = re.compile(
-    r"\[validate\] n_total=(?P<n_total>\d+) n_mismatch=(?P<n_mismatch>\d+) p_value=(?P<p_value>\S+) fraud_detected=(?P<fraud>\w+)"
+    r"\[validate\] n_total=(?P<n_total>\d+) n_mismatch=(?P<n_mismatch>\d+) "
+    r"p_value=(?P<p_value>\S+) fraud_detected=(?P<fraud>\w+)"
 )
 
 
@@ -91,7 +93,8 @@ def _result(doc: dict, file: LogFile, host: str) -> dict | None:
     if "n_total" not in doc or "n_mismatch" not in doc:
         return None
     n_total, n_mismatch = int(doc["n_total"]), int(doc["n_mismatch"])
-    validation = doc.get("validation") if isinstance(doc.get("validation"), dict) else {}
+    given = doc.get("validation")
+    validation = given if isinstance(given, dict) else {}
     stat = doc.get("stat_test") or validation.get("stat_test") or {}
     stat = stat if isinstance(stat, dict) else {}
     p_mismatch = _first(stat, "p_mismatch")
@@ -167,7 +170,9 @@ def parse_poc(file: LogFile, host: str) -> ParsedPoc:
                     "fraud_detected": m["fraud"],
                     "report": f"{file.path.name}@{file.mtime.isoformat()}:{number}",
                 }
-                out.results.append(_result(doc, file, host))
+                row = _result(doc, file, host)
+                assert row is not None  # a [validate] line has both counts
+                out.results.append(row)
         return out
     for i, doc in enumerate(_documents(text), 1):
         row = _result(doc, file, host) if isinstance(doc, dict) else None

@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import polars as pl
 
@@ -25,18 +26,18 @@ from pipeline.sources.logs.vllm import ANSI
 SLOG = re.compile(r'(?m)^(?:time=\S+ level=\w+ msg=|\{"time":)')
 SCHEMA = pl.Schema(
     {
-        "validator": pl.String,
-        "record_key": pl.String,
+        "validator": pl.String(),
+        "record_key": pl.String(),
         "at": pl.Datetime("us", "UTC"),
-        "result": pl.String,
-        "value": pl.Float64,
-        "threshold": pl.Float64,
-        "escrow_id": pl.String,
-        "inference_id": pl.String,
-        "executor": pl.String,
-        "model": pl.String,
-        "file_id": pl.String,
-        "line": pl.Int64,
+        "result": pl.String(),
+        "value": pl.Float64(),
+        "threshold": pl.Float64(),
+        "escrow_id": pl.String(),
+        "inference_id": pl.String(),
+        "executor": pl.String(),
+        "model": pl.String(),
+        "file_id": pl.String(),
+        "line": pl.Int64(),
     }
 )
 LOGFMT = re.compile(r'(\w[\w.]*)=("(?:[^"\\]|\\.)*"|\S*)')
@@ -115,7 +116,14 @@ def parse_validator_log(file: LogFile, validator: str) -> ParsedScores:
                 continue
         else:
             value = 0.0
-        row = {"validator": validator, "record_key": key, "at": at, "value": value, "result": result, "line": number}
+        row: dict[str, Any] = {
+            "validator": validator,
+            "record_key": key,
+            "at": at,
+            "value": value,
+            "result": result,
+            "line": number,
+        }
         for column, names in ALIASES.items():
             row[column] = next((str(attrs[n]) for n in names if attrs.get(n) not in (None, "")), None)
         try:
