@@ -3,10 +3,13 @@
     from pipeline.ingest.logs import ingest_logs
     summary = ingest_logs(con, ["logs/"], host="gonka1…", kind=None, year=None, timezone="UTC")
 
-Each file is one transaction: its rows, its quarantined lines and its coverage row in
-``log_files`` commit together. vLLM logs stream: each chunk's rows are appended as they are
-parsed (`pipeline.sources.logs.vllm.iter_vllm_batches`), so the parser's memory does not grow
-with the file, and the vLLM tables carry no index to maintain per row.
+Each file is read as its log kind says (`pipeline.ingest.kinds`: detected from its first lines
+unless ``kind`` is given) and is one transaction: its rows, its quarantined lines and its
+coverage row in ``log_files`` commit together. A kind with a reader (validator logs, scrapes,
+PoC results) is read whole and inserted on its natural keys (`ingest_keyed_file`). vLLM logs
+stream (`ingest_vllm_file`): each chunk's rows are appended as they are parsed
+(`pipeline.sources.logs.vllm.iter_vllm_batches`), so the parser's memory does not grow with the
+file, and the vLLM tables carry no index to maintain per row.
 
 A vLLM record is keyed by (file identity, line): a file read before (same identity in
 ``log_files``) has its records at the lines read now *replaced*, so a re-ingest with another
