@@ -118,6 +118,6 @@ SPEC = register(
         notes="p-values recomputed: P(X ≥ mismatches), X ~ Binomial(nonces, p_mismatch), fraud when below the cutoff. "
         "`stats.params_sources` says where the parameters came from: the result's own `stat_test`, or the defaults "
         "p_mismatch 0.1 (chain) and cutoff 0.01 (the MLNode's effective threshold); see "
-        "[sources](sources.md#poc-validation-results).",
+        "[sources](./sources.md#poc-validation-results).",
     )
 )

@@ -229,6 +229,6 @@ SPEC = register(
         description="Engine deaths, OOMs, restarts and readiness of the host per build (`--by day`: also per UTC "
         "day, column `day` after `build`), from the views `engine_events` and `engine_stats` (its vLLM logs). Window "
         "on the event time (`--epoch`: the epoch's time span).",
-        notes="See [sources](sources.md#engine-deaths) for what one death is.",
+        notes="See [sources](./sources.md#engine-deaths) for what one death is.",
     )
 )
