@@ -191,7 +191,7 @@ SPEC = register(
         ),
         # The report shows the long form through the option, so its reproduce command prints the same table.
         report=ReportSection(order=10, options=lambda epoch: {"denominators": True}, chart=_chart),
-        description="The host as executor, one row per epoch: counts over the inferences the host executed (the "
+        description="Counts over the inferences the host executed (the "
         "address holding the inference's executor slot). Rows: every epoch in which the host holds a slot "
         "(`--epoch`: that epoch); with `--since/--until`, the epochs of the host's inferences started in the window "
         "(window on `started_at`).",

@@ -238,8 +238,8 @@ SPEC = register(
             options=lambda epoch: {"by_escrow": True},
             chart=_chart,
         ),
-        description="The host's answers against every other executor's in the same escrows: the escrows (in the "
-        "window) where the host executed at least one answer. Window: `--epoch` on the escrow's epoch, "
+        description="The escrows compared are those (in the window) where the host executed at least one answer; "
+        "`others` are every other executor of them. Window: `--epoch` on the escrow's epoch, "
         "`--since/--until` on `started_at`.",
         notes="`stats.fisher`: Fisher's exact two-sided test on the pooled table (host / others × "
         "challenged-or-invalidated / not). `stats.cmh`: the Cochran–Mantel–Haenszel test stratified by escrow "

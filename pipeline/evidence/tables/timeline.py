@@ -276,7 +276,7 @@ SPEC = register(
             ),
         ),
         report=ReportSection(order=15, view=_report_view, chart=_chart),
-        description="The host per time bucket (`--bucket`: N followed by `m`, `h` or `d`; default `1h`), UTC, aligned "
+        description="Time buckets (`--bucket`: N followed by `m`, `h` or `d`; default `1h`), UTC, aligned "
         "to multiples of the width since 1970-01-01, every bucket from the first to the last holding anything (empty "
         "ones included, so the chart shows gaps; the report's table lists the non-empty ones). Answers and "
         "verdicts: `--epoch` on the escrow's epoch, `--since/--until` on each row's own time; log events: the "

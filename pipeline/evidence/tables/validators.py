@@ -115,7 +115,7 @@ SPEC = register(
         columns=COLUMNS,
         sql=("evidence/validator_verdicts.sql",),
         report=ReportSection(order=25, heading="Validators of the host's answers", chart=_chart),
-        description="Who judged the host's answers: one row per validator address and its build. A verdict is one "
+        description="One row per validator address and its build. A verdict is one "
         "validation or vote transaction on an inference the host executed, as counted by "
         "[epoch-summary](#epoch-summary): repeats and votes after resolution included, an address with several "
         "slots once per transaction. Window on the judged inference (`--epoch`: the escrows of that epoch; "

@@ -127,7 +127,7 @@ SPEC = register(
         columns=COLUMNS,
         sql=("evidence/host_verdict_counts.sql", "evidence/host_builds.sql"),
         report=ReportSection(order=30, chart=_chart),
-        description="The host as validator: its verdicts on other hosts' answers, per build and kind. Window on the "
+        description="The host as validator, one row per build and kind. Window on the "
         "verdict's `event_at` (`--epoch`: the escrows of that epoch). Every transaction counts: a repeated validation "
         "and a vote after resolution are verdicts the host cast, even though the tally ignored them; an address "
         "holding several slots counts once per transaction.",
