@@ -134,6 +134,12 @@ def test_the_readme_examples_print_what_it_shows(install):
         assert done.returncode == 0, done.stderr
         printed = done.stdout.replace(str(DATA_SAMPLES_DIR), f"{PREFIX}/data-samples")
         assert _seconds(printed) == _seconds(shown), command
+    # The Python example, on the warehouse the run wrote.
+    (example,) = re.findall(r"```python\n(.*?)```", README, re.S)
+    probe = example + "print(counts.height, votes.frame.height)\n"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=install, capture_output=True, text=True, env=_clean_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["5", "6"]
 
 
 # --- reference pages -------------------------------------------------------------------------------------
