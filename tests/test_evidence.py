@@ -592,7 +592,7 @@ NEW_TABLE = """
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, register
 from pipeline.warehouse.database import fetch_frame
 
 
@@ -602,7 +602,8 @@ def x_count(con, host, window, *, per_model=False):
 
 
 SPEC = register(EvidenceSpec(
-    name="x-count", summary="Inferences the host executed.", compute=x_count, columns=("n",), sql=(),
+    name="x-count", summary="Inferences the host executed.", compute=x_count, sql=(),
+    columns=(Column("n", "inferences the host executed, any final status"),),
     options=(Option("per_model", "--per-model", "One row per model."),),
     report=ReportSection(order=35, heading="X count"),
 ))
@@ -640,6 +641,10 @@ def test_a_new_table_is_one_module(loaded, tmp_path, monkeypatch):
     assert result.rows["n"].to_list() == expected["n"].to_list() and result.params["per_model"] is True
     with pytest.raises(EvidenceError, match="--detail is not available for x-count"):
         compute("x-count", loaded.con, host=loaded.focal, command="c", detail=True)
+    # Its reference section follows from the spec.
+    from pipeline.evidence.catalogue import reference
+
+    assert "| `n` | inferences the host executed, any final status |" in reference(pipeline.evidence.EVIDENCE)
 
     cli_evidence.table_parameters.cache_clear()
     cli_evidence.table_list.cache_clear()
