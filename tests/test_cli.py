@@ -160,26 +160,6 @@ def test_every_command_has_an_example_in_its_help():
         assert "Example: gonka-evidence" in result.output, command
 
 
-def test_readme_commands_match_ci():
-    readme = (ROOT / "README.md").read_text()
-    ci = (ROOT / ".ci" / "run").read_text()
-    blocks = re.findall(r"```sh\n(.*?)\n```", readme, re.S)
-    assert len(blocks) >= 2
-    assert blocks[1].strip() in ci
-    assert "gonka-evidence run" in blocks[0]
-    for view in (
-        "escrows",
-        "escrow_slots",
-        "txs",
-        "inferences",
-        "validations",
-        "host_builds",
-        "ingest_runs",
-        "quarantine",
-    ):
-        assert f"| `{view}` |" in readme
-
-
 def test_postgres_source_from_libpq_environment(tmp_path, pg_copy, monkeypatch):
     url = pg_copy(4)
     server, dbname = url.rsplit("/", 1)

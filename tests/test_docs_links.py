@@ -57,7 +57,8 @@ def relative_links(page: Path) -> list[str]:
 
 def test_the_docs_pages_exist_and_the_index_lists_them():
     names = {p.name for p in PAGES if p.parent.name == "docs"}
-    assert {"README.md", "data-model.md", "sources.md", "evidence.md"} <= names
+    assert {"README.md", "data-model.md", "sources.md", "evidence.md", "schema.md", "commands.md"} <= names
+    assert {"contributing.md", "architecture.md", "configuration.md", "deployment.md", "api.md"} <= names
     index = relative_links(ROOT / "docs" / "README.md")
     for name in names - {"README.md"}:
         assert any(t.split("#")[0] == name for t in index), f"docs/README.md does not link {name}"

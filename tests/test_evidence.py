@@ -574,7 +574,8 @@ def test_every_spec_declares_its_columns_sql_and_definitions(loaded):
     from pipeline.core.paths import sql_text
 
     for name, spec in EVIDENCE.items():
-        assert spec.name == name and spec.summary and spec.definitions.strip(), name
+        assert spec.name == name and spec.summary and spec.description.strip(), name
+        assert all(column.meaning.strip() for column in spec.columns), f"{name}: a column without a definition"
         assert run(loaded, name).rows.columns == list(spec.columns), name
         # The SQL files it names are the ones its module reads (directly or through the log-window helpers).
         source = inspect.getsource(inspect.getmodule(spec.compute))
@@ -591,7 +592,7 @@ NEW_TABLE = """
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, register
 from pipeline.warehouse.database import fetch_frame
 
 
@@ -601,7 +602,8 @@ def x_count(con, host, window, *, per_model=False):
 
 
 SPEC = register(EvidenceSpec(
-    name="x-count", summary="Inferences the host executed.", compute=x_count, columns=("n",), sql=(),
+    name="x-count", summary="Inferences the host executed.", compute=x_count, sql=(),
+    columns=(Column("n", "inferences the host executed, any final status"),),
     options=(Option("per_model", "--per-model", "One row per model."),),
     report=ReportSection(order=35, heading="X count"),
 ))
@@ -639,6 +641,10 @@ def test_a_new_table_is_one_module(loaded, tmp_path, monkeypatch):
     assert result.rows["n"].to_list() == expected["n"].to_list() and result.params["per_model"] is True
     with pytest.raises(EvidenceError, match="--detail is not available for x-count"):
         compute("x-count", loaded.con, host=loaded.focal, command="c", detail=True)
+    # Its reference section follows from the spec.
+    from pipeline.evidence.catalogue import reference
+
+    assert "| `n` | inferences the host executed, any final status |" in reference(pipeline.evidence.EVIDENCE)
 
     cli_evidence.table_parameters.cache_clear()
     cli_evidence.table_list.cache_clear()
@@ -669,20 +675,6 @@ def test_a_new_table_is_one_module(loaded, tmp_path, monkeypatch):
         r"^## \d+\. (.*)$", render_report_markdown(build_epoch_report(loaded.con, 3, loaded.focal)), re.M
     )
     assert headings.index("X count") == headings.index("Votes by build") + 1
-
-
-def test_the_readme_sections_open_with_the_registry_overview():
-    from pipeline.evidence.catalogue import overview, reference
-
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    tables = readme.split("\n## Evidence tables\n", 1)[1].split("\n## ", 1)[0]
-    assert re.findall(r"^### `([^`]+)`$", tables, re.M) == list(EVIDENCE)
-    for name, spec in EVIDENCE.items():
-        assert f"### `{name}`\n\n{overview(spec)}\n" in tables, f"README section of {name} differs from its spec"
-    full = reference(EVIDENCE)
-    assert all(
-        f"## `{name}`" in full and spec.definitions.strip().splitlines()[0] in full for name, spec in EVIDENCE.items()
-    )
 
 
 def test_one_option_means_one_thing_on_the_command_line():

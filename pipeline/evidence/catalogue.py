@@ -1,35 +1,57 @@
-"""The evidence tables described from the registry: what the README's evidence sections open with,
-and a full reference (``python -m pipeline.evidence.catalogue``) with every column defined."""
+"""The evidence tables described from their specs: the reference page docs/evidence.md
+(written by ``python -m pipeline.cli.docs``)."""
 
 from __future__ import annotations
 
-import inspect
+from collections.abc import Mapping
 
-from pipeline.evidence.spec import EvidenceSpec
+from pipeline.evidence.spec import Column, EvidenceSpec
+
+INTRO = """\
+# Evidence tables
+
+`gonka-evidence evidence NAME --host ADDR [--epoch N | --since T --until T]` computes one table from the
+warehouse views ([schema](schema.md)) and prints it with its statistics, notes and a provenance footer. This
+page says what every column counts; [evidence-rules](evidence-rules.md) holds the rules every table shares
+(host, window, answer, verdicts, builds, the provenance footer) and the statistics. A table's code is its
+module in `pipeline/evidence/tables/` and its SQL the files listed under it.
+
+This page is generated from the tables' specs (`python -m pipeline.cli.docs`): edit the spec, not the page.
+"""
 
 
-def overview(spec: EvidenceSpec) -> str:
-    """Summary, options and columns of one table, as its README section opens."""
-    blocks = [spec.summary]
+def options(spec: EvidenceSpec) -> str:
+    described = (f"`{o.usage}`: {o.help[0].lower()}{o.help[1:].rstrip('.')}" for o in spec.options)
+    return f"*Options:* {'; '.join(described)}."
+
+
+def column_rows(columns: tuple[Column, ...]) -> list[str]:
+    """One table row per column, consecutive columns with one meaning in one row."""
+    groups: list[tuple[list[str], str]] = []
+    for column in columns:
+        if groups and groups[-1][1] == column.meaning:
+            groups[-1][0].append(column)
+        else:
+            groups.append(([column], column.meaning))
+    return [f"| {', '.join(f'`{name}`' for name in names)} | {meaning} |" for names, meaning in groups]
+
+
+def section(spec: EvidenceSpec) -> str:
+    """One table: summary, description, options, columns, notes and the SQL it reads."""
+    blocks = [f"## {spec.name}", spec.summary]
+    if spec.description:
+        blocks.append(spec.description)
     if spec.options:
-        described = (f"`{o.usage}`: {o.help[0].lower()}{o.help[1:].rstrip('.')}" for o in spec.options)
-        blocks.append(f"*Options:* {'; '.join(described)}.")
-    blocks.append(f"*Columns:* {', '.join(f'`{c}`' for c in spec.columns)}.")
+        blocks.append(options(spec))
+    blocks.append("\n".join(["| column | meaning |", "|---|---|", *column_rows(spec.columns)]))
+    if spec.notes:
+        blocks.append(spec.notes)
+    sql = ", ".join(f"`sql/{path}`" for path in spec.sql) or "none"
+    blocks.append(f"*SQL:* {sql}.")
     return "\n\n".join(blocks)
 
 
-def reference(specs: dict[str, EvidenceSpec]) -> str:
-    """Every table: its overview, the SQL files it reads and the definition of every column."""
-    sections = []
-    for spec in specs.values():
-        sql = ", ".join(f"`sql/{path}`" for path in spec.sql) or "none"
-        sections.append(
-            f"## `{spec.name}`\n\n{overview(spec)}\n\n*SQL:* {sql}.\n\n{inspect.cleandoc(spec.definitions)}"
-        )
-    return "# Evidence tables\n\n" + "\n\n".join(sections) + "\n"
-
-
-if __name__ == "__main__":
-    from pipeline.evidence import EVIDENCE
-
-    print(reference(EVIDENCE), end="")
+def reference(specs: Mapping[str, EvidenceSpec]) -> str:
+    """The page: an index of the tables, then every table in report order."""
+    index = " ·\n".join(f"[{name}](#{name})" for name in specs)
+    return "\n\n".join([INTRO.rstrip("\n"), f"Tables: {index}", *(section(s) for s in specs.values())]) + "\n"

@@ -4,14 +4,15 @@ A table's module ends with
 
     SPEC = register(EvidenceSpec(
         name="votes-by-build", summary="…", compute=votes_by_build,
-        columns=(…), sql=("evidence/host_verdict_counts.sql", …),
-        report=ReportSection(order=30, chart=_chart),
+        columns=COLUMNS, sql=("evidence/host_verdict_counts.sql", …),
+        description="…", notes="…", report=ReportSection(order=30, chart=_chart),
     ))
 
-and everything else reads the spec: `compute` (which options a table accepts), the
-`evidence` command (its options and the table list of its `--help`), the epoch report (order,
-heading, the options it asks for, the denominators shown, the chart) and the documentation
-(summary, columns, definitions). See "Architecture" in README.md.
+where ``COLUMNS`` is a tuple of `Column` (a name with its definition), and everything else reads the
+spec: `compute` (which options a table accepts), the `evidence` command (its options and the table
+list of its `--help`), the epoch report (order, heading, the options it asks for, the denominators
+shown, the chart) and the generated reference docs/evidence.md (summary, description, options,
+columns, notes). See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,26 @@ from typing import Any
 import polars as pl
 
 from pipeline.evidence.result import EvidenceResult
+
+
+class Column(str):
+    """A column name that carries its definition: ``Column("windows", "stats lines")`` is the string
+    ``"windows"`` wherever a name is expected (frame selects, comparisons), and the docs read `meaning`."""
+
+    meaning: str
+
+    def __new__(cls, name: str, meaning: str) -> Column:
+        column = super().__new__(cls, name)
+        column.meaning = meaning
+        return column
+
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]  # pickle and copy keep the meaning
+        return str(self), self.meaning
+
+
+def column_group(*names: str, meaning: str) -> tuple[Column, ...]:
+    """Several columns with one definition (the reference shows them in one row)."""
+    return tuple(Column(name, meaning) for name in names)
 
 
 @dataclass(frozen=True)
@@ -71,11 +92,12 @@ class EvidenceSpec:
     name: str  # public name, e.g. "votes-by-build"
     summary: str  # one line for --help and the docs
     compute: Callable[..., EvidenceResult]  # (con, host, window, **options) -> EvidenceResult
-    columns: tuple[str, ...]  # the columns without options (options may add some, e.g. escrow_id)
+    columns: tuple[Column, ...]  # the columns without options (options may add some, e.g. escrow_id)
     sql: tuple[str, ...]  # the files below sql/ it reads
     options: tuple[Option, ...] = ()
     report: ReportSection | None = None  # None: not in the epoch report
-    definitions: str = field(default="", compare=False)  # every column defined in words (the module docstring)
+    description: str = field(default="", compare=False)  # what a row is and the window it honours (Markdown)
+    notes: str = field(default="", compare=False)  # after the column list: what options add, ordering, statistics
 
     @property
     def heading(self) -> str:

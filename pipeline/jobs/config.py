@@ -1,4 +1,4 @@
-"""The configuration of `gonka-evidence run` (the keys are public: the README's configuration reference).
+"""The configuration of `gonka-evidence run` (the keys are public: docs/configuration.md).
 
 Where it comes from: `--config FILE`, else `gonka-evidence.toml` in the working
 directory, else the bundled `data-samples/` (so a fresh checkout runs with no

@@ -1,24 +1,4 @@
-"""acceptance: speculative-decoding acceptance per build of the host (docs/evidence.md, acceptance).
-
-Rows ``build, source, windows, drafts, drafted, accepted, acceptance_rate,
-mean_acceptance_length, per_position, length_distribution``:
-
-- windows are ``spec_decode_windows`` of the host in the window (on ``at``), per build
-  (as-of join of ``host_builds``); a build's windows come from ``/metrics`` counter
-  increases when it has any (exact drafts), else from log lines (``source``);
-- sums first, then ratios — never an average of window means:
-  ``mean_acceptance_length = 1 + Σaccepted / Σdrafts`` and
-  ``acceptance_rate = Σaccepted / Σdrafted`` (Wilson 95% interval on the tokens);
-  log windows whose drafts cannot be recovered (MAL missing or nan) count in
-  ``drafted``/``accepted`` but not in the MAL, and are reported in the stats;
-- ``per_position``: the K per-position rates weighted by drafts, r_i = Σ(r_i·drafts)/Σdrafts;
-- ``length_distribution``: P(len = 1) = 1 − r_0, P(len = i+1) = r_{i−1} − r_i, P(len = K+1) = r_{K−1};
-- ``rate_boot_low``/``rate_boot_high`` and ``mal_boot_low``/``mal_boot_high``: 95% percentile
-  bootstrap intervals of the acceptance rate and of the mean acceptance length that resample whole
-  windows (2,000 resamples, seed 0: the same windows give the same bytes). Tokens of one window
-  are not independent draws, so the Wilson interval on the tokens (``ci_low``/``ci_high``) is too
-  narrow; both are kept, and ``stats.interval`` / ``stats.bootstrap`` say which is which.
-"""
+"""The `acceptance` evidence table: speculative-decoding acceptance of the host per build."""
 
 from __future__ import annotations
 
@@ -30,7 +10,7 @@ import polars as pl
 from pipeline.core.paths import sql_text
 from pipeline.evidence.log_window import build_order, time_bounds
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, ReportSection, column_group, register
 from pipeline.evidence.stats import BOOTSTRAP_RESAMPLES, SEED, bootstrap_ratio, interval_stat, with_wilson
 from pipeline.evidence.window import Window
 from pipeline.warehouse.database import fetch_frame
@@ -53,22 +33,40 @@ SCHEMA = {
     "mal_boot_high": pl.Float64,
 }
 COLUMNS = (
-    "build",
-    "source",
-    "windows",
-    "drafts",
-    "drafted",
-    "accepted",
-    "acceptance_rate",
-    "ci_low",
-    "ci_high",
-    "rate_boot_low",
-    "rate_boot_high",
-    "mean_acceptance_length",
-    "mal_boot_low",
-    "mal_boot_high",
-    "per_position",
-    "length_distribution",
+    Column("build", "the host's build at the window time"),
+    Column(
+        "source",
+        "`metrics` when the build has any `/metrics` windows (exact drafts), else `log`; only that source's windows "
+        "are used",
+    ),
+    Column("windows", "windows used"),
+    Column("drafts", "Σ verification steps, over the windows whose drafts are known"),
+    Column("drafted", "Σ drafted tokens"),
+    Column("accepted", "Σ accepted tokens"),
+    Column("acceptance_rate", "`Σaccepted / Σdrafted`"),
+    *column_group(
+        "ci_low",
+        "ci_high",
+        meaning="Wilson 95% interval of the acceptance rate on the token counts (treats tokens as independent: too "
+        "narrow)",
+    ),
+    *column_group(
+        "rate_boot_low",
+        "rate_boot_high",
+        meaning="percentile bootstrap 95% interval of the acceptance rate, resampling whole windows",
+    ),
+    Column("mean_acceptance_length", "`1 + Σaccepted / Σdrafts` over the windows with known drafts"),
+    *column_group(
+        "mal_boot_low",
+        "mal_boot_high",
+        meaning="percentile bootstrap 95% interval of the mean acceptance length, resampling whole windows",
+    ),
+    Column(
+        "per_position",
+        "the K per-position rates weighted by drafts: rᵢ = Σ(rᵢ · drafts) / Σdrafts, over windows with K values and "
+        "no NaN",
+    ),
+    Column("length_distribution", "P(len = 1) = 1 − r₀, P(len = i+1) = rᵢ₋₁ − rᵢ, P(len = K+1) = r_{K−1}"),
 )
 
 
@@ -194,6 +192,14 @@ SPEC = register(
         columns=COLUMNS,
         sql=("evidence/log_window_bounds.sql", "evidence/spec_windows.sql", "evidence/host_builds.sql"),
         report=ReportSection(order=50, heading="Speculative-decoding acceptance", chart=_chart),
-        definitions=__doc__,
+        description="Speculative-decoding acceptance of the host per build, from `spec_decode_windows` (SpecDecoding "
+        "log lines or `/metrics` counter increases). Window on the window time `at` (`--epoch`: the epoch's time "
+        "span).",
+        notes="Sums first, then ratios: never an average of per-window means (that would weigh idle and busy windows "
+        "alike). Log lines do not print drafts: they are recovered as accepted / (MAL − 1) (vLLM 0.8.5 lines "
+        "normalised); log windows whose drafts cannot be recovered (MAL missing or NaN) count in `drafted` and "
+        "`accepted` but not in the MAL, and `stats.windows_without_drafts` counts them. The bootstrap uses 2,000 "
+        "resamples, seed 0 (the same windows give the same bytes); `stats.interval` and `stats.bootstrap` say "
+        "which interval is which.",
     )
 )

@@ -1,33 +1,4 @@
-"""answer-integrity: the host's stored answers in a window, checked (view answer_checks).
-
-One row: ``answers_scanned`` (stored answers of the host), ``complete`` (bodies read to the end:
-JSON parsed, or an SSE stream that reached ``data: [DONE]``), ``token_count_mismatches``
-(complete answers whose usage.completion_tokens differs from the number of logprob entries),
-``duplicate_top_logprob_positions`` (positions whose top_logprobs repeat a token, summed),
-``nan_or_missing_logprob_answers``, ``tokens_not_ids_answers`` (answers with at least one token
-named by text instead of a numeric id), ``empty_answers``. Bodies that could not be read are in
-``quarantine`` (table payload_storage) and counted in answers_scanned but not in complete.
-Window: ``--epoch`` on the escrow's epoch, ``--since/--until`` on started_at.
-
-Empty answers against the host's engine events (view ``engine_events``, from its vLLM logs),
-``sql/evidence/answer_integrity_empty.sql``:
-
-- an answer's time is ``[started_at − TOLERANCE_S, max(started_at, confirmed_at, event time of its
-  first finish transaction) + TOLERANCE_S]`` — started_at is the gateway's clock, confirmed_at the
-  executor's, the finish time the diff log's (created_at or nonce clock), log times the host's
-  clock in whole seconds; the tolerance absorbs that skew;
-- an engine death lasts from a ``fatal``, ``engine_dead``, ``oom`` or ``worker_died`` event of the
-  host until the host's next ``ready`` event (Application startup complete.) at or after it, at
-  most ``CAP_S`` (no ready logged: death + CAP_S);
-- a PoC window lasts from a ``poc_start`` event of the host until its next ``poc_stop`` at or after
-  it, at most ``CAP_S``.
-
-``empty_answers_in_engine_death`` / ``empty_answers_in_poc`` count empty answers whose time overlaps
-at least one such window (closed intervals; an answer overlapping both counts in both), and
-``empty_answers_unexplained`` those overlapping neither. When the host has no engine events at all
-the three columns are NULL (not matched), not 0. A note says how many empty answers lie outside
-every ingested vLLM log file of the host (unexplained only for lack of logs).
-"""
+"""The `answer-integrity` evidence table: the host's stored answers checked, empty ones against engine events."""
 
 from __future__ import annotations
 
@@ -36,14 +7,20 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, ReportSection, column_group, register
 from pipeline.evidence.window import Window
 from pipeline.warehouse.database import fetch_frame
 
 NAME = "answer-integrity"
 TOLERANCE_S = 60  # seconds added to both ends of an answer's time (clock skew between gateway, chain and host)
 CAP_S = 3600  # longest engine-death / PoC window when the closing ready / poc_stop is missing or later
-MATCH_COLUMNS = ("empty_answers_in_engine_death", "empty_answers_in_poc", "empty_answers_unexplained")
+MATCH_COLUMNS = column_group(
+    "empty_answers_in_engine_death",
+    "empty_answers_in_poc",
+    "empty_answers_unexplained",
+    meaning="empty answers overlapping an engine death, a PoC window, or neither (see below); NULL when the host "
+    "has no engine events at all",
+)
 
 
 def answer_integrity(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
@@ -103,13 +80,19 @@ SPEC = register(
         summary="Checks of the stored answers (payloads): token counts, logprob positions, empty answers.",
         compute=answer_integrity,
         columns=(
-            "answers_scanned",
-            "complete",
-            "token_count_mismatches",
-            "duplicate_top_logprob_positions",
-            "nan_or_missing_logprob_answers",
-            "tokens_not_ids_answers",
-            "empty_answers",
+            Column("answers_scanned", "stored answers of the host (unreadable bodies included)"),
+            Column("complete", "bodies read to the end: JSON parsed, or an SSE stream that reached `data: [DONE]`"),
+            Column(
+                "token_count_mismatches",
+                "complete answers whose `usage.completion_tokens` differs from the number of logprob entries",
+            ),
+            Column(
+                "duplicate_top_logprob_positions",
+                "positions whose `top_logprobs` name a token twice, summed over answers",
+            ),
+            Column("nan_or_missing_logprob_answers", "answers with at least one NaN or missing logprob"),
+            Column("tokens_not_ids_answers", "answers with at least one token named by text instead of a numeric id"),
+            Column("empty_answers", "answers with no content text and no logprob entries"),
             *MATCH_COLUMNS,
         ),
         sql=(
@@ -118,6 +101,19 @@ SPEC = register(
             "evidence/answer_integrity_empty.sql",
         ),
         report=ReportSection(order=70),
-        definitions=__doc__,
+        description="One row about the host's stored answers (view `answer_checks`). Window: `--epoch` on the "
+        "escrow's epoch, `--since/--until` on `started_at`. Bodies that could not be read are in `quarantine` "
+        "(table `payload_storage`), counted in `answers_scanned` but not in `complete`.",
+        notes=f"""Empty answers are matched against the host's engine events (view `engine_events`, from its vLLM logs):
+
+- an answer's time is `[started_at − {TOLERANCE_S} s, max(started_at, confirmed_at, event time of its first finish
+  transaction) + {TOLERANCE_S} s]`. The three times come from three clocks (gateway, executor, diff log), and log
+  times are the host's whole seconds; the {TOLERANCE_S} s absorb the skew;
+- an engine death lasts from a `fatal`, `engine_dead`, `oom` or `worker_died` event to the host's next `ready`
+  event at or after it, at most {CAP_S // 3600} hour (no ready: death + {CAP_S // 3600} h);
+- a PoC window lasts from a `poc_start` to the next `poc_stop` at or after it, at most {CAP_S // 3600} hour;
+- overlaps are of closed intervals; an answer overlapping both kinds counts in both columns; `unexplained`
+  overlaps neither. A note says how many empty answers lie outside every ingested vLLM log file of the host
+  (unexplained only for lack of logs).""",
     )
 )

@@ -1,21 +1,4 @@
-"""answers-by-sampling: the host's judged answers by build and sampling parameters.
-
-A **judged answer** is an inference the host executed with a finish transaction, not timed
-out, that received at least one sampled validation (MsgValidation). Its sampling comes from
-the stored request (view answer_checks): absent parameters are the API defaults (temperature 1,
-top_p 1), and ``greedy`` means temperature 0 whatever its top_p (docs/evidence.md, answers-by-sampling); everything else
-is ``sampled``. Answers without a stored request are ``unknown``.
-
-Rows ``build, sampling, judged, invalidated, challenged, invalidated_rate, ci_low, ci_high`` per
-build of the executor (as-of join of host_builds on the event time) and sampling; ``--detail``
-splits ``sampled`` by temperature band and top_p. ``stats.fisher``: Fisher's exact test (two-sided)
-of the invalidated rate, sampled vs greedy, over all builds; ``stats.fisher_by_build``: per build;
-``stats.cmh``: the Cochran–Mantel–Haenszel test of sampled vs greedy stratified by build (so that a
-build with more sampled traffic does not pass for an effect of sampling), with ``breslow_day``,
-whether one odds ratio fits every build; ``multiple_testing``: Holm over all of these tests;
-``interval``: what ``ci_low``/``ci_high`` are.
-Window: ``--epoch`` on the escrow's epoch, ``--since/--until`` on started_at.
-"""
+"""The `answers-by-sampling` evidence table: the host's judged answers by build and sampling parameters."""
 
 from __future__ import annotations
 
@@ -24,7 +7,7 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, column_group, register
 from pipeline.evidence.stats import (
     breslow_day_test,
     cmh_test,
@@ -38,7 +21,18 @@ from pipeline.warehouse.database import fetch_frame
 
 NAME = "answers-by-sampling"
 BANDS = ((0.5, "(0, 0.5]"), (0.8, "(0.5, 0.8]"), (1.0, "(0.8, 1]"))
-COLUMNS = ("build", "sampling", "judged", "invalidated", "challenged", "invalidated_rate", "ci_low", "ci_high")
+COLUMNS = (
+    Column("build", "the host's build at the answer's event time (as-of join of `host_builds`)"),
+    Column(
+        "sampling",
+        "`greedy`: the stored request has temperature 0 (whatever its top_p); `sampled`: anything else (absent "
+        "parameters are the API defaults, temperature 1 and top_p 1); `unknown`: no stored request",
+    ),
+    Column("judged", "judged answers"),
+    Column("invalidated", "of those, final status invalidated"),
+    Column("challenged", "of those, ever challenged"),
+    *column_group("invalidated_rate", "ci_low", "ci_high", meaning="`invalidated / judged`, Wilson 95%"),
+)
 
 
 def sampling_label(temperature: float | None, top_p: float | None, detail: bool) -> str:
@@ -139,6 +133,14 @@ SPEC = register(
         sql=("evidence/judged_answers.sql",),
         options=(Option("detail", "--detail", "Split sampled answers by temperature band and top_p."),),
         report=ReportSection(order=80),
-        definitions=__doc__,
+        description="The host's [judged answers](evidence-rules.md#common-rules) (answers with at least one sampled "
+        "validation), by the executor's build and by the sampling parameters of the stored request (view "
+        "`answer_checks`). Window: `--epoch` on the escrow's epoch, `--since/--until` on `started_at`.",
+        notes="`--detail` splits `sampled` into temperature bands `(0, 0.5]`, `(0.5, 0.8]`, `(0.8, 1]`, `> 1` and the "
+        "top_p value. `stats.fisher`: Fisher's exact two-sided test of invalidated, sampled vs greedy, over all builds "
+        "(`unknown` left out); `stats.fisher_by_build`: the same per build, for builds that have both; `stats.cmh`: "
+        "the Cochran–Mantel–Haenszel test of sampled vs greedy stratified by build (so that a build with more sampled "
+        "traffic does not pass for an effect of sampling), with `breslow_day`, whether one odds ratio fits every "
+        "build; `multiple_testing`: Holm over all of these tests; `interval`: what `ci_low`, `ci_high` are.",
     )
 )

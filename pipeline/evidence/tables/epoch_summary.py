@@ -1,34 +1,4 @@
-"""epoch-summary: the host as executor, one row per epoch.
-
-Counts over the inferences the host executed (executor = the address holding the
-inference's executor slot), selected by epoch (``--epoch``: the escrows of that epoch)
-or by ``started_at`` in ``[since, until)``:
-
-- ``sealed``: inferences with a sealed row (``sealed_nonce > 0``, bare rows included);
-- ``finished``: inferences with a finish transaction, whatever followed (validation,
-  challenge, an error miss); records drained to Finished at settlement are not included;
-- ``validated``, ``invalidated``, ``timed_out``: inferences in that final status
-  (``timed_out`` covers refusals, execution timeouts and error misses, not records the
-  settlement drain refunded);
-- ``drained``: inferences still pending or started when their escrow entered settlement
-  (never an answer, never a miss, whatever status the drain left them in);
-- ``challenged``: inferences that ever received an invalid sampled validation, including
-  those later cleared or invalidated; ``cleared``: challenged, then validated by the vote;
-- ``validations_valid`` / ``validations_invalid``: sampled validation transactions
-  (MsgValidation) on those inferences; ``votes_valid`` / ``votes_invalid``: challenge vote
-  transactions (MsgValidationVote). Each transaction counts once (an address with several
-  slots once), including repeats and votes after resolution that the tally ignored;
-- ``input_tokens`` / ``output_tokens``: token counts of the finish transactions.
-
-Rows: every epoch in which the host holds a slot (``--epoch``: that epoch); with
-``--since/--until``, the epochs of the host's inferences started in the window.
-
-``--denominators`` gives the same counts as the epoch report shows them: one
-``count | of | share`` row per measure and epoch (``of`` = the whole the count is part of:
-the inferences the host executed in the epoch, any final status; the challenged ones for
-``cleared``; the sampled validations or challenge votes; the finished inferences for tokens),
-``share = count / of`` with its Wilson 95% interval ``ci_low``/``ci_high`` (none for token sums).
-"""
+"""The `epoch-summary` evidence table: the host as executor, one row per epoch."""
 
 from __future__ import annotations
 
@@ -37,28 +7,46 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, column_group, register
 from pipeline.evidence.stats import interval_stat, with_wilson
 from pipeline.evidence.window import Window
 from pipeline.warehouse.database import fetch_frame
 
 NAME = "epoch-summary"
 COLUMNS = [
-    "epoch",
-    "sealed",
-    "finished",
-    "validated",
-    "invalidated",
-    "timed_out",
-    "drained",
-    "challenged",
-    "cleared",
-    "validations_valid",
-    "validations_invalid",
-    "votes_valid",
-    "votes_invalid",
-    "input_tokens",
-    "output_tokens",
+    Column("epoch", "the escrows' epoch"),
+    Column("sealed", "inferences with a real sealed row (`sealed_nonce > 0`, bare rows included)"),
+    Column(
+        "finished",
+        "inferences with a finish transaction, whatever followed (validation, challenge, error miss); drained records "
+        "are not included",
+    ),
+    Column("validated", "inferences whose final status is validated"),
+    Column("invalidated", "inferences whose final status is invalidated"),
+    Column(
+        "timed_out",
+        "inferences whose final status is timed_out: refusals, execution timeouts and error misses, not records the "
+        "settlement drain refunded",
+    ),
+    Column(
+        "drained",
+        "inferences still pending or started when their escrow entered settlement (never an answer, never a miss, "
+        "whatever status the drain left them in)",
+    ),
+    Column(
+        "challenged",
+        "inferences that ever received an invalid sampled validation (cleared and invalidated ones included)",
+    ),
+    Column("cleared", "challenged, then validated by the vote"),
+    *column_group(
+        "validations_valid",
+        "validations_invalid",
+        meaning="sampled validation transactions (MsgValidation) on those inferences",
+    ),
+    *column_group(
+        "votes_valid", "votes_invalid", meaning="challenge vote transactions (MsgValidationVote) on those inferences"
+    ),
+    *column_group("input_tokens", "output_tokens", meaning="token counts of the finish transactions"),
 ]
 
 
@@ -203,6 +191,16 @@ SPEC = register(
         ),
         # The report shows the long form through the option, so its reproduce command prints the same table.
         report=ReportSection(order=10, options=lambda epoch: {"denominators": True}, chart=_chart),
-        definitions=__doc__,
+        description="Counts over the inferences the host executed (the "
+        "address holding the inference's executor slot). Rows: every epoch in which the host holds a slot "
+        "(`--epoch`: that epoch); with `--since/--until`, the epochs of the host's inferences started in the window "
+        "(window on `started_at`).",
+        notes="Verdict counts are per transaction (an address with several slots once; repeats and votes after "
+        "resolution that the tally ignored included) and use the same window on the judged inference. No "
+        "statistics.\n\n`--denominators` prints the counts as the epoch report does: one row per `epoch` and "
+        "`measure` (a column name above) with its `count`, the whole it is part of (`of`, `of_what`: the "
+        "inferences the host executed in the epoch, any final status; the challenged ones for `cleared`; the "
+        "sampled validations or challenge votes; the finished inferences for token sums) and `share` = count / of "
+        "with its Wilson 95% interval `ci_low`, `ci_high` (none for token sums).",
     )
 )

@@ -1,33 +1,4 @@
-"""peer-invalidation: the host's answers against other executors' in the same escrows.
-
-In the window (``--epoch``: the escrows of that epoch; ``--since/--until``: inferences
-started in ``[since, until)``), take the escrows where the host executed at least one
-answer, and in them compare the host with every other executor:
-
-- an **answer** is an inference with a finish transaction whose final status is not
-  ``timed_out`` (an error miss ends it without an answer; records drained to Finished at
-  settlement have no finish transaction and are not answers);
-- ``challenged_or_invalidated``: answers that ever received an invalid sampled validation
-  or ended invalidated; a challenge later cleared by the vote still counts;
-- ``escrows``: escrows in which the group has at least one answer;
-- ``rate = challenged_or_invalidated / answers`` with its Wilson 95% interval.
-
-``stats``: ``fisher``, Fisher's exact test (two-sided) on the pooled 2×2 table (host / others ×
-challenged or invalidated / not); ``cmh``, a Cochran–Mantel–Haenszel test stratified by escrow
-(two-sided, continuity correction) with the pooled odds ratio and its Robins–Breslow–Greenland
-95% interval (escrows where one side has no answers drop out and are counted); ``breslow_day``,
-whether one odds ratio fits every escrow; ``multiple_testing``: the p-values adjusted by Holm over
-all of them (``p_holm``); ``interval``: what ``ci_low``/``ci_high`` are. ``by_escrow`` adds one row
-per escrow and group after the pooled rows (column ``escrow_id``, ``all`` on the pooled rows).
-``by_build`` adds one row per build of the host and group (column ``build``: the host's build when
-the answer was given, the others' answers at the same times; ``all`` on the pooled rows) and, per
-build, ``cmh_by_build`` and ``breslow_day_by_build`` stratified by escrow: a pooled odds ratio
-over an epoch that mixes builds can hide effects of opposite sign.
-
-``control`` (``--control ADDR``): the host against that one executor instead of every other
-one, in the escrows where both have at least one answer in the window; the second group is
-named ``control`` and the statistics compare the host with it.
-"""
+"""The `peer-invalidation` evidence table: the host's answers against other executors' in the same escrows."""
 
 from __future__ import annotations
 
@@ -37,7 +8,7 @@ import polars as pl
 from pipeline.core.paths import sql_text
 from pipeline.evidence.log_window import build_order
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, column_group, register
 from pipeline.evidence.stats import (
     breslow_day_test,
     cmh_test,
@@ -238,7 +209,17 @@ SPEC = register(
         name=NAME,
         summary="The host's answers against other executors' in the same escrows.",
         compute=peer_invalidation,
-        columns=("group", "escrows", "answers", "challenged_or_invalidated", "rate", "ci_low", "ci_high"),
+        columns=(
+            Column("group", "`host`, or `others` (every other executor of those escrows; `control` with `--control`)"),
+            Column("escrows", "escrows in which the group has at least one answer"),
+            Column("answers", "[answers](evidence-rules.md#common-rules) of the group"),
+            Column(
+                "challenged_or_invalidated",
+                "answers that ever received an invalid validation or ended invalidated (a challenge later cleared "
+                "still counts)",
+            ),
+            *column_group("rate", "ci_low", "ci_high", meaning="`challenged_or_invalidated / answers`, Wilson 95%"),
+        ),
         sql=("evidence/peer_answers.sql", "evidence/host_builds.sql"),
         options=(
             Option("by_escrow", "--by-escrow", "Per-escrow rows after the pooled ones."),
@@ -257,6 +238,19 @@ SPEC = register(
             options=lambda epoch: {"by_escrow": True},
             chart=_chart,
         ),
-        definitions=__doc__,
+        description="The escrows compared are those (in the window) where the host executed at least one answer; "
+        "`others` are every other executor of them. Window: `--epoch` on the escrow's epoch, "
+        "`--since/--until` on `started_at`.",
+        notes="`stats.fisher`: Fisher's exact two-sided test on the pooled table (host / others × "
+        "challenged-or-invalidated / not). `stats.cmh`: the Cochran–Mantel–Haenszel test stratified by escrow "
+        "(two-sided, continuity correction), with the pooled odds ratio and its Robins–Breslow–Greenland 95% "
+        "interval; escrows where one group has no answers drop out and are counted. `stats.breslow_day`: whether one "
+        "odds ratio fits every escrow. `stats.multiple_testing`: Holm over all of them (`p_holm`).\n\n"
+        "`--by-escrow` adds a column `escrow_id` (`all` on the pooled rows) and one row per escrow and group after "
+        "them. `--by-build` adds a column `build` (the host's build when the answer was given, the others' answers at "
+        "the same times; `all` on the pooled rows), one row per build and group, and per build `cmh_by_build` and "
+        "`breslow_day_by_build` stratified by escrow: a pooled odds ratio over an epoch that mixes builds can hide "
+        "effects of opposite sign. `--control ADDR` compares the host with that one executor instead (group "
+        "`control`), in the escrows where both have at least one answer in the window.",
     )
 )

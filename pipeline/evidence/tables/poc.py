@@ -1,16 +1,4 @@
-"""poc: PoC validation results per PoC event (docs/evidence.md, poc).
-
-Rows ``event, participant, validators, invalid, nonces, mismatches, p_value, p_mismatch,
-cutoff, verdict, reported_disagrees``, one per (PoC stage, validated participant):
-
-- ``validators``: distinct validators with a result; ``invalid``: those whose recomputed
-  one-sided binomial test flags fraud (p < cutoff);
-- ``nonces``/``mismatches``: Σ n_total / Σ n_mismatch; ``p_value``: the same test on the
-  pooled counts (when every result used the same p_mismatch and cutoff, else NULL);
-- ``verdict``: ``rejected`` when more than half the validators flag fraud, else ``accepted``
-  (the chain weighs votes by validator power, which these files do not carry);
-- ``reported_disagrees``: results whose own ``fraud_detected`` differs from the recomputation.
-"""
+"""The `poc` evidence table: PoC validation results per PoC event, with recomputed binomial p-values."""
 
 from __future__ import annotations
 
@@ -20,7 +8,7 @@ import polars as pl
 from pipeline.core.paths import sql_text
 from pipeline.evidence.log_window import time_bounds
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, ReportSection, column_group, register
 from pipeline.evidence.window import Window
 from pipeline.sources.logs.poc import binomial_p_value
 from pipeline.warehouse.database import fetch_frame
@@ -104,9 +92,32 @@ SPEC = register(
         name=NAME,
         summary="PoC validation results per PoC event with recomputed binomial p-values.",
         compute=poc,
-        columns=tuple(SCHEMA),
+        columns=(
+            Column("event", "the PoC stage (its start block height when the result carries it)"),
+            Column("participant", "the validated participant"),
+            Column("validators", "distinct validators with a result"),
+            Column("invalid", "validators whose recomputed one-sided binomial test flags fraud (`p_value < cutoff`)"),
+            *column_group("nonces", "mismatches", meaning="Σ `n_total`, Σ `n_mismatch`"),
+            Column(
+                "p_value",
+                "the one-sided binomial test on the pooled counts, when every result used the same `p_mismatch` and "
+                "cutoff (else NULL)",
+            ),
+            *column_group("p_mismatch", "cutoff", meaning="the parameters (NULL when results differ)"),
+            Column(
+                "verdict",
+                "`rejected` when more than half the validators flag fraud, else `accepted` (the chain weighs "
+                "validators by power, which these files do not carry)",
+            ),
+            Column("reported_disagrees", "results whose own `fraud_detected` differs from the recomputation"),
+        ),
         sql=("evidence/log_window_bounds.sql", "evidence/poc_rows.sql", "evidence/poc_params_sources.sql"),
         report=ReportSection(order=100, heading="PoC validation"),
-        definitions=__doc__,
+        description="PoC validation results per (PoC event, validated participant), from `poc_results`, involving the "
+        "host (ingested by it, validating it, or validated by it). Window on the result time.",
+        notes="p-values recomputed: P(X ≥ mismatches), X ~ Binomial(nonces, p_mismatch), fraud when below the cutoff. "
+        "`stats.params_sources` says where the parameters came from: the result's own `stat_test`, or the defaults "
+        "p_mismatch 0.1 (chain) and cutoff 0.01 (the MLNode's effective threshold); see "
+        "[sources](./sources.md#poc-validation-results).",
     )
 )

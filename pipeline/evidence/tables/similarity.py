@@ -1,19 +1,4 @@
-"""similarity: validation similarity scores and field verdicts, answers-build × validator-build.
-
-Rows ``source, answers_build, validator_build, n, min, median, passed, passed_share,
-ci_low, ci_high``:
-
-- ``source = scores``: per-validation similarity values from validator logs
-  (``validation_scores``) where the host is the validator or the executor, in the window
-  on the log time. ``passed`` = value strictly above the model's threshold; rows whose
-  threshold is unknown count in ``n``, ``min`` and ``median`` but not in ``passed_share``
-  (its denominator is ``judged``). ``--threshold T`` judges those against T (the DeepSeek-V4-Flash
-  threshold is not known; docs/sources.md, validator logs); a line's or its model's own threshold wins;
-- ``source = votes``: the build split of field verdicts (``validations``, both builds from
-  the build timeline) where the host is validator or executor: ``n`` verdicts,
-  ``passed`` = valid ones. ``min``/``median`` do not apply.
-``passed_share`` carries a Wilson 95% interval (``stats.interval``).
-"""
+"""The `similarity` evidence table: similarity scores and field verdicts, answers' build × validator's build."""
 
 from __future__ import annotations
 
@@ -23,7 +8,7 @@ import polars as pl
 from pipeline.core.paths import sql_text
 from pipeline.evidence.log_window import time_bounds
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, column_group, register
 from pipeline.evidence.stats import interval_stat, with_wilson
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.warehouse.database import fetch_frame
@@ -117,7 +102,25 @@ SPEC = register(
         name=NAME,
         summary="Validation similarity scores (dapi logs) and field verdicts, answers' build × validator's build.",
         compute=similarity,
-        columns=COLUMNS,
+        columns=(
+            Column(
+                "source",
+                "`scores` (validator dapi logs, view `validation_scores`; window on the log time) or `votes` (field "
+                "verdicts of the diff log, view `validations`; window as votes-by-build, validator ≠ executor)",
+            ),
+            *column_group(
+                "answers_build", "validator_build", meaning="the executor's and the validator's build at the time"
+            ),
+            Column("n", "score lines / verdicts"),
+            *column_group("min", "median", meaning="of the similarity values (`scores` only)"),
+            Column(
+                "judged",
+                "`scores`: values whose threshold is known (the line's own, else the model's, else `--threshold`); "
+                "`votes`: every verdict",
+            ),
+            Column("passed", "`scores`: value strictly above the threshold; `votes`: valid verdicts"),
+            *column_group("passed_share", "ci_low", "ci_high", meaning="`passed / judged`, Wilson 95%"),
+        ),
         sql=("evidence/log_window_bounds.sql", "evidence/similarity_scores.sql", "evidence/similarity_votes.sql"),
         options=(
             Option(
@@ -130,6 +133,12 @@ SPEC = register(
             ),
         ),
         report=ReportSection(order=90),
-        definitions=__doc__,
+        description="Validation similarity scores and field verdicts, split by the answer's build × the validator's "
+        "build. Rows involve the host as validator or as executor.",
+        notes="`--threshold T` judges the scores that have no threshold of their own and none known for their model "
+        "(DeepSeek-V4-Flash's is not known): a score passes when strictly above T; a line's or its model's own "
+        "threshold wins. A value is the dapi's `cosineSimValue` (a logprob similarity), 0 for different-length, "
+        "different-tokens and invalid results. Short answers score higher (distances are averaged over at least 100 "
+        "tokens): compare like with like. `stats.interval` names the interval of `passed_share`.",
     )
 )

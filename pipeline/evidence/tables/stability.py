@@ -1,25 +1,4 @@
-"""stability: engine deaths, OOMs, restarts and readiness of the host, per build (and per day).
-
-Rows ``build[, day], hours_observed, engine_deaths, ooms, restarts, ready_seconds_median,
-ready_seconds_max, preemptions, max_kv_cache_usage`` from ``engine_events`` and ``engine_stats``
-(docs/sources.md, vLLM logs), in the window on the event time:
-
-- ``hours_observed``: the union of the spans of the host's vLLM log files (first to last
-  record), cut at build boundaries and days. Idle periods log at DEBUG and leave gaps in
-  INFO logs; a gap inside a file is not downtime, so it counts as observed;
-- ``engine_deaths``: crashes (view ``engine_deaths``): the death signals of one log file between
-  two start cycles (the engine core's fatal error or failed start, the API server's
-  ``EngineDeadError`` under another pid, V0's ``AsyncEngineDeadError``, every data-parallel
-  engine, a worker's death) are one death; ``ooms``: deaths whose root cause is an
-  out-of-memory error;
-- ``restarts``: start cycles (``engine_events.cycle_start``: one per launch, though every
-  data-parallel engine core prints its own initialization line) after the host's logs already
-  show the engine (any earlier record); ``ready_seconds_*``: from an initialization to the next
-  ``Application startup complete.`` before the next initialization;
-- ``preemptions``: Σ of the stats lines' ``Preemptions: N`` (absent = 0 from vLLM 0.11.1;
-  lines of earlier versions do not report it and are left out; NULL when no line reports it);
-  ``max_kv_cache_usage``: the highest GPU KV cache usage (0..1) of a stats line.
-"""
+"""The `stability` evidence table: engine deaths, OOMs, restarts and readiness of the host, per build (and per day)."""
 
 from __future__ import annotations
 
@@ -32,21 +11,43 @@ import polars as pl
 from pipeline.core.paths import sql_text
 from pipeline.evidence.log_window import build_order, time_bounds
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, column_group, register
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.warehouse.database import fetch_frame
 
 NAME = "stability"
 UTC = dt.UTC
 COLUMNS = [
-    "hours_observed",
-    "engine_deaths",
-    "ooms",
-    "restarts",
-    "ready_seconds_median",
-    "ready_seconds_max",
-    "preemptions",
-    "max_kv_cache_usage",
+    Column(
+        "hours_observed",
+        "the union of the spans (first to last record) of the host's vLLM log files, cut at build boundaries, days and "
+        "the window. A gap inside a file counts as observed: idle engines log at DEBUG, so missing INFO lines are not "
+        "downtime",
+    ),
+    Column(
+        "engine_deaths",
+        "crashes: rows of the view `engine_deaths`, where the death signals of one log file between two start cycles "
+        "(the engine core's fatal error or failed start, the API server's `EngineDeadError` under another pid, V0's "
+        "`AsyncEngineDeadError` / `Engine background task failed`, every data-parallel engine, a worker's death, an "
+        "OOM) are one death",
+    ),
+    Column("ooms", "deaths with an out-of-memory signal (the root cause)"),
+    Column(
+        "restarts",
+        "start cycles (`engine_events.cycle_start`: one per launch, though every data-parallel engine core prints its "
+        "own initialization line) after the host's logs already show the engine (any earlier record)",
+    ),
+    *column_group(
+        "ready_seconds_median",
+        "ready_seconds_max",
+        meaning="from an initialization to the next `Application startup complete.` before the next initialization",
+    ),
+    Column(
+        "preemptions",
+        "Σ of the stats lines' `Preemptions: N` (absent = 0 from vLLM 0.11.1; lines of earlier versions are left out; "
+        "NULL when no line reports it)",
+    ),
+    Column("max_kv_cache_usage", "the highest GPU KV cache usage (0..1) of a stats line"),
 ]
 
 
@@ -213,7 +214,7 @@ SPEC = register(
         name=NAME,
         summary="Engine deaths, OOMs and restarts per build and per hours observed, from vLLM logs.",
         compute=stability,
-        columns=("build", *COLUMNS),
+        columns=(Column("build", "the host's build at the event time; `unattributed` outside any entry"), *COLUMNS),
         sql=(
             "evidence/log_window_bounds.sql",
             "evidence/stability_events.sql",
@@ -225,6 +226,9 @@ SPEC = register(
         ),
         options=(Option("by", "--by", "One row per build and day.", type=str, metavar="day"),),
         report=ReportSection(order=60, heading="Engine stability"),
-        definitions=__doc__,
+        description="Engine deaths, OOMs, restarts and readiness of the host per build (`--by day`: also per UTC "
+        "day, column `day` after `build`), from the views `engine_events` and `engine_stats` (its vLLM logs). Window "
+        "on the event time (`--epoch`: the epoch's time span).",
+        notes="See [sources](./sources.md#engine-deaths) for what one death is.",
     )
 )

@@ -1,24 +1,4 @@
-"""throughput: the host's engine speed per build, from its vLLM stats log lines.
-
-Rows ``build, windows, busy_windows, generation_tps_median, generation_tps_p90,
-prompt_tps_median, prompt_tps_p90, running_median, running_max, waiting_median, waiting_max``:
-
-- a **window** is one periodic engine stats log line of the host (``engine_stats`` with
-  source ``log``: ``Avg prompt throughput: … tokens/s, Avg generation throughput: … tokens/s,
-  Running: N reqs, Waiting: N reqs``, about every 10 seconds), in the window on its time
-  (``--epoch N``: the epoch's time span, first to last event of its inferences), per build
-  (the as-of join of ``host_builds``; ``unattributed`` outside any entry). Lines logged at
-  DEBUG while idle count when the logs hold them. ``/metrics`` scrapes carry no throughput
-  and are not used;
-- ``busy_windows``: windows with at least one running request (an idle engine's 0 tokens/s
-  says nothing about its speed); ``generation_tps_*`` and ``prompt_tps_*``: the median and the
-  90th percentile of the printed average throughputs (tokens/s) over the busy windows, by
-  linear interpolation between windows (DuckDB ``quantile_cont``); null without busy windows;
-- ``running_*`` / ``waiting_*``: the median (same interpolation) and the maximum of the running
-  and waiting requests over every window.
-
-Builds in the order they started (``host_builds``), then any other label, ``unattributed`` last.
-"""
+"""The `throughput` evidence table: the host's engine speed per build, from its vLLM stats log lines."""
 
 from __future__ import annotations
 
@@ -28,23 +8,29 @@ import polars as pl
 from pipeline.core.paths import sql_text
 from pipeline.evidence.log_window import build_order, time_bounds
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, ReportSection, column_group, register
 from pipeline.evidence.window import Window
 from pipeline.warehouse.database import fetch_frame
 
 NAME = "throughput"
 COLUMNS = (
-    "build",
-    "windows",
-    "busy_windows",
-    "generation_tps_median",
-    "generation_tps_p90",
-    "prompt_tps_median",
-    "prompt_tps_p90",
-    "running_median",
-    "running_max",
-    "waiting_median",
-    "waiting_max",
+    Column("build", "the host's build at the line's time; `unattributed` outside any entry"),
+    Column("windows", "stats lines (DEBUG lines of idle periods count when the logs hold them)"),
+    Column("busy_windows", "lines with at least one running request and both throughputs printed"),
+    *column_group(
+        "generation_tps_median",
+        "generation_tps_p90",
+        meaning="median and 90th percentile of `Avg generation throughput` (tokens/s) over the busy windows, "
+        "linear interpolation (DuckDB `quantile_cont`); null without busy windows",
+    ),
+    *column_group("prompt_tps_median", "prompt_tps_p90", meaning="the same for `Avg prompt throughput`"),
+    *column_group(
+        "running_median",
+        "running_max",
+        "waiting_median",
+        "waiting_max",
+        meaning="median (same interpolation) and maximum of the running and waiting requests over every window",
+    ),
 )
 
 
@@ -119,6 +105,12 @@ SPEC = register(
         columns=COLUMNS,
         sql=("evidence/throughput.sql", "evidence/log_window_bounds.sql", "evidence/host_builds.sql"),
         report=ReportSection(order=55, heading="Engine throughput", chart=_chart),
-        definitions=__doc__,
+        description="The host's engine speed per build, from its vLLM stats log lines (view `engine_stats`, source "
+        "`log`: `Avg prompt throughput: … tokens/s, Avg generation throughput: … tokens/s, Running: N reqs, "
+        "Waiting: N reqs`, about every 10 seconds): one line is one window. Window on the line's time "
+        "(`--epoch`: the epoch's time span, first to last event of its inferences). Throughput is taken over the "
+        "busy windows only: an idle engine's 0 tokens/s says nothing about its speed.",
+        notes="Builds in the order they started (`host_builds`), then any other label, `unattributed` last. "
+        "`/metrics` scrapes carry no throughput and are not used.",
     )
 )

@@ -1,38 +1,4 @@
-"""timeline: the host hour by hour (or per ``--bucket``), with its build switches marked.
-
-One row per time bucket (UTC, aligned to multiples of the width since 1970-01-01; default one
-hour, ``--bucket 30m|2h|1d``…), from the first to the last bucket with anything in it, empty
-buckets included. Rows ``bucket_start, build, build_switch, answers,
-challenged_or_invalidated, rate, ci_low, ci_high, others_answers,
-others_challenged_or_invalidated, others_rate, others_ci_low, others_ci_high, verdicts_cast,
-invalid_cast, engine_deaths, restarts``:
-
-- ``answers`` / ``challenged_or_invalidated``: as in ``peer-invalidation`` — an answer is an
-  inference the host executed with a finish transaction whose final status is not
-  ``timed_out``; challenged_or_invalidated = it ever received an invalid sampled validation
-  or ended invalidated (a challenge later cleared counts). Bucketed on ``started_at``;
-  ``rate = challenged_or_invalidated / answers`` with its Wilson 95% interval;
-- ``others_*``: the same for every other executor's answers in the escrows where the host has
-  at least one answer in the window (summed over the buckets they equal the ``others`` row
-  of ``peer-invalidation``), with ``others_rate`` and its Wilson 95% interval;
-- ``verdicts_cast`` / ``invalid_cast``: verdicts the host cast on other hosts' answers and the
-  invalid ones among them, as in ``votes-by-build`` (one per transaction), bucketed on the
-  verdict's ``event_at``;
-- ``engine_deaths`` / ``restarts``: from the host's vLLM logs (``engine_deaths``, ``engine_events``),
-  defined as in ``stability``: crashes, each counted once however many processes report it;
-  engine initializations after the logs already show the engine. Zero when no logs were ingested;
-- ``build``: the host's builds in effect during the bucket (``host_builds``), in order, joined
-  by `` → `` when one starts inside it; empty before its first entry. ``build_switch``: an
-  entry of a different build starts inside the bucket (the first entry counts as a switch).
-
-``stats``: ``buckets`` (rows), ``buckets_with_data`` (rows with a count above zero or a build
-switch: the rows the epoch report lists), ``build_switches`` and ``interval`` (what each rate's
-interval columns are).
-
-The window: ``--epoch N`` selects answers and verdicts by the escrow's epoch and log events by
-the epoch's time span (first to last event of its inferences); ``--since/--until`` is
-``[since, until)`` on each row's own time.
-"""
+"""The `timeline` evidence table: the host hour by hour (or per `--bucket`), with its build switches marked."""
 
 from __future__ import annotations
 
@@ -45,7 +11,7 @@ import polars as pl
 from pipeline.core.paths import sql_text
 from pipeline.evidence.log_window import time_bounds
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, column_group, register
 from pipeline.evidence.stats import interval_stat, with_wilson
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.warehouse.database import fetch_frame
@@ -66,23 +32,35 @@ COUNTS = (
     "restarts",
 )
 COLUMNS = (
-    "bucket_start",
-    "build",
-    "build_switch",
-    "answers",
-    "challenged_or_invalidated",
-    "rate",
-    "ci_low",
-    "ci_high",
-    "others_answers",
-    "others_challenged_or_invalidated",
-    "others_rate",
-    "others_ci_low",
-    "others_ci_high",
-    "verdicts_cast",
-    "invalid_cast",
-    "engine_deaths",
-    "restarts",
+    Column("bucket_start", "start of the bucket (UTC)"),
+    Column(
+        "build",
+        "the host's builds in effect during the bucket (`host_builds`), in order, `A → B` when one starts inside it; "
+        "empty before its first entry",
+    ),
+    Column("build_switch", "an entry of a different build starts inside the bucket (the host's first entry counts)"),
+    Column("answers", "the host's [answers](evidence-rules.md#common-rules), as in peer-invalidation, on `started_at`"),
+    Column(
+        "challenged_or_invalidated",
+        "answers that ever received an invalid sampled validation or ended invalidated (a challenge later cleared "
+        "counts)",
+    ),
+    *column_group("rate", "ci_low", "ci_high", meaning="`challenged_or_invalidated / answers`, Wilson 95%"),
+    *column_group(
+        "others_answers",
+        "others_challenged_or_invalidated",
+        meaning="the same for every other executor in the escrows where the host has an answer in the window; over "
+        "all buckets they are peer-invalidation's `others` row",
+    ),
+    *column_group("others_rate", "others_ci_low", "others_ci_high", meaning="their rate, Wilson 95%"),
+    Column(
+        "verdicts_cast",
+        "verdicts the host cast on other hosts' answers (as in [votes-by-build](#votes-by-build), one per "
+        "transaction), on `event_at`",
+    ),
+    Column("invalid_cast", "the invalid ones among them"),
+    Column("engine_deaths", "as in [stability](#stability): rows of `engine_deaths` (one per crash); 0 without logs"),
+    Column("restarts", "start cycles after the logs already show the engine, as in stability; 0 without logs"),
 )
 
 
@@ -277,8 +255,8 @@ def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict | None:
 SPEC = register(
     EvidenceSpec(
         name=NAME,
-        summary="The host per hour (or --bucket): answers, challenged-or-invalidated rate against the others' in the same "
-        "escrows, verdicts cast, engine deaths and restarts, build switches marked.",
+        summary="The host per hour (or --bucket): answers, challenged-or-invalidated rate against the others' in the "
+        "same escrows, verdicts cast, engine deaths and restarts, build switches marked.",
         compute=timeline,
         columns=COLUMNS,
         sql=(
@@ -298,6 +276,13 @@ SPEC = register(
             ),
         ),
         report=ReportSection(order=15, view=_report_view, chart=_chart),
-        definitions=__doc__,
+        description="Time buckets (`--bucket`: N followed by `m`, `h` or `d`; default `1h`), UTC, aligned "
+        "to multiples of the width since 1970-01-01, every bucket from the first to the last holding anything (empty "
+        "ones included, so the chart shows gaps; the report's table lists the non-empty ones). Answers and "
+        "verdicts: `--epoch` on the escrow's epoch, `--since/--until` on each row's own time; log events: the "
+        "epoch's time span (first to last event of its inferences).",
+        notes="`stats`: `buckets` (rows), `buckets_with_data` (rows with a count above zero or a build switch: the "
+        "rows the epoch report lists), `build_switches` and `interval` (what each rate's interval columns are). The "
+        "chart draws each build switch as a labelled rule.",
     )
 )

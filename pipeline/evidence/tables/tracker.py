@@ -1,27 +1,4 @@
-"""tracker: the gateway ledger's record of a participant, per epoch (view tracker_participants).
-
-Rows ``epoch, participant, assigned_nonces, delivered, delivered_outside_poc, slow_decode,
-slow_decode_share, slow_chunk, slow_chunk_share, protocol_invalid, protocol_invalid_share,
-protocol_misses, protocol_misses_share, findings`` (each share followed by its Wilson 95% interval,
-``<name>_ci_low``/``<name>_ci_high`` without ``_share``), summed over the participant's slots and models:
-
-- ``delivered``: answers that reached the gateway (``finished_*`` dispositions), warm-up probes left out;
-  ``delivered_outside_poc``: those of them outside the PoC phase;
-- ``slow_decode`` / ``slow_chunk``: flagged answers outside the PoC phase; their shares are of
-  ``delivered_outside_poc`` (the ledger's own exclusion);
-- ``protocol_invalid`` / ``protocol_misses``: the host stats (chain ``HostStats.Invalid`` / ``Missed``);
-  shares of ``assigned_nonces``;
-- ``stats.interval``: what each share's interval is (Wilson score, 95%); a share above 1 (a flag counted
-  on more answers than were delivered) has no interval;
-- ``findings``: the recomputed findings (view tracker_findings), ``code (severity)``.
-
-``--all``: every participant, ranked (critical findings, then findings, then protocol_invalid_share,
-then slow_decode_share; ``rank`` first). ``--compare EPOCH`` (with ``--epoch``): both epochs' rows,
-side by side per participant, and Fisher's exact test (two-sided) of each share between the two
-epochs, Holm-adjusted over the shares tested (``p_holm``; ``stats.multiple_testing``).
-Windows are epochs only (the ledger has no event times). ``stats.disagreements`` lists where the
-tracker and session storage disagree (view tracker_disagreements) for the participants shown.
-"""
+"""The `tracker` evidence table: the gateway ledger's record of a participant, per epoch."""
 
 from __future__ import annotations
 
@@ -30,7 +7,7 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, column_group, register
 from pipeline.evidence.stats import fisher_exact_2x2, holm_adjust, interval_stat, with_wilson
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.warehouse.database import fetch_frame
@@ -43,28 +20,41 @@ SHARES = {  # share column -> (part, whole)
     "protocol_misses_share": ("protocol_misses", "assigned_nonces"),
 }
 COLUMNS = [
-    "epoch",
-    "participant",
-    "assigned_nonces",
-    "delivered",
-    "delivered_outside_poc",
-    "slow_decode",
-    "slow_decode_share",
-    "slow_decode_ci_low",
-    "slow_decode_ci_high",
-    "slow_chunk",
-    "slow_chunk_share",
-    "slow_chunk_ci_low",
-    "slow_chunk_ci_high",
-    "protocol_invalid",
-    "protocol_invalid_share",
-    "protocol_invalid_ci_low",
-    "protocol_invalid_ci_high",
-    "protocol_misses",
-    "protocol_misses_share",
-    "protocol_misses_ci_low",
-    "protocol_misses_ci_high",
-    "findings",
+    Column("epoch", "the epoch"),
+    Column("participant", "the participant's address"),
+    Column(
+        "assigned_nonces",
+        "nonces 1 … latest with `nonce mod N` = one of the participant's slots, protocol-only included",
+    ),
+    Column("delivered", "answers that reached the gateway (`finished_*` dispositions), warm-up probes left out"),
+    Column("delivered_outside_poc", "those of them outside the PoC phase"),
+    Column("slow_decode", "answers flagged slow to decode, outside the PoC phase (warm-up left out)"),
+    Column("slow_decode_share", "`slow_decode / delivered_outside_poc`"),
+    *column_group(
+        "slow_decode_ci_low", "slow_decode_ci_high", meaning="its Wilson 95% interval (none for a share above 1)"
+    ),
+    Column("slow_chunk", "answers flagged for a slow chunk, outside the PoC phase (warm-up left out)"),
+    Column("slow_chunk_share", "`slow_chunk / delivered_outside_poc`"),
+    *column_group(
+        "slow_chunk_ci_low", "slow_chunk_ci_high", meaning="its Wilson 95% interval (none for a share above 1)"
+    ),
+    Column("protocol_invalid", "the host stats' invalid count (the chain's `HostStats.Invalid`)"),
+    Column("protocol_invalid_share", "`protocol_invalid / assigned_nonces`"),
+    *column_group(
+        "protocol_invalid_ci_low",
+        "protocol_invalid_ci_high",
+        meaning="its Wilson 95% interval (none for a share above 1)",
+    ),
+    Column("protocol_misses", "the host stats' missed count (the chain's `HostStats.Missed`)"),
+    Column("protocol_misses_share", "`protocol_misses / assigned_nonces`"),
+    *column_group(
+        "protocol_misses_ci_low",
+        "protocol_misses_ci_high",
+        meaning="its Wilson 95% interval (none for a share above 1)",
+    ),
+    Column(
+        "findings", "the recomputed findings ([tracker_findings](data-model.md#tracker_findings)) as `code (severity)`"
+    ),
 ]
 
 
@@ -195,6 +185,16 @@ SPEC = register(
             heading="Tracker (against the previous epoch)",
             options=lambda epoch: {"compare": epoch - 1} if epoch > 0 else {},
         ),
-        definitions=__doc__,
+        description="The gateway ledger's per-participant record (view `tracker_participants`, from the accounting "
+        "ledger or saved accounting-API responses), per epoch, summed over the participant's slots and models. "
+        "Windows are epochs only (the ledger has no event times); `--since/--until` is an error.",
+        notes="The slow shares are of `delivered_outside_poc` (the ledger's own exclusion), the protocol shares of "
+        "`assigned_nonces`; a share above 1 (a flag counted on more answers than were delivered) has no interval, and "
+        "`stats.interval` names each share's interval. `--all` lists every participant, ranked by critical findings, "
+        "then number of findings, then `protocol_invalid_share`, then `slow_decode_share` (a `rank` column first). "
+        "`--compare EPOCH` (with `--epoch`) shows both epochs per participant, and `stats.compare` holds Fisher's "
+        "exact two-sided test of each share between the two epochs, Holm-adjusted over the shares tested (`p_holm`; "
+        "`stats.multiple_testing`). `stats.disagreements` lists where the ledger and session storage disagree (view "
+        "`tracker_disagreements`) for the participants shown.",
     )
 )

@@ -1,27 +1,4 @@
-"""validators: who judged the host's answers, one row per validator address and its build.
-
-Rows ``validator, build, validations, votes, verdicts, invalid, invalid_share, invalid_ci_low,
-invalid_ci_high, resolved, agreed, agreement_rate, agreement_ci_low, agreement_ci_high``:
-
-- a **verdict** is one validation or vote transaction on an inference the host executed
-  (executor = host) whose record is in the warehouse, as in ``epoch-summary``: ``validations``
-  are sampled checks (MsgValidation), ``votes`` are votes after a challenge
-  (MsgValidationVote). Every transaction counts, a repeated validation and a vote cast after
-  resolution included; an address holding several slots counts once per transaction. The
-  window is the judged inference's (``--epoch``: the escrows of that epoch;
-  ``--since/--until``: inferences started in ``[since, until)``);
-- ``validator``: the address of the slot that cast the verdict; ``build``: the validator's
-  build at the verdict's ``event_at`` (the as-of join of ``host_builds``), empty when no entry
-  of the validator covers that time. A validator whose build changed has one row per build;
-- ``verdicts = validations + votes``; ``invalid``: verdicts that found the answer invalid;
-  ``invalid_share = invalid / verdicts`` with its Wilson 95% interval;
-- ``resolved``: verdicts on inferences whose final status is validated or invalidated;
-  ``agreed``: those of them that match it (valid on a validated inference, invalid on an
-  invalidated one); ``agreement_rate = agreed / resolved`` with its Wilson 95% interval.
-
-Rows are ordered by verdicts (most first), then validator, then the build's first verdict.
-``stats.interval`` says what the two interval column pairs are.
-"""
+"""The `validators` evidence table: who judged the host's answers, per validator address and build."""
 
 from __future__ import annotations
 
@@ -30,27 +7,27 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, ReportSection, column_group, register
 from pipeline.evidence.stats import interval_stat, with_wilson
 from pipeline.evidence.window import Window
 from pipeline.warehouse.database import fetch_frame
 
 NAME = "validators"
 COLUMNS = (
-    "validator",
-    "build",
-    "validations",
-    "votes",
-    "verdicts",
-    "invalid",
-    "invalid_share",
-    "invalid_ci_low",
-    "invalid_ci_high",
-    "resolved",
-    "agreed",
-    "agreement_rate",
-    "agreement_ci_low",
-    "agreement_ci_high",
+    Column("validator", "the address of the slot that cast the verdict"),
+    Column(
+        "build",
+        "the validator's build at the verdict's `event_at` (`host_builds`); empty when no entry covers it (a "
+        "validator whose build changed has one row per build)",
+    ),
+    Column("validations", "sampled validations (MsgValidation) on inferences the host executed, one per transaction"),
+    Column("votes", "votes after a challenge (MsgValidationVote) on inferences the host executed, one per transaction"),
+    Column("verdicts", "`validations + votes`"),
+    Column("invalid", "verdicts that found the answer invalid"),
+    *column_group("invalid_share", "invalid_ci_low", "invalid_ci_high", meaning="`invalid / verdicts`, Wilson 95%"),
+    Column("resolved", "verdicts on inferences whose final status is validated or invalidated"),
+    Column("agreed", "of those, verdicts that match the final status"),
+    *column_group("agreement_rate", "agreement_ci_low", "agreement_ci_high", meaning="`agreed / resolved`, Wilson 95%"),
 )
 
 
@@ -138,6 +115,12 @@ SPEC = register(
         columns=COLUMNS,
         sql=("evidence/validator_verdicts.sql",),
         report=ReportSection(order=25, heading="Validators of the host's answers", chart=_chart),
-        definitions=__doc__,
+        description="One row per validator address and its build. A verdict is one "
+        "validation or vote transaction on an inference the host executed, as counted by "
+        "[epoch-summary](#epoch-summary): repeats and votes after resolution included, an address with several "
+        "slots once per transaction. Window on the judged inference (`--epoch`: the escrows of that epoch; "
+        "`--since/--until`: inferences started in the window).",
+        notes="Rows by verdicts (most first), then address, then the build's first verdict. The rows sum to "
+        "epoch-summary's verdict columns. `stats.interval` says what the two interval column pairs are.",
     )
 )

@@ -1,28 +1,4 @@
-"""votes-by-build: the host as validator, its verdicts on other hosts' answers per build.
-
-Rows ``build, kind, valid, invalid, total, invalid_rate, ci_low, ci_high, disagreed, resolved``:
-
-- one row per (build, kind) for every build of the host in ``host_builds`` (ordered by
-  the build's first ``valid_from``), kinds ``validation`` (the sampled MsgValidation) and
-  ``vote`` (MsgValidationVote after a challenge); a build without verdicts still appears
-  with zero counts and null rates. Verdicts outside any build window form the build
-  ``unattributed``, last, shown only when there are such verdicts;
-- ``valid`` / ``invalid``: verdict transactions the host cast (validator = host) on answers
-  executed by another address (executor ≠ host), in the window on the verdict's
-  ``event_at`` (``--epoch``: the escrows of that epoch). Every transaction counts: a
-  repeated validation and a vote after resolution are verdicts the host cast, even though
-  the tally ignored them. An address holding several slots counts once per transaction;
-- ``total = valid + invalid``; ``invalid_rate = invalid / total`` with its Wilson 95% interval;
-- ``resolved``: verdicts on inferences whose final status is validated or invalidated;
-  ``disagreed``: those of them that contradict it (valid on an invalidated inference,
-  invalid on a validated one).
-
-``stats.between_builds``: per kind, the Fisher–Freeman–Halton test (the r×2 extension of
-Fisher's exact test, valid for the small counts of INVALID verdicts) that the invalid share is
-the same under every build with verdicts (``unattributed`` left out: it is not a build); its
-p-value is a seeded Monte Carlo estimate. ``multiple_testing``: Holm over the kinds tested;
-``interval``: what ``ci_low``/``ci_high`` are.
-"""
+"""The `votes-by-build` evidence table: the host as validator, its verdicts on other hosts' answers per build."""
 
 from __future__ import annotations
 
@@ -31,7 +7,7 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence.result import EvidenceResult
-from pipeline.evidence.spec import EvidenceSpec, ReportSection, register
+from pipeline.evidence.spec import Column, EvidenceSpec, ReportSection, column_group, register
 from pipeline.evidence.stats import fisher_freeman_halton, holm_adjust, interval_stat, with_wilson
 from pipeline.evidence.window import Window
 from pipeline.warehouse.database import fetch_frame
@@ -39,7 +15,31 @@ from pipeline.warehouse.database import fetch_frame
 NAME = "votes-by-build"
 KINDS = ("validation", "vote")
 UNATTRIBUTED = "unattributed"
-COLUMNS = ("build", "kind", "valid", "invalid", "total", "invalid_rate", "ci_low", "ci_high", "disagreed", "resolved")
+COLUMNS = (
+    Column(
+        "build",
+        "the host's build when it cast the verdict; every build of the host appears (with zeros and null rates "
+        "when it cast nothing), `unattributed` only when there are such verdicts, last",
+    ),
+    Column(
+        "kind",
+        "`validation` (the sampled MsgValidation) or `vote` (MsgValidationVote after a challenge); both "
+        "rows for every build",
+    ),
+    *column_group(
+        "valid",
+        "invalid",
+        meaning="verdict transactions the host cast on answers executed by another address",
+    ),
+    Column("total", "`valid + invalid`"),
+    *column_group("invalid_rate", "ci_low", "ci_high", meaning="`invalid / total`, Wilson 95%"),
+    Column(
+        "disagreed",
+        "of the resolved verdicts, those that contradict the final status (valid on an invalidated answer, invalid "
+        "on a validated one)",
+    ),
+    Column("resolved", "verdicts on inferences whose final status is validated or invalidated"),
+)
 
 
 def votes_by_build(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> EvidenceResult:
@@ -127,6 +127,14 @@ SPEC = register(
         columns=COLUMNS,
         sql=("evidence/host_verdict_counts.sql", "evidence/host_builds.sql"),
         report=ReportSection(order=30, chart=_chart),
-        definitions=__doc__,
+        description="The host as validator, one row per build and kind. Window on the "
+        "verdict's `event_at` (`--epoch`: the escrows of that epoch). Every transaction counts: a repeated validation "
+        "and a vote after resolution are verdicts the host cast, even though the tally ignored them; an address "
+        "holding several slots counts once per transaction.",
+        notes="Builds in the order of their first `valid_from`. `stats.between_builds`: per kind, the "
+        "Fisher–Freeman–Halton test (the r×2 extension of Fisher's exact test) that the invalid share is the same "
+        "under every build with verdicts (`unattributed` left out: it is not a build), its p-value a seeded Monte "
+        "Carlo estimate; `stats.multiple_testing`: Holm over the kinds tested; `stats.interval`: what `ci_low`, "
+        "`ci_high` are.",
     )
 )
