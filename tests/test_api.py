@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_")}
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.app", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+        [sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
     )
 
 

@@ -108,7 +108,7 @@ def test_doctor_prints_names_as_written(sqlite_copy):
     # long one is not wrapped over lines when stdout is not a terminal.
     store = sqlite_copy(3, name="copy-[bold]x-" + "y" * 150)
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.app", "doctor", str(store)],
+        [sys.executable, "-m", "pipeline.cli", "doctor", str(store)],
         capture_output=True,
         text=True,
         timeout=300,
