@@ -194,6 +194,42 @@ def test_no_module_is_loaded_by_name_outside_package_discovery():
         assert dynamic_imports(name, modules(PIPELINE)[name]), name
 
 
+def test_the_command_line_calls_only_the_facade():
+    """A command reaches the library through `pipeline.api` only (core's primitives aside)."""
+    graph = import_graph(PIPELINE)
+    bad = [
+        str(edge)
+        for name, edges in graph.items()
+        if stage(name) == "cli"
+        for edge in edges
+        if stage(edge.target) not in ("cli", "api", "core")
+    ]
+    assert bad == []
+
+
+def test_only_the_command_line_uses_typer_or_progress_bars():
+    """The library renders text (the table renderers use Rich to lay out a string) but never owns the
+    terminal: the command line, its options and its progress bars are the CLI's."""
+    found = []
+    for name, path in modules(PIPELINE).items():
+        if stage(name) == "cli":
+            continue
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            found += [
+                f"{name} -> {n} (line {node.lineno})"
+                for n in names
+                if n.split(".")[0] == "typer" or n == "rich.progress"
+            ]
+    assert found == []
+
+
 # --- the checks themselves, on planted packages -------------------------------------------------
 
 
@@ -258,7 +294,8 @@ def test_a_planted_layer_violation_is_named(tmp_path):
         },
     )
     assert sorted(layer_violations(import_graph(package))) == [
-        "pipeline.evidence.a -> pipeline.output.render.text (line 2): evidence may not import from the later stage output",
+        "pipeline.evidence.a -> pipeline.output.render.text (line 2): "
+        "evidence may not import from the later stage output",
         "pipeline.ingest.x -> pipeline.samples.s (line 1): the runtime never imports the sample generator",
         "pipeline.samples.s -> pipeline.ingest.x (line 1): samples may import only core, sources",
     ]

@@ -73,9 +73,9 @@ def ingest_progress() -> Iterator:
         yield None
         return
     # Imported here: a scheduled job (no terminal) does not need it.
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -199,6 +199,6 @@ def reproducing_command(ctx: typer.Context | None = None) -> str:
     args = [scrub(a) for a in sys.argv[1:]]
     for name in ("host", "warehouse"):
         source = ctx.get_parameter_source(name) if ctx is not None else None
-        if source is not None and source.name == "ENVIRONMENT":
+        if ctx is not None and source is not None and source.name == "ENVIRONMENT":
             args += [f"--{name}", str(ctx.params[name])]
     return shlex.join(["gonka-evidence", *args])

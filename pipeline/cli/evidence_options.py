@@ -70,11 +70,11 @@ class EvidenceCommand(TyperCommand):
     def help(self, value: str | None) -> None:
         self._help = value
 
-    def get_params(self, ctx: typer.Context) -> list:
+    def get_params(self, ctx: typer.Context) -> list:  # type: ignore[override]  # typer's Context subclasses click's
         params = super().get_params(ctx)
         at = next((i for i, p in enumerate(params) if p.name == "fmt"), len(params))
         return [*params[:at], *table_parameters(), *params[at:]]
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         ctx.meta[OPTIONS_KEY] = {p.name: ctx.params.pop(p.name) for p in table_parameters() if p.name in ctx.params}
         return super().invoke(ctx)

@@ -363,6 +363,7 @@ def write_due_reports(
     `content_parts` now) differ from those it was last built from."""
     from pipeline.output.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
 
+    assert cfg.host is not None  # reports are written only for a configured host
     lag = cfg.finality_lag_delta
     outcome.closure = epoch_closure(con, lag).with_columns((pl.col("last_settled_at") + lag).alias("closes_by_lag_at"))
     closed = outcome.closure.filter(pl.col("closed_at").is_not_null())
