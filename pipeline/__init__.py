@@ -1,6 +1,6 @@
 """gonka-evidence: reproducible evidence about Gonka devshard hosts.
 
-The package is library first; `pipeline.cli.app` is a thin Typer layer over it.
+The package is library first: `pipeline.api` is the facade, `pipeline.cli` a thin Typer layer over it.
 """
 
 import os

@@ -1,38 +1,83 @@
-"""The Python API: open the warehouse, get evidence tables and query results as Polars frames.
+"""The Python API: everything the command line does, as functions returning result objects.
 
-    from pipeline import open_warehouse
+    from pipeline import api, open_warehouse
 
+    api.ingest("data-samples/store", "warehouse.duckdb")      # an IngestSummary; api.run() the scheduled job
     with open_warehouse() as wh:              # the warehouse the CLI would use, read-only
         ev = wh.evidence("peer-invalidation", host="gonka1…", epoch=3)
         ev.frame, ev.stats, ev.provenance     # Polars rows, statistics, provenance footer
         print(ev.to_markdown())
         wh.query("SELECT status, count(*) AS n FROM inferences WHERE epoch_id = $epoch GROUP BY ALL", epoch=3)
 
-The `evidence` and `query` commands are thin layers over this module, so what a notebook
-computes is what the command line prints. The warehouse is opened in the same sandbox as
-`query`: read-only, and DuckDB locked so that SQL cannot reach files, the network or
-extensions, nor change settings.
+Every command of `gonka-evidence` is a thin layer over this module, so what a notebook computes is
+what the command line prints; nothing here prints. What a job says while it works (`run`'s log
+lines, warnings, progress) goes to the callbacks of a `Listener` the caller passes
+(`pipeline.core.events`).
+
+Read and write are separate: `open_warehouse(path)` is read-only and sandboxed (DuckDB opened
+read-only and locked so that SQL cannot reach files, the network or extensions, nor change
+settings); `open_warehouse(path, write=True)` may ingest. The module-level functions open the
+warehouse they need, use it and close it. docs/api.md is the reference.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.core.events import Listener, listening
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.output.query_format import QueryFormat, terminal_width
 
 if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a warehouse opens
     import duckdb
     import polars as pl
 
     from pipeline.evidence import EvidenceResult
-    from pipeline.output.query import RenderedQuery
-    from pipeline.output.query_format import QueryFormat
+    from pipeline.evidence.spec import EvidenceSpec, Option
+    from pipeline.ingest.json_responses import JsonIngestSummary
+    from pipeline.ingest.logs import LogIngestSummary
+    from pipeline.ingest.runs import IngestSummary
+    from pipeline.jobs.run import RunOutcome
+    from pipeline.output.bundle import FileCheck
+    from pipeline.output.query import NamedQuery, RenderedQuery
+    from pipeline.sources.store.base import SourceDescription
+
+__all__ = [
+    "BuildsLoaded",
+    "BundleWritten",
+    "Evidence",
+    "Listener",
+    "QueryFormat",
+    "ReportWritten",
+    "SourceReport",
+    "Verified",
+    "Warehouse",
+    "bundle",
+    "doctor",
+    "evidence_options",
+    "evidence_tables",
+    "ingest",
+    "ingest_json",
+    "ingest_logs",
+    "load_builds",
+    "named_queries",
+    "open_warehouse",
+    "parse_params",
+    "report",
+    "resolve_sql",
+    "run",
+    "terminal_width",
+    "user_errors",
+    "verify",
+]
 
 WAREHOUSE_ENV, HOST_ENV = "GONKA_EVIDENCE_WAREHOUSE", "GONKA_EVIDENCE_HOST"
+Progress = Callable[[str, int, int], None]  # (table, rows done since the last call, rows added to the total)
 
 
 def config_defaults(config: Path | None = None) -> tuple[str | None, Path]:
@@ -50,19 +95,32 @@ def config_defaults(config: Path | None = None) -> tuple[str | None, Path]:
     return cfg.host, cfg.warehouse
 
 
+def _resolve(path: str | Path | None, config: Path | None) -> tuple[Path, bool]:
+    """The warehouse path (given, else GONKA_EVIDENCE_WAREHOUSE, else the config's, else the default)
+    and whether it was named (a named warehouse goes into the reproducing commands)."""
+    given = path or os.environ.get(WAREHOUSE_ENV) or None
+    resolved = Path(given) if given else config_defaults(config)[1]
+    return resolved, given is not None and resolved != DEFAULT_WAREHOUSE
+
+
 def open_warehouse(
-    path: str | Path | None = None, *, host: str | None = None, config: str | Path | None = None
+    path: str | Path | None = None,
+    *,
+    host: str | None = None,
+    config: str | Path | None = None,
+    write: bool = False,
 ) -> Warehouse:
-    """The warehouse at `path`, read-only and sandboxed. Without `path`, the one the CLI resolves:
+    """The warehouse at `path`: read-only and sandboxed, or with `write` open for ingesting (created
+    when missing; one writer at a time). Without `path`, the one the CLI resolves:
     ``GONKA_EVIDENCE_WAREHOUSE``, else the config's warehouse (`config`, else gonka-evidence.toml
-    here), else ./warehouse.duckdb. `host` is the default host of `evidence`; without it,
-    ``GONKA_EVIDENCE_HOST``, else the config's host, looked up when first needed."""
-    from pipeline.warehouse.database import open_sandboxed
+    here), else ./warehouse.duckdb. `host` is the default host of `evidence`, `report` and `bundle`;
+    without it, ``GONKA_EVIDENCE_HOST``, else the config's host, looked up when first needed."""
+    from pipeline.warehouse.database import open_for_write, open_sandboxed
 
     config = Path(config) if config is not None else None
-    given = path or os.environ.get(WAREHOUSE_ENV) or None
-    path = Path(given) if given else config_defaults(config)[1]
-    return Warehouse(path, open_sandboxed(path), host, config, named=given is not None and path != DEFAULT_WAREHOUSE)
+    resolved, named = _resolve(path, config)
+    con = open_for_write(resolved) if write else open_sandboxed(resolved)
+    return Warehouse(resolved, con, host, config, named=named, write=write)
 
 
 @dataclass
@@ -114,8 +172,56 @@ class Evidence:
         return self.to_markdown()
 
 
+@dataclass(frozen=True)
+class BuildsLoaded:
+    """A builds file loaded: its entries, and the warnings (hosts no escrow has as a participant)."""
+
+    file: Path
+    entries: int
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SourceReport:
+    """What `doctor` says about a source: its description, and with a warehouse what it found there."""
+
+    description: SourceDescription
+    findings: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class ReportWritten:
+    """An epoch report written: ``path`` is OUT/epoch-N."""
+
+    epoch: int
+    host: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class BundleWritten:
+    path: Path
+    files: list[str]  # relative paths, MANIFEST.json included
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A bundle recomputed and compared: one check per file (status ok, differs, missing, unexpected)."""
+
+    checks: list[FileCheck]
+
+    @property
+    def bad(self) -> list[FileCheck]:
+        return [check for check in self.checks if check.status != "ok"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+
 class Warehouse:
-    """A read-only, sandboxed warehouse connection; close it, or use it as a context manager."""
+    """A warehouse connection, read-only and sandboxed unless opened with ``write=True``; close it,
+    or use it as a context manager."""
 
     def __init__(
         self,
@@ -125,14 +231,18 @@ class Warehouse:
         config: Path | None = None,
         *,
         named: bool = False,
+        write: bool = False,
     ):
         self.path, self._con, self._host, self._config = path, con, host, config
         self._named = named  # a warehouse given by name goes into the reproducing commands
+        self.writable = write
 
     @cached_property
     def host(self) -> str | None:
         """The default host of `evidence`: the one given, else GONKA_EVIDENCE_HOST, else the config's."""
         return self._host or os.environ.get(HOST_ENV) or config_defaults(self._config)[0]
+
+    # --- reading -------------------------------------------------------------------------------------
 
     def evidence(
         self,
@@ -145,7 +255,7 @@ class Warehouse:
         command: str | None = None,
         **options: Any,
     ) -> Evidence:
-        """The evidence table `name` (see `pipeline.evidence.EVIDENCE`) for `host` (default: the
+        """The evidence table `name` (see `evidence_tables()`) for `host` (default: the
         warehouse's host) over all data, one `epoch`, or ``[since, until)``; other keywords are the
         table's options (``by_escrow=True``, ``compare=2``, …). `command`, the command line that
         reproduces the table in its provenance, is derived from the arguments when not given."""
@@ -173,6 +283,104 @@ class Warehouse:
 
         return render_query(self._con, sql, params, fmt, vertical=vertical, width=width)
 
+    def source_findings(self, source_id: str) -> dict[str, int]:
+        """What the warehouse found about a source (copies that disagree, checkpoint cross-checks)."""
+        from pipeline.ingest.store import source_findings
+
+        return source_findings(self._con, source_id)
+
+    def report(self, epoch: int, host: str | None = None, *, out: str | Path = "out") -> ReportWritten:
+        """Write the epoch report to OUT/epoch-N/ (report.md, report.html, charts/, tables/), as
+        `gonka-evidence report epoch` does. `host` defaults to the run configuration's host."""
+        from pipeline.jobs.config import load_config
+        from pipeline.output.report import build_epoch_report, write_epoch_report
+
+        cfg = load_config(self._config)
+        host = _report_host(host or self._host, self._config)
+        out = Path(out)
+        built = build_epoch_report(
+            self._con,
+            epoch,
+            host,
+            finality_lag=cfg.finality_lag_delta,
+            warehouse_arg=str(self.path) if self._named else None,
+            out_arg=None if out == Path("out") else str(out),
+        )
+        return ReportWritten(epoch, host, write_epoch_report(built, out))
+
+    def bundle(
+        self,
+        out: str | Path,
+        host: str | None = None,
+        *,
+        epoch: int | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> BundleWritten:
+        """Write every evidence table, the charts, the epoch report and MANIFEST.json to `out`, as
+        `gonka-evidence bundle` does; check it later with `verify`."""
+        from pipeline.output.bundle import build_bundle, write_bundle
+
+        request = _bundle_request(self.path, self._named, self._config, host or self.host, epoch, since, until)
+        files = build_bundle(self._con, request)
+        return BundleWritten(write_bundle(files, Path(out)), sorted(files))
+
+    def verify(self, directory: str | Path) -> Verified:
+        """Recompute the bundle in `directory` from this warehouse and compare it file by file."""
+        from pipeline.jobs.config import load_config
+        from pipeline.output.bundle import read_request, verify_bundle
+
+        if read_request(Path(directory)).epoch is None:  # no epoch report: no finality lag
+            return Verified(verify_bundle(self._con, Path(directory)))
+        return Verified(verify_bundle(self._con, Path(directory), load_config(self._config).finality_lag_delta))
+
+    # --- writing (open_warehouse(..., write=True)) -----------------------------------------------------
+
+    def ingest(self, source: str, *, label: str | None = None, progress: Progress | None = None) -> IngestSummary:
+        """Ingest a devshard database copy (a postgresql:// URL, `postgres`, or a SQLite store
+        directory): only what moved since its last ingest. `progress(table, advance, total)` is called
+        as rows are read."""
+        from pipeline.ingest.copies import ingest_source
+
+        return ingest_source(self._writer(), source, label=label, progress=progress)
+
+    def ingest_logs(
+        self,
+        files: Iterable[str | Path],
+        *,
+        host: str,
+        kind: str | None = None,
+        year: int | None = None,
+        timezone: str | None = None,
+    ) -> LogIngestSummary:
+        """Ingest vLLM logs, validator logs, /metrics scrapes or PoC results of one host (`kind`
+        None: detected per file)."""
+        from pipeline.ingest.logs import ingest_logs
+
+        return ingest_logs(self._writer(), list(files), host=host, kind=kind, year=year, timezone=timezone)
+
+    def ingest_json(self, files: Iterable[str | Path]) -> JsonIngestSummary:
+        """Ingest saved accounting-API and chain REST JSON responses."""
+        from pipeline.ingest.json_responses import ingest_json_files
+
+        return ingest_json_files(self._writer(), [Path(f) for f in files])
+
+    def load_builds(self, file: str | Path) -> BuildsLoaded:
+        """Replace the host build timeline with the entries of a builds.toml."""
+        from pipeline.ingest.builds import load_builds
+
+        warnings: list[str] = []
+        with listening(Listener(warning=warnings.append)):
+            n = load_builds(self._writer(), Path(file))
+        return BuildsLoaded(Path(file), n, warnings)
+
+    def _writer(self) -> duckdb.DuckDBPyConnection:
+        if not self.writable:
+            from pipeline.warehouse.database import WarehouseError
+
+            raise WarehouseError(f"{self.path}: opened read-only; open it with open_warehouse(..., write=True)")
+        return self._con
+
     def _command(self, name: str, host: str | None, epoch, since, until, options: dict[str, Any]) -> str:
         from pipeline.evidence import reproducing_command
 
@@ -196,4 +404,267 @@ class Warehouse:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Warehouse({str(self.path)!r}, host={self.host!r})"
+        mode = ", write=True" if self.writable else ""
+        return f"Warehouse({str(self.path)!r}, host={self.host!r}{mode})"
+
+
+def _report_host(host: str | None, config: Path | None) -> str:
+    """The host of a report: the one given, else the run configuration's (the samples' focal host
+    when there is no gonka-evidence.toml)."""
+    from pipeline.evidence import EvidenceError
+    from pipeline.jobs.config import load_config
+
+    host = host or load_config(config).host
+    if not host:
+        raise EvidenceError("report needs --host ADDR (or host in gonka-evidence.toml)")
+    return host
+
+
+def _bundle_request(
+    path: Path, named: bool, config: Path | None, host: str | None, epoch: int | None, since, until
+) -> Any:
+    """The bundle's request, checked: a missing host or a bad window is a one-line error before
+    anything is computed."""
+    from dataclasses import replace
+
+    from pipeline.evidence import EvidenceError
+    from pipeline.evidence.provenance import command_path
+    from pipeline.jobs.config import load_config
+    from pipeline.output.bundle import BundleRequest
+
+    if not host:
+        raise EvidenceError("bundle needs --host ADDR (the host address, gonka1…)")
+    request = BundleRequest(
+        host=host,
+        epoch=epoch,
+        since=since,
+        until=until,
+        warehouse_arg=command_path(path) if named else None,
+    )
+    if epoch is not None:  # only the epoch report uses the finality lag (and reads the run configuration)
+        request = replace(request, finality_lag=load_config(config).finality_lag_delta)
+    _ = request.window  # a bad window is an error here
+    return request
+
+
+# --- one call, one command: each opens the warehouse it needs and closes it ----------------------------
+
+
+def ingest(
+    source: str, warehouse: str | Path | None = None, *, label: str | None = None, progress: Progress | None = None
+) -> IngestSummary:
+    """`gonka-evidence ingest`: ingest a copy into the warehouse, opened for writing once the source
+    has answered (a source that cannot be read leaves no new warehouse behind)."""
+    from pipeline.ingest.copies import ingest_source
+
+    opened: list[Warehouse] = []
+
+    def connection() -> duckdb.DuckDBPyConnection:
+        if not opened:
+            opened.append(open_warehouse(warehouse, write=True))
+        return opened[0]._con
+
+    try:
+        return ingest_source(connection, source, label=label, progress=progress)
+    finally:
+        for wh in opened:
+            wh.close()
+
+
+def ingest_logs(
+    files: Iterable[str | Path],
+    *,
+    host: str,
+    warehouse: str | Path | None = None,
+    kind: str | None = None,
+    year: int | None = None,
+    timezone: str | None = None,
+) -> LogIngestSummary:
+    """`gonka-evidence ingest-logs`: see `Warehouse.ingest_logs`."""
+    with open_warehouse(warehouse, write=True) as wh:
+        return wh.ingest_logs(files, host=host, kind=kind, year=year, timezone=timezone)
+
+
+def ingest_json(files: Iterable[str | Path], warehouse: str | Path | None = None) -> JsonIngestSummary:
+    """`gonka-evidence ingest-json`: see `Warehouse.ingest_json`."""
+    with open_warehouse(warehouse, write=True) as wh:
+        return wh.ingest_json(files)
+
+
+def load_builds(file: str | Path, warehouse: str | Path | None = None) -> BuildsLoaded:
+    """`gonka-evidence builds`: see `Warehouse.load_builds`."""
+    with open_warehouse(warehouse, write=True) as wh:
+        return wh.load_builds(file)
+
+
+def doctor(source: str, warehouse: str | Path | None = None) -> SourceReport:
+    """`gonka-evidence doctor`: what a source holds, without ingesting; with `warehouse`, also what
+    that warehouse found about the source."""
+    from pipeline.sources.store import open_store
+
+    store = open_store(source)
+    try:
+        findings = None
+        if warehouse is not None:
+            with open_warehouse(warehouse) as wh:
+                findings = wh.source_findings(store.source_id)
+        return SourceReport(store.describe(), findings)
+    finally:
+        store.close()
+
+
+def run(
+    config: str | Path | None = None, warehouse: str | Path | None = None, *, listener: Listener | None = None
+) -> RunOutcome:
+    """`gonka-evidence run`, the scheduled job: ingest what is new, write the due epoch reports.
+    The job's log lines go to `listener.line` as they happen and are kept in `RunOutcome.log`;
+    `listener.progress` gives the progress callback of each store ingest."""
+    from dataclasses import replace
+
+    from pipeline.jobs.run import run_job
+
+    log: list[str] = []
+    given = listener or Listener()
+
+    def line(message: str) -> None:
+        log.append(message)
+        given.line(message)
+
+    with listening(replace(given, line=line)):
+        outcome = run_job(Path(config) if config is not None else None, Path(warehouse) if warehouse else None)
+    outcome.log = log
+    return outcome
+
+
+def report(
+    epoch: int, host: str | None = None, *, out: str | Path = "out", warehouse: str | Path | None = None
+) -> ReportWritten:
+    """`gonka-evidence report epoch N`: see `Warehouse.report`. Without a host (given or configured)
+    it is an error before the warehouse is opened."""
+    host = _report_host(host, None)
+    with open_warehouse(warehouse) as wh:
+        return wh.report(epoch, host, out=out)
+
+
+def bundle(
+    out: str | Path,
+    host: str | None = None,
+    *,
+    epoch: int | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    warehouse: str | Path | None = None,
+) -> BundleWritten:
+    """`gonka-evidence bundle`: see `Warehouse.bundle`; `host` is required here. A missing host or a
+    bad window is an error before the warehouse is opened."""
+    _bundle_request(*_resolve(warehouse, None), None, host, epoch, since, until)
+    with open_warehouse(warehouse, host=host) as wh:
+        return wh.bundle(out, host, epoch=epoch, since=since, until=until)
+
+
+def verify(directory: str | Path, warehouse: str | Path | None = None) -> Verified:
+    """`gonka-evidence verify`: see `Warehouse.verify`. A directory that is not a bundle is an error
+    before the warehouse is opened."""
+    from pipeline.output.bundle import read_request
+
+    read_request(Path(directory))
+    with open_warehouse(warehouse) as wh:
+        return wh.verify(directory)
+
+
+# --- what the command line lists -------------------------------------------------------------------------
+
+
+def evidence_tables() -> dict[str, EvidenceSpec]:
+    """Every evidence table, name → spec (columns, options, summary), in report order."""
+    from pipeline.evidence import EVIDENCE
+
+    return EVIDENCE
+
+
+def evidence_options() -> dict[str, tuple[Option, list[str]]]:
+    """Every table option once (``--by-escrow``, …), with the tables that accept it."""
+    from pipeline.evidence.registry import shared_options
+
+    return shared_options(evidence_tables())
+
+
+def evidence_reference() -> str:
+    """Every evidence table described from its spec: summary, options, columns and their definitions
+    (Markdown; docs/evidence.md is this text)."""
+    from pipeline.evidence.catalogue import reference
+
+    return reference(evidence_tables())
+
+
+def schema() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The public views and commented tables of a new warehouse, (name, kind, comment), and their columns,
+    (name, column_name, data_type): what docs/schema.md lists, from the views' ``COMMENT ON``."""
+    from pipeline.core.paths import sql_text
+    from pipeline.warehouse.database import fetch_frame, open_for_write
+
+    con = open_for_write(":memory:")
+    try:
+        return fetch_frame(con, sql_text("warehouse/catalog/relations.sql")), fetch_frame(
+            con, sql_text("warehouse/catalog/columns.sql")
+        )
+    finally:
+        con.close()
+
+
+def log_kind_help() -> str:
+    """The log kinds `ingest-logs --kind` accepts, as its help text says them."""
+    from pipeline.ingest.kinds import log_kind_help
+
+    return log_kind_help()
+
+
+def named_queries(*, required: bool = False) -> dict[str, NamedQuery]:
+    """The named queries of ``sql/queries/`` (``gonka-evidence query --list``); with `required`, none
+    found is an error (an incomplete installation)."""
+    from pipeline.output.query import QUERIES_DIR, QueryError, named_queries
+
+    queries = named_queries()
+    if required and not queries:
+        raise QueryError(
+            f"{QUERIES_DIR}: no named queries found (an incomplete installation? reinstall gonka-evidence)"
+        )
+    return queries
+
+
+def resolve_sql(sql: str | None, file: Path | None = None) -> str:
+    """The SQL of `sql` (text, or the name of a named query) or of `file`."""
+    from pipeline.output.query import resolve_sql
+
+    return resolve_sql(sql, file)
+
+
+def parse_params(items: list[str]) -> dict[str, str]:
+    """``["k=v", …]`` as query parameters (``$k``)."""
+    from pipeline.output.query import parse_params
+
+    return parse_params(items)
+
+
+def __getattr__(name: str) -> Any:
+    """The library's error types, looked up on first use (importing them loads Polars)."""
+    if name == "QueryError":
+        from pipeline.output.query import QueryError
+
+        return QueryError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The library's errors that mean the input or the request is wrong (the CLI prints them as one
+    line, exit code 1). EvidenceError is included only once its module was imported (none can have
+    been raised otherwise): importing it loads every evidence table and the statistics libraries."""
+    import sys
+
+    from pipeline.ingest.builds import BuildsError
+    from pipeline.output.query import QueryError
+    from pipeline.sources.errors import SourceError
+    from pipeline.warehouse.database import WarehouseError
+
+    evidence = sys.modules.get("pipeline.evidence.window")
+    return (SourceError, WarehouseError, QueryError, BuildsError, *([evidence.EvidenceError] if evidence else []))

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_")}
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.app", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+        [sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
     )
 
 
@@ -193,3 +193,58 @@ def test_query_frames_hold_every_duckdb_value_exactly(warehouse):
         "d": Decimal("1.50"),
         "l": [1, None],
     }
+
+
+def test_the_facade_does_what_the_commands_do_and_prints_nothing(tmp_path, monkeypatch, capfd):
+    """Ingest, builds, doctor, run, report, bundle and verify through `pipeline.api` on the bundled
+    samples: result objects, the same files as the commands, and not a byte on stdout or stderr."""
+    from pipeline import api
+    from pipeline.core.paths import DATA_SAMPLES_DIR
+    from pipeline.jobs.config import load_config
+
+    monkeypatch.chdir(tmp_path)  # no gonka-evidence.toml: the samples' configuration
+    wh_path = tmp_path / "w.duckdb"
+    store = str(DATA_SAMPLES_DIR / "store")
+    with pytest.raises(Exception, match="no such|not|cannot"):
+        api.ingest(str(tmp_path / "missing"), wh_path)
+    assert not wh_path.exists()  # a source that cannot be read leaves no warehouse behind
+    summary = api.ingest(store, wh_path, label="samples")
+    assert summary.new_epochs == [2, 3, 4] and sum(summary.rows.values()) > 0
+    loaded = api.load_builds(DATA_SAMPLES_DIR / "builds.toml", wh_path)
+    assert loaded.entries == 4 and loaded.warnings == []
+    described = api.doctor(store, wh_path)
+    assert described.description.epochs == [2, 3, 4] and set(described.findings or {}) >= {"seal_conflicts"}
+
+    assert api.run().written == [2, 3]  # the scheduled job, on its own ./warehouse.duckdb
+    again = api.run()
+    assert again.written == [] and again.log[-1] == "warehouse: unchanged (nothing new)"
+    first = (tmp_path / "out" / "epoch-3" / "report.md").read_text()
+
+    host = load_config(None).host  # the samples' focal host
+    written = api.report(3, host, out=tmp_path / "again", warehouse=tmp_path / "warehouse.duckdb")
+    assert written.path == tmp_path / "again" / "epoch-3" and (written.path / "report.html").exists()
+    assert (written.path / "report.md").read_text().splitlines()[0] == first.splitlines()[0]
+    bundled = api.bundle(tmp_path / "b", host, epoch=3, warehouse=wh_path)
+    assert "MANIFEST.json" in bundled.files and (tmp_path / "b" / "MANIFEST.json").exists()
+    assert api.verify(tmp_path / "b", wh_path).ok
+    (tmp_path / "b" / "MANIFEST.json").write_text("{}")
+    with pytest.raises(EvidenceError, match="not a bundle manifest"):
+        api.verify(tmp_path / "b", wh_path)
+    assert capfd.readouterr() == ("", "")
+
+
+def test_run_says_its_lines_to_the_listener_and_keeps_them(tmp_path, monkeypatch):
+    from pipeline import api
+
+    monkeypatch.chdir(tmp_path)
+    said, warned = [], []
+    outcome = api.run(listener=api.Listener(line=said.append, warning=warned.append))
+    assert said == outcome.log and "new reports: epoch 2, epoch 3 in out" in said
+    assert said[0] == "config: data-samples; warehouse: warehouse.duckdb; output: out" and warned == []
+
+
+def test_a_read_only_warehouse_refuses_to_write(warehouse):
+    with open_warehouse(warehouse) as wh, pytest.raises(WarehouseError, match="opened read-only"):
+        wh.ingest("data-samples/store")
+    with open_warehouse(warehouse, write=True) as wh:
+        assert wh.writable and wh.query("SELECT 1 AS one")["one"].to_list() == [1]

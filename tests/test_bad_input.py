@@ -12,7 +12,7 @@ from tests.helpers import frame, ingest
 
 
 def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pipeline.cli.app", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
 def _one_line_error(result) -> str:

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import pipeline.cli.bundle  # noqa: F401 (registers `bundle` and `verify`)
 from pipeline.cli.app import app
 from pipeline.core.digest import tree_digest
 from pipeline.core.paths import DATA_SAMPLES_DIR

@@ -108,7 +108,7 @@ def test_doctor_prints_names_as_written(sqlite_copy):
     # long one is not wrapped over lines when stdout is not a terminal.
     store = sqlite_copy(3, name="copy-[bold]x-" + "y" * 150)
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.app", "doctor", str(store)],
+        [sys.executable, "-m", "pipeline.cli", "doctor", str(store)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -171,3 +171,22 @@ def test_postgres_source_from_libpq_environment(tmp_path, pg_copy, monkeypatch):
     summary = ingest(wh, "postgres")
     assert summary.rows["diffs"] > 0
     assert frame(wh, "SELECT source_display FROM ingest_runs")["source_display"][0] == "postgres (libpq environment)"
+
+
+def test_a_new_command_is_one_module(tmp_path, monkeypatch):
+    """A module added to pipeline.cli.commands is found and registered in its ORDER: no list names it."""
+    import typer
+
+    import pipeline.cli.commands as commands
+
+    (tmp_path / "zz_hello.py").write_text(
+        "import typer\n\nORDER = 15\n\n\ndef hello() -> None:\n    typer.echo('hello')\n\n\n"
+        "def register(app):\n    app.command()(hello)\n"
+    )
+    monkeypatch.setattr(commands, "__path__", [*commands.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "pipeline.cli.commands.zz_hello", raising=False)
+    fresh = typer.Typer()
+    commands.register_all(fresh)
+    names = [c.name or c.callback.__name__ for c in fresh.registered_commands]
+    assert names[:3] == ["ingest", "hello", "builds"]  # ORDER 15: between ingest (10) and builds (20)
+    assert CliRunner().invoke(fresh, ["hello"]).stdout == "hello\n"

@@ -24,7 +24,7 @@ HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_") and k != "COLUMNS"}
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.app", *args],
+        [sys.executable, "-m", "pipeline.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd or ROOT,

@@ -616,7 +616,6 @@ def test_a_new_table_is_one_module(loaded, tmp_path, monkeypatch):
 
     from typer.testing import CliRunner
 
-    import pipeline.cli.reports  # noqa: F401 (registers `report`)
     import pipeline.evidence
     import pipeline.evidence.tables
     from pipeline.cli import evidence_options as cli_evidence

@@ -325,7 +325,7 @@ def test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped():
     cleaning up; and DuckDB's error with the KeyboardInterrupt as its cause. Other errors are not."""
     import duckdb
 
-    from pipeline.cli.app import _is_interrupt
+    from pipeline.cli.conventions import _is_interrupt
 
     def chained(first: BaseException, then: Exception) -> Exception:
         try:

@@ -107,7 +107,6 @@ def test_reading_a_config_loads_no_engine(tmp_path):
 
 def test_ingest_logs_kind_choices_and_help_come_from_the_registry(tmp_path):
     from pipeline.cli.app import app
-    from pipeline.cli.logs import ingest_logs_command  # noqa: F401 (registers `ingest-logs`)
 
     help_text = " ".join(CliRunner().invoke(app, ["ingest-logs", "--help"], terminal_width=200).output.split())
     assert "vllm, validator, poc or metrics (default: detected per file)." in help_text

@@ -493,7 +493,6 @@ def test_charts_svg_and_png(loaded, tmp_path):
 
 
 def test_cli_ingest_logs(samples, tmp_path):
-    import pipeline.cli.logs  # noqa: F401  (registers the command)
     from pipeline.cli.app import app
 
     root, _ = samples

@@ -18,7 +18,6 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-import pipeline.cli.reports  # noqa: F401 (registers `report`)
 from pipeline.cli.app import app
 from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import EVIDENCE, EvidenceResult

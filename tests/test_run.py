@@ -557,7 +557,7 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
     import polars as pl
 
     from pipeline import open_warehouse
-    from pipeline.output.render.text import iso_utc
+    from pipeline.core.times import iso_utc
 
     # A long lag keeps epoch 2 (one escrow never settles) open: both kinds of open epoch are shown.
     cfg = _config(tmp_path, timeline, lag="100d")

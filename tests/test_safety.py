@@ -101,7 +101,7 @@ def test_parallel_postgres_reads_share_the_snapshot_of_the_first_query(pg_copy):
 
 
 def _ingest_cmd(warehouse, store) -> list[str]:
-    return [sys.executable, "-m", "pipeline.cli.app", "ingest", str(store), "--warehouse", str(warehouse)]
+    return [sys.executable, "-m", "pipeline.cli", "ingest", str(store), "--warehouse", str(warehouse)]
 
 
 # One instant in the default tier, the others in the heavy one (each kill and re-run takes a while).

@@ -316,7 +316,6 @@ def test_reingest_is_idempotent_and_an_older_copy_does_not_win(timeline, copy4, 
 def test_ingest_json_cli(copy4, tmp_path):
     from typer.testing import CliRunner
 
-    import pipeline.cli.ingest_json  # noqa: F401  (registers the command; the lead adds it to cli.py)
     from pipeline.cli.app import app
 
     path = tmp_path / "p.json"

@@ -249,7 +249,7 @@ def test_cli_says_the_copy_was_not_read(pg_copy, tmp_path):
     wh = tmp_path / "w.duckdb"
     ingest(wh, pg_copy)
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli.app", "ingest", pg_copy, "-w", str(wh)],
+        [sys.executable, "-m", "pipeline.cli", "ingest", pg_copy, "-w", str(wh)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -262,8 +262,8 @@ def test_cli_says_the_copy_was_not_read(pg_copy, tmp_path):
     assert result.stdout == ""  # a summary: stderr only
 
 
-def test_run_reads_an_unchanged_postgres_source_by_its_markers(pg_copy, timeline, tmp_path, capsys):
-    from pipeline.jobs.run import run_job
+def test_run_reads_an_unchanged_postgres_source_by_its_markers(pg_copy, timeline, tmp_path):
+    from pipeline.api import run as run_job
 
     timeline.write_builds_toml(tmp_path / "builds.toml")
     cfg = tmp_path / "gonka-evidence.toml"
@@ -272,9 +272,9 @@ def test_run_reads_an_unchanged_postgres_source_by_its_markers(pg_copy, timeline
         f'builds = "{tmp_path / "builds.toml"}"\n\n[[sources]]\nurl = "{pg_copy}"\nlabel = "host-pg"\n'
     )
     first = run_job(cfg, None)
-    printed_first = capsys.readouterr().out
+    printed_first = "\n".join(first.log)  # the run's log lines, as `run` prints them
     second = run_job(cfg, None)
-    printed_second = capsys.readouterr().out
+    printed_second = "\n".join(second.log)
     assert first.written and second.written == []
     ingested = [line for line in printed_second.splitlines() if line.startswith("ingested ")]
     assert len(ingested) == 1 and ingested[0].endswith("; not read: its change markers are those of its last ingest")

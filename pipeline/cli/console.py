@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import polars as pl
     from rich.console import Console
 
+    from pipeline.core.events import Listener
     from pipeline.ingest.runs import IngestSummary
     from pipeline.sources.store.base import SourceDescription
 
@@ -72,9 +73,9 @@ def ingest_progress() -> Iterator:
         yield None
         return
     # Imported here: a scheduled job (no terminal) does not need it.
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -143,48 +144,6 @@ def run_line(message: str) -> None:
     """One line of `run`'s log on stdout: never wrapped, never read as markup; nothing with --quiet."""
     if verbosity() > QUIET:
         _line(sys.stdout, message)
-
-
-def print_source_ingested(summary: IngestSummary) -> None:
-    """What `run` ingested from one store source: one line; the rows per table too with --verbose."""
-    if verbosity() >= VERBOSE:
-        for name, n in summary.rows.items():
-            run_line(f"  {name}: {n:,} rows")
-    run_line(
-        f"ingested {summary.source_display}: {sum(summary.rows.values()):,} rows written; "
-        f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
-        f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; quarantined rows: {summary.quarantined:,}; "
-        f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
-        + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
-    )
-
-
-def print_open_epochs(closure: pl.DataFrame, finality_lag: str) -> None:
-    """One line per epoch that is still open: why, and when it closes under the finality lag.
-
-    ``closure`` is the named query ``closed_epochs`` with ``closes_by_lag_at`` (last settlement +
-    lag) added: an epoch closes when all its escrows settle, or once the data clock (the newest
-    copy time) reaches its last settlement + lag; a later settlement moves that time on."""
-    import polars as pl
-
-    from pipeline.output.render.text import iso_utc
-
-    open_epochs = closure.filter(pl.col("closed_at").is_null())
-    if open_epochs.height == 0:
-        run_line("open epochs: none")
-        return
-    for e in open_epochs.iter_rows(named=True):
-        head = f"open: epoch {e['epoch_id']} ({e['escrows_settled']:,} of {e['escrows']:,} escrows settled"
-        if e["last_settled_at"] is None:
-            run_line(
-                f"{head}): no escrow settled yet; closes when all settle, or {finality_lag} after the last settlement"
-            )
-            continue
-        clock = iso_utc(e["data_clock"]) if e["data_clock"] is not None else "none"
-        run_line(
-            f"{head}, last at {iso_utc(e['last_settled_at'])}): closes when all escrows settle, or at "
-            f"{iso_utc(e['closes_by_lag_at'])} (finality_lag {finality_lag}) if none settles before; data clock {clock}"
-        )
 
 
 def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
@@ -256,3 +215,30 @@ def print_description(d: SourceDescription, findings: dict[str, int] | None = No
             say(f"  - {u}")
     else:
         say("unrecognised: nothing")
+
+
+def warning(message: str) -> None:
+    """A warning of the library, on stderr (with --quiet too)."""
+    _console(True).print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def print_text(text: str) -> None:
+    """A block of text (a Markdown table) on stdout, then a blank line; each line whole, however wide."""
+    out = _console(False)
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
+    out.print()
+
+
+def listener() -> Listener:
+    """What the library says, printed the CLI's way: `run`'s lines on stdout, warnings on stderr,
+    progress bars on a terminal, tables and text with --verbose."""
+    from pipeline.core.events import Listener
+
+    return Listener(
+        line=run_line,
+        warning=warning,
+        table=print_frame,
+        text=print_text,
+        progress=ingest_progress,
+        verbose=verbosity() >= VERBOSE,
+    )

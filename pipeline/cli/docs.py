@@ -20,10 +20,9 @@ GENERATED_NOTE = (
 
 
 def evidence_page() -> str:
-    from pipeline.evidence import EVIDENCE
-    from pipeline.evidence.catalogue import reference
+    from pipeline import api
 
-    return reference(EVIDENCE)
+    return api.evidence_reference()
 
 
 # --- the warehouse schema ------------------------------------------------------------------------------------
@@ -35,27 +34,9 @@ def _cell(text: str) -> str:
 
 def schema_page() -> str:
     """Every public view and commented table of a freshly created warehouse: its comment and its columns."""
-    from pipeline.warehouse.database import fetch_frame, open_for_write
+    from pipeline import api
 
-    con = open_for_write(":memory:")
-    try:
-        relations = fetch_frame(
-            con,
-            """
-            SELECT view_name AS name, 'view' AS kind, comment FROM duckdb_views()
-            WHERE NOT internal AND schema_name = 'main'
-            UNION ALL
-            SELECT table_name, 'table', comment FROM duckdb_tables() WHERE schema_name = 'main' AND comment IS NOT NULL
-            ORDER BY name""",
-        )
-        columns = fetch_frame(
-            con,
-            """
-            SELECT table_name AS name, column_name, data_type FROM duckdb_columns()
-            WHERE schema_name = 'main' ORDER BY table_name, column_index""",
-        )
-    finally:
-        con.close()
+    relations, columns = api.schema()
     by_relation: dict[str, list[str]] = {}
     for name, column, data_type in columns.iter_rows():
         by_relation.setdefault(name, []).append(f"`{column}` {data_type.lower()}")

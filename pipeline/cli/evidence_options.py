@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from functools import cache
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
@@ -21,12 +21,11 @@ OPTIONS_KEY = "evidence_options"  # where `invoke` leaves the table options for 
 @cache
 def table_parameters() -> tuple[Any, ...]:
     """The command-line parameters of every table option, built by typer from a signature."""
-    from pipeline.evidence import EVIDENCE
-    from pipeline.evidence.registry import shared_options
+    from pipeline.api import evidence_options
 
     parameters = []
-    for name, (option, tables) in shared_options(EVIDENCE).items():
-        value = bool if option.type is bool else Optional[option.type]
+    for name, (option, tables) in evidence_options().items():
+        value = bool if option.type is bool else option.type | None
         info = typer.Option(
             option.flag, help=f"{option.help.rstrip('.')} ({', '.join(tables)}).", metavar=option.metavar
         )
@@ -51,10 +50,11 @@ def table_parameters() -> tuple[Any, ...]:
 @cache
 def table_list() -> str:
     """One paragraph per table: its name, its options and its summary."""
-    from pipeline.evidence import EVIDENCE
+    from pipeline.api import evidence_tables
 
     return "\n\n".join(
-        f"{spec.name}{''.join(f' [{o.usage}]' for o in spec.options)}: {spec.summary}" for spec in EVIDENCE.values()
+        f"{spec.name}{''.join(f' [{o.usage}]' for o in spec.options)}: {spec.summary}"
+        for spec in evidence_tables().values()
     )
 
 
@@ -70,11 +70,11 @@ class EvidenceCommand(TyperCommand):
     def help(self, value: str | None) -> None:
         self._help = value
 
-    def get_params(self, ctx: typer.Context) -> list:
+    def get_params(self, ctx: typer.Context) -> list:  # type: ignore[override]  # typer's Context subclasses click's
         params = super().get_params(ctx)
         at = next((i for i, p in enumerate(params) if p.name == "fmt"), len(params))
         return [*params[:at], *table_parameters(), *params[at:]]
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         ctx.meta[OPTIONS_KEY] = {p.name: ctx.params.pop(p.name) for p in table_parameters() if p.name in ctx.params}
         return super().invoke(ctx)

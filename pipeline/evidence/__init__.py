@@ -78,7 +78,7 @@ def reproducing_command(
     the window's times in UTC, the set table options by their flags, `--warehouse` when given."""
     import shlex
 
-    from pipeline.output.render.text import iso_utc
+    from pipeline.core.times import iso_utc
 
     args = ["gonka-evidence", "evidence", name]
     for flag, value in (("--host", host), ("--epoch", epoch), ("--since", since), ("--until", until)):

@@ -10,11 +10,11 @@ from typing import Any
 import duckdb
 
 from pipeline.core.paths import sql_text
+from pipeline.core.times import iso_utc
 from pipeline.core.version import pipeline_version
 from pipeline.evidence.result import Provenance
 from pipeline.evidence.spec import EvidenceSpec
 from pipeline.evidence.window import Window
-from pipeline.output.render.text import iso_utc
 from pipeline.warehouse.database import fetch_frame
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipeline.cli.console import err
+from pipeline.core.events import warn
 from pipeline.core.paths import sql_text
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest.derive import attribute_builds
@@ -75,12 +75,9 @@ def load_builds(con: duckdb.DuckDBPyConnection, path: Path) -> int:
         con.unregister("new_builds")
         attribute_builds(con, "d_escrows")
     for host in unknown_hosts(con):
-        err.print(
-            f"warning: {path}: host {host} is not a participant of any escrow in the warehouse "
-            "(a typo, or a host the copies do not have yet)",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+        warn(
+            f"{path}: host {host} is not a participant of any escrow in the warehouse "
+            "(a typo, or a host the copies do not have yet)"
         )
     return frame.height
 

@@ -42,9 +42,18 @@ def ingest_source(
 
 def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> IngestSummary:
     """`run`'s ingest of a `store` or `postgres` entry (pipeline/ingest/kinds.py), with progress and summary."""
-    from pipeline.cli.console import ingest_progress, print_source_ingested
+    from pipeline.core import events
 
-    with ingest_progress() as progress:
+    with events.progress() as progress:
         summary = ingest_source(con, source.get("url") or source["path"], label=source.get("label"), progress=progress)
-    print_source_ingested(summary)
+    if events.verbose():
+        for name, n in summary.rows.items():
+            events.say(f"  {name}: {n:,} rows")
+    events.say(
+        f"ingested {summary.source_display}: {sum(summary.rows.values()):,} rows written; "
+        f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
+        f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; quarantined rows: {summary.quarantined:,}; "
+        f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
+        + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
+    )
     return summary

@@ -334,7 +334,7 @@ def ingest_json_files(con: duckdb.DuckDBPyConnection, files: list[Path]) -> Json
 
 def ingest_json_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> JsonIngestSummary:
     """`run`'s ingest of a `json` entry (pipeline/ingest/kinds.py): a file, or every *.json of a directory."""
-    from pipeline.cli.console import run_line
+    from pipeline.core.events import say as run_line
 
     path = Path(source["path"])
     summary = ingest_json_files(con, sorted(path.glob("*.json")) if path.is_dir() else [path])

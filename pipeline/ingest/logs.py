@@ -329,7 +329,7 @@ def ingest_keyed_file(
 
 def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogIngestSummary:
     """`run`'s ingest of an entry of a log kind (pipeline/ingest/kinds.py) as the config's host."""
-    from pipeline.cli.console import run_line
+    from pipeline.core.events import say as run_line
 
     if not cfg.host:
         raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")

@@ -43,7 +43,9 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline.core import events
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.times import iso_utc
 from pipeline.ingest.kinds import SOURCE_KINDS
 from pipeline.ingest.unchanged import STAMP_PREFIX
 from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used to live here)
@@ -69,6 +71,7 @@ class RunOutcome:
     rewritten: list[int] = field(default_factory=list)  # epochs whose report changed
     published: bool = False
     closure: pl.DataFrame | None = None  # closed_epochs with closes_by_lag_at, when a host is configured
+    log: list[str] = field(default_factory=list)  # the run's log lines, as said to the caller
 
 
 NOTHING_REPLACED = "the run stopped and replaced nothing (the warehouse is as it was)"
@@ -258,8 +261,9 @@ def _digest(parts: dict[str, str]) -> str:
 
 
 def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
-    from pipeline.cli.console import run_line
-
+    """One run (see the module docstring). Its log lines go to the caller's listener
+    (`pipeline.core.events`), one fact each; `pipeline.api.run` also keeps them in `RunOutcome.log`."""
+    run_line = events.say
     cfg = load_config(config_path)
     if warehouse is not None:
         cfg.warehouse = warehouse
@@ -287,7 +291,6 @@ def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
 
 def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -> None:
     """Steps 3–5 of a run, on the staged copy of the warehouse."""
-    from pipeline.cli.console import VERBOSE, print_frame, run_line, verbosity
     from pipeline.ingest.builds import load_builds
     from pipeline.output.query import named_queries, run_query
 
@@ -297,21 +300,21 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
         # Not data, so not in the stamp; but a correction worth publishing.
         aborted = abort_abandoned_runs(con)
         if aborted:
-            run_line(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted")
+            events.say(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted")
         for source in cfg.sources:
             outcome.ingested.append(SOURCE_KINDS[source_kind(source)].ingest(con, source, cfg))
         if cfg.builds is not None:
             n = load_builds(con, cfg.builds)
-            run_line(f"host_builds: {n} entries from {cfg.builds}")
-        if verbosity() >= VERBOSE:  # the tables behind the reports; by default the summary only
-            print_frame(run_query(con, named_queries()["epoch_summary"].sql, {}), title="per-epoch summary")
+            events.say(f"host_builds: {n} entries from {cfg.builds}")
+        if events.verbose():  # the tables behind the reports; by default the summary only
+            events.listener().table(run_query(con, named_queries()["epoch_summary"].sql, {}), "per-epoch summary")
             if cfg.host:
                 print_host_evidence(con, cfg.host)
         data = content_parts(con)  # what the reports are built from
         if cfg.host:
             write_due_reports(con, cfg, outcome, data)
         else:
-            run_line("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
+            events.say("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
         # The reports write only their own table: the rest was hashed above.
         changed = aborted > 0 or data | content_parts(con, (REPORTS_TABLE,)) != before
         con.execute("CHECKPOINT")
@@ -323,21 +326,13 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
 
 
 def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
-    """The core evidence tables of the configured (or the samples' focal) host, as Markdown."""
-    from pipeline.cli.console import out
+    """The core evidence tables of the configured (or the samples' focal) host, as Markdown text blocks."""
     from pipeline.evidence import compute
     from pipeline.output.render import render
 
     for name in ("epoch-summary", "votes-by-build", "peer-invalidation"):
         command = f"gonka-evidence evidence {name} --host {host}"
-        # soft_wrap: a log file gets each Markdown line whole, however wide (the console wraps at 200 off a terminal)
-        out.print(
-            render(compute(name, con, host=host, command=command), "markdown"),
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-        out.print()
+        events.listener().text(render(compute(name, con, host=host, command=command), "markdown"))
 
 
 def report_inputs(
@@ -368,6 +363,7 @@ def write_due_reports(
     `content_parts` now) differ from those it was last built from."""
     from pipeline.output.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
 
+    assert cfg.host is not None  # reports are written only for a configured host
     lag = cfg.finality_lag_delta
     outcome.closure = epoch_closure(con, lag).with_columns((pl.col("last_settled_at") + lag).alias("closes_by_lag_at"))
     closed = outcome.closure.filter(pl.col("closed_at").is_not_null())
@@ -407,11 +403,11 @@ def write_due_reports(
             ) from None
         with transaction(con):
             con.execute(
-                "INSERT INTO epoch_reports_t (host, epoch_id, closed_at, closed_by, report_dir, fingerprint, written_at, "
-                "rewrites, inputs) VALUES ($host, $epoch, $closed_at, $closed_by, $dir, $fp, now(), 0, $inputs) "
-                "ON CONFLICT (host, epoch_id) DO UPDATE SET closed_at = excluded.closed_at, closed_by = excluded.closed_by, "
-                "report_dir = excluded.report_dir, fingerprint = excluded.fingerprint, written_at = excluded.written_at, "
-                "rewrites = epoch_reports_t.rewrites + 1, inputs = excluded.inputs",
+                "INSERT INTO epoch_reports_t (host, epoch_id, closed_at, closed_by, report_dir, fingerprint, "
+                "written_at, rewrites, inputs) VALUES ($host, $epoch, $closed_at, $closed_by, $dir, $fp, now(), 0, "
+                "$inputs) ON CONFLICT (host, epoch_id) DO UPDATE SET closed_at = excluded.closed_at, "
+                "closed_by = excluded.closed_by, report_dir = excluded.report_dir, fingerprint = excluded.fingerprint, "
+                "written_at = excluded.written_at, rewrites = epoch_reports_t.rewrites + 1, inputs = excluded.inputs",
                 {
                     "host": cfg.host,
                     "epoch": epoch,
@@ -427,14 +423,38 @@ def write_due_reports(
 
 def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
     """The end of the run's summary: reports written or refreshed, epochs still open, the warehouse."""
-    from pipeline.cli.console import print_open_epochs, run_line
-
     if outcome.written:
-        run_line(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}")
+        events.say(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}")
     if outcome.rewritten:
-        run_line(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)} in {cfg.output}")
+        events.say(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)} in {cfg.output}")
     if not outcome.written and not outcome.rewritten and cfg.host:
-        run_line("reports: nothing new")
+        events.say("reports: nothing new")
     if outcome.closure is not None:
-        print_open_epochs(outcome.closure, cfg.finality_lag)
-    run_line("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)")
+        for line in open_epoch_lines(outcome.closure, cfg.finality_lag):
+            events.say(line)
+    events.say("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)")
+
+
+def open_epoch_lines(closure: pl.DataFrame, finality_lag: str) -> list[str]:
+    """One line per epoch that is still open: why, and when it closes under the finality lag.
+
+    ``closure`` is the named query ``closed_epochs`` with ``closes_by_lag_at`` (last settlement +
+    lag) added: an epoch closes when all its escrows settle, or once the data clock (the newest
+    copy time) reaches its last settlement + lag; a later settlement moves that time on."""
+    open_epochs = closure.filter(pl.col("closed_at").is_null())
+    if open_epochs.height == 0:
+        return ["open epochs: none"]
+    lines = []
+    for e in open_epochs.iter_rows(named=True):
+        head = f"open: epoch {e['epoch_id']} ({e['escrows_settled']:,} of {e['escrows']:,} escrows settled"
+        if e["last_settled_at"] is None:
+            lines.append(
+                f"{head}): no escrow settled yet; closes when all settle, or {finality_lag} after the last settlement"
+            )
+            continue
+        clock = iso_utc(e["data_clock"]) if e["data_clock"] is not None else "none"
+        lines.append(
+            f"{head}, last at {iso_utc(e['last_settled_at'])}): closes when all escrows settle, or at "
+            f"{iso_utc(e['closes_by_lag_at'])} (finality_lag {finality_lag}) if none settles before; data clock {clock}"
+        )
+    return lines

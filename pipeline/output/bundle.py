@@ -30,7 +30,8 @@ import hashlib
 import shlex
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ class BundleRequest:
     since: str | None = None  # ISO-8601, with until
     until: str | None = None
     warehouse_arg: str | None = None  # how the commands name the warehouse (None: the default)
+    finality_lag: timedelta = timedelta(hours=6)  # of the epoch report (the run configuration's)
 
     @property
     def window(self) -> Window:
@@ -133,14 +135,13 @@ def _chart_files(stem: str, chart: dict) -> dict[str, bytes]:
 
 def _report_files(con, request: BundleRequest) -> dict[str, bytes]:
     """The epoch report's files under ``report/``, written as `report epoch` writes them."""
-    from pipeline.jobs.config import load_config
     from pipeline.output.report import build_epoch_report, write_epoch_report
 
     report = build_epoch_report(
         con,
         request.window.epoch,
         request.host,
-        finality_lag=load_config(None).finality_lag_delta,
+        finality_lag=request.finality_lag,
         warehouse_arg=request.warehouse_arg,
     )
     with tempfile.TemporaryDirectory(prefix="gonka-evidence-bundle-") as tmp:
@@ -215,11 +216,13 @@ def read_request(directory: Path) -> BundleRequest:
         raise EvidenceError(f"{directory}/{MANIFEST}: not a bundle manifest ({exc})") from None
 
 
-def verify_bundle(con: duckdb.DuckDBPyConnection, directory: Path) -> list[FileCheck]:
-    """Recompute the bundle in ``directory`` from the warehouse behind ``con`` and compare every
-    file byte for byte, the manifest included; in path order."""
+def verify_bundle(
+    con: duckdb.DuckDBPyConnection, directory: Path, finality_lag: timedelta = timedelta(hours=6)
+) -> list[FileCheck]:
+    """Recompute the bundle in ``directory`` from the warehouse behind ``con`` (its epoch report with
+    `finality_lag`) and compare every file byte for byte, the manifest included; in path order."""
     directory = Path(directory)
-    expected = build_bundle(con, read_request(directory))
+    expected = build_bundle(con, replace(read_request(directory), finality_lag=finality_lag))
     present = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
     checks = []
     for path in sorted(present | set(expected)):

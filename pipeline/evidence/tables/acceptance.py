@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
@@ -14,6 +15,9 @@ from pipeline.evidence.spec import Column, EvidenceSpec, ReportSection, column_g
 from pipeline.evidence.stats import BOOTSTRAP_RESAMPLES, SEED, bootstrap_ratio, interval_stat, with_wilson
 from pipeline.evidence.window import Window
 from pipeline.warehouse.database import fetch_frame
+
+if TYPE_CHECKING:
+    import altair as alt
 
 NAME = "acceptance"
 SCHEMA = {
@@ -177,9 +181,44 @@ def acceptance(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
     )
 
 
-def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict:
-    from pipeline.output.render.charts import acceptance_chart
+def acceptance_chart(result: EvidenceResult) -> alt.VConcatChart:
+    """Mean acceptance length per build (bars) above the per-position acceptance rates per build (lines)."""
+    import altair as alt
 
+    rows = result.rows
+    mal = rows.select("build", "mean_acceptance_length", "windows").to_pandas()
+    positions = (
+        rows.select("build", "per_position")
+        .drop_nulls("per_position")
+        .with_columns(position=pl.int_ranges(pl.col("per_position").list.len()))
+        .explode("per_position", "position")
+        .rename({"per_position": "rate"})
+        .to_pandas()
+    )
+    order = rows["build"].to_list()
+    bars = (
+        alt.Chart(mal, title="Mean acceptance length (1 + Σaccepted / Σdrafts)")
+        .mark_bar()
+        .encode(
+            x=alt.X("build:N", sort=order, title="build"),
+            y=alt.Y("mean_acceptance_length:Q", title="tokens per step"),
+            tooltip=["build", "mean_acceptance_length", "windows"],
+        )
+    )
+    lines = (
+        alt.Chart(positions, title="Per-position acceptance rate (weighted by drafts)")
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("position:O", title="draft position"),
+            y=alt.Y("rate:Q", title="acceptance rate", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("build:N", sort=order),
+            tooltip=["build", "position", "rate"],
+        )
+    )
+    return alt.vconcat(bars, lines)
+
+
+def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict:
     return acceptance_chart(result).to_dict()
 
 

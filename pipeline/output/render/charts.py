@@ -12,43 +12,8 @@ import altair as alt
 import duckdb
 import polars as pl
 
-from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.tables.acceptance import acceptance_chart  # noqa: F401  (drawn by its table)
 from pipeline.warehouse.database import fetch_frame
-
-
-def acceptance_chart(result: EvidenceResult) -> alt.VConcatChart:
-    """Mean acceptance length per build (bars) above the per-position acceptance rates per build (lines)."""
-    rows = result.rows
-    mal = rows.select("build", "mean_acceptance_length", "windows").to_pandas()
-    positions = (
-        rows.select("build", "per_position")
-        .drop_nulls("per_position")
-        .with_columns(position=pl.int_ranges(pl.col("per_position").list.len()))
-        .explode("per_position", "position")
-        .rename({"per_position": "rate"})
-        .to_pandas()
-    )
-    order = rows["build"].to_list()
-    bars = (
-        alt.Chart(mal, title="Mean acceptance length (1 + Σaccepted / Σdrafts)")
-        .mark_bar()
-        .encode(
-            x=alt.X("build:N", sort=order, title="build"),
-            y=alt.Y("mean_acceptance_length:Q", title="tokens per step"),
-            tooltip=["build", "mean_acceptance_length", "windows"],
-        )
-    )
-    lines = (
-        alt.Chart(positions, title="Per-position acceptance rate (weighted by drafts)")
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("position:O", title="draft position"),
-            y=alt.Y("rate:Q", title="acceptance rate", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("build:N", sort=order),
-            tooltip=["build", "position", "rate"],
-        )
-    )
-    return alt.vconcat(bars, lines)
 
 
 def engine_events_chart(con: duckdb.DuckDBPyConnection, host: str) -> alt.LayerChart:

@@ -12,22 +12,12 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.core.times import iso_utc
 from pipeline.evidence.result import Provenance
 
 MISSING = "–"  # en dash: null / NaN / no estimate
 RATE_SUFFIXES = ("_rate", "_share")
 ODDS_RATIO_LABELS = {"odds_ratio": "OR", "pooled_odds_ratio": "pooled OR"}
-
-
-def iso_utc(value: dt.datetime | dt.date | str) -> str:
-    """ISO-8601 in UTC ending in ``Z``. Naive datetimes are UTC already (the warehouse is UTC everywhere)."""
-    if isinstance(value, str):
-        return value
-    if not isinstance(value, dt.datetime):
-        return value.isoformat()
-    if value.tzinfo is not None:
-        value = value.astimezone(dt.UTC).replace(tzinfo=None)
-    return value.isoformat() + "Z"
 
 
 def format_number(value: float) -> str:

@@ -7,16 +7,16 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.app import DEFAULT_WAREHOUSE, WarehouseOpt, app, user_errors
+from pipeline.cli.conventions import WarehouseOpt, user_errors
+from pipeline.core.paths import DEFAULT_WAREHOUSE
+
+ORDER = 110
 
 
-@app.command()
 @user_errors
 def bundle(
     out: Annotated[Path, typer.Option("--out", "-o", help="The bundle directory (new, empty, or an earlier bundle).")],
-    host: Annotated[
-        str | None, typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")
-    ] = None,
+    host: Annotated[str | None, typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")] = None,
     epoch: Annotated[
         int | None, typer.Option(help="The escrows of epoch N (the bundle then holds the epoch report).")
     ] = None,
@@ -29,32 +29,16 @@ def bundle(
 
     Example: gonka-evidence bundle --host gonka1... --epoch 3 --out bundle-3
     """
+    from pipeline import api
     from pipeline.cli.console import out as console
-    from pipeline.evidence import EvidenceError
-    from pipeline.evidence.provenance import command_path
-    from pipeline.output.bundle import BundleRequest, build_bundle, write_bundle
-    from pipeline.warehouse.database import open_read_only
 
-    if not host:
-        raise EvidenceError("bundle needs --host ADDR (the host address, gonka1…)")
-    request = BundleRequest(
-        host=host,
-        epoch=epoch,
-        since=since,
-        until=until,
-        warehouse_arg=None if warehouse == DEFAULT_WAREHOUSE else command_path(warehouse),
+    written = api.bundle(out, host, epoch=epoch, since=since, until=until, warehouse=warehouse)
+    path = written.path
+    console.print(
+        f"wrote {len(written.files)} files to {path} (check them with: gonka-evidence verify {path})", markup=False
     )
-    request.window  # a bad window is a one-line error before anything is computed
-    con = open_read_only(warehouse)
-    try:
-        files = build_bundle(con, request)
-    finally:
-        con.close()
-    path = write_bundle(files, out)
-    console.print(f"wrote {len(files)} files to {path} (check them with: gonka-evidence verify {path})", markup=False)
 
 
-@app.command()
 @user_errors
 def verify(
     directory: Annotated[Path, typer.Argument(help="A bundle directory written by `gonka-evidence bundle`.")],
@@ -65,17 +49,11 @@ def verify(
 
     Example: gonka-evidence verify bundle-3 --warehouse warehouse.duckdb
     """
+    from pipeline import api
     from pipeline.cli.console import out as console
-    from pipeline.output.bundle import read_request, verify_bundle
-    from pipeline.warehouse.database import open_read_only
 
-    read_request(directory)  # not a bundle: a one-line error before the warehouse is opened
-    con = open_read_only(warehouse)
-    try:
-        checks = verify_bundle(con, directory)
-    finally:
-        con.close()
-    bad = [check for check in checks if check.status != "ok"]
+    verified = api.verify(directory, warehouse)
+    checks, bad = verified.checks, verified.bad
     for check in checks:
         console.print(f"{check.status:>10}  {check.path}", markup=False, highlight=False)
     if bad:
@@ -87,3 +65,8 @@ def verify(
         )
         raise typer.Exit(1)
     console.print(f"all {len(checks)} files match", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(bundle)
+    app.command()(verify)

@@ -7,11 +7,13 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.app import DEFAULT_WAREHOUSE, EXIT_QUARANTINED, WarehouseOpt, app, user_errors
-from pipeline.ingest.kinds import log_kind_help
+from pipeline.api import log_kind_help
+from pipeline.cli.conventions import EXIT_QUARANTINED, WarehouseOpt, user_errors
+from pipeline.core.paths import DEFAULT_WAREHOUSE
+
+ORDER = 80
 
 
-@app.command(name="ingest-logs")
 @user_errors
 def ingest_logs_command(
     files: Annotated[list[Path], typer.Argument(help="Log files (gzip accepted) or directories (every file in them).")],
@@ -23,7 +25,8 @@ def ingest_logs_command(
     timezone: Annotated[
         str | None,
         typer.Option(
-            help="Time zone of the vLLM logs' local times: an IANA name (Europe/Berlin) or a UTC offset (+02:00); default UTC."
+            help="Time zone of the vLLM logs' local times: an IANA name (Europe/Berlin) "
+            "or a UTC offset (+02:00); default UTC."
         ),
     ] = None,
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
@@ -37,15 +40,10 @@ def ingest_logs_command(
     again with another --year or --timezone has its records replaced (the summary says how many).
     Example: gonka-evidence ingest-logs /var/log/vllm/ --host gonka1...
     """
+    from pipeline import api
     from pipeline.cli.console import err, out
-    from pipeline.ingest.logs import ingest_logs
-    from pipeline.warehouse.database import open_for_write
 
-    con = open_for_write(warehouse)
-    try:
-        summary = ingest_logs(con, list(files), host=host, kind=kind, year=year, timezone=timezone)
-    finally:
-        con.close()
+    summary = api.ingest_logs(files, host=host, warehouse=warehouse, kind=kind, year=year, timezone=timezone)
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.kinds.items()))
     out.print(
         f"ingest-logs {summary.run_id}: {summary.files} files ({kinds}), {summary.lines:,} lines, "
@@ -76,3 +74,7 @@ def ingest_logs_command(
         out.print(f"  files with nothing recognised: {len(summary.unrecognised)}", markup=False, highlight=False)
     if strict and (summary.unparsed or summary.unrecognised):
         raise typer.Exit(EXIT_QUARANTINED)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="ingest-logs")(ingest_logs_command)

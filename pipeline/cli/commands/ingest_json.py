@@ -7,10 +7,12 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.app import DEFAULT_WAREHOUSE, EXIT_QUARANTINED, WarehouseOpt, app, user_errors
+from pipeline.cli.conventions import EXIT_QUARANTINED, WarehouseOpt, user_errors
+from pipeline.core.paths import DEFAULT_WAREHOUSE
+
+ORDER = 90
 
 
-@app.command(name="ingest-json")
 @user_errors
 def ingest_json(
     files: Annotated[list[Path], typer.Argument(help="Saved JSON responses (accounting API v2–7, chain REST).")],
@@ -21,14 +23,9 @@ def ingest_json(
 
     Example: gonka-evidence ingest-json participants-437.json epoch_performance_summary-437.json
     """
-    from pipeline.ingest.json_responses import ingest_json_files
-    from pipeline.warehouse.database import open_for_write
+    from pipeline import api
 
-    con = open_for_write(warehouse)
-    try:
-        summary = ingest_json_files(con, files)
-    finally:
-        con.close()
+    summary = api.ingest_json(files, warehouse)
     for line in summary.unreadable:
         typer.echo(f"warning: {line}; quarantined", err=True)
     rows = ", ".join(f"{table} {n}" for table, n in summary.rows.items())
@@ -38,3 +35,7 @@ def ingest_json(
     )
     if strict and summary.quarantined:
         raise typer.Exit(EXIT_QUARANTINED)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="ingest-json")(ingest_json)

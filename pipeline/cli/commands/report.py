@@ -7,16 +7,18 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.app import DEFAULT_WAREHOUSE, WarehouseOpt, app, user_errors
+from pipeline.cli.conventions import WarehouseOpt, user_errors
+from pipeline.core.paths import DEFAULT_WAREHOUSE
+
+ORDER = 100
 
 report_app = typer.Typer(
-    help="Write reports (Markdown, self-contained HTML, charts, CSV) from the warehouse. Example: gonka-evidence report epoch 3 --out out",
+    help="Write reports (Markdown, self-contained HTML, charts, CSV) from the warehouse. "
+    "Example: gonka-evidence report epoch 3 --out out",
     no_args_is_help=True,
 )
-app.add_typer(report_app, name="report")
 
 
-@report_app.command("epoch")
 @user_errors
 def report_epoch(
     epoch: Annotated[int, typer.Argument(help="The epoch number.", min=0)],
@@ -43,27 +45,13 @@ def report_epoch(
 
     Example: gonka-evidence report epoch 3 --host gonka1... --out out
     """
+    from pipeline import api
     from pipeline.cli.console import out as console
-    from pipeline.evidence import EvidenceError
-    from pipeline.jobs.config import load_config
-    from pipeline.output.report import build_epoch_report, write_epoch_report
-    from pipeline.warehouse.database import open_read_only
 
-    cfg = load_config(None)
-    host = host or cfg.host
-    if not host:
-        raise EvidenceError("report needs --host ADDR (or host in gonka-evidence.toml)")
-    con = open_read_only(warehouse)
-    try:
-        report = build_epoch_report(
-            con,
-            epoch,
-            host,
-            finality_lag=cfg.finality_lag_delta,
-            warehouse_arg=None if warehouse == DEFAULT_WAREHOUSE else str(warehouse),
-            out_arg=None if out == Path("out") else str(out),
-        )
-    finally:
-        con.close()
-    path = write_epoch_report(report, out)
-    console.print(f"wrote {path}/report.md, report.html, charts/ and tables/", markup=False)
+    written = api.report(epoch, host, out=out, warehouse=warehouse)
+    console.print(f"wrote {written.path}/report.md, report.html, charts/ and tables/", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    report_app.command("epoch")(report_epoch)
+    app.add_typer(report_app, name="report")

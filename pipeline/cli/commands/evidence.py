@@ -1,0 +1,61 @@
+"""`gonka-evidence evidence`: one evidence table with statistics and a provenance footer."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pipeline.cli.conventions import (
+    ConfigOpt,
+    ConfigWarehouseOpt,
+    EvidenceFormat,
+    complete_evidence_name,
+    prints_data,
+    reproducing_command,
+    user_errors,
+)
+from pipeline.cli.evidence_options import OPTIONS_KEY, EvidenceCommand
+
+ORDER = 50
+
+
+@user_errors
+@prints_data
+def evidence(
+    ctx: typer.Context,
+    name: Annotated[
+        str, typer.Argument(help="The evidence table (listed below).", autocompletion=complete_evidence_name)
+    ],
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="The host address (gonka1…; default: GONKA_EVIDENCE_HOST, else the config's host).",
+            envvar="GONKA_EVIDENCE_HOST",
+        ),
+    ] = None,
+    epoch: Annotated[int | None, typer.Option(help="The escrows of epoch N.")] = None,
+    since: Annotated[str | None, typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
+    until: Annotated[str | None, typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,
+    fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
+    warehouse: ConfigWarehouseOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Print an evidence table with statistics and a provenance footer. The table options
+    (--by-escrow, --all, ...) come from the tables that declare them.
+
+    Example: gonka-evidence evidence votes-by-build --host gonka1... --epoch 3 --format markdown
+    """
+    from pipeline.api import open_warehouse
+
+    with open_warehouse(warehouse, host=host, config=config) as wh:
+        result = wh.evidence(
+            name, epoch=epoch, since=since, until=until, command=reproducing_command(ctx), **ctx.meta[OPTIONS_KEY]
+        )
+    typer.echo(result.render(fmt.value))
+
+
+def register(app: typer.Typer) -> None:
+    app.command(cls=EvidenceCommand, short_help="Print an evidence table with statistics and a provenance footer.")(
+        evidence
+    )

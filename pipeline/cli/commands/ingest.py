@@ -1,0 +1,46 @@
+"""`gonka-evidence ingest`: a devshard database copy into the warehouse."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pipeline.cli.conventions import EXIT_QUARANTINED, WarehouseOpt, user_errors
+from pipeline.cli.process import skip_teardown
+from pipeline.core.paths import DEFAULT_WAREHOUSE
+
+ORDER = 10
+
+
+@user_errors
+def ingest(
+    source: Annotated[
+        str, typer.Argument(help="postgresql:// URL, `postgres` (libpq environment), or a SQLite store directory.")
+    ],
+    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    label: Annotated[str | None, typer.Option(help="A name for this copy in provenance footers.")] = None,
+    strict: Annotated[bool, typer.Option(help="Exit 3 when rows were quarantined.")] = False,
+) -> None:
+    """Ingest a devshard database copy (read-only) into the warehouse.
+
+    Only what moved since the last ingest of the copy is read; a PostgreSQL copy whose change markers
+    are those of its last ingest is recorded without being read at all.
+
+    Example: gonka-evidence ingest data-samples/store --warehouse warehouse.duckdb
+    """
+    from pipeline import api
+    from pipeline.cli.console import ingest_progress, print_ingest_summary
+
+    with ingest_progress() as progress:
+        summary = api.ingest(source, warehouse, label=label, progress=progress)
+    print_ingest_summary(summary)
+    # The warehouse and the source are closed: the process can end without the interpreter's
+    # teardown (pipeline/cli/process.py).
+    skip_teardown()
+    if strict and summary.quarantined:
+        raise typer.Exit(EXIT_QUARANTINED)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(ingest)

@@ -1,0 +1,87 @@
+"""`gonka-evidence query`: SQL on the warehouse views, in a sandbox."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipeline.api import QueryFormat, terminal_width
+from pipeline.cli.conventions import ConfigOpt, ConfigWarehouseOpt, complete_named_query, prints_data, user_errors
+
+ORDER = 40
+
+
+@user_errors
+@prints_data
+def query(
+    sql: Annotated[
+        str | None,
+        typer.Argument(help="SQL text or the name of a query in sql/queries/.", autocompletion=complete_named_query),
+    ] = None,
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the SQL from a file.")] = None,
+    fmt: Annotated[QueryFormat, typer.Option("--format", help="Output format.")] = QueryFormat.table,
+    vertical: Annotated[
+        bool, typer.Option("--vertical", "-x", help="Table format as one block per record (every column shown).")
+    ] = False,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="k=v, bound to $k in the SQL.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to a file (required for parquet on a terminal).")
+    ] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the named queries with their parameters.")] = False,
+    warehouse: ConfigWarehouseOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Run SQL on the warehouse views, in a sandbox: the warehouse is opened read-only, and DuckDB is
+    locked so that the SQL cannot reach files, the network or extensions (no ATTACH, COPY, EXPORT,
+    INSTALL/LOAD, read_csv/read_text/glob) nor change settings. Export results with --format/--output.
+
+    Every value prints exactly as DuckDB holds it (decimals, HUGEINT, intervals, nested values as JSON);
+    on a terminal the table leaves out the columns that do not fit and says which (see them with
+    --vertical or --format csv/json).
+
+    Example: gonka-evidence query "SELECT status, count(*) FROM inferences GROUP BY ALL" --format markdown
+    """
+    from pipeline import api
+    from pipeline.cli.console import detail, info, out
+
+    if list_:
+        for q in api.named_queries(required=True).values():
+            out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False, highlight=False)
+        return
+    # Command lines that cannot be right: usage errors (exit 2), like a missing argument.
+    if vertical and fmt is not QueryFormat.table:
+        raise typer.BadParameter(
+            "--vertical is a layout of the table format; leave out --format", param_hint="'--vertical'"
+        )
+    if sql is None and file is None:
+        raise typer.BadParameter(
+            "give SQL, a query name (see `gonka-evidence query --list`) or --file", param_hint="'SQL'"
+        )
+    text = api.resolve_sql(sql, file)
+    if fmt is QueryFormat.parquet and output is None and sys.stdout.isatty():
+        raise api.QueryError("parquet is binary: give --output FILE or redirect stdout")
+    width = terminal_width() if fmt is QueryFormat.table and output is None and not vertical else None
+    with api.open_warehouse(warehouse, config=config) as wh:
+        rendered = wh.render_query(text, api.parse_params(param or []), fmt, vertical=vertical, width=width)
+    if rendered.hidden:
+        info(
+            f"{len(rendered.hidden)} of {rendered.columns} columns left out to fit the terminal: "
+            f"{', '.join(rendered.hidden)} (see every column with --vertical, or --format csv/json)"
+        )
+    detail(f"rows: {rendered.rows:,}, columns: {rendered.columns}, {rendered.elapsed_s:.3f} s")
+    data = (
+        rendered.data if isinstance(rendered.data, bytes) else (rendered.data + "\n" if rendered.data else "").encode()
+    )
+    if output:
+        output.write_bytes(data)
+    else:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(query)

@@ -1,0 +1,44 @@
+"""`gonka-evidence run`: the scheduled job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipeline.cli.conventions import prints_data, user_errors
+
+ORDER = 60
+
+
+@user_errors
+@prints_data  # the job's log is its output: cron and systemd keep stdout (`>> run.log`)
+def run(
+    config: Annotated[
+        Path | None, typer.Option(help="Config file (default: gonka-evidence.toml here, else the bundled samples).")
+    ] = None,
+    warehouse: Annotated[
+        Path | None,
+        typer.Option("--warehouse", "-w", help="Override the warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE"),
+    ] = None,
+) -> None:
+    """The scheduled job: ingest what is new, print the summary, write a report for every closed epoch.
+
+    With no configuration (and no gonka-evidence.toml here) it ingests the bundled data-samples/
+    into ./warehouse.duckdb and reports on the samples' focal host.
+    Example: gonka-evidence run --config gonka-evidence.toml
+    """
+    from pipeline import api
+    from pipeline.cli.console import QUIET, listener, out, verbosity
+
+    # The job's own lines are its summary: --quiet silences them too (errors still print).
+    out.quiet = verbosity() == QUIET
+    try:
+        api.run(config, warehouse, listener=listener())
+    finally:
+        out.quiet = False
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)

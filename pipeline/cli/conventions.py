@@ -1,0 +1,204 @@
+"""The conventions every command shares: its options, one-line errors, exit codes, where output goes.
+
+Data goes to stdout, progress and summaries to stderr; `--quiet`/`--verbose`; the exit codes below;
+one-line errors, never a traceback for a user error (`user_errors`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from contextlib import ExitStack, redirect_stdout
+from enum import StrEnum
+from functools import wraps
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipeline.cli.process import say_interrupted
+
+EXIT_USER_ERROR = 1  # bad arguments, missing source, failed query: a one-line message
+# 2 is click's own: the command line itself is wrong (unknown option, missing argument, bad choice).
+EXIT_QUARANTINED = 3  # rows were quarantined and --strict was given
+EXIT_CODES_HELP = (
+    "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; 3 rows quarantined with --strict."
+)
+
+WarehouseOpt = Annotated[
+    Path, typer.Option("--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE")
+]
+# For commands that fall back to the config file's warehouse when none is given.
+ConfigWarehouseOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--warehouse",
+        "-w",
+        envvar="GONKA_EVIDENCE_WAREHOUSE",
+        help="DuckDB warehouse file (default: the config's warehouse, else ./warehouse.duckdb).",
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Config file whose host and warehouse are the defaults (default: gonka-evidence.toml here, if any).",
+    ),
+]
+
+
+VERBOSITY_OPTIONS = ("quiet", "verbose")
+
+
+def _set_verbosity(level: int):
+    def callback(value: bool) -> None:
+        if value:
+            from pipeline.core.verbosity import set_verbosity
+
+            set_verbosity(level)
+
+    return callback
+
+
+def _verbosity_options() -> list[inspect.Parameter]:
+    from pipeline.core.verbosity import QUIET, VERBOSE
+
+    quiet = typer.Option(
+        "--quiet",
+        "-q",
+        help="Only data and errors: no progress or summaries on stderr.",
+        callback=_set_verbosity(QUIET),
+        expose_value=False,
+    )
+    verbose = typer.Option(
+        "--verbose", "-v", help="More detail on stderr.", callback=_set_verbosity(VERBOSE), expose_value=False
+    )
+    return [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[bool, option])
+        for name, option in zip(VERBOSITY_OPTIONS, (quiet, verbose), strict=True)
+    ]
+
+
+def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
+    from pipeline.cli.console import err
+    from pipeline.core.secrets import scrub
+
+    err.print(f"error: {scrub(' '.join(message.split()))}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _interrupted() -> None:
+    say_interrupted()
+    raise typer.Exit(130)
+
+
+def prints_data(func):
+    """Marks a command whose stdout is data (query results, tables); under `user_errors` it is
+    put below it. Every other command's stdout is a summary and goes to stderr."""
+    func.prints_data = True
+    return func
+
+
+def _one_line_errors() -> tuple[type[Exception], ...]:
+    """The library's errors that end a command with a one-line message (looked up when one is raised:
+    `ingest` of an unchanged copy should not pay for importing them)."""
+    from pipeline.api import user_errors
+
+    return user_errors()
+
+
+def _is_interrupt(exc: BaseException | None) -> bool:
+    """A Ctrl-C that DuckDB caught during a query: it raises its own error instead of KeyboardInterrupt
+    (the interrupted statement, a COMMIT included, took effect whole or not at all); a Ctrl-C inside
+    Python code that DuckDB was calling (an Arrow source it registers or scans) comes back as DuckDB's
+    error naming the KeyboardInterrupt, sometimes with it as its cause. The clean-up that follows (a
+    rollback, the run's `failed` row) may raise again on the aborted transaction, so the exceptions it
+    happened during count too."""
+    seen, pending = set(), [exc]
+    while pending:
+        exc = pending.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        duckdb_error = type(exc).__module__.lstrip("_").startswith("duckdb")
+        if (
+            isinstance(exc, KeyboardInterrupt)
+            or type(exc).__name__ == "InterruptException"
+            or (isinstance(exc, RuntimeError) and str(exc).startswith("Query interrupted"))
+            or (duckdb_error and "failed: KeyboardInterrupt" in str(exc))
+        ):
+            return True
+        pending += [exc.__cause__, exc.__context__]
+    return False
+
+
+def user_errors(func):
+    """The conventions of every command: the library's one-line errors become exit code 1
+    without a traceback; the command takes --quiet and --verbose; and unless it `prints_data`,
+    what it prints goes to stderr (nowhere with --quiet)."""
+
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        from pipeline.core.verbosity import NORMAL, verbosity
+
+        for name in VERBOSITY_OPTIONS:
+            kwargs.pop(name, None)  # handled by the option's callback, not the command
+        try:
+            with ExitStack() as stack:
+                if not getattr(func, "prints_data", False):
+                    # What a command without data output prints is a summary: stderr, or nothing with --quiet.
+                    sink = sys.stderr if verbosity() >= NORMAL else stack.enter_context(open(os.devnull, "w"))
+                    stack.enter_context(redirect_stdout(sink))
+                return func(*args, **kwargs)
+        except Exception as exc:
+            if _is_interrupt(exc):
+                _interrupted()
+            if not isinstance(exc, _one_line_errors()):
+                raise
+            _fail(str(exc))
+        except KeyboardInterrupt:
+            _interrupted()
+
+    # Typer reads the options from the signature; these two are handled by their callbacks.
+    signature = inspect.signature(func, eval_str=True)
+    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *_verbosity_options()])
+    return wrapper
+
+
+class EvidenceFormat(StrEnum):
+    """The formats of pipeline.output.render (kept equal to its FORMATS by a test)."""
+
+    markdown = "markdown"
+    csv = "csv"
+    json = "json"
+    table = "table"
+
+
+def complete_named_query(incomplete: str) -> list[str]:
+    from pipeline.api import named_queries
+
+    return [name for name in named_queries() if name.startswith(incomplete)]
+
+
+def complete_evidence_name(incomplete: str) -> list[str]:
+    from pipeline.api import evidence_tables
+
+    return [name for name in evidence_tables() if name.startswith(incomplete)]
+
+
+def reproducing_command(ctx: typer.Context | None = None) -> str:
+    """The command line as typed, with any password redacted (it lands in provenance footers).
+    A host or warehouse that came from the environment (GONKA_EVIDENCE_HOST, GONKA_EVIDENCE_WAREHOUSE)
+    is added as ``--host H`` / ``--warehouse W``: the command must reproduce the table where those
+    variables are not set."""
+    import shlex
+
+    from pipeline.core.secrets import scrub
+
+    args = [scrub(a) for a in sys.argv[1:]]
+    for name in ("host", "warehouse"):
+        source = ctx.get_parameter_source(name) if ctx is not None else None
+        if ctx is not None and source is not None and source.name == "ENVIRONMENT":
+            args += [f"--{name}", str(ctx.params[name])]
+    return shlex.join(["gonka-evidence", *args])

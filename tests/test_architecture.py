@@ -1,0 +1,334 @@
+"""The import graph of `pipeline` is the architecture diagram: no cycles, each stage imports only
+from itself and earlier stages, and no module is loaded from a list of names.
+
+Read from the source (AST), not by importing it: every import counts, including those inside
+functions (imported lazily is still a dependency); only imports under ``if TYPE_CHECKING:`` are
+skipped, as they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# core < sources < transforms < warehouse < ingest < evidence < output < jobs < api < cli
+LAYERS = ("core", "sources", "transforms", "warehouse", "ingest", "evidence", "output", "jobs", "api", "cli")
+SAMPLES_MAY_IMPORT = ("core", "sources")
+TOP_MAY_IMPORT = ("api", "core")  # `pipeline/__init__.py`: lazy look-ups of the facade and the version
+
+# Modules that import modules by computed name, and why. Everything else imports by `import`.
+DYNAMIC_IMPORTS = {
+    "pipeline.evidence.registry": "package discovery: every module of pipeline.evidence.tables",
+    "pipeline.cli.commands": "package discovery: every module of pipeline.cli.commands",
+    "pipeline.sources.store.adbc": "third-party driver modules, imported without pyarrow.dataset",
+    # Each kind names its functions as "module:function", resolved on use, so reading a config loads no
+    # engine; test_the_source_kind_registry_respects_the_layers checks every such reference.
+    "pipeline.ingest.kinds": "lazy references of the source-kind registry",
+}
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.source} -> {self.target} (line {self.line})"
+
+
+def modules(package_dir: Path) -> dict[str, Path]:
+    """Dotted module name → file, for every .py file of the package at `package_dir`."""
+    found = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node of `tree` except those under ``if TYPE_CHECKING:`` (its ``else`` branch runs)."""
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            pending.extend(node.orelse)
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> list[Edge]:
+    """The runtime imports of module `name` that name a module of `known` (the nearest known module:
+    ``from pipeline.a import b`` is ``pipeline.a.b`` when that is a module, else ``pipeline.a``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    edges = []
+    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                edges.append(Edge(name, target, node.lineno))
+    return edges
+
+
+def import_graph(package_dir: Path) -> dict[str, list[Edge]]:
+    known = modules(package_dir)
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def find_cycle(graph: dict[str, list[Edge]]) -> list[Edge] | None:
+    """One import cycle of `graph` as its edges, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[Edge] = []
+
+    def visit(module: str) -> list[Edge] | None:
+        state[module] = 1
+        for edge in graph.get(module, []):
+            if state.get(edge.target) == 1:
+                start = next((i for i, e in enumerate(path) if e.source == edge.target), len(path))
+                return [*path[start:], edge]
+            if edge.target not in state:
+                path.append(edge)
+                if (cycle := visit(edge.target)) is not None:
+                    return cycle
+                path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module)) is not None:
+            return cycle
+    return None
+
+
+def stage(module: str) -> str:
+    """The stage of a module: ``pipeline.ingest.store`` → ``ingest``; ``pipeline`` itself → ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def layer_violations(graph: dict[str, list[Edge]]) -> list[str]:
+    bad = []
+    for edges in graph.values():
+        for edge in edges:
+            src, dst = stage(edge.source), stage(edge.target)
+            if dst == "samples" and src != "samples":
+                bad.append(f"{edge}: the runtime never imports the sample generator")
+            elif src == "samples":
+                if dst not in (*SAMPLES_MAY_IMPORT, "samples"):
+                    bad.append(f"{edge}: samples may import only {', '.join(SAMPLES_MAY_IMPORT)}")
+            elif src == "":
+                if dst not in TOP_MAY_IMPORT:
+                    bad.append(f"{edge}: pipeline/__init__.py may import only {', '.join(TOP_MAY_IMPORT)}")
+            elif dst == "":
+                bad.append(f"{edge}: import the module itself, not the top-level package")
+            elif src not in LAYERS or dst not in LAYERS:
+                bad.append(f"{edge}: a stage outside {LAYERS}")
+            elif LAYERS.index(dst) > LAYERS.index(src):
+                bad.append(f"{edge}: {src} may not import from the later stage {dst}")
+    return bad
+
+
+def dynamic_imports(name: str, path: Path) -> list[str]:
+    """`__import__(...)` and `import_module(...)` calls of a module (loading modules by name)."""
+    found = []
+    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if called in ("__import__", "import_module"):
+                found.append(f"{name}: {called}(...) at line {node.lineno}")
+    return found
+
+
+PIPELINE = ROOT / "pipeline"
+
+
+def test_the_stages_are_the_packages():
+    """Every module lives in a stage package (or is `pipeline.api`, the facade)."""
+    stray = [name for name in modules(PIPELINE) if stage(name) not in (*LAYERS, "samples", "")]
+    assert stray == []
+    assert {stage(name) for name in modules(PIPELINE)} == {*LAYERS, "samples", ""}
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(import_graph(PIPELINE))
+    assert cycle is None, "import cycle: " + "; ".join(map(str, cycle or []))
+
+
+def test_each_stage_imports_only_itself_and_earlier_stages():
+    assert layer_violations(import_graph(PIPELINE)) == []
+
+
+def test_no_module_is_loaded_by_name_outside_package_discovery():
+    found = [
+        call
+        for name, path in modules(PIPELINE).items()
+        if name not in DYNAMIC_IMPORTS
+        for call in dynamic_imports(name, path)
+    ]
+    assert found == []
+    # The allowed ones still exist (a stale entry would hide a new loader of the same name).
+    for name in DYNAMIC_IMPORTS:
+        assert dynamic_imports(name, modules(PIPELINE)[name]), name
+
+
+def test_the_source_kind_registry_respects_the_layers():
+    """The registry's "module:function" references are imports too: each resolves, and names a module
+    of the ingest stage or an earlier one."""
+    from pipeline.ingest.kinds import SOURCE_KINDS, resolve
+
+    references = set()
+    for kind in SOURCE_KINDS.values():
+        references.add(kind.ingester)
+        if kind.log is not None:
+            references.update(r for r in (kind.log.detects, kind.log.reader, kind.log.ingests) if r)
+    assert len(references) >= 8
+    for reference in sorted(references):
+        assert callable(resolve(reference)), reference
+        module_stage = stage(reference.partition(":")[0])
+        assert LAYERS.index(module_stage) <= LAYERS.index("ingest"), reference
+
+
+def test_the_command_line_calls_only_the_facade():
+    """A command reaches the library through `pipeline.api` only (core's primitives aside)."""
+    graph = import_graph(PIPELINE)
+    bad = [
+        str(edge)
+        for name, edges in graph.items()
+        if stage(name) == "cli"
+        for edge in edges
+        if stage(edge.target) not in ("cli", "api", "core")
+    ]
+    assert bad == []
+
+
+def test_only_the_command_line_uses_typer_or_progress_bars():
+    """The library renders text (the table renderers use Rich to lay out a string) but never owns the
+    terminal: the command line, its options and its progress bars are the CLI's."""
+    found = []
+    for name, path in modules(PIPELINE).items():
+        if stage(name) == "cli":
+            continue
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            found += [
+                f"{name} -> {n} (line {node.lineno})"
+                for n in names
+                if n.split(".")[0] == "typer" or n == "rich.progress"
+            ]
+    assert found == []
+
+
+# --- the checks themselves, on planted packages -------------------------------------------------
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = tmp_path / "pipeline" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path / "pipeline"
+
+
+def test_a_planted_cycle_is_found_and_named(tmp_path):
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "ingest/__init__.py": "",
+            "ingest/a.py": "from pipeline.ingest import b\n",
+            # a function-level import counts; a relative one resolves
+            "ingest/b.py": "def f():\n    from .c import g\n",
+            "ingest/c.py": "import pipeline.ingest.a\n",
+        },
+    )
+    cycle = find_cycle(import_graph(package))
+    assert [str(e) for e in cycle or []] == [
+        "pipeline.ingest.a -> pipeline.ingest.b (line 1)",
+        "pipeline.ingest.b -> pipeline.ingest.c (line 2)",
+        "pipeline.ingest.c -> pipeline.ingest.a (line 1)",
+    ]
+
+
+def test_type_checking_imports_are_not_edges(tmp_path):
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "core/__init__.py": "",
+            "core/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pipeline.cli import b\n",
+            "cli/__init__.py": "",
+            "cli/b.py": "from pipeline.core import a\n",
+        },
+    )
+    graph = import_graph(package)
+    assert find_cycle(graph) is None
+    assert layer_violations(graph) == []
+
+
+def test_a_planted_layer_violation_is_named(tmp_path):
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "evidence/__init__.py": "",
+            "evidence/a.py": "def f():\n    from pipeline.output.render import text\n",
+            "output/__init__.py": "",
+            "output/render/__init__.py": "",
+            "output/render/text.py": "",
+            "samples/__init__.py": "",
+            "samples/s.py": "from pipeline.ingest import x\n",
+            "ingest/__init__.py": "",
+            "ingest/x.py": "import pipeline.samples.s\n",
+        },
+    )
+    assert sorted(layer_violations(import_graph(package))) == [
+        "pipeline.evidence.a -> pipeline.output.render.text (line 2): "
+        "evidence may not import from the later stage output",
+        "pipeline.ingest.x -> pipeline.samples.s (line 1): the runtime never imports the sample generator",
+        "pipeline.samples.s -> pipeline.ingest.x (line 1): samples may import only core, sources",
+    ]
+
+
+def test_a_planted_dynamic_import_is_named(tmp_path):
+    loader = "for m in ('a', 'b'):\n    __import__(m)\n"
+    package = _package(tmp_path, {"__init__.py": "", "cli/__init__.py": loader})
+    assert dynamic_imports("pipeline.cli", package / "cli" / "__init__.py") == [
+        "pipeline.cli: __import__(...) at line 2"
+    ]
+
+
+@pytest.mark.parametrize("stage_name", LAYERS)
+def test_every_stage_is_a_package(stage_name):
+    assert (PIPELINE / stage_name / "__init__.py").exists() or (PIPELINE / f"{stage_name}.py").exists()
