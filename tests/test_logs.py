@@ -20,7 +20,6 @@ from pipeline.ingest.logs import ingest_logs
 from pipeline.output.render import render
 from pipeline.samples.logs import HOST, SIMILARITY_THRESHOLD, write_log_samples
 from pipeline.sources.logs.files import detect_kind, expand
-from pipeline.sources.logs.vllm import parse_spec_line, parse_stats_line
 from pipeline.warehouse.database import fetch_frame, open_for_write
 
 UTC = dt.UTC
@@ -54,40 +53,7 @@ def _ev(con, name, **kw):
 # -- parsing ---------------------------------------------------------------------------------
 
 
-def test_spec_line_085_semantics_and_draft_recovery():
-    line_085 = (
-        "Draft acceptance rate: 52.4%, Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
-        "Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220"
-    )
-    spec = parse_spec_line(line_085)
-    assert spec["mal_semantics"] == "no_plus1" and spec["drafts"] == 500  # 1310 / 2.62
-    line_091 = line_085.replace("Mean acceptance length: 2.62", "Mean acceptance length: 3.62")
-    spec = parse_spec_line(line_091)
-    assert spec["mal_semantics"] == "plus1" and spec["drafts"] == 500
-    # 2-decimal MAL: recovery is approximate (1234 / 2.47 = 499.6 → 500) — the counters are exact, logs are not.
-    new = (
-        "Mean acceptance length: 3.47, Accepted throughput: 123.40 tokens/s, Drafted throughput: 250.00 tokens/s, "
-        "Accepted: 1234 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.790, 0.640, 0.470, 0.330, nan, "
-        "Avg Draft acceptance rate: 49.4%, top1: [0.5, 0.4]"
-    )
-    spec = parse_spec_line(new)
-    assert spec["drafts"] == 500 and spec["accepted"] == 1234 and spec["drafted"] == 2500
-    assert spec["per_position"][:4] == [0.79, 0.64, 0.47, 0.33] and spec["per_position"][4] != spec["per_position"][4]
-    assert spec["accepted_tps"] == 123.4 and spec["acceptance_rate_printed"] == 49.4
-    assert parse_spec_line("mal=3.1 acc=1000") is None
-
-
-def test_stats_line_preemptions_by_version():
-    base = (
-        "Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, "
-        "Waiting: 1 reqs{extra}, GPU KV cache usage: 45.5%, Prefix cache hit rate: 10.0%, MM cache hit rate: 1.0%"
-    )
-    assert parse_stats_line(base.format(extra=""), (0, 10, 2))["preemptions"] is None  # unknown before 0.11.1
-    assert parse_stats_line(base.format(extra=""), (0, 11, 1))["preemptions"] == 0
-    row = parse_stats_line(base.format(extra=", Deferred: 2 reqs, Preemptions: 7"), None)
-    assert row["preemptions"] == 7 and row["kv_cache_usage"] == pytest.approx(0.455) and row["waiting"] == 1
-    agg = parse_stats_line(base.format(extra="").replace("Engine 000: ", "2 Engines Aggregated: "), None)
-    assert agg["engine"] == "all" and agg["preemptions"] == 0
+# the record rules (MAL semantics, preemptions by version): tests/test_vllm_log_grammar.py
 
 
 def test_kind_detection(samples):
