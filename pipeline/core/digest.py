@@ -140,7 +140,7 @@ class DigestingStore:
         # The streams are consumed one after another by the ingest, so hashing them in
         # request order is reading order.
         with self._store.read_many(requests, *args, **kwargs) as streams:
-            yield [self._hashed(f"{t}/{e}", s) for (t, e, _), s in zip(requests, streams)]
+            yield [self._hashed(f"{t}/{e}", s) for (t, e, _), s in zip(requests, streams, strict=True)]
 
 
 def input_digest_before(store: Any) -> str | None:

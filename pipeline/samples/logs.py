@@ -243,7 +243,7 @@ class VllmFile:
         a["drafts"] += drafts
         a["drafted"] += drafted
         a["accepted"] += accepted
-        a["pos"] = [x + y for x, y in zip(a["pos"], pos)]
+        a["pos"] = [x + y for x, y in zip(a["pos"], pos, strict=True)]
 
     def idle(self, windows: int, debug: bool) -> None:
         """An idle period: stats lines move to DEBUG (absent from INFO logs); not downtime."""
@@ -410,13 +410,13 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
             counters["drafts"] += drafts
             counters["tokens"] += tokens
             counters["accepted"] += sum(pos)
-            counters["pos"] = [x + y for x, y in zip(counters["pos"], pos)]
+            counters["pos"] = [x + y for x, y in zip(counters["pos"], pos, strict=True)]
             counters["preempt"] += scrape % 2
             acc["windows"] += 1
             acc["drafts"] += drafts
             acc["drafted"] += tokens
             acc["accepted"] += sum(pos)
-            acc["pos"] = [x + y for x, y in zip(acc["pos"], pos)]
+            acc["pos"] = [x + y for x, y in zip(acc["pos"], pos, strict=True)]
         labels = f'engine="0",model_name="{MODEL}"'
         body = [
             "# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.",

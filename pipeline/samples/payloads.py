@@ -116,7 +116,7 @@ def response_body(
         )
     head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
     events = []
-    for piece, entry in zip(pieces, entries):
+    for piece, entry in zip(pieces, entries, strict=True):
         events.append(
             {
                 **head,

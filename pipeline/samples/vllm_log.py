@@ -83,9 +83,7 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
         acceptance=ACCEPTANCE,
     )
     switches = [
-        datetime.fromtimestamp(since, UTC)
-        for since in builds
-        if f.t < datetime.fromtimestamp(since, UTC) < windows[-1]
+        datetime.fromtimestamp(since, UTC) for since in builds if f.t < datetime.fromtimestamp(since, UTC) < windows[-1]
     ]
     _start(f, rng, build_at(f.t), READY_SECONDS.get(build_at(f.t), 300))
     death = _death_time(timeline, copy, build_at)

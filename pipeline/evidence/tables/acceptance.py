@@ -92,7 +92,7 @@ def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int, list[str]]:
         k = lengths.most_common(1)[0][0]
         usable = [
             (p, d)
-            for p, d in zip(shaped["per_position"].to_list(), shaped["drafts"].to_list())
+            for p, d in zip(shaped["per_position"].to_list(), shaped["drafts"].to_list(), strict=True)
             if len(p) == k and all(v == v for v in p)
         ]
         weight = sum(d for _, d in usable)

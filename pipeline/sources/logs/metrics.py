@@ -71,9 +71,7 @@ def parse_scrape(file: LogFile) -> ParsedScrape:
             }
         )
     stamps = [r["ts"] for r in rows if r["ts"] is not None]
-    scraped_at = (datetime.fromtimestamp(max(stamps) / 1000, UTC) if stamps else file.mtime).replace(
-        microsecond=0
-    )
+    scraped_at = (datetime.fromtimestamp(max(stamps) / 1000, UTC) if stamps else file.mtime).replace(microsecond=0)
     for row in rows:
         del row["ts"]
         row["scraped_at"] = scraped_at

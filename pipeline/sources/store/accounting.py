@@ -266,7 +266,7 @@ def _blob_into(read: LedgerRead, b: dict) -> None:
             "slots": _slots(meta),
         }
     )
-    for k, c in enumerate(blob.get("counters") or []):
+    for c in blob.get("counters") or []:
         key = c.get("key") if isinstance(c, dict) else None
         raw = orjson.dumps(key) if key is not None else b"null"
         read.counters.append(
