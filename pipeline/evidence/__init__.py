@@ -41,9 +41,10 @@ def compute(
 
     ``since``/``until`` are datetimes or ISO-8601 strings (naive = UTC) and go together;
     ``epoch`` excludes them. ``command`` is the exact command line that reproduces the table
-    (provenance footer); without it, the one `reproducing_command` derives from the arguments. Other keyword options are the table's own (its spec's ``options``,
-    e.g. ``by_escrow``, ``all_participants``, ``compare``, ``detail``, ``by``); unset ones
-    (None or False) are ignored, a set one the table does not declare is a user error.
+    (provenance footer); without it, the one `reproducing_command` derives from the arguments.
+    Other keyword options are the table's own (its spec's ``options``, e.g. ``by_escrow``,
+    ``all_participants``, ``compare``, ``detail``, ``by``); unset ones (None or False) are ignored,
+    a set one the table does not declare is a user error.
     """
     try:
         spec = EVIDENCE[name]

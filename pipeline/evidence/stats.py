@@ -382,7 +382,10 @@ def _pooled_note(used: list[np.ndarray], pooled: float, low: float, high: float)
             "so the outcome does not vary within any stratum"
         )
     if bc == 0:
-        return "pooled odds ratio infinite, no interval: Σ b·c/n = 0 (no 'no' in the first group or no 'yes' in the second)"
+        return (
+            "pooled odds ratio infinite, no interval: Σ b·c/n = 0 "
+            "(no 'no' in the first group or no 'yes' in the second)"
+        )
     if ad == 0:
         return "pooled odds ratio 0, no interval: Σ a·d/n = 0 (no 'yes' in the first group or no 'no' in the second)"
     if math.isnan(low) or math.isnan(high):

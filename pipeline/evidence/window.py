@@ -70,7 +70,8 @@ def _epoch(value: int | str) -> int:
 
 
 def _utc(value: Any, option: str) -> dt.datetime:
-    """A datetime in UTC from a datetime, a date or an ISO-8601 string; naive means UTC (the warehouse is UTC everywhere)."""
+    """A datetime in UTC from a datetime, a date or an ISO-8601 string; naive means UTC (the warehouse is
+    UTC everywhere)."""
     if isinstance(value, dt.datetime):
         parsed = value
     elif isinstance(value, dt.date):

@@ -227,8 +227,10 @@ class VllmFile:
             )
         else:
             spec = (
-                f"SpecDecoding metrics: Mean acceptance length: {mal:.2f}, Accepted throughput: {accepted / 10:.2f} tokens/s, "
-                f"Drafted throughput: {drafted / 10:.2f} tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
+                f"SpecDecoding metrics: Mean acceptance length: {mal:.2f}, "
+                f"Accepted throughput: {accepted / 10:.2f} tokens/s, "
+                f"Drafted throughput: {drafted / 10:.2f} tokens/s, "
+                f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
                 f"Per-position acceptance rate: {rates}, Avg Draft acceptance rate: {rate:.1f}%"
             )
         self.log(
@@ -271,7 +273,8 @@ class VllmFile:
                 "Traceback (most recent call last):",
                 '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 691, in run_engine_core',
                 "    engine_core.run_busy_loop()",
-                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 1401, in execute_model',
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", '
+                "line 1401, in execute_model",
                 "    hidden_states = self.model(",
                 "                    ^^^^^^^^^^^",
                 cause,
@@ -288,7 +291,8 @@ class VllmFile:
             proc="APIServer",
             more=[
                 "Traceback (most recent call last):",
-                "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+                "See stack trace (above) for the root cause.",
             ],
         )
         self.truth.events["engine_dead"] = self.truth.events.get("engine_dead", 0) + 1
@@ -526,7 +530,8 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     )
     (pdir / "results.json").write_text(json.dumps(results, indent=1))
     (pdir / "validate_report.txt").write_text(
-        "[validate] n_total=1000 n_mismatch=12 p_value=1.0 fraud_detected=False -> PASS (with mismatches within stat-test tolerance)\n"
+        "[validate] n_total=1000 n_mismatch=12 p_value=1.0 fraud_detected=False "
+        "-> PASS (with mismatches within stat-test tolerance)\n"
     )
     truth.poc = results
     truth.files["poc"] = pdir

@@ -195,7 +195,8 @@ def scan_response(body: bytes | None) -> dict:
     with gc_paused():
         if body[:64].lstrip().startswith((b"data:", b"event:", b":")):
             docs, sse = _sse_chunks(body), True
-            usage = next(filter(None, map(attrgetter("usage"), reversed(docs))), None)  # from the last chunk that has one
+            # usage from the last chunk that has one
+            usage = next(filter(None, map(attrgetter("usage"), reversed(docs))), None)
             choices = list(chain.from_iterable(filter(None, map(_CHOICES, docs))))
         else:
             doc = _decode(body, _DOC, "response is not a chat.completion object")

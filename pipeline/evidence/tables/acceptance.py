@@ -73,7 +73,8 @@ COLUMNS = (
 
 
 def length_distribution(rates: list[float]) -> list[float]:
-    """P(accepted length = 1 … K+1) from prefix-wise per-position rates (a draft token accepted at position i was accepted at every earlier one)."""
+    """P(accepted length = 1 … K+1) from prefix-wise per-position rates (a draft token accepted at position i
+    was accepted at every earlier one)."""
     if not rates:
         return []
     return [1 - rates[0], *(rates[i - 1] - rates[i] for i in range(1, len(rates))), rates[-1]]

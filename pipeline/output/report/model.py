@@ -143,7 +143,8 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
         csv=table.write_csv().rstrip("\n"),
         sql=("evidence/report_statuses.sql",),
         notes=[
-            "share = inferences / of_all; host_share = executed_by_host / of_host (final status from the diff-log replay)."
+            "share = inferences / of_all; host_share = executed_by_host / of_host "
+            "(final status from the diff-log replay)."
         ],
     )
     return section, summary

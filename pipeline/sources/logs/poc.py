@@ -1,4 +1,5 @@
-"""PoC validation results (docs/sources.md, PoC validation results): MLNode/vLLM JSON responses and golden-vector reports.
+"""PoC validation results (docs/sources.md, PoC validation results): MLNode/vLLM JSON responses and
+golden-vector reports.
 
 Accepted shapes: one JSON object, a JSON array of them, JSON lines, an object with a
 ``results`` list, and the benchmark script's ``[validate] n_total=… n_mismatch=…
@@ -23,7 +24,8 @@ DEFAULT_P_MISMATCH = 0.1
 DEFAULT_CUTOFF = 0.01
 DEFAULT_PARAMS = "default: chain p_mismatch 0.1, MLNode cutoff 0.01"
 VALIDATE_LINE = re.compile(
-    r"\[validate\] n_total=(?P<n_total>\d+) n_mismatch=(?P<n_mismatch>\d+) p_value=(?P<p_value>\S+) fraud_detected=(?P<fraud>\w+)"
+    r"\[validate\] n_total=(?P<n_total>\d+) n_mismatch=(?P<n_mismatch>\d+) p_value=(?P<p_value>\S+) "
+    r"fraud_detected=(?P<fraud>\w+)"
 )
 
 
