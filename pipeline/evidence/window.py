@@ -56,7 +56,7 @@ class Window:
     def describe(self) -> str:
         if self.epoch is not None:
             return f"epoch {self.epoch}"
-        if self.since is not None:
+        if self.since is not None and self.until is not None:
             return f"[{iso_utc(self.since)}, {iso_utc(self.until)})"
         return "all data"
 
