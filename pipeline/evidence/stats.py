@@ -123,8 +123,12 @@ def with_wilson(
     if estimable.any():
         from statsmodels.stats.proportion import proportion_confint
 
+        wilson_low, wilson_high = proportion_confint(
+            successes[estimable], n[estimable], alpha=1 - confidence, method="wilson"
+        )
         low[estimable], high[estimable] = _exact_ends(
-            *proportion_confint(successes[estimable], n[estimable], alpha=1 - confidence, method="wilson"),
+            wilson_low,
+            wilson_high,
             successes[estimable],
             n[estimable],
         )

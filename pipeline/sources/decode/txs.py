@@ -10,7 +10,9 @@ is kept.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -122,7 +124,7 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
         )
     }
     per_tx["tx_index"] = pa.array(tx_index, type=pa.int64())
-    columns = list(zip(*fields, strict=True)) if fields else [[] for _ in TX_FIELDS]
+    columns: list[Sequence[Any]] = list(zip(*fields, strict=True)) if fields else [[] for _ in TX_FIELDS]
     per_tx |= {
         name: pa.array(values, type=TX_SCHEMA.field(name).type) for name, values in zip(TX_FIELDS, columns, strict=True)
     }

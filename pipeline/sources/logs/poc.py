@@ -68,7 +68,7 @@ def _result(doc: dict, file: LogFile, host: str) -> dict | None:
     if "n_total" not in doc or "n_mismatch" not in doc:
         return None
     n_total, n_mismatch = int(doc["n_total"]), int(doc["n_mismatch"])
-    validation = doc.get("validation") if isinstance(doc.get("validation"), dict) else {}
+    validation = doc["validation"] if isinstance(doc.get("validation"), dict) else {}
     stat = doc.get("stat_test") or validation.get("stat_test") or {}
     stat = stat if isinstance(stat, dict) else {}
     p_mismatch = _first(stat, "p_mismatch")
@@ -144,7 +144,9 @@ def parse_poc(file: LogFile, host: str) -> ParsedPoc:
                     "fraud_detected": m["fraud"],
                     "report": f"{file.path.name}@{file.mtime.isoformat()}:{number}",
                 }
-                out.results.append(_result(doc, file, host))
+                row = _result(doc, file, host)
+                if row is not None:  # always: the line gave n_total and n_mismatch
+                    out.results.append(row)
         return out
     for i, doc in enumerate(_documents(text), 1):
         row = _result(doc, file, host) if isinstance(doc, dict) else None

@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from pipeline.sources.logs.files import LogFile, line_hash
 from pipeline.sources.logs.vllm import ANSI
@@ -96,7 +97,14 @@ def parse_validator_log(file: LogFile, validator: str) -> ParsedScores:
                 continue
         else:
             value = 0.0
-        row = {"validator": validator, "record_key": key, "at": at, "value": value, "result": result, "line": number}
+        row: dict[str, Any] = {
+            "validator": validator,
+            "record_key": key,
+            "at": at,
+            "value": value,
+            "result": result,
+            "line": number,
+        }
         for column, names in ALIASES.items():
             row[column] = next((str(attrs[n]) for n in names if attrs.get(n) not in (None, "")), None)
         try:

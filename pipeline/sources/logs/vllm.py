@@ -288,10 +288,10 @@ def _cut(data: bytes, max_back: int = 10_000) -> int:
         if end == 0:  # one message throughout: the caller reads on
             return 0
         start = data.rfind(b"\n", 0, end - 1) + 1
-        head = _HEADER.match(data, start, end)
-        if head is None:
+        found = _HEADER.match(data, start, end)
+        if found is None:
             return end
-        head = head.group()
+        head = found.group()
         stop = data.find(b"\n", end)
         after = data[end : stop if stop >= 0 else len(data)]
         if not after.startswith(head) and (len(after) >= len(head) or not head.startswith(after)):
@@ -458,7 +458,8 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
             "acceptance_rate_printed", f.extract(rf"Draft acceptance rate: ({NUMBER})", 1).cast(pl.Float64) * 100.0
         ),
     ).drop("_v0")
-    k = int(d["per_position"].list.len().max() or 0) if d.height else 0
+    longest = d["per_position"].list.len().max() if d.height else None
+    k = longest if isinstance(longest, int) else 0  # None: no row has a per-position list
     total = pl.lit(0.0)
     for i in range(k):  # left to right, as Python's sum(): the 0.8.5 test can sit on a tie
         total = total + pl.col("per_position").list.get(i, null_on_oob=True).fill_null(0.0)
@@ -640,6 +641,7 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
 
     last = chunk.last and (chunk.last[0] + offset, chunk.last[1], stamp(chunk.last[2]))
     if len(st.part_starts) > 1:
+        assert chunk.env_lines is not None  # `_scan_chunk` sets it
         _track_parts(st, moved(chunk.env_lines, ("line",)))
     return _Chunk(
         with_at(moved(chunk.spec, ("line",)), st.base, st.tz),
