@@ -82,9 +82,13 @@ def reproducing_command(
     from pipeline.output.render.text import iso_utc
 
     args = ["gonka-evidence", "evidence", name]
-    for flag, value in (("--host", host), ("--epoch", epoch), ("--since", since), ("--until", until)):
+    if host is not None:
+        args += ["--host", host]
+    if epoch is not None:
+        args += ["--epoch", str(epoch)]
+    for flag, value in (("--since", since), ("--until", until)):
         if value is not None:
-            args += [flag, iso_utc(value) if flag in ("--since", "--until") else str(value)]
+            args += [flag, iso_utc(value)]
     spec = EVIDENCE.get(name)
     for key, value in options.items():
         option = spec.option(key) if spec else None
