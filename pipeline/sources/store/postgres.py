@@ -55,12 +55,9 @@ OTHER_PLANES = {"accounting_": "accounting ledger", "payload_storage": "payloads
 READ_CONNECTIONS = 2
 # Batches a read_many stream may hold ahead of its consumer.
 READ_AHEAD_BATCHES = 2
-# Rows per batch of a table read (the driver's hint is 256 bytes a row: ~4 MB, sealed rows ~3 MB).
-# What the reads hold at once is READ_CONNECTIONS x (READ_AHEAD_BATCHES + the one being parsed +
-# the one consumed) batches, so the batch size sets the reads' share of the peak RSS. With 65,536
-# rows (~13 MB batches) that bound was only reached by copies whose per-epoch tables span many
-# batches: the flat-table read alone peaked at 250 MiB on the 500k bench copy, 288 MiB on the 2M
-# one (x1.15); with 16,384 rows 204 / 207 MiB, and no slower (0.53 / 2.0 s both ways).
+# Rows per batch of a table read (~4 MB at the driver's hint of 256 bytes a row). The reads hold
+# READ_CONNECTIONS x (READ_AHEAD_BATCHES + the one being parsed + the one consumed) batches at once,
+# so the batch size sets the reads' share of the peak RSS (the choice measured: bench/BENCHMARKS.md).
 BATCH_ROWS = 16384
 _END = object()
 
