@@ -260,7 +260,8 @@ def test_metrics_counter_reset(loaded):
     con, _, _, _ = loaded
     resets = fetch_frame(
         con,
-        "SELECT family, count(*) FILTER (reset) AS resets, count(*) AS n FROM metric_increases GROUP BY family, position",
+        "SELECT family, count(*) FILTER (reset) AS resets, count(*) AS n FROM metric_increases "
+        "GROUP BY family, position",
     )
     assert set(resets["resets"].to_list()) == {1} and set(resets["n"].to_list()) == {6}
     metric_stats = fetch_frame(con, "SELECT sum(preemptions)::BIGINT AS p FROM engine_stats WHERE source = 'metrics'")
@@ -480,17 +481,20 @@ EDGE_LOG = b"".join(
         b"INFO 12-31 23:59:50 [api_server.py:1] vLLM API server version 0.8.5\n",
         b"\n\n   \n",  # blank lines: counted as lines, nothing else
         (
-            b"myprefix INFO 12-31 23:59:55 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
-            b"2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs, GPU KV cache usage: 47.5%, Prefix cache hit rate: 10.0%\r\n"
+            b"myprefix INFO 12-31 23:59:55 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, "
+            b"Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs, GPU KV cache usage: 47.5%, "
+            b"Prefix cache hit rate: 10.0%\r\n"
         ),
         # the same line twice (a lone \r ends the first): keys :0 and :1
         (
-            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
-            b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\r"
+            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, "
+            b"Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
+            b"Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\r"
         ),
         (
-            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
-            b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\n"
+            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, "
+            b"Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
+            b"Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\n"
         ),
         b"ERROR 01-01 00:00:06 [core.py:700] EngineCore encountered a fatal error.\n",
         b"some raw line, folded because the record is an ERROR\n",

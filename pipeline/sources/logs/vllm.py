@@ -274,8 +274,9 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
 
 
 _HEADER = re.compile(
-    rb"(?:\x1b\[[0-9;]*[A-Za-z]|\([A-Za-z][\w-]* pid=\d+\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
-    rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)" % (MAX_PREFIX + 64, _LEVEL.encode())
+    rb"(?:%s|\([A-Za-z][\w-]* pid=\d+\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
+    rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
+    % (_RX_ANSI.encode(), MAX_PREFIX + 64, _LEVEL.encode())
 )
 
 
