@@ -1,5 +1,4 @@
-"""PoC validation results (docs/sources.md, PoC validation results): MLNode/vLLM JSON responses and
-golden-vector reports.
+"""PoC validation results (docs/sources.md, PoC validation results): MLNode/vLLM JSON responses and golden-vector reports.
 
 Accepted shapes: one JSON object, a JSON array of them, JSON lines, an object with a
 ``results`` list, and the benchmark script's ``[validate] n_total=… n_mismatch=…
@@ -24,8 +23,7 @@ DEFAULT_P_MISMATCH = 0.1
 DEFAULT_CUTOFF = 0.01
 DEFAULT_PARAMS = "default: chain p_mismatch 0.1, MLNode cutoff 0.01"
 VALIDATE_LINE = re.compile(
-    r"\[validate\] n_total=(?P<n_total>\d+) n_mismatch=(?P<n_mismatch>\d+) p_value=(?P<p_value>\S+) "
-    r"fraud_detected=(?P<fraud>\w+)"
+    r"\[validate\] n_total=(?P<n_total>\d+) n_mismatch=(?P<n_mismatch>\d+) p_value=(?P<p_value>\S+) fraud_detected=(?P<fraud>\w+)"
 )
 
 
@@ -68,7 +66,7 @@ def _result(doc: dict, file: LogFile, host: str) -> dict | None:
     if "n_total" not in doc or "n_mismatch" not in doc:
         return None
     n_total, n_mismatch = int(doc["n_total"]), int(doc["n_mismatch"])
-    validation = doc["validation"] if isinstance(doc.get("validation"), dict) else {}
+    validation = doc.get("validation") if isinstance(doc.get("validation"), dict) else {}
     stat = doc.get("stat_test") or validation.get("stat_test") or {}
     stat = stat if isinstance(stat, dict) else {}
     p_mismatch = _first(stat, "p_mismatch")
@@ -144,9 +142,7 @@ def parse_poc(file: LogFile, host: str) -> ParsedPoc:
                     "fraud_detected": m["fraud"],
                     "report": f"{file.path.name}@{file.mtime.isoformat()}:{number}",
                 }
-                row = _result(doc, file, host)
-                if row is not None:  # always: the line gave n_total and n_mismatch
-                    out.results.append(row)
+                out.results.append(_result(doc, file, host))
         return out
     for i, doc in enumerate(_documents(text), 1):
         row = _result(doc, file, host) if isinstance(doc, dict) else None
