@@ -23,13 +23,9 @@ mean_acceptance_length, per_position, length_distribution``:
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
-
-if TYPE_CHECKING:
-    from polars._typing import PolarsDataType
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence.log_window import build_order, time_bounds
@@ -40,7 +36,7 @@ from pipeline.evidence.window import Window
 from pipeline.warehouse.database import fetch_frame
 
 NAME = "acceptance"
-SCHEMA: dict[str, PolarsDataType] = {
+SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "build": pl.String,
     "source": pl.String,
     "windows": pl.Int64,
@@ -103,7 +99,7 @@ def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int, list[str]]:
         weight = sum(d for _, d in usable)
         if weight:
             rates = [sum(p[i] * d for p, d in usable) / weight for i in range(k)]
-    row: dict[str, Any] = {
+    row: dict = {
         "build": build,
         "source": source,
         "windows": w.height,
