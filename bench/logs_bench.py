@@ -26,8 +26,9 @@ cache first; grep, parse and ingest run --repeat times (default 3) and their med
 Every parse / ingest is checked against the counts the generator implies (records per
 table, unparsed lines). Results: bench/results/logs.json and a printed table; targets:
 parse MB/s >= 25% of the grep floor's MB/s, peak RSS not growing with file size
-(1 GB <= 1.10 x 0.25 GB), and ingest >= 40 MB/s end to end for logs of 200 MB or more. A child whose RSS passes --rss-limit-gb is killed (so a parser
-that keeps everything cannot take the shared machine down) and reported as such.
+(1 GB <= 1.10 x 0.25 GB), and ingest >= 40 MB/s end to end for logs of 200 MB or more. A child whose RSS
+passes --rss-limit-gb is killed (so a parser that keeps everything cannot take the shared machine down) and
+reported as such.
 """
 
 from __future__ import annotations
@@ -360,7 +361,7 @@ def _rss_watch(pid: int, limit: int, samples: list, killed: list, stop: threadin
     while not stop.wait(0.5):
         try:
             with open(f"/proc/{pid}/status") as fh:
-                rss = next(int(l.split()[1]) * 1024 for l in fh if l.startswith("VmRSS:"))
+                rss = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:"))
         except (OSError, StopIteration):
             return
         samples.append((round(time.perf_counter() - started, 1), rss))
@@ -564,14 +565,14 @@ def machine() -> dict:
 
 def _own_rss() -> int:
     with open("/proc/self/status") as fh:
-        return next(int(l.split()[1]) * 1024 for l in fh if l.startswith("VmHWM:"))
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
 
 
 def other_load() -> list[str]:
     """The busiest other processes at the start (the machine is shared)."""
     ps = subprocess.run(["ps", "-eo", "pid,pcpu,rss,args", "--sort=-pcpu"], capture_output=True, text=True).stdout
     me = os.getpid()
-    return [l[:160] for l in ps.splitlines()[1:8] if l.split()[0] != str(me)][:5]
+    return [line[:160] for line in ps.splitlines()[1:8] if line.split()[0] != str(me)][:5]
 
 
 def evaluate(sizes: dict) -> dict:
@@ -643,7 +644,8 @@ def render(results: dict) -> str:
             f"{f['expected']['events']:,} event records, {f['expected']['unparsed']:,} unparsed\n"
         )
         lines.append(
-            "| step | seconds | MB/s | lines/s | vs floor (faster grep) | CPU s | MB per CPU-s | peak RSS MiB | load1 before→after | check |"
+            "| step | seconds | MB/s | lines/s | vs floor (faster grep) | CPU s | MB per CPU-s | peak RSS MiB "
+            "| load1 before→after | check |"
         )
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
         floor = max(
@@ -654,7 +656,8 @@ def render(results: dict) -> str:
             if "error" in r:
                 lines.append(
                     f"| {names[step]} | {r.get('child_wall_s', 0):.1f} | | | | {r.get('cpu_s', 0):.1f} | | "
-                    f"{r['peak_rss_bytes'] / 2**20:,.0f} | {r['load1_before']:.1f}→{r['load1_after']:.1f} | **{r['error']}** |"
+                    f"{r['peak_rss_bytes'] / 2**20:,.0f} | {r['load1_before']:.1f}→{r['load1_after']:.1f} "
+                    f"| **{r['error']}** |"
                 )
                 continue
             share = f"{r['mb_per_s'] / floor:.3f}×" if floor else ""

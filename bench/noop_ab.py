@@ -63,7 +63,8 @@ def main() -> int:
     }
     for name, s in summary.items():
         print(
-            f"{name}: CPU median {s['cpu_median_s']:.3f} s (min {s['cpu_min_s']:.3f}), wall median {s['wall_median_s']:.3f} s"
+            f"{name}: CPU median {s['cpu_median_s']:.3f} s (min {s['cpu_min_s']:.3f}), "
+            f"wall median {s['wall_median_s']:.3f} s"
         )
     print(f"load average {os.getloadavg()}")
     if output:

@@ -598,7 +598,8 @@ def render(results: dict) -> str:
             f"{c['file_bytes'] / 1e6:,.0f} MB payload files"
         )
         lines.append(
-            "| step | processes | bodies | wall s | CPU s | MB/s | vs baseline | peak RSS MiB (largest process / all) | load1 after |"
+            "| step | processes | bodies | wall s | CPU s | MB/s | vs baseline "
+            "| peak RSS MiB (largest process / all) | load1 after |"
         )
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         base = r["steps"].get("baseline", {}).get("mb_per_s")
@@ -638,7 +639,8 @@ def render(results: dict) -> str:
         if name == "rss_growth":
             by = ", ".join(f"{k} ×{v:.2f}" for k, v in e["by_step"].items())
             lines.append(
-                f"- peak RSS growth {e['between'][0]}→{e['between'][1]} MB (same step): worst of ours ×{e['value']:.2f} "
+                f"- peak RSS growth {e['between'][0]}→{e['between'][1]} MB (same step): "
+                f"worst of ours ×{e['value']:.2f} "
                 f"({by}) (target {e['target']}): {'PASS' if e['pass'] else 'FAIL'}"
             )
         elif e["pass"] is None:

@@ -160,13 +160,12 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     created = set()
     # read_many, as the ingest reads a chunk: up to two reads stream at once in one snapshot.
     with store.read_many(requests) as streams:
-        for (table, _, _), stream in zip(requests, streams):
-            reader = pa.RecordBatchReader.from_batches(
+        for (table, _, _), stream in zip(requests, streams, strict=True):
+            reader = pa.RecordBatchReader.from_batches(  # noqa: F841 (DuckDB scans it by name below)
                 TABLES[table].schema, counted(read_timer.wrap_iter(iter)(stream))
             )
-            con.execute(
-                f"{'INSERT INTO ' + table if table in created else 'CREATE TABLE ' + table + ' AS'} SELECT * FROM reader"
-            )
+            into = f"INSERT INTO {table}" if table in created else f"CREATE TABLE {table} AS"
+            con.execute(f"{into} SELECT * FROM reader")
             created.add(table)
     for table in tables:
         per_table[table] = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
@@ -252,7 +251,7 @@ def step_flat_raw(url: str, size: str) -> dict:
             chunk_cursors = {e: 0 for e in chunk["escrow_id"].to_list()}
             tables = [t for t in CHUNK_TABLES[1:] if t in _RAW_INSERT]  # flat ones: diffs and snapshots are decoded
             with store.read_many([(t, epoch_id, chunk_cursors) for t in tables]) as streams:
-                parts = [(t, list(stream)) for t, stream in zip(tables, streams)]
+                parts = [(t, list(stream)) for t, stream in zip(tables, streams, strict=True)]
             with transaction(con):
                 for table, batches in parts:
                     store_rows(table, batches)
@@ -539,7 +538,8 @@ obs AS (
 verdicts AS (
   SELECT si.escrow_id, si.inference_id,
          bool_or(length(si.sealed_validated_by) > o.slot_id / 8
-                 AND get_byte(si.sealed_validated_by, (o.slot_id / 8)::int) & (1 << mod(o.slot_id, 8)::int) <> 0) AS valid,
+                 AND get_byte(si.sealed_validated_by, (o.slot_id / 8)::int)
+                     & (1 << mod(o.slot_id, 8)::int) <> 0) AS valid,
          min(si.sealed_status) AS st, min(si.sealed_started_at) AS started_at
   FROM obs o
   JOIN host_slots h ON h.epoch_id = o.epoch_id AND h.escrow_id = o.escrow_id AND h.slot = o.slot_id
@@ -674,9 +674,9 @@ def step_evidence(url: str, size: str) -> dict:
         "tables": {},
     }
     for name in EVIDENCE_TABLES:
-        wh = _median_runs(lambda: compute(name, con, host=host, command="bench"))
+        wh = _median_runs(lambda name=name: compute(name, con, host=host, command="bench"))
         result = wh.pop("result")
-        pq = _median_runs(lambda: pg_question(name))
+        pq = _median_runs(lambda name=name: pg_question(name))
         pg_rows = pq.pop("result")
         out["tables"][name] = {
             "warehouse": wh,
@@ -914,7 +914,7 @@ def render(results: dict) -> str:
         blobs_floor = s.get("floor", {}).get("blobs", {}).get("rows_per_s")
         dlt_rate = s.get("dlt", {}).get("rows_per_s")
         c = r["copy"]
-        n = lambda k: f"{c[k]:,}" if isinstance(c.get(k), int) else "?"  # noqa: E731
+        n = lambda k, c=c: f"{c[k]:,}" if isinstance(c.get(k), int) else "?"  # noqa: E731
         lines.append(
             f"\n## {size}: {n('inferences')} inferences in {n('escrows')} escrows, {n('diffs')} diffs, "
             f"{n('txs')} txs, {n('sealed_rows')} sealed rows, {n('obs_rows')} obs rows, "
@@ -923,7 +923,7 @@ def render(results: dict) -> str:
         lines.append("| step | rows | seconds | rows/s | vs floor | vs dlt | peak RSS MiB |")
         lines.append("|---|---:|---:|---:|---:|---:|---:|")
 
-        def row(label, x, rate_floor, with_dlt=True):
+        def row(label, x, rate_floor, with_dlt=True, dlt_rate=dlt_rate):
             secs = x.get("ingest_elapsed_s", x["elapsed_s"])
             rate = x.get("rows_per_s") or 0
             vs_floor = f"{rate / rate_floor:.2f}×" if rate_floor and rate else ""
@@ -974,10 +974,12 @@ def render(results: dict) -> str:
         if ev.get("tables"):
             lines.append(
                 f"\nevidence, host {ev['host']} ({ev['host_slots']} slots in {ev['host_escrows']} escrows), "
-                f"median of {EVIDENCE_RUNS} after a warm-up; warehouse open {ev['warehouse_open_s'] * 1000:.0f} ms (not included)"
+                f"median of {EVIDENCE_RUNS} after a warm-up; "
+                f"warehouse open {ev['warehouse_open_s'] * 1000:.0f} ms (not included)"
             )
             lines.append(
-                "| evidence table | warehouse (compute) s | first run s | PostgreSQL SQL s | first run s | PostgreSQL / warehouse |"
+                "| evidence table | warehouse (compute) s | first run s | PostgreSQL SQL s | first run s "
+                "| PostgreSQL / warehouse |"
             )
             lines.append("|---|---:|---:|---:|---:|---:|")
             for name, e in ev["tables"].items():

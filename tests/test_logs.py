@@ -22,7 +22,6 @@ from pipeline.output.render import render
 from pipeline.samples.logs import HOST, SIMILARITY_THRESHOLD, write_log_samples
 from pipeline.sources.logs.files import expand
 from pipeline.sources.logs.metrics import is_scrape, read_scrape
-from pipeline.sources.logs.vllm import parse_spec_line, parse_stats_line
 from pipeline.warehouse.database import fetch_frame, open_for_write
 
 UTC = dt.UTC
@@ -56,40 +55,7 @@ def _ev(con, name, **kw):
 # -- parsing ---------------------------------------------------------------------------------
 
 
-def test_spec_line_085_semantics_and_draft_recovery():
-    line_085 = (
-        "Draft acceptance rate: 52.4%, Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
-        "Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220"
-    )
-    spec = parse_spec_line(line_085)
-    assert spec["mal_semantics"] == "no_plus1" and spec["drafts"] == 500  # 1310 / 2.62
-    line_091 = line_085.replace("Mean acceptance length: 2.62", "Mean acceptance length: 3.62")
-    spec = parse_spec_line(line_091)
-    assert spec["mal_semantics"] == "plus1" and spec["drafts"] == 500
-    # 2-decimal MAL: recovery is approximate (1234 / 2.47 = 499.6 → 500) — the counters are exact, logs are not.
-    new = (
-        "Mean acceptance length: 3.47, Accepted throughput: 123.40 tokens/s, Drafted throughput: 250.00 tokens/s, "
-        "Accepted: 1234 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.790, 0.640, 0.470, 0.330, nan, "
-        "Avg Draft acceptance rate: 49.4%, top1: [0.5, 0.4]"
-    )
-    spec = parse_spec_line(new)
-    assert spec["drafts"] == 500 and spec["accepted"] == 1234 and spec["drafted"] == 2500
-    assert spec["per_position"][:4] == [0.79, 0.64, 0.47, 0.33] and spec["per_position"][4] != spec["per_position"][4]
-    assert spec["accepted_tps"] == 123.4 and spec["acceptance_rate_printed"] == 49.4
-    assert parse_spec_line("mal=3.1 acc=1000") is None
-
-
-def test_stats_line_preemptions_by_version():
-    base = (
-        "Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, "
-        "Waiting: 1 reqs{extra}, GPU KV cache usage: 45.5%, Prefix cache hit rate: 10.0%, MM cache hit rate: 1.0%"
-    )
-    assert parse_stats_line(base.format(extra=""), (0, 10, 2))["preemptions"] is None  # unknown before 0.11.1
-    assert parse_stats_line(base.format(extra=""), (0, 11, 1))["preemptions"] == 0
-    row = parse_stats_line(base.format(extra=", Deferred: 2 reqs, Preemptions: 7"), None)
-    assert row["preemptions"] == 7 and row["kv_cache_usage"] == pytest.approx(0.455) and row["waiting"] == 1
-    agg = parse_stats_line(base.format(extra="").replace("Engine 000: ", "2 Engines Aggregated: "), None)
-    assert agg["engine"] == "all" and agg["preemptions"] == 0
+# the record rules (MAL semantics, preemptions by version): tests/test_vllm_log_grammar.py
 
 
 def test_kind_detection(samples):
@@ -296,7 +262,8 @@ def test_metrics_counter_reset(loaded):
     con, _, _, _ = loaded
     resets = fetch_frame(
         con,
-        "SELECT family, count(*) FILTER (reset) AS resets, count(*) AS n FROM metric_increases GROUP BY family, position",
+        "SELECT family, count(*) FILTER (reset) AS resets, count(*) AS n FROM metric_increases "
+        "GROUP BY family, position",
     )
     assert set(resets["resets"].to_list()) == {1} and set(resets["n"].to_list()) == {6}
     metric_stats = fetch_frame(con, "SELECT sum(preemptions)::BIGINT AS p FROM engine_stats WHERE source = 'metrics'")
@@ -542,17 +509,20 @@ EDGE_LOG = b"".join(
         b"INFO 12-31 23:59:50 [api_server.py:1] vLLM API server version 0.8.5\n",
         b"\n\n   \n",  # blank lines: counted as lines, nothing else
         (
-            b"myprefix INFO 12-31 23:59:55 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
-            b"2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs, GPU KV cache usage: 47.5%, Prefix cache hit rate: 10.0%\r\n"
+            b"myprefix INFO 12-31 23:59:55 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, "
+            b"Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs, GPU KV cache usage: 47.5%, "
+            b"Prefix cache hit rate: 10.0%\r\n"
         ),
         # the same line twice (a lone \r ends the first): keys :0 and :1
         (
-            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
-            b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\r"
+            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, "
+            b"Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
+            b"Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\r"
         ),
         (
-            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, Mean acceptance length: "
-            b"2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\n"
+            b"INFO 01-01 00:00:05 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 52.4%, "
+            b"Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
+            b"Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220\n"
         ),
         b"ERROR 01-01 00:00:06 [core.py:700] EngineCore encountered a fatal error.\n",
         b"some raw line, folded because the record is an ERROR\n",

@@ -65,7 +65,7 @@ def test_generated_logs_of_every_version(tmp_path):
     for path in files:
         out = _same_at_every_cut(path)
         rows += sum(f.height for f in out.values() if f is not None)
-    assert rows > 500  # (counted once per file; the dual-path test counted each file at two chunk sizes)
+    assert rows > 500
 
 
 def test_edge_log(tmp_path):
@@ -74,6 +74,73 @@ def test_edge_log(tmp_path):
     path = tmp_path / "edge.log"
     path.write_bytes(EDGE_LOG * 3 + b"INFO 01-02 00:00:00 [x.py:1] PoC stopped: 1 nonces")
     _same_at_every_cut(path, chunks=(1 << 20, 64, 1000), mtime=dt.datetime(2027, 1, 2, tzinfo=UTC))
+
+
+def _records(tmp_path, messages: list[str]) -> dict:
+    """The rows of a log of one record per message (a minute apart, 2026), at every chunk cut."""
+    path = tmp_path / "records.log"
+    path.write_text(
+        "".join(f"INFO 03-01 10:{i:02d}:00 [metrics.py:1] {msg}\n" for i, msg in enumerate(messages)),
+        encoding="utf-8",
+    )
+    return _same_at_every_cut(path, year=2026, chunks=(vllm_logs.CHUNK_BYTES, 200))
+
+
+def test_spec_line_085_semantics_and_draft_recovery(tmp_path):
+    """0.8.5 prints MAL = accepted/drafts (no +1), later versions 1 + that: told apart by the per-position
+    sum; `drafts` is recovered from MAL. A SpecDecoding record without Accepted/Drafted is unparsed."""
+    line_085 = (
+        "Draft acceptance rate: 52.4%, Mean acceptance length: 2.62, Accepted: 1310 tokens, Drafted: 2500 tokens, "
+        "Per-position acceptance rate: 0.800, 0.700, 0.560, 0.340, 0.220"
+    )
+    line_091 = line_085.replace("Mean acceptance length: 2.62", "Mean acceptance length: 3.62")
+    # 2-decimal MAL: recovery is approximate (1234 / 2.47 = 499.6 → 500); the counters are exact, logs are not.
+    new = (
+        "Mean acceptance length: 3.47, Accepted throughput: 123.40 tokens/s, Drafted throughput: 250.00 tokens/s, "
+        "Accepted: 1234 tokens, Drafted: 2500 tokens, Per-position acceptance rate: 0.790, 0.640, 0.470, 0.330, nan, "
+        "Avg Draft acceptance rate: 49.4%, top1: [0.5, 0.4]"
+    )
+    out = _records(tmp_path, [f"SpecDecoding metrics: {m}" for m in (line_085, line_091, new, "mal=3.1 acc=1000")])
+    spec = out["spec"].to_dicts()
+    assert [r["line"] for r in spec] == [1, 2, 3]
+    assert spec[0]["mal_semantics"] == "no_plus1" and spec[0]["drafts"] == 500  # 1310 / 2.62
+    assert spec[1]["mal_semantics"] == "plus1" and spec[1]["drafts"] == 500
+    assert spec[2]["drafts"] == 500 and spec[2]["accepted"] == 1234 and spec[2]["drafted"] == 2500
+    assert (
+        spec[2]["per_position"][:4] == [0.79, 0.64, 0.47, 0.33]
+        and spec[2]["per_position"][4] != spec[2]["per_position"][4]
+    )
+    assert spec[2]["accepted_tps"] == 123.4 and spec[2]["acceptance_rate_printed"] == 49.4
+    assert out["unparsed"]["line"].to_list() == [4]
+
+
+def test_stats_line_preemptions_by_version(tmp_path):
+    """A missing `Preemptions:` field is unknown before 0.11.1 and 0 from it (and in an aggregated line);
+    a printed one is read, as are the other fields by name."""
+    base = (
+        "Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, "
+        "Waiting: 1 reqs{extra}, GPU KV cache usage: 45.5%, Prefix cache hit rate: 10.0%, MM cache hit rate: 1.0%"
+    )
+    out = _records(
+        tmp_path,
+        [
+            "vLLM API server version 0.10.2",
+            base.format(extra=""),
+            "vLLM API server version 0.11.1",
+            base.format(extra=""),
+            base.format(extra=", Deferred: 2 reqs, Preemptions: 7"),
+            "vLLM API server version 0.10.2",
+            base.format(extra="").replace("Engine 000: ", "2 Engines Aggregated: "),
+        ],
+    )
+    stats = {r["line"]: r for r in out["stats"].to_dicts()}
+    assert sorted(stats) == [2, 4, 5, 7]
+    assert stats[2]["preemptions"] is None  # unknown before 0.11.1
+    assert stats[4]["preemptions"] == 0
+    row = stats[5]
+    assert row["preemptions"] == 7 and row["kv_cache_usage"] == pytest.approx(0.455) and row["waiting"] == 1
+    assert row["engine"] == "0" and row["prefix_cache_hit_rate"] == pytest.approx(0.1)
+    assert stats[7]["engine"] == "all" and stats[7]["preemptions"] == 0
 
 
 NUMBERS = [
@@ -244,7 +311,10 @@ def test_random_lines(tmp_path, seed):
 
 def test_a_non_ascii_chunk(tmp_path):
     path = tmp_path / "utf8.log"
-    line = "INFO 03-01 10:00:{:02d} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+    line = (
+        "INFO 03-01 10:00:{:02d} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, "
+        "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+    )
     text = "\n".join(line.format(i) for i in range(40)) + "\nINFO 03-01 10:01:00 [x.py:1] modèle chargé\n"
     path.write_text(text + text, encoding="utf-8")
     out = _same_at_every_cut(path, year=2026, chunks=(len(text.encode()), 1 << 20, 1000))
@@ -285,7 +355,10 @@ def test_a_code_or_byte_anywhere_in_a_line(tmp_path, odd):
     """An ANSI code anywhere in a line is stripped (the record reads as without it); a lone \r ends a line
     (as the text after it on a line of its own); a non-ASCII byte changes only its own line. At every
     offset of the line, and in a last line without its newline."""
-    line = "INFO 03-01 10:00:01 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+    line = (
+        "INFO 03-01 10:00:01 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, "
+        "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+    )
 
     def rows(text: str) -> tuple:
         path = tmp_path / "odd.log"
@@ -356,7 +429,10 @@ def test_stopping_early_or_a_failing_scan_leaves_no_thread_waiting(tmp_path, mon
     fails, must still end the parse (nothing hangs)."""
     import threading
 
-    line = "INFO 03-01 10:00:{:02d} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+    line = (
+        "INFO 03-01 10:00:{:02d} [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, "
+        "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
+    )
     text = "INFO 03-01 10:00:00 [x.py:1] modèle chargé\n" + "\n".join(line.format(i % 60) for i in range(300)) + "\n"
     path = tmp_path / "stop.log"
     path.write_text(text, encoding="utf-8")
@@ -427,7 +503,7 @@ def test_blocks_hold_every_line_once(tmp_path, gz):
 
 
 def test_an_impossible_stamp_is_an_unparsed_line_not_an_error(tmp_path):
-    """Month 13 or hour 25 cannot be dated: the line is not a record (it used to stop the whole parse)."""
+    """Month 13 or hour 25 cannot be dated: the line is not a record, and the parse goes on."""
     path = tmp_path / "bad-stamp.log"
     path.write_text(
         "INFO 03-01 10:00:00 [x.py:1] Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "

@@ -7,9 +7,7 @@
 - A PostgreSQL snapshot: sha256 over the rows the run read, in the order it read them. Each Arrow
   batch is hashed row by row in DuckDB (per row: an md5 over its values, binary ones by their md5,
   the others as text, NULL marked apart), and the row hashes feed the sha256 in order, so the
-  digest does not depend on where batches happen to split. Measured on the samples' diffs (200k
-  rows, on a loaded 2-core machine): 5–7 µs a row, so ~10–14 s for a 2M-diff copy (extrapolated;
-  its ingest takes ~80 s). File digests ran at ~110 MB/s on the same machine.
+  digest does not depend on where batches happen to split (its cost: bench/BENCHMARKS.md, input digests).
 
 - A PostgreSQL copy told unchanged by its change markers (pipeline/ingest/unchanged.py): those markers are all
   the run read, and its digest is theirs (pipeline/sources/store/postgres_markers.py `markers_digest`).
@@ -75,8 +73,8 @@ class RowDigest:
 
     def __init__(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
         """Hashes on a cursor of `con` (the ingest's warehouse; only the batches are read) when given,
-        else on a private in-memory database: starting one costs 20-40 ms of CPU, a twentieth of a
-        no-op ingest (bench/BENCHMARKS.md). The row hashes come back in scan order on any number of
+        else on a private in-memory database, whose start is a noticeable share of a no-op ingest
+        (bench/BENCHMARKS.md). The row hashes come back in scan order on any number of
         threads, as DuckDB keeps the order of a query without ORDER BY (`preserve_insertion_order`,
         on by default and never turned off here)."""
         self._digest = hashlib.sha256()
@@ -140,7 +138,7 @@ class DigestingStore:
         # The streams are consumed one after another by the ingest, so hashing them in
         # request order is reading order.
         with self._store.read_many(requests, *args, **kwargs) as streams:
-            yield [self._hashed(f"{t}/{e}", s) for (t, e, _), s in zip(requests, streams)]
+            yield [self._hashed(f"{t}/{e}", s) for (t, e, _), s in zip(requests, streams, strict=True)]
 
 
 def input_digest_before(store: Any) -> str | None:

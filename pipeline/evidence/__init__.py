@@ -41,9 +41,10 @@ def compute(
 
     ``since``/``until`` are datetimes or ISO-8601 strings (naive = UTC) and go together;
     ``epoch`` excludes them. ``command`` is the exact command line that reproduces the table
-    (provenance footer); without it, the one `reproducing_command` derives from the arguments. Other keyword options are the table's own (its spec's ``options``,
-    e.g. ``by_escrow``, ``all_participants``, ``compare``, ``detail``, ``by``); unset ones
-    (None or False) are ignored, a set one the table does not declare is a user error.
+    (provenance footer); without it, the one `reproducing_command` derives from the arguments.
+    Other keyword options are the table's own (its spec's ``options``, e.g. ``by_escrow``,
+    ``all_participants``, ``compare``, ``detail``, ``by``); unset ones (None or False) are ignored,
+    a set one the table does not declare is a user error.
     """
     try:
         spec = EVIDENCE[name]
@@ -81,9 +82,13 @@ def reproducing_command(
     from pipeline.core.times import iso_utc
 
     args = ["gonka-evidence", "evidence", name]
-    for flag, value in (("--host", host), ("--epoch", epoch), ("--since", since), ("--until", until)):
+    if host is not None:
+        args += ["--host", host]
+    if epoch is not None:
+        args += ["--epoch", str(epoch)]
+    for flag, value in (("--since", since), ("--until", until)):
         if value is not None:
-            args += [flag, iso_utc(value) if flag in ("--since", "--until") else str(value)]
+            args += [flag, iso_utc(value)]
     spec = EVIDENCE.get(name)
     for key, value in options.items():
         option = spec.option(key) if spec else None

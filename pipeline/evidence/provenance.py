@@ -54,7 +54,7 @@ def window_args(window: Window) -> list[str]:
     """The window as command-line options: ``--epoch N`` or ``--since T --until T`` (UTC, ``Z``)."""
     if window.epoch is not None:
         return ["--epoch", str(window.epoch)]
-    if window.since is not None:
+    if window.since is not None and window.until is not None:
         return ["--since", iso_utc(window.since), "--until", iso_utc(window.until)]
     return []
 
@@ -65,7 +65,9 @@ def evidence_command(
     """The ``gonka-evidence evidence`` command that prints `spec`'s table with these options."""
     args = ["gonka-evidence", "evidence", spec.name, "--host", host, *window_args(window)]
     for name, value in options.items():
-        args += [spec.option(name).flag] + ([] if value is True else [str(value)])
+        option = spec.option(name)
+        assert option is not None, name  # the report's options are the spec's own
+        args += [option.flag] + ([] if value is True else [str(value)])
     if warehouse_arg:
         args += ["--warehouse", warehouse_arg]
     return shlex.join(args)

@@ -123,8 +123,12 @@ def with_wilson(
     if estimable.any():
         from statsmodels.stats.proportion import proportion_confint
 
+        wilson_low, wilson_high = proportion_confint(
+            successes[estimable], n[estimable], alpha=1 - confidence, method="wilson"
+        )
         low[estimable], high[estimable] = _exact_ends(
-            *proportion_confint(successes[estimable], n[estimable], alpha=1 - confidence, method="wilson"),
+            wilson_low,
+            wilson_high,
             successes[estimable],
             n[estimable],
         )
@@ -382,7 +386,10 @@ def _pooled_note(used: list[np.ndarray], pooled: float, low: float, high: float)
             "so the outcome does not vary within any stratum"
         )
     if bc == 0:
-        return "pooled odds ratio infinite, no interval: Σ b·c/n = 0 (no 'no' in the first group or no 'yes' in the second)"
+        return (
+            "pooled odds ratio infinite, no interval: Σ b·c/n = 0 "
+            "(no 'no' in the first group or no 'yes' in the second)"
+        )
     if ad == 0:
         return "pooled odds ratio 0, no interval: Σ a·d/n = 0 (no 'yes' in the first group or no 'no' in the second)"
     if math.isnan(low) or math.isnan(high):

@@ -56,7 +56,7 @@ class Window:
     def describe(self) -> str:
         if self.epoch is not None:
             return f"epoch {self.epoch}"
-        if self.since is not None:
+        if self.since is not None and self.until is not None:
             return f"[{iso_utc(self.since)}, {iso_utc(self.until)})"
         return "all data"
 
@@ -70,7 +70,8 @@ def _epoch(value: int | str) -> int:
 
 
 def _utc(value: Any, option: str) -> dt.datetime:
-    """A datetime in UTC from a datetime, a date or an ISO-8601 string; naive means UTC (the warehouse is UTC everywhere)."""
+    """A datetime in UTC from a datetime, a date or an ISO-8601 string; naive means UTC (the warehouse is
+    UTC everywhere)."""
     if isinstance(value, dt.datetime):
         parsed = value
     elif isinstance(value, dt.date):

@@ -112,7 +112,7 @@ def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict
             files.update(_chart_files(f"charts/{spec.name}", chart))
             commands.update(dict.fromkeys((f"charts/{spec.name}.svg", f"charts/{spec.name}.png"), command))
     if window.epoch is not None:
-        for path, data in _report_files(con, request).items():
+        for path, data in _report_files(con, request, window.epoch).items():
             files[path] = data
             commands[path] = request.command("report")
     files[MANIFEST] = _manifest(con, request, files, commands, skipped)
@@ -133,13 +133,13 @@ def _chart_files(stem: str, chart: dict) -> dict[str, bytes]:
     return {f"{stem}.svg": vlc.vegalite_to_svg(chart).encode(), f"{stem}.png": vlc.vegalite_to_png(chart, scale=2)}
 
 
-def _report_files(con, request: BundleRequest) -> dict[str, bytes]:
+def _report_files(con, request: BundleRequest, epoch: int) -> dict[str, bytes]:
     """The epoch report's files under ``report/``, written as `report epoch` writes them."""
     from pipeline.output.report import build_epoch_report, write_epoch_report
 
     report = build_epoch_report(
         con,
-        request.window.epoch,
+        epoch,
         request.host,
         finality_lag=request.finality_lag,
         warehouse_arg=request.warehouse_arg,

@@ -115,8 +115,8 @@ def render_query(
         if relation is None:
             raise QueryError("the statement returned no result to show (only queries do)")
         if fmt is QueryFormat.parquet:
-            data, rows = query_output.to_parquet(relation)
-            return RenderedQuery(data, rows, len(relation.columns), [], time.perf_counter() - started)
+            parquet, rows = query_output.to_parquet(relation)
+            return RenderedQuery(parquet, rows, len(relation.columns), [], time.perf_counter() - started)
         cells = query_output.fetch_cells(relation)
     except duckdb.Error as exc:
         raise QueryError(str(exc).splitlines()[0]) from None

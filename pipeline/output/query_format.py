@@ -23,12 +23,17 @@ import re
 import shutil
 import sys
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import orjson
 
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
 
-class QueryFormat(str, Enum):
+
+class QueryFormat(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"
@@ -131,7 +136,9 @@ def _nested_leaves_sql(expr: str, dtype, depth: int = 0) -> str | None:
         return None if inner is None else f"list_transform({expr}, lambda {var}: {inner})"
     if kind == "map":
         key, value = (f"struct_extract({var}, '{part}')" for part in ("key", "value"))
-        new_key, new_value = (_nested_leaves_sql(e, child, depth + 1) for e, (_, child) in zip((key, value), children))
+        new_key, new_value = (
+            _nested_leaves_sql(e, child, depth + 1) for e, (_, child) in zip((key, value), children, strict=True)
+        )
         if new_key is None and new_value is None:
             return None
         return (
@@ -139,10 +146,14 @@ def _nested_leaves_sql(expr: str, dtype, depth: int = 0) -> str | None:
             f"struct_pack(key := {new_key or key}, value := {new_value or value})))"
         )
     fields = [(name, f"struct_extract({expr}, {_sql_string(name)})") for name, _ in children]
-    rewritten = [_nested_leaves_sql(field, child, depth + 1) for (_, field), (_, child) in zip(fields, children)]
+    rewritten = [
+        _nested_leaves_sql(field, child, depth + 1) for (_, field), (_, child) in zip(fields, children, strict=True)
+    ]
     if all(r is None for r in rewritten):
         return None
-    packed = ", ".join(f"{_sql_ident(name)} := {r or field}" for (name, field), r in zip(fields, rewritten))
+    packed = ", ".join(
+        f"{_sql_ident(name)} := {r or field}" for (name, field), r in zip(fields, rewritten, strict=True)
+    )
     return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({packed}) END"
 
 
@@ -156,9 +167,9 @@ def _sql_ident(text: str) -> str:
 
 def fetch_cells(relation: duckdb.DuckDBPyRelation) -> Cells:
     """Run ``relation`` once and return its cells as exact text."""
-    kinds = [t.id for t in relation.types]
+    kinds: list[str] = [t.id for t in relation.types]
     projection = relation.project(
-        ", ".join(text_sql(i, kind, t) for i, (kind, t) in enumerate(zip(kinds, relation.types)))
+        ", ".join(text_sql(i, kind, t) for i, (kind, t) in enumerate(zip(kinds, relation.types, strict=True)))
     )
     rows = projection.fetchall()
     nested = [i for i, kind in enumerate(kinds) if kind in NESTED_TYPES]
@@ -182,7 +193,8 @@ def to_json(cells: Cells) -> str:
     lines = [
         "{"
         + ",".join(
-            f"{key}:{'null' if value is None else encode(value)}" for key, encode, value in zip(keys, encoders, row)
+            f"{key}:{'null' if value is None else encode(value)}"
+            for key, encode, value in zip(keys, encoders, row, strict=True)
         )
         + "}"
         for row in cells.rows
@@ -249,7 +261,7 @@ def to_vertical(cells: Cells) -> str:
     blocks = []
     for n, row in enumerate(cells.rows, 1):
         lines = [f"-[ RECORD {n} ]" + "-" * max(3, width - 8)]
-        for i, (name, value) in enumerate(zip(cells.columns, row)):
+        for i, (name, value) in enumerate(zip(cells.columns, row, strict=True)):
             first, *rest = display_text(cells, i, value).split("\n")
             pad = " " * (width - cell_len(name))
             lines.append(f"{name}{pad} | {first}")
@@ -280,7 +292,8 @@ def layout_table(cells: Cells, texts: list[list[str]], width: int | None) -> Tab
     if width is None:
         return TableLayout(list(range(len(natural))), natural, [])
     budget = width - 1  # the left border; every column adds its width, two pads and a border
-    shown, widths = [], []
+    shown: list[int] = []
+    widths: list[int] = []
     for i, full in enumerate(natural):
         header = cell_len(cells.columns[i])
         want = min(full, max(header, FOLD_WIDTH))
@@ -309,7 +322,7 @@ def to_table(cells: Cells, width: int | None) -> tuple[str, list[str]]:
     texts = [[display_text(cells, i, v) for i, v in enumerate(row)] for row in cells.rows]
     layout = layout_table(cells, texts, width)
     table = Table()
-    for i, w in zip(layout.shown, layout.widths):
+    for i, w in zip(layout.shown, layout.widths, strict=True):
         table.add_column(
             Text(cells.columns[i]),
             justify="right" if cells.is_right_aligned(i) else "left",
@@ -320,8 +333,9 @@ def to_table(cells: Cells, width: int | None) -> tuple[str, list[str]]:
     for row in texts:
         table.add_row(*(Text(row[i]) for i in layout.shown))  # Text: a value is never Rich markup
     total = sum(layout.widths) + 3 * len(layout.widths) + 1
+    buffer = io.StringIO()
     console = Console(
-        file=io.StringIO(),
+        file=buffer,
         width=total,
         color_system=None,
         force_terminal=False,
@@ -331,7 +345,7 @@ def to_table(cells: Cells, width: int | None) -> tuple[str, list[str]]:
         soft_wrap=False,
     )
     console.print(table)
-    text = "\n".join(line.rstrip() for line in console.file.getvalue().splitlines())
+    text = "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
     return text, layout.hidden
 
 
@@ -375,11 +389,11 @@ def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
 def _exact_arrow(relation: duckdb.DuckDBPyRelation):
     """The result as Arrow columns c0, c1, …, those whose Arrow form would lose digits, months or zones
     (``_parquet_as_text``) as their exact text; with each column's DuckDB type id and whether it is text."""
-    kinds = [t.id for t in relation.types]
+    kinds: list[str] = [t.id for t in relation.types]
     as_text = [_parquet_as_text(t) for t in relation.types]
     exprs = [
         text_sql(i, kind, t) if bad else _ident(i)
-        for i, (kind, t, bad) in enumerate(zip(kinds, relation.types, as_text))
+        for i, (kind, t, bad) in enumerate(zip(kinds, relation.types, as_text, strict=True))
     ]
     return kinds, as_text, relation.project(", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))).to_arrow_table()
 
@@ -397,8 +411,9 @@ def to_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
     kinds, as_text, table = _exact_arrow(relation)
     aliases = table.column_names  # c0, c1, …: result columns may share a name; Polars' may not
     frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)  # an Arrow table gives a frame (a Series only from an array)
     casts = []
-    for alias, kind, bad in zip(aliases, kinds, as_text):
+    for alias, kind, bad in zip(aliases, kinds, as_text, strict=True):
         if kind in ("hugeint", "uhugeint"):
             casts.append(pl.col(alias).cast(pl.Int128 if kind == "hugeint" else pl.UInt128))
         elif kind in NESTED_TYPES and bad:
@@ -411,7 +426,7 @@ def to_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
             f"columns share a name ({', '.join(sorted({n for n in names if names.count(n) > 1}))}): "
             "a Polars frame needs unique names (give them aliases)"
         )
-    return frame.rename(dict(zip(aliases, names)))
+    return frame.rename(dict(zip(aliases, names, strict=True)))
 
 
 def _parquet_as_text(dtype) -> bool:

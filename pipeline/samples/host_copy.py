@@ -58,6 +58,8 @@ class HostCopy:
 
     def with_ledger_schema(self, schema_version: int) -> HostCopy:
         """The same copy with its ledger written in another schema version (2, 4, 6 or 7)."""
+        if self.ledger is None:
+            raise ValueError("this copy has no ledger")
         ledger = dataclasses.replace(self.ledger, schema_version=schema_version)
         truth = dataclasses.replace(self.truth, tracker=ledger.truth())
         return dataclasses.replace(self, ledger=ledger, truth=truth)
@@ -138,6 +140,7 @@ class HostCopy:
         if ledger:
             from .ledger_writer import write_accounting_db
 
+            assert self.ledger is not None, "a copy written with its ledger was built with one"
             write_accounting_db(self.ledger, path / "accounting.db")
         return path
 
@@ -149,6 +152,7 @@ class HostCopy:
         if ledger:
             from .ledger_writer import write_accounting_postgres
 
+            assert self.ledger is not None, "a copy written with its ledger was built with one"
             write_accounting_postgres(
                 self.ledger, conninfo, self.release_line.ledger_tables_absent, self.release_line.ledger_invalid_slot
             )
@@ -294,7 +298,7 @@ class _CopyBuilder:
         upto = copied_nonces(plan, spec, self.last_epoch)
         machine = self._machine(plan).replay(plan.diffs[:upto])
         settled = machine.settled_nonce is not None
-        settled_at = plan.nonce_times[machine.settled_nonce - 1] if settled else None
+        settled_at = plan.nonce_times[machine.settled_nonce - 1] if machine.settled_nonce is not None else None
         last_finalized = upto if settled else upto - 1
         imported = (
             self.line.imports
@@ -534,7 +538,7 @@ class _CopyBuilder:
                     record.status.label,
                     record.has_finish_tx,
                     record.drained,
-                    record.pre_drain_status.label if record.drained else None,
+                    record.pre_drain_status.label if record.drained and record.pre_drain_status is not None else None,
                     outcome,
                     record.miss,
                     sealed,

@@ -21,6 +21,7 @@ import json
 import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -443,7 +444,7 @@ class LedgerCopy:
         """Chain REST JSON (uint64 as strings): one epoch_performance_summary and one
         DevshardHostEpochStats per participant of the epoch, and the tracker's current_epoch_stats."""
         truth = self.truth().filter(pl.col("epoch_id") == epoch_id)
-        out = []
+        out: list[dict[str, Any]] = []
         for row in truth.iter_rows(named=True):
             out.append(
                 {

@@ -23,9 +23,11 @@ import gzip
 import json
 import os
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 UTC = UTC
 HOST = "gonka1loghost0000000000000000000000000000"
@@ -49,6 +51,12 @@ def build_of(host: str, at: datetime) -> str | None:
         if h == host and at >= since:
             label = name
     return label
+
+
+def _host_build(at: datetime) -> str:
+    build = build_of(HOST, at)
+    assert build is not None, f"no build of {HOST} at {at}"  # BUILDS covers every time the samples log
+    return build
 
 
 @dataclass
@@ -94,7 +102,7 @@ class VllmFile:
         *,
         api_pid: int | None = None,
         repeat_header: bool = False,
-        build_at=None,
+        build_at: Callable[[datetime], str] | None = None,
         stats_proc: str | None = "engine",
         model: str = MODEL,
         spec_config: str | None = "SpeculativeConfig(method='eagle3', num_spec_tokens=5)",
@@ -109,16 +117,22 @@ class VllmFile:
         self.truth, self.rng, self.version, self.t = truth, rng, version, t
         self.proc, self.pid, self.colour = proc, pid, colour
         self.api_pid, self.repeat_header, self.stats_proc = api_pid, repeat_header, stats_proc
-        self.build_at = build_at or (lambda at: build_of(HOST, at))
+        self.build_at = build_at or _host_build
         self.model, self.spec_config, self.acceptance = model, spec_config, acceptance
         self.lines: list[str] = []
         self.first: datetime | None = None
         self.last: datetime | None = None
         self.death: dict | None = None  # the death of the current start cycle, once one was signalled
 
+    def ended(self) -> datetime:
+        """The time of the last line written."""
+        assert self.last is not None, "nothing logged yet"
+        return self.last
+
     # -- envelope ---------------------------------------------------------------------------
     def _v(self) -> tuple[int, int, int]:
-        return tuple(int(x) for x in self.version.split(".")[:3])
+        major, minor, patch = (int(x) for x in self.version.split(".")[:3])
+        return major, minor, patch
 
     def _prefix(self, proc: str | None) -> str:
         if proc is None or self._v() < (0, 10, 1):
@@ -127,7 +141,7 @@ class VllmFile:
         text = f"({proc} pid={pid})"
         return f"{ESC}[1;36m{text}{ESC}[0;0m " if self.colour else text + " "
 
-    def log(self, level: str, src: str, msg: str, proc: str | None = "engine", more: list[str] = ()) -> None:
+    def log(self, level: str, src: str, msg: str, proc: str | None = "engine", more: Sequence[str] = ()) -> None:
         proc = self.proc if proc == "engine" else proc
         stamp = self.t.strftime("%m-%d %H:%M:%S")
         if self.colour and self._v() >= (0, 11, 1):
@@ -227,8 +241,10 @@ class VllmFile:
             )
         else:
             spec = (
-                f"SpecDecoding metrics: Mean acceptance length: {mal:.2f}, Accepted throughput: {accepted / 10:.2f} tokens/s, "
-                f"Drafted throughput: {drafted / 10:.2f} tokens/s, Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
+                f"SpecDecoding metrics: Mean acceptance length: {mal:.2f}, "
+                f"Accepted throughput: {accepted / 10:.2f} tokens/s, "
+                f"Drafted throughput: {drafted / 10:.2f} tokens/s, "
+                f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
                 f"Per-position acceptance rate: {rates}, Avg Draft acceptance rate: {rate:.1f}%"
             )
         self.log(
@@ -243,7 +259,7 @@ class VllmFile:
         a["drafts"] += drafts
         a["drafted"] += drafted
         a["accepted"] += accepted
-        a["pos"] = [x + y for x, y in zip(a["pos"], pos)]
+        a["pos"] = [x + y for x, y in zip(a["pos"], pos, strict=True)]
 
     def idle(self, windows: int, debug: bool) -> None:
         """An idle period: stats lines move to DEBUG (absent from INFO logs); not downtime."""
@@ -271,7 +287,8 @@ class VllmFile:
                 "Traceback (most recent call last):",
                 '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 691, in run_engine_core',
                 "    engine_core.run_busy_loop()",
-                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 1401, in execute_model',
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", '
+                "line 1401, in execute_model",
                 "    hidden_states = self.model(",
                 "                    ^^^^^^^^^^^",
                 cause,
@@ -288,7 +305,8 @@ class VllmFile:
             proc="APIServer",
             more=[
                 "Traceback (most recent call last):",
-                "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+                "See stack trace (above) for the root cause.",
             ],
         )
         self.truth.events["engine_dead"] = self.truth.events.get("engine_dead", 0) + 1
@@ -360,14 +378,14 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
         a.window()
     a.worker_died()
     rotated, live = a.lines[:rotate_at], a.lines[rotate_at:]
-    truth.spans.append((datetime(2025, 12, 31, 23, 50, tzinfo=UTC), a.last))
+    truth.spans.append((datetime(2025, 12, 31, 23, 50, tzinfo=UTC), a.ended()))
     vdir = directory / "vllm"
     truth.files["rotated"] = a.write(vdir / "vllm.log.1.gz", gz=True, lines=rotated)
     _touch(truth.files["rotated"], datetime(2026, 1, 1, 0, 1, tzinfo=UTC))
     truth.files["live"] = a.write(vdir / "vllm.log", lines=live)
-    _touch(truth.files["live"], a.last + timedelta(minutes=5))
+    _touch(truth.files["live"], a.ended() + timedelta(minutes=5))
     truth.files["full_a"] = a.write(directory / "longer" / "vllm-a-full.log")  # the same log before rotation
-    _touch(truth.files["full_a"], a.last + timedelta(minutes=5))
+    _touch(truth.files["full_a"], a.ended() + timedelta(minutes=5))
 
     # Build B: vLLM 0.10.2 with process prefixes and colour, then 0.11.1 with Preemptions.
     b = VllmFile(
@@ -390,13 +408,13 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     b.t = datetime(2026, 1, 3, 0, 0, 5, tzinfo=UTC)  # past midnight: a second day for --by day
     for i in range(30):
         b.window(preemptions=3 if i == 10 else 0)
-    truth.spans.append((datetime(2026, 1, 2, 9, 0, tzinfo=UTC), b.last))
+    truth.spans.append((datetime(2026, 1, 2, 9, 0, tzinfo=UTC), b.ended()))
     truth.files["b"] = b.write(vdir / "vllm-b.log")
-    _touch(truth.files["b"], b.last)
+    _touch(truth.files["b"], b.ended())
 
     # Build C: only /metrics scrapes (exact counters), one counter reset (restart) between scrapes.
     mdir = directory / "metrics"
-    counters = {"drafts": 0, "tokens": 0, "accepted": 0, "pos": [0] * K, "preempt": 0}
+    counters: dict[str, Any] = {"drafts": 0, "tokens": 0, "accepted": 0, "pos": [0] * K, "preempt": 0}
     t = datetime(2026, 1, 4, 6, 0, tzinfo=UTC)
     acc = _acc(truth, "C")
     acc["source"] = "metrics"
@@ -410,13 +428,13 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
             counters["drafts"] += drafts
             counters["tokens"] += tokens
             counters["accepted"] += sum(pos)
-            counters["pos"] = [x + y for x, y in zip(counters["pos"], pos)]
+            counters["pos"] = [x + y for x, y in zip(counters["pos"], pos, strict=True)]
             counters["preempt"] += scrape % 2
             acc["windows"] += 1
             acc["drafts"] += drafts
             acc["drafted"] += tokens
             acc["accepted"] += sum(pos)
-            acc["pos"] = [x + y for x, y in zip(acc["pos"], pos)]
+            acc["pos"] = [x + y for x, y in zip(acc["pos"], pos, strict=True)]
         labels = f'engine="0",model_name="{MODEL}"'
         body = [
             "# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.",
@@ -453,7 +471,7 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
             msg, result = "Cosine similarity validation result", "similarity"
         stamp = t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{rng.randint(0, 999):03d}Z"
         if i % 4 == 3:
-            doc = {
+            doc: dict[str, Any] = {
                 "time": stamp,
                 "level": "INFO",
                 "msg": msg,
@@ -526,7 +544,8 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     )
     (pdir / "results.json").write_text(json.dumps(results, indent=1))
     (pdir / "validate_report.txt").write_text(
-        "[validate] n_total=1000 n_mismatch=12 p_value=1.0 fraud_detected=False -> PASS (with mismatches within stat-test tolerance)\n"
+        "[validate] n_total=1000 n_mismatch=12 p_value=1.0 fraud_detected=False "
+        "-> PASS (with mismatches within stat-test tolerance)\n"
     )
     truth.poc = results
     truth.files["poc"] = pdir

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from pipeline.sources.decode import devshard_pb2 as pb
 
@@ -293,7 +294,7 @@ def tx_rows(txs_proto: bytes, group: Group) -> list[dict]:
     rows = []
     for tx_index, tx in enumerate(pb.DiffContent.FromString(txs_proto).txs):
         member = tx.WhichOneof("tx")
-        msg = getattr(tx, member) if member else None
+        msg: Any = getattr(tx, member) if member else None  # the tx's protobuf message
         row = {
             "tx_index": tx_index,
             "kind": TX_KINDS.get(member, "other"),

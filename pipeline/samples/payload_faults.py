@@ -22,6 +22,8 @@ import math
 
 import polars as pl
 
+from .scenario import InferencePlan
+
 FAULTS = ("token_mismatch", "duplicate_top", "nan_logprob", "missing_logprob", "tokens_text", "empty")
 MALFORMED = {"json": "not_json", "sse": "truncated"}
 
@@ -121,7 +123,7 @@ def _facts(doc, sse: bool) -> dict:
     }
 
 
-def plant(payloads: list[dict], plans: dict[tuple[str, int], object], malformed: bool = False) -> pl.DataFrame:
+def plant(payloads: list[dict], plans: dict[tuple[str, int], InferencePlan], malformed: bool = False) -> pl.DataFrame:
     """Fault the response bodies of `payloads` in place; return the truth of every payload.
 
     `plans` maps (escrow_id, inference_id) to the InferencePlan (sampling parameters, stream flag).

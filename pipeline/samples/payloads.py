@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+from typing import Any
 
 _PROMPTS = (
     "Summarise the rules of chess in one sentence.",
@@ -66,7 +67,7 @@ def request_body(
 def _logprob_entry(rng: random.Random) -> tuple[str, dict]:
     token_id = rng.randrange(100, 129000)
     best = round(-rng.random() * 0.5, 4)
-    alternatives = [{"token": str(token_id), "logprob": best}]
+    alternatives: list[dict[str, Any]] = [{"token": str(token_id), "logprob": best}]
     for _ in range(4):
         alternatives.append(
             {"token": str(rng.randrange(100, 129000)), "logprob": round(best - 1 - rng.random() * 6, 4)}
@@ -116,7 +117,7 @@ def response_body(
         )
     head = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model}
     events = []
-    for piece, entry in zip(pieces, entries):
+    for piece, entry in zip(pieces, entries, strict=True):
         events.append(
             {
                 **head,

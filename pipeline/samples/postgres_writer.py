@@ -1,4 +1,5 @@
-"""PostgreSQL layout (docs/sources.md, PostgreSQL layout and payloads): partitioned `devshard_*` tables and payload_storage."""
+"""PostgreSQL layout (docs/sources.md, PostgreSQL layout and payloads): partitioned `devshard_*` tables and
+payload_storage."""
 
 from __future__ import annotations
 

@@ -208,7 +208,7 @@ class EscrowPlanner:
         n = group.size
         factor = 0 if (self.position, self.index) == (0, 2) else spec.vote_threshold_factor
         threshold = n * factor // 100 if factor else n // 2
-        config = {
+        config: dict[str, int | str] = {
             "RefusalTimeout": 60,
             "ExecutionTimeout": 600,
             "TokenPrice": spec.token_price,

@@ -83,9 +83,7 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
         acceptance=ACCEPTANCE,
     )
     switches = [
-        datetime.fromtimestamp(since, UTC)
-        for since in builds
-        if f.t < datetime.fromtimestamp(since, UTC) < windows[-1]
+        datetime.fromtimestamp(since, UTC) for since in builds if f.t < datetime.fromtimestamp(since, UTC) < windows[-1]
     ]
     _start(f, rng, build_at(f.t), READY_SECONDS.get(build_at(f.t), 300))
     death = _death_time(timeline, copy, build_at)
@@ -114,7 +112,8 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
             )
     f.write(Path(path))
     truth.files["vllm"] = Path(path)
-    truth.spans.append((f.first, f.last))
+    assert f.first is not None
+    truth.spans.append((f.first, f.ended()))
     return truth
 
 
@@ -169,12 +168,12 @@ def _death_time(timeline, copy, build_at) -> datetime | None:
     return datetime.fromtimestamp(start + 10 * OOM_WINDOW, UTC)
 
 
-def _preemptions(rng: random.Random, build: str | None) -> int:
+def _preemptions(rng: random.Random, build: str) -> int:
     """The raw_logprobs build runs short of KV cache now and then; the others never preempt."""
     return rng.choice([1, 2, 4]) if build == BUILD_RAW and rng.random() < 0.04 else 0
 
 
-def _start(f: VllmFile, rng: random.Random, build: str | None, ready_after: int) -> None:
+def _start(f: VllmFile, rng: random.Random, build: str, ready_after: int) -> None:
     """One start cycle of the build's vLLM: the engine core and both workers get new pids."""
     f.version = VERSIONS.get(build, VERSIONS[BUILD_FIX])
     f.spec_config = SPEC_CONFIGS.get(build, DSPARK)

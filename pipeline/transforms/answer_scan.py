@@ -194,9 +194,9 @@ def scan_response(body: bytes | None) -> dict:
             raise BodyError(f"not UTF-8 (byte {exc.start})") from None
     with gc_paused():
         if body[:64].lstrip().startswith((b"data:", b"event:", b":")):
-            docs, usage, sse = _sse_chunks(body), None, True
-            for usage in filter(None, map(attrgetter("usage"), reversed(docs))):  # the last chunk that has one
-                break
+            docs, sse = _sse_chunks(body), True
+            # usage from the last chunk that has one
+            usage = next(filter(None, map(attrgetter("usage"), reversed(docs))), None)
             choices = list(chain.from_iterable(filter(None, map(_CHOICES, docs))))
         else:
             doc = _decode(body, _DOC, "response is not a chat.completion object")

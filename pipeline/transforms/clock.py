@@ -1,6 +1,7 @@
 """Unix timestamps as the devshard writers store them: seconds or milliseconds, 0 meaning unset.
 
-Timestamps are UTC everywhere (docs/data-model.md, time): the unit is detected by magnitude here, never guessed per call site.
+Timestamps are UTC everywhere (docs/data-model.md, time): the unit is detected by magnitude here, never
+guessed per call site.
 """
 
 from __future__ import annotations

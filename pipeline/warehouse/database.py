@@ -106,13 +106,13 @@ def live_run(run_id: str) -> Iterator[None]:
 def abort_abandoned_runs(con: duckdb.DuckDBPyConnection) -> int:
     """Mark ``running`` ingest runs that no live process carries out as ``aborted``; returns how many."""
     with transaction(con):
-        return int(
-            con.execute(
-                "UPDATE ingest_runs SET status = 'aborted', finished_at = now() "
-                "WHERE status = 'running' AND NOT list_contains($live, run_id)",
-                {"live": sorted(_LIVE_RUNS)},
-            ).fetchone()[0]
-        )
+        row = con.execute(
+            "UPDATE ingest_runs SET status = 'aborted', finished_at = now() "
+            "WHERE status = 'running' AND NOT list_contains($live, run_id)",
+            {"live": sorted(_LIVE_RUNS)},
+        ).fetchone()
+        assert row is not None  # an UPDATE returns its count
+        return int(row[0])
 
 
 def open_read_only(path: Path | str = DEFAULT_WAREHOUSE) -> duckdb.DuckDBPyConnection:
@@ -146,7 +146,9 @@ def open_sandboxed(path: Path | str = DEFAULT_WAREHOUSE) -> duckdb.DuckDBPyConne
 @contextmanager
 def duckdb_setting(con: duckdb.DuckDBPyConnection, name: str, value: str) -> Iterator[None]:
     """`SET name = value` for the block, then the connection's own value again."""
-    before = con.execute(f"SELECT current_setting('{name}')").fetchone()[0]
+    row = con.execute(f"SELECT current_setting('{name}')").fetchone()
+    assert row is not None  # a SELECT without FROM returns one row
+    before = row[0]
     con.execute(f"SET {name} = '{value}'")
     try:
         yield

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import altair as alt
 
 NAME = "acceptance"
-SCHEMA = {
+SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "build": pl.String,
     "source": pl.String,
     "windows": pl.Int64,
@@ -75,7 +75,8 @@ COLUMNS = (
 
 
 def length_distribution(rates: list[float]) -> list[float]:
-    """P(accepted length = 1 … K+1) from prefix-wise per-position rates (a draft token accepted at position i was accepted at every earlier one)."""
+    """P(accepted length = 1 … K+1) from prefix-wise per-position rates (a draft token accepted at position i
+    was accepted at every earlier one)."""
     if not rates:
         return []
     return [1 - rates[0], *(rates[i - 1] - rates[i] for i in range(1, len(rates))), rates[-1]]
@@ -94,13 +95,13 @@ def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int, list[str]]:
         k = lengths.most_common(1)[0][0]
         usable = [
             (p, d)
-            for p, d in zip(shaped["per_position"].to_list(), shaped["drafts"].to_list())
+            for p, d in zip(shaped["per_position"].to_list(), shaped["drafts"].to_list(), strict=True)
             if len(p) == k and all(v == v for v in p)
         ]
         weight = sum(d for _, d in usable)
         if weight:
             rates = [sum(p[i] * d for p, d in usable) / weight for i in range(k)]
-    row = {
+    row: dict = {
         "build": build,
         "source": source,
         "windows": w.height,

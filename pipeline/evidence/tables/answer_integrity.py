@@ -34,10 +34,10 @@ def answer_integrity(con: duckdb.DuckDBPyConnection, host: str, window: Window) 
         )
     events = fetch_frame(con, sql_text("evidence/answer_integrity_events.sql"), {"host": host})
     if events["events"][0] == 0:
-        matched = {name: None for name in MATCH_COLUMNS}
+        matched: dict[str, int | None] = dict.fromkeys(MATCH_COLUMNS)
         notes.append(
-            "Empty answers are not yet matched against engine deaths or PoC windows (needs `gonka-evidence ingest-logs` for the host's "
-            "engine events)."
+            "Empty answers are not yet matched against engine deaths or PoC windows "
+            "(needs `gonka-evidence ingest-logs` for the host's engine events)."
         )
     else:
         empty = fetch_frame(

@@ -34,7 +34,8 @@ def peer_invalidation(
     by_build: bool = False,
     control: str | None = None,
 ) -> EvidenceResult:
-    """Challenged-or-invalidated rate of the host's answers against other executors (or one control) in the same escrows."""
+    """Challenged-or-invalidated rate of the host's answers against other executors (or one control) in the
+    same escrows."""
     control = control.strip() if control else None
     if control == host:
         raise EvidenceError(f"--control {control} is the host itself; name another executor")

@@ -61,7 +61,8 @@ def similarity(
         )
         .with_columns(source=pl.lit("votes"), min=pl.lit(None, pl.Float64), median=pl.lit(None, pl.Float64))
     )
-    frame = pl.concat([score_rows.select(list(SCHEMA)).cast(SCHEMA), vote_rows.select(list(SCHEMA)).cast(SCHEMA)])
+    schema = pl.Schema(SCHEMA)
+    frame = pl.concat([score_rows.select(list(SCHEMA)).cast(schema), vote_rows.select(list(SCHEMA)).cast(schema)])
     frame = frame.sort("source", "answers_build", "validator_build").with_columns(
         passed_share=pl.when(pl.col("judged") > 0).then(pl.col("passed") / pl.col("judged")).otherwise(None)
     )

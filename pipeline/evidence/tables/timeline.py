@@ -115,6 +115,7 @@ def timeline(con: duckdb.DuckDBPyConnection, host: str, window: Window, *, bucke
         notes.append(f"host {host} has no answers, verdicts or engine events in {window.describe()}; nothing to show.")
     else:
         first, last = starts["bucket_start"].min(), starts["bucket_start"].max()
+        assert isinstance(first, dt.datetime) and isinstance(last, dt.datetime)  # a non-empty Datetime column
         if (last - first) / width >= MAX_BUCKETS:
             raise EvidenceError(
                 f"{window.describe()} spans more than {MAX_BUCKETS:,} buckets of {every}; "

@@ -83,6 +83,7 @@ def tracker(
     stats: dict = {}
     if compare is not None:
         rows = rows.sort("participant", pl.col("epoch").replace_strict({window.epoch: 0, compare: 1}, default=2))
+        assert window.epoch is not None  # --compare without --epoch was refused above
         stats["compare"] = _compare(rows, window.epoch, compare) if not all_participants else {}
         if family := holm_adjust(stats):
             stats["multiple_testing"] = family

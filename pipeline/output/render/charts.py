@@ -47,7 +47,9 @@ def engine_events_chart(con: duckdb.DuckDBPyConnection, host: str) -> alt.LayerC
             tooltip=["at:T", "kind", "detail"],
         )
     )
-    return alt.layer(shade, points).properties(title=f"Engine events of {host}", width=700, height=220)
+    chart = alt.layer(shade, points).properties(title=f"Engine events of {host}", width=700, height=220)
+    assert isinstance(chart, alt.LayerChart)  # altair types properties() as any top-level chart
+    return chart
 
 
 # Charts of the report and the bundle are read at their own size on a page: axis and legend labels

@@ -17,8 +17,9 @@ from pipeline.output.render.text import provenance_lines, stat_lines, table_cell
 def render_table(result: EvidenceResult, width: int | None = None) -> str:
     """Title, a rich table of the rows, statistics, notes and provenance as plain
     text. ``width`` defaults to the terminal's (120 columns when there is none)."""
+    buffer = io.StringIO()
     console = Console(
-        file=io.StringIO(),
+        file=buffer,
         width=width or shutil.get_terminal_size((120, 24)).columns,
         color_system=None,
         force_terminal=False,
@@ -46,5 +47,5 @@ def render_table(result: EvidenceResult, width: int | None = None) -> str:
         console.print()
         for line in provenance_lines(result.provenance):
             console.print(Text(line))
-    text = console.file.getvalue()
+    text = buffer.getvalue()
     return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")

@@ -112,6 +112,18 @@ def format_rate(rate: float | None, low: float | None = None, high: float | None
     return text
 
 
+def _interval_cell(rate: str, low: str, high: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: format_rate(row[rate], row[low], row[high])
+
+
+def _rate_cell(rate: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: format_rate(row[rate])
+
+
+def _value_cell(column: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: format_value(row[column])
+
+
 def table_cells(rows: pl.DataFrame) -> tuple[list[str], list[bool], list[list[str]]]:
     """The header, which columns are numeric (right-aligned), and the cell text
     of ``rows``, with rate intervals folded into the rate cells."""
@@ -119,15 +131,14 @@ def table_cells(rows: pl.DataFrame) -> tuple[list[str], list[bool], list[list[st
     folded = {column for pair in intervals.values() for column in pair}
     columns = [name for name in rows.columns if name not in folded]
     numeric = [rows.schema[name].is_numeric() for name in columns]
-    formatters = []
+    formatters: list[Callable[[dict[str, Any]], str]] = []
     for name in columns:
         if name in intervals:
-            low, high = intervals[name]
-            formatters.append(lambda row, r=name, lo=low, hi=high: format_rate(row[r], row[lo], row[hi]))
+            formatters.append(_interval_cell(name, *intervals[name]))
         elif is_rate_column(name, rows.schema[name]):
-            formatters.append(lambda row, r=name: format_rate(row[r]))
+            formatters.append(_rate_cell(name))
         else:
-            formatters.append(lambda row, c=name: format_value(row[c]))
+            formatters.append(_value_cell(name))
     body = [[fmt(row) for fmt in formatters] for row in rows.iter_rows(named=True)]
     return columns, numeric, body
 

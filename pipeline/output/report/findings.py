@@ -276,8 +276,9 @@ def _acceptance(result: EvidenceResult) -> Iterator[Finding]:
         yield Finding(
             "Speculative-decoding acceptance",
             (
-                f"under {row['build']}: mean acceptance length {format_number(row['mean_acceptance_length'])} tokens per "
-                f"step ({interval_text(row['mal_boot_low'], row['mal_boot_high'], method)}) over {row['drafts']:,} drafts "
+                f"under {row['build']}: mean acceptance length {format_number(row['mean_acceptance_length'])} "
+                f"tokens per step ({interval_text(row['mal_boot_low'], row['mal_boot_high'], method)}) "
+                f"over {row['drafts']:,} drafts "
                 f"in {row['windows']:,} windows; "
                 + share(
                     row["accepted"],

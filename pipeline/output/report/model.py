@@ -143,14 +143,17 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
         csv=table.write_csv().rstrip("\n"),
         sql=("evidence/report_statuses.sql",),
         notes=[
-            "share = inferences / of_all; host_share = executed_by_host / of_host (final status from the diff-log replay)."
+            "share = inferences / of_all; host_share = executed_by_host / of_host "
+            "(final status from the diff-log replay)."
         ],
     )
     return section, summary
 
 
 def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse_arg: str | None) -> Section:
-    options = spec.report.options(context.epoch)
+    report = spec.report
+    assert report is not None  # only the tables with a report section are in the report
+    options = report.options(context.epoch)
     command = evidence_command(spec, context.host, Window(epoch=context.epoch), options, warehouse_arg)
     skipped = Section(key=spec.name, heading=spec.heading, sql=spec.sql)
     try:
@@ -165,7 +168,7 @@ def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse
         reason = " ".join(result.notes[:1]) or f"no rows for epoch {context.epoch}"
         skipped.skipped = NO_DATA + reason
         return skipped
-    table = spec.report.view(result, context) if spec.report.view else result.rows
+    table = report.view(result, context) if report.view else result.rows
     from pipeline.output.render.charts import legible  # loads Altair, as drawing a chart does anyway
 
     return Section(
@@ -178,7 +181,7 @@ def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse
         notes=list(result.notes),
         command=command,
         sql=spec.sql,
-        chart=legible(spec.report.chart(result, table)) if spec.report.chart else None,
+        chart=legible(report.chart(result, table)) if report.chart else None,
         result=result,
     )
 

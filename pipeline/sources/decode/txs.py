@@ -10,7 +10,9 @@ is kept.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -122,14 +124,16 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
         )
     }
     per_tx["tx_index"] = pa.array(tx_index, type=pa.int64())
-    columns = list(zip(*fields)) if fields else [[] for _ in TX_FIELDS]
-    per_tx |= {name: pa.array(values, type=TX_SCHEMA.field(name).type) for name, values in zip(TX_FIELDS, columns)}
+    columns: list[Sequence[Any]] = list(zip(*fields, strict=True)) if fields else [[] for _ in TX_FIELDS]
+    per_tx |= {
+        name: pa.array(values, type=TX_SCHEMA.field(name).type) for name, values in zip(TX_FIELDS, columns, strict=True)
+    }
     contradicted = _contradicting_diffs(per_tx, take)
     if contradicted:
         quarantined += [(f"{escrows[pos].as_py()}/{nonces[pos].as_py()}", why) for pos, why in contradicted.items()]
         keep_tx = pc.invert(pc.is_in(take, value_set=pa.array(list(contradicted), pa.int64())))
         per_tx = {name: column.filter(keep_tx) for name, column in per_tx.items()}
-        decoded_kept = [(pos, n) for pos, n in zip(decoded, tx_counts) if pos not in contradicted]
+        decoded_kept = [(pos, n) for pos, n in zip(decoded, tx_counts, strict=True) if pos not in contradicted]
         decoded, tx_counts = [p for p, _ in decoded_kept], [n for _, n in decoded_kept]
     kept = pa.array(decoded, type=pa.int64())
     diffs = pa.Table.from_arrays(

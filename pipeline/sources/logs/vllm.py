@@ -38,38 +38,18 @@ import polars as pl
 from pipeline.core.gcpause import gc_paused
 from pipeline.sources.logs.files import LogFile, LogTimezone
 
-ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_RX_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
+ANSI = re.compile(_RX_ANSI)
 MAX_PREFIX = 64  # VLLM_LOGGING_PREFIX: free text before the level
 
 NUMBER = r"(?:nan|-?\d+(?:\.\d+)?)"
-PER_POSITION = re.compile(rf"Per-position acceptance rate: ({NUMBER}(?:, {NUMBER})*)")
-SPEC_FIELDS = {
-    "mal_printed": re.compile(rf"(?:^|, )Mean acceptance length: ({NUMBER})"),
-    "accepted_tps": re.compile(rf"(?:^|, )Accepted throughput: ({NUMBER}) tokens/s"),
-    "drafted_tps": re.compile(rf"(?:^|, )Drafted throughput: ({NUMBER}) tokens/s"),
-    "accepted": re.compile(r"(?:^|, )Accepted: (\d+) tokens"),
-    "drafted": re.compile(r"(?:^|, )Drafted: (\d+) tokens"),
-    "acceptance_rate_printed": re.compile(rf"(?:^|, )(?:Avg )?Draft acceptance rate: ({NUMBER})%"),
-}
-STATS_HEAD = re.compile(
-    rf"^(?:Engine (?P<engine>\d+): |(?P<engines>\d+) Engines Aggregated: )?"
-    rf"Avg prompt throughput: (?P<prompt>{NUMBER}) tokens/s, Avg generation throughput: (?P<gen>{NUMBER}) tokens/s"
-)
-STATS_FIELDS = {
-    "running": re.compile(r", Running: (\d+) reqs"),
-    "waiting": re.compile(r", (?:Waiting|Pending): (\d+) reqs"),
-    "preemptions": re.compile(r", Preemptions: (\d+)"),
-    "kv_cache_usage": re.compile(rf", GPU KV cache usage: ({NUMBER})%"),
-    "prefix_cache_hit_rate": re.compile(rf", Prefix cache hit rate: ({NUMBER})%"),
-}
-VERSION = re.compile(
-    r"(?:Initializing an? (?:V1 )?LLM engine \(v|vLLM API server version |vLLM server version )(?P<v>\d+\.\d+\.\d+[\w.+-]*)"
-)
+# the lines that name the vLLM version: engine start (V0, V1) and API server start
+_RX_VERSION_INTRO = r"(?:Initializing an? (?:V1 )?LLM engine \(v|vLLM API server version |vLLM server version )"
+VERSION = re.compile(rf"{_RX_VERSION_INTRO}(?P<v>\d+\.\d+\.\d+[\w.+-]*)")
 OOM = re.compile(
     r"OutOfMemoryError|CUDA out of memory|not enough GPU memory|No available memory for the cache blocks"
     r"|larger than the available KV cache memory"
 )
-PREEMPTIONS_ALWAYS_PRINTED = (0, 11, 1)  # from 0.11.1 a missing `Preemptions:` field means 0 (on earlier V1: unknown)
 
 
 @dataclass
@@ -85,85 +65,6 @@ class ParsedLog:
     records: int = 0
     first_at: datetime | None = None
     last_at: datetime | None = None
-
-
-def _float(text: str | None) -> float | None:
-    return None if text is None else float(text)
-
-
-def parse_spec_line(text: str, version: tuple[int, ...] | None = None) -> dict | None:
-    """Fields of a `SpecDecoding metrics:` message, by name; None when Accepted/Drafted are missing.
-
-    ``mal_semantics`` is ``no_plus1`` for the 0.8.5 line (MAL = accepted/drafts) and
-    ``plus1`` otherwise; ``drafts`` is recovered as accepted/(MAL − 1) (or accepted/MAL
-    for 0.8.5) because the line does not print it.
-    """
-    per_position = None
-    m = PER_POSITION.search(text)
-    rest = text
-    if m:
-        per_position = [float(v) for v in m.group(1).split(", ")]
-        rest = text[: m.start()] + text[m.end() :]
-    row: dict = {}
-    for name, rx in SPEC_FIELDS.items():
-        found = rx.search(rest)
-        row[name] = found.group(1) if found else None
-    if row["accepted"] is None or row["drafted"] is None:
-        return None
-    accepted, drafted = int(row["accepted"]), int(row["drafted"])
-    mal = _float(row["mal_printed"])
-    semantics = "plus1"
-    if row["accepted_tps"] is None and mal is not None and mal == mal:
-        usable = per_position and all(v == v for v in per_position)
-        if usable:
-            total = sum(per_position)
-            if abs(mal - total) < abs(mal - (1 + total)):
-                semantics = "no_plus1"
-        elif version is not None and version < (0, 9, 0):
-            semantics = "no_plus1"
-    drafts = None
-    if mal is not None and mal == mal and accepted > 0:
-        ratio = mal - 1 if semantics == "plus1" else mal
-        if ratio > 0:
-            drafts = max(1, round(accepted / ratio))
-    return {
-        "accepted": accepted,
-        "drafted": drafted,
-        "drafts": drafts,
-        "per_position": per_position,
-        "mal_printed": mal,
-        "mal_semantics": semantics,
-        "accepted_tps": _float(row["accepted_tps"]),
-        "drafted_tps": _float(row["drafted_tps"]),
-        "acceptance_rate_printed": _float(row["acceptance_rate_printed"]),
-    }
-
-
-def parse_stats_line(text: str, version: tuple[int, ...] | None = None) -> dict | None:
-    head = STATS_HEAD.match(text)
-    if not head:
-        return None
-    row = {name: (rx.search(text, head.end()) or None) for name, rx in STATS_FIELDS.items()}
-    if row["running"] is None:
-        return None
-    aggregated = head.group("engines") is not None
-    preemptions = row["preemptions"]
-    if preemptions is not None:
-        preemptions = int(preemptions.group(1))
-    elif aggregated or (version is not None and version >= PREEMPTIONS_ALWAYS_PRINTED):
-        preemptions = 0  # the field is printed only when > 0 from 0.11.1; before that it is unknown
-    kv = row["kv_cache_usage"]
-    prefix = row["prefix_cache_hit_rate"]
-    return {
-        "engine": str(int(head.group("engine"))) if head.group("engine") else ("all" if aggregated else None),
-        "prompt_tps": float(head.group("prompt")),
-        "generation_tps": float(head.group("gen")),
-        "running": int(row["running"].group(1)),
-        "waiting": int(row["waiting"].group(1)) if row["waiting"] else None,
-        "preemptions": preemptions,
-        "kv_cache_usage": float(kv.group(1)) / 100 if kv else None,
-        "prefix_cache_hit_rate": float(prefix.group(1)) / 100 if prefix else None,
-    }
 
 
 def _events(
@@ -250,15 +151,12 @@ EVENT_WORDS = [
 
 # -- streaming, vectorised parser ----------------------------------------------------------------
 
-CHUNK_BYTES = (
-    32 << 20
-)  # whole lines per chunk; peak memory is a small multiple of this (32 MiB: ~12% faster than 16, +150 MiB)
+CHUNK_BYTES = 32 << 20  # whole lines per chunk; peak memory is a small multiple of this (bench/BENCHMARKS.md)
 # the first chunks are smaller (doubling up to CHUNK_BYTES): the walk waits for the first chunk's scan
 FIRST_CHUNK_BYTES = 8 << 20
 _WS = r"[\s\x1c-\x1f]"  # Python's str.isspace() also counts \x1c-\x1f, Rust's \s does not
 _PY_SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # what str.strip() strips
 _LEVEL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
-_RX_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
 _RX_PREFIX = rf"^(\([A-Za-z][\w-]* pid=\d+\){_WS}?)"
 # MM-DD HH:MM:SS of a calendar time: a line with month 13 or hour 25 is not an envelope line (it is
 # folded or unparsed), rather than a record that cannot be dated
@@ -285,15 +183,15 @@ _RX_TRACE = (
     r"|Exception in callback |handle: <Handle )"
 )  # asyncio's report of a failed task (V0 engine loop)
 _RX_BLANK = rf"^{_WS}*$"
-_RX_VERSION = (
-    r"(?:Initializing an? (?:V1 )?LLM engine \(v|vLLM API server version |vLLM server version )(\d+)\.(\d+)\.(\d+)"
-)
+_RX_VERSION = rf"{_RX_VERSION_INTRO}(\d+)\.(\d+)\.(\d+)"
 _RX_PP = rf"Per-position acceptance rate: ({NUMBER}(?:, {NUMBER})*)"
 _RX_STATS_HEAD = (
     rf"^(?:Engine (?P<engine>\d+): |(?P<engines>\d+) Engines Aggregated: )?"
     rf"Avg prompt throughput: (?P<prompt>{NUMBER}) tokens/s, Avg generation throughput: (?P<gen>{NUMBER}) tokens/s"
 )
-_V090, _V0111 = 9 * 10**6, 11 * 10**6 + 1  # version code = major·10^12 + minor·10^6 + patch
+# version code = major·10^12 + minor·10^6 + patch. Before 0.9.0 a MAL without per-position rates is read as
+# accepted/drafts (no +1); from 0.11.1 a missing `Preemptions:` field means 0 (before: unknown)
+_V090, _V0111 = 9 * 10**6, 11 * 10**6 + 1
 STAMP_COLS = ("rollovers", "month", "day", "h", "m", "s")
 
 
@@ -352,8 +250,8 @@ class VllmStream:
 
 def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
     """The file in blocks of whole lines (a block ends at a \n, or at the end of the file; never between two
-    lines of one message, see `_cut`); what follows a block's end starts the next one. The first blocks are smaller (doubling up to
-    `chunk_bytes`), so that the first rows come early."""
+    lines of one message, see `_cut`); what follows a block's end starts the next one. The first blocks are
+    smaller (doubling up to `chunk_bytes`), so that the first rows come early."""
     import gzip
 
     with gzip.open(file.path, "rb") if file.gzipped else open(file.path, "rb") as fh:
@@ -376,8 +274,9 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
 
 
 _HEADER = re.compile(
-    rb"(?:\x1b\[[0-9;]*[A-Za-z]|\([A-Za-z][\w-]* pid=\d+\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
-    rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)" % (MAX_PREFIX + 64, _LEVEL.encode())
+    rb"(?:%s|\([A-Za-z][\w-]* pid=\d+\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
+    rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
+    % (_RX_ANSI.encode(), MAX_PREFIX + 64, _LEVEL.encode())
 )
 
 
@@ -390,10 +289,10 @@ def _cut(data: bytes, max_back: int = 10_000) -> int:
         if end == 0:  # one message throughout: the caller reads on
             return 0
         start = data.rfind(b"\n", 0, end - 1) + 1
-        head = _HEADER.match(data, start, end)
-        if head is None:
+        found = _HEADER.match(data, start, end)
+        if found is None:
             return end
-        head = head.group()
+        head = found.group()
         stop = data.find(b"\n", end)
         after = data[end : stop if stop >= 0 else len(data)]
         if not after.startswith(head) and (len(after) >= len(head) or not head.startswith(after)):
@@ -498,8 +397,10 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
 
 
 def _spec_rows(d: pl.DataFrame) -> pl.DataFrame:
-    """`parse_spec_line`'s rules as column expressions over the extracted fields (`_spec_regex`); `ok`
-    False where it returns None."""
+    """The rules of a spec record over its extracted fields (`_spec_regex`). `mal_semantics` is ``no_plus1``
+    (MAL = accepted/drafts, the 0.8.5 line) when MAL is closer to the per-position sum than to 1 + it, or,
+    without usable per-position rates, before 0.9.0; else ``plus1``. The line does not print `drafts`: it is
+    recovered as accepted/(MAL − 1), or accepted/MAL. `ok` False where Accepted or Drafted is missing."""
     total = pl.col("pp_total")
     mal = pl.col("mal_printed")
     mal_ok = mal.is_not_null() & mal.is_not_nan()
@@ -558,7 +459,8 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
             "acceptance_rate_printed", f.extract(rf"Draft acceptance rate: ({NUMBER})", 1).cast(pl.Float64) * 100.0
         ),
     ).drop("_v0")
-    k = int(d["per_position"].list.len().max() or 0) if d.height else 0
+    longest = d["per_position"].list.len().max() if d.height else None
+    k = longest if isinstance(longest, int) else 0  # None: no row has a per-position list
     total = pl.lit(0.0)
     for i in range(k):  # left to right, as Python's sum(): the 0.8.5 test can sit on a tie
         total = total + pl.col("per_position").list.get(i, null_on_oob=True).fill_null(0.0)
@@ -566,7 +468,8 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
 
 
 def _stats_rows(d: pl.DataFrame) -> pl.DataFrame:
-    """`parse_stats_line`'s rules over the extracted fields; `ok` False where it returns None."""
+    """The rules of a stats record over its extracted fields (`_stats_regex`): percentages as fractions, the
+    engine label, a missing `Preemptions:` as 0 where vLLM prints it only when > 0; `ok` False without `Running:`."""
     # x / 100 with a true division (Polars turns division by a scalar into a multiplication by 0.01)
     # (the numpy round trip turns nulls into NaN: an absent field stays null, a printed `nan%` stays NaN)
     d = d.with_columns(
@@ -739,6 +642,7 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
 
     last = chunk.last and (chunk.last[0] + offset, chunk.last[1], stamp(chunk.last[2]))
     if len(st.part_starts) > 1:
+        assert chunk.env_lines is not None  # `_scan_chunk` sets it
         _track_parts(st, moved(chunk.env_lines, ("line",)))
     return _Chunk(
         with_at(moved(chunk.spec, ("line",)), st.base, st.tz),
@@ -770,7 +674,7 @@ def _track_parts(st: VllmStream, env_lines: pl.DataFrame) -> None:
     if not st.parts:
         st.parts = [[None, None, 0] for _ in st.part_starts]
     ends = [*st.part_starts[1:], None]
-    for span, start, end in zip(st.parts, st.part_starts, ends):
+    for span, start, end in zip(st.parts, st.part_starts, ends, strict=True):
         mask = pl.col("line") >= start if end is None else pl.col("line").is_between(start, end, closed="left")
         part = env_lines.filter(mask).select(STAMP_COLS)
         if part.height:
@@ -892,7 +796,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
         ps,
         uv_msg,
         trace,
-    ) in zip(*(chunk.rare[c].to_list() for c in cols)):  # column lists: far cheaper than iter_rows
+    ) in zip(*(chunk.rare[c].to_list() for c in cols), strict=True):  # column lists: cheaper than iter_rows
         if level is not None:  # an envelope record that may hold events
             flush(cur)
             stamp = (r, mo, d, h, mi, s)
@@ -995,6 +899,7 @@ def _epoch_micros(rollovers: np.ndarray, stamps: np.ndarray, base: int) -> np.nd
 
 _EPOCH = date(1970, 1, 1)
 _AT = pl.Datetime("us", "UTC")
+_UTC = LogTimezone()  # the default zone of a log's wall-clock times (a frozen value, shared)
 
 
 def _at_series(rollovers: np.ndarray, stamps: np.ndarray, base: int | None, tz: LogTimezone) -> pl.Series:
@@ -1037,9 +942,7 @@ def scan_years(file: LogFile, chunk_bytes: int = CHUNK_BYTES) -> tuple[int, tupl
     return rollovers, last
 
 
-def base_year(
-    file: LogFile, year: int | None, chunk_bytes: int = CHUNK_BYTES, tz: LogTimezone = LogTimezone()
-) -> int | None:
+def base_year(file: LogFile, year: int | None, chunk_bytes: int = CHUNK_BYTES, tz: LogTimezone = _UTC) -> int | None:
     """--year = year of the first record (rollover 0), else the file time (as local time) = time of the
     last record."""
     if year is not None:
@@ -1059,7 +962,7 @@ def iter_vllm_batches(
     year: int | None = None,
     stream: VllmStream | None = None,
     chunk_bytes: int = CHUNK_BYTES,
-    tz: LogTimezone = LogTimezone(),
+    tz: LogTimezone = _UTC,
 ) -> Iterator[VllmBatch]:
     """Row frames chunk by chunk (with `at`); totals and first/last record in `stream`."""
     st = stream if stream is not None else VllmStream(year, tz)
@@ -1113,7 +1016,7 @@ def _finish(
 
 
 def parse_vllm_log(
-    file: LogFile, year: int | None = None, chunk_bytes: int = CHUNK_BYTES, tz: LogTimezone = LogTimezone()
+    file: LogFile, year: int | None = None, chunk_bytes: int = CHUNK_BYTES, tz: LogTimezone = _UTC
 ) -> ParsedLog:
     """The whole file as lists of dicts (small files; `iter_vllm_batches` streams)."""
     st = VllmStream(year, tz)

@@ -48,10 +48,17 @@ def _int(value, default: int = 0) -> int:
         return default
 
 
+def _int_or_none(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _slots(meta: dict | None) -> list[str | None]:
     """Addresses by slot id from EscrowMetadata.slots (PascalCase entries)."""
     slots = (meta or {}).get("slots") or []
-    out: dict[int, str] = {}
+    out: dict[int, str | None] = {}
     for k, s in enumerate(slots):
         if isinstance(s, dict):
             out[_int(s.get("SlotID", k), k)] = s.get("ValidatorAddress")
@@ -112,7 +119,7 @@ def read_postgres_ledger(store) -> LedgerRead | None:
         return pa.Table.from_batches(batches).to_pylist() if batches else []
 
     meta = {r["key"]: r["value"] for r in table("accounting_meta", "SELECT key, value FROM accounting_meta")}
-    read = LedgerRead("postgres", _int(meta.get("schema_version"), None) if meta.get("schema_version") else None)
+    read = LedgerRead("postgres", _int_or_none(meta.get("schema_version")) if meta.get("schema_version") else None)
     read.writers = table("accounting_writers", "SELECT writer_id, updated_at, writer_errors FROM accounting_writers")
     states = table("accounting_escrow_state", sql_text("sources/postgres/accounting_state.sql"))
     known = set()
@@ -215,7 +222,7 @@ def read_sqlite_ledger(store) -> LedgerRead | None:
         store, path, "SELECT 1 AS __w, '' AS key, '' AS value UNION ALL SELECT 0, key, value FROM accounting_meta"
     )
     meta = {r["key"]: r["value"] for r in meta_rows}
-    read = LedgerRead("sqlite", _int(meta.get("schema_version"), None) if meta.get("schema_version") else None)
+    read = LedgerRead("sqlite", _int_or_none(meta.get("schema_version")) if meta.get("schema_version") else None)
     read.writers = [
         {"writer_id": "sqlite", "updated_at": meta.get("updated_at"), "writer_errors": _int(meta.get("writer_errors"))}
     ]
@@ -253,7 +260,7 @@ def _blob_into(read: LedgerRead, b: dict) -> None:
         read.problems.append(
             ("accounting_escrows", escrow_id, f"ledger blob lacks {', '.join(missing)} (taken as zero/empty)")
         )
-    meta = blob.get("meta") if isinstance(blob.get("meta"), dict) else {}
+    meta = blob["meta"] if isinstance(blob.get("meta"), dict) else {}
     phase = meta.get("phase") or "active"
     read.escrows.append(
         {
@@ -266,7 +273,7 @@ def _blob_into(read: LedgerRead, b: dict) -> None:
             "slots": _slots(meta),
         }
     )
-    for k, c in enumerate(blob.get("counters") or []):
+    for c in blob.get("counters") or []:
         key = c.get("key") if isinstance(c, dict) else None
         raw = orjson.dumps(key) if key is not None else b"null"
         read.counters.append(

@@ -2,9 +2,8 @@
 
 `adbc_driver_manager.dbapi` imports `pyarrow.dataset` when it is imported, only to recognise
 Dataset and Scanner arguments of its bulk ingest (`adbc_ingest`), which this read-only pipeline
-never calls; and `pyarrow.dataset` imports pandas. That was 0.3-0.55 of the ~1.5-2 CPU-seconds a
-no-op `gonka-evidence ingest` of a PostgreSQL copy took from process start to exit
-(bench/BENCHMARKS.md, "The no-op re-ingest: start-up").
+never calls; and `pyarrow.dataset` imports pandas, a large share of a no-op `gonka-evidence ingest`
+of a PostgreSQL copy (bench/BENCHMARKS.md, "The no-op re-ingest: start-up").
 
 So while a driver module is imported, `pyarrow.dataset` is a placeholder that imports the real
 module on its first attribute use (the driver keeps working should it ever look at it). It leaves

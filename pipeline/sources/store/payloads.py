@@ -47,13 +47,18 @@ def postgres_payloads(store, known: set[tuple[str, int]]) -> Iterator[RawPayload
     if all(
         key in known
         for b in batches
-        for key in zip(b.column("escrow_id").to_pylist(), b.column("inference_id").to_pylist())
+        for key in zip(b.column("escrow_id").to_pylist(), b.column("inference_id").to_pylist(), strict=True)
     ):
         return
     for batch in store.query_batches(sql_text("sources/postgres/payloads.sql"), batch_rows=2048):
         cols = batch.to_pydict()
         for epoch, escrow, inference, prompt, response in zip(
-            cols["epoch_id"], cols["escrow_id"], cols["inference_id"], cols["prompt_payload"], cols["response_payload"]
+            cols["epoch_id"],
+            cols["escrow_id"],
+            cols["inference_id"],
+            cols["prompt_payload"],
+            cols["response_payload"],
+            strict=True,
         ):
             if (escrow, inference) in known:
                 continue

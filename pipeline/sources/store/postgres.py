@@ -20,6 +20,7 @@ import queue
 import threading
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import pyarrow as pa
 
@@ -54,12 +55,9 @@ OTHER_PLANES = {"accounting_": "accounting ledger", "payload_storage": "payloads
 READ_CONNECTIONS = 2
 # Batches a read_many stream may hold ahead of its consumer.
 READ_AHEAD_BATCHES = 2
-# Rows per batch of a table read (the driver's hint is 256 bytes a row: ~4 MB, sealed rows ~3 MB).
-# What the reads hold at once is READ_CONNECTIONS x (READ_AHEAD_BATCHES + the one being parsed +
-# the one consumed) batches, so the batch size sets the reads' share of the peak RSS. With 65,536
-# rows (~13 MB batches) that bound was only reached by copies whose per-epoch tables span many
-# batches: the flat-table read alone peaked at 250 MiB on the 500k bench copy, 288 MiB on the 2M
-# one (x1.15); with 16,384 rows 204 / 207 MiB, and no slower (0.53 / 2.0 s both ways).
+# Rows per batch of a table read (~4 MB at the driver's hint of 256 bytes a row). The reads hold
+# READ_CONNECTIONS x (READ_AHEAD_BATCHES + the one being parsed + the one consumed) batches at once,
+# so the batch size sets the reads' share of the peak RSS (the choice measured: bench/BENCHMARKS.md).
 BATCH_ROWS = 16384
 _END = object()
 
@@ -69,7 +67,7 @@ class _ReadCall:
 
     def __init__(self, requests: Sequence[ReadRequest], batch_rows: int):
         self.requests, self.batch_rows = requests, batch_rows
-        self.streams = [queue.Queue(READ_AHEAD_BATCHES) for _ in requests]
+        self.streams: list[queue.Queue[Any]] = [queue.Queue(READ_AHEAD_BATCHES) for _ in requests]
         self.stop = threading.Event()  # the consumer left the `with` block
         self.done = threading.Semaphore(0)  # released once per request, when its job is over
 
@@ -193,7 +191,7 @@ class PostgresStore:
         this ingest did not read. Call it between reads (its connection also serves `read_many`)."""
         query = markers_query(self._tables)
         conns = self._reader_connections() if query is not None else []
-        if len(conns) < 2:
+        if query is None or len(conns) < 2:
             return None
         self._query(sql_text("sources/postgres/marker_settings.sql"), conn=conns[1])
         return markers_digest((r["part"], r["marker"]) for r in self._query(query, conn=conns[1]).to_pylist())
@@ -270,13 +268,14 @@ class PostgresStore:
     def _serve(self, conn) -> None:
         """A reader thread: one per connection, alive as long as the store. Threads are kept
         rather than started per read_many because glibc gives each new thread a fresh malloc arena
-        (up to 8 per core) that keeps its freed pages: with threads per chunk the ingest's RSS grew
-        with the number of chunks (2M copy: peak 1.15 GiB vs 0.94 GiB with these threads)."""
+        (up to 8 per core) that keeps its freed pages: with threads per chunk the ingest's RSS grows
+        with the number of chunks (bench/BENCHMARKS.md, ingest memory)."""
         while (job := self._jobs.get()) is not None:
             call, i = job
             try:
                 if not call.stop.is_set():
-                    call.fill(i, self._read_on(conn, *call.requests[i], call.batch_rows))
+                    table, epoch_id, cursors = call.requests[i]
+                    call.fill(i, self._read_on(conn, table, epoch_id, cursors, call.batch_rows))
             finally:
                 call.done.release()
 

@@ -159,7 +159,7 @@ def recognise(layout: str, steps: list[Step], columns: dict[str, list[str]] | No
     closest = max(candidates, key=lambda line: (len(have & set(line.steps)), -len(line.steps)), default=None)
     foreign = tuple(sorted((have & known) - set(closest.steps))) if closest else ()
     shares = closest is not None and bool(have & set(closest.steps))
-    return Recognition(None, unknown, foreign, notes, closest.name if shares else None)
+    return Recognition(None, unknown, foreign, notes, closest.name if closest is not None and shares else None)
 
 
 def _column_notes(columns: dict[str, list[str]]) -> tuple[str, ...]:

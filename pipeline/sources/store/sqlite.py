@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -78,7 +79,7 @@ class SqliteStore:
         # (each run's input digest tells copies apart).
         self.source_id = f"sqlite:{self.path.name}"
         self._tmp: tempfile.TemporaryDirectory | None = None
-        self._conns: dict[str, object] = {}
+        self._conns: dict[str, Any] = {}  # ADBC connections by file
         self._epoch_files = {int(m.group(1)): p for p in sorted(self.path.iterdir()) if (m := EPOCH_FILE.match(p.name))}
 
     # -- files -----------------------------------------------------------------
