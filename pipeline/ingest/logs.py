@@ -344,6 +344,7 @@ def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogI
     )
     new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
     run_line(
-        f"ingested {source['kind']} logs {source['path']} ({summary.run_id}): {summary.files} files, {summary.lines:,} lines; {new}"
+        f"ingested {source['kind']} logs {source['path']} ({summary.run_id}): {summary.files} files, "
+        f"{summary.lines:,} lines; {new}"
     )
     return summary
