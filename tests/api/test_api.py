@@ -20,7 +20,7 @@ from pipeline.output.query import QueryError
 from pipeline.warehouse.database import WarehouseError
 from tests.helpers import ingest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ from pipeline.cli.app import app
 from tests.helpers import frame, ingest
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from pipeline import __version__
 from tests.helpers import ingest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
 
 

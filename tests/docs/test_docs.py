@@ -22,7 +22,7 @@ from pipeline.jobs.config import CONFIG_KEYS, SOURCE_KEYS, SOURCE_KINDS
 from pipeline.output.query import named_queries, run_query
 from pipeline.warehouse.database import fetch_frame, open_for_write
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 PREFIX = "/srv/gonka-evidence"  # the install prefix the deployment files use
 runner = CliRunner()

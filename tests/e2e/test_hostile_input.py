@@ -291,7 +291,7 @@ def test_ctrl_c_at_any_moment_is_one_line(tmp_path, delay):
     import time
 
     script = Path(sys.executable).with_name("gonka-evidence")
-    store = Path(__file__).resolve().parent.parent / "data-samples" / "store"
+    store = Path(__file__).resolve().parents[2] / "data-samples" / "store"
     proc = subprocess.Popen(
         [str(script), "ingest", str(store), "-w", str(tmp_path / "w.duckdb")],
         stdout=subprocess.PIPE,

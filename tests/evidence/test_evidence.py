@@ -674,7 +674,7 @@ def test_a_new_table_is_one_module(loaded, tmp_path, monkeypatch):
 def test_the_readme_sections_open_with_the_registry_overview():
     from pipeline.evidence.catalogue import overview, reference
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     tables = readme.split("\n## Evidence tables\n", 1)[1].split("\n## ", 1)[0]
     assert re.findall(r"^### `([^`]+)`$", tables, re.M) == list(EVIDENCE)
     for name, spec in EVIDENCE.items():

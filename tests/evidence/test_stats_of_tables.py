@@ -419,7 +419,7 @@ def test_evidence_help_does_not_import_scipy_or_statsmodels():
         "sys.argv = ['gonka-evidence', 'evidence', '--help']\n"
         "app()\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2])
     assert out.returncode == 0 and "peer-invalidation" in out.stdout
     assert out.stdout.strip().endswith("[]")
 

@@ -243,7 +243,7 @@ def run_cli(*args: str, call: str = CONSOLE_SCRIPT) -> subprocess.CompletedProce
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).parents[2],
     )
 
 

@@ -26,7 +26,7 @@ from pipeline.sources.store.postgres_markers import read_markers
 from pipeline.warehouse.database import open_for_write
 from tests.helpers import assert_views_equal, frame, throwaway_database, views
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from pipeline.sources.store.base import SourceError
 from pipeline.warehouse.database import WarehouseError
 from tests.helpers import frame
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 SCRIPT = str(Path(sys.executable).with_name("gonka-evidence"))
 

@@ -313,7 +313,7 @@ def test_cli_writes_store_and_builds(tmp_path):
 
 # -- the shipped data-samples/ -------------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data-samples"
 # Each shipped store directory and the release line that wrote it (data-samples/README.md).
 SHIPPED_STORES = {
@@ -365,7 +365,7 @@ def test_every_shipped_file_is_what_the_readme_commands_write(tmp_path):
 def test_each_shipped_copy_ingests_to_its_truth(path, tmp_path, timeline):
     from pipeline.sources.store import open_store
     from tests.helpers import frame, ingest
-    from tests.test_release_lines import RECOGNISED
+    from tests.sources.store.test_release_lines import RECOGNISED
 
     line = SHIPPED_STORES[path]
     copy = timeline.copy(last_epoch=4, line=line)

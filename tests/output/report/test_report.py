@@ -25,7 +25,7 @@ from pipeline.evidence import EVIDENCE, EvidenceResult
 from tests.helpers import ingest
 
 runner = CliRunner()
-GOLDEN = Path(__file__).parent / "golden" / "report-epoch-3.md"
+GOLDEN = Path(__file__).parents[2] / "golden" / "report-epoch-3.md"
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
 
 
@@ -108,7 +108,7 @@ FINDINGS = [
     "p = 0.3485), 2 builds; no verdicts under V1, no DSpark",
     "- [Timeouts and misses](#2-epoch-summary): 3 of 52 executed inferences (5.77%, Wilson score 95%: "
     "1.98–15.64%) timed out (refusals, execution timeouts, error misses)",
-    # The bundled vLLM log (data-samples/vllm/vllm.log, its truth in tests/test_samples.py): one OOM death.
+    # The bundled vLLM log (data-samples/vllm/vllm.log, its truth in tests/samples/test_samples.py): one OOM death.
     "- [Engine deaths and OOMs](#10-engine-stability): under V2 + DSpark, raw_logprobs: 1 engine death (1 OOM), "
     "1 restart, 8 preemptions in 44.00 hours of logs",
     "- [Engine deaths and OOMs](#10-engine-stability): under V2 + DSpark, processed_logprobs, vLLM fix: 0 engine "
@@ -157,7 +157,7 @@ def test_main_findings_match_an_independent_count_of_the_samples():
 
     from pipeline.samples import SampleSpec, generate_timeline
     from pipeline.samples.__main__ import BUNDLED_LINE
-    from tests.test_evidence import expected_epoch_summary, expected_peer, expected_votes
+    from tests.evidence.test_evidence import expected_epoch_summary, expected_peer, expected_votes
 
     timeline = generate_timeline(SampleSpec(seed=7))
     assert timeline.focal_host == HOST
@@ -554,7 +554,7 @@ def test_untrusted_build_labels_and_host_cannot_inject_markdown(sample_dir, tmp_
     from pipeline.output.render import render
     from pipeline.output.report import build_epoch_report, render_report_html, render_report_markdown
     from pipeline.warehouse.database import open_for_write
-    from tests.test_render import HOSTILE, injected, parse_markdown, table_rows
+    from tests.output.render.test_render import HOSTILE, injected, parse_markdown, table_rows
 
     labels = [label for label in HOSTILE if "\n" not in label]  # a TOML basic string cannot hold a raw newline
     entries = "".join(

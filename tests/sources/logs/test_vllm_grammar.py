@@ -69,7 +69,7 @@ def test_generated_logs_of_every_version(tmp_path):
 
 
 def test_edge_log(tmp_path):
-    from tests.test_logs import EDGE_LOG
+    from tests.ingest.test_logs import EDGE_LOG
 
     path = tmp_path / "edge.log"
     path.write_bytes(EDGE_LOG * 3 + b"INFO 01-02 00:00:00 [x.py:1] PoC stopped: 1 nonces")
@@ -454,7 +454,7 @@ def test_v1_tracebacks_with_the_header_on_every_line_are_one_record(tmp_path):
     from pipeline.ingest.logs import ingest_logs
     from pipeline.warehouse.database import fetch_frame, open_for_write
 
-    path = Path(__file__).parent / "data" / "vllm_v1_header_traceback.log"
+    path = Path(__file__).parents[2] / "data" / "vllm_v1_header_traceback.log"
     out = _same_at_every_cut(path, year=2025, chunks=(1 << 20, 300, 64))
     events = out["events"].select("line", "kind", "proc", "detail").rows()
     assert [(line, kind, proc) for line, kind, proc, _ in events] == [

@@ -23,7 +23,7 @@ from pipeline.ingest.logs import ingest_logs
 from pipeline.warehouse.database import fetch_frame, open_for_write
 
 UTC = dt.UTC
-DATA = Path(__file__).parent / "data" / "vllm_real"
+DATA = Path(__file__).parents[2] / "data" / "vllm_real"
 HOST = "gonka1realvllmlogs"
 
 
@@ -395,8 +395,8 @@ def test_spec_lines_with_k15_and_nothing_accepted(load):
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.log")))
 def test_every_real_file_reads_the_same_at_every_chunk_cut(name):
     """The rows and stream state of each real file do not depend on where it is cut into chunks, including
-    inside its tracebacks (the grammar's own check, tests/test_vllm_log_grammar.py)."""
-    from tests.test_vllm_log_grammar import _same_at_every_cut
+    inside its tracebacks (the grammar's own check, tests/sources/logs/test_vllm_grammar.py)."""
+    from tests.sources.logs.test_vllm_grammar import _same_at_every_cut
 
     out = _same_at_every_cut(DATA / name, year=2025, chunks=(1 << 20, 300, 64))
     assert any(out[k] is not None and out[k].height for k in ("spec", "stats", "events", "unparsed"))
