@@ -70,17 +70,3 @@ def throwaway_database(request) -> str:
     request.addfinalizer(drop)
     return f"{server}/{name}"
 
-
-def sample_warehouse(warehouse: Path, store: Path | None = None) -> Path:
-    """``warehouse`` built from a copy of data-samples/ (``store``, default the bundled one), labelled
-    data-samples, with the samples' build timeline."""
-    from pipeline.core.paths import DATA_SAMPLES_DIR
-    from pipeline.ingest.builds import load_builds
-
-    ingest(warehouse, store or DATA_SAMPLES_DIR / "store", label="data-samples")
-    con = open_for_write(warehouse)
-    try:
-        load_builds(con, DATA_SAMPLES_DIR / "builds.toml")
-    finally:
-        con.close()
-    return warehouse

@@ -13,19 +13,15 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
+from tests.factories import sample_warehouse
 from tests.helpers import frame, ingest
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def warehouse(tmp_path_factory, timeline) -> Path:
-    root = tmp_path_factory.mktemp("hardening")
-    store = root / "store"
-    timeline.copy(last_epoch=4).write_sqlite(store)
-    wh = root / "warehouse.duckdb"
-    ingest(wh, store)
-    return wh
+def warehouse(request, timeline) -> Path:
+    return sample_warehouse(request, timeline.copy(last_epoch=4)).path
 
 
 def _digest(path: Path) -> str:

@@ -21,7 +21,7 @@ from pipeline.evidence.stats import wilson_interval
 from pipeline.ingest.builds import load_builds
 from pipeline.output.render import render
 from pipeline.warehouse.database import fetch_frame, open_for_write, open_read_only
-from tests.helpers import ingest, throwaway_database
+from tests.factories import sample_warehouse
 
 UTC = dt.UTC
 LAST_EPOCH = 4
@@ -41,21 +41,12 @@ class Loaded:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def loaded(request, timeline, tmp_path_factory):
+def loaded(request, timeline):
     """A warehouse holding `timeline.copy(4)` ingested from one layout, with the build timeline."""
     copy = timeline.copy(last_epoch=LAST_EPOCH)
-    tmp = tmp_path_factory.mktemp(f"evidence-{request.param}")
-    if request.param == "sqlite":
-        source: str | Path = tmp / "store"
-        copy.write_sqlite(source)
-    else:
-        source = throwaway_database(request)
-        copy.write_postgres(source)
-    warehouse = tmp / "warehouse.duckdb"
-    ingest(warehouse, source, label=f"focal {request.param}")
-    con = open_for_write(warehouse)
-    load_builds(con, timeline.write_builds_toml(tmp / "builds.toml"))
-    con.close()
+    warehouse = sample_warehouse(
+        request, copy, layout=request.param, label=f"focal {request.param}", builds=timeline
+    ).path
     con = open_read_only(warehouse)
     escrows = set(copy.truth.escrows["escrow_id"].to_list())
     plans = [p for p in timeline.escrows if p.escrow_id in escrows]

@@ -18,7 +18,8 @@ from pipeline.evidence import compute
 from pipeline.output.bundle import BundleRequest, build_bundle
 from pipeline.output.render.markdown import markdown_table
 from pipeline.warehouse.database import open_read_only
-from tests.helpers import frame, ingest, sample_warehouse
+from tests.factories import data_samples_warehouse
+from tests.helpers import frame, ingest
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
 
@@ -27,7 +28,7 @@ def _warehouse_of(root: Path) -> Path:
     """A fresh warehouse in ``root`` from a copy of data-samples/ placed at ``root/…/store``."""
     store = root / "copies" / "store"
     shutil.copytree(DATA_SAMPLES_DIR / "store", store)
-    return sample_warehouse(root / "warehouse.duckdb", store)
+    return data_samples_warehouse(root / "warehouse.duckdb", store)
 
 
 def _bundle_in(root: Path) -> dict[str, bytes]:

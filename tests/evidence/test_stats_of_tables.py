@@ -28,24 +28,18 @@ from pipeline.evidence.stats import (
     fisher_freeman_halton,
     holm_adjust,
 )
-from pipeline.ingest.builds import load_builds
-from pipeline.ingest.logs import ingest_logs
 from pipeline.output.render import render
-from pipeline.samples.logs import HOST, write_log_samples
+from pipeline.samples.logs import HOST
 from pipeline.warehouse.database import fetch_frame, open_for_write, open_read_only
-from tests.helpers import ingest
+from tests.factories import log_samples_warehouse, sample_warehouse
 
 
 @pytest.fixture(scope="module")
-def warehouse(timeline, tmp_path_factory):
+def warehouse(request, timeline):
     """The evidence sample (`timeline.copy(4)`, SQLite layout, with its accounting ledger) and its build timeline."""
-    tmp = tmp_path_factory.mktemp("honesty")
-    timeline.copy(last_epoch=4).write_sqlite(tmp / "store", ledger=True)
-    path = tmp / "warehouse.duckdb"
-    ingest(path, tmp / "store", label="focal sqlite")
-    con = open_for_write(path)
-    load_builds(con, timeline.write_builds_toml(tmp / "builds.toml"))
-    con.close()
+    path = sample_warehouse(
+        request, timeline.copy(last_epoch=4), ledger=True, label="focal sqlite", builds=timeline
+    ).path
     con = open_read_only(path)
     yield con, timeline.focal_host
     con.close()
@@ -349,12 +343,8 @@ def test_holm_and_ffh_and_bootstrap_against_scipy_statsmodels():
 
 
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("honesty-logs")
-    truth = write_log_samples(root)
-    con = open_for_write(tmp_path_factory.mktemp("honesty-log-wh") / "warehouse.duckdb")
-    load_builds(con, truth.files["builds"])
-    ingest_logs(con, [root / "vllm", root / "metrics", root / "dapi.log", root / "poc"], host=HOST)
+def logs(request):
+    con = open_for_write(log_samples_warehouse(request).path)
     yield con
     con.close()
 

@@ -10,11 +10,11 @@ import pytest
 
 from pipeline.evidence import compute
 from pipeline.evidence.stats import wilson_interval
-from pipeline.ingest.builds import load_builds
 from pipeline.ingest.payloads import check_payload, scan_response
 from pipeline.sources.store.payloads import RawPayload
 from pipeline.warehouse.database import fetch_frame, open_for_write
-from tests.helpers import ingest, throwaway_database
+from tests.factories import sample_warehouse
+from tests.helpers import throwaway_database
 
 CHECKS = [
     "epoch_id",
@@ -40,18 +40,10 @@ def copy4(timeline):
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def answers_wh(request, copy4, timeline, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(f"answers-{request.param}")
-    if request.param == "sqlite":
-        source = copy4.write_sqlite(tmp / "store")
-    else:
-        source = throwaway_database(request)
-        copy4.write_postgres(source)
-    warehouse = tmp / "warehouse.duckdb"
-    summary = ingest(warehouse, source)
-    con = open_for_write(warehouse)
-    load_builds(con, timeline.write_builds_toml(tmp / "builds.toml"))
-    yield con, summary
+def answers_wh(request, copy4, timeline):
+    built = sample_warehouse(request, copy4, layout=request.param, builds=timeline)
+    con = open_for_write(built.path)
+    yield con, built.summary
     con.close()
 
 

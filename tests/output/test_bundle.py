@@ -18,7 +18,7 @@ from pipeline.cli.app import app
 from pipeline.core.digest import tree_digest
 from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import EVIDENCE
-from tests.helpers import sample_warehouse
+from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
@@ -28,7 +28,7 @@ HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samp
 def workdir(tmp_path_factory) -> Path:
     """A working directory with ./warehouse.duckdb (data-samples/ and its builds) and ./bundle."""
     d = tmp_path_factory.mktemp("bundle")
-    sample_warehouse(d / "warehouse.duckdb")
+    data_samples_warehouse(d / "warehouse.duckdb")
     result = _run(d, ["bundle", "--host", HOST, "--epoch", "3", "--out", "bundle"])
     assert result.exit_code == 0, result.output
     return d

@@ -18,11 +18,10 @@ import pytest
 
 from pipeline.evidence import compute
 from pipeline.evidence.tables.answer_integrity import CAP_S, TOLERANCE_S
-from pipeline.ingest.builds import load_builds
 from pipeline.ingest.logs import ingest_logs
 from pipeline.output.render import render
 from pipeline.warehouse.database import fetch_frame, open_for_write
-from tests.helpers import ingest
+from tests.factories import sample_warehouse
 
 UTC = UTC
 OLD_NOTE = "Empty answers are not yet matched against engine deaths or PoC windows"
@@ -88,14 +87,8 @@ def empties(copy4) -> tuple[Empty, Empty]:
 
 
 @pytest.fixture(scope="module")
-def base_warehouse(copy4, timeline, tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("answer-integrity-events")
-    warehouse = tmp / "warehouse.duckdb"
-    ingest(warehouse, copy4.write_sqlite(tmp / "store"))
-    con = open_for_write(warehouse)
-    load_builds(con, timeline.write_builds_toml(tmp / "builds.toml"))
-    con.close()
-    return warehouse
+def base_warehouse(request, copy4, timeline) -> Path:
+    return sample_warehouse(request, copy4, builds=timeline).path
 
 
 @pytest.fixture

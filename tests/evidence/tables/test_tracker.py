@@ -13,6 +13,7 @@ import pytest
 from pipeline.evidence import EvidenceError, compute
 from pipeline.ingest.json_responses import ingest_json_files
 from pipeline.warehouse.database import fetch_frame, open_for_write
+from tests.factories import sample_warehouse
 from tests.helpers import ingest, throwaway_database
 
 LAST_EPOCH = 4
@@ -47,17 +48,10 @@ def copy4(timeline):
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def ledger_wh(request, copy4, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp(f"tracker-{request.param}")
-    if request.param == "sqlite":
-        source = copy4.write_sqlite(tmp / "store", ledger=True)
-    else:
-        source = throwaway_database(request)
-        copy4.write_postgres(source, ledger=True)
-    warehouse = tmp / "warehouse.duckdb"
-    summary = ingest(warehouse, source)
-    con = open_for_write(warehouse)
-    yield request.param, con, summary
+def ledger_wh(request, copy4):
+    built = sample_warehouse(request, copy4, layout=request.param, ledger=True)
+    con = open_for_write(built.path)
+    yield request.param, con, built.summary
     con.close()
 
 

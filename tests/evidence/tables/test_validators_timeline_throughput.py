@@ -13,42 +13,28 @@ from scipy import stats as scipy_stats
 
 from pipeline.evidence import EVIDENCE, EvidenceError, compute
 from pipeline.evidence.stats import wilson_interval
-from pipeline.ingest.builds import load_builds
 from pipeline.output.render import render
 from pipeline.warehouse.database import fetch_frame, open_for_write, open_read_only
-from tests.helpers import ingest
+from tests.factories import log_samples_warehouse, sample_warehouse
 
 UTC = dt.UTC
 
 
 @pytest.fixture(scope="module")
-def sample(timeline, tmp_path_factory):
+def sample(request, timeline):
     """A warehouse of `timeline.copy(4)` (SQLite layout) with the build timeline; (con, focal, builds)."""
-    tmp = tmp_path_factory.mktemp("new-tables")
-    store = tmp / "store"
-    timeline.copy(last_epoch=4).write_sqlite(store)
-    warehouse = tmp / "warehouse.duckdb"
-    ingest(warehouse, store, label="sample")
-    con = open_for_write(warehouse)
-    load_builds(con, timeline.write_builds_toml(tmp / "builds.toml"))
-    con.close()
+    warehouse = sample_warehouse(request, timeline.copy(last_epoch=4), label="sample", builds=timeline).path
     con = open_read_only(warehouse)
     yield con, timeline.focal_host, list(timeline.builds)
     con.close()
 
 
 @pytest.fixture(scope="module")
-def logs(tmp_path_factory):
+def logs(request):
     """A warehouse of the log samples (vLLM logs, /metrics scrapes) with their builds; (con, truth)."""
-    from pipeline.ingest.logs import ingest_logs
-    from pipeline.samples.logs import HOST, write_log_samples
-
-    root = tmp_path_factory.mktemp("new-tables-logs")
-    truth = write_log_samples(root)
-    con = open_for_write(root / "warehouse.duckdb")
-    load_builds(con, truth.files["builds"])
-    ingest_logs(con, [root / "vllm", root / "metrics"], host=HOST)
-    yield con, truth
+    built = log_samples_warehouse(request, parts=("vllm", "metrics"))
+    con = open_for_write(built.path)
+    yield con, built.truth
     con.close()
 
 

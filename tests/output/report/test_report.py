@@ -20,9 +20,8 @@ from typer.testing import CliRunner
 
 import pipeline.cli.reports  # noqa: F401 (registers `report`)
 from pipeline.cli.app import app
-from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import EVIDENCE, EvidenceResult
-from tests.helpers import ingest
+from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
 GOLDEN = Path(__file__).parents[2] / "golden" / "report-epoch-3.md"
@@ -33,18 +32,8 @@ HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samp
 def sample_dir(tmp_path_factory) -> Path:
     """A working directory with ./warehouse.duckdb holding data-samples/ (label data-samples), its vLLM log
     and its builds: what the bundled `run` ingests."""
-    from pipeline.ingest.builds import load_builds
-    from pipeline.ingest.logs import ingest_logs
-    from pipeline.jobs.config import sample_config
-    from pipeline.warehouse.database import open_for_write
-
     d = tmp_path_factory.mktemp("report")
-    ingest(d / "warehouse.duckdb", DATA_SAMPLES_DIR / "store", label="data-samples")
-    con = open_for_write(d / "warehouse.duckdb")
-    (log,) = [s for s in sample_config().sources if s["kind"] == "vllm"]
-    ingest_logs(con, [log["path"]], host=HOST, kind="vllm", year=log["year"])
-    load_builds(con, DATA_SAMPLES_DIR / "builds.toml")
-    con.close()
+    data_samples_warehouse(d / "warehouse.duckdb", vllm_log_host=HOST)
     return d
 
 
