@@ -18,7 +18,7 @@ from pipeline import open_warehouse
 from pipeline.evidence import EvidenceError
 from pipeline.output.query import QueryError
 from pipeline.warehouse.database import WarehouseError
-from tests.helpers import ingest
+from tests.factories import sample_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,11 +31,8 @@ def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def warehouse(tmp_path_factory, timeline) -> Path:
-    root = tmp_path_factory.mktemp("api")
-    timeline.copy(last_epoch=4).write_sqlite(root / "store")
-    ingest(root / "w.duckdb", root / "store")
-    return root / "w.duckdb"
+def warehouse(request, timeline) -> Path:
+    return sample_warehouse(request, timeline.copy(last_epoch=4), name="w.duckdb").path
 
 
 @pytest.fixture(scope="module")

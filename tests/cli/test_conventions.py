@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import __version__
-from tests.helpers import ingest
+from tests.factories import sample_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
@@ -34,13 +34,8 @@ def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subproc
 
 
 @pytest.fixture(scope="module")
-def warehouse(tmp_path_factory, timeline) -> Path:
-    root = tmp_path_factory.mktemp("conventions")
-    store = root / "store"
-    timeline.copy(last_epoch=4).write_sqlite(store)
-    wh = root / "w.duckdb"
-    ingest(wh, store)
-    return wh
+def warehouse(request, timeline) -> Path:
+    return sample_warehouse(request, timeline.copy(last_epoch=4), name="w.duckdb").path
 
 
 def test_version_is_an_option_and_a_command():
