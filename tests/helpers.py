@@ -70,3 +70,29 @@ def throwaway_database(request) -> str:
     request.addfinalizer(drop)
     return f"{server}/{name}"
 
+
+def evidence(con, name: str, host: str, **options):
+    """One evidence table computed on an open connection, as `gonka-evidence evidence NAME` does."""
+    from pipeline.evidence import compute
+
+    return compute(name, con, host=host, command=f"gonka-evidence evidence {name}", **options)
+
+
+def approx_equal(a, b, rel: float = 1e-9) -> None:
+    import pytest
+
+    assert a == pytest.approx(b, rel=rel, abs=1e-12)
+
+
+def con_frame(con, sql: str, params: dict | None = None) -> pl.DataFrame:
+    """``sql`` on an open connection as a frame."""
+    return fetch_frame(con, sql, params or {})
+
+
+def build_at(builds, host: str, at) -> str | None:
+    """The label of ``host``'s build in effect at ``at`` (a datetime), from a timeline's build windows."""
+    label = None
+    for window in sorted(builds, key=lambda w: w.since):
+        if window.host == host and window.since <= at.timestamp():
+            label = window.label
+    return label
