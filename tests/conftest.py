@@ -95,6 +95,7 @@ def pg_copy(pg_database, timeline):
 # that need no database server, no sample warehouse and no CLI subprocess. Entries are files or folders under
 # tests/, or `file::test` for one test of a mixed file.
 UNIT = (
+    "cli/test_interrupts.py::test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped",
     "core/test_parallel.py",
     "evidence/test_stats.py",
     "evidence/test_stats_of_tables.py::test_infinite_and_undefined_odds_ratios_are_told_apart",
