@@ -120,6 +120,14 @@ UNIT_EXCEPT = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads -n
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # `-m unit` is seconds of work: one process beats two workers that each import every test module.
+    numprocesses_given = any(a.startswith(("-n", "--numprocesses")) for a in config.invocation_params.args)
+    if config.option.markexpr == "unit" and not numprocesses_given:
+        config.option.numprocesses = 0
+
+
 def _unit_entry(item: pytest.Item) -> str | None:
     path = Path(item.path).resolve()
     if not path.is_relative_to(TESTS):  # bench/ tests, when collected with these
