@@ -1,4 +1,6 @@
-"""Shared fixtures: a real PostgreSQL server, throwaway databases, generated sample copies.
+"""Shared fixtures: a real PostgreSQL server, throwaway databases, generated sample copies; and the unit tier.
+
+Sample warehouses are built by tests/factories.py, helpers shared by tests live in tests/helpers.py.
 
 PostgreSQL is found through GONKA_EVIDENCE_TEST_PG (a server URL without a
 database, e.g. postgresql://postgres@127.0.0.1:5432), else 127.0.0.1:5432 as
@@ -17,6 +19,7 @@ import psycopg
 import pytest
 from pytest_postgresql import factories
 
+TESTS = Path(__file__).resolve().parent
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432"
 _pg_ctl = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
 postgresql_proc = factories.postgresql_proc(executable=_pg_ctl[-1] if _pg_ctl else None, port=None)
@@ -86,3 +89,68 @@ def pg_copy(pg_database, timeline):
         return url
 
     return make
+
+
+# The unit tier (`pytest -m unit`): tests of pure functions (grammars, decoders, statistics, renderers)
+# that need no database server, no sample warehouse and no CLI subprocess. Entries are files or folders under
+# tests/, or `file::test` for one test of a mixed file.
+UNIT = (
+    "cli/test_interrupts.py::test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped",
+    "core/test_parallel.py",
+    "test_architecture.py",
+    "evidence/test_stats.py",
+    "evidence/test_stats_of_tables.py::test_infinite_and_undefined_odds_ratios_are_told_apart",
+    "evidence/test_stats_of_tables.py::test_pooled_interval_says_why_it_is_missing",
+    "evidence/test_stats_of_tables.py::test_breslow_day_sees_opposite_effects_the_pooled_ratio_hides",
+    "evidence/test_stats_of_tables.py::test_holm_and_ffh_and_bootstrap_against_scipy_statsmodels",
+    "evidence/test_stats_of_tables.py::test_a_tracker_flag_counted_on_more_answers_than_delivered_has_a_share_but_no_interval_or_test",
+    "output/render/",
+    "sources/logs/test_vllm_grammar.py",
+    "sources/store/test_release_lines.py::test_checkpoint_blobs_with_and_without_the_root_prefix",
+    "transforms/",
+)
+# Pure, but seconds each (every chunk cut of every line, seeded mutations): left to the default tier.
+UNIT_EXCEPT = (
+    "sources/logs/test_vllm_grammar.py::test_generated_logs_of_every_version",
+    "sources/logs/test_vllm_grammar.py::test_edge_log",
+    "sources/logs/test_vllm_grammar.py::test_random_lines",
+    "sources/logs/test_vllm_grammar.py::test_a_code_or_byte_anywhere_in_a_line",
+    "transforms/test_answer_scan.py::test_random_mutations",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads -n
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # `-m unit` is seconds of work: one process beats two workers that each import every test module.
+    numprocesses_given = any(a.startswith(("-n", "--numprocesses")) for a in config.invocation_params.args)
+    if config.option.markexpr == "unit" and not numprocesses_given:
+        config.option.numprocesses = 0
+
+
+def _unit_entry(item: pytest.Item) -> str | None:
+    path = Path(item.path).resolve()
+    if not path.is_relative_to(TESTS):  # bench/ tests, when collected with these
+        return None
+    rel = path.relative_to(TESTS).as_posix()
+    test = f"{rel}::{item.name.split('[')[0]}"
+    if test in UNIT_EXCEPT:
+        return None
+    return next((e for e in UNIT if e == test or (("::" not in e) and (rel == e or rel.startswith(e)))), None)
+
+
+def _stale(entry: str) -> bool:
+    """An entry that names a missing file, or a test its file no longer defines."""
+    path, _, test = entry.partition("::")
+    if not (TESTS / path).exists():
+        return True
+    return bool(test) and f"def {test}(" not in (TESTS / path).read_text()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    stale = [e for e in UNIT + UNIT_EXCEPT if _stale(e)]
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py UNIT names no test: {', '.join(stale)}")
+    for item in items:
+        if _unit_entry(item) is not None:
+            item.add_marker(pytest.mark.unit)

@@ -71,16 +71,28 @@ def throwaway_database(request) -> str:
     return f"{server}/{name}"
 
 
-def sample_warehouse(warehouse: Path, store: Path | None = None) -> Path:
-    """``warehouse`` built from a copy of data-samples/ (``store``, default the bundled one), labelled
-    data-samples, with the samples' build timeline."""
-    from pipeline.core.paths import DATA_SAMPLES_DIR
-    from pipeline.ingest.builds import load_builds
+def evidence(con, name: str, host: str, **options):
+    """One evidence table computed on an open connection, as `gonka-evidence evidence NAME` does."""
+    from pipeline.evidence import compute
 
-    ingest(warehouse, store or DATA_SAMPLES_DIR / "store", label="data-samples")
-    con = open_for_write(warehouse)
-    try:
-        load_builds(con, DATA_SAMPLES_DIR / "builds.toml")
-    finally:
-        con.close()
-    return warehouse
+    return compute(name, con, host=host, command=f"gonka-evidence evidence {name}", **options)
+
+
+def approx_equal(a, b, rel: float = 1e-9) -> None:
+    import pytest
+
+    assert a == pytest.approx(b, rel=rel, abs=1e-12)
+
+
+def con_frame(con, sql: str, params: dict | None = None) -> pl.DataFrame:
+    """``sql`` on an open connection as a frame."""
+    return fetch_frame(con, sql, params or {})
+
+
+def build_at(builds, host: str, at) -> str | None:
+    """The label of ``host``'s build in effect at ``at`` (a datetime), from a timeline's build windows."""
+    label = None
+    for window in sorted(builds, key=lambda w: w.since):
+        if window.host == host and window.since <= at.timestamp():
+            label = window.label
+    return label

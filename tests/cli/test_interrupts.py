@@ -1,0 +1,67 @@
+"""Ctrl-C at any moment ends the CLI with one line, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.parametrize("delay", [0.6, 1.2, 1.8, 2.5])
+def test_ctrl_c_at_any_moment_is_one_line(tmp_path, delay):
+    """SIGINT while the CLI is still importing, reading the copy or writing the warehouse: the one-line
+    message and exit code 130 (or a finished ingest when it came too late), never a traceback. (The
+    delays start after the interpreter's own start-up, whose interrupts Python itself reports.)"""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = Path(sys.executable).with_name("gonka-evidence")
+    store = Path(__file__).resolve().parents[2] / "data-samples" / "store"
+    proc = subprocess.Popen(
+        [str(script), "ingest", str(store), "-w", str(tmp_path / "w.duckdb")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert "Traceback" not in err, err
+    if proc.returncode == -signal.SIGINT:  # outside Python's handler (interpreter start or exit): no output of ours
+        assert "error:" not in err, err
+    elif proc.returncode != 0:
+        assert proc.returncode == 130, (proc.returncode, err)
+        assert err.strip().splitlines()[-1].startswith("error: interrupted"), err
+
+
+def test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped():
+    """The shapes seen from a real Ctrl-C (the test above, under load): DuckDB's error naming the
+    KeyboardInterrupt raised in a Python source it read, then an error of the aborted transaction while
+    cleaning up; and DuckDB's error with the KeyboardInterrupt as its cause. Other errors are not."""
+    import duckdb
+
+    from pipeline.cli.conventions import _is_interrupt
+
+    def chained(first: BaseException, then: Exception) -> Exception:
+        try:
+            try:
+                raise first
+            except BaseException:
+                raise then
+        except Exception as exc:
+            return exc
+
+    named = duckdb.InvalidInputException(
+        "Invalid Input Error: reading the schema of the object registered as 'rows_to_insert' failed: KeyboardInterrupt: "
+    )
+    aborted = duckdb.TransactionException("TransactionContext Error: Current transaction is aborted (please ROLLBACK)")
+    assert _is_interrupt(chained(named, aborted))
+    caused = duckdb.InvalidInputException("offering a filter to the source registered as 'x' failed")
+    caused.__cause__ = KeyboardInterrupt()
+    assert _is_interrupt(caused)
+    assert _is_interrupt(chained(RuntimeError("Query interrupted"), aborted))
+    assert not _is_interrupt(chained(duckdb.InvalidInputException("failed: ValueError: bad"), aborted))
+    assert not _is_interrupt(aborted)

@@ -1,0 +1,26 @@
+"""Sample warehouses shared by the evidence-table tests of this folder: built once per worker, read only."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.warehouse.database import open_for_write, open_read_only
+from tests.factories import log_samples_warehouse, sample_warehouse
+
+
+@pytest.fixture(scope="session")
+def sample(request, timeline):
+    """A warehouse of `timeline.copy(4)` (SQLite layout) with the build timeline; (con, focal, builds)."""
+    warehouse = sample_warehouse(request, timeline.copy(last_epoch=4), label="sample", builds=timeline).path
+    con = open_read_only(warehouse)
+    yield con, timeline.focal_host, list(timeline.builds)
+    con.close()
+
+
+@pytest.fixture(scope="session")
+def logs(request):
+    """A warehouse of the log samples (vLLM logs, /metrics scrapes) with their builds; (con, truth)."""
+    built = log_samples_warehouse(request, parts=("vllm", "metrics"))
+    con = open_for_write(built.path)
+    yield con, built.truth
+    con.close()

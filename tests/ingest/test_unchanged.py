@@ -1,0 +1,314 @@
+"""An ingest of a PostgreSQL copy whose change markers, and the warehouse's store state, are those its
+last ingest left records the run without reading the copy (pipeline/ingest/unchanged.py). Every kind of change
+in between, in the copy or in the warehouse, takes the full ingest again, and the warehouse ends as a
+full ingest leaves it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import duckdb
+import psycopg
+import pytest
+
+from pipeline.ingest.copies import ingest_source
+from pipeline.ingest.store import ingest_store
+from pipeline.ingest.unchanged import STAMP_PREFIX
+from pipeline.samples.release_lines import SAMPLE_LINES
+from pipeline.sources.store import open_store
+from pipeline.sources.store.postgres_markers import read_markers
+from pipeline.warehouse.database import open_for_write
+from tests.helpers import assert_views_equal, frame, throwaway_database, views
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def pg_copy(request, timeline) -> str:
+    url = throwaway_database(request)
+    timeline.copy(last_epoch=4).write_postgres(url, ledger=True)
+    return url
+
+
+def ingest(warehouse: Path, source: str | Path):
+    """`gonka-evidence ingest`'s library call: told unchanged by the markers, or the full ingest."""
+    con = open_for_write(warehouse)
+    try:
+        return ingest_source(con, str(source))
+    finally:
+        con.close()
+
+
+def full_ingest(warehouse: Path, source: str | Path):
+    """The full ingest alone (what every ingest did before the markers)."""
+    con, store = open_for_write(warehouse), open_store(str(source))
+    try:
+        return ingest_store(con, store)
+    finally:
+        store.close()
+        con.close()
+
+
+def last_run(warehouse: Path) -> dict:
+    return frame(warehouse, "SELECT * FROM ingest_runs ORDER BY started_at DESC LIMIT 1").row(0, named=True)
+
+
+def stamp(warehouse: Path, source_id: str) -> dict:
+    value = frame(warehouse, f"SELECT value FROM warehouse_meta WHERE key = '{STAMP_PREFIX}{source_id}'")["value"]
+    return json.loads(value[0])
+
+
+def test_an_unchanged_copy_is_told_by_its_markers_and_reports_what_a_full_ingest_would(pg_copy, tmp_path):
+    wh, twin = tmp_path / "w.duckdb", tmp_path / "twin.duckdb"
+    first = ingest(wh, pg_copy)
+    shutil.copyfile(wh, twin)
+    first_run, before = last_run(wh), views(wh)
+    second = ingest(wh, pg_copy)
+    full = full_ingest(twin, pg_copy)  # the same history, the full path: what the markers stand for
+
+    assert not first.markers_unchanged and first.escrows_changed > 0 and first.rows["diffs"] > 0
+    assert second.markers_unchanged and not full.markers_unchanged
+    for s in (second, full):
+        assert s.rows == {} and s.quarantined == 0 and s.escrows_changed == 0 and s.new_epochs == []
+        assert s.escrows_unchanged == first.escrows_changed + first.escrows_unchanged
+        assert (s.copy_at, s.snapshot_disagreements, s.snapshot_disagreements_imported) == (
+            first.copy_at,
+            first.snapshot_disagreements,
+            first.snapshot_disagreements_imported,
+        )
+    assert second.run_id == full.run_id  # the same position in the same history
+    run = last_run(wh)
+    assert (run["run_id"], run["status"], run["copy_at"], json.loads(run["rows"])) == (
+        second.run_id,
+        "ok",
+        first_run["copy_at"],
+        {"quarantined": 0},
+    )
+    # Its input digest is what it read: the markers, the same as the full ingest's store computes.
+    assert run["input_digest"] == stamp(wh, first.source_id)["markers"] != first_run["input_digest"]
+    store = open_store(pg_copy)
+    try:
+        assert store.change_markers() == run["input_digest"]
+    finally:
+        store.close()
+    assert_views_equal(before, views(wh))
+    assert_views_equal(views(twin), views(wh))
+
+
+# Changes in the copy, each of something an ingest reads of every copy, and what the full ingest then writes.
+COPY_CHANGES = {
+    "session settled": (
+        "UPDATE devshard_sessions SET status = 'settled', settled_at = 1790000000 "
+        "WHERE escrow_id = (SELECT min(escrow_id) FROM devshard_sessions WHERE status = 'active')",
+        lambda s: s.escrows_changed == 1,
+    ),
+    "escrow cache row": (
+        "UPDATE devshard_escrow_cache SET cached_at = cached_at + 1 "
+        "WHERE escrow_id = (SELECT min(escrow_id) FROM devshard_escrow_cache)",
+        lambda s: s.rows == {"escrow_cache": 1},
+    ),
+    "ledger writer saved": (
+        "UPDATE accounting_writers SET updated_at = '2026-12-01T00:00:00.000000001Z' "
+        "WHERE writer_id = (SELECT min(writer_id) FROM accounting_writers)",
+        lambda s: s.rows["ledger_escrows"] > 0,
+    ),
+    "payload stored": (
+        "INSERT INTO payload_storage SELECT * FROM held_back_payload",
+        lambda s: s.rows["answer_checks"] == 1,
+    ),
+    "column added": ("ALTER TABLE devshard_sessions ADD COLUMN note TEXT", lambda s: s.rows == {}),
+}
+
+
+@pytest.mark.parametrize("change", COPY_CHANGES)
+def test_a_change_in_the_copy_takes_the_full_ingest_and_ends_as_a_fresh_one(change, pg_copy, tmp_path):
+    sql, wrote = COPY_CHANGES[change]
+    with psycopg.connect(pg_copy, autocommit=True) as pg:  # a payload held back: what "payload stored" stores
+        pg.execute(
+            "CREATE TABLE held_back_payload AS SELECT * FROM payload_storage ORDER BY escrow_id, inference_id LIMIT 1"
+        )
+        pg.execute(
+            "DELETE FROM payload_storage p USING held_back_payload h "
+            "WHERE p.escrow_id = h.escrow_id AND p.inference_id = h.inference_id"
+        )
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, pg_copy)
+    assert ingest(wh, pg_copy).markers_unchanged
+    with psycopg.connect(pg_copy, autocommit=True) as pg:
+        pg.execute(sql)
+    after = ingest(wh, pg_copy)
+    assert not after.markers_unchanged and wrote(after), after
+    assert ingest(wh, pg_copy).markers_unchanged  # stamped again
+    with psycopg.connect(pg_copy, autocommit=True) as pg:
+        pg.execute("DROP TABLE held_back_payload")  # (the catalog moves: one more full ingest)
+    fresh = tmp_path / "fresh.duckdb"
+    full_ingest(fresh, pg_copy)
+    ingest(wh, pg_copy)
+    assert_views_equal(views(fresh), views(wh))
+
+
+def test_a_write_of_another_source_in_between_takes_the_full_ingest(pg_copy, sqlite_copy, tmp_path):
+    """The warehouse moved (another copy, further along, stored escrows of this one): the markers alone
+    cannot tell what this copy's ingest would do now, so it runs in full, as it did before the markers."""
+    wh, reference = tmp_path / "w.duckdb", tmp_path / "ref.duckdb"
+    further = sqlite_copy(5)
+    for source in (pg_copy, further):
+        ingest(wh, source)
+        full_ingest(reference, source)
+    again, reference_again = ingest(wh, pg_copy), full_ingest(reference, pg_copy)
+    assert not again.markers_unchanged
+    assert (again.rows, again.escrows_changed) == (reference_again.rows, reference_again.escrows_changed)
+    assert ingest(wh, pg_copy).markers_unchanged
+    assert_views_equal(views(reference), views(wh))
+
+
+@pytest.mark.parametrize("stamped", ["another version", "not JSON", "a field missing"])
+def test_a_stamp_of_another_pipeline_version_or_unreadable_is_not_trusted(stamped, pg_copy, tmp_path):
+    wh = tmp_path / "w.duckdb"
+    first = ingest(wh, pg_copy)
+    key = STAMP_PREFIX + first.source_id
+    con = duckdb.connect(str(wh))
+    value = json.loads(con.execute("SELECT value FROM warehouse_meta WHERE key = ?", [key]).fetchall()[0][0])
+    text = {
+        "another version": json.dumps(value | {"version": "0.0.1"}),
+        "not JSON": "{markers",
+        "a field missing": json.dumps({k: v for k, v in value.items() if k != "escrows"}),
+    }[stamped]
+    con.execute("UPDATE warehouse_meta SET value = ? WHERE key = ?", [text, key])
+    con.close()
+    assert not ingest(wh, pg_copy).markers_unchanged
+    assert stamp(wh, first.source_id) == value  # stamped anew by this version
+    assert ingest(wh, pg_copy).markers_unchanged
+
+
+@pytest.mark.parametrize("line", SAMPLE_LINES)
+def test_every_release_line_is_told_unchanged(line, request, timeline, tmp_path):
+    url = throwaway_database(request)
+    copy = timeline.copy(last_epoch=4, line=line)
+    copy.write_postgres(url, ledger=True)
+    wh = tmp_path / "w.duckdb"
+    first = ingest(wh, url)
+    second = ingest(wh, url)
+    assert first.escrows_changed > 0 and second.rows == {} and second.escrows_changed == 0
+    assert second.markers_unchanged  # the set tables a line lacks are not among the ledger's markers
+
+
+def test_a_partial_ledger_is_read_in_full_every_time(pg_copy, tmp_path):
+    """Without accounting_writers the ledger's markers cannot tell a change: no stamp is trusted."""
+    with psycopg.connect(pg_copy, autocommit=True) as pg:
+        pg.execute("DROP TABLE accounting_writers")
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, pg_copy)
+    con = duckdb.connect()
+    try:
+        assert read_markers(pg_copy, lambda: con) is None
+    finally:
+        con.close()
+    again = ingest(wh, pg_copy)
+    assert not again.markers_unchanged and again.rows["ledger_escrows"] > 0
+    assert frame(wh, f"SELECT count(*) AS n FROM warehouse_meta WHERE key LIKE '{STAMP_PREFIX}%'")["n"][0] == 0
+
+
+def test_markers_do_not_depend_on_the_session_settings_of_the_reader(pg_copy, monkeypatch):
+    """A time zone, date style or float setting of the server, the database or the environment does not
+    change the text the markers hash (a timestamptz and a float column make it show)."""
+    with psycopg.connect(pg_copy, autocommit=True) as pg:
+        pg.execute(
+            "ALTER TABLE devshard_escrow_cache ADD COLUMN seen_at TIMESTAMPTZ DEFAULT '2026-11-30 23:30:00+00', "
+            "ADD COLUMN ratio DOUBLE PRECISION DEFAULT 0.1"
+        )
+    con = duckdb.connect()
+    try:
+        plain = read_markers(pg_copy, lambda: con)
+        with psycopg.connect(pg_copy, autocommit=True) as pg:
+            name = pg.execute("SELECT current_database()").fetchone()[0]
+            for setting, value in (
+                ("TimeZone", "Asia/Tokyo"),
+                ("extra_float_digits", "-3"),
+                ("bytea_output", "escape"),
+            ):
+                pg.execute(f"ALTER DATABASE \"{name}\" SET {setting} = '{value}'")
+        monkeypatch.setenv("PGDATESTYLE", "SQL, DMY")
+        assert read_markers(pg_copy, lambda: con) == plain
+    finally:
+        con.close()
+    store = open_store(pg_copy)
+    try:
+        assert store.change_markers() == plain.digest
+    finally:
+        store.close()
+
+
+def test_cli_says_the_copy_was_not_read(pg_copy, tmp_path):
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, pg_copy)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "ingest", pg_copy, "-w", str(wh)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "rows written: none (its change markers are those of its last ingest: the copy was not read)" in result.stderr
+    )
+    assert result.stdout == ""  # a summary: stderr only
+
+
+def test_run_reads_an_unchanged_postgres_source_by_its_markers(pg_copy, timeline, tmp_path):
+    from pipeline.api import run as run_job
+
+    timeline.write_builds_toml(tmp_path / "builds.toml")
+    cfg = tmp_path / "gonka-evidence.toml"
+    cfg.write_text(
+        f'warehouse = "{tmp_path / "w.duckdb"}"\noutput = "{tmp_path / "out"}"\nhost = "{timeline.focal_host}"\n'
+        f'builds = "{tmp_path / "builds.toml"}"\n\n[[sources]]\nurl = "{pg_copy}"\nlabel = "host-pg"\n'
+    )
+    first = run_job(cfg, None)
+    printed_first = "\n".join(first.log)  # the run's log lines, as `run` prints them
+    second = run_job(cfg, None)
+    printed_second = "\n".join(second.log)
+    assert first.written and second.written == []
+    ingested = [line for line in printed_second.splitlines() if line.startswith("ingested ")]
+    assert len(ingested) == 1 and ingested[0].endswith("; not read: its change markers are those of its last ingest")
+    assert "0 rows written; escrows changed 0," in ingested[0]
+    assert "not read" not in printed_first
+
+    # A warehouse from before the stamps: its full no-op ingest leaves the first one, which the run
+    # publishes (else every later run would read the copy in full again); then no byte changes.
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    con.execute(f"DELETE FROM warehouse_meta WHERE starts_with(key, '{STAMP_PREFIX}')")
+    con.close()
+    third = run_job(cfg, None)
+    assert not third.ingested[0].markers_unchanged and third.published
+    fourth = run_job(cfg, None)
+    assert fourth.ingested[0].markers_unchanged and not fourth.published
+
+
+def test_without_a_second_connection_in_the_snapshot_no_stamp_is_left(pg_copy, tmp_path):
+    """A role allowed one connection reads sequentially, and no markers can be read in the ingest's
+    snapshot: every ingest is a full one (and still a no-op on an unchanged copy)."""
+    role = f"ge_one_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_copy, autocommit=True) as pg:
+        pg.execute(f"DROP ROLE IF EXISTS {role}")
+        pg.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1")
+        pg.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    try:
+        parts = urlsplit(pg_copy)
+        url = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}"))
+        wh = tmp_path / "w.duckdb"
+        first, second = ingest(wh, url), ingest(wh, url)
+        assert first.escrows_changed > 0 and not second.markers_unchanged
+        assert second.rows == {} and second.escrows_changed == 0
+        assert frame(wh, f"SELECT count(*) AS n FROM warehouse_meta WHERE key LIKE '{STAMP_PREFIX}%'")["n"][0] == 0
+    finally:
+        with psycopg.connect(pg_copy, autocommit=True) as pg:
+            pg.execute(f"DROP OWNED BY {role}")
+            pg.execute(f"DROP ROLE {role}")

@@ -1,0 +1,93 @@
+"""`query` is read-only and sandboxed by the engine: no ATTACH/COPY/EXPORT/INSTALL/LOAD, no file readers,
+no SET; the warehouse and the file system are left exactly as they were."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli.app import app
+from tests.factories import sample_warehouse
+from tests.helpers import frame
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def warehouse(request, timeline) -> Path:
+    return sample_warehouse(request, timeline.copy(last_epoch=4)).path
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _query(warehouse: Path, sql: str):
+    return runner.invoke(app, ["query", sql, "-w", str(warehouse)])
+
+
+ESCAPES = {
+    "attach a writable database": "ATTACH '{dir}/other.duckdb' AS s (READ_WRITE)",
+    "re-attach the warehouse read-write": "ATTACH '{wh}' AS w2 (READ_WRITE)",
+    "copy to a file": "COPY (SELECT 1) TO '{dir}/leak.csv'",
+    "export the database": "EXPORT DATABASE '{dir}/export'",
+    "read a system file": "SELECT * FROM read_text('/etc/passwd')",
+    "read a csv": "SELECT * FROM read_csv('/etc/passwd')",
+    "list a directory": "SELECT * FROM glob('/root/*')",
+    "install an extension": "INSTALL httpfs",
+    "load an extension": "LOAD httpfs",
+    "turn the sandbox off": "SET enable_external_access = true",
+    "unlock the configuration": "SET lock_configuration = false",
+    "delete rows": "DELETE FROM raw_sessions",
+    "create a secret": "CREATE SECRET s (TYPE s3, KEY_ID 'x', SECRET 'y')",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ESCAPES))
+def test_query_cannot_escape_its_sandbox(warehouse, name):
+    before = _digest(warehouse)
+    files_before = sorted(p.name for p in warehouse.parent.iterdir())
+    sql = ESCAPES[name].format(dir=warehouse.parent, wh=warehouse)
+    result = _query(warehouse, sql)
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("error: ") and "Traceback" not in result.output
+    assert _digest(warehouse) == before
+    assert sorted(p.name for p in warehouse.parent.iterdir()) == files_before
+
+
+def test_the_attack_chain_of_attach_use_detach_leaves_the_warehouse_whole(warehouse):
+    sessions = frame(warehouse, "SELECT count(*) AS n FROM raw_sessions")["n"][0]
+    chain = (
+        f"ATTACH '{warehouse.parent}/x.duckdb' AS s (READ_WRITE); USE s; DETACH warehouse; "
+        f"ATTACH '{warehouse}' AS w (READ_WRITE); DELETE FROM w.raw_sessions"
+    )
+    result = _query(warehouse, chain)
+    assert result.exit_code == 1
+    assert frame(warehouse, "SELECT count(*) AS n FROM raw_sessions")["n"][0] == sessions > 0
+    assert not (warehouse.parent / "x.duckdb").exists()
+
+
+def test_ordinary_and_named_queries_still_work_in_the_sandbox(warehouse, timeline):
+    result = runner.invoke(
+        app, ["query", "SELECT count(*) AS n FROM inferences", "--format", "csv", "-w", str(warehouse)]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.split() == ["n", str(frame(warehouse, "SELECT count(*) AS n FROM inferences")["n"][0])]
+    named = runner.invoke(
+        app,
+        [
+            "query",
+            "host_executor_counts",
+            "--param",
+            f"host={timeline.focal_host}",
+            "--format",
+            "csv",
+            "-w",
+            str(warehouse),
+        ],
+    )
+    assert named.exit_code == 0, named.output
+    assert named.output.splitlines()[0].startswith("epoch_id")

@@ -1,0 +1,26 @@
+"""Store paths are file paths, never URI syntax."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli.app import app
+from tests.helpers import frame
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("name", ["s%41", "st#x", "st?y", "st ore"])
+def test_store_paths_are_paths_never_uri_syntax(tmp_path, timeline, name):
+    """A store under a name with URI characters reads its own epochs, and its directory is left unchanged
+    (``s%41`` once read the sibling ``sA``; ``#`` and ``?`` created empty files beside the store)."""
+    mine, sibling = tmp_path / name, tmp_path / "sA"
+    timeline.copy(last_epoch=3).write_sqlite(mine)
+    timeline.copy(last_epoch=4).write_sqlite(sibling)  # one epoch more than `mine`
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    wh = tmp_path.parent / f"{tmp_path.name}-w.duckdb"
+    result = runner.invoke(app, ["ingest", str(mine), "-w", str(wh)])
+    assert result.exit_code == 0, result.output
+    assert frame(wh, "SELECT DISTINCT epoch_id FROM escrows ORDER BY 1")["epoch_id"].to_list() == [1, 2, 3]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
