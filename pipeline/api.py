@@ -612,6 +612,14 @@ def schema() -> tuple[pl.DataFrame, pl.DataFrame]:
         con.close()
 
 
+def source_kinds() -> list[dict[str, Any]]:
+    """Every kind of `[[sources]]` entry: name, summary, keys, tables it fills, whether it is a log
+    kind, and how an entry without `kind` is recognised (docs/source-kinds.md lists them)."""
+    from pipeline.ingest.kinds import describe_kinds
+
+    return describe_kinds()
+
+
 def log_kind_help() -> str:
     """The log kinds `ingest-logs --kind` accepts, as its help text says them."""
     from pipeline.ingest.kinds import log_kind_help

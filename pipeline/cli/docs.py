@@ -112,10 +112,35 @@ def commands_page() -> str:
     return "\n".join(lines)
 
 
+def source_kinds_page() -> str:
+    """Every source kind of the registry (pipeline/ingest/kinds.py): what a `[[sources]]` entry may be."""
+    from pipeline import api
+
+    lines = [
+        "# Source kinds",
+        "",
+        "What a `[[sources]]` entry of the [run configuration](configuration.md) may be (its `kind`), from the",
+        "registry in `pipeline/ingest/kinds.py`. Log kinds are ingested as the configured `host`'s, like",
+        "`ingest-logs --host`, and must be named with `kind`.",
+        "",
+        GENERATED_NOTE,
+        "",
+        "| kind | what it is | keys | detected when `kind` is omitted | tables it fills |",
+        "|---|---|---|---|---|",
+    ]
+    for kind in api.source_kinds():
+        keys = ", ".join(f"`{k}`" for k in kind["keys"])
+        detected = _cell(kind["recognised_by"]) if kind["recognised_by"] else "no: give `kind`"
+        tables = ", ".join(f"`{t}`" for t in kind["tables"])
+        lines.append(f"| `{kind['name']}` | {_cell(kind['summary'])} | {keys} | {detected} | {tables} |")
+    return "\n".join(lines) + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "evidence.md": evidence_page,
     "schema.md": schema_page,
     "commands.md": commands_page,
+    "source-kinds.md": source_kinds_page,
 }
 
 

@@ -151,8 +151,9 @@ def test_every_config_key_source_kind_and_named_query_is_described():
         assert f"| `{key}` |" in config and f"`GONKA_EVIDENCE_{key.upper()}`" in config, key
     for key in SOURCE_KEYS:
         assert f"| `{key}` |" in config, key
+    kinds = _page("source-kinds.md")
     for kind in SOURCE_KINDS:
-        assert f"`{kind}`" in config, kind
+        assert f"| `{kind}` |" in kinds, kind
     cli = _page("cli.md")
     for name, query in named_queries().items():
         assert f"| `{name}` |" in cli, f"named query {name} is missing from docs/cli.md"
