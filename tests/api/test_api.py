@@ -169,7 +169,8 @@ def test_query_frames_hold_every_duckdb_value_exactly(warehouse):
         f"SELECT {hugeint}::HUGEINT AS h, -{hugeint}::HUGEINT AS nh, {uhugeint}::UHUGEINT AS uh, "
         "CAST(NULL AS HUGEINT) AS null_h, INTERVAL '1 year 2 months 3 days 04:05:06.5' AS i, "
         "union_value(n := 2)::UNION(n INT, s VARCHAR) AS u, TIMETZ '12:34:56+05:30' AS ttz, '0101'::BIT AS bit, "
-        f"{10**50}::BIGNUM AS bn, [INTERVAL 1 day, NULL] AS li, {{'u': {uhugeint}::UHUGEINT, 'f': 'nan'::DOUBLE}} AS su, "
+        f"{10**50}::BIGNUM AS bn, [INTERVAL 1 day, NULL] AS li, "
+        f"{{'u': {uhugeint}::UHUGEINT, 'f': 'nan'::DOUBLE}} AS su, "
         "1.50::DECIMAL(4,2) AS d, [1, NULL] AS l"
     )
     with open_warehouse(warehouse) as wh:

@@ -50,12 +50,13 @@ def test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped():
             try:
                 raise first
             except BaseException:
-                raise then
+                raise then  # noqa: B904 - the clean-up's error, chained implicitly (as __context__) on purpose
         except Exception as exc:
             return exc
 
     named = duckdb.InvalidInputException(
-        "Invalid Input Error: reading the schema of the object registered as 'rows_to_insert' failed: KeyboardInterrupt: "
+        "Invalid Input Error: reading the schema of the object registered as 'rows_to_insert' failed: "
+        "KeyboardInterrupt: "
     )
     aborted = duckdb.TransactionException("TransactionContext Error: Current transaction is aborted (please ROLLBACK)")
     assert _is_interrupt(chained(named, aborted))

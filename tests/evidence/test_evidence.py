@@ -316,7 +316,8 @@ def test_verdicts_before_the_first_build_are_unattributed_and_listed_last(loaded
     later = [w for w in loaded.builds if not (w.host == loaded.focal and w.label == "V1, no DSpark")]
     (tmp_path / "builds.toml").write_text(
         "\n".join(
-            f'[[builds]]\nhost = "{w.host}"\nlabel = "{w.label}"\nsince = {dt.datetime.fromtimestamp(w.since, UTC).isoformat()}\n'
+            f'[[builds]]\nhost = "{w.host}"\nlabel = "{w.label}"\n'
+            f"since = {dt.datetime.fromtimestamp(w.since, UTC).isoformat()}\n"
             for w in later
         )
     )

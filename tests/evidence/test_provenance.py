@@ -17,6 +17,7 @@ from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import compute
 from pipeline.output.bundle import BundleRequest, build_bundle
 from pipeline.output.render.markdown import markdown_table
+from pipeline.sources.errors import SourceError
 from pipeline.warehouse.database import open_read_only
 from tests.factories import data_samples_warehouse
 from tests.helpers import frame, ingest
@@ -135,7 +136,7 @@ def test_evidence_after_a_failed_ingest_warns_in_the_footer(tmp_path):
     (bad / "epoch_4.db").write_bytes(b"not a SQLite file" * 100)
     warehouse = tmp_path / "w.duckdb"
     ingest(warehouse, good)
-    with pytest.raises(Exception):
+    with pytest.raises(SourceError):
         ingest(warehouse, bad)
     failed_run = frame(warehouse, "SELECT run_id FROM ingest_runs WHERE status = 'failed'")["run_id"].to_list()
     assert len(failed_run) == 1
@@ -227,7 +228,7 @@ def test_row_digest_on_a_multithreaded_cursor_hashes_rows_in_scan_order():
     rows.update("diffs", batch)
     rows.close()
     expected = hashlib.sha256(b"\0diffs\0")
-    for i, name, blob in zip(ids, names, blobs):
+    for i, name, blob in zip(ids, names, blobs, strict=True):
         values = [f"v{i}", "n" if name is None else f"v{name}", "v" + hashlib.md5(blob).hexdigest()]
         expected.update(hashlib.md5("\x1f".join(values).encode()).hexdigest().encode())
     con.close()

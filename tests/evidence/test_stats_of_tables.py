@@ -69,7 +69,7 @@ def strata_of(rows: pl.DataFrame) -> list[list[list[int]]]:
     """Per-escrow 2x2 tables (host / others × challenged or invalidated / not) from --by-escrow rows."""
     detail = rows.filter(pl.col("escrow_id") != "all")
     tables = []
-    for (escrow,), part in detail.group_by("escrow_id", maintain_order=True):
+    for (_escrow,), part in detail.group_by("escrow_id", maintain_order=True):
         cells = {r["group"]: (r["challenged_or_invalidated"], r["answers"]) for r in part.iter_rows(named=True)}
         tables.append([[cells[g][0], cells[g][1] - cells[g][0]] for g in ("host", "others")])
     return tables
@@ -114,8 +114,8 @@ def test_peer_invalidation_tests_are_named_and_match_statsmodels(warehouse):
     assert "- cmh: Cochran–Mantel–Haenszel, two-sided, correction: continuity 0.5: χ² = " in text
     assert "Robins–Breslow–Greenland" in text and "- breslow_day: Breslow–Day, " in text
     assert (
-        "- interval: Wilson score 95% interval of challenged_or_invalidated / answers, per row (columns ci_low, ci_high)"
-        in text
+        "- interval: Wilson score 95% interval of challenged_or_invalidated / answers, per row "
+        "(columns ci_low, ci_high)" in text
     )
     assert "Holm p = " in text and "- multiple_testing: Holm-adjusted p-values" in text
     document = orjson.loads(render(result, "json"))["stats"]
@@ -243,7 +243,7 @@ def test_tracker_compare_renders_lines_and_holm(warehouse):
     con, host = warehouse
     result = run(warehouse, "tracker", epoch=2, compare=4)
     compare = result.stats["compare"]
-    for share, test in compare.items():
+    for test in compare.values():
         assert test["test"] == "Fisher exact" and test["epochs"] == [2, 4]
     if len(compare) >= 2:
         holm_of(result.stats)

@@ -142,7 +142,7 @@ QUARANTINED = {  # file → the reason its quarantine row must start with
     ),
     "hugeint-count.json": (
         '{"epoch_index":5,"participant":"gonka1x","counters":[{"escrow_id":"1","slot_id":"0",'
-        '"disposition":"miss","count":%d}]}' % 2**64,
+        f'"disposition":"miss","count":{2**64}}}]}}',
         "count 18446744073709551616 is beyond 64 bits",
     ),
     "hugeexp.json": (
@@ -166,7 +166,7 @@ QUARANTINED = {  # file → the reason its quarantine row must start with
     "deep-object.json": ('{"a":' * 1000 + "1" + "}" * 1000, "not JSON (nested too deeply)"),
     "deeper.json": ("[" * 100_000 + "]" * 100_000, "not JSON (nested too deeply)"),
     "record-deep.json": (
-        '{"epoch_index":5,"participant":"gonka1x","counters":[],"x":%s1%s}' % ("[" * 900, "]" * 900),
+        f'{{"epoch_index":5,"participant":"gonka1x","counters":[],"x":{"[" * 900}1{"]" * 900}}}',
         None,
     ),  # readable: its record or a quarantine row, never a traceback
 }

@@ -251,7 +251,7 @@ def cli_modules(*args: str) -> tuple[list[str], str]:
     """The modules a `gonka-evidence` process had loaded when it exited, and its stderr."""
     done = run_cli(*args)
     assert done.returncode == 0, done.stderr
-    line = next(l for l in done.stdout.splitlines() if l.startswith(MODULES_MARK))
+    line = next(out for out in done.stdout.splitlines() if out.startswith(MODULES_MARK))
     return json.loads(line[len(MODULES_MARK) :]), done.stderr
 
 

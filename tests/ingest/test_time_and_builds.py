@@ -30,7 +30,8 @@ def test_event_times_follow_created_at_or_the_nonce_clock(warehouse_with_old_epo
     assert units == {1: "zero", 2: "s", 3: "ms"}
     got = frame(
         warehouse_with_old_epochs,
-        "SELECT escrow_id, nonce, tx_index, epoch(event_at)::BIGINT AS event_at FROM txs ORDER BY escrow_id, nonce, tx_index",
+        "SELECT escrow_id, nonce, tx_index, epoch(event_at)::BIGINT AS event_at FROM txs "
+        "ORDER BY escrow_id, nonce, tx_index",
     )
     want = truth.txs.select("escrow_id", "nonce", "tx_index", "event_at").sort("escrow_id", "nonce", "tx_index")
     assert_frame_equal(got, want, check_dtypes=False)

@@ -1,4 +1,5 @@
-"""`gonka-evidence run`: config, closed epochs, reports over successive copies, idempotence, lock, concurrent readers."""
+"""`gonka-evidence run`: config, closed epochs, reports over successive copies, idempotence, lock, \
+concurrent readers."""
 
 from __future__ import annotations
 

@@ -197,8 +197,8 @@ def column(draw, rows: int) -> Column:
         for _ in range(rows):
             keys = draw(st.lists(TEXT, max_size=3, unique=True))
             items = [draw(nullable(elems)) for _ in keys]
-            values.append({k: v for k, (v, _) in zip(keys, items)})
-            entries = ", ".join(f"{quote(k)}: {literal(lit)}" for k, (_, lit) in zip(keys, items))
+            values.append({k: v for k, (v, _) in zip(keys, items, strict=True)})
+            entries = ", ".join(f"{quote(k)}: {literal(lit)}" for k, (_, lit) in zip(keys, items, strict=True))
             literals.append(f"CAST(MAP {{{entries}}} AS {type_sql})")
     # A whole nested value may be NULL too.
     for i in range(rows):
@@ -220,7 +220,8 @@ def select_sql(names: list[str], columns: list[Column]) -> str:
     selects = []
     for r in range(rows):
         cells = ", ".join(
-            f'{col.literals[r]} AS "{name.replace(chr(34), chr(34) * 2)}"' for name, col in zip(names, columns)
+            f'{col.literals[r]} AS "{name.replace(chr(34), chr(34) * 2)}"'
+            for name, col in zip(names, columns, strict=True)
         )
         selects.append(f"SELECT {r} AS _row, {cells}")
     return f"SELECT * EXCLUDE (_row) FROM ({' UNION ALL '.join(selects)}) ORDER BY _row"
@@ -290,7 +291,8 @@ def read_csv(checker, text: str, tmp_path) -> list[tuple]:
     path = tmp_path / "out.csv"
     path.write_text(text + "\n")
     return checker.execute(
-        "SELECT * FROM read_csv($p, header = true, all_varchar = true, allow_quoted_nulls = false, quote = '\"', escape = '\"', delim = ',')",
+        "SELECT * FROM read_csv($p, header = true, all_varchar = true, allow_quoted_nulls = false, "
+        "quote = '\"', escape = '\"', delim = ',')",
         {"p": str(path)},
     ).fetchall()
 
@@ -331,7 +333,7 @@ def test_every_value_round_trips_through_every_format(sandbox, checker, tmp_path
     for r in range(rows):
         table_line = table[3 + r]  # after the top border, the header and its rule
         markdown_line = markdown[2 + r]
-        for c, (name, col) in enumerate(zip(names, columns)):
+        for c, (name, col) in enumerate(zip(names, columns, strict=True)):
             value, json_value, csv_value = col.values[r], records[r][name], csv_rows[r][c]
             where = f"row {r} column {name} {col.type_sql} = {col.literals[r]}"
             if value is None:
@@ -364,7 +366,8 @@ def test_every_value_round_trips_through_every_format(sandbox, checker, tmp_path
                 assert value is None and text is None or same_json(value, plain_json(parse_json(text))), where
             else:
                 assert checker.execute(
-                    f"SELECT CAST(#{c + 1} AS {col.type_sql}) IS NOT DISTINCT FROM {col.literals[r]} FROM read_parquet($p) LIMIT 1 OFFSET {r}",
+                    f"SELECT CAST(#{c + 1} AS {col.type_sql}) IS NOT DISTINCT FROM {col.literals[r]} "
+                    f"FROM read_parquet($p) LIMIT 1 OFFSET {r}",
                     {"p": str(parquet_path)},
                 ).fetchone()[0], (where, parquet_types[c])
 
@@ -411,7 +414,8 @@ def test_nested_timestamps_and_reals_read_as_they_do_at_the_top(sandbox):
         "SELECT [TIMESTAMPTZ '2026-10-23 10:00:00.25+02', NULL] AS l, "
         "{'at': TIMESTAMP '2026-10-23 08:00:00', 'ns': [TIMESTAMP_NS '2026-10-23 08:00:00.123456789'], 'r': 0.1::REAL, "
         "'\"q\" x': ['nan'::REAL]} AS s, "
-        "MAP {TIMESTAMPTZ '2026-10-23 08:00:00+00': [0.1::REAL]} AS m, [[TIMESTAMP '2026-10-23 08:00:00.5']]::TIMESTAMP[][1] AS a, "
+        "MAP {TIMESTAMPTZ '2026-10-23 08:00:00+00': [0.1::REAL]} AS m, "
+        "[[TIMESTAMP '2026-10-23 08:00:00.5']]::TIMESTAMP[][1] AS a, "
         "CAST(NULL AS STRUCT(t TIMESTAMP)) AS n"
     )
     top = json.loads(
@@ -476,7 +480,8 @@ def test_table_leaves_out_columns_that_do_not_fit_and_names_them(sandbox):
 
 def test_parquet_keeps_hugeints_intervals_and_zones(sandbox, checker, tmp_path):
     sql = (
-        "SELECT 12345678901234567890123456789012345678::HUGEINT AS h, 340282366920938463463374607431768211455::UHUGEINT AS u, "
+        "SELECT 12345678901234567890123456789012345678::HUGEINT AS h, "
+        "340282366920938463463374607431768211455::UHUGEINT AS u, "
         "INTERVAL '1 month 2 days 00:00:00.000003' AS i, TIMETZ '12:00:00+05:30' AS t, 1.50::DECIMAL(4,2) AS d"
     )
     path = tmp_path / "x.parquet"

@@ -175,21 +175,23 @@ def _same_as_oracle(body: bytes) -> dict | str:
 
 
 def _entry(tok='"1"', lp="-0.5", tops='[{"token":"1","logprob":-0.5},{"token":"2","logprob":-1}]'):
-    return '{"token":%s,"logprob":%s,"top_logprobs":%s}' % (tok, lp, tops)
+    return f'{{"token":{tok},"logprob":{lp},"top_logprobs":{tops}}}'
 
 
 def _json_body(entries, content='"hi"', usage='{"prompt_tokens":3,"completion_tokens":2}', extra=""):
     return (
-        '{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":%s},"logprobs":{"content":[%s]}}],'
-        '"usage":%s%s}' % (content, ",".join(entries), usage, extra)
+        f'{{"id":"x","choices":[{{"index":0,"message":{{"role":"assistant","content":{content}}},'
+        f'"logprobs":{{"content":[{",".join(entries)}]}}}}],'
+        f'"usage":{usage}{extra}}}'
     ).encode()
 
 
 def _sse_body(entries, usage='{"prompt_tokens":3,"completion_tokens":2}', sep="\n\n", tail="data: [DONE]\n\n", pre=""):
     chunks = [
-        '{"id":"x","choices":[{"index":0,"delta":{"content":"w"},"logprobs":{"content":[%s]}}]}' % e for e in entries
+        f'{{"id":"x","choices":[{{"index":0,"delta":{{"content":"w"}},"logprobs":{{"content":[{e}]}}}}]}}'
+        for e in entries
     ]
-    chunks.append('{"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":%s}' % usage)
+    chunks.append(f'{{"id":"x","choices":[{{"index":0,"delta":{{}},"finish_reason":"stop"}}],"usage":{usage}}}')
     return (pre + "".join("data: " + c + sep for c in chunks) + tail).encode()
 
 
@@ -358,7 +360,7 @@ TRAPS = [
         )
     ),
     *(
-        _json_body([_entry()], usage='{"prompt_tokens":%s,"completion_tokens":1}' % v)
+        _json_body([_entry()], usage=f'{{"prompt_tokens":{v},"completion_tokens":1}}')
         for v in (
             "0",
             "-0",
@@ -706,11 +708,11 @@ def test_nan_literals_count_as_nan():
 
 def test_usage_integers_beyond_64_bits():
     assert (
-        scan_response(_json_body([_entry()], usage='{"completion_tokens":%d}' % (2**63 - 1)))["completion_tokens"]
+        scan_response(_json_body([_entry()], usage=f'{{"completion_tokens":{2**63 - 1}}}'))["completion_tokens"]
         == 2**63 - 1
     )
     for value in (2**63, -(2**63) - 1, 2**64, 10**30, "1" * 5000, "1e999"):
-        body = _json_body([_entry()], usage='{"completion_tokens":%s}' % value)
+        body = _json_body([_entry()], usage=f'{{"completion_tokens":{value}}}')
         with pytest.raises(BodyError, match="usage.completion_tokens is beyond 64 bits"):
             scan_response(body)
         assert _same_as_oracle(body) == "range"
@@ -722,7 +724,8 @@ def test_sse_chunks_split_over_lines():
         b'data: {"choices":\n[]}\n\ndata: [DONE]\n\n',
         b'data: {"choices":[],"a":1\n\ndata: "b":2}\n\ndata: [DONE]\n\n',
         b'data: {"choices":[]},{"choices":[]}\n\ndata: [DONE]\n\n',
-        b'data: {"choices":[],"a":[{"x":1}\n\ndata: {"y":2}]}\n\ndata: {"choices":[]},{"choices":[]}\n\ndata: [DONE]\n\n',
+        b'data: {"choices":[],"a":[{"x":1}\n\ndata: {"y":2}]}\n\n'
+        b'data: {"choices":[]},{"choices":[]}\n\ndata: [DONE]\n\n',
     ):
         with pytest.raises(BodyError, match="a chunk is not JSON"):
             scan_response(body)
@@ -761,11 +764,10 @@ def test_generated_bodies_with_planted_faults():
 
 def test_random_mutations():
     rng = random.Random(2026)
-    seeds = (
-        _generated(rng, 40, sizes=(0, 1, 2, 5, 40, 120))
-        + [  # a mutation is local: short bodies suffice_json_body([_entry(), _entry(tops='[{"token":"1"},{"token":"1"}]')]),
-            _sse_body([_entry(), _entry(lp="null")], sep="\r\n\r\n")
-        ]
-    )
+    seeds = _generated(rng, 40, sizes=(0, 1, 2, 5, 40, 120)) + [
+        # a mutation is local: short bodies suffice
+        _json_body([_entry(), _entry(tops='[{"token":"1"},{"token":"1"}]')]),
+        _sse_body([_entry(), _entry(lp="null")], sep="\r\n\r\n"),
+    ]
     readable = sum(isinstance(_same_as_oracle(_mutate(rng, seeds[k % len(seeds)])), dict) for k in range(6000))
     assert 600 < readable < 5400  # many mutations leave a readable body, many do not: both sides are exercised

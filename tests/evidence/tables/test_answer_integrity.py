@@ -169,7 +169,8 @@ class VllmLog:
                 "Traceback (most recent call last):",
                 '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 701, in run_engine_core',
                 "    engine_core.run_busy_loop()",
-                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 2196, in execute_model',
+                '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_model_runner.py", line 2196, '
+                "in execute_model",
                 "    model_output = self.model(",
                 "                   ^^^^^^^^^^^",
                 cause,
@@ -183,8 +184,8 @@ class VllmLog:
             proc=API,
             more=(
                 "Traceback (most recent call last):",
-                "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for "
-                "the root cause.",
+                "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+                "See stack trace (above) for the root cause.",
             ),
         )
 

@@ -75,7 +75,7 @@ def test_timeline_matches_a_recount_from_inferences_and_txs(sample, epoch, bucke
     # Consecutive buckets of the chosen width from the first to the last one with data.
     width = {"1h": dt.timedelta(hours=1), "30m": dt.timedelta(minutes=30), "1d": dt.timedelta(days=1)}[every]
     starts = rows["bucket_start"].to_list()
-    assert all(b - a == width for a, b in zip(starts, starts[1:]))
+    assert all(b - a == width for a, b in zip(starts, starts[1:], strict=False))
     assert starts[0] == want["b"].min() and starts[-1] == want["b"].max()
     assert result.params["bucket"] == every
     # Summed over the buckets, the counts are peer-invalidation's pooled rows.

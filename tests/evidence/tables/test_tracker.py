@@ -159,7 +159,7 @@ def test_tracker_evidence(ledger_wh, copy4, timeline):
     assert rows["assigned_nonces"].to_list() == truth["assigned_nonces"].to_list()
     assert rows["slow_decode"].to_list() == truth["slow_decode"].to_list()
     assert rows["protocol_invalid"].to_list() == truth["protocol_invalid"].to_list()
-    for got, r in zip(rows.iter_rows(named=True), truth.iter_rows(named=True)):
+    for got, r in zip(rows.iter_rows(named=True), truth.iter_rows(named=True), strict=True):
         assert got["slow_decode_share"] == pytest.approx(r["slow_decode"] / r["delivered_outside_poc"])
         assert got["protocol_misses_share"] == pytest.approx(r["protocol_misses"] / r["assigned_nonces"])
     assert len(result.stats["disagreements"]) == 1

@@ -38,7 +38,10 @@ def provenance(quarantined_rows: int = 0) -> Provenance:
         run_ids=["run-0007", "run-0008"],
         window={"since": dt.datetime(2026, 10, 25, 23, 6, tzinfo=UTC), "until": dt.datetime(2026, 10, 26, 12, 48)},
         quarantined_rows=quarantined_rows,
-        command="gonka-evidence evidence votes-by-build --host gonka1abc --since 2026-10-25T23:06:00Z --until 2026-10-26T12:48:00Z",
+        command=(
+            "gonka-evidence evidence votes-by-build --host gonka1abc "
+            "--since 2026-10-25T23:06:00Z --until 2026-10-26T12:48:00Z"
+        ),
         pipeline_version="0.1.0",
     )
 
@@ -92,7 +95,8 @@ EXPECTED_MARKDOWN = """\
 | V2 + DSpark \\| vLLM fix | 206 | 17 | 0 | – | – | – | 2026-10-26T01:02:03.500000Z |
 
 - fisher: Fisher exact, two-sided: p = 3.20e-07, OR 0.1739
-- cmh: Cochran–Mantel–Haenszel, two-sided, correction: continuity 0.5: χ² = 12.50 (1 df), p = 4.03e-04, pooled OR 2.174 (95% CI 1.984–2.383, Robins–Breslow–Greenland), strata: 11 used, 2 dropped
+- cmh: Cochran–Mantel–Haenszel, two-sided, correction: continuity 0.5: χ² = 12.50 (1 df), p = 4.03e-04, \
+pooled OR 2.174 (95% CI 1.984–2.383, Robins–Breslow–Greenland), strata: 11 used, 2 dropped
 - share_p_value: 0.0421
 - escrows: 11
 
@@ -106,7 +110,8 @@ The windows judge different answers; sample sizes vary.
 - runs: run-0007, run-0008
 - quarantined rows: 3
 - pipeline: gonka-evidence 0.1.0
-- command: `gonka-evidence evidence votes-by-build --host gonka1abc --since 2026-10-25T23:06:00Z --until 2026-10-26T12:48:00Z`"""
+- command: `gonka-evidence evidence votes-by-build --host gonka1abc \
+--since 2026-10-25T23:06:00Z --until 2026-10-26T12:48:00Z`"""
 
 
 def test_markdown_exact():
@@ -321,7 +326,8 @@ V1, no DSpark              330        60   1,234,567   0.71% (0.43–1.17%)     
 V2 + DSpark | vLLM fix     206        17           0                    –               –   –
 
 fisher: Fisher exact, two-sided: p = 3.20e-07, OR 0.1739
-cmh: Cochran–Mantel–Haenszel, two-sided, correction: continuity 0.5: χ² = 12.50 (1 df), p = 4.03e-04, pooled OR 2.174 (95% CI 1.984–2.383,
+cmh: Cochran–Mantel–Haenszel, two-sided, correction: continuity 0.5: χ² = 12.50 (1 df), p = 4.03e-04, pooled OR 2.174 \
+(95% CI 1.984–2.383,
 Robins–Breslow–Greenland), strata: 11 used, 2 dropped
 share_p_value: 0.0421
 escrows: 11
@@ -333,7 +339,8 @@ window: [2026-10-25T23:06:00Z, 2026-10-26T12:48:00Z)
 runs: run-0007, run-0008
 quarantined rows: 3
 pipeline: gonka-evidence 0.1.0
-command: gonka-evidence evidence votes-by-build --host gonka1abc --since 2026-10-25T23:06:00Z --until 2026-10-26T12:48:00Z"""
+command: gonka-evidence evidence votes-by-build --host gonka1abc \
+--since 2026-10-25T23:06:00Z --until 2026-10-26T12:48:00Z"""
 
 
 def test_table_exact():

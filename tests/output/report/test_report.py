@@ -193,7 +193,7 @@ def test_main_findings_match_an_independent_count_of_the_samples():
         + votes[(b, "vote")]["invalid"]
     ]
     assert len(with_verdicts) == 2
-    for line, build in zip(FINDINGS[4:6], with_verdicts):
+    for line, build in zip(FINDINGS[4:6], with_verdicts, strict=True):
         parts = [
             share(
                 votes[(build, kind)]["invalid"],
@@ -238,11 +238,13 @@ def test_findings_of_a_host_with_one_build_and_of_a_host_without_data(sample_dir
         "- [The host's answers against the other executors](#4-peer-invalidation-in-the-epochs-escrows): not measured: "
         "host gonka1nobody executed no answers in epoch 3; nothing to compare",
         "- [The host's inferences](#2-epoch-summary): not measured: host gonka1nobody executed nothing in epoch 3",
-        "- [The host's verdicts by build](#6-votes-by-build): not measured: host gonka1nobody validated nothing in epoch 3",
+        "- [The host's verdicts by build](#6-votes-by-build): not measured: "
+        "host gonka1nobody validated nothing in epoch 3",
         "- [Engine deaths and OOMs](#10-engine-stability): not measured: no vLLM log records for host gonka1nobody in "
         "epoch 3 (`gonka-evidence ingest-logs` first)",
-        "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): not measured: no speculative-decoding "
-        "windows for host gonka1nobody in epoch 3 (`gonka-evidence ingest-logs` vLLM logs or /metrics scrapes first)",
+        "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): not measured: "
+        "no speculative-decoding windows for host gonka1nobody in epoch 3 "
+        "(`gonka-evidence ingest-logs` vLLM logs or /metrics scrapes first)",
     ]
 
 
@@ -281,7 +283,7 @@ def test_engine_and_acceptance_findings_when_logs_are_present(tmp_path):
     acceptance = [f.text for f in findings if f.section == "acceptance"]
     assert len(acceptance) == len(truth.acceptance) == 3
     boot = results["acceptance"].rows
-    for text, (build, t) in zip(acceptance, sorted(truth.acceptance.items())):
+    for text, (build, t) in zip(acceptance, sorted(truth.acceptance.items()), strict=True):
         row = boot.row(by_predicate=pl.col("build") == build, named=True)
         method = "percentile bootstrap 95% over log windows"
         assert text == (
