@@ -193,6 +193,7 @@ def test_query_frames_hold_every_duckdb_value_exactly(warehouse):
     }
 
 
+@pytest.mark.heavy  # a whole run end to end: the heavy tier (.ci/run runs it)
 def test_the_facade_does_what_the_commands_do_and_prints_nothing(tmp_path, monkeypatch, capfd):
     """Ingest, builds, doctor, run, report, bundle and verify through `pipeline.api` on the bundled
     samples: result objects, the same files as the commands, and not a byte on stdout or stderr."""

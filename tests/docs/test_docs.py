@@ -124,6 +124,7 @@ def _seconds(text: str) -> str:
     return re.sub(r"\b\d+(\.\d+)? s$", "N s", text, flags=re.M)
 
 
+@pytest.mark.heavy  # a whole run end to end: the heavy tier (.ci/run runs it)
 def test_the_readme_examples_print_what_it_shows(install):
     """Each ```console block is `$ COMMAND` and its output, run in order in the checkout (here a stand-in)."""
     examples = re.findall(r"```console\n\$ (.*?)\n(.*?)```", README, re.S)

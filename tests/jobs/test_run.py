@@ -46,6 +46,7 @@ def _snapshot(dir: Path) -> dict[str, int]:
     return {str(p.relative_to(dir)): p.stat().st_mtime_ns for p in sorted((dir / "out").rglob("*")) if p.is_file()}
 
 
+@pytest.mark.heavy  # a whole run end to end: the heavy tier (.ci/run runs it)
 def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tmp_path, timeline):
     cfg = _config(tmp_path, timeline)
     _place_copy(tmp_path, timeline, 3)
@@ -81,6 +82,7 @@ def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tm
     assert frame(wh, "SELECT rewrites FROM epoch_reports WHERE epoch_id = 3")["rewrites"][0] == 1
 
 
+@pytest.mark.heavy  # a whole run end to end: the heavy tier (.ci/run runs it)
 def test_a_run_builds_the_newest_report_again_only_when_its_inputs_moved(tmp_path, timeline, monkeypatch):
     """The newest closed epoch's report is built again to see whether it changed only when what it is
     built from moved (data, data clock, host, lag, warehouse, version); a run whose inputs are those of
@@ -554,6 +556,7 @@ def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
 BOX_DRAWING = set("─━│┃┌┐└┘├┤┬┴┼╇╈┡┩")
 
 
+@pytest.mark.heavy  # a whole run end to end: the heavy tier (.ci/run runs it)
 def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path, timeline):
     import polars as pl
 
