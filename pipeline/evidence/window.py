@@ -13,6 +13,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.core.times import iso_utc
+
 
 class EvidenceError(Exception):
     """A request for an evidence table that cannot be answered as asked; one-line message."""
@@ -85,8 +87,3 @@ def _utc(value: Any, option: str) -> dt.datetime:
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=dt.UTC)
     return parsed.astimezone(dt.UTC)
-
-
-def iso_utc(value: dt.datetime) -> str:
-    """``2026-10-25T23:06:00Z``: how windows are written in notes and titles."""
-    return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat() + "Z"
