@@ -23,13 +23,13 @@ warehouse they need, use it and close it. docs/api.md is the reference.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core.events import Listener, listening
+from pipeline.core.events import Listener, Progress, listening
 from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.output.query_format import QueryFormat, terminal_width
 
@@ -77,7 +77,6 @@ __all__ = [
 ]
 
 WAREHOUSE_ENV, HOST_ENV = "GONKA_EVIDENCE_WAREHOUSE", "GONKA_EVIDENCE_HOST"
-Progress = Callable[[str, int, int], None]  # (table, rows done since the last call, rows added to the total)
 
 
 def config_defaults(config: Path | None = None) -> tuple[str | None, Path]:

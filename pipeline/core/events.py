@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-# (table or phase name, rows done since the last call, rows added to the total): see pipeline.ingest.runs.Progress
+# (table or phase name, rows done since the last call, rows added to the total)
 Progress = Callable[[str, int, int], None]
 
 

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import duckdb
 
-from pipeline.ingest.runs import IngestSummary, Progress
+from pipeline.core.events import Progress
+from pipeline.ingest.runs import IngestSummary
 from pipeline.ingest.unchanged import ingest_unchanged
 from pipeline.sources.store import is_postgres, open_store
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,8 +30,6 @@ import duckdb
 
 from pipeline.core.version import pipeline_version
 from pipeline.warehouse.database import live_run, transaction
-
-Progress = Callable[[str, int, int], None]  # (task description, advance, total)
 
 # Polars and pyarrow are imported where rows are written: recording a run (an ingest of an
 # unchanged copy writes nothing else) needs neither.

@@ -25,9 +25,10 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
+from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
 from pipeline.ingest.planes import PLANE_INGESTERS
-from pipeline.ingest.runs import IngestRun, IngestSummary, Progress, ingest_run
+from pipeline.ingest.runs import IngestRun, IngestSummary, ingest_run
 from pipeline.ingest.unchanged import stamp_ingest
 from pipeline.sources.store.base import TABLES, SessionStore
 from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
