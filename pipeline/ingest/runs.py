@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 import duckdb
 
 from pipeline.core.version import pipeline_version
+from pipeline.ingest.accounting import Accounting
 from pipeline.warehouse.database import live_run, transaction
 
 # Polars and pyarrow are imported where rows are written: recording a run (an ingest of an
@@ -128,6 +129,7 @@ class IngestRun:
     copy_at: datetime | None = None
     input_digest: str | None = None  # "sha256:…" of what the run read (see pipeline/core/digest.py)
     extra: dict[str, int] = field(default_factory=dict)  # other totals for the run row (lines, files, …)
+    accounting: Accounting = field(default_factory=Accounting)  # where every row read went (ingest_accounting)
 
     def count(self, table: str, n: int) -> None:
         self.rows[table] = self.rows.get(table, 0) + n
@@ -190,10 +192,12 @@ def ingest_run(
     try:
         with live_run(run.run_id):
             yield run
+        run.accounting.check()  # a run whose rows do not balance is not ok
         status = "ok"
     finally:
         totals = run.rows | run.extra | {"quarantined": run.quarantined}
         with transaction(con):
+            run.accounting.record(con, run.run_id, source_id)
             con.execute(
                 "UPDATE ingest_runs SET finished_at = now(), status = ?, rows = ?, copy_at = ?, input_digest = ? "
                 "WHERE run_id = ?",

@@ -27,10 +27,11 @@ import pyarrow as pa
 from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
+from pipeline.ingest.accounting import settle_claims
 from pipeline.ingest.planes import PLANE_INGESTERS
-from pipeline.ingest.runs import IngestRun, IngestSummary, ingest_run
+from pipeline.ingest.runs import IngestRun, IngestSummary, Problem, ingest_run, scalar
 from pipeline.ingest.unchanged import stamp_ingest
-from pipeline.sources.store.base import TABLES, SessionStore
+from pipeline.sources.store.base import ESCROW_SCOPED, TABLES, SessionStore
 from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
 
 # Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
@@ -45,6 +46,8 @@ REQUIRED_PER_EPOCH = ("sessions", "diffs")
 INGEST_DUCKDB_MEMORY = os.environ.get("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 # What a chunk reads, in this order (the diffs first: decoding them is the long part).
 CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
+# The accounting's input of each table read (both observation tables fill raw_validation_obs).
+ACCOUNT_AS = {"inference_validation_obs": "validation_obs", "sealed_validation_obs": "validation_obs"}
 
 
 def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pl.DataFrame) -> None:
@@ -94,26 +97,21 @@ def ingest_store(
         )
         try:
             with duckdb_setting(con, "memory_limit", INGEST_DUCKDB_MEMORY):  # the caller's limit again after
-                cache = _table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema)
                 with transaction(con):
-                    _register(con, "new_escrow_cache", cache)
-                    written = con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql")).fetchall()[0][0]
-                    con.unregister("new_escrow_cache")
-                if written:  # rows written, as for every table: an unchanged cache writes none
-                    run.count("escrow_cache", written)
-                for epoch_id in store.epochs():
-                    missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
-                    if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
-                        with transaction(con):
-                            run.quarantine((t, f"epoch {epoch_id}", "table missing in this copy") for t in missing)
-                        continue
-                    sessions = _frame(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
+                    run.quarantine(_refused_inputs(store, run))
+                _ingest_escrow_cache(con, store, run)
+                epoch_sessions, conflicted = _epoch_sessions(con, store, run)
+                for epoch_id, sessions in epoch_sessions.items():
                     if epoch_id not in known_epochs and sessions.height:
                         summary.new_epochs.append(epoch_id)
                     heads.append(sessions.select("escrow_id", "latest_nonce"))
                     changed, cursors = _changed_escrows(sessions, state, store.source_id, diff_cursors)
                     summary.escrows_changed += len(changed)
                     summary.escrows_unchanged += sessions.height - len(changed)
+                    run.accounting.used("sessions", len(changed))
+                    run.accounting.deduplicated("sessions", sessions.height - len(changed))  # held as they are
+                    if changed or epoch_id not in known_epochs:
+                        _orphans(con, store, epoch_id, sessions["escrow_id"].to_list(), conflicted, run)
                     for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
                         progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
                         _ingest_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress)
@@ -155,6 +153,132 @@ def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> dat
         return con.execute(sql_text("warehouse/ingest/copy_time.sql")).fetchall()[0][0]
     finally:
         con.unregister("copy_heads")
+
+
+def _set_aside(store: SessionStore, run: IngestRun) -> list[Problem]:
+    """The rows the store's reads set aside (typed reading), counted as read and quarantined."""
+    rejected = store.take_rejected() if hasattr(store, "take_rejected") else []
+    for table, _, _ in rejected:
+        run.accounting.read(ACCOUNT_AS.get(table, table), 1)
+        run.accounting.quarantined(ACCOUNT_AS.get(table, table), 1)
+    return rejected
+
+
+def _refused_inputs(store: SessionStore, run: IngestRun) -> list[Problem]:
+    """What the copy holds and the ingest does not read, named: the store directory's files that are
+    not read (each with the reason), the rows of detached partitions, the known tables not read."""
+    problems: list[Problem] = []
+    files: dict[str, str | None] = getattr(store, "files", {})
+    if files:
+        run.accounting.read("store files", len(files), unit="files")
+        run.accounting.used("store files", sum(1 for why in files.values() if why is None))
+        refused = [("store_files", name, why) for name, why in files.items() if why is not None]
+        run.accounting.quarantined("store files", len(refused))
+        problems += refused
+    if hasattr(store, "detached_rows"):
+        for table, key, why in store.detached_rows():
+            run.accounting.read(ACCOUNT_AS.get(table, table), 1)
+            run.accounting.quarantined(ACCOUNT_AS.get(table, table), 1)
+            problems.append((table, key, why))
+    from pipeline.sources.store.base import KNOWN_NOT_INGESTED
+
+    for table in sorted(KNOWN_NOT_INGESTED):
+        epochs = [e for e in store.epochs() if store.columns(table, e) is not None] or (
+            [None] if store.columns(table, None) is not None else []
+        )
+        if epochs:
+            run.accounting.note("tables not read", f"{table} (no evidence uses it)")
+    return problems
+
+
+def _ingest_escrow_cache(con: duckdb.DuckDBPyConnection, store: SessionStore, run: IngestRun) -> None:
+    cache = _frame(_table(list(store.read("escrow_cache", None)), TABLES["escrow_cache"].schema))
+    bad = _set_aside(store, run)
+    run.accounting.read("escrow_cache", cache.height)
+    cache, dedup, conflicts = settle_claims(cache, ["escrow_id"], "escrow_cache", "_meta.db escrow_cache")
+    run.accounting.quarantined("escrow_cache", len(conflicts))
+    with transaction(con):
+        _register(con, "new_escrow_cache", cache)
+        written = con.execute(sql_text("warehouse/ingest/upsert_escrow_cache.sql")).fetchall()[0][0]
+        con.unregister("new_escrow_cache")
+        run.quarantine(bad + conflicts)
+    # An unchanged row is not rewritten: it is held already.
+    run.accounting.used("escrow_cache", written)
+    run.accounting.deduplicated("escrow_cache", dedup + cache.height - written)
+    if written:  # rows written, as for every table: an unchanged cache writes none
+        run.count("escrow_cache", written)
+
+
+def _epoch_sessions(
+    con: duckdb.DuckDBPyConnection, store: SessionStore, run: IngestRun
+) -> tuple[dict[int, pl.DataFrame], set[str]]:
+    """The session rows of every epoch the ingest can use, and the escrows whose session rows conflict.
+
+    Rows that claim one escrow and disagree (in one epoch, or the same escrow in two epochs) are a
+    conflict: all of them are quarantined, none is chosen, and the escrow's other rows are named as
+    rows without a usable session (`_orphans`)."""
+    per_epoch: dict[int, pl.DataFrame] = {}
+    problems: list[Problem] = []
+    for epoch_id in store.epochs():
+        missing = [t for t in REQUIRED_PER_EPOCH if store.columns(t, epoch_id) is None]
+        if missing:  # an epoch file or partition without its core tables: report it, ingest the rest
+            why = getattr(store, "not_a_table", lambda *_: None)
+            problems += [(t, f"epoch {epoch_id}", why(t, epoch_id) or "table missing in this copy") for t in missing]
+            continue
+        sessions = _frame(_table(list(store.read("sessions", epoch_id)), TABLES["sessions"].schema))
+        problems += _set_aside(store, run)
+        run.accounting.read("sessions", sessions.height)
+        sessions, dedup, conflicts = settle_claims(sessions, ["escrow_id"], "sessions", f"epoch {epoch_id}")
+        run.accounting.deduplicated("sessions", dedup)
+        run.accounting.quarantined("sessions", len(conflicts))
+        problems += conflicts
+        per_epoch[epoch_id] = sessions
+    conflicted = {key.split(" #")[0] for table, key, _ in problems if table == "sessions" and " #" in key}
+    claims: dict[str, list[int]] = {}
+    for epoch_id, sessions in per_epoch.items():
+        for escrow in sessions["escrow_id"].to_list():
+            claims.setdefault(escrow, []).append(epoch_id)
+    for escrow, epochs in claims.items():
+        if len(epochs) > 1:
+            conflicted.add(escrow)
+            where = ", ".join(map(str, epochs))
+            problems += [
+                ("sessions", f"epoch {e}: {escrow}", f"escrow {escrow} has session rows in epochs {where}: none used")
+                for e in epochs
+            ]
+            run.accounting.quarantined("sessions", len(epochs))
+    if conflicted:
+        per_epoch = {e: s.filter(~pl.col("escrow_id").is_in(sorted(conflicted))) for e, s in per_epoch.items()}
+    with transaction(con):
+        run.quarantine(problems)
+    return per_epoch, conflicted
+
+
+def _orphans(
+    con: duckdb.DuckDBPyConnection,
+    store: SessionStore,
+    epoch_id: int,
+    escrows: list[str],
+    conflicted: set[str],
+    run: IngestRun,
+) -> None:
+    """Rows of the epoch's escrow-scoped tables that no usable session row claims: no cursor reads them,
+    so they are counted and quarantined by name (a diff without its session, a NULL or bytes escrow id,
+    the rows of an escrow whose session rows conflict)."""
+    if not hasattr(store, "read_orphans"):
+        return
+    problems: list[Problem] = []
+    for table in ESCROW_SCOPED:
+        keys = store.read_orphans(table, epoch_id, escrows)
+        for key in keys:
+            escrow = key.rsplit("/", len(TABLES[table].key) - 1)[0]
+            why = "its session rows conflict (quarantined)" if escrow in conflicted else "no session row claims it"
+            problems.append((table, key, f"epoch {epoch_id}: {why}"))
+        run.accounting.read(ACCOUNT_AS.get(table, table), len(keys))
+        run.accounting.quarantined(ACCOUNT_AS.get(table, table), len(keys))
+    if problems:
+        with transaction(con):
+            run.quarantine(problems)
 
 
 def _changed_escrows(
@@ -207,9 +331,11 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     from pipeline.sources.decode.snapshots import decode_snapshots
     from pipeline.sources.decode.txs import decode_diffs
 
+    acct = run.accounting
     escrow_ids = chunk["escrow_id"].to_list()
     chunk_cursors = {e: cursors[e] for e in escrow_ids}
-    tx_parts, diff_parts, bad = [], [], []
+    tx_parts, diff_parts, claims, bad = [], [], [], []
+    decode_bad: list[tuple[str, str]] = []
     sealed_batches: list[pa.RecordBatch] = []
     obs: list[pa.RecordBatch] = []
     snapshot_batches: list[pa.RecordBatch] = []
@@ -220,30 +346,62 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             decoded = decode_diffs(batch)
             tx_parts.append(decoded.txs)
             diff_parts.append(decoded.diffs)
-            bad += [("diffs", key, reason) for key, reason in decoded.quarantined]
+            claims.append(_diff_claims(batch))
+            decode_bad += decoded.quarantined
             progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
         for table, stream in zip(CHUNK_TABLES[1:], streams[1:], strict=True):
             for batch in stream:
                 {"sealed_inferences": sealed_batches, "snapshots": snapshot_batches}.get(table, obs).append(batch)
                 progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
-    txs = pa.concat_tables(tx_parts) if tx_parts else None
-    diffs = pa.concat_tables(diff_parts) if diff_parts else None
-    sealed = _table(sealed_batches, TABLES["sealed_inferences"].schema)
-    snapshots = decode_snapshots(_table(snapshot_batches, TABLES["snapshots"].schema))
+    bad += _set_aside(store, run)
+    txs, diffs, diff_dedup, diff_bad = _settle_diffs(claims, tx_parts, diff_parts, decode_bad)
+    acct.read("diffs", sum(c.height for c in claims))
+    # An empty DiffContent encodes as no bytes: a diff without transactions, used as such and said.
+    acct.flag("diffs", "with an empty txs_proto (diffs without transactions)", sum(c["empty"].sum() for c in claims))
+    acct.quarantined("diffs", len(diff_bad))
+    bad += diff_bad
+    sealed_frame = _frame(_table(sealed_batches, TABLES["sealed_inferences"].schema))
+    acct.read("sealed_inferences", sealed_frame.height)
+    sealed_frame, sealed_dedup, sealed_claims = settle_claims(
+        sealed_frame, ["escrow_id", "inference_id"], "sealed_inferences", f"epoch {epoch_id}"
+    )
+    acct.quarantined("sealed_inferences", len(sealed_claims))
+    bad += sealed_claims
+    sealed = sealed_frame.to_arrow().cast(TABLES["sealed_inferences"].schema)
+    snapshot_frame = _frame(_table(snapshot_batches, TABLES["snapshots"].schema))
+    acct.read("snapshots", snapshot_frame.height)
+    snapshot_frame, snapshot_dedup, snapshot_claims = settle_claims(
+        snapshot_frame, ["escrow_id"], "snapshots", f"epoch {epoch_id}"
+    )
+    acct.quarantined("snapshots", len(snapshot_claims))
+    bad += snapshot_claims
+    snapshots = decode_snapshots(snapshot_frame.to_arrow().cast(TABLES["snapshots"].schema))
+    acct.quarantined("snapshots", len(snapshots.quarantined))
     bad += [("snapshots", key, reason) for key, reason in snapshots.quarantined]
     bad += _value_checks(chunk, txs, sealed)
+    obs_rows = sum(b.num_rows for b in obs)
+    acct.read("validation_obs", obs_rows)
     sessions = chunk.drop("new_nonces").with_columns(source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id))
     with transaction(con):
         _register(con, "new_sealed", sealed)
-        bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copy stored before this one
+        found = _sealed_conflicts(con, store.source_id, run.run_id)  # against the copy stored before this one
+        bad += found
+        conflicted_seals = len({key for _, key, _ in found})
         _register(con, "new_sessions", sessions)
         con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
         if diffs is not None:
             _register(con, "new_diffs", diffs)
-            con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id})
+            written = scalar(con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id}))
+            acct.used("diffs", written)
+            acct.deduplicated("diffs", diff_dedup + diffs.num_rows - written)  # held: another copy stored it
             _register(con, "new_txs", txs)
             con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
-        con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id})
+        sealed_written = scalar(
+            con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id})
+        )
+        acct.used("sealed_inferences", sealed_written)
+        acct.quarantined("sealed_inferences", conflicted_seals)
+        acct.deduplicated("sealed_inferences", sealed_dedup + sealed.num_rows - sealed_written - conflicted_seals)
         snapshot_rows = snapshots.snapshots.append_column(
             "source_id", pa.array([store.source_id] * snapshots.snapshots.num_rows, pa.string())
         )
@@ -253,10 +411,15 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             ("new_snapshot_live", snapshots.live),
         ):
             _register(con, name, table)
+        winning = scalar(con.execute(sql_text("warehouse/ingest/winning_snapshots.sql")))
         con.execute(sql_text("warehouse/ingest/upsert_snapshots.sql"))
+        acct.used("snapshots", winning)  # the others are older than the checkpoint the warehouse holds
+        acct.deduplicated("snapshots", snapshot_dedup + snapshots.snapshots.num_rows - winning)
         if obs:
             _register(con, "new_obs", pa.Table.from_batches(obs))
-            con.execute(sql_text("warehouse/ingest/insert_obs.sql"))
+            obs_written = scalar(con.execute(sql_text("warehouse/ingest/insert_obs.sql")))
+            acct.used("validation_obs", obs_written)
+            acct.deduplicated("validation_obs", obs_rows - obs_written)  # already held, or in both tables
         derived = derive_escrows(con, escrow_ids)
         bad += derived.quarantined
         run.quarantine(bad)
@@ -275,10 +438,52 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     run.count("diffs", diffs.num_rows if diffs is not None else 0)
     run.count("txs", txs.num_rows if txs is not None else 0)
     run.count("sealed_inferences", sealed.num_rows)
-    run.count("validation_obs", sum(b.num_rows for b in obs))
+    run.count("validation_obs", obs_rows)
     run.count("snapshots", snapshots.snapshots.num_rows)
     run.count("inferences", derived.inferences)
     summary.disagreements += derived.disagreements
+
+
+def _diff_claims(batch: pa.RecordBatch) -> pl.DataFrame:
+    """(escrow_id, nonce, content hash) of a batch of diff rows: what tells two rows of one key apart."""
+    keys = _frame(pa.table({"escrow_id": batch.column("escrow_id"), "nonce": batch.column("nonce")}))
+    blobs = pl.from_arrow(batch.column("txs_proto"))
+    assert isinstance(blobs, pl.Series)
+    return keys.with_columns(h=blobs.hash(), empty=blobs.bin.size() == 0)
+
+
+def _settle_diffs(
+    claims: list[pl.DataFrame], tx_parts: list[pa.Table], diff_parts: list[pa.Table], decode_bad: list[tuple[str, str]]
+) -> tuple[pa.Table | None, pa.Table | None, int, list[Problem]]:
+    """The chunk's decoded diffs and transactions with claims settled: diff rows of one key that differ
+    are all quarantined (none chosen); identical ones are one row. Returns (txs, diffs, rows
+    deduplicated, problems: one per row set aside)."""
+    claimed = pl.concat(claims) if claims else pl.DataFrame()
+    key = ["escrow_id", "nonce"]
+    conflicted = pl.DataFrame(schema={"escrow_id": pl.String, "nonce": pl.Int64})
+    problems: list[Problem] = []
+    if claimed.height and claimed.select(pl.struct(key).is_duplicated().any()).item():
+        counts = claimed.unique().group_by(key).len().filter(pl.col("len") > 1).select(key)
+        conflicted = claimed.join(counts, on=key, how="semi").group_by(key).len()
+        for r in conflicted.iter_rows(named=True):
+            label = f"{r['escrow_id']}/{r['nonce']}"
+            why = f"{r['len']} diff rows claim {label} and disagree"
+            problems += [("diffs", f"{label} #{i + 1}", why) for i in range(r["len"])]
+        conflicted = conflicted.select(key)
+    gone = {f"{e}/{n}" for e, n in conflicted.iter_rows()}
+    problems += [("diffs", k, why) for k, why in decode_bad if k not in gone]
+    if not diff_parts:
+        return None, None, 0, problems
+    diffs, txs = pa.concat_tables(diff_parts), pa.concat_tables(tx_parts)
+    frame = _frame(diffs.select(key))
+    if not conflicted.height and not frame.select(pl.struct(key).is_duplicated().any()).item():
+        return txs, diffs, 0, problems
+    kept = _frame(diffs).join(conflicted, on=key, how="anti")
+    unique = kept.unique(subset=key, keep="first", maintain_order=True)
+    tx_frame = _frame(txs).join(conflicted, on=key, how="anti")
+    tx_frame = tx_frame.unique(subset=[*key, "tx_index"], keep="first", maintain_order=True)
+    dedup = kept.height - unique.height
+    return tx_frame.to_arrow().cast(txs.schema), unique.to_arrow().cast(diffs.schema), dedup, problems
 
 
 def _sealed_conflicts(con: duckdb.DuckDBPyConnection, source_id: str, run_id: str) -> list[tuple[str, str, str]]:

@@ -53,3 +53,42 @@ def _kind(mode: int) -> str:
         if test(mode):
             return name
     return "another kind"
+
+
+def unusable_reason(path: Path, root: Path) -> str | None:
+    """Why `path` cannot be opened as a regular file of the directory `root` (None: it can): it is not a
+    regular file (a FIFO would block an open, a device never ends), or it is a symlink that leaves `root`."""
+    try:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            target = Path(path).resolve()
+            if not target.is_relative_to(Path(root).resolve()):
+                return f"a symlink leaving the store (to {target})"
+            info = os.stat(target)
+    except OSError as exc:
+        return f"cannot be opened ({exc.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return f"not a regular file ({_kind(info.st_mode)})"
+    return None
+
+
+def copy_regular_file(src: Path, dst: Path) -> None:
+    """Copy a regular file, never more than the size it had when opened (it may not grow under us);
+    opened without blocking and checked on the descriptor, like `read_regular_file`."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise FileReadError(f"cannot open ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileReadError(f"not a regular file ({_kind(info.st_mode)})")
+        left = info.st_size
+        with os.fdopen(fd, "rb", closefd=False) as f, open(dst, "wb") as out:
+            while left > 0 and (block := f.read(min(left, 1 << 20))):
+                out.write(block)
+                left -= len(block)
+    except OSError as exc:
+        raise FileReadError(f"cannot copy ({exc.strerror})") from None
+    finally:
+        os.close(fd)

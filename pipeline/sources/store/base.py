@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.sources.errors import SourceError, one_line  # noqa: F401  (re-exported: every reader raises it)
 
@@ -26,6 +27,7 @@ class LogicalTable:
     schema: pa.Schema  # canonical columns, epoch_id first where the table is per epoch
     required: tuple[str, ...]  # columns without which the table cannot be used
     per_epoch: bool = True
+    key: tuple[str, ...] = ("escrow_id",)  # the natural key of a row (quarantine names rows by it)
 
 
 def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
@@ -59,6 +61,7 @@ TABLES: dict[str, LogicalTable] = {
             "diffs",
             _schema(("epoch_id", I64), ("escrow_id", TXT), ("nonce", I64), ("txs_proto", BIN), ("created_at", I64)),
             required=("escrow_id", "nonce", "txs_proto"),
+            key=("escrow_id", "nonce"),
         ),
         LogicalTable(
             "sealed_inferences",
@@ -84,21 +87,25 @@ TABLES: dict[str, LogicalTable] = {
                 ("sealed_confirmed_at", I64),
             ),
             required=("escrow_id", "inference_id", "sealed_nonce"),
+            key=("escrow_id", "inference_id"),
         ),
         LogicalTable(
             "inference_validation_obs",
             _schema(("epoch_id", I64), ("escrow_id", TXT), ("inference_id", I64), ("slot_id", I64)),
             required=("escrow_id", "inference_id", "slot_id"),
+            key=("escrow_id", "inference_id", "slot_id"),
         ),
         LogicalTable(
             "sealed_validation_obs",
             _schema(("epoch_id", I64), ("escrow_id", TXT), ("inference_id", I64), ("slot_id", I64)),
             required=("escrow_id", "inference_id", "slot_id"),
+            key=("escrow_id", "inference_id", "slot_id"),
         ),
         LogicalTable(
             "snapshots",
             _schema(("epoch_id", I64), ("escrow_id", TXT), ("nonce", I64), ("state_data", BIN), ("created_at", I64)),
             required=("escrow_id", "nonce", "state_data"),
+            key=("escrow_id", "nonce"),
         ),
         LogicalTable(
             "escrow_cache",
@@ -158,6 +165,89 @@ def conform(batch: pa.RecordBatch, table: LogicalTable, epoch_id: int | None) ->
         else:
             arrays.append(pa.nulls(n, type=f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=table.schema)
+
+
+# (table, row key, reason): a row a reader set aside, or an input it refused by name.
+Problem = tuple[str, str, str]
+# Key columns that count something and cannot be negative.
+NON_NEGATIVE = ("nonce", "inference_id", "slot_id", "sealed_nonce")
+
+
+def row_key(values: list) -> str:
+    """A row's key as quarantine names it (`escrow/nonce`); bytes in a key are shown, not decoded."""
+    return "/".join("NULL" if v is None else v.hex() if isinstance(v, bytes) else str(v) for v in values)
+
+
+def _valid_utf8(column: pa.Array) -> list[bool] | None:
+    """Per value, whether a string column holds valid UTF-8 (None: all do). SQLite returns text bytes as
+    they were written and a SQL_ASCII PostgreSQL database holds any bytes, so neither is checked yet."""
+    try:
+        column.validate(full=True)
+        return None
+    except pa.ArrowInvalid:
+        ok = []
+        for value in column.view(pa.binary()).to_pylist():
+            try:
+                if value is not None:
+                    value.decode("utf-8")
+                ok.append(True)
+            except UnicodeDecodeError:
+                ok.append(False)
+        return ok
+
+
+def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tuple[pa.RecordBatch, list[Problem]]:
+    """The rows of a batch that are what their columns claim, and the others as problems with the reason.
+
+    Checked for every engine: text that is not UTF-8, a NULL in a required column, a negative count key,
+    A `__problem` column (the SQLite reader's type checks, "" when none) adds its
+    reason, and a `__key` column (binary) names rows whose key columns could not be read as typed."""
+    n = batch.num_rows
+    names = batch.schema.names
+    reasons: list[list[str]] = [[] for _ in range(n)]
+    if "__problem" in names and pc.any(pc.not_equal(batch.column("__problem"), "")).as_py():
+        for i, text in enumerate(batch.column("__problem").to_pylist()):
+            if text:
+                reasons[i].append(text.rstrip("; "))
+    bad_text: dict[str, list[bool]] = {}
+    for f in batch.schema:
+        if pa.types.is_string(f.type) and (ok := _valid_utf8(batch.column(f.name))) is not None:
+            bad_text[f.name] = ok
+            for i, good in enumerate(ok):
+                if not good:
+                    reasons[i].append(f"{f.name} is not valid UTF-8")
+    for name in table.required:
+        if name in names and batch.column(name).null_count:
+            for i, value in enumerate(batch.column(name).is_null().to_pylist()):
+                if value and not reasons[i]:
+                    reasons[i].append(f"{name} is NULL")
+    for name in NON_NEGATIVE:
+        if name in names and pa.types.is_integer(batch.column(name).type):
+            column = batch.column(name)
+            if pc.any(pc.less(column, 0)).as_py():
+                for i, value in enumerate(column.to_pylist()):
+                    if value is not None and value < 0:
+                        reasons[i].append(f"{name} is negative ({value})")
+    bad = [i for i in range(n) if reasons[i]]
+    clean = batch.drop_columns([c for c in ("__problem", "__key") if c in names])
+    if not bad:
+        return clean, []
+    raw_keys = batch.column("__key").to_pylist() if "__key" in names else [None] * n
+    problems = []
+    for i in bad:
+        if raw_keys[i] is not None:
+            key = raw_keys[i].decode("utf-8", "backslashreplace")
+        else:
+            values = []
+            for c in table.key:
+                value = batch.column(c)[i].as_py() if c in names else None
+                if c in bad_text and not bad_text[c][i]:
+                    value = batch.column(c).view(pa.binary())[i].as_py()
+                values.append(value)
+            key = row_key(values)
+        problems.append((table.name, key, f"{where}: {'; '.join(reasons[i])}"))
+    keep = pa.array([not r for r in reasons], pa.bool_())
+    return clean.filter(keep), problems
 
 
 @dataclass

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import threading
 from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from pipeline.sources.store.base import (
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
     TABLES,
+    Problem,
     ReadRequest,
     SourceDescription,
     SourceError,
@@ -39,6 +41,7 @@ from pipeline.sources.store.base import (
     describe_snapshots,
     one_line,
     require_columns,
+    split_rejected,
     stream_query,
 )
 from pipeline.sources.store.postgres_address import PostgresAddress
@@ -60,6 +63,8 @@ READ_AHEAD_BATCHES = 2
 # so the batch size sets the reads' share of the peak RSS (the choice measured: bench/BENCHMARKS.md).
 BATCH_ROWS = 16384
 _END = object()
+# An epoch partition's name (docs/sources.md, PostgreSQL layout): <parent>_epoch_<N>.
+PARTITION_NAME = re.compile(r"^(devshard_[a-z_]+?)_epoch_(\d+)$")
 
 
 class _ReadCall:
@@ -114,6 +119,7 @@ class PostgresStore:
         self._readers: list = []  # further connections in the same snapshot, opened by read_many
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()  # (read call, request index) for the reader threads
         self._threads: list[threading.Thread] = []
+        self._rejected: list[Problem] = []  # rows set aside by the reads, taken by the ingest
         self._tables = self._catalog()
         if not any(t.startswith(PREFIX) for t in self._tables):
             self.close()
@@ -183,6 +189,54 @@ class PostgresStore:
         ids = self._query(sql_text("sources/postgres/lineage.sql")).column("id").to_pylist()
         return ids[0] if ids else None
 
+    def take_rejected(self) -> list[Problem]:
+        """The rows the reads set aside since the last call (table, key, reason), each with its reason."""
+        taken, self._rejected = self._rejected, []
+        return taken
+
+    def detached_partitions(self) -> list[tuple[str, str]]:
+        """(logical table, physical table) of the plain tables named like an epoch partition of a
+        parent we read: a partition detached from its parent, whose rows the parent no longer shows."""
+        found = []
+        for name in self._tables:
+            m = PARTITION_NAME.match(name)
+            if m and m.group(1) in self._tables and m.group(1)[len(PREFIX) :] in TABLES:
+                found.append((m.group(1)[len(PREFIX) :], name))
+        return sorted(found)
+
+    def detached_rows(self) -> list[Problem]:
+        """One problem per row of every detached partition (never read as data: the copy's parent
+        does not hold them, and choosing to would be a guess), named by its key."""
+        problems = []
+        for logical, physical in self.detached_partitions():
+            cols = self._tables[physical]
+            key = (
+                " || '/' || ".join(f"coalesce(t.\"{c}\"::text, 'NULL')" for c in TABLES[logical].key if c in cols)
+                or "'?'"
+            )
+            epoch = "coalesce(t.epoch_id::text, '?')" if "epoch_id" in cols else "'?'"
+            sql = f"SELECT {epoch} || ': ' || {key} AS k FROM \"{physical}\" t"
+            for batch in self._batches(self._conn, sql, (), BATCH_ROWS, f"reading {physical}"):
+                problems += [
+                    (logical, f"epoch {k}", f"{physical} is a partition detached from {PREFIX}{logical}: not read")
+                    for k in batch.column("k").to_pylist()
+                ]
+        return problems
+
+    def read_orphans(self, table: str, epoch_id: int, escrows: list[str]) -> list[str]:
+        """Keys of the rows of an escrow-scoped table of one epoch whose escrow is none of `escrows` (the
+        epoch's sessions the ingest uses): rows no session claims, read by no cursor, so named here."""
+        cols = self.columns(table, epoch_id)
+        if cols is None or "escrow_id" not in cols:
+            return []
+        key = " || '/' || ".join(f"coalesce(t.\"{c}\"::text, 'NULL')" for c in TABLES[table].key if c in cols)
+        sql = (
+            f'SELECT {key} AS k FROM "{PREFIX}{table}" t WHERE t.epoch_id = {int(epoch_id)} AND (t.escrow_id IS NULL '
+            f"OR t.escrow_id NOT IN (SELECT jsonb_array_elements_text({_literal(json.dumps(escrows))}::jsonb)))"
+        )
+        batches = self._batches(self._conn, sql, (), BATCH_ROWS, f"checking {PREFIX}{table}")
+        return [k for b in batches for k in b.column("k").to_pylist()]
+
     def change_markers(self) -> str | None:
         """The digest of the copy's change markers (pipeline/sources/store/postgres_markers.py) in this ingest's
         snapshot, read on a second connection that imported it (its text formats are pinned for the
@@ -236,11 +290,14 @@ class PostgresStore:
         # batch (measured: 347 MB for one epoch of diffs), which breaks bounded memory.
         sql = f'SELECT {cols} FROM "{PREFIX}{table}" t'
         if cursors is not None and table in ESCROW_SCOPED:
-            past = " AND t.nonce > c.value::bigint" if table == "diffs" else ""
+            # a nonce that is no count is set aside with its reason, never skipped
+            past = " AND (t.nonce > c.value::bigint OR t.nonce IS NULL OR t.nonce < 0)" if table == "diffs" else ""
             sql += f" JOIN jsonb_each_text({_literal(json.dumps(cursors))}::jsonb) c ON c.key = t.escrow_id{past}"
         if spec.per_epoch and epoch_id is not None:
             sql += f" WHERE t.epoch_id = {int(epoch_id)}"
         for batch in self._batches(conn, sql, (), batch_rows, f"reading {PREFIX}{table}"):
+            batch, rejected = split_rejected(batch, spec, f"{PREFIX}{table}")
+            self._rejected += rejected
             if batch.num_rows:
                 yield conform(batch, spec, epoch_id if spec.per_epoch else None)
 

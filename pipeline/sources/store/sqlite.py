@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,12 +23,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.sources.files import FileReadError, copy_regular_file, unusable_reason
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
     TABLES,
+    Problem,
     ReadRequest,
     SourceDescription,
     SourceError,
@@ -38,6 +39,7 @@ from pipeline.sources.store.base import (
     describe_snapshots,
     one_line,
     require_columns,
+    split_rejected,
     stream_query,
 )
 from pipeline.sources.store.release_lines import recognise
@@ -50,6 +52,13 @@ MIGRATED_FILE = re.compile(r"^(.*\.db)\.migrated\.[^/]+$")
 # first rows, so an all-NULL start would type a BLOB column as int64 and fail
 # later. One typed witness row is read first and dropped (see `_select`).
 WITNESS = {pa.int64(): "0", pa.string(): "''", pa.binary(): "X''", pa.bool_(): "0"}
+# The SQLite storage class each canonical type must have (anything else is a problem row, not a cast).
+STORAGE_CLASS = {pa.int64(): "integer", pa.string(): "text", pa.binary(): "blob", pa.bool_(): "integer"}
+INT64_MAX = (1 << 63) - 1
+# Files of a store directory besides the epoch files: read by the session ingest, or by a plane ingester.
+READ_FILES = {"_meta.db": "the escrow index and cache", "accounting.db": "the accounting ledger"}
+NOT_READ_FILES = {"gateway.db": "the gateway's own store: no evidence reads it"}
+COMPANIONS = ("-wal", "-shm", "-journal")
 # Physical names of the logical tables in the SQLite layout.
 PHYSICAL = {"escrow_cache": ("_meta", "escrow_cache")}
 
@@ -80,20 +89,80 @@ class SqliteStore:
         self.source_id = f"sqlite:{self.path.name}"
         self._tmp: tempfile.TemporaryDirectory | None = None
         self._conns: dict[str, Any] = {}  # ADBC connections by file
-        self._epoch_files = {int(m.group(1)): p for p in sorted(self.path.iterdir()) if (m := EPOCH_FILE.match(p.name))}
+        self._rejected: list[Problem] = []  # rows set aside by the reads, taken by the ingest
+        # Every entry of the store directory: None when it is read, else why it is not.
+        self.files: dict[str, str | None] = {}
+        self._epoch_files = self._inventory()
 
     # -- files -----------------------------------------------------------------
+    def _inventory(self) -> dict[int, Path]:
+        """The epoch files to read; every other entry of the directory gets its reason in `files`."""
+        claims: dict[int, list[Path]] = {}
+        entries = sorted(self.path.iterdir())
+        for p in entries:
+            self.files[p.name] = None
+            if p.name.endswith(COMPANIONS) and (self.path / p.name.rsplit("-", 1)[0]).exists():
+                continue  # judged with its database below
+            if (m := EPOCH_FILE.match(p.name)) is not None:
+                epoch = int(m.group(1))
+                if epoch > INT64_MAX:
+                    self.files[p.name] = f"epoch number {m.group(1)} is out of range (past 64 bits): not read"
+                elif (why := self._unusable(p)) is not None:
+                    self.files[p.name] = why
+                else:
+                    claims.setdefault(epoch, []).append(p)
+            elif p.name in READ_FILES or p.name == "payloads":
+                if p.name != "payloads" and (why := self._unusable(p)) is not None:
+                    self.files[p.name] = why
+            elif p.name in NOT_READ_FILES:
+                self.files[p.name] = f"not read: {NOT_READ_FILES[p.name]}"
+            elif MIGRATED_FILE.match(p.name):
+                self.files[p.name] = "migrated to PostgreSQL: not read"
+            else:
+                self.files[p.name] = "not part of a devshard store: not read"
+        epochs = {}
+        for epoch, paths in claims.items():
+            if len(paths) == 1:
+                epochs[epoch] = paths[0]
+                continue
+            names = ", ".join(p.name for p in paths)
+            for p in paths:
+                self.files[p.name] = f"{len(paths)} files claim epoch {epoch} ({names}): none of them is read"
+        for name, why in list(self.files.items()):  # a database not read takes its companion files along
+            for suffix in COMPANIONS:
+                if why is not None and f"{name}{suffix}" in self.files:
+                    self.files[f"{name}{suffix}"] = f"companion of {name}, which is not read"
+        return dict(sorted(epochs.items()))
+
+    def _unusable(self, file: Path) -> str | None:
+        """Why a database file (with its -wal/-shm/-journal) cannot be read, or None."""
+        for suffix in ("", *COMPANIONS):
+            part = Path(f"{file}{suffix}")
+            if (suffix == "" or part.is_symlink() or part.exists()) and (why := unusable_reason(part, self.path)):
+                return f"{part.name} is {why}: not read" if suffix else f"{why}: not read"
+        return None
+
+    def take_rejected(self) -> list[Problem]:
+        """The rows the reads set aside since the last call (table, key, reason), each with its reason."""
+        taken, self._rejected = self._rejected, []
+        return taken
+
     def _connect(self, file: Path):
         key = str(file)
         if key in self._conns:
             return self._conns[key]
+        if (why := self._unusable(file)) is not None:
+            raise SourceError(f"{file}: {why}")
         if Path(f"{file}-wal").exists() or Path(f"{file}-journal").exists():
             if self._tmp is None:
                 self._tmp = tempfile.TemporaryDirectory(prefix="gonka-evidence-sqlite-")
             private = Path(self._tmp.name) / file.name
-            for suffix in ("", "-wal", "-shm", "-journal"):
+            for suffix in ("", *COMPANIONS):
                 if Path(f"{file}{suffix}").exists():
-                    shutil.copy2(f"{file}{suffix}", f"{private}{suffix}")
+                    try:  # checked above: regular files inside the store, copied up to their size
+                        copy_regular_file(Path(f"{file}{suffix}"), Path(f"{private}{suffix}"))
+                    except FileReadError as exc:
+                        raise SourceError(f"{file}{suffix}: {exc}") from None
             uri = sqlite_uri(private, "mode=rw")
         else:
             uri = sqlite_uri(file, "mode=ro&immutable=1")
@@ -117,8 +186,28 @@ class SqliteStore:
             cur.close()
 
     def _physical_columns(self, file: Path, table: str) -> list[str] | None:
-        rows = self._query(file, f"SELECT name FROM pragma_table_info('{table}')").column("name").to_pylist()
-        return rows or None
+        """Columns of a table of the file (None when there is no such table: views are never read)."""
+        rows = self._query(
+            file,
+            "SELECT name FROM pragma_table_info(?) WHERE (SELECT type FROM sqlite_master WHERE name = ?) = 'table'",
+            (table, table),
+        )
+        return rows.column("name").to_pylist() or None
+
+    def not_a_table(self, table: str, epoch_id: int | None) -> str | None:
+        """Why a logical table that the file names is not read (a view or a virtual table), or None."""
+        located = self._locate(table, epoch_id)
+        if located is None:
+            return None
+        rows = self._query(located[0], "SELECT type, sql FROM sqlite_master WHERE name = ?", (located[1],)).to_pylist()
+        if not rows:
+            return None
+        kind, sql = rows[0]["type"], rows[0]["sql"] or ""
+        if kind != "table":
+            return f"{located[0].name}: {located[1]} is a {kind}, not a table: a copy's views are never read"
+        if sql.upper().startswith("CREATE VIRTUAL"):
+            return f"{located[0].name}: {located[1]} is a virtual table: not read"
+        return None
 
     def query_file_batches(
         self, file: Path, sql: str, params: tuple = (), batch_rows: int = 65536, what: str = "query"
@@ -145,7 +234,9 @@ class SqliteStore:
 
     def columns(self, table: str, epoch_id: int | None) -> list[str] | None:
         located = self._locate(table, epoch_id)
-        return None if located is None else self._physical_columns(*located)
+        if located is None or self.not_a_table(table, epoch_id) is not None:
+            return None
+        return self._physical_columns(*located)
 
     def read(
         self, table: str, epoch_id: int | None, cursors: dict[str, int] | None = None, batch_rows: int = 65536
@@ -155,15 +246,32 @@ class SqliteStore:
         if located is None:
             return
         file, physical = located
-        present = self._physical_columns(file, physical)
+        present = self.columns(table, epoch_id)
         if present is None:
             return
         require_columns(spec, present, f"{file.name}: table {physical}")
         sql, params = _select(spec, physical, present, cursors if table in ESCROW_SCOPED else None)
         for batch in self.query_file_batches(file, sql, params, batch_rows, what=f"reading {physical}"):
             batch = batch.filter(pc.equal(batch.column("__witness"), 0)).drop_columns(["__witness"])
+            batch, rejected = split_rejected(batch, spec, f"{file.name}")
+            self._rejected += rejected
             if batch.num_rows:
                 yield conform(batch, spec, epoch_id if spec.per_epoch else None)
+
+    def read_orphans(self, table: str, epoch_id: int, escrows: list[str]) -> list[str]:
+        """Keys of the rows of an escrow-scoped table of one epoch whose escrow is none of `escrows` (the
+        epoch's sessions the ingest uses): rows no session claims, read by no cursor, so named here."""
+        located = self._locate(table, epoch_id)
+        if located is None or self.columns(table, epoch_id) is None:
+            return []
+        file, physical = located
+        key = " || '/' || ".join(_key_text(f't."{c}"') for c in TABLES[table].key)
+        sql = (
+            f"SELECT CAST({key} AS BLOB) AS k FROM \"{physical}\" t WHERE typeof(t.escrow_id) <> 'text' "
+            "OR t.escrow_id NOT IN (SELECT value FROM json_each(?))"
+        )
+        batches = self.query_file_batches(file, sql, (json.dumps(escrows),), what=f"checking {physical}")
+        return [k.decode("utf-8", "backslashreplace") for b in batches for k in b.column("k").to_pylist() if k]
 
     @contextmanager
     def read_many(
@@ -215,15 +323,7 @@ class SqliteStore:
                     rep.extra_columns += [f"{where}{', '.join(extra)}"] if extra else []
                 elif logical not in KNOWN_NOT_INGESTED:
                     unrecognised.append(f"{file.name}: table {name}")
-        for p in sorted(self.path.iterdir()):
-            if p.name in ("_meta.db", "accounting.db", "gateway.db", "payloads") or EPOCH_FILE.match(p.name):
-                continue
-            if p.name.endswith(("-wal", "-shm", "-journal")):
-                continue
-            if MIGRATED_FILE.match(p.name):
-                unrecognised.append(f"{p.name}: migrated to PostgreSQL (ignored)")
-            else:
-                unrecognised.append(f"{p.name}: not part of a devshard store")
+        unrecognised += [f"{name}: {why}" for name, why in self.files.items() if why is not None]
         planes = ["session storage"]
         accounting = self.path / "accounting.db"
         if accounting.exists():
@@ -263,16 +363,42 @@ class SqliteStore:
             self._tmp = None
 
 
+def _key_text(column: str) -> str:
+    """SQL: a key column as quarantine names it, whatever it holds (NULL, bytes as hex)."""
+    return (
+        f"CASE typeof({column}) WHEN 'null' THEN 'NULL' WHEN 'blob' THEN hex({column}) ELSE CAST({column} AS TEXT) END"
+    )
+
+
 def _select(spec, physical: str, present: list[str], cursors: dict[str, int] | None) -> tuple[str, tuple]:
-    """SELECT of the canonical columns that exist, behind one typed witness row."""
+    """SELECT of the canonical columns that exist, behind one typed witness row.
+
+    A SQLite column holds whatever was written to it, so each value is read only when its storage
+    class is the one the canonical type claims; otherwise it is read as NULL and `__problem` says
+    which column held what (the row is then set aside by `split_rejected`), and `__key` names it."""
     cols = [f for f in spec.schema if f.name in present]
     witness = ", ".join(f'{WITNESS[f.type]} AS "{f.name}"' for f in cols)
-    real = ", ".join(f't."{f.name}"' for f in cols)
-    sql = f'SELECT 1 AS __witness, {witness} UNION ALL SELECT 0, {real} FROM "{physical}" t'
+    checks = " || ".join(
+        f"CASE WHEN typeof(t.\"{f.name}\") NOT IN ('{STORAGE_CLASS[f.type]}', 'null') "
+        f"THEN '{f.name} holds ' || typeof(t.\"{f.name}\") || ', not {STORAGE_CLASS[f.type]}; ' ELSE '' END"
+        for f in cols
+    )
+    key = " || '/' || ".join(_key_text(f't."{c}"') for c in spec.key if c in present)
+    typed = ", ".join(
+        f'CASE WHEN typeof(t."{f.name}") = \'{STORAGE_CLASS[f.type]}\' THEN t."{f.name}" END AS "{f.name}"'
+        for f in cols
+    )
+    names = ", ".join(f'"{f.name}"' for f in cols)
+    inner = f'SELECT {checks} AS p, CAST({key} AS BLOB) AS k, {typed} FROM "{physical}" t'
     params: tuple = ()
     if cursors is not None:
-        # diffs are append-only: only nonces past the cursor; other escrow tables change in place.
-        past = " WHERE t.nonce > c.value" if spec.name == "diffs" else ""
-        sql += f" JOIN json_each(?) c ON c.key = t.escrow_id{past}"
+        # diffs are append-only: only nonces past the cursor (and any nonce that is no count: it is
+        # set aside with its reason, never skipped); other escrow tables change in place.
+        past = " WHERE t.nonce > c.value OR typeof(t.nonce) <> 'integer' OR t.nonce < 0" if spec.name == "diffs" else ""
+        inner += f" JOIN json_each(?) c ON c.key = t.escrow_id{past}"
         params = (json.dumps(cursors),)
+    sql = (
+        f"SELECT 1 AS __witness, '' AS __problem, X'' AS __key, {witness} UNION ALL "
+        f"SELECT 0, p, CASE WHEN p <> '' THEN k END, {names} FROM ({inner})"
+    )
     return sql, params

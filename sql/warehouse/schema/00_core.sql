@@ -15,6 +15,13 @@ CREATE TABLE IF NOT EXISTS quarantine (
   run_id VARCHAR NOT NULL, source_id VARCHAR NOT NULL, table_name VARCHAR NOT NULL, row_key VARCHAR NOT NULL,
   reason VARCHAR NOT NULL, PRIMARY KEY (source_id, table_name, row_key));
 
+-- The accounting identity of each run (pipeline/ingest/accounting.py): per input it read (a table of a
+-- copy, a directory's files, a log's lines), rows_read = rows_used + rows_deduplicated + rows_quarantined.
+CREATE TABLE IF NOT EXISTS ingest_accounting (
+  run_id VARCHAR NOT NULL, source_id VARCHAR NOT NULL, input VARCHAR NOT NULL, unit VARCHAR NOT NULL,
+  rows_read BIGINT NOT NULL, rows_used BIGINT NOT NULL, rows_deduplicated BIGINT NOT NULL,
+  rows_quarantined BIGINT NOT NULL, note VARCHAR, PRIMARY KEY (run_id, input));
+
 CREATE TABLE IF NOT EXISTS host_builds_t (host VARCHAR NOT NULL, build VARCHAR NOT NULL, valid_from TIMESTAMPTZ NOT NULL,
   valid_to TIMESTAMPTZ, PRIMARY KEY (host, valid_from));
 
