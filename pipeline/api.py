@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a w
 
     from pipeline.evidence import EvidenceResult
     from pipeline.evidence.spec import EvidenceSpec, Option
+    from pipeline.ingest.accounting import AccountingRow
     from pipeline.ingest.json_responses import JsonIngestSummary
     from pipeline.ingest.logs import LogIngestSummary
     from pipeline.ingest.runs import IngestSummary
@@ -186,6 +187,8 @@ class SourceReport:
 
     description: SourceDescription
     findings: dict[str, int] | None = None
+    # With a warehouse: the newest run of the source that read it, and where every row it read went.
+    accounting: tuple[str, list[AccountingRow]] | None = None
 
 
 @dataclass(frozen=True)
@@ -287,6 +290,13 @@ class Warehouse:
         from pipeline.ingest.store import source_findings
 
         return source_findings(self._con, source_id)
+
+    def source_accounting(self, source_id: str) -> tuple[str, list[AccountingRow]] | None:
+        """The newest run of a source that read it, and its accounting rows (read = used +
+        deduplicated + quarantined per input); None when no run of the source read anything."""
+        from pipeline.ingest.accounting import last_source_accounting
+
+        return last_source_accounting(self._con, source_id)
 
     def report(self, epoch: int, host: str | None = None, *, out: str | Path = "out") -> ReportWritten:
         """Write the epoch report to OUT/epoch-N/ (report.md, report.html, charts/, tables/), as
@@ -503,11 +513,12 @@ def doctor(source: str, warehouse: str | Path | None = None) -> SourceReport:
 
     store = open_store(source)
     try:
-        findings = None
+        findings, accounting = None, None
         if warehouse is not None:
             with open_warehouse(warehouse) as wh:
                 findings = wh.source_findings(store.source_id)
-        return SourceReport(store.describe(), findings)
+                accounting = wh.source_accounting(store.source_id)
+        return SourceReport(store.describe(), findings, accounting)
     finally:
         store.close()
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from pipeline.core.events import Listener
+    from pipeline.ingest.accounting import AccountingRow
     from pipeline.ingest.runs import IngestSummary
     from pipeline.sources.store.base import SourceDescription
 
@@ -98,6 +99,27 @@ def ingest_progress() -> Iterator:
         yield update
 
 
+def print_accounting(rows: list[AccountingRow], stderr: bool = True, title: str = "accounting") -> None:
+    """Where every row an ingest read went (`ingest --verbose`, `doctor --warehouse`): read = used +
+    deduplicated + quarantined per input, and what was seen and not read."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_header=True, title=f"{title}: read = used + deduplicated + quarantined")
+    for name in ("input", "read", "used", "deduplicated", "quarantined", "note"):
+        table.add_column(name, justify="left" if name in ("input", "note") else "right")
+    for r in rows:
+        table.add_row(
+            Text(f"{r.input} ({r.unit})"),
+            f"{r.read:,}",
+            f"{r.used:,}",
+            f"{r.deduplicated:,}",
+            f"{r.quarantined:,}",
+            Text(r.note or ""),
+        )
+    _console(stderr).print(table)
+
+
 def print_ingest_summary(summary: IngestSummary) -> None:
     """The rows per table and the counts of an ingest, on stderr (a summary, not data)."""
     if verbosity() < NORMAL:
@@ -123,6 +145,8 @@ def print_ingest_summary(summary: IngestSummary) -> None:
                 else ""
             )
         )
+    if verbosity() >= VERBOSE and summary.accounting:
+        print_accounting(summary.accounting)
     info(
         f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
         f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; "

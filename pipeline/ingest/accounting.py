@@ -53,6 +53,19 @@ class Tally:
         return self.read - self.used - self.deduplicated - self.quarantined
 
 
+@dataclass(frozen=True)
+class AccountingRow:
+    """One input of a run as `ingest --verbose` and `doctor` show it."""
+
+    input: str
+    unit: str
+    read: int
+    used: int
+    deduplicated: int
+    quarantined: int
+    note: str | None
+
+
 @dataclass
 class Accounting:
     """The tallies of one run, by input name."""
@@ -86,6 +99,12 @@ class Accounting:
             flagged = self.tally(name).flagged
             flagged[what] = flagged.get(what, 0) + n
 
+    def rows(self) -> list[AccountingRow]:
+        return [
+            AccountingRow(name, t.unit, t.read, t.used, t.deduplicated, t.quarantined, _note(t))
+            for name, t in sorted(self.tallies.items())
+        ]
+
     def violations(self) -> list[str]:
         return [
             f"{name}: {t.read:,} {t.unit} read, {t.used:,} used + {t.deduplicated:,} deduplicated + "
@@ -102,10 +121,7 @@ class Accounting:
 
     def record(self, con: duckdb.DuckDBPyConnection, run_id: str, source_id: str) -> None:
         """Write the tallies as `ingest_accounting` rows of the run (inside the caller's transaction)."""
-        rows = [
-            (run_id, source_id, name, t.unit, t.read, t.used, t.deduplicated, t.quarantined, _note(t))
-            for name, t in sorted(self.tallies.items())
-        ]
+        rows = [(run_id, source_id, *vars(r).values()) for r in self.rows()]
         con.execute("DELETE FROM ingest_accounting WHERE run_id = ?", [run_id])
         if rows:
             con.executemany("INSERT INTO ingest_accounting VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -113,6 +129,26 @@ class Accounting:
 
 def _note(tally: Tally) -> str | None:
     return "; ".join([*tally.notes, *(f"{n:,} {what}" for what, n in sorted(tally.flagged.items()))]) or None
+
+
+def run_accounting(con: duckdb.DuckDBPyConnection, run_id: str) -> list[AccountingRow]:
+    """The accounting rows of one run, by input."""
+    rows = con.execute(
+        "SELECT input, unit, rows_read, rows_used, rows_deduplicated, rows_quarantined, note FROM ingest_accounting "
+        "WHERE run_id = ? ORDER BY input",
+        [run_id],
+    ).fetchall()
+    return [AccountingRow(*r) for r in rows]
+
+
+def last_source_accounting(con: duckdb.DuckDBPyConnection, source_id: str) -> tuple[str, list[AccountingRow]] | None:
+    """The newest run of a source that read anything, and its accounting rows (None: no such run)."""
+    found = con.execute(
+        "SELECT r.run_id FROM ingest_runs r WHERE r.source_id = ? "
+        "AND EXISTS (SELECT 1 FROM ingest_accounting a WHERE a.run_id = r.run_id) ORDER BY r.started_at DESC LIMIT 1",
+        [source_id],
+    ).fetchall()
+    return (found[0][0], run_accounting(con, found[0][0])) if found else None
 
 
 def identity_violations(con: duckdb.DuckDBPyConnection, run_id: str | None = None) -> list[str]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 import duckdb
 
 from pipeline.core.version import pipeline_version
-from pipeline.ingest.accounting import Accounting
+from pipeline.ingest.accounting import Accounting, AccountingRow
 from pipeline.warehouse.database import live_run, transaction
 
 # Polars and pyarrow are imported where rows are written: recording a run (an ingest of an
@@ -165,6 +165,8 @@ class IngestSummary:
     copy_at: datetime | None = None
     # Told unchanged by its change markers, without reading it (pipeline/ingest/unchanged.py).
     markers_unchanged: bool = False
+    # Where every row read went, per input (the run's `ingest_accounting` rows).
+    accounting: list[AccountingRow] = field(default_factory=list)
 
 
 @contextmanager

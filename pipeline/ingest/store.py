@@ -132,6 +132,7 @@ def ingest_store(
                 rows_digest.close()
             summary.quarantined = run.quarantined
             summary.elapsed_s = time.monotonic() - started
+            summary.accounting = run.accounting.rows()
     stamp_ingest(con, store, summary)  # what lets the next ingest of an unchanged copy stop at its markers
     return summary
 
@@ -182,12 +183,15 @@ def _refused_inputs(store: SessionStore, run: IngestRun) -> list[Problem]:
             problems.append((table, key, why))
     from pipeline.sources.store.base import KNOWN_NOT_INGESTED
 
+    epochs = [*store.epochs(), None]
     for table in sorted(KNOWN_NOT_INGESTED):
-        epochs = [e for e in store.epochs() if store.columns(table, e) is not None] or (
-            [None] if store.columns(table, None) is not None else []
-        )
-        if epochs:
-            run.accounting.note("tables not read", f"{table} (no evidence uses it)")
+        if any(store.columns(table, e) is not None for e in epochs):
+            run.accounting.note("tables not read", f"{table} (no evidence uses it)", unit="tables")
+    for name, spec in TABLES.items():  # columns of the tables read that no evidence reads
+        for e in epochs if spec.per_epoch else [None]:
+            for column in store.columns(name, e) or []:
+                if column not in spec.schema.names:
+                    run.accounting.note("columns not read", f"{name}.{column}", unit="columns")
     return problems
 
 

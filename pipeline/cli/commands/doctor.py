@@ -31,10 +31,15 @@ def doctor(
     Example: gonka-evidence doctor data-samples/store
     """
     from pipeline import api
-    from pipeline.cli.console import print_description
+    from pipeline.cli.console import print_accounting, print_description, print_text
 
     found = api.doctor(source, warehouse)
     print_description(found.description, found.findings)
+    if found.accounting is not None:
+        run_id, rows = found.accounting
+        print_accounting(rows, stderr=False, title=f"accounting of its last ingest that read it ({run_id})")
+    elif warehouse is not None:
+        print_text("accounting: no ingest of this source read it into this warehouse")
 
 
 def register(app: typer.Typer) -> None:

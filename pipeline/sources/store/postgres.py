@@ -345,8 +345,15 @@ class PostgresStore:
             rep.rows_by_epoch[r["epoch_id"]] = r["n"]
         unrecognised = []
         planes = ["session storage"]
+        detached = {physical: logical for logical, physical in self.detached_partitions()}
         for name, cols in self._tables.items():
-            if name.startswith(PREFIX):
+            if name in detached:
+                n = self._query(f'SELECT count(*) AS n FROM "{name}"').column("n")[0].as_py()
+                unrecognised.append(
+                    f"table {name}: a partition detached from {PREFIX}{detached[name]}, {n:,} rows "
+                    "(the ingest quarantines them)"
+                )
+            elif name.startswith(PREFIX):
                 logical = name[len(PREFIX) :]
                 rep = reports.setdefault(name, TableReport(name, {}, cols))
                 if not rep.rows_by_epoch:

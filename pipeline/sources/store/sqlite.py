@@ -305,6 +305,11 @@ class SqliteStore:
             versions[file.name] = self.schema_version(file)
             lines[file.name] = self.release_line(file)
             epoch = next((e for e, f in self._epoch_files.items() if f == file), None)
+            others = self._query(file, "SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger')")
+            unrecognised += [
+                f"{file.name}: {r['type']} {r['name']} (a copy's views and triggers are never read)"
+                for r in others.to_pylist()
+            ]
             names = self._query(file, "SELECT name FROM sqlite_master WHERE type = 'table'").column("name").to_pylist()
             for name in names:
                 if name.startswith("sqlite_"):
