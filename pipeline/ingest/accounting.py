@@ -93,6 +93,16 @@ class Accounting:
         if text not in tally.notes:
             tally.notes.append(text)
 
+    def merge(self, other: Accounting) -> None:
+        """Add another accounting's tallies to these."""
+        for name, t in other.tallies.items():
+            mine = self.tally(name, t.unit)
+            mine.read, mine.used = mine.read + t.read, mine.used + t.used
+            mine.deduplicated, mine.quarantined = mine.deduplicated + t.deduplicated, mine.quarantined + t.quarantined
+            mine.notes += [n for n in t.notes if n not in mine.notes]
+            for what, n in t.flagged.items():
+                self.flag(name, what, n)
+
     def flag(self, name: str, what: str, n: int) -> None:
         """`n` rows of `name` that are used as read, but worth a word (e.g. diffs without transactions)."""
         if n:

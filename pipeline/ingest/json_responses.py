@@ -31,6 +31,7 @@ from pathlib import Path
 import duckdb
 import msgspec
 
+from pipeline.ingest.accounting import Accounting
 from pipeline.ingest.ledger import CounterKeyError, counter_id, parse_counter_key
 from pipeline.ingest.runs import ingest_run
 from pipeline.sources.files import FileReadError, read_regular_file
@@ -50,6 +51,7 @@ HOST_STATS = ("missed", "invalid", "cost", "required_validations", "completed_va
 INT64 = (-(2**63), 2**63 - 1)  # the warehouse's BIGINT columns
 MAX_JSON_FILE_BYTES = 256 * 2**20  # one saved response, compressed or not: far above any real one
 GZIP_MAGIC = b"\x1f\x8b"
+RECORD_TABLES = ("api_participants", "chain_participant_stats")  # a record of these is one row (per key)
 
 
 class OutOfRange(ValueError):
@@ -142,18 +144,47 @@ class _Collector:
         self.counters: dict[tuple, dict] = {}
         self.chain: dict[tuple, dict] = {}
         self.problems: list[tuple[str, str, str]] = []
+        self.accounting = Accounting()  # records: read = used + deduplicated + quarantined
 
     def walk(self, document) -> None:
         """Every record in the document, depth first in document order (an explicit stack: any depth)."""
         stack = [(document, None, "$")]
         while stack:
             node, epoch, path = stack.pop()
+            before, records = len(self.problems), self._records_read()
             try:
                 stack.extend(reversed(self._visit(node, epoch, path)))
             except OutOfRange as exc:
                 self.problems.append(("json_file", f"{self.name}:{path}", str(exc)))
             except RecursionError:  # a record too deeply nested for its `extra` column
                 self.problems.append(("json_file", f"{self.name}:{path}", "record nested too deeply"))
+            self._count_problems(self.problems[before:], records)
+
+    def _records_read(self) -> dict[str, int]:
+        return {name: self.accounting.tally(f"json {name}").read for name in RECORD_TABLES}
+
+    def _count_problems(self, problems: list[tuple[str, str, str]], records_before: dict[str, int]) -> None:
+        """A problem of a record that was read (counted by `_record`, `_chain`) quarantines that record
+        once; a counter entry's problem quarantines the entry; any other is an object read and set aside."""
+        entered = [n for n, read in self._records_read().items() if read > records_before[n]]
+        record_set_aside = False
+        for table, _, _ in problems:
+            if table == "api_counters":
+                self.accounting.quarantined("json api_counters", 1)
+            elif entered and table in (*RECORD_TABLES, "json_file"):
+                if not record_set_aside:
+                    self.accounting.quarantined(f"json {entered[0]}", 1)
+                    record_set_aside = True
+            else:
+                self.accounting.read(f"json {table}", 1)
+                self.accounting.quarantined(f"json {table}", 1)
+
+    def close(self) -> None:
+        """Count the records used (one per key: a later record of the same key replaced an earlier one)."""
+        for table, rows in zip(RECORD_TABLES, (self.participants, self.chain), strict=True):
+            self.accounting.used(f"json {table}", len(rows))
+            tally = self.accounting.tally(f"json {table}")
+            tally.deduplicated += tally.read - tally.used - tally.deduplicated - tally.quarantined
 
     def _visit(self, node, epoch: int | None, path: str) -> list[tuple]:
         """Take the node if it is a record; else the children to visit, with the epoch that applies to them."""
@@ -162,8 +193,10 @@ class _Collector:
         if not isinstance(node, dict):
             return []
         for name in ("epoch_index", "epoch_id", "epoch"):  # the nearest enclosing epoch applies below
-            if _uint(node.get(name), name) is not None:
-                epoch = _uint(node[name], name)
+            if (value := _uint(node.get(name), name)) is not None:
+                if value < 0:  # no epoch is negative: what it encloses belongs to none
+                    raise OutOfRange(f"{name} {value} is negative: the object and what it holds are not read")
+                epoch = value
                 break
         if isinstance(node.get("participant"), str) and any(
             k in node for k in ("counters", "assigned_nonces", "dispositions")
@@ -190,6 +223,7 @@ class _Collector:
 
     def _record(self, rec: dict, epoch: int | None, path: str) -> None:
         participant, model = rec["participant"], rec.get("model") or ""
+        self.accounting.read("json api_participants", 1)
         if epoch is None:
             self.problems.append(("api_participants", f"{self.name}:{path}", "accounting record without epoch_index"))
             return
@@ -230,6 +264,7 @@ class _Collector:
         }
         for k, entry in enumerate(rec.get("counters") or []):
             where = f"{self.name}:{epoch}/{participant}/{k}"
+            self.accounting.read("json api_counters", 1)
             if not isinstance(entry, dict):
                 self.problems.append(("api_counters", where, "counter entry is not an object"))
                 continue
@@ -268,8 +303,10 @@ class _Collector:
                 self.problems.append(("api_counters", where, "count: the sum is beyond 64 bits"))
                 continue
             slot["count"] += count
+            self.accounting.used("json api_counters", 1)  # summed into its counter's row
 
     def _chain(self, participant: str, epoch: int | None, kind: str, obj: dict, path: str) -> None:
+        self.accounting.read("json chain_participant_stats", 1)
         epoch = _uint(obj.get("epoch_index"), "epoch_index") if obj.get("epoch_index") is not None else epoch
         if epoch is None:
             self.problems.append(
@@ -309,10 +346,17 @@ def ingest_json_files(con: duckdb.DuckDBPyConnection, files: list[Path]) -> Json
         collector = _Collector(path.name)
         try:
             collector.walk(_document(data))
+            if not (collector.participants or collector.chain or collector.problems):
+                raise Unreadable("nothing recognisable: no accounting-API record and no chain stats in it")
         except Unreadable as exc:
             collector.problems.append(("json_file", str(path.resolve()), str(exc)))
             summary.unreadable.append(f"{path}: {exc}")
+        collector.close()
         with ingest_run(con, source_id=source_id, kind="json", display=str(path)) as run, transaction(con):
+            run.accounting.read("json files", 1, unit="files")
+            whole = any(table == "json_file" and key == str(path.resolve()) for table, key, _ in collector.problems)
+            (run.accounting.quarantined if whole else run.accounting.used)("json files", 1)
+            run.accounting.merge(collector.accounting)
             extras = {"source_id": source_id, "run_id": run.run_id}
             for epoch, participant, model in collector.participants:  # a newer response replaces the record
                 con.execute(

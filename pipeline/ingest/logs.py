@@ -23,6 +23,7 @@ full timestamps and keep ``INSERT OR IGNORE`` on their natural keys
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,9 +38,9 @@ from pipeline.core.digest import files_digest
 from pipeline.core.paths import sql_text
 from pipeline.ingest.kinds import LOG_KINDS, SourceKind, detect_kind, resolve
 from pipeline.ingest.runs import IngestRun, ingest_run, scalar
-from pipeline.sources.logs.files import LogFile, LogRecords, LogTimezone, expand
+from pipeline.sources.errors import SourceError, one_line
+from pipeline.sources.logs.files import LogFile, LogRecords, LogTimezone, expand, not_regular
 from pipeline.sources.logs.vllm import VllmBatch, VllmStream, iter_vllm_batches
-from pipeline.sources.store.base import SourceError
 from pipeline.warehouse.database import duckdb_setting, transaction
 
 VLLM_TABLES = {"spec": "log_spec_decode", "stats": "log_engine_stats", "events": "log_engine_events"}
@@ -70,6 +71,8 @@ class LogIngestSummary:
     lines: int = 0
     unparsed: int = 0  # lines no parser understood in this run (each also in quarantine)
     unrecognised: list[tuple[str, str]] = field(default_factory=list)  # (file, kind) with lines but 0 records
+    # "PATH: reason" of what was named or found and not read: empty files, FIFOs and devices in a directory
+    not_read: list[str] = field(default_factory=list)
     vllm_lines_read: dict[str, int] = field(default_factory=dict, repr=False)  # identity -> lines read in this run
     elapsed_s: float = 0.0
 
@@ -119,6 +122,7 @@ def ingest_logs(
             # A large file is one transaction; at DuckDB's default 16MB WAL threshold its commit would
             # also checkpoint mid-run. Checkpoint every 256MB of WAL instead.
             with duckdb_setting(con, "checkpoint_threshold", "256MB"):
+                _refuse_irregular(con, run, paths, summary)
                 for file in files:
                     _ingest_file(con, run, file, LOG_KINDS[kind or detect_kind(file)], job)
             run.input_digest = content.result()
@@ -135,12 +139,36 @@ def ingest_logs(
     return summary
 
 
+def _refuse_irregular(con: duckdb.DuckDBPyConnection, run: IngestRun, paths: list, summary: LogIngestSummary) -> None:
+    """What the directories named hold besides regular files: never opened, counted and quarantined."""
+    found = not_regular(paths)
+    if found:
+        run.accounting.read("log files", len(found), unit="files")
+        run.accounting.quarantined("log files", len(found))
+        summary.not_read += [f"{path}: {why}" for path, why in found]
+        with transaction(con):
+            run.quarantine([("log_file", str(path), f"{why}: not read") for path, why in found])
+
+
 def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, kind: SourceKind, job: LogJob) -> None:
     assert kind.log is not None
     ingest: FileIngester = resolve(kind.log.ingests)
-    with transaction(con):
-        lines, records, unparsed, last = ingest(con, run, file, kind, job)
+    try:
+        with transaction(con):
+            lines, records, unparsed, last = ingest(con, run, file, kind, job)
+            if not lines:  # an empty file gets a word: nothing of it could be read
+                run.quarantine([("log_file", str(file.path), "empty: no lines")])
+    except (OSError, EOFError, zlib.error) as exc:  # a gzip member with a bad CRC or cut short, a read error
+        raise SourceError(f"{file.path}: cannot read ({one_line(exc)})") from None
     summary = job.summary
+    acct = run.accounting
+    acct.read("log files", 1, unit="files")
+    (acct.used if lines else acct.quarantined)("log files", 1)
+    acct.read("log lines", lines, unit="lines")
+    acct.quarantined("log lines", unparsed)  # each in quarantine with its text
+    acct.used("log lines", lines - unparsed)  # part of a record, or a line the grammar knows and passes by
+    if not lines:
+        summary.not_read.append(f"{file.path}: empty (no lines)")
     if lines and not records:  # nothing recognised: a wrong --kind, or a file of another kind
         summary.unrecognised.append((str(file.path), kind.name))
     if last is not None:

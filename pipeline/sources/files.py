@@ -26,7 +26,7 @@ def read_regular_file(path: Path, limit: int) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise FileReadError(f"not a regular file ({_kind(info.st_mode)})")
+            raise FileReadError(f"not a regular file ({describe_mode(info.st_mode)})")
         if info.st_size > limit:
             raise FileReadError(f"larger than {limit:,} bytes ({info.st_size:,})")
         with os.fdopen(fd, "rb", closefd=False) as f:
@@ -42,7 +42,8 @@ def read_regular_file(path: Path, limit: int) -> bytes:
     return data
 
 
-def _kind(mode: int) -> str:
+def describe_mode(mode: int) -> str:
+    """What a file of this st_mode is, in words ("a FIFO", "a character device", …)."""
     for test, name in (
         (stat.S_ISDIR, "a directory"),
         (stat.S_ISFIFO, "a FIFO"),
@@ -68,7 +69,7 @@ def unusable_reason(path: Path, root: Path) -> str | None:
     except OSError as exc:
         return f"cannot be opened ({exc.strerror})"
     if not stat.S_ISREG(info.st_mode):
-        return f"not a regular file ({_kind(info.st_mode)})"
+        return f"not a regular file ({describe_mode(info.st_mode)})"
     return None
 
 
@@ -82,7 +83,7 @@ def copy_regular_file(src: Path, dst: Path) -> None:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise FileReadError(f"not a regular file ({_kind(info.st_mode)})")
+            raise FileReadError(f"not a regular file ({describe_mode(info.st_mode)})")
         left = info.st_size
         with os.fdopen(fd, "rb", closefd=False) as f, open(dst, "wb") as out:
             while left > 0 and (block := f.read(min(left, 1 << 20))):

@@ -31,7 +31,11 @@ def ingest_logs_command(
     ] = None,
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
     strict: Annotated[
-        bool, typer.Option(help="Exit 3 when lines could not be parsed or a file held nothing of its kind.")
+        bool,
+        typer.Option(
+            help="Exit 3 when lines could not be parsed, a file held nothing of its kind, "
+            "or a file was empty or no regular file."
+        ),
     ] = False,
 ) -> None:
     """Ingest vLLM logs, validator (dapi) logs, /metrics scrapes or PoC validation results of one host.
@@ -72,7 +76,9 @@ def ingest_logs_command(
         )
     if summary.unrecognised:
         out.print(f"  files with nothing recognised: {len(summary.unrecognised)}", markup=False, highlight=False)
-    if strict and (summary.unparsed or summary.unrecognised):
+    for line in summary.not_read:
+        err.print(f"warning: {line}; not read (in quarantine)", markup=False, highlight=False, soft_wrap=True)
+    if strict and (summary.unparsed or summary.unrecognised or summary.not_read):
         raise typer.Exit(EXIT_QUARANTINED)
 
 

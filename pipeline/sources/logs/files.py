@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -140,12 +141,16 @@ def line_hash(text: str) -> str:
 
 
 def expand(paths: list[Path | str]) -> list[LogFile]:
-    """Files named, and every regular non-hidden file of the directories named (sorted)."""
+    """Files named, and every regular non-hidden file of the directories named (sorted). A named path
+    that is not a regular file (a FIFO would block the read, /dev/zero never ends) is a one-line error;
+    `not_regular` names what the directories hold besides regular files."""
     files: list[LogFile] = []
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise SourceError(f"{path}: no such file or directory")
+        if not path.is_dir() and (why := _not_regular(path)) is not None:
+            raise SourceError(f"{path}: {why}: not read")
         members = (
             sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
             if path.is_dir()
@@ -157,3 +162,26 @@ def expand(paths: list[Path | str]) -> list[LogFile]:
     if not files:
         raise SourceError(f"no files in {', '.join(str(p) for p in paths)}")
     return files
+
+
+def not_regular(paths: list[Path | str]) -> list[tuple[Path, str]]:
+    """The non-hidden entries of the directories named that are neither directories nor regular files
+    (FIFOs, devices, sockets, dangling links), each with what it is: they are not read, and said so."""
+    found = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for p in sorted(path.rglob("*")):
+                if not p.name.startswith(".") and not p.is_dir() and (why := _not_regular(p)) is not None:
+                    found.append((p, why))
+    return found
+
+
+def _not_regular(path: Path) -> str | None:
+    from pipeline.sources.files import describe_mode
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot be opened ({exc.strerror})"
+    return None if stat.S_ISREG(mode) else f"not a regular file ({describe_mode(mode)})"

@@ -9,6 +9,7 @@ the warehouse view `metric_increases`.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,6 +41,7 @@ SCHEMA = pl.Schema(
     }
 )
 SERIES = re.compile(r"(?m)^(?:# (?:TYPE|HELP) )?vllm:[a-z_]+")
+MAX_TIMESTAMP_MS = 253402300799999  # 9999-12-31T23:59:59.999Z, the last time a datetime holds
 SAMPLE = re.compile(r"(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -74,6 +76,15 @@ def parse_scrape(file: LogFile) -> ParsedScrape:
             out.unparsed.append((number, f"line {number}", line[:500]))
             continue
         ts = m.group("ts")
+        # NaN, ±Inf or 1e400 (read as inf) is no gauge reading; a time past the year 9999 is no time
+        what = None
+        if not math.isfinite(value):
+            what = f"value {m.group('value')} is not a finite number"
+        elif ts and not 0 <= int(ts) <= MAX_TIMESTAMP_MS:
+            what = f"timestamp {ts[:30]} is out of range"
+        if what:
+            out.unparsed.append((number, f"line {number}", f"{line[:400]} ({what})"))
+            continue
         rows.append(
             {
                 "family": name,

@@ -1,0 +1,153 @@
+"""Logs and saved JSON that are empty, hostile or not files (issue 25, item 2): each gets a word (a
+warning and `--strict` exit 3, or a one-line error), a counted quarantine row, and the accounting
+identity holds. Run through the console script with a timeout: a hang fails the test."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+
+from pipeline.ingest.accounting import identity_violations
+
+DATA = Path(__file__).resolve().parents[2] / "data-samples"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    entry_point = Path(sys.executable).with_name("gonka-evidence")
+    return subprocess.run([str(entry_point), *args], capture_output=True, text=True, timeout=120)
+
+
+def _warehouse(path: Path) -> tuple[list[tuple], dict[str, tuple]]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        assert identity_violations(con) == []
+        bad = con.execute("SELECT table_name, row_key, reason FROM quarantine").fetchall()
+        acct = con.execute(
+            "SELECT input, rows_read, rows_used, rows_deduplicated, rows_quarantined FROM ingest_accounting"
+        ).fetchall()
+    finally:
+        con.close()
+    return bad, {r[0]: r[1:] for r in acct}
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and all(w in lines[0] for w in words), proc.stderr
+
+
+def test_a_fifo_or_dev_zero_given_to_ingest_logs_is_refused(tmp_path):
+    fifo = tmp_path / "vllm.log"
+    os.mkfifo(fifo)
+    _one_line_error(_cli("ingest-logs", str(fifo), "--host", "h", "-w", str(tmp_path / "w.duckdb")), "a FIFO")
+    _one_line_error(
+        _cli("ingest-logs", "/dev/zero", "--host", "h", "-w", str(tmp_path / "w.duckdb")), "character device"
+    )
+
+
+def test_a_fifo_inside_a_log_directory_is_named_and_counted(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "vllm.log").write_bytes((DATA / "vllm" / "vllm.log").read_bytes())
+    os.mkfifo(logs / "pipe.log")
+    wh = tmp_path / "w.duckdb"
+    proc = _cli("ingest-logs", str(logs), "--host", "h", "-w", str(wh), "--strict")
+    assert proc.returncode == 3, proc.stderr
+    assert "pipe.log: not a regular file (a FIFO)" in proc.stderr
+    bad, acct = _warehouse(wh)
+    assert [b for b in bad if b[0] == "log_file"] == [
+        ("log_file", str(logs / "pipe.log"), "not a regular file (a FIFO): not read")
+    ]
+    assert acct["log files"] == (2, 1, 0, 1)
+
+
+def test_a_gzip_log_with_a_bad_crc_is_one_line(tmp_path):
+    data = bytearray(gzip.compress((DATA / "vllm" / "vllm.log").read_bytes() * 2))
+    data[-6] ^= 0xFF  # the CRC32 in the trailer
+    bad = tmp_path / "vllm.log.gz"
+    bad.write_bytes(bytes(data))
+    _one_line_error(_cli("ingest-logs", str(bad), "--host", "h", "-w", str(tmp_path / "w.duckdb")), "CRC check failed")
+
+
+def test_an_empty_log_gets_a_word_and_strict_exits_3(tmp_path):
+    empty = tmp_path / "vllm.log"
+    empty.write_text("")
+    wh = tmp_path / "w.duckdb"
+    proc = _cli("ingest-logs", str(empty), "--host", "h", "-w", str(wh), "--kind", "vllm", "--strict")
+    assert proc.returncode == 3, proc.stderr
+    assert "empty (no lines)" in proc.stderr
+    bad, acct = _warehouse(wh)
+    assert ("log_file", str(empty), "empty: no lines") in bad
+    assert acct["log files"] == (1, 0, 0, 1)
+
+
+def test_non_finite_metrics_are_quarantined_not_stored(tmp_path):
+    scrape = tmp_path / "metrics.prom"
+    scrape.write_text(
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{model_name="m"} 2 1764720000000\n'
+        'vllm:num_requests_waiting{model_name="m"} NaN 1764720000000\n'
+        'vllm:num_requests_waiting{model_name="m"} +Inf 1764720000000\n'
+        'vllm:kv_cache_usage_perc{model_name="m"} 1e400 1764720000000\n'
+        'vllm:kv_cache_usage_perc{model_name="m"} 0.5 99999999999999999999999999999\n'
+    )
+    wh = tmp_path / "w.duckdb"
+    proc = _cli("ingest-logs", str(scrape), "--host", "h", "-w", str(wh), "--strict")
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    bad, acct = _warehouse(wh)
+    reasons = sorted(b[2] for b in bad)
+    assert sum("is not a finite number" in r for r in reasons) == 3
+    assert sum("timestamp 99999999999999999999999999999 is out of range" in r for r in reasons) == 1
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        values = [r[0] for r in con.execute("SELECT value FROM metric_samples").fetchall()]
+        assert con.execute("SELECT count(*) FROM engine_stats").fetchone()[0] >= 0  # the view still answers
+    finally:
+        con.close()
+    assert values == [2.0]
+    assert acct["log lines"] == (6, 2, 0, 4)
+
+
+def _json(tmp_path: Path, name: str, document) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_saved_json_of_a_negative_epoch_is_rejected_with_a_count(tmp_path):
+    record = {"participant": "gonka1abc", "model": "m", "assigned_nonces": 3, "counters": []}
+    path = _json(
+        tmp_path,
+        "participants.json",
+        [{"epoch_index": -4, "participants": [record]}, {"epoch_index": 5, "participants": [record]}],
+    )
+    wh = tmp_path / "w.duckdb"
+    proc = _cli("ingest-json", str(path), "-w", str(wh), "--strict")
+    assert proc.returncode == 3, proc.stderr
+    bad, acct = _warehouse(wh)
+    assert any("epoch_index -4 is negative" in b[2] for b in bad)
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        assert con.execute("SELECT epoch_id FROM api_participants").fetchall() == [(5,)]
+    finally:
+        con.close()
+    assert acct["json api_participants"] == (1, 1, 0, 0)
+    assert acct["json json_file"] == (1, 0, 0, 1)
+
+
+def test_json_with_nothing_recognisable_gets_a_word_and_strict_exits_3(tmp_path):
+    path = _json(tmp_path, "other.json", {"hello": [1, 2, {"world": True}]})
+    wh = tmp_path / "w.duckdb"
+    proc = _cli("ingest-json", str(path), "-w", str(wh), "--strict")
+    assert proc.returncode == 3, proc.stderr
+    assert "nothing recognisable" in proc.stderr
+    bad, acct = _warehouse(wh)
+    assert [b[0] for b in bad] == ["json_file"]
+    assert acct["json files"] == (1, 0, 0, 1)
