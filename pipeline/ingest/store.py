@@ -181,12 +181,12 @@ def _refused_inputs(store: SessionStore, run: IngestRun) -> list[Problem]:
             run.accounting.read(ACCOUNT_AS.get(table, table), 1)
             run.accounting.quarantined(ACCOUNT_AS.get(table, table), 1)
             problems.append((table, key, why))
-    from pipeline.sources.store.base import KNOWN_NOT_INGESTED
-
+    where: dict[tuple[str, str], list[str]] = {}
+    for table, part, why in store.tables_not_read() if hasattr(store, "tables_not_read") else []:
+        where.setdefault((table, why), []).append(part)
+    for (table, why), parts in where.items():
+        run.accounting.note("tables not read", f"{table} in {', '.join(parts)} ({why})", unit="tables")
     epochs = [*store.epochs(), None]
-    for table in sorted(KNOWN_NOT_INGESTED):
-        if any(store.columns(table, e) is not None for e in epochs):
-            run.accounting.note("tables not read", f"{table} (no evidence uses it)", unit="tables")
     for name, spec in TABLES.items():  # columns of the tables read that no evidence reads
         for e in epochs if spec.per_epoch else [None]:
             for column in store.columns(name, e) or []:
@@ -289,8 +289,8 @@ def _changed_escrows(
     sessions: pl.DataFrame, state: dict, source_id: str, diff_cursors: Callable[[], dict[str, int]]
 ) -> tuple[list[str], dict[str, int]]:
     """Escrows whose session moved past what the warehouse holds, and their diff cursors (the highest
-    stored nonce, 0 without stored diffs; `diff_cursors` gives them per stored escrow). An escrow
-    as far along as the stored one is read again when another copy (another host) stored it, so
+    stored nonce, -1 without stored diffs so that a nonce 0 is read too; `diff_cursors` gives them per
+    stored escrow). An escrow as far along as the stored one is read again when another copy (another host) stored it, so
     that the two copies' sealed rows are compared."""
     changed, cursors = [], {}
     for s in sessions.iter_rows(named=True):
@@ -306,7 +306,7 @@ def _changed_escrows(
             if same or behind:
                 continue
         changed.append(s["escrow_id"])
-        cursors[s["escrow_id"]] = int(diff_cursors().get(s["escrow_id"], 0)) if known else 0
+        cursors[s["escrow_id"]] = int(diff_cursors().get(s["escrow_id"], -1)) if known else -1
     return changed, cursors
 
 

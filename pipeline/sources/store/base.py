@@ -127,7 +127,16 @@ KNOWN_NOT_INGESTED = {
     "schema_migrations",
     "validation_credits",
     "connection_lineage",  # HA line step 15: connection tokens (docs/sources.md, migrations)
+    "storage_challenge",  # HA line step 14: the storage-identity challenge
 }
+
+
+def not_read_reason(logical: str) -> str:
+    """Why a table of a session store other than the ones read is not read."""
+    if logical in KNOWN_NOT_INGESTED:
+        return "known, no evidence uses it"
+    return "not a table of any known release line"
+
 
 # Columns we recognise and deliberately do not read (signatures, hashes, obs counters).
 KNOWN_UNREAD_COLUMNS = {

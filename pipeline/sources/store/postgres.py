@@ -39,6 +39,7 @@ from pipeline.sources.store.base import (
     TableReport,
     conform,
     describe_snapshots,
+    not_read_reason,
     one_line,
     require_columns,
     split_rejected,
@@ -193,6 +194,23 @@ class PostgresStore:
         """The rows the reads set aside since the last call (table, key, reason), each with its reason."""
         taken, self._rejected = self._rejected, []
         return taken
+
+    def tables_not_read(self) -> list[tuple[str, str, str]]:
+        """(table, "database", why) of every table of the database that no read of the ingest takes (the ledger and
+        payload planes read theirs; detached partitions are counted row by row)."""
+        detached = {physical for _, physical in self.detached_partitions()}
+        found = []
+        for name in sorted(self._tables):
+            if name in detached or name.startswith("accounting_") or name == "payload_storage":
+                continue
+            if name.startswith(PREFIX):
+                if name[len(PREFIX) :] not in TABLES:
+                    found.append((name, "database", not_read_reason(name[len(PREFIX) :])))
+            elif name.startswith("gateway_"):
+                found.append((name, "database", "the gateway's own store: no evidence reads it"))
+            else:
+                found.append((name, "database", not_read_reason(name)))
+        return found
 
     def detached_partitions(self) -> list[tuple[str, str]]:
         """(logical table, physical table) of the plain tables named like an epoch partition of a

@@ -37,6 +37,7 @@ from pipeline.sources.store.base import (
     TableReport,
     conform,
     describe_snapshots,
+    not_read_reason,
     one_line,
     require_columns,
     split_rejected,
@@ -193,6 +194,21 @@ class SqliteStore:
             (table, table),
         )
         return rows.column("name").to_pylist() or None
+
+    def tables_not_read(self) -> list[tuple[str, str, str]]:
+        """(table, file, why) of every table of the session files (`_meta.db`, epoch files) that no
+        read takes (the ledger plane reads accounting.db)."""
+        files = ([self.path / "_meta.db"] if self.files.get("_meta.db", "absent") is None else []) + list(
+            self._epoch_files.values()
+        )
+        read = {phys for _, phys in PHYSICAL.values()} | (set(TABLES) - set(PHYSICAL))
+        found = []
+        for file in files:
+            names = self._query(file, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            for name in names.column("name").to_pylist():
+                if not name.startswith("sqlite_") and name not in read:
+                    found.append((name, file.name, not_read_reason(name)))
+        return found
 
     def not_a_table(self, table: str, epoch_id: int | None) -> str | None:
         """Why a logical table that the file names is not read (a view or a virtual table), or None."""
