@@ -290,8 +290,8 @@ def _changed_escrows(
 ) -> tuple[list[str], dict[str, int]]:
     """Escrows whose session moved past what the warehouse holds, and their diff cursors (the highest
     stored nonce, -1 without stored diffs so that a nonce 0 is read too; `diff_cursors` gives them per
-    stored escrow). An escrow as far along as the stored one is read again when another copy (another host) stored it, so
-    that the two copies' sealed rows are compared."""
+    stored escrow). An escrow as far along as the stored one is read again when another copy (another
+    host) stored it, so that the two copies' sealed rows are compared."""
     changed, cursors = [], {}
     for s in sessions.iter_rows(named=True):
         known = state.get(s["escrow_id"])
@@ -361,7 +361,8 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     txs, diffs, diff_dedup, diff_bad = _settle_diffs(claims, tx_parts, diff_parts, decode_bad)
     acct.read("diffs", sum(c.height for c in claims))
     # An empty DiffContent encodes as no bytes: a diff without transactions, used as such and said.
-    acct.flag("diffs", "with an empty txs_proto (diffs without transactions)", sum(c["empty"].sum() for c in claims))
+    empty = sum(int(c["empty"].sum()) for c in claims)
+    acct.flag("diffs", "with an empty txs_proto (diffs without transactions)", empty)
     acct.quarantined("diffs", len(diff_bad))
     bad += diff_bad
     sealed_frame = _frame(_table(sealed_batches, TABLES["sealed_inferences"].schema))

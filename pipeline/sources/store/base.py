@@ -244,8 +244,8 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
     raw_keys = batch.column("__key").to_pylist() if "__key" in names else [None] * n
     problems = []
     for i in bad:
-        if raw_keys[i] is not None:
-            key = raw_keys[i].decode("utf-8", "backslashreplace")
+        if (raw := raw_keys[i]) is not None:
+            key = raw.decode("utf-8", "backslashreplace")
         else:
             values = []
             for c in table.key:
