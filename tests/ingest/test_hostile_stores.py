@@ -255,3 +255,28 @@ def test_a_detached_postgres_partition_is_counted_not_lost(tmp_path, pg_copy):
     detached = [b for b in bad if b[0] == "diffs" and "detached" in b[2]]
     assert len(detached) == n > 0
     assert acct["diffs"][3] >= n
+
+
+def test_a_postgres_column_of_another_type_sets_its_rows_aside(tmp_path, pg_copy):
+    url = pg_copy(2)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE devshard_sealed_inferences ALTER COLUMN sealed_input_tokens TYPE numeric")
+        conn.execute("ALTER TABLE devshard_sealed_inferences ALTER COLUMN sealed_model TYPE text")
+        escrow, inference = conn.execute(
+            "SELECT escrow_id, inference_id FROM devshard_sealed_inferences ORDER BY 1, 2 LIMIT 1"
+        ).fetchone()
+        conn.execute(
+            "UPDATE devshard_sealed_inferences SET sealed_input_tokens = 1e30 "
+            "WHERE escrow_id = %s AND inference_id = %s",
+            (escrow, inference),
+        )
+        total = conn.execute("SELECT count(*) FROM devshard_sealed_inferences").fetchone()[0]
+    acct, bad = _run(tmp_path, url)
+    assert [b for b in bad if b[0] == "sealed_inferences"] == [
+        (
+            "sealed_inferences",
+            f"{escrow}/{inference}",
+            "devshard_sealed_inferences: sealed_input_tokens does not fit int64",
+        )
+    ]
+    assert acct["sealed_inferences"][0] == total and acct["sealed_inferences"][3] == 1

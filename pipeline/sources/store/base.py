@@ -205,6 +205,22 @@ def _valid_utf8(column: pa.Array) -> list[bool] | None:
         return ok
 
 
+def _castable(column: pa.Array, to: pa.DataType) -> list[bool] | None:
+    """Per value, whether it casts to `to` (None: the whole column does)."""
+    try:
+        column.cast(to)
+        return None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        ok = []
+        for i in range(len(column)):
+            try:
+                column.slice(i, 1).cast(to)
+                ok.append(True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                ok.append(False)
+        return ok
+
+
 def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tuple[pa.RecordBatch, list[Problem]]:
     """The rows of a batch that are what their columns claim, and the others as problems with the reason.
 
@@ -225,6 +241,11 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
             for i, good in enumerate(ok):
                 if not good:
                     reasons[i].append(f"{f.name} is not valid UTF-8")
+    for f in table.schema:  # a column of another type (a PostgreSQL copy's own DDL) must cast value by value
+        if f.name in names and batch.column(f.name).type != f.type and (ok := _castable(batch.column(f.name), f.type)):
+            for i, good in enumerate(ok):
+                if not good:
+                    reasons[i].append(f"{f.name} does not fit {f.type}")
     for name in table.required:
         if name in names and batch.column(name).null_count:
             for i, value in enumerate(batch.column(name).is_null().to_pylist()):
