@@ -151,3 +151,31 @@ def test_json_with_nothing_recognisable_gets_a_word_and_strict_exits_3(tmp_path)
     bad, acct = _warehouse(wh)
     assert [b[0] for b in bad] == ["json_file"]
     assert acct["json files"] == (1, 0, 0, 1)
+
+
+STATS_LINE = (
+    "(APIServer pid=1) INFO {date} 08:13:50 [v1/metrics/loggers.py:236] Engine 000: Avg prompt throughput: "
+    "357.4 tokens/s, Avg generation throughput: 160.9 tokens/s, Running: 13 reqs, Waiting: 3 reqs, "
+    "GPU KV cache usage: 70.9%, Prefix cache hit rate: 57.7%\n"
+)
+
+
+def test_feb_29_under_a_non_leap_year_is_quarantined_not_moved_to_the_28th(tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text(STATS_LINE.format(date="02-28") + STATS_LINE.format(date="02-29"))
+    wh = tmp_path / "w.duckdb"
+    proc = _cli("ingest-logs", str(log), "--host", "h", "--year", "2025", "-w", str(wh), "--strict")
+    assert proc.returncode == 3, proc.stderr
+    bad, acct = _warehouse(wh)
+    assert [b[2] for b in bad] == [
+        "unparsed line 2 of vllm.log: 02-29 does not exist in 2025 (--year 2025): the record is not dated"
+    ]
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        assert con.execute("SELECT strftime(\"at\", '%m-%d') FROM log_engine_stats").fetchall() == [("02-28",)]
+    finally:
+        con.close()
+    # in a leap year the same line is read as written
+    wh2 = tmp_path / "w2.duckdb"
+    assert _cli("ingest-logs", str(log), "--host", "h", "--year", "2024", "-w", str(wh2), "--strict").returncode == 0
+    assert acct["log lines"] == (2, 1, 0, 1)

@@ -241,6 +241,8 @@ class VllmStream:
     # part, and per part [stamp of its first record, of its last record, records]
     part_starts: list[int] = field(default_factory=lambda: [1])
     parts: list[list] = field(default_factory=list)
+    # (line, why) of records whose date does not exist in the year given (02-29 under a non-leap --year)
+    impossible: list[tuple[int, str]] = field(default_factory=list)
 
     def at(self, stamp) -> datetime | None:
         if stamp is None or self.base is None:
@@ -645,8 +647,8 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
         assert chunk.env_lines is not None  # `_scan_chunk` sets it
         _track_parts(st, moved(chunk.env_lines, ("line",)))
     return _Chunk(
-        with_at(moved(chunk.spec, ("line",)), st.base, st.tz),
-        with_at(moved(chunk.stats, ("line",)), st.base, st.tz),
+        with_at(_real_days(moved(chunk.spec, ("line",)), st), st.base, st.tz),
+        with_at(_real_days(moved(chunk.stats, ("line",)), st), st.base, st.tz),
         moved(chunk.rare, ("line", "p_line")),
         chunk.env,
         chunk.first and stamp(chunk.first),
@@ -1004,11 +1006,38 @@ def _scanned(file: LogFile, chunk_bytes: int) -> Iterator[_Chunk]:
                 future.cancel()
 
 
+def _real_days(frame: pl.DataFrame, st: VllmStream) -> pl.DataFrame:
+    """Under a --year the user gave, the rows whose day exists in their year; the others (02-29 in a
+    year that is not a leap year) go to `st.impossible`, never to the 28th. A guessed year keeps
+    `_epoch_micros`' rule."""
+    if st.year is None or st.base is None or not frame.height:
+        return frame
+    years = (pl.col("rollovers").fill_null(0) + st.base).alias("year")
+    pairs = frame.select(years, "month").unique().drop_nulls().rows()
+    lengths = pl.DataFrame(
+        [(y, m, calendar.monthrange(y, m)[1]) for y, m in pairs if 1 <= m <= 12],
+        schema={"year": pl.Int64, "month": frame.schema["month"], "length": pl.Int64},
+        orient="row",
+    )
+    dated = frame.with_columns(years.cast(pl.Int64)).join(
+        lengths, on=["year", "month"], how="left", maintain_order="left"
+    )
+    bad = dated.filter(pl.col("day") > pl.col("length"))
+    if not bad.height:
+        return frame
+    st.impossible += [
+        (line, f"{month:02d}-{day:02d} does not exist in {year} (--year {st.year}): the record is not dated")
+        for line, month, day, year in bad.select("line", "month", "day", "year").rows()
+    ]
+    return frame.filter(~pl.col("line").is_in(bad["line"].implode()))
+
+
 def _finish(
     st: VllmStream, spec: pl.DataFrame | None, stats: pl.DataFrame | None, events: list, unparsed: list
 ) -> VllmBatch:
     """The chunk's frames, events and unparsed lines dated (`at`)."""
     ev = with_at(pl.DataFrame(events, schema=_EVENT_SCHEMA, orient="row"), st.base, st.tz)
+    unparsed, st.impossible = [*unparsed, *st.impossible], []
     un = pl.DataFrame(unparsed, schema=_UNPARSED_SCHEMA, orient="row")
     st.unparsed += un.height
     empty = pl.DataFrame()
