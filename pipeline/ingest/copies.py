@@ -50,6 +50,11 @@ def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> In
     if events.verbose():
         for name, n in summary.rows.items():
             events.say(f"  {name}: {n:,} rows")
+        for r in summary.accounting:
+            events.say(
+                f"  accounting {r.input}: {r.read:,} {r.unit} read = {r.used:,} used + {r.deduplicated:,} "
+                f"deduplicated + {r.quarantined:,} quarantined" + (f" ({r.note})" if r.note else "")
+            )
     events.say(
         f"ingested {summary.source_display}: {sum(summary.rows.values()):,} rows written; "
         f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "

@@ -280,3 +280,13 @@ def test_a_postgres_column_of_another_type_sets_its_rows_aside(tmp_path, pg_copy
         )
     ]
     assert acct["sealed_inferences"][0] == total and acct["sealed_inferences"][3] == 1
+
+
+def test_a_view_in_place_of_a_table_that_is_not_required_is_named(tmp_path, store):
+    db = _epoch_file(store)
+    with sqlite3.connect(db) as c:
+        c.execute("ALTER TABLE sealed_inferences RENAME TO sealed_backup")
+        c.execute("CREATE VIEW sealed_inferences AS SELECT * FROM sealed_backup")
+    _, bad = _run(tmp_path, store)
+    assert ("sealed_inferences", f"epoch {db.stem.split('_')[1]}") in {(b[0], b[1]) for b in bad}
+    assert any("sealed_inferences is a view, not a table" in b[2] for b in bad)
