@@ -1,4 +1,4 @@
-"""Nothing skipped in silence (issue 22, item 2; issue 25, item 1): every sample store, in both layouts,
+"""Nothing skipped in silence: every sample store, in both layouts,
 of every release line in data-samples/release-lines and of the generator's lines, ingested into a fresh
 warehouse: every file of the store directory and every table of every database is read or named with the
 reason, every column of a table read is read or named, and every row of a table read is counted."""

@@ -1,4 +1,4 @@
-"""Logs and saved JSON that are empty, hostile or not files (issue 25, item 2): each gets a word (a
+"""Logs and saved JSON that are empty, hostile or not files: each gets a word (a
 warning and `--strict` exit 3, or a one-line error), a counted quarantine row, and the accounting
 identity holds. Run through the console script with a timeout: a hang fails the test."""
 

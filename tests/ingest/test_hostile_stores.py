@@ -1,4 +1,4 @@
-"""Broken and hostile copies (issue 25, items 1 and 2): every row read is used, deduplicated or
+"""Broken and hostile copies: every row read is used, deduplicated or
 quarantined with its reason; the ingest never ends in a traceback, never hangs, never picks between
 rows that claim one key, and never reads what is not a regular file of the store.
 
