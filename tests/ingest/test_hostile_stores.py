@@ -235,11 +235,14 @@ def test_a_wal_symlink_to_dev_zero_is_refused_and_never_copied(tmp_path, store, 
 
 def test_a_fifo_and_an_epoch_past_64_bits_are_refused(tmp_path, store):
     os.mkfifo(store / "epoch_9.db")
+    (store / "_meta.db").unlink()
+    os.mkfifo(store / "_meta.db")
     (store / "epoch_99999999999999999999.db").write_bytes(b"")
     (store / "notes.txt").write_text("hello")
     acct, bad = _run(tmp_path, store)
     why = {b[1]: b[2] for b in bad if b[0] == "store_files"}
     assert why["epoch_9.db"].startswith("not a regular file (a FIFO)")
+    assert why["_meta.db"].startswith("not a regular file (a FIFO)")
     assert "past 64 bits" in why["epoch_99999999999999999999.db"]
     assert why["notes.txt"] == "not part of a devshard store: not read"
     assert acct["store files"][0] == len(list(store.iterdir()))

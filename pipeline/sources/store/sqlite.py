@@ -243,7 +243,7 @@ class SqliteStore:
         if table in PHYSICAL:
             where, name = PHYSICAL[table]
             file = self.path / f"{where}.db"
-            return (file, name) if file.exists() else None
+            return (file, name) if self.files.get(file.name, "absent") is None else None  # present and usable
         if epoch_id not in self._epoch_files:
             return None
         return self._epoch_files[epoch_id], table
@@ -311,7 +311,7 @@ class SqliteStore:
         return recognise(layout, [(r["id"], r["name"]) for r in steps], columns).describe()
 
     def describe(self) -> SourceDescription:
-        files = [self.path / "_meta.db"] if (self.path / "_meta.db").exists() else []
+        files = [self.path / "_meta.db"] if self.files.get("_meta.db", "absent") is None else []
         files += list(self._epoch_files.values())
         reports: dict[str, TableReport] = {}
         unrecognised: list[str] = []
