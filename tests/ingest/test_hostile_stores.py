@@ -293,3 +293,15 @@ def test_a_view_in_place_of_a_table_that_is_not_required_is_named(tmp_path, stor
     _, bad = _run(tmp_path, store)
     assert ("sealed_inferences", f"epoch {db.stem.split('_')[1]}") in {(b[0], b[1]) for b in bad}
     assert any("sealed_inferences is a view, not a table" in b[2] for b in bad)
+
+
+def test_a_cell_larger_than_the_bound_sets_its_row_aside(tmp_path, store, monkeypatch):
+    from pipeline.sources.store import sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "MAX_VALUE_BYTES", 4096)
+    db = _epoch_file(store)
+    with sqlite3.connect(db) as c:
+        escrow, nonce = c.execute("SELECT escrow_id, max(nonce) FROM diffs GROUP BY 1 ORDER BY 1 LIMIT 1").fetchone()
+        c.execute("UPDATE diffs SET txs_proto = zeroblob(5000) WHERE escrow_id = ? AND nonce = ?", (escrow, nonce))
+    acct, bad = _run(tmp_path, store)
+    assert ("diffs", f"{escrow}/{nonce}", f"{db.name}: txs_proto is larger than 4,096 bytes") in bad

@@ -56,6 +56,9 @@ WITNESS = {pa.int64(): "0", pa.string(): "''", pa.binary(): "X''", pa.bool_(): "
 # The SQLite storage class each canonical type must have (anything else is a problem row, not a cast).
 STORAGE_CLASS = {pa.int64(): "integer", pa.string(): "text", pa.binary(): "blob", pa.bool_(): "integer"}
 INT64_MAX = (1 << 63) - 1
+# The largest value read from a cell (a blob in bytes, a text in characters): far above any real diff,
+# checkpoint or JSON column; a larger one sets its row aside instead of filling memory.
+MAX_VALUE_BYTES = 64 << 20
 # Files of a store directory besides the epoch files: read by the session ingest, or by a plane ingester.
 READ_FILES = {"_meta.db": "the escrow index and cache", "accounting.db": "the accounting ledger"}
 NOT_READ_FILES = {"gateway.db": "the gateway's own store: no evidence reads it"}
@@ -391,6 +394,20 @@ def _key_text(column: str) -> str:
     )
 
 
+def _col(name: str) -> str:
+    return f't."{name}"'
+
+
+def _check(name: str, storage: str) -> str:
+    """SQL: why a cell is not read as its column claims ('' when it is): another storage class, or too large."""
+    return (
+        f"CASE WHEN typeof({_col(name)}) NOT IN ('{storage}', 'null') "
+        f"THEN '{name} holds ' || typeof({_col(name)}) || ', not {storage}; ' "
+        f"WHEN length({_col(name)}) > {MAX_VALUE_BYTES} THEN '{name} is larger than {MAX_VALUE_BYTES:,} bytes; ' "
+        "ELSE '' END"
+    )
+
+
 def _select(spec, physical: str, present: list[str], cursors: dict[str, int] | None) -> tuple[str, tuple]:
     """SELECT of the canonical columns that exist, behind one typed witness row.
 
@@ -399,14 +416,11 @@ def _select(spec, physical: str, present: list[str], cursors: dict[str, int] | N
     which column held what (the row is then set aside by `split_rejected`), and `__key` names it."""
     cols = [f for f in spec.schema if f.name in present]
     witness = ", ".join(f'{WITNESS[f.type]} AS "{f.name}"' for f in cols)
-    checks = " || ".join(
-        f"CASE WHEN typeof(t.\"{f.name}\") NOT IN ('{STORAGE_CLASS[f.type]}', 'null') "
-        f"THEN '{f.name} holds ' || typeof(t.\"{f.name}\") || ', not {STORAGE_CLASS[f.type]}; ' ELSE '' END"
-        for f in cols
-    )
+    checks = " || ".join(_check(f.name, STORAGE_CLASS[f.type]) for f in cols)
     key = " || '/' || ".join(_key_text(f't."{c}"') for c in spec.key if c in present)
     typed = ", ".join(
-        f'CASE WHEN typeof(t."{f.name}") = \'{STORAGE_CLASS[f.type]}\' THEN t."{f.name}" END AS "{f.name}"'
+        f"CASE WHEN typeof({_col(f.name)}) = '{STORAGE_CLASS[f.type]}' AND length({_col(f.name)}) <= {MAX_VALUE_BYTES} "
+        f'THEN {_col(f.name)} END AS "{f.name}"'
         for f in cols
     )
     names = ", ".join(f'"{f.name}"' for f in cols)
