@@ -181,8 +181,8 @@ def _refused_inputs(store: SessionStore, run: IngestRun) -> list[Problem]:
             run.accounting.read(ACCOUNT_AS.get(table, table), 1)
             run.accounting.quarantined(ACCOUNT_AS.get(table, table), 1)
             problems.append((table, key, why))
-    not_a_table = getattr(store, "not_a_table", None)
-    for name, spec in TABLES.items() if not_a_table is not None else []:  # views never read: named, not skipped
+    not_a_table = getattr(store, "not_a_table", lambda *_: None)
+    for name, spec in TABLES.items():  # a view in place of a table is never read: named, not skipped
         for e in [*store.epochs()] if spec.per_epoch else [None]:
             if name not in REQUIRED_PER_EPOCH and (why := not_a_table(name, e)) is not None:
                 problems.append((name, f"epoch {e}" if e is not None else "store", why))
