@@ -22,7 +22,8 @@ def doctor(
             "--warehouse",
             "-w",
             help="Also show what this warehouse found about the source "
-            "(copies that disagree, checkpoint cross-checks).",
+            "(copies that disagree, checkpoint cross-checks) and where every row its last ingest read went "
+            "(read = used + deduplicated + quarantined).",
         ),
     ] = None,
 ) -> None:

@@ -25,7 +25,9 @@ def ingest(
     """Ingest a devshard database copy (read-only) into the warehouse.
 
     Only what moved since the last ingest of the copy is read; a PostgreSQL copy whose change markers
-    are those of its last ingest is recorded without being read at all.
+    are those of its last ingest is recorded without being read at all. Every row read is used,
+    deduplicated or quarantined with its reason (the ingest checks it); --verbose shows the count per
+    table and file, and what the copy holds that is not read.
 
     Example: gonka-evidence ingest data-samples/store --warehouse warehouse.duckdb
     """
