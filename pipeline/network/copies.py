@@ -125,7 +125,9 @@ def _write_rows(lake: Lake, store, manifest: CopyManifest, writers: _Writers) ->
         if batch.num_rows == 0:
             return
         if table == "diffs":
-            digests = [hashlib.md5(b).digest() if b is not None else None for b in batch.column("txs_proto").to_pylist()]
+            digests = [
+                hashlib.md5(b).digest() if b is not None else None for b in batch.column("txs_proto").to_pylist()
+            ]
             batch = batch.append_column(DIGEST, pa.array(digests, pa.binary()))
             batch = batch.append_column(DIFF_BYTES, pc.binary_length(batch.column("txs_proto")).cast(pa.int64()))
         keys = pa.array([bucket(e) for e in batch.column("escrow_id").to_pylist()], pa.int64())

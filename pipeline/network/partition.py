@@ -162,9 +162,7 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
     # The copy holding most diffs goes first, so that most diffs are delivered by one copy; ties by label.
     manifests.sort(key=lambda m: (-_diff_rows(lake, m, epoch, bucket), m.label, m.copy_id))
     built = PartitionBuilt(epoch, bucket, fingerprint, [m.copy_id for m in manifests])
-    built.bytes_read = sum(
-        f.stat().st_size for m in manifests for t in TABLES for f in lake.files(m, t, epoch, bucket)
-    )
+    built.bytes_read = sum(f.stat().st_size for m in manifests for t in TABLES for f in lake.files(m, t, epoch, bucket))
     target = lake.warehouse_path(epoch, bucket)
     lake.tmp.mkdir(parents=True, exist_ok=True)
     tmp = lake.tmp / f"partition-{epoch}-{bucket}-{uuid.uuid4().hex}.duckdb"
@@ -199,9 +197,7 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
 
 def _dedupe(scratch, lake: Lake, manifests: list[CopyManifest], epoch: int, bucket: int, built: PartitionBuilt):
     """The `delivered` table of (escrow, nonce, rank of the copy that delivers it) and the forks found."""
-    files = [
-        (rank, str(f)) for rank, m in enumerate(manifests) for f in lake.files(m, "diffs", epoch, bucket)
-    ]
+    files = [(rank, str(f)) for rank, m in enumerate(manifests) for f in lake.files(m, "diffs", epoch, bucket)]
     scratch.execute("CREATE TABLE delivered (escrow_id VARCHAR, nonce BIGINT, rank BIGINT, digest BLOB)")
     if not files:
         return []

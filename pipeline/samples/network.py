@@ -87,9 +87,7 @@ def write_network(out_dir: Path | str, hosts: int = 4, spec: SampleSpec = NETWOR
             for row in copy.tables["diffs"]:
                 forked = _forked(row["txs_proto"])
                 if forked is not None:
-                    copy.tables["diffs"] = [
-                        {**r, "txs_proto": forked} if r is row else r for r in copy.tables["diffs"]
-                    ]
+                    copy.tables["diffs"] = [{**r, "txs_proto": forked} if r is row else r for r in copy.tables["diffs"]]
                     truth.fork = {"copy": name, "escrow_id": row["escrow_id"], "nonce": row["nonce"]}
                     break
         copy.write_sqlite(out_dir / name, ledger=False, payloads=False)
