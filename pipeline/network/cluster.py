@@ -30,7 +30,11 @@ class ClusterError(Exception):
 
 @contextmanager
 def dask_client(workers: int | None = None, scheduler: str | None = None, memory_limit: str | None = None) -> Iterator:
-    """A `distributed.Client` on a new LocalCluster, or on the cluster at `scheduler` (tcp://HOST:PORT)."""
+    """A `distributed.Client` on a new LocalCluster, or on the cluster at `scheduler` (tcp://HOST:PORT);
+    with `workers=0` and no scheduler, None: the tasks run in this process, one after another (no Dask)."""
+    if workers == 0 and not scheduler:
+        yield None
+        return
     try:
         from distributed import Client, LocalCluster
     except ImportError:
@@ -45,9 +49,9 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
         with client:
             yield client
         return
+    if workers is not None and workers < 0:
+        raise ClusterError("--workers must be 0 (this process) or more")
     n = workers or os.cpu_count() or 1
-    if n < 1:
-        raise ClusterError("--workers must be at least 1")
     with (
         LocalCluster(
             n_workers=n,
@@ -73,11 +77,19 @@ def run_tasks(
     """`fn(*args)` for each of `arguments` on the cluster, results in argument order; progress counts
     tasks done (and the bytes each read, with `bytes_of`). A task that raises stops the job with its
     error; a task whose worker died is run again by the scheduler (up to its allowed failures)."""
+    progress(name, 0, len(arguments))
+    if client is None:
+        results = []
+        for args in arguments:
+            results.append(fn(*args))
+            progress(name, 1, 0)
+            if bytes_of is not None:
+                progress("bytes read", bytes_of(results[-1]), bytes_of(results[-1]))
+        return results
     from distributed import as_completed
 
     futures = [client.submit(fn, *args, pure=False) for args in arguments]
     index = {f.key: i for i, f in enumerate(futures)}
-    progress(name, 0, len(futures))
     results: list[Any] = [None] * len(futures)
     try:
         for future in as_completed(futures):
