@@ -58,7 +58,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
             threads_per_worker=1,
             processes=True,
             memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT,
-            dashboard_address=None,
+            dashboard_address=":0",  # a free port: no clash with another cluster on this machine
             silence_logs=logging.ERROR,
         ) as cluster,
         Client(cluster) as client,

@@ -26,7 +26,7 @@ from .host_copy import HostCopy
 
 IMPORT_LINE, FULL_LINE = "snapshot-import", "ha"
 # Small on purpose (data-samples/network/ stays a few MB): three epochs of two escrows each.
-NETWORK_SPEC = SampleSpec(seed=11, epochs=(1, 2, 3), escrows_per_epoch=2, inferences_per_escrow=90)
+NETWORK_SPEC = SampleSpec(seed=11, epochs=(1, 2, 3), escrows_per_epoch=2, inferences_per_escrow=70)
 
 
 @dataclass
