@@ -78,27 +78,26 @@ def run_tasks(
     tasks done (and the bytes each read, with `bytes_of`). A task that raises stops the job with its
     error; a task whose worker died is run again by the scheduler (up to its allowed failures)."""
     progress(name, 0, len(arguments))
+    results: list[Any] = [None] * len(arguments)
+
+    def done(i: int, result: Any) -> None:
+        results[i] = result
+        progress(name, 1, 0)
+        if bytes_of is not None:
+            n = bytes_of(result)
+            progress("bytes read", n, n)
+
     if client is None:
-        results = []
-        for args in arguments:
-            results.append(fn(*args))
-            progress(name, 1, 0)
-            if bytes_of is not None:
-                progress("bytes read", bytes_of(results[-1]), bytes_of(results[-1]))
+        for i, args in enumerate(arguments):
+            done(i, fn(*args))
         return results
     from distributed import as_completed
 
     futures = [client.submit(fn, *args, pure=False) for args in arguments]
     index = {f.key: i for i, f in enumerate(futures)}
-    results: list[Any] = [None] * len(futures)
     try:
         for future in as_completed(futures):
-            result = future.result()
-            results[index[future.key]] = result
-            progress(name, 1, 0)
-            if bytes_of is not None:
-                n = bytes_of(result)
-                progress("bytes read", n, n)
+            done(index[future.key], future.result())
     finally:
         for future in futures:
             future.release()

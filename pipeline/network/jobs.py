@@ -112,7 +112,9 @@ def network_evidence(
     lake = Lake(lake_dir)
     window = Window.parse(epoch)
     partitions = [(e, b) for e, b in lake.partitions() if epoch is None or e == epoch]
-    stale = [(e, b) for e, b in partitions if (lake.partition_info(e, b) or {}).get("fingerprint") != lake.fingerprint(e, b)]
+    stale = [
+        (e, b) for e, b in partitions if (lake.partition_info(e, b) or {}).get("fingerprint") != lake.fingerprint(e, b)
+    ]
     if stale:
         raise LakeError(
             f"{lake.root}: {len(stale)} partition(s) not built from the copies now in the lake "

@@ -105,7 +105,9 @@ def funnel(rows: pl.DataFrame, successes: str, n: str, prefix: str) -> tuple[pl.
 
 
 def executors_reduce(frames: list[pl.DataFrame], params: NetworkParams) -> EvidenceResult:
-    counts = pl.concat(frames) if frames else pl.DataFrame(schema={"executor": pl.String, **dict.fromkeys(COUNTS, pl.Int64)})
+    counts = (
+        pl.concat(frames) if frames else pl.DataFrame(schema={"executor": pl.String, **dict.fromkeys(COUNTS, pl.Int64)})
+    )
     rows = (
         counts.group_by("executor")
         .agg(*(pl.col(c).sum().cast(pl.Int64) for c in COUNTS))
@@ -171,7 +173,7 @@ def funnel_chart(result: EvidenceResult) -> dict | None:
     if rows.height == 0:
         return None
     pooled = result.stats["funnel_rate"]["pooled_rate"]
-    top = int(rows["answers"].max() or 1)
+    top = max(rows["answers"].to_list())
     grid = pl.DataFrame({"n": list(range(1, top + 1))})
     limits = pl.DataFrame(
         [(n, *wilson_interval(round(pooled * n), n)) for n in grid["n"].to_list()],
@@ -205,15 +207,19 @@ def concentration_partial(con: duckdb.DuckDBPyConnection, params: NetworkParams)
 
 
 def concentration_reduce(frames: list[pl.DataFrame], params: NetworkParams) -> EvidenceResult:
-    slots = pl.concat(frames) if frames else pl.DataFrame(
-        schema={
-            "epoch_id": pl.Int64,
-            "escrow_id": pl.String,
-            "group_size": pl.Int64,
-            "vote_threshold": pl.Int64,
-            "address": pl.String,
-            "slots": pl.Int64,
-        }
+    slots = (
+        pl.concat(frames)
+        if frames
+        else pl.DataFrame(
+            schema={
+                "epoch_id": pl.Int64,
+                "escrow_id": pl.String,
+                "group_size": pl.Int64,
+                "vote_threshold": pl.Int64,
+                "address": pl.String,
+                "slots": pl.Int64,
+            }
+        )
     )
     # An address decides a vote alone when its weight exceeds the threshold (accept_weight > vote_threshold);
     # it blocks one when the other slots together cannot exceed it.
@@ -241,7 +247,9 @@ def concentration_reduce(frames: list[pl.DataFrame], params: NetworkParams) -> E
     for key, count in (("one_address_decides", decided), ("one_address_blocks", blocked)):
         low, high = wilson_interval(count, n) if n else (None, None)
         stats[key] = {"escrows": count, "share": count / n if n else None, "ci_low": low, "ci_high": high}
-    stats["interval"] = interval_stat("escrows with such an address / escrows (stats only)", columns=("ci_low", "ci_high"))
+    stats["interval"] = interval_stat(
+        "escrows with such an address / escrows (stats only)", columns=("ci_low", "ci_high")
+    )
     return EvidenceResult(
         evidence="concentration",
         title=f"Slots held per address in the pooled escrows ({params.window.describe()})",
