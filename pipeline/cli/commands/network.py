@@ -101,18 +101,21 @@ def network_evidence(
     Example: gonka-evidence network evidence executors --lake lake --epoch 3
     """
     from pipeline import api
+    from pipeline.cli.console import ingest_progress
 
-    result = api.network_evidence(
-        name,
-        lake,
-        host=host,
-        epoch=epoch,
-        control=control,
-        by_escrow=by_escrow,
-        workers=workers,
-        scheduler=scheduler,
-        command=reproducing_command(ctx),
-    )
+    with ingest_progress() as progress:
+        result = api.network_evidence(
+            name,
+            lake,
+            host=host,
+            epoch=epoch,
+            control=control,
+            by_escrow=by_escrow,
+            workers=workers,
+            scheduler=scheduler,
+            command=reproducing_command(ctx),
+            progress=progress,
+        )
     if chart is not None:
         if result.chart is None:
             raise typer.BadParameter(f"{name} has no chart", param_hint="--chart")
