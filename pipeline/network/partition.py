@@ -81,6 +81,9 @@ class LakeCopyStore:
         # Unique per copy (two copies may be directories of the same name).
         self.source_id = f"{manifest.source_id}#{manifest.copy_id[:8]}"
         self.path = lake.root / "_no_planes"  # no ledger, no payloads: the lake holds session storage only
+        # What the partition's ingest records as its input: the copy's digest, known before reading
+        # (so the ingest does not hash the rows again).
+        self.input_digest = manifest.input_digest
         self._scratch = scratch
 
     def epochs(self) -> list[int]:
