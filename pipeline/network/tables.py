@@ -92,7 +92,7 @@ def funnel(rows: pl.DataFrame, successes: str, n: str, prefix: str) -> tuple[pl.
     )
     low, high = wilson_interval(total_s, total_n) if total_n else (None, None)
     stat = {
-        "test": "binomial exact per executor against the pooled rate",
+        "method": "exact binomial test per executor against the pooled rate",
         "alternative": "two-sided",
         "pooled_rate": pooled if total_n else None,
         "pooled_ci": [low, high],
