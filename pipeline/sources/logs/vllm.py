@@ -1023,7 +1023,11 @@ def _finish(
     st.unparsed += un.height
     empty = pl.DataFrame()
     return VllmBatch(
-        spec if spec is not None else empty, stats if stats is not None else empty, ev, un, startup if startup is not None else empty
+        spec if spec is not None else empty,
+        stats if stats is not None else empty,
+        ev,
+        un,
+        startup if startup is not None else empty,
     )
 
 
