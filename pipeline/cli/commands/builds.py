@@ -42,7 +42,8 @@ def builds(
     Example: gonka-evidence builds data-samples/builds.toml
     """
     from pipeline import api
-    from pipeline.cli.console import info, out as console, warning
+    from pipeline.cli.console import info, warning
+    from pipeline.cli.console import out as console
 
     action = file if file in ACTIONS else "load"
     path = toml if file in ACTIONS else file
