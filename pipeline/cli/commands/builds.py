@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import WarehouseOpt, user_errors
+from pipeline.cli.conventions import WarehouseOpt, prints_data, user_errors
 from pipeline.core.paths import DEFAULT_WAREHOUSE
 
 ORDER = 20
@@ -16,6 +16,7 @@ ACTIONS = ("load", "infer", "check")
 
 
 @user_errors
+@prints_data
 def builds(
     file: Annotated[
         str,
@@ -43,7 +44,6 @@ def builds(
     """
     from pipeline import api
     from pipeline.cli.console import info, warning
-    from pipeline.cli.console import out as console
 
     action = file if file in ACTIONS else "load"
     path = toml if file in ACTIONS else file
@@ -56,7 +56,7 @@ def builds(
             raise typer.BadParameter(f"`builds infer` takes no file (got {toml}); --out FILE writes the proposal")
         text = api.infer_builds(host, out, warehouse)
         if out is None:
-            console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+            typer.echo(text, nl=False)
         else:
             info(f"proposed builds.toml written to {out}")
         return
@@ -65,7 +65,7 @@ def builds(
         for note in result.notes:
             info(note)
         for line in result.contradictions:
-            console.print(line, markup=False, highlight=False, soft_wrap=True)
+            typer.echo(line)
         if not result.ok:
             raise typer.Exit(1)
         info(f"{path or 'the loaded build timeline'}: consistent with the vLLM logs")
