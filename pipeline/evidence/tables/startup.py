@@ -18,7 +18,9 @@ COLUMNS = (
     Column("cycles", "start cycles (engine_cycles) that began in the window"),
     Column("ready_cycles", "cycles that reached `Application startup complete.`"),
     Column("vllm_versions", "the vLLM versions the cycles' start lines state"),
-    Column("fingerprints", "the cycles' config fingerprints (engine_cycles): more than one = the build's config changed"),
+    Column(
+        "fingerprints", "the cycles' config fingerprints (engine_cycles): more than one = the build's config changed"
+    ),
     *column_group(
         "time_to_ready_median_s",
         "time_to_ready_max_s",
