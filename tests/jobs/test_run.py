@@ -60,7 +60,14 @@ def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tm
     _place_copy(tmp_path, timeline, 4)
     second = run_job(cfg, None)
     assert (second.written, second.rewritten, second.published) == ([3], [], True)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["epoch-1", "epoch-2", "epoch-3"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "epoch-1",
+        "epoch-2",
+        "epoch-3",
+        "index-charts",
+        "index.html",
+        "index.md",
+    ]
     assert "closed at 2026-10-26T00:20:09Z (all escrows settled)" in (tmp_path / "out/epoch-3/report.md").read_text()
 
     files, warehouse_state = _snapshot(tmp_path), wh.stat()
@@ -193,7 +200,7 @@ def test_the_bundled_run_reports_the_samples_and_their_vllm_log(tmp_path):
     assert ": 1 files, " in logs and "log_spec_decode " in logs and "log_engine_events " in logs
     raw, fix, v1 = "V2 + DSpark, raw_logprobs", "V2 + DSpark, processed_logprobs, vLLM fix", "V1, no DSpark"
     epoch3 = (tmp_path / "out" / "epoch-3" / "report.md").read_text()
-    assert "_Skipped" not in epoch3.split("## 8.", 1)[1].split("## 11.", 1)[0]
+    assert "_Skipped" not in epoch3.split("## 8.", 1)[1].split("## 12.", 1)[0]
     acceptance = _section_rows(epoch3, "Speculative-decoding acceptance")
     assert list(acceptance) == [raw, fix] and all(int(r[2]) > 0 for r in acceptance.values())  # windows
     assert list(_section_rows(epoch3, "Engine throughput")) == [raw, fix]
