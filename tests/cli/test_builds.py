@@ -4,7 +4,6 @@ with one line per contradiction)."""
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

@@ -36,9 +36,12 @@ def builds(
     out: Annotated[Path | None, typer.Option("--out", help="infer: write the proposal here (default: stdout).")] = None,
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:
-    """Replace the host build timeline with the entries of FILE; `builds infer` proposes a builds.toml from
-    the start cycles of the vLLM logs (engine_cycles); `builds check [FILE]` names each place where FILE (or the
-    loaded timeline) contradicts them, one line each, and exits 1 when there is one.
+    """Load, propose (infer) or check the host build timeline.
+
+    `builds FILE` (or `builds load FILE`) replaces the timeline with the entries of FILE; `builds infer`
+    proposes a builds.toml from the start cycles of the vLLM logs (engine_cycles), on stdout unless --out;
+    `builds check [FILE]` names each place where FILE (or the loaded timeline) contradicts those cycles, one
+    line each, and exits 1 when there is one.
 
     Example: gonka-evidence builds data-samples/builds.toml
     """

@@ -159,11 +159,11 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
     hs = sorted(headlines, key=lambda h: h["epoch"])
     epochs = [h["epoch"] for h in hs]
     xscale = alt.Scale(domain=[min(epochs) - 0.5, max(epochs) + 0.5])
-    x = alt.X("epoch:Q", title="epoch", scale=xscale, axis=alt.Axis(tickMinStep=1, format="d"))
+    x = alt.X("epoch:Q", title="epoch", scale=xscale, axis=alt.Axis(values=epochs, format="d"))
     spans = pl.DataFrame(build_spans(hs)) if any(h["builds"] for h in hs) else None
 
-    def with_builds(chart: alt.Chart, title: str) -> dict:
-        layers = [chart]
+    def with_builds(chart: alt.Chart | alt.LayerChart | alt.FacetChart, title: str) -> dict:
+        layers: list[alt.Chart | alt.LayerChart | alt.FacetChart] = [chart]
         if spans is not None:
             data = spans.with_columns(x0=pl.col("first") - 0.45, x1=pl.col("last") + 0.45)
             band = (
