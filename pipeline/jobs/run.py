@@ -460,7 +460,6 @@ def write_index_if_due(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: 
     except OSError as exc:
         raise RunError(f"{cfg.output / 'index.html'}: cannot write the index ({exc.strerror or exc})") from None
     outcome.index = path
-    events.say(f"index: {path} ({len(stored)} epochs)")
 
 
 def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
@@ -471,6 +470,8 @@ def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
         events.say(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)} in {cfg.output}")
     if not outcome.written and not outcome.rewritten and cfg.host:
         events.say("reports: nothing new")
+    if outcome.index is not None:
+        events.say(f"index of every closed epoch: {outcome.index}")
     if outcome.closure is not None:
         for line in open_epoch_lines(outcome.closure, cfg.finality_lag):
             events.say(line)
