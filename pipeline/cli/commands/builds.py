@@ -22,9 +22,9 @@ def builds(
         str,
         typer.Argument(
             metavar="[load|infer|check] FILE.toml",
-            help="builds.toml with [[builds]] host, label, since entries (to load; `load FILE` says the same); "
-            "or `infer` (a proposed builds.toml from the logs) or `check [FILE]` (FILE, default the loaded "
-            "timeline, against the logs).",
+            help="[[builds]] host, label, since entries: the builds.toml to load (`load FILE` says the same); "
+            "or `infer` (propose one from the logs) or `check [FILE]` (FILE, default the loaded timeline, against "
+            "the logs).",
         ),
     ],
     toml: Annotated[

@@ -90,6 +90,7 @@ _STARTUP = (
     (re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"), ("init_engine_s",)),
     (re.compile(r"PoC stopped: (\d+) nonces in ([\d.]+) min"), ("poc_nonces", "poc_minutes")),
 )
+MAX_ARGS_CHARS = 65536  # a longer "dict" is no argument list vLLM printed (and not worth evaluating)
 FACT_SCHEMA = {"line": pl.Int64, "part": pl.String, "key": pl.String, "value": pl.String}
 
 
@@ -167,7 +168,9 @@ def _spec_fields(value: str) -> list[tuple[str, str]]:
 
 
 def _arg_facts(text: str) -> list[tuple[str, str, str]]:
-    """The `non-default args: {…}` dict (a Python repr); an unreadable one states nothing."""
+    """The `non-default args: {…}` dict (a Python repr); an unreadable or outsized one states nothing."""
+    if len(text) > MAX_ARGS_CHARS:
+        return []
     try:
         args = ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, MemoryError, RecursionError):
