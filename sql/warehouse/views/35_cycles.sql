@@ -13,12 +13,20 @@ WITH s AS (
   FROM engine_cycle_starts c
   WINDOW w AS (PARTITION BY c.host, c.file_id ORDER BY c.line)
 ),
--- the API server prints its version and non-default args (parts server, args) just before the engine's
--- start line: they belong to the cycle they precede; every other line to the cycle it follows
-before AS (
-  SELECT f.*, nx.line AS cycle_line
+-- the API server prints its version and non-default args (parts server, args) before the engine's start
+-- line: they belong to the cycle of the next engine start line (whichever line the cycle rule starts the
+-- cycle at, that start's cycle is the latest cycle start at or before it); every other line belongs to the
+-- cycle it follows
+next_start AS (
+  SELECT f.*, st.line AS start_line
   FROM (SELECT * FROM log_start_facts WHERE part IN ('server', 'args')) f
-  ASOF JOIN engine_cycle_starts nx ON nx.host = f.host AND nx.file_id = f.file_id AND f.line < nx.line
+  ASOF JOIN (SELECT host, file_id, line FROM log_engine_events WHERE kind = 'start') st
+    ON st.host = f.host AND st.file_id = f.file_id AND f.line < st.line
+),
+before AS (
+  SELECT f.* EXCLUDE (start_line), pv.line AS cycle_line
+  FROM next_start f
+  ASOF JOIN engine_cycle_starts pv ON pv.host = f.host AND pv.file_id = f.file_id AND f.start_line >= pv.line
 ),
 after AS (
   SELECT f.*, pv.line AS cycle_line
