@@ -337,29 +337,36 @@ def render_index_html(host: str, headlines: list[dict], svgs: dict[str, str]) ->
 
 
 def write_index(host: str, headlines: list[dict], out_dir: Path) -> Path:
-    """Write OUT/index.md, index.html and index-charts/ (SVG and PNG of each trend chart), each file
-    replaced whole."""
+    """Write OUT/index.md, index.html and index-charts/ (SVG and PNG of each trend chart, headlines.json):
+    everything is written beside its place first and renamed into it, so a failure (a full disk, Ctrl-C)
+    leaves the previous index whole and no temporary file behind."""
     import vl_convert as vlc
 
     out_dir.mkdir(parents=True, exist_ok=True)
     specs = charts(headlines) if headlines else {}
-    staging = out_dir / f".index-charts.tmp-{os.getpid()}"
+    pid = os.getpid()
+    staging = out_dir / f".index-charts.tmp-{pid}"
+    pages = {name: out_dir / f".{name}.tmp-{pid}" for name in ("index.md", "index.html")}
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    svgs = {}
-    for stem, spec in specs.items():
-        svgs[stem] = vlc.vegalite_to_svg(spec)
-        (staging / f"{stem}.svg").write_text(svgs[stem])
-        (staging / f"{stem}.png").write_bytes(vlc.vegalite_to_png(spec, scale=2))
-    (staging / "headlines.json").write_text(json.dumps(sorted(headlines, key=lambda h: h["epoch"]), indent=1) + "\n")
+    try:
+        staging.mkdir()
+        svgs = {}
+        for stem, spec in specs.items():
+            svgs[stem] = vlc.vegalite_to_svg(spec)
+            (staging / f"{stem}.svg").write_text(svgs[stem])
+            (staging / f"{stem}.png").write_bytes(vlc.vegalite_to_png(spec, scale=2))
+        ordered = sorted(headlines, key=lambda h: h["epoch"])
+        (staging / "headlines.json").write_text(json.dumps(ordered, indent=1) + "\n")
+        pages["index.md"].write_text(render_index_markdown(host, headlines, list(specs)))
+        pages["index.html"].write_text(render_index_html(host, headlines, svgs))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for tmp in pages.values():
+            tmp.unlink(missing_ok=True)
+        raise
     final = out_dir / "index-charts"
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
-    for name, text in (
-        ("index.md", render_index_markdown(host, headlines, list(specs))),
-        ("index.html", render_index_html(host, headlines, svgs)),
-    ):
-        tmp = out_dir / f".{name}.tmp-{os.getpid()}"
-        tmp.write_text(text)
+    for name, tmp in pages.items():
         tmp.replace(out_dir / name)
     return out_dir / "index.html"
