@@ -557,7 +557,13 @@ def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
     assert f"removed {copy}: left by an interrupted run" in second.output
     assert "new reports: epoch 2, epoch 3" in second.output  # the copy of epoch 4 holds epochs 2-4
     assert sorted(p.name for p in wh.parent.iterdir()) == ["warehouse.duckdb"]  # no copy, no lock, no WAL
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["epoch-2", "epoch-3"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "epoch-2",
+        "epoch-3",
+        "index-charts",
+        "index.html",
+        "index.md",
+    ]
 
 
 BOX_DRAWING = set("─━│┃┌┐└┘├┤┬┴┼╇╈┡┩")
@@ -611,7 +617,8 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
     assert "(finality_lag 100d)" in expected_open[0] and "no escrow settled yet" in expected_open[1]
     assert [line for line in first if line.startswith("open: ")] == expected_open
     assert first[-1] == "warehouse: updated"
-    assert len(first) <= 7 and not any(line.startswith(("|", "###")) for line in first)  # no evidence tables
+    assert f"index of every closed epoch: {tmp_path / 'out' / 'index.html'}" in first
+    assert len(first) <= 8 and not any(line.startswith(("|", "###")) for line in first)  # no evidence tables
 
     _place_copy(tmp_path, timeline, 4)
     assert f"new reports: epoch 3 in {tmp_path / 'out'}" in run()
