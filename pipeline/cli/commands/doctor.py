@@ -22,7 +22,8 @@ def doctor(
             "--warehouse",
             "-w",
             help="Also show what this warehouse found about the source "
-            "(copies that disagree, checkpoint cross-checks) and where every row its last ingest read went "
+            "(copies that disagree, checkpoint cross-checks), whether its build timeline contradicts its "
+            "vLLM logs (builds check), and where every row its last ingest read went "
             "(read = used + deduplicated + quarantined).",
         ),
     ] = None,
@@ -36,6 +37,13 @@ def doctor(
 
     found = api.doctor(source, warehouse)
     print_description(found.description, found.findings)
+    if found.builds is not None:  # the warehouse's build timeline against its vLLM logs
+        from pipeline.cli.console import out
+
+        verdict = "consistent with the vLLM logs" if found.builds.ok else "contradicts the vLLM logs"
+        out.print(f"build timeline: {verdict}", markup=False, highlight=False)
+        for line in found.builds.contradictions:
+            out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     if found.accounting is not None:
         run_id, rows = found.accounting
         print_accounting(rows, stderr=False, title=f"accounting of its last ingest that read it ({run_id})")
