@@ -69,10 +69,14 @@ def _check_sqlite_store(store: Path, warehouse: Path) -> None:
         assert acct.get(table, (0,))[0] == n, table
 
 
-SQLITE_SAMPLES = [DATA / "store", *sorted((DATA / "release-lines").glob("*/store"))]
+SQLITE_SAMPLES = [
+    DATA / "store",
+    *sorted((DATA / "release-lines").glob("*/store")),
+    *sorted(p for p in (DATA / "network").glob("*") if (p / "_meta.db").exists()),
+]
 
 
-@pytest.mark.parametrize("store", SQLITE_SAMPLES, ids=lambda p: p.parent.name if p.name == "store" else p.name)
+@pytest.mark.parametrize("store", SQLITE_SAMPLES, ids=lambda p: str(p.relative_to(DATA)))
 def test_every_file_table_column_and_row_of_a_bundled_sample_store_is_accounted_for(tmp_path, store):
     _check_sqlite_store(store, tmp_path / "w.duckdb")
 
