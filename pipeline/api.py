@@ -27,10 +27,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pipeline.core.events import Listener, Progress, listening
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.output.query_format import DEFAULT_TIMEOUT_S as QUERY_TIMEOUT_S
+from pipeline.output.query_format import MAX_TIMEOUT_S as MAX_QUERY_TIMEOUT_S
 from pipeline.output.query_format import QueryFormat, terminal_width
 
 if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a warehouse opens
@@ -45,6 +47,7 @@ if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a w
     from pipeline.jobs.run import RunOutcome
     from pipeline.output.bundle import FileCheck
     from pipeline.output.query import NamedQuery, RenderedQuery
+    from pipeline.output.safety import OutputGuard
     from pipeline.sources.store.base import SourceDescription
 
 __all__ = [
@@ -52,6 +55,8 @@ __all__ = [
     "BundleWritten",
     "Evidence",
     "Listener",
+    "MAX_QUERY_TIMEOUT_S",
+    "QUERY_TIMEOUT_S",
     "QueryFormat",
     "ReportWritten",
     "SourceReport",
@@ -282,6 +287,45 @@ class Warehouse:
 
         return render_query(self._con, sql, params, fmt, vertical=vertical, width=width)
 
+    def write_query(
+        self,
+        sql: str,
+        params: dict[str, Any],
+        fmt: QueryFormat,
+        *,
+        output: str | Path | None = None,
+        sink: BinaryIO | None = None,
+        vertical: bool = False,
+        width: int | None = None,
+        max_rows: int | None = None,
+        timeout_s: float | None = None,
+    ) -> RenderedQuery:
+        """`sql` written as the `query` command writes it, streamed as DuckDB hands the rows over: to the
+        file `output` (whole or not at all; never the warehouse, a source or inside one) or to `sink`.
+        `max_rows` 0 means every row, None the default (10,000 for the table format, else every row);
+        `timeout_s` None is the default limit (`QUERY_TIMEOUT_S`), 0 none."""
+        from pipeline.output.query import stream_query
+        from pipeline.output.safety import output_file
+
+        limit = QUERY_TIMEOUT_S if timeout_s is None else timeout_s
+        if output is None:
+            if sink is None:
+                raise ValueError("write_query needs an output file or a sink")
+            return stream_query(
+                self._con, sql, params, fmt, sink, vertical=vertical, width=width, max_rows=max_rows, timeout_s=limit
+            )
+        self.guard().check(Path(output), "--output")
+        with output_file(Path(output)) as file:
+            return stream_query(
+                self._con, sql, params, fmt, file, vertical=vertical, width=width, max_rows=max_rows, timeout_s=limit
+            )
+
+    def guard(self) -> OutputGuard:
+        """The paths no output may overwrite: this warehouse and every file source ingested into it."""
+        from pipeline.output.safety import OutputGuard
+
+        return OutputGuard.of(self._con, self.path)
+
     def source_findings(self, source_id: str) -> dict[str, int]:
         """What the warehouse found about a source (copies that disagree, checkpoint cross-checks)."""
         from pipeline.ingest.store import source_findings
@@ -297,6 +341,7 @@ class Warehouse:
         cfg = load_config(self._config)
         host = _report_host(host or self._host, self._config)
         out = Path(out)
+        self.guard().check(out / f"epoch-{epoch}", "--out")
         built = build_epoch_report(
             self._con,
             epoch,
@@ -321,6 +366,7 @@ class Warehouse:
         from pipeline.output.bundle import build_bundle, write_bundle
 
         request = _bundle_request(self.path, self._named, self._config, host or self.host, epoch, since, until)
+        self.guard().check(Path(out), "--out")
         files = build_bundle(self._con, request)
         return BundleWritten(write_bundle(files, Path(out)), sorted(files))
 
@@ -659,6 +705,10 @@ def __getattr__(name: str) -> Any:
         from pipeline.output.query import QueryError
 
         return QueryError
+    if name == "OutputError":
+        from pipeline.output.safety import OutputError
+
+        return OutputError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -668,10 +718,20 @@ def user_errors() -> tuple[type[Exception], ...]:
     been raised otherwise): importing it loads every evidence table and the statistics libraries."""
     import sys
 
+    from pipeline.core.env import EnvError
     from pipeline.ingest.builds import BuildsError
     from pipeline.output.query import QueryError
+    from pipeline.output.safety import OutputError
     from pipeline.sources.errors import SourceError
     from pipeline.warehouse.database import WarehouseError
 
     evidence = sys.modules.get("pipeline.evidence.window")
-    return (SourceError, WarehouseError, QueryError, BuildsError, *([evidence.EvidenceError] if evidence else []))
+    return (
+        SourceError,
+        WarehouseError,
+        QueryError,
+        BuildsError,
+        EnvError,
+        OutputError,
+        *([evidence.EvidenceError] if evidence else []),
+    )

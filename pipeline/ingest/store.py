@@ -15,7 +15,6 @@ along (higher `latest_nonce`) wins; diffs are immutable and deduplicated on
 from __future__ import annotations
 
 import functools
-import os
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -25,6 +24,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
+from pipeline.core.env import env_int, env_size
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
 from pipeline.ingest.planes import PLANE_INGESTERS
@@ -34,7 +34,7 @@ from pipeline.sources.store.base import TABLES, SessionStore
 from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
 
 # Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
-CHUNK_NONCES = int(os.environ.get("GONKA_EVIDENCE_CHUNK_NONCES", "100000"))
+CHUNK_NONCES = env_int("GONKA_EVIDENCE_CHUNK_NONCES", 100_000, 1, 10**9, "diffs per chunk")
 KNOWN_SESSION_STATUS = {"active", "settled"}
 KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
 REQUIRED_PER_EPOCH = ("sessions", "diffs")
@@ -42,7 +42,7 @@ REQUIRED_PER_EPOCH = ("sessions", "diffs")
 # so with the general 1GB limit an ingest's RSS grew with the warehouse (2M copy: 280 MB of
 # cached blocks at the end, peak 1.21 GiB vs 0.99 at 500k). A chunk's statements touch one chunk
 # of rows, so a small pool costs nothing (measured: 2M ingest 95 -> 82 s, peak 0.90 GiB at both sizes).
-INGEST_DUCKDB_MEMORY = os.environ.get("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
+INGEST_DUCKDB_MEMORY = env_size("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 # What a chunk reads, in this order (the diffs first: decoding them is the long part).
 CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
 
