@@ -194,9 +194,9 @@ def reproducing_command(ctx: typer.Context | None = None) -> str:
     variables are not set."""
     import shlex
 
-    from pipeline.core.secrets import scrub
+    from pipeline.core.secrets import redact_url
 
-    args = [scrub(a) for a in sys.argv[1:]]
+    args = [redact_url(a) for a in sys.argv[1:]]
     for name in ("host", "warehouse"):
         source = ctx.get_parameter_source(name) if ctx is not None else None
         if ctx is not None and source is not None and source.name == "ENVIRONMENT":
