@@ -119,11 +119,12 @@ def open_warehouse(
     ``GONKA_EVIDENCE_WAREHOUSE``, else the config's warehouse (`config`, else gonka-evidence.toml
     here), else ./warehouse.duckdb. `host` is the default host of `evidence`, `report` and `bundle`;
     without it, ``GONKA_EVIDENCE_HOST``, else the config's host, looked up when first needed."""
-    from pipeline.warehouse.database import open_for_write, open_sandboxed
+    from pipeline.warehouse.database import disk_errors, open_for_write, open_sandboxed
 
     config = Path(config) if config is not None else None
     resolved, named = _resolve(path, config)
-    con = open_for_write(resolved) if write else open_sandboxed(resolved)
+    with disk_errors(resolved):
+        con = open_for_write(resolved) if write else open_sandboxed(resolved)
     return Warehouse(resolved, con, host, config, named=named, write=write)
 
 
@@ -386,8 +387,10 @@ class Warehouse:
         directory): only what moved since its last ingest. `progress(table, advance, total)` is called
         as rows are read."""
         from pipeline.ingest.copies import ingest_source
+        from pipeline.warehouse.database import disk_errors
 
-        return ingest_source(self._writer(), source, label=label, progress=progress)
+        with disk_errors(self.path):
+            return ingest_source(self._writer(), source, label=label, progress=progress)
 
     def ingest_logs(
         self,
@@ -401,22 +404,28 @@ class Warehouse:
         """Ingest vLLM logs, validator logs, /metrics scrapes or PoC results of one host (`kind`
         None: detected per file)."""
         from pipeline.ingest.logs import ingest_logs
+        from pipeline.warehouse.database import disk_errors
 
-        return ingest_logs(self._writer(), list(files), host=host, kind=kind, year=year, timezone=timezone)
+        with disk_errors(self.path):
+            return ingest_logs(self._writer(), list(files), host=host, kind=kind, year=year, timezone=timezone)
 
     def ingest_json(self, files: Iterable[str | Path]) -> JsonIngestSummary:
         """Ingest saved accounting-API and chain REST JSON responses."""
         from pipeline.ingest.json_responses import ingest_json_files
+        from pipeline.warehouse.database import disk_errors
 
-        return ingest_json_files(self._writer(), [Path(f) for f in files])
+        with disk_errors(self.path):
+            return ingest_json_files(self._writer(), [Path(f) for f in files])
 
     def load_builds(self, file: str | Path) -> BuildsLoaded:
         """Replace the host build timeline with the entries of a builds.toml."""
         from pipeline.ingest.builds import load_builds
+        from pipeline.warehouse.database import disk_errors
 
         warnings: list[str] = []
         with listening(Listener(warning=warnings.append)):
-            n = load_builds(self._writer(), Path(file))
+            with disk_errors(self.path):
+                n = load_builds(self._writer(), Path(file))
         return BuildsLoaded(Path(file), n, warnings)
 
     def _writer(self) -> duckdb.DuckDBPyConnection:
@@ -501,6 +510,7 @@ def ingest(
     """`gonka-evidence ingest`: ingest a copy into the warehouse, opened for writing once the source
     has answered (a source that cannot be read leaves no new warehouse behind)."""
     from pipeline.ingest.copies import ingest_source
+    from pipeline.warehouse.database import disk_errors
 
     opened: list[Warehouse] = []
 
@@ -510,7 +520,8 @@ def ingest(
         return opened[0]._con
 
     try:
-        return ingest_source(connection, source, label=label, progress=progress)
+        with disk_errors(_resolve(warehouse, None)[0]):
+            return ingest_source(connection, source, label=label, progress=progress)
     finally:
         for wh in opened:
             wh.close()

@@ -26,6 +26,10 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; 3 rows quarantined with --strict."
 )
 
+# The largest epoch number (and any other count) the warehouse can hold: DuckDB's BIGINT. A larger one
+# on the command line is a usage error, not an overflow deep inside a query.
+MAX_BIGINT = 2**63 - 1
+
 WarehouseOpt = Annotated[
     Path, typer.Option("--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE")
 ]

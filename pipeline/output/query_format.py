@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
 
+from pipeline.core.sqlnames import quote_ident
+
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
@@ -158,17 +160,13 @@ def _nested_leaves_sql(expr: str, dtype, depth: int = 0) -> str | None:
     if all(r is None for r in rewritten):
         return None
     packed = ", ".join(
-        f"{_sql_ident(name)} := {r or field}" for (name, field), r in zip(fields, rewritten, strict=True)
+        f"{quote_ident(name)} := {r or field}" for (name, field), r in zip(fields, rewritten, strict=True)
     )
     return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({packed}) END"
 
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
-
-
-def _sql_ident(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
 
 
 # Rows fetched from DuckDB at a time: the result streams to the output, never whole in Python.

@@ -7,6 +7,7 @@ transaction, so every write unit here is an explicit BEGIN … COMMIT (an ingest
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import shutil
 import tempfile
@@ -31,6 +32,25 @@ MEMORY_ENV, DEFAULT_MEMORY_LIMIT = "GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB"
 
 class WarehouseError(Exception):
     """A warehouse that cannot be opened as asked; one-line message."""
+
+
+# What a write that the file system refuses raises: DuckDB's own I/O and commit errors (a full disk
+# fails the commit's WAL write), the fatal error that invalidates the database after one, and the
+# file system's errors for the files Python itself writes.
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG}
+
+
+@contextmanager
+def disk_errors(path: Path | str) -> Iterator[None]:
+    """A write to the warehouse at `path` that the disk refuses ends as a one-line WarehouseError."""
+    try:
+        yield
+    except (duckdb.IOException, duckdb.TransactionException, duckdb.FatalException) as exc:
+        raise WarehouseError(f"{path}: cannot write the warehouse ({str(exc).splitlines()[0]})") from None
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRNOS:
+            raise
+        raise WarehouseError(f"{exc.filename or path}: cannot write ({exc.strerror or exc})") from None
 
 
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:

@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.core.paths import sql_text
+from pipeline.core.sqlnames import quote_ident
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
     ESCROW_SCOPED,
@@ -293,7 +294,9 @@ class PostgresStore:
                 logical = name[len(PREFIX) :]
                 rep = reports.setdefault(name, TableReport(name, {}, cols))
                 if not rep.rows_by_epoch:
-                    rep.rows_by_epoch[None] = self._query(f'SELECT count(*) AS n FROM "{name}"').column("n")[0].as_py()
+                    rep.rows_by_epoch[None] = (
+                        self._query(f"SELECT count(*) AS n FROM {quote_ident(name)}").column("n")[0].as_py()
+                    )
                 if logical in TABLES:
                     canon = TABLES[logical].schema.names
                     rep.missing_columns = [c for c in canon if c not in cols]

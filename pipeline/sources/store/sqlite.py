@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.core.sqlnames import quote_ident
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
     ESCROW_SCOPED,
@@ -202,7 +203,7 @@ class SqliteStore:
                 if name.startswith("sqlite_"):
                     continue
                 cols = self._physical_columns(file, name) or []
-                count = self._query(file, f'SELECT count(*) AS n FROM "{name}"').column("n")[0].as_py()
+                count = self._query(file, f"SELECT count(*) AS n FROM {quote_ident(name)}").column("n")[0].as_py()
                 logical = next((t for t, (_, phys) in PHYSICAL.items() if phys == name), name)
                 rep = reports.setdefault(name, TableReport(name, {}, cols))
                 rep.rows_by_epoch[epoch] = count
