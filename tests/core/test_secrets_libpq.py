@@ -14,7 +14,7 @@ from psycopg.conninfo import conninfo_to_dict
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
-from pipeline.core.secrets import CREDENTIAL_KEYS, libpq_url, redact_url, scrub, secret_values
+from pipeline.core.secrets import CREDENTIAL_KEYS, libpq_url, redact_url, scrub
 
 runner = CliRunner()
 
