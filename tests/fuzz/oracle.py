@@ -118,8 +118,8 @@ def pg_digest(url: str) -> str:
     return digest.hexdigest()
 
 
-# --- the accounting identity (issue 25, item 1) -----------------------------------------------------------
-ACCOUNTING_TABLE = "ingest_accounting"  # /work/plan/accounting.md: one row per ingest run and input
+# --- the accounting identity -----------------------------------------------------------
+ACCOUNTING_TABLE = "ingest_accounting"  # one row per ingest run and input
 
 
 def accounting_violations(warehouse: Path) -> list[str]:

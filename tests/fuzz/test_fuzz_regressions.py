@@ -1,5 +1,5 @@
 """Cases the fuzzer found, kept as explicit tests. Those whose fix belongs to the store readers
-(typed reading of untyped stores, issue 25 item 2, branch `accounting`) are strict xfails here: they
+(typed reading of untyped stores, branch `accounting`) are strict xfails here: they
 pass once that branch is merged, and the strict mark then fails until it is removed. The cases that
 pass already take seconds each: they run in the heavy tier."""
 
