@@ -186,6 +186,8 @@ class SourceReport:
 
     description: SourceDescription
     findings: dict[str, int] | None = None
+    # With a warehouse: one line per escrow of the source whose diff log is partial or whose copies disagree.
+    escrow_lines: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -287,6 +289,12 @@ class Warehouse:
         from pipeline.ingest.store import source_findings
 
         return source_findings(self._con, source_id)
+
+    def escrow_findings(self, source_id: str) -> list[dict[str, Any]]:
+        """Escrows of a source whose diff log no copy held whole, or whose copies disagree."""
+        from pipeline.ingest.coverage import source_escrow_findings
+
+        return source_escrow_findings(self._con, source_id)
 
     def report(self, epoch: int, host: str | None = None, *, out: str | Path = "out") -> ReportWritten:
         """Write the epoch report to OUT/epoch-N/ (report.md, report.html, charts/, tables/), as
@@ -503,11 +511,14 @@ def doctor(source: str, warehouse: str | Path | None = None) -> SourceReport:
 
     store = open_store(source)
     try:
-        findings = None
+        findings, lines = None, []
         if warehouse is not None:
+            from pipeline.output.render.text import escrow_finding_lines
+
             with open_warehouse(warehouse) as wh:
                 findings = wh.source_findings(store.source_id)
-        return SourceReport(store.describe(), findings)
+                lines = escrow_finding_lines(wh.escrow_findings(store.source_id))
+        return SourceReport(store.describe(), findings, lines)
     finally:
         store.close()
 

@@ -87,8 +87,6 @@ def refresh_escrow_coverage(con: duckdb.DuckDBPyConnection, escrow_ids: list[str
         con.unregister("coverage_escrows")
 
 
-def coverage_findings(con: duckdb.DuckDBPyConnection, epoch: int | None = None) -> pl.DataFrame:
-    """Escrows whose diff log is partial (nonces no copy held) or whose copies disagree, of one epoch
-    or all: epoch_id, escrow_id, latest_nonce, missing_nonces, missing_ranges, forked_nonces,
-    conflicting_seals, complete, conflicted."""
-    return fetch_frame(con, sql_text("warehouse/coverage/findings.sql"), {"epoch": epoch})
+def source_escrow_findings(con: duckdb.DuckDBPyConnection, source_id: str) -> list[dict]:
+    """Escrows `source_id` gave whose diff log is partial or whose copies disagree (`doctor --warehouse`)."""
+    return fetch_frame(con, sql_text("warehouse/coverage/source_escrows.sql"), {"source_id": source_id}).to_dicts()

@@ -22,7 +22,7 @@ def doctor(
             "--warehouse",
             "-w",
             help="Also show what this warehouse found about the source "
-            "(copies that disagree, checkpoint cross-checks).",
+            "(copies that disagree, escrows with a partial diff log, checkpoint cross-checks).",
         ),
     ] = None,
 ) -> None:
@@ -34,7 +34,7 @@ def doctor(
     from pipeline.cli.console import print_description
 
     found = api.doctor(source, warehouse)
-    print_description(found.description, found.findings)
+    print_description(found.description, found.findings, found.escrow_lines)
 
 
 def register(app: typer.Typer) -> None:
