@@ -17,6 +17,8 @@ copies disagree; the provenance footer and `doctor` name partial and conflicted 
 
 from __future__ import annotations
 
+import hashlib
+
 import duckdb
 import polars as pl
 import pyarrow as pa
@@ -36,15 +38,20 @@ def own_cursors(con: duckdb.DuckDBPyConnection, source_id: str) -> dict[str, int
     return dict(con.execute(sql_text("warehouse/coverage/own_cursors.sql"), {"source_id": source_id}).fetchall())
 
 
-def digests(con: duckdb.DuckDBPyConnection, batch: pa.RecordBatch) -> pa.Table:
-    """(escrow_id, nonce, digest) of a batch of canonical diffs: the sha256 of txs_proto, in DuckDB."""
-    con.register("diff_batch", batch)
-    try:
-        return con.sql(
-            "SELECT escrow_id, nonce, sha256(coalesce(txs_proto, ''::BLOB)) AS digest FROM diff_batch"
-        ).to_arrow_table()
-    finally:
-        con.unregister("diff_batch")
+def digests(batch: pa.RecordBatch) -> pa.Table:
+    """(escrow_id, nonce, digest) of a batch of canonical diffs: the sha256 of txs_proto, hex. The
+    columns are copies: nothing here keeps the source's batch (and its reader's buffers) alive."""
+    every = pa.array(range(batch.num_rows), pa.int64())
+    return pa.table(
+        {
+            "escrow_id": batch.column("escrow_id").take(every),
+            "nonce": batch.column("nonce").take(every),
+            "digest": pa.array(
+                [hashlib.sha256(blob or b"").hexdigest() for blob in batch.column("txs_proto").to_pylist()],
+                pa.string(),
+            ),
+        }
+    )
 
 
 def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.Table) -> int:

@@ -217,7 +217,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     # store has one) while the diffs are decoded.
     with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
         for batch in streams[0]:
-            digest_parts.append(digests(con, batch))  # every diff the copy holds, decoded or not
+            digest_parts.append(digests(batch))  # every diff the copy holds, decoded or not
             decoded = decode_diffs(batch)
             tx_parts.append(decoded.txs)
             diff_parts.append(decoded.diffs)
