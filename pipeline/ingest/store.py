@@ -29,8 +29,8 @@ import pyarrow as pa
 from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
-from pipeline.ingest.planes import PLANE_INGESTERS
 from pipeline.ingest.coverage import digests, own_cursors, record_copy_diffs, refresh_escrow_coverage
+from pipeline.ingest.planes import PLANE_INGESTERS
 from pipeline.ingest.runs import IngestRun, IngestSummary, ingest_run, scalar
 from pipeline.ingest.unchanged import stamp_ingest
 from pipeline.sources.store.base import TABLES, SessionStore

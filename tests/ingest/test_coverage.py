@@ -184,8 +184,9 @@ def test_a_fork_is_quarantined_with_both_versions_whatever_the_order(tmp_path, c
         assert versions["source_id"].to_list() == ["sqlite:forked", "sqlite:full"]
         assert versions["digest"].n_unique() == 2 and versions["replayed"].sum() == 1
         quarantined = frame(
-            wh, "SELECT source_id, reason FROM quarantine WHERE table_name = 'diffs' AND row_key = '3100/" + str(nonce)
-            + "' ORDER BY source_id"
+            wh,
+            f"SELECT source_id, reason FROM quarantine WHERE table_name = 'diffs' AND row_key = '3100/{nonce}' "
+            "ORDER BY source_id",
         )
         assert quarantined["source_id"].to_list() == ["sqlite:forked", "sqlite:full"]
         for source, digest in zip(versions["source_id"], versions["digest"], strict=True):
@@ -195,12 +196,10 @@ def test_a_fork_is_quarantined_with_both_versions_whatever_the_order(tmp_path, c
         assert conflicted.rows() == [("3100", 1)]
         # The replay uses the version whose digest sorts first: its verdict is the one in the log.
         replayed_source = versions.filter(pl.col("replayed"))["source_id"][0]
-        verdict = frame(wh, f"SELECT valid FROM txs WHERE escrow_id = '3100' AND nonce = {nonce} AND kind = 'validation'")
+        verdict_sql = f"SELECT valid FROM txs WHERE escrow_id = '3100' AND nonce = {nonce} AND kind = 'validation'"
         one_copy = tmp_path / f"only-{replayed_source.split(':')[1]}-{len(got)}.duckdb"
         ingest(one_copy, paths[replayed_source.split(":")[1]])
-        expected = frame(
-            one_copy, f"SELECT valid FROM txs WHERE escrow_id = '3100' AND nonce = {nonce} AND kind = 'validation'"
-        )
+        verdict, expected = frame(wh, verdict_sql), frame(one_copy, verdict_sql)
         assert_frame_equal(verdict, expected)
         got[order] = views(wh)
     assert_views_equal(got[("full", "forked")], got[("forked", "full")])
@@ -211,7 +210,8 @@ def test_sealed_rows_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, 
     shutil.copytree(copies["full"], other)
     with sqlite3.connect(other / "epoch_3.db") as db:
         inference_id = db.execute(
-            "SELECT min(inference_id) FROM sealed_inferences WHERE escrow_id = '3101' AND sealed_nonce > 0 AND obs_present"
+            "SELECT min(inference_id) FROM sealed_inferences "
+            "WHERE escrow_id = '3101' AND sealed_nonce > 0 AND obs_present"
         ).fetchone()[0]
         db.execute(
             "UPDATE sealed_inferences SET sealed_actual_cost = sealed_actual_cost + 1 "
@@ -225,8 +225,9 @@ def test_sealed_rows_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, 
         assert frame(wh, "SELECT escrow_id, conflicting_seals FROM escrows WHERE conflicted").rows() == [("3101", 1)]
         got[order] = views(wh)
         got[order]["sealed_conflicts"] = frame(
-            wh, "SELECT escrow_id, inference_id, field, stored, copy, stored_source_id, copy_source_id "
-            "FROM raw_sealed_conflicts ORDER BY ALL"
+            wh,
+            "SELECT escrow_id, inference_id, field, stored, copy, stored_source_id, copy_source_id "
+            "FROM raw_sealed_conflicts ORDER BY ALL",
         )
     assert_views_equal(got[("full", "other")], got[("other", "full")])
     assert_frame_equal(got[("full", "other")]["sealed_conflicts"], got[("other", "full")]["sealed_conflicts"])
