@@ -264,3 +264,18 @@ def test_postgres_and_sqlite_copies_fill_each_other_in_either_order(tmp_path, pg
         assert (row["held_ranges"], row["complete"]) == (f"1-{row['latest_nonce']}", True)
         got.append(views(wh))
     assert_views_equal(got[0], got[1])
+
+
+def test_a_warehouse_from_before_coverage_gets_its_ranges_and_reingests_nothing(tmp_path, copies):
+    """A warehouse whose diffs were stored before coverage was kept: opening it derives each source's
+    ranges from the runs that wrote its diffs, so re-ingesting the copy reads no escrow again."""
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, copies["full"])
+    expected = frame(wh, "SELECT * FROM escrow_coverage ORDER BY ALL")
+    con = open_for_write(wh)
+    con.execute("DELETE FROM raw_diff_coverage")
+    con.execute("DELETE FROM warehouse_meta WHERE key = 'schema_digest'")  # as after an upgrade: the scripts run
+    con.close()
+    assert_frame_equal(frame(wh, "SELECT * FROM escrow_coverage ORDER BY ALL"), expected)
+    again = ingest(wh, copies["full"])
+    assert (again.escrows_changed, again.rows) == (0, {})

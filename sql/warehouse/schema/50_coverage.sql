@@ -32,3 +32,14 @@ CREATE TABLE IF NOT EXISTS d_escrow_coverage (
   escrow_id VARCHAR PRIMARY KEY, latest_nonce BIGINT, held_nonces BIGINT, held_ranges VARCHAR,
   missing_nonces BIGINT, missing_ranges VARCHAR, complete BOOLEAN, forked_nonces BIGINT,
   conflicting_seals BIGINT, conflicted BOOLEAN);
+
+-- A warehouse written before coverage was kept: each stored diff counts for the source of the run that
+-- wrote it, so that the next ingest of that source reads only what is new (once, while the table is empty).
+INSERT INTO raw_diff_coverage BY NAME (
+  WITH held AS (
+    SELECT d.escrow_id, r.source_id, d.nonce,
+           d.nonce - row_number() OVER (PARTITION BY d.escrow_id, r.source_id ORDER BY d.nonce) AS island
+    FROM raw_diffs d JOIN ingest_runs r USING (run_id)
+    WHERE NOT EXISTS (SELECT 1 FROM raw_diff_coverage)
+  )
+  SELECT escrow_id, source_id, min(nonce) AS lo, max(nonce) AS hi FROM held GROUP BY escrow_id, source_id, island);
