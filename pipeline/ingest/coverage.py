@@ -27,6 +27,10 @@ from pipeline.core.paths import sql_text
 from pipeline.ingest.runs import IngestRun
 from pipeline.warehouse.database import fetch_frame
 
+SIGNATURE_REASON = (
+    "copies disagree on this host signature: this copy holds sha256:{digest} (query raw_signature_forks for every "
+    "version and copy)"
+)
 FORK_REASON = (
     "copies disagree on this diff's bytes: this copy holds sha256:{digest}; the replay uses the version whose "
     "sha256 sorts first (query diff_forks for every version and copy)"
@@ -80,6 +84,49 @@ def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.T
         )
         con.execute(sql_text("warehouse/coverage/merge_ranges.sql"))
         con.unregister("new_held")
+    return int(forks.filter(pl.col("source_id") == run.source_id).height)
+
+
+def signature_digests(batch: pa.RecordBatch) -> pa.Table:
+    """(epoch_id, escrow_id, nonce, slot_id, digest) of a batch of canonical signatures rows."""
+    every = pa.array(range(batch.num_rows), pa.int64())
+    return pa.table(
+        {name: batch.column(name).take(every) for name in ("epoch_id", "escrow_id", "nonce", "slot_id")}
+        | {"digest": pa.array([hashlib.sha256(sig or b"").hexdigest() for sig in batch.column("sig").to_pylist()])}
+    )
+
+
+def record_copy_signatures(con: duckdb.DuckDBPyConnection, run: IngestRun, signatures: pa.Table) -> int:
+    """Inside the chunk's transaction: compare this copy's host signatures with the stored ones (a
+    difference is recorded with both versions and quarantined under each source) and keep per
+    (escrow, nonce, slot) the one whose digest sorts first. Returns this copy's disagreeing signatures."""
+    if not signatures.num_rows:
+        return 0
+    params = {"source_id": run.source_id, "run_id": run.run_id}
+    con.register("new_signatures", signatures)
+    try:
+        forks = fetch_frame(con, sql_text("warehouse/coverage/signature_forks.sql"), params)
+        if forks.height:
+            con.register("new_forks", forks.to_arrow())
+            con.execute("INSERT OR IGNORE INTO raw_signature_forks BY NAME (SELECT * FROM new_forks)")
+            con.unregister("new_forks")
+            run.quarantine(
+                forks.select(
+                    "source_id",
+                    table_name=pl.lit("signatures"),
+                    row_key=pl.concat_str(
+                        "escrow_id",
+                        pl.lit("/"),
+                        pl.col("nonce").cast(pl.String),
+                        pl.lit("/"),
+                        pl.col("slot_id").cast(pl.String),
+                    ),
+                    reason=pl.col("digest").map_elements(lambda d: SIGNATURE_REASON.format(digest=d[:16]), pl.String),
+                )
+            )
+        con.execute(sql_text("warehouse/coverage/upsert_signatures.sql"), {"source_id": run.source_id})
+    finally:
+        con.unregister("new_signatures")
     return int(forks.filter(pl.col("source_id") == run.source_id).height)
 
 

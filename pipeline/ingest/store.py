@@ -29,7 +29,14 @@ import pyarrow as pa
 from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
-from pipeline.ingest.coverage import digests, own_cursors, record_copy_diffs, refresh_escrow_coverage
+from pipeline.ingest.coverage import (
+    digests,
+    own_cursors,
+    record_copy_diffs,
+    record_copy_signatures,
+    refresh_escrow_coverage,
+    signature_digests,
+)
 from pipeline.ingest.planes import PLANE_INGESTERS
 from pipeline.ingest.runs import IngestRun, IngestSummary, ingest_run, scalar
 from pipeline.ingest.unchanged import stamp_ingest
@@ -47,7 +54,14 @@ REQUIRED_PER_EPOCH = ("sessions", "diffs")
 # of rows, so a small pool costs nothing (measured: 2M ingest 95 -> 82 s, peak 0.90 GiB at both sizes).
 INGEST_DUCKDB_MEMORY = os.environ.get("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 # What a chunk reads, in this order (the diffs first: decoding them is the long part).
-CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
+CHUNK_TABLES = (
+    "diffs",
+    "sealed_inferences",
+    "inference_validation_obs",
+    "sealed_validation_obs",
+    "snapshots",
+    "signatures",  # only compared between copies (pipeline/ingest/coverage.py)
+)
 
 
 def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pl.DataFrame) -> None:
@@ -213,6 +227,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     sealed_batches: list[pa.RecordBatch] = []
     obs: list[pa.RecordBatch] = []
     snapshot_batches: list[pa.RecordBatch] = []
+    signature_parts: list[pa.Table] = []
     # The sealed and obs rows stream in (on a second connection of the same snapshot, where the
     # store has one) while the diffs are decoded.
     with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
@@ -225,6 +240,9 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
         for table, stream in zip(CHUNK_TABLES[1:], streams[1:], strict=True):
             for batch in stream:
+                if table == "signatures":
+                    signature_parts.append(signature_digests(batch))
+                    continue
                 {"sealed_inferences": sealed_batches, "snapshots": snapshot_batches}.get(table, obs).append(batch)
                 progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
     txs = pa.concat_tables(tx_parts) if tx_parts else None
@@ -263,6 +281,8 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
         if obs:
             _register(con, "new_obs", pa.Table.from_batches(obs))
             con.execute(sql_text("warehouse/ingest/insert_obs.sql"))
+        if signature_parts:
+            summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
         derived = derive_escrows(con, escrow_ids)
         refresh_escrow_coverage(con, escrow_ids)
         bad += derived.quarantined

@@ -3,7 +3,7 @@
 -- inference started in [$since, $until), or all (every bound NULL). For footers and `doctor`.
 -- params: $epoch, $since, $until
 SELECT s.epoch_id, c.escrow_id, c.latest_nonce, c.missing_nonces, c.missing_ranges, c.forked_nonces,
-       c.conflicting_seals, c.complete, c.conflicted
+       c.conflicting_seals, coalesce(c.conflicting_signatures, 0) AS conflicting_signatures, c.complete, c.conflicted
 FROM d_escrow_coverage c JOIN raw_sessions s USING (escrow_id)
 WHERE (NOT c.complete OR c.conflicted)
   AND ($epoch IS NULL OR s.epoch_id = $epoch)

@@ -279,3 +279,36 @@ def test_a_warehouse_from_before_coverage_gets_its_ranges_and_reingests_nothing(
     assert_frame_equal(frame(wh, "SELECT * FROM escrow_coverage ORDER BY ALL"), expected)
     again = ingest(wh, copies["full"])
     assert (again.escrows_changed, again.rows) == (0, {})
+
+
+def test_signatures_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, copies):
+    other = tmp_path / "other"
+    shutil.copytree(copies["full"], other)
+    with sqlite3.connect(other / "epoch_3.db") as db:
+        nonce, slot = db.execute(
+            "SELECT nonce, min(slot_id) FROM signatures WHERE escrow_id = '3100' GROUP BY nonce"
+        ).fetchone()
+        db.execute(
+            "UPDATE signatures SET sig = x'00' || sig WHERE escrow_id = '3100' AND nonce = ? AND slot_id = ?",
+            [nonce, slot],
+        )
+    got = {}
+    for order in (("full", "other"), ("other", "full")):
+        wh = tmp_path / f"{'-'.join(order)}.duckdb"
+        summaries = [ingest(wh, {"full": copies["full"], "other": other}[name]) for name in order]
+        assert [s.signature_forks for s in summaries] == [0, 1]
+        conflicted = frame(wh, "SELECT escrow_id, conflicting_signatures, forked_nonces FROM escrows WHERE conflicted")
+        assert conflicted.rows() == [("3100", 1, 0)]
+        quarantined = frame(
+            wh,
+            f"SELECT source_id FROM quarantine WHERE table_name = 'signatures' AND row_key = '3100/{nonce}/{slot}' "
+            "ORDER BY source_id",
+        )
+        assert quarantined["source_id"].to_list() == ["sqlite:full", "sqlite:other"]
+        got[order] = every_view(wh) | {
+            "kept": frame(wh, "SELECT escrow_id, nonce, slot_id, digest FROM raw_signature_digests ORDER BY ALL"),
+            "forks": frame(
+                wh, "SELECT escrow_id, nonce, slot_id, source_id, digest FROM raw_signature_forks ORDER BY ALL"
+            ),
+        }
+    assert_every_view_equal(got[("full", "other")], got[("other", "full")])

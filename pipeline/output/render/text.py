@@ -308,9 +308,9 @@ def escrow_finding_lines(findings: list[dict[str, Any]]) -> list[str]:
             )
         if f["conflicted"]:
             lines.append(
-                f"conflicted: {where}: copies disagree on {f['forked_nonces']:,} diffs and "
-                f"{f['conflicting_seals']:,} sealed rows; the replay uses each forked diff's version whose "
-                "sha256 sorts first (query diff_forks)"
+                f"conflicted: {where}: copies disagree on {f['forked_nonces']:,} diffs, "
+                f"{f['conflicting_seals']:,} sealed rows and {f.get('conflicting_signatures') or 0:,} signatures; "
+                "the replay uses each forked diff's version whose sha256 sorts first (query diff_forks)"
             )
     return lines
 

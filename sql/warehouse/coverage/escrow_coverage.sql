@@ -1,6 +1,6 @@
 -- What the warehouse holds of each escrow's diff log (all copies together), for the escrows in
 -- coverage_escrows: held ranges, the nonces of 1 .. latest_nonce (the furthest copy's session) that
--- no copy held, and the conflicts between copies (forked diffs, conflicting real seals).
+-- no copy held, and the conflicts between copies (forked diffs, conflicting real seals and signatures).
 CREATE OR REPLACE TEMP TABLE coverage_rows AS
 WITH bounds AS (
   SELECT s.escrow_id, coalesce(s.latest_nonce, 0) AS latest_nonce
@@ -35,6 +35,10 @@ forks AS (
   SELECT escrow_id, count(DISTINCT nonce) AS n FROM raw_diff_forks JOIN coverage_escrows USING (escrow_id)
   GROUP BY escrow_id
 ),
+signatures AS (
+  SELECT escrow_id, count(DISTINCT (nonce, slot_id)) AS n FROM raw_signature_forks JOIN coverage_escrows USING (escrow_id)
+  GROUP BY escrow_id
+),
 seals AS (
   SELECT escrow_id, count(DISTINCT inference_id) AS n FROM raw_sealed_conflicts JOIN coverage_escrows USING (escrow_id)
   GROUP BY escrow_id
@@ -42,9 +46,11 @@ seals AS (
 SELECT b.escrow_id, b.latest_nonce, coalesce(h.n, 0) AS held_nonces, coalesce(h.ranges, '') AS held_ranges,
        coalesce(m.n, 0) AS missing_nonces, coalesce(m.ranges, '') AS missing_ranges,
        coalesce(m.n, 0) = 0 AS complete, coalesce(f.n, 0) AS forked_nonces, coalesce(s.n, 0) AS conflicting_seals,
-       coalesce(f.n, 0) + coalesce(s.n, 0) > 0 AS conflicted
+       coalesce(f.n, 0) + coalesce(s.n, 0) + coalesce(g.n, 0) > 0 AS conflicted,
+       coalesce(g.n, 0) AS conflicting_signatures
 FROM bounds b
 LEFT JOIN held_text h USING (escrow_id) LEFT JOIN missing_text m USING (escrow_id)
-LEFT JOIN forks f USING (escrow_id) LEFT JOIN seals s USING (escrow_id);
+LEFT JOIN forks f USING (escrow_id) LEFT JOIN seals s USING (escrow_id)
+LEFT JOIN signatures g USING (escrow_id);
 INSERT OR REPLACE INTO d_escrow_coverage BY NAME (SELECT * FROM coverage_rows);
 DROP TABLE coverage_rows;

@@ -2,7 +2,7 @@
 -- in part (nonces no copy held) or whose copies disagree.
 -- params: $source_id
 SELECT s.epoch_id, c.escrow_id, c.latest_nonce, c.missing_nonces, c.missing_ranges, c.forked_nonces,
-       c.conflicting_seals, c.complete, c.conflicted
+       c.conflicting_seals, coalesce(c.conflicting_signatures, 0) AS conflicting_signatures, c.complete, c.conflicted
 FROM d_escrow_coverage c JOIN raw_sessions s USING (escrow_id)
 WHERE (NOT c.complete OR c.conflicted)
   AND c.escrow_id IN (SELECT escrow_id FROM raw_diff_coverage WHERE source_id = $source_id

@@ -25,13 +25,25 @@ CREATE TABLE IF NOT EXISTS raw_diff_forks (
   escrow_id VARCHAR NOT NULL, nonce BIGINT NOT NULL, source_id VARCHAR NOT NULL, digest VARCHAR NOT NULL,
   epoch_id BIGINT, created_at BIGINT, run_id VARCHAR, PRIMARY KEY (escrow_id, nonce, source_id));
 
+-- Host signatures (signatures.sig) by their digest (sha256, hex), to compare copies: per (escrow, nonce,
+-- slot) the version whose digest sorts first, and the source that gave it.
+CREATE TABLE IF NOT EXISTS raw_signature_digests (
+  escrow_id VARCHAR NOT NULL, nonce BIGINT NOT NULL, slot_id BIGINT NOT NULL, epoch_id BIGINT, digest VARCHAR NOT NULL,
+  source_id VARCHAR, PRIMARY KEY (escrow_id, nonce, slot_id));
+
+-- Copies holding different signatures at one (escrow, nonce, slot): one row per version and copy.
+CREATE TABLE IF NOT EXISTS raw_signature_forks (
+  escrow_id VARCHAR NOT NULL, nonce BIGINT NOT NULL, slot_id BIGINT NOT NULL, source_id VARCHAR NOT NULL,
+  digest VARCHAR NOT NULL, epoch_id BIGINT, run_id VARCHAR, PRIMARY KEY (escrow_id, nonce, slot_id, source_id));
+
 -- Per escrow: the nonce ranges the warehouse holds (all copies together), what of 1 .. latest_nonce
--- no copy held, and whether copies disagree (forked diffs, conflicting sealed rows). Recomputed for
+-- no copy held, and whether copies disagree (forked diffs, conflicting sealed rows or signatures). Recomputed for
 -- the escrows an ingest touches.
 CREATE TABLE IF NOT EXISTS d_escrow_coverage (
   escrow_id VARCHAR PRIMARY KEY, latest_nonce BIGINT, held_nonces BIGINT, held_ranges VARCHAR,
   missing_nonces BIGINT, missing_ranges VARCHAR, complete BOOLEAN, forked_nonces BIGINT,
   conflicting_seals BIGINT, conflicted BOOLEAN);
+ALTER TABLE d_escrow_coverage ADD COLUMN IF NOT EXISTS conflicting_signatures BIGINT;
 
 -- A warehouse written before coverage was kept: each stored diff counts for the source of the run that
 -- wrote it, so that the next ingest of that source reads only what is new (once, while the table is empty).
