@@ -12,8 +12,8 @@ read (incremental ingest costs what is new). A copy fills every nonce range it h
 the warehouse lacks, whatever order copies arrive in; diffs are deduplicated on
 (escrow_id, nonce) and compared by digest (a difference is a fork, quarantined). Rows
 that change between copies (sessions, sealed rows, checkpoints) are ranked, the copy
-further along first and the source id last, so any order of the same copies gives the
-same warehouse.
+further along first and the source id that sorts first last, so any order of the same
+copies gives the same warehouse.
 """
 
 from __future__ import annotations

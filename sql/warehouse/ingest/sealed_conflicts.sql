@@ -7,8 +7,8 @@
 WITH pairs AS (
   SELECT n.escrow_id, n.inference_id, n.epoch_id,
          coalesce(r.seal_source_id, s.source_id) AS stored_source_id,
-         (coalesce(r.seal_copy_nonce, 0), coalesce(r.seal_source_id, s.source_id, ''))
-           >= (coalesce(c.latest_nonce, 0), $source_id) AS stored_kept,
+         (coalesce(r.seal_copy_nonce, 0), coalesce(r.seal_source_id, s.source_id) < $source_id)
+           > (coalesce(c.latest_nonce, 0), FALSE) AS stored_kept,
          r.sealed_status AS stored_status, n.sealed_status AS copy_status,
          r.sealed_actual_cost AS stored_cost, n.sealed_actual_cost AS copy_cost
   FROM new_sealed n
