@@ -58,12 +58,14 @@ def digests(batch: pa.RecordBatch) -> pa.Table:
     )
 
 
-def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.Table) -> int:
+def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.Table) -> tuple[int, int]:
     """Inside the chunk's transaction, before the diffs are inserted (``new_diffs`` registered, with
     their digests): record this copy's forks with the stored versions (quarantined under each
     source), make the replay's version the one whose digest sorts first, and merge the nonces the
-    copy holds (`held`: escrow_id, nonce) into its source's ranges. Returns the forked diffs."""
+    copy holds (`held`: escrow_id, nonce) into its source's ranges. Returns this copy's diffs that the
+    warehouse already held with the same bytes (deduplicated) and with other bytes (forked)."""
     params = {"source_id": run.source_id, "run_id": run.run_id}
+    deduplicated = fetch_frame(con, sql_text("warehouse/coverage/deduplicated.sql"))["n"][0]
     forks = fetch_frame(con, sql_text("warehouse/coverage/forks.sql"), params)
     if forks.height:
         con.register("new_forks", forks.to_arrow())
@@ -84,7 +86,7 @@ def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.T
         )
         con.execute(sql_text("warehouse/coverage/merge_ranges.sql"))
         con.unregister("new_held")
-    return int(forks.filter(pl.col("source_id") == run.source_id).height)
+    return int(deduplicated), int(forks.filter(pl.col("source_id") == run.source_id).height)
 
 
 def signature_digests(batch: pa.RecordBatch) -> pa.Table:

@@ -38,7 +38,7 @@ from pipeline.ingest.coverage import (
     signature_digests,
 )
 from pipeline.ingest.planes import PLANE_INGESTERS
-from pipeline.ingest.runs import IngestRun, IngestSummary, ingest_run, scalar
+from pipeline.ingest.runs import IngestRun, IngestSummary, ingest_run
 from pipeline.ingest.unchanged import stamp_ingest
 from pipeline.sources.store.base import TABLES, SessionStore
 from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
@@ -258,13 +258,13 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
         _register(con, "new_sessions", sessions)
         bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copies stored before this one
         con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
-        forked = written = 0
+        deduplicated = forked = 0
         if diffs is not None and held is not None:
             _register(con, "new_diff_digests", held)
             _register(con, "new_diffs_decoded", diffs)
             _register(con, "new_diffs", con.sql(sql_text("warehouse/ingest/diffs_with_digests.sql")).to_arrow_table())
-            forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
-            written = scalar(con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id}))
+            deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
+            con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id})
             _register(con, "new_txs", txs)
             con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
         con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id})
@@ -303,7 +303,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     run.count("sessions", chunk.height)
     run.count("diffs", diffs.num_rows if diffs is not None else 0)
     # Diffs of this copy the warehouse already held (the same bytes or a fork), for the run's accounting.
-    summary.diffs_deduplicated += (diffs.num_rows - written - forked) if diffs is not None else 0
+    summary.diffs_deduplicated += deduplicated
     summary.diff_forks += forked
     run.count("txs", txs.num_rows if txs is not None else 0)
     run.count("sealed_inferences", sealed.num_rows)
