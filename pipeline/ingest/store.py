@@ -1,22 +1,24 @@
 """Ingest a session-store copy into the warehouse: chunk by chunk, each chunk one transaction.
 
 A chunk is a group of escrows of one epoch. Its raw rows, decoded transactions,
-quarantine rows and recomputed derived rows commit together; the diff cursor is
-the data itself (the highest nonce stored per escrow), so killing the process
-at any instant leaves the warehouse before or after a whole chunk, and a re-run
-continues where the last committed chunk ended.
+quarantine rows, the copy's nonce ranges and recomputed derived rows commit together;
+the diff cursor is the data itself (per escrow, the highest nonce this copy's source
+already gave, pipeline/ingest/coverage.py), so killing the process at any instant
+leaves the warehouse before or after a whole chunk, and a re-run continues where the
+last committed chunk ended.
 
-Only escrows whose session moved since the stored copy are read again
-(incremental ingest costs what is new). Per escrow, the copy that is further
-along (higher `latest_nonce`) wins; diffs are immutable and deduplicated on
-(escrow_id, nonce), so copies of different hosts of one escrow never double-count.
+Only escrows holding diffs their source has not given yet, or whose session moved, are
+read (incremental ingest costs what is new). A copy fills every nonce range it holds and
+the warehouse lacks, whatever order copies arrive in; diffs are deduplicated on
+(escrow_id, nonce) and compared by digest (a difference is a fork, quarantined). Rows
+that change between copies (sessions, sealed rows, checkpoints) are ranked, the copy
+further along first and the source id that sorts first last, so any order of the same
+copies gives the same warehouse.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
 from datetime import datetime
 
 import duckdb
@@ -27,6 +29,14 @@ from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.core.env import env_int, env_size
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
+from pipeline.ingest.coverage import (
+    digests,
+    own_cursors,
+    record_copy_diffs,
+    record_copy_signatures,
+    refresh_escrow_coverage,
+    signature_digests,
+)
 from pipeline.ingest.planes import PLANE_INGESTERS
 from pipeline.ingest.runs import IngestRun, IngestSummary, ingest_run
 from pipeline.ingest.unchanged import stamp_ingest
@@ -44,7 +54,14 @@ REQUIRED_PER_EPOCH = ("sessions", "diffs")
 # of rows, so a small pool costs nothing (measured: 2M ingest 95 -> 82 s, peak 0.90 GiB at both sizes).
 INGEST_DUCKDB_MEMORY = env_size("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 # What a chunk reads, in this order (the diffs first: decoding them is the long part).
-CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
+CHUNK_TABLES = (
+    "diffs",
+    "sealed_inferences",
+    "inference_validation_obs",
+    "sealed_validation_obs",
+    "snapshots",
+    "signatures",  # only compared between copies (pipeline/ingest/coverage.py)
+)
 
 
 def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pl.DataFrame) -> None:
@@ -74,11 +91,7 @@ def ingest_store(
         r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
     }
 
-    @functools.cache
-    def diff_cursors() -> dict[str, int]:
-        # Read at the first stored escrow that moved: an unchanged copy skips this scan of raw_diffs.
-        return dict(con.execute(sql_text("warehouse/ingest/diff_cursors.sql")).fetchall())
-
+    own = own_cursors(con, store.source_id)  # small: nonce ranges, not nonces
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
     # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
     # otherwise the rows as they are read.
@@ -111,7 +124,7 @@ def ingest_store(
                     if epoch_id not in known_epochs and sessions.height:
                         summary.new_epochs.append(epoch_id)
                     heads.append(sessions.select("escrow_id", "latest_nonce"))
-                    changed, cursors = _changed_escrows(sessions, state, store.source_id, diff_cursors)
+                    changed, cursors = _changed_escrows(sessions, state, store.source_id, own)
                     summary.escrows_changed += len(changed)
                     summary.escrows_unchanged += sessions.height - len(changed)
                     for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
@@ -158,27 +171,28 @@ def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> dat
 
 
 def _changed_escrows(
-    sessions: pl.DataFrame, state: dict, source_id: str, diff_cursors: Callable[[], dict[str, int]]
+    sessions: pl.DataFrame, state: dict, source_id: str, own: dict[str, int]
 ) -> tuple[list[str], dict[str, int]]:
-    """Escrows whose session moved past what the warehouse holds, and their diff cursors (the highest
-    stored nonce, 0 without stored diffs; `diff_cursors` gives them per stored escrow). An escrow
-    as far along as the stored one is read again when another copy (another host) stored it, so
-    that the two copies' sealed rows are compared."""
+    """Escrows to read, and their diff cursors: the highest nonce this source already gave (`own`,
+    0 for a source new to the escrow). An escrow is read when the copy holds diffs past it (new to
+    the warehouse, or to be compared with another copy's), or when its session moved since this
+    source stored it; a copy behind the stored one is read too, for the ranges the warehouse lacks."""
     changed, cursors = [], {}
     for s in sessions.iter_rows(named=True):
-        known = state.get(s["escrow_id"])
-        if known is not None:
-            same = (known["latest_nonce"], known["status"], known["settled_at"], known["source_id"]) == (
+        escrow_id = s["escrow_id"]
+        cursor = int(own.get(escrow_id, 0))
+        known = state.get(escrow_id)
+        if known is not None and (s["latest_nonce"] or 0) <= cursor:
+            stored_here = known["source_id"] == source_id
+            same = (known["latest_nonce"], known["status"], known["settled_at"]) == (
                 s["latest_nonce"],
                 s["status"],
                 s["settled_at"],
-                source_id,
             )
-            behind = (s["latest_nonce"] or 0) < (known["latest_nonce"] or 0)
-            if same or behind:
+            if same or not stored_here:
                 continue
-        changed.append(s["escrow_id"])
-        cursors[s["escrow_id"]] = int(diff_cursors().get(s["escrow_id"], 0)) if known else 0
+        changed.append(escrow_id)
+        cursors[escrow_id] = cursor
     return changed, cursors
 
 
@@ -209,14 +223,16 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
 
     escrow_ids = chunk["escrow_id"].to_list()
     chunk_cursors = {e: cursors[e] for e in escrow_ids}
-    tx_parts, diff_parts, bad = [], [], []
+    tx_parts, diff_parts, digest_parts, bad = [], [], [], []
     sealed_batches: list[pa.RecordBatch] = []
     obs: list[pa.RecordBatch] = []
     snapshot_batches: list[pa.RecordBatch] = []
+    signature_parts: list[pa.Table] = []
     # The sealed and obs rows stream in (on a second connection of the same snapshot, where the
     # store has one) while the diffs are decoded.
     with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
         for batch in streams[0]:
+            digest_parts.append(digests(batch))  # every diff the copy holds, decoded or not
             decoded = decode_diffs(batch)
             tx_parts.append(decoded.txs)
             diff_parts.append(decoded.diffs)
@@ -224,10 +240,14 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
         for table, stream in zip(CHUNK_TABLES[1:], streams[1:], strict=True):
             for batch in stream:
+                if table == "signatures":
+                    signature_parts.append(signature_digests(batch))
+                    continue
                 {"sealed_inferences": sealed_batches, "snapshots": snapshot_batches}.get(table, obs).append(batch)
                 progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
     txs = pa.concat_tables(tx_parts) if tx_parts else None
     diffs = pa.concat_tables(diff_parts) if diff_parts else None
+    held = pa.concat_tables(digest_parts) if digest_parts else None
     sealed = _table(sealed_batches, TABLES["sealed_inferences"].schema)
     snapshots = decode_snapshots(_table(snapshot_batches, TABLES["snapshots"].schema))
     bad += [("snapshots", key, reason) for key, reason in snapshots.quarantined]
@@ -235,11 +255,15 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     sessions = chunk.drop("new_nonces").with_columns(source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id))
     with transaction(con):
         _register(con, "new_sealed", sealed)
-        bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copy stored before this one
         _register(con, "new_sessions", sessions)
+        bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copies stored before this one
         con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
-        if diffs is not None:
-            _register(con, "new_diffs", diffs)
+        deduplicated = forked = 0
+        if diffs is not None and held is not None:
+            _register(con, "new_diff_digests", held)
+            _register(con, "new_diffs_decoded", diffs)
+            _register(con, "new_diffs", con.sql(sql_text("warehouse/ingest/diffs_with_digests.sql")).to_arrow_table())
+            deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
             con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id})
             _register(con, "new_txs", txs)
             con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
@@ -257,11 +281,16 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
         if obs:
             _register(con, "new_obs", pa.Table.from_batches(obs))
             con.execute(sql_text("warehouse/ingest/insert_obs.sql"))
+        if signature_parts:
+            summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
         derived = derive_escrows(con, escrow_ids)
+        refresh_escrow_coverage(con, escrow_ids)
         bad += derived.quarantined
         run.quarantine(bad)
         for name in (
             "new_sessions",
+            "new_diff_digests",
+            "new_diffs_decoded",
             "new_diffs",
             "new_txs",
             "new_sealed",
@@ -273,6 +302,9 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             con.unregister(name)  # a no-op for names this chunk did not register
     run.count("sessions", chunk.height)
     run.count("diffs", diffs.num_rows if diffs is not None else 0)
+    # Diffs of this copy the warehouse already held (the same bytes or a fork), for the run's accounting.
+    summary.diffs_deduplicated += deduplicated
+    summary.diff_forks += forked
     run.count("txs", txs.num_rows if txs is not None else 0)
     run.count("sealed_inferences", sealed.num_rows)
     run.count("validation_obs", sum(b.num_rows for b in obs))
@@ -294,8 +326,8 @@ def _sealed_conflicts(con: duckdb.DuckDBPyConnection, source_id: str, run_id: st
         (
             "sealed_inferences",
             f"{r['escrow_id']}/{r['inference_id']}",
-            f"copies disagree on the sealed row: {r['field']} {r['stored']} ({r['stored_source_id']}) "
-            f"vs {r['copy']} (this copy)",
+            f"copies disagree on the sealed row: {r['field']} {r['stored']} ({r['stored_source_id']}, kept) "
+            f"vs {r['copy']} ({r['copy_source_id']})",
         )
         for r in conflicts.iter_rows(named=True)
     ]

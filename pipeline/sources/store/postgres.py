@@ -28,6 +28,7 @@ from pipeline.core.paths import sql_text
 from pipeline.core.sqlnames import quote_ident
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
+    APPEND_ONLY,
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
@@ -237,7 +238,7 @@ class PostgresStore:
         # batch (measured: 347 MB for one epoch of diffs), which breaks bounded memory.
         sql = f'SELECT {cols} FROM "{PREFIX}{table}" t'
         if cursors is not None and table in ESCROW_SCOPED:
-            past = " AND t.nonce > c.value::bigint" if table == "diffs" else ""
+            past = " AND t.nonce > c.value::bigint" if table in APPEND_ONLY else ""
             sql += f" JOIN jsonb_each_text({_literal(json.dumps(cursors))}::jsonb) c ON c.key = t.escrow_id{past}"
         if spec.per_epoch and epoch_id is not None:
             sql += f" WHERE t.epoch_id = {int(epoch_id)}"

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pipeline.core.sqlnames import quote_ident
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
+    APPEND_ONLY,
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
@@ -272,8 +273,8 @@ def _select(spec, physical: str, present: list[str], cursors: dict[str, int] | N
     sql = f'SELECT 1 AS __witness, {witness} UNION ALL SELECT 0, {real} FROM "{physical}" t'
     params: tuple = ()
     if cursors is not None:
-        # diffs are append-only: only nonces past the cursor; other escrow tables change in place.
-        past = " WHERE t.nonce > c.value" if spec.name == "diffs" else ""
+        # diffs and signatures are append-only: only nonces past the cursor; other escrow tables change in place.
+        past = " WHERE t.nonce > c.value" if spec.name in APPEND_ONLY else ""
         sql += f" JOIN json_each(?) c ON c.key = t.escrow_id{past}"
         params = (json.dumps(cursors),)
     return sql, params
