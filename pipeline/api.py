@@ -27,10 +27,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pipeline.core.events import Listener, Progress, listening
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.output.query_format import DEFAULT_TIMEOUT_S as QUERY_TIMEOUT_S
+from pipeline.output.query_format import MAX_TIMEOUT_S as MAX_QUERY_TIMEOUT_S
 from pipeline.output.query_format import QueryFormat, terminal_width
 
 if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a warehouse opens
@@ -48,6 +50,7 @@ if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a w
     from pipeline.network.jobs import NetworkIngestSummary
     from pipeline.output.bundle import FileCheck
     from pipeline.output.query import NamedQuery, RenderedQuery
+    from pipeline.output.safety import OutputGuard
     from pipeline.sources.store.base import SourceDescription
 
 __all__ = [
@@ -55,6 +58,8 @@ __all__ = [
     "BundleWritten",
     "Evidence",
     "Listener",
+    "MAX_QUERY_TIMEOUT_S",
+    "QUERY_TIMEOUT_S",
     "QueryFormat",
     "ReportWritten",
     "SourceReport",
@@ -123,11 +128,12 @@ def open_warehouse(
     ``GONKA_EVIDENCE_WAREHOUSE``, else the config's warehouse (`config`, else gonka-evidence.toml
     here), else ./warehouse.duckdb. `host` is the default host of `evidence`, `report` and `bundle`;
     without it, ``GONKA_EVIDENCE_HOST``, else the config's host, looked up when first needed."""
-    from pipeline.warehouse.database import open_for_write, open_sandboxed
+    from pipeline.warehouse.database import disk_errors, open_for_write, open_sandboxed
 
     config = Path(config) if config is not None else None
     resolved, named = _resolve(path, config)
-    con = open_for_write(resolved) if write else open_sandboxed(resolved)
+    with disk_errors(resolved):
+        con = open_for_write(resolved) if write else open_sandboxed(resolved)
     return Warehouse(resolved, con, host, config, named=named, write=write)
 
 
@@ -209,6 +215,8 @@ class SourceReport:
     description: SourceDescription
     findings: dict[str, int] | None = None
     builds: BuildCheck | None = None  # with a warehouse: its build timeline against the vLLM logs
+    # With a warehouse: one line per escrow of the source whose diff log is partial or whose copies disagree.
+    escrow_lines: list[str] = field(default_factory=list)
     # With a warehouse: the newest run of the source that read it, and where every row it read went.
     accounting: tuple[str, list[AccountingRow]] | None = None
 
@@ -307,6 +315,45 @@ class Warehouse:
 
         return render_query(self._con, sql, params, fmt, vertical=vertical, width=width)
 
+    def write_query(
+        self,
+        sql: str,
+        params: dict[str, Any],
+        fmt: QueryFormat,
+        *,
+        output: str | Path | None = None,
+        sink: BinaryIO | None = None,
+        vertical: bool = False,
+        width: int | None = None,
+        max_rows: int | None = None,
+        timeout_s: float | None = None,
+    ) -> RenderedQuery:
+        """`sql` written as the `query` command writes it, streamed as DuckDB hands the rows over: to the
+        file `output` (whole or not at all; never the warehouse, a source or inside one) or to `sink`.
+        `max_rows` 0 means every row, None the default (10,000 for the table format, else every row);
+        `timeout_s` None is the default limit (`QUERY_TIMEOUT_S`), 0 none."""
+        from pipeline.output.query import stream_query
+        from pipeline.output.safety import output_file
+
+        limit = QUERY_TIMEOUT_S if timeout_s is None else timeout_s
+        if output is None:
+            if sink is None:
+                raise ValueError("write_query needs an output file or a sink")
+            return stream_query(
+                self._con, sql, params, fmt, sink, vertical=vertical, width=width, max_rows=max_rows, timeout_s=limit
+            )
+        self.guard().check(Path(output), "--output")
+        with output_file(Path(output)) as file:
+            return stream_query(
+                self._con, sql, params, fmt, file, vertical=vertical, width=width, max_rows=max_rows, timeout_s=limit
+            )
+
+    def guard(self) -> OutputGuard:
+        """The paths no output may overwrite: this warehouse and every file source ingested into it."""
+        from pipeline.output.safety import OutputGuard
+
+        return OutputGuard.of(self._con, self.path)
+
     def source_findings(self, source_id: str) -> dict[str, int]:
         """What the warehouse found about a source (copies that disagree, checkpoint cross-checks)."""
         from pipeline.ingest.store import source_findings
@@ -319,6 +366,12 @@ class Warehouse:
         from pipeline.ingest.accounting import last_source_accounting
 
         return last_source_accounting(self._con, source_id)
+
+    def escrow_findings(self, source_id: str) -> list[dict[str, Any]]:
+        """Escrows of a source whose diff log no copy held whole, or whose copies disagree."""
+        from pipeline.ingest.coverage import source_escrow_findings
+
+        return source_escrow_findings(self._con, source_id)
 
     def infer_builds(self, host: str | None = None) -> str:
         """A proposed builds.toml (text) from the start cycles of the vLLM logs (`builds infer`)."""
@@ -343,6 +396,7 @@ class Warehouse:
         cfg = load_config(self._config)
         host = _report_host(host or self._host, self._config)
         out = Path(out)
+        self.guard().check(out / f"epoch-{epoch}", "--out")
         built = build_epoch_report(
             self._con,
             epoch,
@@ -367,6 +421,7 @@ class Warehouse:
         from pipeline.output.bundle import build_bundle, write_bundle
 
         request = _bundle_request(self.path, self._named, self._config, host or self.host, epoch, since, until)
+        self.guard().check(Path(out), "--out")
         files = build_bundle(self._con, request)
         return BundleWritten(write_bundle(files, Path(out)), sorted(files))
 
@@ -386,8 +441,10 @@ class Warehouse:
         directory): only what moved since its last ingest. `progress(table, advance, total)` is called
         as rows are read."""
         from pipeline.ingest.copies import ingest_source
+        from pipeline.warehouse.database import disk_errors
 
-        return ingest_source(self._writer(), source, label=label, progress=progress)
+        with disk_errors(self.path):
+            return ingest_source(self._writer(), source, label=label, progress=progress)
 
     def ingest_logs(
         self,
@@ -401,22 +458,28 @@ class Warehouse:
         """Ingest vLLM logs, validator logs, /metrics scrapes or PoC results of one host (`kind`
         None: detected per file)."""
         from pipeline.ingest.logs import ingest_logs
+        from pipeline.warehouse.database import disk_errors
 
-        return ingest_logs(self._writer(), list(files), host=host, kind=kind, year=year, timezone=timezone)
+        with disk_errors(self.path):
+            return ingest_logs(self._writer(), list(files), host=host, kind=kind, year=year, timezone=timezone)
 
     def ingest_json(self, files: Iterable[str | Path]) -> JsonIngestSummary:
         """Ingest saved accounting-API and chain REST JSON responses."""
         from pipeline.ingest.json_responses import ingest_json_files
+        from pipeline.warehouse.database import disk_errors
 
-        return ingest_json_files(self._writer(), [Path(f) for f in files])
+        with disk_errors(self.path):
+            return ingest_json_files(self._writer(), [Path(f) for f in files])
 
     def load_builds(self, file: str | Path) -> BuildsLoaded:
         """Replace the host build timeline with the entries of a builds.toml."""
         from pipeline.ingest.builds import load_builds
+        from pipeline.warehouse.database import disk_errors
 
         warnings: list[str] = []
         with listening(Listener(warning=warnings.append)):
-            n = load_builds(self._writer(), Path(file))
+            with disk_errors(self.path):
+                n = load_builds(self._writer(), Path(file))
         return BuildsLoaded(Path(file), n, warnings)
 
     def _writer(self) -> duckdb.DuckDBPyConnection:
@@ -501,6 +564,7 @@ def ingest(
     """`gonka-evidence ingest`: ingest a copy into the warehouse, opened for writing once the source
     has answered (a source that cannot be read leaves no new warehouse behind)."""
     from pipeline.ingest.copies import ingest_source
+    from pipeline.warehouse.database import disk_errors
 
     opened: list[Warehouse] = []
 
@@ -510,7 +574,8 @@ def ingest(
         return opened[0]._con
 
     try:
-        return ingest_source(connection, source, label=label, progress=progress)
+        with disk_errors(_resolve(warehouse, None)[0]):
+            return ingest_source(connection, source, label=label, progress=progress)
     finally:
         for wh in opened:
             wh.close()
@@ -567,12 +632,16 @@ def doctor(source: str, warehouse: str | Path | None = None) -> SourceReport:
     store = open_store(source)
     try:
         findings = builds = accounting = None
+        lines: list[str] = []
         if warehouse is not None:
+            from pipeline.output.render.text import escrow_finding_lines
+
             with open_warehouse(warehouse) as wh:
                 findings = wh.source_findings(store.source_id)
+                lines = escrow_finding_lines(wh.escrow_findings(store.source_id))
                 builds = wh.check_builds()
                 accounting = wh.source_accounting(store.source_id)
-        return SourceReport(store.describe(), findings, builds, accounting)
+        return SourceReport(store.describe(), findings, builds, lines, accounting)
     finally:
         store.close()
 
@@ -798,6 +867,10 @@ def __getattr__(name: str) -> Any:
         from pipeline.output.query import QueryError
 
         return QueryError
+    if name == "OutputError":
+        from pipeline.output.safety import OutputError
+
+        return OutputError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -807,8 +880,10 @@ def user_errors() -> tuple[type[Exception], ...]:
     been raised otherwise): importing it loads every evidence table and the statistics libraries."""
     import sys
 
+    from pipeline.core.env import EnvError
     from pipeline.ingest.builds import BuildsError
     from pipeline.output.query import QueryError
+    from pipeline.output.safety import OutputError
     from pipeline.sources.errors import SourceError
     from pipeline.warehouse.database import WarehouseError
 
@@ -819,6 +894,8 @@ def user_errors() -> tuple[type[Exception], ...]:
         WarehouseError,
         QueryError,
         BuildsError,
+        EnvError,
+        OutputError,
         *([evidence.EvidenceError] if evidence else []),
         *([lake.LakeError] if lake else []),
         *([cluster.ClusterError] if cluster else []),

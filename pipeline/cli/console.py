@@ -190,7 +190,9 @@ def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
     out.print(table)
 
 
-def print_description(d: SourceDescription, findings: dict[str, int] | None = None) -> None:
+def print_description(
+    d: SourceDescription, findings: dict[str, int] | None = None, escrow_lines: list[str] | None = None
+) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -215,6 +217,8 @@ def print_description(d: SourceDescription, findings: dict[str, int] | None = No
             f"{findings['snapshot_disagreements']:,} checkpoint slots disagree with the diff log or the ledger "
             "(query snapshot_host_stats_check)"
         )
+        for line in escrow_lines or []:
+            say(f"in the warehouse: {line}")
     say(f"epochs: {', '.join(map(str, d.epochs)) or 'none'}")
     epochs = sorted({e for t in d.tables for e in t.rows_by_epoch if e is not None})
     table = Table()

@@ -26,6 +26,10 @@ EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; 3 rows quarantined with --strict."
 )
 
+# The largest epoch number (and any other count) the warehouse can hold: DuckDB's BIGINT. A larger one
+# on the command line is a usage error, not an overflow deep inside a query.
+MAX_BIGINT = 2**63 - 1
+
 WarehouseOpt = Annotated[
     Path, typer.Option("--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE")
 ]
@@ -194,9 +198,9 @@ def reproducing_command(ctx: typer.Context | None = None) -> str:
     variables are not set."""
     import shlex
 
-    from pipeline.core.secrets import scrub
+    from pipeline.core.secrets import redact_url
 
-    args = [scrub(a) for a in sys.argv[1:]]
+    args = [redact_url(a) for a in sys.argv[1:]]
     for name in ("host", "warehouse"):
         source = ctx.get_parameter_source(name) if ctx is not None else None
         if ctx is not None and source is not None and source.name == "ENVIRONMENT":

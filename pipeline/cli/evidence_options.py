@@ -15,6 +15,8 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
+from pipeline.cli.conventions import MAX_BIGINT
+
 OPTIONS_KEY = "evidence_options"  # where `invoke` leaves the table options for the command
 
 
@@ -26,8 +28,13 @@ def table_parameters() -> tuple[Any, ...]:
     parameters = []
     for name, (option, tables) in evidence_options().items():
         value = bool if option.type is bool else option.type | None
+        whole = option.type is int  # an epoch number: a BIGINT in the warehouse
         info = typer.Option(
-            option.flag, help=f"{option.help.rstrip('.')} ({', '.join(tables)}).", metavar=option.metavar
+            option.flag,
+            help=f"{option.help.rstrip('.')} ({', '.join(tables)}).",
+            metavar=option.metavar,
+            min=0 if whole else None,
+            max=MAX_BIGINT if whole else None,
         )
         parameters.append(
             inspect.Parameter(

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TypeVar
 
+from pipeline.core.env import EnvError
+
 WORKERS_ENV = "GONKA_EVIDENCE_WORKERS"
 BATCH_BYTES = 4_000_000  # ~10 answers of ~1,000 tokens: small enough to balance, big enough for cheap IPC
 MIN_POOL_BYTES = 32_000_000  # below this, starting the fork server and workers costs more than it saves
@@ -45,7 +47,7 @@ def worker_count() -> int:
     except ValueError:
         workers = 0
     if workers < 1:
-        raise ValueError(f"{WORKERS_ENV}={value!r}: expected a whole number of processes >= 1")
+        raise EnvError(f"{WORKERS_ENV}={value!r}: expected a whole number of processes >= 1")
     return workers
 
 

@@ -26,7 +26,8 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
     ``run_ids`` are all successful runs, per source in run order. Quarantined rows
     are counted over the whole warehouse: a row that could not be decoded may
     belong to any table. A source whose latest run failed (or was killed) is listed in
-    ``failed_runs``: what that run committed before it stopped may be in the table.
+    ``failed_runs``: what that run committed before it stopped may be in the table. Escrows of the
+    window with a partial diff log or copies that disagree are in ``escrow_findings``.
     """
     sources = fetch_frame(con, sql_text("evidence/sources.sql"))
     quarantined = fetch_frame(con, "SELECT count(*) AS n FROM quarantine")["n"][0]
@@ -38,7 +39,14 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
         command=command,
         pipeline_version=pipeline_version(),
         failed_runs=fetch_frame(con, sql_text("evidence/failed_runs.sql")).to_dicts(),
+        escrow_findings=escrow_findings(con, window),
     )
+
+
+def escrow_findings(con: duckdb.DuckDBPyConnection, window: Window | None = None) -> list[dict[str, Any]]:
+    """Escrows (of `window`, else all) whose diff log no copy held whole, or whose copies disagree."""
+    params = (window or Window()).params
+    return fetch_frame(con, sql_text("evidence/escrow_coverage_findings.sql"), params).to_dicts()
 
 
 def command_path(path: Path | str) -> str:

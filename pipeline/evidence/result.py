@@ -22,6 +22,10 @@ class Provenance:
     pipeline_version: str
     # One per source whose latest ingest failed or was interrupted: source_id, label, run_id, status.
     failed_runs: list[dict[str, Any]] = field(default_factory=list)
+    # Escrows of the window whose diff log is partial (nonces no copy held) or whose copies disagree
+    # (pipeline/ingest/coverage.py): epoch_id, escrow_id, latest_nonce, missing_nonces, missing_ranges,
+    # forked_nonces, conflicting_seals, conflicting_signatures, complete, conflicted.
+    escrow_findings: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -161,6 +161,9 @@ class IngestSummary:
     disagreements: int = 0
     snapshot_disagreements: int = 0  # checkpoint slots whose host stats differ from the log or the ledger
     snapshot_disagreements_imported: int = 0  # of those, in escrows joined by import
+    diffs_deduplicated: int = 0  # diffs of the copy the warehouse already held with the same bytes
+    diff_forks: int = 0  # diffs of the copy whose bytes differ from another copy's (pipeline/ingest/coverage.py)
+    signature_forks: int = 0  # host signatures of the copy that differ from another copy's
     elapsed_s: float = 0.0
     copy_at: datetime | None = None
     # Told unchanged by its change markers, without reading it (pipeline/ingest/unchanged.py).

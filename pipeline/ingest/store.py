@@ -1,23 +1,24 @@
 """Ingest a session-store copy into the warehouse: chunk by chunk, each chunk one transaction.
 
 A chunk is a group of escrows of one epoch. Its raw rows, decoded transactions,
-quarantine rows and recomputed derived rows commit together; the diff cursor is
-the data itself (the highest nonce stored per escrow), so killing the process
-at any instant leaves the warehouse before or after a whole chunk, and a re-run
-continues where the last committed chunk ended.
+quarantine rows, the copy's nonce ranges and recomputed derived rows commit together;
+the diff cursor is the data itself (per escrow, the highest nonce this copy's source
+already gave, pipeline/ingest/coverage.py), so killing the process at any instant
+leaves the warehouse before or after a whole chunk, and a re-run continues where the
+last committed chunk ended.
 
-Only escrows whose session moved since the stored copy are read again
-(incremental ingest costs what is new). Per escrow, the copy that is further
-along (higher `latest_nonce`) wins; diffs are immutable and deduplicated on
-(escrow_id, nonce), so copies of different hosts of one escrow never double-count.
+Only escrows holding diffs their source has not given yet, or whose session moved, are
+read (incremental ingest costs what is new). A copy fills every nonce range it holds and
+the warehouse lacks, whatever order copies arrive in; diffs are deduplicated on
+(escrow_id, nonce) and compared by digest (a difference is a fork, quarantined). Rows
+that change between copies (sessions, sealed rows, checkpoints) are ranked, the copy
+further along first and the source id that sorts first last, so any order of the same
+copies gives the same warehouse.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import time
-from collections.abc import Callable
 from datetime import datetime
 
 import duckdb
@@ -25,9 +26,18 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
+from pipeline.core.env import env_int, env_size
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
 from pipeline.ingest.accounting import settle_claims
+from pipeline.ingest.coverage import (
+    digests,
+    own_cursors,
+    record_copy_diffs,
+    record_copy_signatures,
+    refresh_escrow_coverage,
+    signature_digests,
+)
 from pipeline.ingest.planes import PLANE_INGESTERS
 from pipeline.ingest.runs import IngestRun, IngestSummary, Problem, ingest_run, scalar
 from pipeline.ingest.unchanged import stamp_ingest
@@ -35,7 +45,7 @@ from pipeline.sources.store.base import ESCROW_SCOPED, TABLES, SessionStore
 from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
 
 # Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
-CHUNK_NONCES = int(os.environ.get("GONKA_EVIDENCE_CHUNK_NONCES", "100000"))
+CHUNK_NONCES = env_int("GONKA_EVIDENCE_CHUNK_NONCES", 100_000, 1, 10**9, "diffs per chunk")
 KNOWN_SESSION_STATUS = {"active", "settled"}
 KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
 REQUIRED_PER_EPOCH = ("sessions", "diffs")
@@ -43,9 +53,16 @@ REQUIRED_PER_EPOCH = ("sessions", "diffs")
 # so with the general 1GB limit an ingest's RSS grew with the warehouse (2M copy: 280 MB of
 # cached blocks at the end, peak 1.21 GiB vs 0.99 at 500k). A chunk's statements touch one chunk
 # of rows, so a small pool costs nothing (measured: 2M ingest 95 -> 82 s, peak 0.90 GiB at both sizes).
-INGEST_DUCKDB_MEMORY = os.environ.get("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
+INGEST_DUCKDB_MEMORY = env_size("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 # What a chunk reads, in this order (the diffs first: decoding them is the long part).
-CHUNK_TABLES = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
+CHUNK_TABLES = (
+    "diffs",
+    "sealed_inferences",
+    "inference_validation_obs",
+    "sealed_validation_obs",
+    "snapshots",
+    "signatures",  # only compared between copies (pipeline/ingest/coverage.py)
+)
 # The accounting's input of each table read (both observation tables fill raw_validation_obs).
 ACCOUNT_AS = {"inference_validation_obs": "validation_obs", "sealed_validation_obs": "validation_obs"}
 
@@ -77,11 +94,7 @@ def ingest_store(
         r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
     }
 
-    @functools.cache
-    def diff_cursors() -> dict[str, int]:
-        # Read at the first stored escrow that moved: an unchanged copy skips this scan of raw_diffs.
-        return dict(con.execute(sql_text("warehouse/ingest/diff_cursors.sql")).fetchall())
-
+    own = own_cursors(con, store.source_id)  # small: nonce ranges, not nonces
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
     # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
     # otherwise the rows as they are read.
@@ -105,7 +118,7 @@ def ingest_store(
                     if epoch_id not in known_epochs and sessions.height:
                         summary.new_epochs.append(epoch_id)
                     heads.append(sessions.select("escrow_id", "latest_nonce"))
-                    changed, cursors = _changed_escrows(sessions, state, store.source_id, diff_cursors)
+                    changed, cursors = _changed_escrows(sessions, state, store.source_id, own)
                     summary.escrows_changed += len(changed)
                     summary.escrows_unchanged += sessions.height - len(changed)
                     run.accounting.used("sessions", len(changed))
@@ -291,27 +304,28 @@ def _orphans(
 
 
 def _changed_escrows(
-    sessions: pl.DataFrame, state: dict, source_id: str, diff_cursors: Callable[[], dict[str, int]]
+    sessions: pl.DataFrame, state: dict, source_id: str, own: dict[str, int]
 ) -> tuple[list[str], dict[str, int]]:
-    """Escrows whose session moved past what the warehouse holds, and their diff cursors (the highest
-    stored nonce, -1 without stored diffs so that a nonce 0 is read too; `diff_cursors` gives them per
-    stored escrow). An escrow as far along as the stored one is read again when another copy (another
-    host) stored it, so that the two copies' sealed rows are compared."""
+    """Escrows to read, and their diff cursors: the highest nonce this source already gave (`own`,
+    0 for a source new to the escrow). An escrow is read when the copy holds diffs past it (new to
+    the warehouse, or to be compared with another copy's), or when its session moved since this
+    source stored it; a copy behind the stored one is read too, for the ranges the warehouse lacks."""
     changed, cursors = [], {}
     for s in sessions.iter_rows(named=True):
-        known = state.get(s["escrow_id"])
-        if known is not None:
-            same = (known["latest_nonce"], known["status"], known["settled_at"], known["source_id"]) == (
+        escrow_id = s["escrow_id"]
+        cursor = int(own.get(escrow_id, 0))
+        known = state.get(escrow_id)
+        if known is not None and (s["latest_nonce"] or 0) <= cursor:
+            stored_here = known["source_id"] == source_id
+            same = (known["latest_nonce"], known["status"], known["settled_at"]) == (
                 s["latest_nonce"],
                 s["status"],
                 s["settled_at"],
-                source_id,
             )
-            behind = (s["latest_nonce"] or 0) < (known["latest_nonce"] or 0)
-            if same or behind:
+            if same or not stored_here:
                 continue
-        changed.append(s["escrow_id"])
-        cursors[s["escrow_id"]] = int(diff_cursors().get(s["escrow_id"], -1)) if known else -1
+        changed.append(escrow_id)
+        cursors[escrow_id] = cursor
     return changed, cursors
 
 
@@ -343,15 +357,17 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     acct = run.accounting
     escrow_ids = chunk["escrow_id"].to_list()
     chunk_cursors = {e: cursors[e] for e in escrow_ids}
-    tx_parts, diff_parts, claims, bad = [], [], [], []
+    tx_parts, diff_parts, digest_parts, claims, bad = [], [], [], [], []
     decode_bad: list[tuple[str, str]] = []
     sealed_batches: list[pa.RecordBatch] = []
     obs: list[pa.RecordBatch] = []
     snapshot_batches: list[pa.RecordBatch] = []
+    signature_parts: list[pa.Table] = []
     # The sealed and obs rows stream in (on a second connection of the same snapshot, where the
     # store has one) while the diffs are decoded.
     with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
         for batch in streams[0]:
+            digest_parts.append(digests(batch))  # every diff the copy holds, decoded or not
             decoded = decode_diffs(batch)
             tx_parts.append(decoded.txs)
             diff_parts.append(decoded.diffs)
@@ -360,6 +376,9 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
         for table, stream in zip(CHUNK_TABLES[1:], streams[1:], strict=True):
             for batch in stream:
+                if table == "signatures":
+                    signature_parts.append(signature_digests(batch))
+                    continue
                 {"sealed_inferences": sealed_batches, "snapshots": snapshot_batches}.get(table, obs).append(batch)
                 progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
     bad += _set_aside(store, run)
@@ -370,6 +389,11 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     acct.flag("diffs", "with an empty txs_proto (diffs without transactions)", empty)
     acct.quarantined("diffs", len(diff_bad))
     bad += diff_bad
+    # the nonces the copy holds, once each (rows claiming one key are settled above)
+    held = _frame(pa.concat_tables(digest_parts)).unique(maintain_order=True).to_arrow() if digest_parts else None
+    signature_rows = sum(t.num_rows for t in signature_parts)
+    acct.read("signatures", signature_rows)
+    acct.used("signatures", signature_rows)  # each compared with the other copies' (pipeline/ingest/coverage.py)
     sealed_frame = _frame(_table(sealed_batches, TABLES["sealed_inferences"].schema))
     acct.read("sealed_inferences", sealed_frame.height)
     sealed_frame, sealed_dedup, sealed_claims = settle_claims(
@@ -394,24 +418,29 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     sessions = chunk.drop("new_nonces").with_columns(source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id))
     with transaction(con):
         _register(con, "new_sealed", sealed)
-        found = _sealed_conflicts(con, store.source_id, run.run_id)  # against the copy stored before this one
-        bad += found
-        conflicted_seals = len({key for _, key, _ in found})
         _register(con, "new_sessions", sessions)
+        bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copies stored before this one
         con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
-        if diffs is not None:
-            _register(con, "new_diffs", diffs)
+        deduplicated = forked = 0
+        acct.deduplicated("diffs", diff_dedup)
+        if diffs is not None and held is not None:
+            _register(con, "new_diff_digests", held)
+            _register(con, "new_diffs_decoded", diffs)
+            _register(con, "new_diffs", con.sql(sql_text("warehouse/ingest/diffs_with_digests.sql")).to_arrow_table())
+            deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
             written = scalar(con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id}))
             acct.used("diffs", written)
-            acct.deduplicated("diffs", diff_dedup + diffs.num_rows - written)  # held: another copy stored it
+            acct.deduplicated("diffs", deduplicated)  # the warehouse held them with the same bytes
+            # a fork whose stored version stays (its digest sorts first) is set aside, quarantined with both digests
+            acct.quarantined("diffs", diffs.num_rows - written - deduplicated)
             _register(con, "new_txs", txs)
             con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
         sealed_written = scalar(
             con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id})
         )
         acct.used("sealed_inferences", sealed_written)
-        acct.quarantined("sealed_inferences", conflicted_seals)
-        acct.deduplicated("sealed_inferences", sealed_dedup + sealed.num_rows - sealed_written - conflicted_seals)
+        # not written: another copy's seal of the key stays (further along, or a conflict it wins, quarantined)
+        acct.deduplicated("sealed_inferences", sealed_dedup + sealed.num_rows - sealed_written)
         snapshot_rows = snapshots.snapshots.append_column(
             "source_id", pa.array([store.source_id] * snapshots.snapshots.num_rows, pa.string())
         )
@@ -430,11 +459,16 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             obs_written = scalar(con.execute(sql_text("warehouse/ingest/insert_obs.sql")))
             acct.used("validation_obs", obs_written)
             acct.deduplicated("validation_obs", obs_rows - obs_written)  # already held, or in both tables
+        if signature_parts:
+            summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
         derived = derive_escrows(con, escrow_ids)
+        refresh_escrow_coverage(con, escrow_ids)
         bad += derived.quarantined
         run.quarantine(bad)
         for name in (
             "new_sessions",
+            "new_diff_digests",
+            "new_diffs_decoded",
             "new_diffs",
             "new_txs",
             "new_sealed",
@@ -446,6 +480,9 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             con.unregister(name)  # a no-op for names this chunk did not register
     run.count("sessions", chunk.height)
     run.count("diffs", diffs.num_rows if diffs is not None else 0)
+    # Diffs of this copy the warehouse already held (the same bytes or a fork), for the run's accounting.
+    summary.diffs_deduplicated += deduplicated
+    summary.diff_forks += forked
     run.count("txs", txs.num_rows if txs is not None else 0)
     run.count("sealed_inferences", sealed.num_rows)
     run.count("validation_obs", obs_rows)
@@ -509,8 +546,8 @@ def _sealed_conflicts(con: duckdb.DuckDBPyConnection, source_id: str, run_id: st
         (
             "sealed_inferences",
             f"{r['escrow_id']}/{r['inference_id']}",
-            f"copies disagree on the sealed row: {r['field']} {r['stored']} ({r['stored_source_id']}) "
-            f"vs {r['copy']} (this copy)",
+            f"copies disagree on the sealed row: {r['field']} {r['stored']} ({r['stored_source_id']}, kept) "
+            f"vs {r['copy']} ({r['copy_source_id']})",
         )
         for r in conflicts.iter_rows(named=True)
     ]

@@ -26,7 +26,9 @@ any warehouse built from the same copies, and names each file that differs.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import os
 import shlex
 import shutil
 import tempfile
@@ -177,11 +179,16 @@ def _manifest(
 
 
 def write_bundle(files: dict[str, bytes], out: Path) -> Path:
-    """Write the bundle into ``out`` whole: staged beside it, then renamed into place. An existing
-    bundle there is replaced; any other non-empty directory is refused."""
+    """Write the bundle into ``out`` whole: staged beside it, then swapped into place in one rename. ``out``
+    must be new, an empty directory, or a bundle this pipeline wrote (see `is_own_bundle`); anything
+    else is refused and left as it is."""
     out = Path(out)
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
-        raise EvidenceError(f"{out}: exists and is not a bundle; choose a new or empty directory")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise EvidenceError(f"{out}: exists and is not a directory; choose a new or empty directory")
+    if out.exists() and any(out.iterdir()) and not is_own_bundle(out):
+        raise EvidenceError(
+            f"{out}: holds files that are not an unchanged gonka-evidence bundle; choose a new or empty directory"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -189,13 +196,63 @@ def write_bundle(files: dict[str, bytes], out: Path) -> Path:
             target = staging / path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
+        os.chmod(staging, 0o777 & ~_umask())
         if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
+            _exchange(staging, out)  # staging now holds the old bundle
+            shutil.rmtree(staging, ignore_errors=True)
+        else:
+            staging.rename(out)
     except BaseException:  # a full disk or Ctrl-C leaves no half-written bundle behind
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def is_own_bundle(directory: Path) -> bool:
+    """Whether `directory` holds exactly a bundle as this pipeline wrote it: a manifest of this format
+    and every file it lists, each with the sha256 the manifest gives, and nothing else (no file a
+    user added, changed or linked in). Only such a directory is ever replaced."""
+    directory = Path(directory)
+    present: set[str] = set()
+    for root, dirs, names in os.walk(directory):
+        for name in [*names, *(d for d in dirs if os.path.islink(os.path.join(root, d)))]:
+            path = Path(root, name)
+            if path.is_symlink() or not path.is_file():
+                return False
+            present.add(path.relative_to(directory).as_posix())
+    try:
+        manifest = orjson.loads((directory / MANIFEST).read_bytes())
+        listed = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
+        if manifest.get("bundle_format") != BUNDLE_FORMAT or present != {*listed, MANIFEST}:
+            return False
+        return all(hashlib.sha256((directory / p).read_bytes()).hexdigest() == digest for p, digest in listed.items())
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap two directories in one step (Linux renameat2 RENAME_EXCHANGE); where the system cannot,
+    `b` is moved aside and `a` renamed into its place, and `a` names the old `b` afterwards either way."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        renameat2 = None
+    if renameat2 is not None:
+        at_fdcwd, rename_exchange = -100, 2
+        if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+            return
+    aside = Path(tempfile.mkdtemp(prefix=f".{b.name}.old-", dir=b.parent))
+    os.rename(b, aside / "old")
+    os.rename(a, b)
+    os.rename(aside / "old", a)
+    aside.rmdir()
 
 
 def read_request(directory: Path) -> BundleRequest:

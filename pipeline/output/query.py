@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import io
+import os
 import re
+import stat
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import duckdb
 import polars as pl
 
 from pipeline.core.paths import SQL_DIR
 from pipeline.output import query_format as query_output
-from pipeline.output.query_format import QueryFormat
+from pipeline.output.query_format import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, TABLE_MAX_ROWS, QueryFormat
 
 QUERIES_DIR = SQL_DIR / "queries"
+MAX_SQL_BYTES = 16 * 2**20  # a --file longer than this is not SQL someone wrote
+
 HEADER = re.compile(r"^--\s*(name|description|params):\s*(.*)$")
 
 
@@ -46,9 +54,7 @@ def named_queries() -> dict[str, NamedQuery]:
 def resolve_sql(text: str | None, file: Path | None) -> str:
     """SQL from `--file`, a named query, or the text itself."""
     if file is not None:
-        if not file.exists():
-            raise QueryError(f"{file}: no such file")
-        return file.read_text()
+        return read_sql_file(Path(file))
     if text is None:
         raise QueryError("give SQL, a query name (see `gonka-evidence query --list`) or --file")
     queries = named_queries()
@@ -57,6 +63,30 @@ def resolve_sql(text: str | None, file: Path | None) -> str:
     if re.fullmatch(r"[A-Za-z_][\w-]*", text):
         raise QueryError(f"no named query {text!r} (see `gonka-evidence query --list`)")
     return text
+
+
+def read_sql_file(file: Path) -> str:
+    """The SQL text of a regular file of at most MAX_SQL_BYTES (a pipe or a device could never end)."""
+    try:
+        with open(file, "rb", opener=_nonblocking) as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise QueryError(f"{file}: not a regular file (give --file a file of SQL)")
+            data = f.read(MAX_SQL_BYTES + 1)
+    except FileNotFoundError:
+        raise QueryError(f"{file}: no such file") from None
+    except OSError as exc:
+        raise QueryError(f"{file}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_SQL_BYTES:
+        raise QueryError(f"{file}: longer than {MAX_SQL_BYTES // 2**20} MiB, not a file of SQL")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise QueryError(f"{file}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _nonblocking(path: str, flags: int) -> int:
+    """Open without waiting for a writer (a named pipe would block the open itself)."""
+    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -97,6 +127,136 @@ class RenderedQuery:
     columns: int
     hidden: list[str]  # columns the table left out to fit the terminal
     elapsed_s: float
+    truncated: bool = False  # more rows than max_rows: only the first ones are in `data`
+
+
+class TimeLimit:
+    """Interrupts what runs on `con` once `seconds` have passed (None or 0: never)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float | None):
+        self.seconds, self.fired = seconds, threading.Event()
+        self._timer = threading.Timer(seconds or 0, self._stop, [con]) if seconds else None
+        if self._timer is not None:
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _stop(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.fired.set()
+        con.interrupt()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def error(self) -> QueryError:
+        return QueryError(
+            f"the query ran longer than its limit of {self.seconds:g} s and was stopped (--timeout SECONDS, 0 for none)"
+        )
+
+
+def stream_query(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: dict[str, str],
+    fmt: QueryFormat,
+    sink: BinaryIO,
+    *,
+    vertical: bool = False,
+    width: int | None = None,
+    max_rows: int | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+) -> RenderedQuery:
+    """Run ``sql`` once and write its result exactly in ``fmt`` to `sink` as DuckDB hands it over, a batch
+    at a time (see pipeline.output.query_format); only the terminal table holds its rows. At most
+    `max_rows` rows (0: all; None: TABLE_MAX_ROWS for the table, else all). ``width``: fit the table to
+    this many terminal cells (None: every column, full width). The returned RenderedQuery has no data."""
+    if max_rows is None:
+        max_rows = TABLE_MAX_ROWS if fmt is QueryFormat.table and not vertical else 0
+    if max_rows < 0:
+        raise QueryError(f"--max-rows {max_rows} is negative (0 shows every row)")
+    if timeout_s is not None and not 0 <= timeout_s < MAX_TIMEOUT_S:
+        raise QueryError(f"--timeout {timeout_s:g} is not a number of seconds from 0 (no limit) to {MAX_TIMEOUT_S:g}")
+    max_rows = max_rows or None
+    limit = TimeLimit(con, timeout_s)
+    try:
+        return _stream(con, sql, params, fmt, sink, vertical, width, max_rows)
+    except duckdb.InterruptException:
+        if not limit.fired.is_set():  # not the limit: a Ctrl-C, which the command line reports as such
+            raise
+    finally:
+        limit.cancel()
+    # Raised here, outside the handler: an error whose context is an interruption reads as a Ctrl-C.
+    raise limit.error()
+
+
+def _stream(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: dict[str, str],
+    fmt: QueryFormat,
+    sink: BinaryIO,
+    vertical: bool,
+    width: int | None,
+    max_rows: int | None,
+) -> RenderedQuery:
+    started = time.perf_counter()
+    counted = _Counter(max_rows)
+    hidden: list[str] = []
+
+    def write(text: str) -> None:
+        sink.write(text.encode())
+
+    try:
+        relation = con.sql(sql, params=_bound(con, sql, params))
+        if relation is None:
+            raise QueryError("the statement returned no result to show (only queries do)")
+        limit = None if max_rows is None else max_rows + 1  # one more tells that rows were left out
+        if fmt is QueryFormat.parquet:
+            counted.rows = query_output.write_parquet(relation, sink, max_rows)
+            counted.more = max_rows is not None and counted.rows == max_rows and _has_row(relation, max_rows)
+        else:
+            cells = query_output.header_cells(relation)
+            batches = counted.count(query_output.cell_batches(relation, limit))
+            if fmt is QueryFormat.csv:
+                query_output.write_csv(cells, batches, write)
+            elif fmt is QueryFormat.json:
+                query_output.write_json(cells, batches, write)
+            elif fmt is QueryFormat.markdown:
+                query_output.write_markdown(cells, batches, write)
+            elif vertical:
+                query_output.write_vertical(cells, batches, write)
+            else:
+                cells.rows = [row for rows in batches for row in rows]
+                text, hidden = query_output.to_table(cells, width)
+                write(text + "\n")
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error as exc:
+        raise QueryError(str(exc).splitlines()[0]) from None
+    return RenderedQuery(
+        "", counted.rows, len(relation.columns), hidden, time.perf_counter() - started, truncated=counted.more
+    )
+
+
+class _Counter:
+    """Counts the rows that pass, stops at `limit` and notes whether more were there."""
+
+    def __init__(self, limit: int | None):
+        self.limit, self.rows, self.more = limit, 0, False
+
+    def count(self, batches: Iterator[list]) -> Iterator[list]:
+        for rows in batches:
+            if self.limit is not None and self.rows + len(rows) > self.limit:
+                rows = rows[: self.limit - self.rows]
+                self.more = True
+            self.rows += len(rows)
+            yield rows
+            if self.more:
+                return
+
+
+def _has_row(relation: duckdb.DuckDBPyRelation, offset: int) -> bool:
+    return bool(relation.limit(1, offset=offset).fetchall())
 
 
 def render_query(
@@ -106,29 +266,14 @@ def render_query(
     fmt: QueryFormat,
     vertical: bool = False,
     width: int | None = None,
+    max_rows: int | None = None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> RenderedQuery:
-    """Run ``sql`` once and render its result exactly in ``fmt`` (see pipeline.output.query_format).
-    ``width``: fit the table to this many terminal cells (None: every column, full width)."""
-    started = time.perf_counter()
-    try:
-        relation = con.sql(sql, params=_bound(con, sql, params))
-        if relation is None:
-            raise QueryError("the statement returned no result to show (only queries do)")
-        if fmt is QueryFormat.parquet:
-            parquet, rows = query_output.to_parquet(relation)
-            return RenderedQuery(parquet, rows, len(relation.columns), [], time.perf_counter() - started)
-        cells = query_output.fetch_cells(relation)
-    except duckdb.Error as exc:
-        raise QueryError(str(exc).splitlines()[0]) from None
-    hidden: list[str] = []
-    if fmt is QueryFormat.csv:
-        data = query_output.to_csv(cells)
-    elif fmt is QueryFormat.json:
-        data = query_output.to_json(cells)
-    elif fmt is QueryFormat.markdown:
-        data = query_output.to_markdown(cells)
-    elif vertical:
-        data = query_output.to_vertical(cells)
-    else:
-        data, hidden = query_output.to_table(cells, width)
-    return RenderedQuery(data, len(cells.rows), len(cells.columns), hidden, time.perf_counter() - started)
+    """`stream_query` into memory: the result as text without its final newline, or Parquet bytes."""
+    buffer = io.BytesIO()
+    rendered = stream_query(
+        con, sql, params, fmt, buffer, vertical=vertical, width=width, max_rows=max_rows, timeout_s=timeout_s
+    )
+    data = buffer.getvalue()
+    rendered.data = data if fmt is QueryFormat.parquet else data.decode().removesuffix("\n")
+    return rendered

@@ -22,11 +22,14 @@ import io
 import re
 import shutil
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
+
+from pipeline.core.sqlnames import quote_ident
 
 if TYPE_CHECKING:
     import duckdb
@@ -67,6 +70,11 @@ JSON_FLOATS = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
 _JSON_STRING_OR_CONSTANT = re.compile(r'"(?:[^"\\]|\\.)*"|-?Infinity|NaN')
 _DIGITS = re.compile(r"(-?)(\d+)(\.\d+)?")
 NULL_TEXT = "NULL"
+# How long a `query` may run (its output included) unless --timeout says otherwise; 0 lifts the limit.
+DEFAULT_TIMEOUT_S = 300.0
+MAX_TIMEOUT_S = 10.0**7  # ~four months: past it threading.Timer overflows
+# Rows the terminal table shows unless --max-rows says otherwise: its layout needs every row in memory.
+TABLE_MAX_ROWS = 10_000
 # On a terminal a column is first given at most this many cells; longer values fold onto
 # more lines (every character kept) and wide columns get the room left over.
 FOLD_WIDTH = 24
@@ -152,7 +160,7 @@ def _nested_leaves_sql(expr: str, dtype, depth: int = 0) -> str | None:
     if all(r is None for r in rewritten):
         return None
     packed = ", ".join(
-        f"{_sql_ident(name)} := {r or field}" for (name, field), r in zip(fields, rewritten, strict=True)
+        f"{quote_ident(name)} := {r or field}" for (name, field), r in zip(fields, rewritten, strict=True)
     )
     return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({packed}) END"
 
@@ -161,24 +169,32 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _sql_ident(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
+# Rows fetched from DuckDB at a time: the result streams to the output, never whole in Python.
+BATCH_ROWS = 2048
 
 
-def fetch_cells(relation: duckdb.DuckDBPyRelation) -> Cells:
-    """Run ``relation`` once and return its cells as exact text."""
+def header_cells(relation: duckdb.DuckDBPyRelation) -> Cells:
+    """The result's columns and their types, without rows."""
+    return Cells(list(relation.columns), [t.id for t in relation.types], [])
+
+
+def cell_batches(relation: duckdb.DuckDBPyRelation, limit: int | None = None) -> Iterator[list[tuple[str | None, ...]]]:
+    """Run ``relation`` once and yield its rows (at most `limit`) as exact text, a batch at a time."""
     kinds: list[str] = [t.id for t in relation.types]
     projection = relation.project(
         ", ".join(text_sql(i, kind, t) for i, (kind, t) in enumerate(zip(kinds, relation.types, strict=True)))
     )
-    rows = projection.fetchall()
+    if limit is not None:
+        projection = projection.limit(limit)
     nested = [i for i, kind in enumerate(kinds) if kind in NESTED_TYPES]
-    if nested:
-        rows = [
-            tuple(_json_constants_quoted(v) if i in nested and v is not None else v for i, v in enumerate(row))
-            for row in rows
-        ]
-    return Cells(list(relation.columns), kinds, rows)
+    for batch in projection.to_arrow_reader(BATCH_ROWS):
+        rows = list(zip(*(column.to_pylist() for column in batch.columns), strict=True))
+        if nested:
+            rows = [
+                tuple(_json_constants_quoted(v) if i in nested and v is not None else v for i, v in enumerate(row))
+                for row in rows
+            ]
+        yield rows
 
 
 def _json_constants_quoted(text: str) -> str:
@@ -186,20 +202,28 @@ def _json_constants_quoted(text: str) -> str:
     return _JSON_STRING_OR_CONSTANT.sub(lambda m: m.group(0) if m.group(0)[0] == '"' else f'"{m.group(0)}"', text)
 
 
-def to_json(cells: Cells) -> str:
+Batches = Iterable[list[tuple[str | None, ...]]]
+
+
+def write_json(cells: Cells, batches: Batches, write: Callable[[str], None]) -> None:
     """A JSON array of row objects, one row per line."""
     keys = [orjson.dumps(name).decode() for name in cells.columns]
     encoders = [_json_encoder(kind) for kind in cells.kinds]
-    lines = [
-        "{"
-        + ",".join(
-            f"{key}:{'null' if value is None else encode(value)}"
-            for key, encode, value in zip(keys, encoders, row, strict=True)
-        )
-        + "}"
-        for row in cells.rows
-    ]
-    return "[\n" + ",\n".join(lines) + "\n]" if lines else "[]"
+    first = True
+    for rows in batches:
+        lines = [
+            "{"
+            + ",".join(
+                f"{key}:{'null' if value is None else encode(value)}"
+                for key, encode, value in zip(keys, encoders, row, strict=True)
+            )
+            + "}"
+            for row in rows
+        ]
+        if lines:
+            write(("[\n" if first else ",\n") + ",\n".join(lines))
+            first = False
+    write("[]\n" if first else "\n]\n")
 
 
 def _json_encoder(kind: str):
@@ -210,11 +234,12 @@ def _json_encoder(kind: str):
     return lambda text: orjson.dumps(text).decode()
 
 
-def to_csv(cells: Cells) -> str:
+def write_csv(cells: Cells, batches: Batches, write: Callable[[str], None]) -> None:
     """RFC 4180 CSV with a header line; NULL is an empty field, an empty string ``""``."""
-    lines = [",".join(_csv_field(name) for name in cells.columns)]
-    lines += [",".join("" if value is None else _csv_field(value) for value in row) for row in cells.rows]
-    return "\n".join(lines)
+    write(",".join(_csv_field(name) for name in cells.columns) + "\n")
+    for rows in batches:
+        if rows:
+            write("".join(",".join("" if v is None else _csv_field(v) for v in row) + "\n" for row in rows))
 
 
 def _csv_field(text: str) -> str:
@@ -234,40 +259,45 @@ def display_text(cells: Cells, index: int, value: str | None) -> str:
     return value
 
 
-def to_markdown(cells: Cells) -> str:
+def write_markdown(cells: Cells, batches: Batches, write: Callable[[str], None]) -> None:
     """A GitHub table; ``|`` is escaped and a line break is ``<br>`` so that a cell stays a cell."""
-    if not cells.rows:
-        return "_no rows_"
 
     def line(values):
         return (
             "| "
             + " | ".join(v.replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>") for v in values)
-            + " |"
+            + " |\n"
         )
 
     rule = ["---:" if cells.is_right_aligned(i) else "---" for i in range(len(cells.columns))]
-    body = [line(display_text(cells, i, v) for i, v in enumerate(row)) for row in cells.rows]
-    return "\n".join([line(cells.columns), "| " + " | ".join(rule) + " |", *body])
+    started = False
+    for rows in batches:
+        if rows and not started:
+            write(line(cells.columns) + "| " + " | ".join(rule) + " |\n")
+            started = True
+        write("".join(line(display_text(cells, i, v) for i, v in enumerate(row)) for row in rows))
+    if not started:
+        write("_no rows_\n")
 
 
-def to_vertical(cells: Cells) -> str:
+def write_vertical(cells: Cells, batches: Batches, write: Callable[[str], None]) -> None:
     """One block per record, a ``name | value`` line per column (like psql's expanded mode)."""
-    if not cells.rows:
-        return ""
     from rich.cells import cell_len
 
-    width = max(cell_len(name) for name in cells.columns)
-    blocks = []
-    for n, row in enumerate(cells.rows, 1):
-        lines = [f"-[ RECORD {n} ]" + "-" * max(3, width - 8)]
-        for i, (name, value) in enumerate(zip(cells.columns, row, strict=True)):
-            first, *rest = display_text(cells, i, value).split("\n")
-            pad = " " * (width - cell_len(name))
-            lines.append(f"{name}{pad} | {first}")
-            lines += [f"{' ' * width} | {more}" for more in rest]
-        blocks.append("\n".join(lines))
-    return "\n".join(blocks)
+    width = max((cell_len(name) for name in cells.columns), default=0)
+    n = 0
+    for rows in batches:
+        blocks = []
+        for row in rows:
+            n += 1
+            lines = [f"-[ RECORD {n} ]" + "-" * max(3, width - 8)]
+            for i, (name, value) in enumerate(zip(cells.columns, row, strict=True)):
+                first, *rest = display_text(cells, i, value).split("\n")
+                pad = " " * (width - cell_len(name))
+                lines.append(f"{name}{pad} | {first}")
+                lines += [f"{' ' * width} | {more}" for more in rest]
+            blocks.append("\n".join(lines) + "\n")
+        write("".join(blocks))
 
 
 @dataclass
@@ -358,36 +388,65 @@ def terminal_width() -> int | None:
     return None
 
 
-def to_parquet(relation: duckdb.DuckDBPyRelation) -> tuple[bytes, int]:
-    """Parquet of the result, and its number of rows. Columns whose Arrow form would lose digits, months or zones
-    (see ``PARQUET_AS_TEXT``; also nested values holding one) are written as their
-    exact text; HUGEINT/UHUGEINT as DECIMAL(38,0) unless a value has 39 digits."""
+def write_parquet(relation: duckdb.DuckDBPyRelation, sink: BinaryIO, limit: int | None = None) -> int:
+    """Parquet of the result (at most `limit` rows) written to `sink` a batch at a time; returns its rows.
+    Columns whose Arrow form would lose digits, months or zones (see ``PARQUET_AS_TEXT``; also nested
+    values holding one) are written as their exact text; HUGEINT/UHUGEINT as DECIMAL(38,0) unless a
+    value has 39 digits (which takes one more pass over the result)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    kinds, as_text, table = _exact_arrow(relation)
-    columns = []
-    for i, kind in enumerate(kinds):
-        column = table.column(i)
-        if kind in ("hugeint", "uhugeint"):
-            # pyarrow's cast wraps a 39-digit value around silently, and DECIMAL(39) is not read
-            # back faithfully (DuckDB reads -1): such a column stays text.
-            digits = pc.max(pc.utf8_length(pc.utf8_ltrim(column, characters="-"))).as_py()
-            if digits is None or digits <= 38:
-                column = column.cast(pa.decimal128(38, 0))
-        elif kinds[i] in NESTED_TYPES and as_text[i]:
-            column = pa.chunked_array(
-                [pa.array([None if v is None else _json_constants_quoted(v) for v in column.to_pylist()], pa.string())]
-            )
-        columns.append(column)
-    buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_arrays(columns, names=list(relation.columns)), buffer)
-    return buffer.getvalue(), table.num_rows
+    kinds, as_text, projection = _exact_projection(relation)
+    if limit is not None:
+        projection = projection.limit(limit)
+    # pyarrow's cast wraps a 39-digit value around silently, and DECIMAL(39) is not read back
+    # faithfully (DuckDB reads -1): such a column stays text.
+    decimal = {
+        i
+        for i, kind in enumerate(kinds)
+        if kind in ("hugeint", "uhugeint") and (_longest_digits(projection, i) or 0) <= 38
+    }
+    reader = projection.to_arrow_reader(BATCH_ROWS)
+    writer = None
+    rows = 0
+    try:
+        for batch in _with_one_batch(reader, pa):
+            columns = []
+            for i, column in enumerate(batch.columns):
+                if i in decimal:
+                    column = column.cast(pa.decimal128(38, 0))
+                elif kinds[i] in NESTED_TYPES and as_text[i]:
+                    column = pa.array(
+                        [None if v is None else _json_constants_quoted(v) for v in column.to_pylist()], pa.string()
+                    )
+                columns.append(column)
+            table = pa.Table.from_arrays(columns, names=list(relation.columns))
+            if writer is None:
+                writer = pq.ParquetWriter(sink, table.schema)
+            writer.write_table(table)
+            rows += table.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
 
 
-def _exact_arrow(relation: duckdb.DuckDBPyRelation):
-    """The result as Arrow columns c0, c1, …, those whose Arrow form would lose digits, months or zones
+def _with_one_batch(reader, pa):
+    """The reader's batches; an empty result still gives one (empty) batch, so the file has its schema."""
+    empty = True
+    for batch in reader:
+        empty = False
+        yield batch
+    if empty:
+        yield pa.RecordBatch.from_pylist([], schema=reader.schema)
+
+
+def _longest_digits(projection: duckdb.DuckDBPyRelation, index: int) -> int | None:
+    return projection.aggregate(f"max(length(ltrim(c{index}, '-')))").fetchall()[0][0]
+
+
+def _exact_projection(relation: duckdb.DuckDBPyRelation):
+    """The result as columns c0, c1, …, those whose Arrow form would lose digits, months or zones
     (``_parquet_as_text``) as their exact text; with each column's DuckDB type id and whether it is text."""
     kinds: list[str] = [t.id for t in relation.types]
     as_text = [_parquet_as_text(t) for t in relation.types]
@@ -395,7 +454,7 @@ def _exact_arrow(relation: duckdb.DuckDBPyRelation):
         text_sql(i, kind, t) if bad else _ident(i)
         for i, (kind, t, bad) in enumerate(zip(kinds, relation.types, as_text, strict=True))
     ]
-    return kinds, as_text, relation.project(", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs))).to_arrow_table()
+    return kinds, as_text, relation.project(", ".join(f"{e} AS c{i}" for i, e in enumerate(exprs)))
 
 
 def to_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
@@ -408,7 +467,8 @@ def to_frame(relation: duckdb.DuckDBPyRelation) -> pl.DataFrame:
     prints them (see ``PARQUET_AS_TEXT``)."""
     import polars as pl
 
-    kinds, as_text, table = _exact_arrow(relation)
+    kinds, as_text, projection = _exact_projection(relation)
+    table = projection.to_arrow_table()
     aliases = table.column_names  # c0, c1, …: result columns may share a name; Polars' may not
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)  # an Arrow table gives a frame (a Series only from an array)

@@ -6,8 +6,11 @@ transaction, so every write unit here is an explicit BEGIN … COMMIT (an ingest
 
 from __future__ import annotations
 
+import atexit
+import errno
 import hashlib
-import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,16 +21,36 @@ import duckdb
 if TYPE_CHECKING:
     import polars as pl
 
+from pipeline.core.env import env_size
 from pipeline.core.paths import DEFAULT_WAREHOUSE, SQL_DIR
 
 SCHEMA_VERSION = "1"
 # warehouse_meta key: sha256 of the schema and view scripts that last ran on the warehouse.
 SCHEMA_DIGEST_KEY = "schema_digest"
-DUCKDB_MEMORY_LIMIT = os.environ.get("GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB")
+MEMORY_ENV, DEFAULT_MEMORY_LIMIT = "GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB"
 
 
 class WarehouseError(Exception):
     """A warehouse that cannot be opened as asked; one-line message."""
+
+
+# What a write that the file system refuses raises: DuckDB's own I/O and commit errors (a full disk
+# fails the commit's WAL write), the fatal error that invalidates the database after one, and the
+# file system's errors for the files Python itself writes.
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG}
+
+
+@contextmanager
+def disk_errors(path: Path | str) -> Iterator[None]:
+    """A write to the warehouse at `path` that the disk refuses ends as a one-line WarehouseError."""
+    try:
+        yield
+    except (duckdb.IOException, duckdb.TransactionException, duckdb.FatalException) as exc:
+        raise WarehouseError(f"{path}: cannot write the warehouse ({str(exc).splitlines()[0]})") from None
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRNOS:
+            raise
+        raise WarehouseError(f"{exc.filename or path}: cannot write ({exc.strerror or exc})") from None
 
 
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -45,7 +68,7 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     con.execute("SET TimeZone = 'UTC'")
     # DuckDB's buffer pool defaults to 80% of RAM; a bounded one keeps an ingest's RSS flat
     # whatever the warehouse size (it spills to disk instead).
-    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+    con.execute(f"SET memory_limit = '{env_size(MEMORY_ENV, DEFAULT_MEMORY_LIMIT)}'")
     return con
 
 
@@ -64,6 +87,11 @@ def open_for_write(path: Path | str = DEFAULT_WAREHOUSE, abort_abandoned: bool =
     ]
     digest = hashlib.sha256("\0".join([SCHEMA_VERSION, *scripts]).encode()).hexdigest()
     con = _connect(path, read_only=False)
+    try:
+        refuse_foreign(con, path)
+    except WarehouseError:
+        con.close()
+        raise
     # The scripts are idempotent, so a warehouse they last ran on with the same text is up to date:
     # running them again took 0.2-0.5 s of a no-op ingest on a loaded host (docs/data-model.md).
     if _stored_schema_digest(con) != digest:
@@ -77,6 +105,41 @@ def open_for_write(path: Path | str = DEFAULT_WAREHOUSE, abort_abandoned: bool =
     if abort_abandoned:
         abort_abandoned_runs(con)
     return con
+
+
+# What makes a DuckDB file a gonka-evidence warehouse: the schema's first script creates this table and
+# records its version in it. A file with other relations is another application's and is never written.
+META_TABLE = "warehouse_meta"
+
+
+def warehouse_state(con: duckdb.DuckDBPyConnection) -> str:
+    """``"warehouse"`` (a gonka-evidence warehouse), ``"empty"`` (no table or view of its own) or ``"foreign"``."""
+    names = {
+        name
+        for (name,) in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE NOT internal AND database_name = current_database() "
+            "UNION ALL SELECT view_name FROM duckdb_views() WHERE NOT internal AND database_name = current_database()"
+        ).fetchall()
+    }
+    if not names:
+        return "empty"
+    if META_TABLE not in names:
+        return "foreign"
+    rows = con.execute(f"SELECT value FROM {META_TABLE} WHERE key = 'schema_version'").fetchall()
+    return "warehouse" if rows else "foreign"
+
+
+def refuse_foreign(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """A one-line error unless the file behind `con` is a gonka-evidence warehouse or holds nothing yet."""
+    try:
+        state = warehouse_state(con)
+    except duckdb.Error as exc:
+        raise WarehouseError(f"{path}: not a gonka-evidence warehouse ({str(exc).splitlines()[0]})") from None
+    if state == "foreign":
+        raise WarehouseError(
+            f"{path}: a DuckDB file of another application (it has tables but no gonka-evidence {META_TABLE}); "
+            "gonka-evidence leaves it untouched: name a new warehouse file"
+        )
 
 
 def _stored_schema_digest(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -121,7 +184,17 @@ def open_read_only(path: Path | str = DEFAULT_WAREHOUSE) -> duckdb.DuckDBPyConne
         raise WarehouseError(
             f"{path}: no warehouse here yet (run `gonka-evidence ingest SOURCE` or `gonka-evidence run` first)"
         )
-    return _connect(path, read_only=True)
+    con = _connect(path, read_only=True)
+    try:
+        refuse_foreign(con, path)
+        if warehouse_state(con) == "empty":
+            raise WarehouseError(
+                f"{path}: an empty DuckDB file, no warehouse yet (run `gonka-evidence ingest SOURCE` into it first)"
+            )
+    except BaseException:
+        con.close()
+        raise
+    return con
 
 
 # What `query` locks down before it runs an analyst's SQL: no file, network or extension access
@@ -135,9 +208,20 @@ SANDBOX_SETTINGS = (
 )
 
 
+# Where a query's large sorts and joins spill: a directory of its own below the system's temporary
+# directory (TMPDIR), never beside the warehouse, and bounded so that a runaway query cannot fill a disk.
+QUERY_TEMP_ENV, DEFAULT_QUERY_TEMP_LIMIT = "GONKA_EVIDENCE_QUERY_TEMP_LIMIT", "4GB"
+
+
 def open_sandboxed(path: Path | str = DEFAULT_WAREHOUSE) -> duckdb.DuckDBPyConnection:
-    """A read-only connection that can read the warehouse and nothing else, and cannot be reconfigured."""
+    """A read-only connection that can read the warehouse and nothing else, and cannot be reconfigured;
+    it spills to a temporary directory of its own of at most GONKA_EVIDENCE_QUERY_TEMP_LIMIT (4GB)."""
+    limit = env_size(QUERY_TEMP_ENV, DEFAULT_QUERY_TEMP_LIMIT)
     con = open_read_only(path)
+    spill = tempfile.mkdtemp(prefix="gonka-evidence-query-")
+    atexit.register(shutil.rmtree, spill, True)  # DuckDB removes its files when the connection closes
+    con.execute("SET temp_directory = ?", [spill])
+    con.execute(f"SET max_temp_directory_size = '{limit}'")
     for statement in SANDBOX_SETTINGS:
         con.execute(statement)
     return con

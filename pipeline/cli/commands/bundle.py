@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import WarehouseOpt, user_errors
+from pipeline.cli.conventions import MAX_BIGINT, WarehouseOpt, user_errors
 from pipeline.core.paths import DEFAULT_WAREHOUSE
 
 ORDER = 110
@@ -18,7 +18,8 @@ def bundle(
     out: Annotated[Path, typer.Option("--out", "-o", help="The bundle directory (new, empty, or an earlier bundle).")],
     host: Annotated[str | None, typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")] = None,
     epoch: Annotated[
-        int | None, typer.Option(help="The escrows of epoch N (the bundle then holds the epoch report).")
+        int | None,
+        typer.Option(help="The escrows of epoch N (the bundle then holds the epoch report).", min=0, max=MAX_BIGINT),
     ] = None,
     since: Annotated[str | None, typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
     until: Annotated[str | None, typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,

@@ -22,9 +22,9 @@ def doctor(
             "--warehouse",
             "-w",
             help="Also show what this warehouse found about the source "
-            "(copies that disagree, checkpoint cross-checks), whether its build timeline contradicts its "
-            "vLLM logs (builds check), and where every row its last ingest read went "
-            "(read = used + deduplicated + quarantined).",
+            "(copies that disagree, escrows with a partial diff log, checkpoint cross-checks), whether its "
+            "build timeline contradicts its vLLM logs (builds check), and where every row its last ingest "
+            "read went (read = used + deduplicated + quarantined).",
         ),
     ] = None,
 ) -> None:
@@ -36,7 +36,7 @@ def doctor(
     from pipeline.cli.console import print_accounting, print_description, print_text
 
     found = api.doctor(source, warehouse)
-    print_description(found.description, found.findings)
+    print_description(found.description, found.findings, found.escrow_lines)
     if found.builds is not None:  # the warehouse's build timeline against its vLLM logs
         from pipeline.cli.console import out
 

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from pipeline.cli.conventions import (
+    MAX_BIGINT,
     ConfigOpt,
     ConfigWarehouseOpt,
     EvidenceFormat,
@@ -34,7 +35,7 @@ def evidence(
             envvar="GONKA_EVIDENCE_HOST",
         ),
     ] = None,
-    epoch: Annotated[int | None, typer.Option(help="The escrows of epoch N.")] = None,
+    epoch: Annotated[int | None, typer.Option(help="The escrows of epoch N.", min=0, max=MAX_BIGINT)] = None,
     since: Annotated[str | None, typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
     until: Annotated[str | None, typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from pipeline.api import QueryFormat, terminal_width
+from pipeline.api import MAX_QUERY_TIMEOUT_S, QUERY_TIMEOUT_S, QueryFormat, terminal_width
 from pipeline.cli.conventions import ConfigOpt, ConfigWarehouseOpt, complete_named_query, prints_data, user_errors
 
 ORDER = 40
@@ -30,6 +31,23 @@ def query(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to a file (required for parquet on a terminal).")
     ] = None,
+    max_rows: Annotated[
+        int | None,
+        typer.Option(
+            "--max-rows",
+            min=0,
+            help="Write at most N rows (0: all). Default: all, except 10,000 for the table format.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            "--timeout",
+            min=0,
+            max=MAX_QUERY_TIMEOUT_S,
+            help="Stop the query after this many seconds, its output included (0: no limit).",
+        ),
+    ] = QUERY_TIMEOUT_S,
     list_: Annotated[bool, typer.Option("--list", help="List the named queries with their parameters.")] = False,
     warehouse: ConfigWarehouseOpt = None,
     config: ConfigOpt = None,
@@ -37,6 +55,11 @@ def query(
     """Run SQL on the warehouse views, in a sandbox: the warehouse is opened read-only, and DuckDB is
     locked so that the SQL cannot reach files, the network or extensions (no ATTACH, COPY, EXPORT,
     INSTALL/LOAD, read_csv/read_text/glob) nor change settings. Export results with --format/--output.
+
+    Results stream to the output as DuckDB produces them; a query stops after --timeout seconds (default
+    300), spills large sorts only to a temporary directory of its own (at most
+    GONKA_EVIDENCE_QUERY_TEMP_LIMIT, default 4GB), and --output is written whole, never over the
+    warehouse or an ingested source.
 
     Every value prints exactly as DuckDB holds it (decimals, HUGEINT, intervals, nested values as JSON);
     on a terminal the table leaves out the columns that do not fit and says which (see them with
@@ -64,23 +87,39 @@ def query(
     if fmt is QueryFormat.parquet and output is None and sys.stdout.isatty():
         raise api.QueryError("parquet is binary: give --output FILE or redirect stdout")
     width = terminal_width() if fmt is QueryFormat.table and output is None and not vertical else None
+    params = api.parse_params(param or [])
     with api.open_warehouse(warehouse, config=config) as wh:
-        rendered = wh.render_query(text, api.parse_params(param or []), fmt, vertical=vertical, width=width)
+        if output is not None:
+            rendered = wh.write_query(
+                text, params, fmt, output=output, vertical=vertical, width=width, max_rows=max_rows, timeout_s=timeout
+            )
+        else:
+            sys.stdout.flush()
+            try:
+                rendered = wh.write_query(
+                    text,
+                    params,
+                    fmt,
+                    sink=sys.stdout.buffer,
+                    vertical=vertical,
+                    width=width,
+                    max_rows=max_rows,
+                    timeout_s=timeout,
+                )
+                sys.stdout.buffer.flush()
+            except BrokenPipeError:  # the reader (`| head`) has had enough: not an error
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return
+            except OSError as exc:
+                raise api.OutputError(f"standard output: cannot write ({exc.strerror or exc})") from None
     if rendered.hidden:
         info(
             f"{len(rendered.hidden)} of {rendered.columns} columns left out to fit the terminal: "
             f"{', '.join(rendered.hidden)} (see every column with --vertical, or --format csv/json)"
         )
+    if rendered.truncated:
+        info(f"only the first {rendered.rows:,} rows were written (--max-rows 0 writes them all)")
     detail(f"rows: {rendered.rows:,}, columns: {rendered.columns}, {rendered.elapsed_s:.3f} s")
-    data = (
-        rendered.data if isinstance(rendered.data, bytes) else (rendered.data + "\n" if rendered.data else "").encode()
-    )
-    if output:
-        output.write_bytes(data)
-    else:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import WarehouseOpt, user_errors
+from pipeline.cli.conventions import MAX_BIGINT, WarehouseOpt, user_errors
 from pipeline.core.paths import DEFAULT_WAREHOUSE
 
 ORDER = 100
@@ -21,7 +21,7 @@ report_app = typer.Typer(
 
 @user_errors
 def report_epoch(
-    epoch: Annotated[int, typer.Argument(help="The epoch number.", min=0)],
+    epoch: Annotated[int, typer.Argument(help="The epoch number.", min=0, max=MAX_BIGINT)],
     host: Annotated[
         str | None,
         typer.Option(

@@ -79,7 +79,12 @@ def bucket_width(text: str) -> tuple[str, dt.timedelta]:
     if not match:
         raise EvidenceError(f"--bucket {text!r} is not a width such as 30m, 1h or 1d")
     count, unit = int(match.group(1)), match.group(2)
-    return f"{count}{unit}", dt.timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: count})
+    try:
+        return f"{count}{unit}", dt.timedelta(**{{"m": "minutes", "h": "hours", "d": "days"}[unit]: count})
+    except OverflowError:
+        raise EvidenceError(
+            f"--bucket {text!r} is wider than any window (at most {dt.timedelta.max.days:,}d)"
+        ) from None
 
 
 def timeline(con: duckdb.DuckDBPyConnection, host: str, window: Window, *, bucket: str | None = None) -> EvidenceResult:

@@ -296,6 +296,25 @@ def short_digest(digest: str) -> str:
     return f"{algorithm}:{hexdigits[:16]}"
 
 
+def escrow_finding_lines(findings: list[dict[str, Any]]) -> list[str]:
+    """One line per escrow whose diff log is partial or whose copies disagree (footer and `doctor`)."""
+    lines = []
+    for f in findings:
+        where = f"escrow {f['escrow_id']} (epoch {f['epoch_id']})"
+        if not f["complete"]:
+            lines.append(
+                f"partial: {where}: no copy holds diff-log nonces {f['missing_ranges']} "
+                f"({f['missing_nonces']:,} of {f['latest_nonce']:,}); its counts come from the rest of its log"
+            )
+        if f["conflicted"]:
+            lines.append(
+                f"conflicted: {where}: copies disagree on {f['forked_nonces']:,} diffs, "
+                f"{f['conflicting_seals']:,} sealed rows and {f.get('conflicting_signatures') or 0:,} signatures; "
+                "the replay uses each forked diff's version whose sha256 sorts first (query diff_forks)"
+            )
+    return lines
+
+
 def provenance_lines(
     provenance: Provenance, quote_command: Callable[[str], str] = str, quote_text: Callable[[str], str] = str
 ) -> list[str]:
@@ -317,6 +336,7 @@ def provenance_lines(
             f"warning: the latest ingest of {quote_text(source_name(failed))} (run "
             f"{quote_text(str(failed.get('run_id')))}) {what}; this table may hold part of what it read"
         )
+    lines += [quote_text(line) for line in escrow_finding_lines(provenance.escrow_findings)]
     lines.append(f"window: {quote_text(window_text(provenance.window))}")
     lines.append(f"runs: {quote_text(', '.join(provenance.run_ids)) if provenance.run_ids else MISSING}")
     if provenance.quarantined_rows > 0:

@@ -107,6 +107,11 @@ TABLES: dict[str, LogicalTable] = {
             required=("escrow_id", "nonce", "state_data"),
             key=("escrow_id", "nonce"),
         ),
+        LogicalTable(  # a host's attestation of the state root at (escrow, nonce, slot): compared between copies
+            "signatures",
+            _schema(("epoch_id", I64), ("escrow_id", TXT), ("nonce", I64), ("slot_id", I64), ("sig", BIN)),
+            required=("escrow_id", "nonce", "slot_id", "sig"),
+        ),
         LogicalTable(
             "escrow_cache",
             _schema(("escrow_id", TXT), ("epoch_id", I64), ("escrow_json", TXT), ("cached_at", I64)),
@@ -118,7 +123,6 @@ TABLES: dict[str, LogicalTable] = {
 
 # Tables a store may hold that we recognise but do not ingest (no evidence uses them).
 KNOWN_NOT_INGESTED = {
-    "signatures",
     "slot_validation_obs",
     "validation_leases",
     "storage_identity",
@@ -151,7 +155,16 @@ KNOWN_UNREAD_COLUMNS = {
 }
 
 # Escrow-scoped tables are read for a set of escrows beyond a per-escrow nonce cursor.
-ESCROW_SCOPED = ("diffs", "sealed_inferences", "inference_validation_obs", "sealed_validation_obs", "snapshots")
+ESCROW_SCOPED = (
+    "diffs",
+    "sealed_inferences",
+    "inference_validation_obs",
+    "sealed_validation_obs",
+    "snapshots",
+    "signatures",
+)
+# Of those, the append-only ones: only their rows past the cursor (nonce > cursor) are read.
+APPEND_ONLY = ("diffs", "signatures")
 
 
 def require_columns(table: LogicalTable, present: list[str], where: str) -> None:
@@ -330,8 +343,8 @@ class SessionStore(Protocol):
         """Canonical batches of one table (of one epoch when per epoch).
 
         With `cursors` ({escrow_id: nonce}), an escrow-scoped table yields only the
-        rows of those escrows past the cursor (diffs: nonce > cursor; other tables:
-        every row of the escrow, because their rows change in place).
+        rows of those escrows past the cursor (APPEND_ONLY tables: nonce > cursor; other
+        tables: every row of the escrow, because their rows change in place).
         """
 
     def read_many(

@@ -26,8 +26,10 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.core.paths import sql_text
+from pipeline.core.sqlnames import quote_ident
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
+    APPEND_ONLY,
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
@@ -309,7 +311,7 @@ class PostgresStore:
         sql = f'SELECT {cols} FROM "{PREFIX}{table}" t'
         if cursors is not None and table in ESCROW_SCOPED:
             # a nonce that is no count is set aside with its reason, never skipped
-            past = " AND (t.nonce > c.value::bigint OR t.nonce IS NULL OR t.nonce < 0)" if table == "diffs" else ""
+            past = " AND (t.nonce > c.value::bigint OR t.nonce IS NULL OR t.nonce < 0)" if table in APPEND_ONLY else ""
             sql += f" JOIN jsonb_each_text({_literal(json.dumps(cursors))}::jsonb) c ON c.key = t.escrow_id{past}"
         if spec.per_epoch and epoch_id is not None:
             sql += f" WHERE t.epoch_id = {int(epoch_id)}"
@@ -375,7 +377,9 @@ class PostgresStore:
                 logical = name[len(PREFIX) :]
                 rep = reports.setdefault(name, TableReport(name, {}, cols))
                 if not rep.rows_by_epoch:
-                    rep.rows_by_epoch[None] = self._query(f'SELECT count(*) AS n FROM "{name}"').column("n")[0].as_py()
+                    rep.rows_by_epoch[None] = (
+                        self._query(f"SELECT count(*) AS n FROM {quote_ident(name)}").column("n")[0].as_py()
+                    )
                 if logical in TABLES:
                     canon = TABLES[logical].schema.names
                     rep.missing_columns = [c for c in canon if c not in cols]

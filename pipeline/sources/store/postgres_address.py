@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from urllib.parse import quote
 
-from pipeline.core.secrets import HIDDEN, password_of, redact_url, scrub
+from pipeline.core.secrets import HIDDEN, libpq_url, redact_url, scrub, secret_values
 from pipeline.sources.errors import SourceError, one_line
 
 SNAPSHOT_OPTIONS = "-c default_transaction_isolation=repeatable\\ read -c default_transaction_read_only=on"
@@ -33,8 +33,8 @@ class PostgresAddress:
 
     def __init__(self, url: str):
         self.display = redact(url)
-        self._secret = password_of(url) if url != "postgres" else None
-        self.url = self._with_snapshot_options("postgresql://" if url == "postgres" else url)
+        self._secrets = sorted(secret_values(url), key=len, reverse=True) if url != "postgres" else []
+        self.url = self._with_snapshot_options("postgresql://" if url == "postgres" else libpq_url(url))
 
     @staticmethod
     def _with_snapshot_options(url: str) -> str:
@@ -48,8 +48,9 @@ class PostgresAddress:
     def cannot_connect(self, exc: BaseException) -> SourceError:
         """The one-line error of a failed connection, without the password."""
         message = scrub(one_line(exc))
-        if self._secret and len(self._secret) >= MIN_LITERAL_SECRET:
-            message = message.replace(self._secret, HIDDEN)
+        for secret in self._secrets:  # longest first: a shorter one may be part of it
+            if len(secret) >= MIN_LITERAL_SECRET:
+                message = message.replace(secret, HIDDEN)
         return SourceError(f"{self.display}: cannot connect ({message})")
 
     def source_id(self, lineage_id: str | None) -> str:

@@ -23,9 +23,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.core.sqlnames import quote_ident
 from pipeline.sources.files import FileReadError, copy_regular_file, unusable_reason
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
+    APPEND_ONLY,
     ESCROW_SCOPED,
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
@@ -334,7 +336,7 @@ class SqliteStore:
                 if name.startswith("sqlite_"):
                     continue
                 cols = self._physical_columns(file, name) or []
-                count = self._query(file, f'SELECT count(*) AS n FROM "{name}"').column("n")[0].as_py()
+                count = self._query(file, f"SELECT count(*) AS n FROM {quote_ident(name)}").column("n")[0].as_py()
                 logical = next((t for t, (_, phys) in PHYSICAL.items() if phys == name), name)
                 rep = reports.setdefault(name, TableReport(name, {}, cols))
                 rep.rows_by_epoch[epoch] = count
@@ -427,10 +429,10 @@ def _select(spec, physical: str, present: list[str], cursors: dict[str, int] | N
     inner = f'SELECT {checks} AS p, CAST({key} AS BLOB) AS k, {typed} FROM "{physical}" t'
     params: tuple = ()
     if cursors is not None:
-        # diffs are append-only: only nonces past the cursor (and any nonce that is no count: it is
-        # set aside with its reason, never skipped); other escrow tables change in place.
-        past = " WHERE t.nonce > c.value OR typeof(t.nonce) <> 'integer' OR t.nonce < 0" if spec.name == "diffs" else ""
-        inner += f" JOIN json_each(?) c ON c.key = t.escrow_id{past}"
+        # diffs and signatures are append-only: only nonces past the cursor (and any nonce that is no
+        # count: it is set aside with its reason, never skipped); other escrow tables change in place.
+        past = " WHERE t.nonce > c.value OR typeof(t.nonce) <> 'integer' OR t.nonce < 0"
+        inner += f" JOIN json_each(?) c ON c.key = t.escrow_id{past if spec.name in APPEND_ONLY else ''}"
         params = (json.dumps(cursors),)
     sql = (
         f"SELECT 1 AS __witness, '' AS __problem, X'' AS __key, {witness} UNION ALL "

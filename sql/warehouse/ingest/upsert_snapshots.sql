@@ -1,8 +1,10 @@
 -- The latest checkpoint per escrow: a copy's snapshot replaces the stored one unless the stored one
--- has a newer checkpoint nonce; its host stats and live records go with it.
+-- has a newer checkpoint nonce (at the same nonce, the source id that sorts first: any order of copies gives
+-- the same one); its host stats and live records go with it.
 CREATE OR REPLACE TEMP TABLE winning_snapshots AS
 SELECT n.escrow_id FROM new_snapshots n LEFT JOIN raw_snapshots r USING (escrow_id)
-WHERE r.escrow_id IS NULL OR n.snapshot_nonce >= r.snapshot_nonce;
+WHERE r.escrow_id IS NULL
+   OR (n.snapshot_nonce, r.source_id IS NULL OR n.source_id <= r.source_id) >= (r.snapshot_nonce, TRUE);
 DELETE FROM raw_snapshot_host_stats WHERE escrow_id IN (SELECT escrow_id FROM winning_snapshots);
 DELETE FROM raw_snapshot_live WHERE escrow_id IN (SELECT escrow_id FROM winning_snapshots);
 INSERT OR REPLACE INTO raw_snapshots BY NAME (

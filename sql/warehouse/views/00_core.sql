@@ -4,9 +4,11 @@ CREATE OR REPLACE VIEW host_builds AS
 SELECT host, build, valid_from, valid_to FROM host_builds_t;
 
 CREATE OR REPLACE VIEW escrows AS
-SELECT epoch_id, escrow_id, model, version, status, group_size, vote_threshold, validation_rate, creator_addr,
-       settled_at, latest_nonce, finalize_nonce, time_source
-FROM d_escrows;
+SELECT e.epoch_id, e.escrow_id, e.model, e.version, e.status, e.group_size, e.vote_threshold, e.validation_rate,
+       e.creator_addr, e.settled_at, e.latest_nonce, e.finalize_nonce, e.time_source,
+       c.held_ranges, c.missing_nonces, c.missing_ranges, c.complete, c.conflicted, c.forked_nonces,
+       c.conflicting_seals, c.conflicting_signatures
+FROM d_escrows e LEFT JOIN d_escrow_coverage c USING (escrow_id);
 
 CREATE OR REPLACE VIEW escrow_slots AS
 SELECT epoch_id, escrow_id, slot_id, address, address_slots FROM d_escrow_slots;
@@ -52,7 +54,7 @@ FROM d_validations;
 CREATE OR REPLACE VIEW replay_disagreements AS
 SELECT epoch_id, escrow_id, inference_id, field, replayed, sealed FROM d_replay_disagreements;
 
-COMMENT ON VIEW escrows IS 'One row per escrow (devshard session): epoch, model, runtime version, status (active/settled), group size N, VoteThreshold (tallies must exceed it), validation rate in basis points, creator (gateway), settlement time (UTC). Newest copy wins.';
+COMMENT ON VIEW escrows IS 'One row per escrow (devshard session): epoch, model, runtime version, status (active/settled), group size N, VoteThreshold (tallies must exceed it), validation rate in basis points, creator (gateway), settlement time (UTC). Newest copy wins. held_ranges = the nonce ranges of its diff log the warehouse holds (all copies together); missing_nonces / missing_ranges = nonces of 1 .. latest_nonce that no copy held; complete = none missing; conflicted = copies disagree on a diff''s bytes (forked_nonces, see diff_forks) or on a real seal (conflicting_seals) or a host signature (conflicting_signatures); escrow_coverage has the ranges per copy.';
 COMMENT ON VIEW escrow_slots IS 'Group membership: one row per slot with the address holding it; address_slots = vote weight of that address in the escrow.';
 COMMENT ON VIEW txs IS 'Every transaction of the diff log, deduplicated across copies and hosts on (escrow_id, nonce, tx_index). kind in start, confirm, finish, timeout, validation, vote, error_miss, finalize, other; reason = timeout reason (refused 1, execution 2, error 3: a reason-3 timeout is an error miss), or the oneof member / field number of kind other. event_at = diffs.created_at when set, else the escrow nonce clock.';
 COMMENT ON VIEW inferences IS 'One row per inference, status from replaying the diff log under the devshard state machine (sealed rows only confirm it). sealed = a sealed row with sealed_nonce > 0; challenged = ever received an invalid MsgValidation; cleared = challenged then validated; finished = has a finish transaction; drained = still pending or started when the escrow entered settlement (no finish, timeout or error-miss transaction before it): never an answer, never a miss; pre_drain_status = pending | started (NULL when not drained); drain_outcome = unchanged (sealed as it was) | refunded (pending -> timed_out, cost back to the creator) | paid (-> finished at reserved cost), NULL when the copy does not tell or copies disagree; status stays what the store says; miss_kind = refused | execution | error_miss (MsgErrorMiss or a reason-3 timeout) for the inferences that are misses. executor_build from an as-of join of host_builds on event_at.';

@@ -275,6 +275,7 @@ def test_json_object():
         "command": provenance().command,
         "pipeline_version": "0.1.0",
         "failed_runs": [],
+        "escrow_findings": [],
     }
 
 

@@ -152,7 +152,8 @@ def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_pa
     ingest(wh, other.write_sqlite(tmp_path / "host-b"))
     where = f"escrow_id = '{target['escrow_id']}' AND inference_id = {target['inference_id']}"
     row = frame(wh, f"SELECT drained, drain_outcome, status FROM inferences WHERE {where}").row(0, named=True)
-    # The seal stored first stays (a seal is final); the outcome is left unknown rather than picked.
+    # One seal stays (a seal is final: the one of the source that sorts first, host-a, whatever the
+    # order, docs/ingest.md); the outcome is left unknown rather than picked.
     assert row == {"drained": True, "drain_outcome": None, "status": target_status(copy, target)}
     fields = frame(wh, f"SELECT field FROM replay_disagreements WHERE {where}")["field"].to_list()
     assert fields == ["drained_between_copies"]

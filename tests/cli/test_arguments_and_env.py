@@ -1,0 +1,137 @@
+"""Arguments and environment variables that cannot be right end with one line (exit 1) or a usage
+error (exit 2), never a traceback: numbers past what the warehouse holds, widths past a timedelta,
+garbage in GONKA_EVIDENCE_* variables, a table name holding a quote, a full disk under an ingest."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli.app import app
+from pipeline.core.paths import DATA_SAMPLES_DIR
+from tests.factories import data_samples_warehouse
+
+runner = CliRunner()
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
+SCRIPT = str(Path(sys.executable).with_name("gonka-evidence"))
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory) -> Path:
+    return data_samples_warehouse(tmp_path_factory.mktemp("args") / "w.duckdb")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["evidence", "epoch-summary", "--epoch", str(2**70)],
+        ["evidence", "tracker", "--epoch", "3", "--compare", str(2**64)],
+        ["bundle", "--epoch", str(2**63), "--out", "b"],
+        ["report", "epoch", str(2**63)],
+        ["query", "SELECT 1", "--max-rows", "-1"],
+        ["query", "SELECT 1", "--timeout", "nan"],
+        ["query", "SELECT 1", "--timeout", "1e300"],
+    ],
+)
+def test_numbers_past_what_the_warehouse_holds_are_usage_errors(warehouse, args):
+    result = runner.invoke(
+        app, [*args, "--host", HOST, "-w", str(warehouse)] if args[0] != "query" else [*args, "-w", str(warehouse)]
+    )
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "Invalid value" in result.output
+
+
+def test_a_bucket_wider_than_any_window_is_one_line(warehouse):
+    result = runner.invoke(
+        app, ["evidence", "timeline", "--host", HOST, "--bucket", "99999999999d", "-w", str(warehouse)]
+    )
+    assert result.exit_code == 1 and result.output.startswith("error: --bucket '99999999999d' is wider than any window")
+
+
+@pytest.mark.parametrize(
+    "variable, value, command",
+    [
+        ("GONKA_EVIDENCE_DUCKDB_MEMORY", "garbage", ["query", "SELECT 1"]),
+        ("GONKA_EVIDENCE_DUCKDB_MEMORY", "0KB", ["query", "SELECT 1"]),
+        ("GONKA_EVIDENCE_QUERY_TEMP_LIMIT", "lots", ["query", "SELECT 1"]),
+        ("GONKA_EVIDENCE_CHUNK_NONCES", "abc", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
+        ("GONKA_EVIDENCE_CHUNK_NONCES", "0", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
+        ("GONKA_EVIDENCE_INGEST_MEMORY", "-1GB", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
+        ("GONKA_EVIDENCE_WORKERS", "many", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
+        ("GONKA_EVIDENCE_FINALITY_LAG", "soon", ["run"]),
+    ],
+)
+def test_garbage_in_an_environment_variable_is_one_line_naming_it(tmp_path, variable, value, command):
+    """In a process of its own: a module reads some of these when it is first imported."""
+    warehouse = tmp_path / "w.duckdb"
+    if command[0] == "query":
+        shutil.copy(data_samples_warehouse(tmp_path / "base.duckdb"), warehouse)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), variable: value}
+    result = subprocess.run(
+        [SCRIPT, *command, "-w", str(warehouse)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and (variable in lines[0] or value in lines[0]), lines
+
+
+def test_doctor_reads_a_table_whose_name_holds_a_quote(tmp_path):
+    store = shutil.copytree(DATA_SAMPLES_DIR / "store", tmp_path / "store")
+    con = sqlite3.connect(store / "epoch_3.db")
+    con.execute('CREATE TABLE "we""ird" (a INTEGER)')
+    con.execute('INSERT INTO "we""ird" VALUES (1)')
+    con.commit()
+    con.close()
+    result = runner.invoke(app, ["doctor", str(store)])
+    assert result.exit_code == 0, result.output
+    assert 'table we"ird' in result.output
+
+
+def test_doctor_reads_a_postgres_table_whose_name_holds_a_quote(pg_copy):
+    import psycopg
+
+    url = pg_copy(3)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute('CREATE TABLE "devshard_we""ird" (a INTEGER)')
+    result = runner.invoke(app, ["doctor", url])
+    assert result.exit_code == 0, result.output
+    assert 'we"ird' in result.output
+
+
+def _in_full_tmpfs(size: str, argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    script = 'mount -t tmpfs -o size="$1" tmpfs "$2" || exit 99; shift 2; "$@"'
+    result = subprocess.run(
+        ["unshare", "--mount", "--map-root-user", "sh", "-c", script, "sh", size, "disk", *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if result.returncode == 99 or "unshare:" in result.stderr:
+        pytest.skip(f"cannot mount a tmpfs in a namespace here: {result.stderr.strip()}")
+    return result
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) to mount a private tmpfs")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ingest-logs", "--host", HOST, "--year", "2026", str(DATA_SAMPLES_DIR / "vllm" / "vllm.log")],
+        ["ingest", str(DATA_SAMPLES_DIR / "store")],
+    ],
+)
+@pytest.mark.parametrize("size", ["150k", "300k"])
+def test_a_full_disk_during_an_ingest_is_one_line(tmp_path, argv, size):
+    (tmp_path / "disk").mkdir()
+    result = _in_full_tmpfs(size, [SCRIPT, *argv, "-w", "disk/w.duckdb"], tmp_path)
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("  ")]
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and "Traceback" not in result.stderr, lines
