@@ -206,7 +206,6 @@ def _fuzz_store(root: Path, changes: list, thorough: bool = False) -> None:
     assert accounting_violations(warehouse) == []
 
 
-@pytest.mark.xfail(strict=True, reason="its derandomized cases include a NULL key (see test_fuzz_regressions.py)")
 @budget(2)
 @given(mutations)
 def test_fuzz_sqlite_store(tmp_path_factory, changes):

@@ -1,17 +1,11 @@
-"""Cases the fuzzer found, kept as explicit tests. Those whose fix belongs to the store readers
-(typed reading of untyped stores, branch `accounting`) are strict xfails here: they
-pass once that branch is merged, and the strict mark then fails until it is removed. The cases that
-pass already take seconds each: they run in the heavy tier."""
+"""Cases the fuzzer found, kept as explicit tests. The three fixed by typed reading of untyped stores
+run in the default tier; the others take seconds each and run in the heavy tier."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.fuzz.test_fuzz import DuplicateRows, FileKind, PayloadFile, SetValue, _fuzz_store
-
-READERS = (
-    "a hostile value in a SQLite copy ends the ingest with a traceback; fixed by typed reading (branch accounting)"
-)
 
 
 @pytest.mark.parametrize(
@@ -20,17 +14,14 @@ READERS = (
         pytest.param(
             [SetValue(0, 0, 0, 0, "NULL")],
             id="null-escrow-cache-key",
-            marks=pytest.mark.xfail(strict=True, reason=READERS),
         ),
         pytest.param(
             [SetValue(4, 1, 1, 3, "'text in a number column'")],
             id="text-in-a-diffs-integer",
-            marks=pytest.mark.xfail(strict=True, reason=READERS),
         ),
         pytest.param(
             [SetValue(4, 5, 0, 0, "X'FF00FE'")],
             id="blob-escrow-id",
-            marks=pytest.mark.xfail(strict=True, reason=READERS),
         ),
         pytest.param([FileKind(2, "padded-duplicate")], id="two-files-claim-one-epoch", marks=pytest.mark.heavy),
         pytest.param([DuplicateRows(4, 5)], id="duplicated-session-rows", marks=pytest.mark.heavy),

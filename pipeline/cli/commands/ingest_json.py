@@ -26,8 +26,13 @@ def ingest_json(
     from pipeline import api
 
     summary = api.ingest_json(files, warehouse)
-    for line in summary.unreadable:
-        typer.echo(f"warning: {line}; quarantined", err=True)
+    from pipeline.core.verbosity import NORMAL, verbosity
+
+    if verbosity() >= NORMAL:
+        for line in summary.unreadable:
+            typer.echo(f"warning: {line}; quarantined", err=True)
+    elif summary.unreadable:  # --quiet: one line, however many files, each named with its reason
+        typer.echo(f"warning: quarantined whole: {'; '.join(summary.unreadable)}", err=True)
     rows = ", ".join(f"{table} {n}" for table, n in summary.rows.items())
     typer.echo(
         f"ingested {summary.files} file(s): {rows}; quarantined {summary.quarantined} "
