@@ -190,7 +190,8 @@ SELECT a.epoch_id, a.escrow_id, a.inference_id, i.executor, a.temperature, a.top
        CASE WHEN a.temperature IS NULL THEN NULL WHEN a.temperature = 0 THEN 'greedy' ELSE 'sampled' END AS sampling,
        a.completion_tokens IS DISTINCT FROM a.logprob_tokens AND a.complete AS token_count_mismatch,
        a.model, a.temperature_given, a.top_p_given, a.max_tokens, a.logprobs_requested, a.top_logprobs,
-       a.stream_requested, a.prompt_tokens, a.response_bytes, a.problem, i.started_at, i.executor_build, i.status
+       a.stream_requested, a.prompt_tokens, a.response_bytes, a.problem, i.started_at, i.executor_build, i.status,
+       a.payload_format
 FROM answer_checks_t a
 LEFT JOIN inferences i ON i.escrow_id = a.escrow_id AND i.inference_id = a.inference_id;
 
@@ -199,4 +200,4 @@ COMMENT ON VIEW tracker_participants IS 'The gateway tracker''s per-participant 
 COMMENT ON VIEW tracker_findings IS 'Findings recomputed from tracker_participants (never stored upstream): code, severity (warning|critical), part, whole, rate and thresholds of the newer build; no finding when whole < 20.';
 COMMENT ON VIEW tracker_cross_checks IS 'Per escrow held by both the ledger and session storage: the tracker''s protocol_invalid against inferences invalidated and protocol_misses against misses (timeouts and error misses, drained records excluded; executor = participant); agrees = equal.';
 COMMENT ON VIEW tracker_disagreements IS 'The rows of tracker_cross_checks where the tracker and session storage disagree.';
-COMMENT ON VIEW answer_checks IS 'One row per stored answer (payload storage): sampling parameters of the request (absent = API defaults temperature 1, top_p 1; sampling = greedy when temperature is 0), usage.completion_tokens, logprob entries, positions whose top_logprobs repeat a token, NaN / missing logprobs, tokens that are not numeric ids, empty answers, sse = streamed response, complete = parsed to the end. Bodies are not stored.';
+COMMENT ON VIEW answer_checks IS 'One row per stored answer (payload storage): sampling parameters of the request (absent = API defaults temperature 1, top_p 1; sampling = greedy when temperature is 0), usage.completion_tokens, logprob entries, positions whose top_logprobs repeat a token, NaN / missing logprobs, tokens that are not numeric ids, empty answers, sse = streamed response, complete = parsed to the end; payload_format = where the answer was stored: postgres (payload_storage), json or json_zst (payload files; a .json.zst is read in preference to a .json of the same answer, as upstream does). A file in a payload directory that is no payload is a quarantine row naming it. Bodies are not stored.';
