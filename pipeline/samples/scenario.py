@@ -111,8 +111,8 @@ class EscrowPlan:
     checkpoint_format: str = "protobuf"
     host_stats_line: str | None = None
     compress_payloads: bool = False
-    # One sampled validation cast by the executor's own address from another of its slots (older builds
-    # checked the slot, not the address; gonka-ai/gonka issue #1573).
+    # One sampled validation cast by the focal host on its own answer from another of its slots (older
+    # builds checked the slot, not the address; gonka-ai/gonka issue #1573).
     self_validation: bool = False
 
     def created_at(self, nonce: int) -> int:
@@ -243,8 +243,9 @@ class EscrowPlanner:
         if self.position == 1 and n_epochs > 2 and self.index < 2:
             drains, drain_rule = True, ("unchanged", "refunded")[self.index]
         error_miss_as_timeout = self.position == 1 and self.index == 2
-        # The oldest escrow of the copy comes from a pre-devshard-v2 build (JSON checkpoint, self-validation
-        # by address possible); in the last two epochs one escrow's checkpoint carries per-model host stats
+        # The oldest escrow of the copy comes from a pre-devshard-v2 build (JSON checkpoint); in the next one
+        # the focal host (two slots) validates one of its own answers from its other slot, which builds that
+        # checked the slot, not the address, accepted. In the last two epochs one escrow's checkpoint carries per-model host stats
         # and one PR #1757's counters, and one escrow's payload files were written compressed.
         oldest = self.position == 1 and self.index == 0 and n_epochs > 2
         host_stats_line = None
@@ -289,7 +290,7 @@ class EscrowPlanner:
             checkpoint_format="json" if oldest else "protobuf",
             host_stats_line=host_stats_line,
             compress_payloads=compress_payloads,
-            self_validation=oldest,
+            self_validation=self.position == 1 and self.index == 1 and n_epochs > 2,
         )
 
         forced = self._forced_stories(starts, group)
@@ -466,12 +467,12 @@ class EscrowPlanner:
         return self.cast.focal_build(at) == BUILD_RAW
 
     def _plan_self_validation(self, plan, inference, executor, finish_at, story, checks) -> None:
-        """Once per escrow that allows it: a passing validation by the executor's own address from another of
+        """Once per escrow that allows it: a passing validation by the focal host, as executor, from another of
         its slots, on an answer nobody else finds invalid (no draw from the planner's generator)."""
         group, i = plan.group, inference.inference_id
         if not plan.self_validation or self._self_validated or story is not None or i < 30:
             return
-        if group.weight(executor) < 2 or not all(valid for _, _, valid in checks):
+        if executor != self.cast.focal or group.weight(executor) < 2 or not all(valid for _, _, valid in checks):
             return
         self._self_validated = True
         slot = next(s for s in group.slots_of(executor) if s != i % group.size)
