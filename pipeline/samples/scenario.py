@@ -245,8 +245,8 @@ class EscrowPlanner:
         error_miss_as_timeout = self.position == 1 and self.index == 2
         # The oldest escrow of the copy comes from a pre-devshard-v2 build (JSON checkpoint); in the next one
         # the focal host (two slots) validates one of its own answers from its other slot, which builds that
-        # checked the slot, not the address, accepted. In the last two epochs one escrow's checkpoint carries per-model host stats
-        # and one PR #1757's counters, and one escrow's payload files were written compressed.
+        # checked the slot, not the address, accepted. In the last two epochs one escrow's checkpoint carries
+        # per-model host stats and one PR #1757's counters, and one escrow's payload files were written compressed.
         oldest = self.position == 1 and self.index == 0 and n_epochs > 2
         host_stats_line = None
         if n_epochs > 3 and (self.position, self.index) == (n_epochs - 2, 1):
