@@ -235,11 +235,12 @@ def _json_checkpoint(blob: bytes) -> Checkpoint:
     state = doc.get("state", doc) if isinstance(doc, dict) else None
     if not isinstance(state, dict) or not {"EscrowID", "Config", "Group", "HostStats", "Inferences"} & state.keys():
         raise ValueError("JSON checkpoint holds no escrow state")
-    config = state.get("Config") if isinstance(state.get("Config"), dict) else {}
-    group = state.get("Group") if isinstance(state.get("Group"), list) else []
+    config: dict = _json_container(state, "Config", dict)
+    group: list = _json_container(state, "Group", list)
     host_stats: dict[int, dict] = {}
-    for slot, hs in (state.get("HostStats") or {}).items():
-        hs = hs if isinstance(hs, dict) else {}
+    for slot, hs in _json_container(state, "HostStats", dict).items():
+        if not isinstance(hs, dict):
+            raise ValueError(f"JSON checkpoint: HostStats[{slot}] is not a JSON object")
         row = {
             name: _json_int(hs.get(_pascal(name)), f"HostStats[{slot}].{_pascal(name)}") for name in HOST_STAT_FIELDS
         }
@@ -248,8 +249,9 @@ def _json_checkpoint(blob: bytes) -> Checkpoint:
             k: (None if v is None else _json_int(v, f"HostStats[{slot}].{_pascal(k)}")) for k, v in counters.items()
         }
     records: dict[int, dict] = {}
-    for key, record in (state.get("Inferences") or {}).items():
-        record = record if isinstance(record, dict) else {}
+    for key, record in _json_container(state, "Inferences", dict).items():
+        if not isinstance(record, dict):
+            raise ValueError(f"JSON checkpoint: Inferences[{key}] is not a JSON object")
         i = _json_int(_key(key), "an Inferences key")
         records[i] = {
             name: (record.get(name) or "")
@@ -275,6 +277,16 @@ def _json_checkpoint(blob: bytes) -> Checkpoint:
         [],
         records,
     )
+
+
+def _json_container(state: dict, key: str, kind: type):
+    """A JSON object or array of the state; absent or null is empty, anything else is not a checkpoint."""
+    value = state.get(key)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise ValueError(f"JSON checkpoint: {key} is not a JSON {'object' if kind is dict else 'array'}")
+    return value
 
 
 def _pascal(name: str) -> str:

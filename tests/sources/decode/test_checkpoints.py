@@ -165,6 +165,8 @@ def test_json_checkpoint_of_pre_devshard_v2_builds(wrapped):
         (json.dumps({"state": {"EscrowID": "x", "Phase": "one"}}).encode(), "Phase is not an integer"),
         (json.dumps({"EscrowID": "x", "HostStats": {"zero": {}}}).encode(), "a HostStats slot is not an integer"),
         (b"\xff\xff\xff", "does not parse as StateSnapshotProto"),
+        (json.dumps({"EscrowID": "x", "HostStats": [1]}).encode(), "HostStats is not a JSON object"),
+        (json.dumps({"EscrowID": "x", "Inferences": {"3": 7}}).encode(), "Inferences[3] is not a JSON object"),
     ],
 )
 def test_checkpoints_that_are_neither_are_quarantined_with_the_reason(blob, reason):
