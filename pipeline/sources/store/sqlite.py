@@ -233,6 +233,8 @@ class SqliteStore:
                 continue
             if MIGRATED_FILE.match(p.name):
                 unrecognised.append(f"{p.name}: migrated to PostgreSQL (ignored)")
+            elif p.name == LEGACY_STORE_FILE:
+                unrecognised.append(f"{p.name}: not read, {LEGACY_STORE_REASON}")
             else:
                 unrecognised.append(f"{p.name}: not part of a devshard store")
         planes = ["session storage"]
