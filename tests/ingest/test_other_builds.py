@@ -266,3 +266,17 @@ def test_a_row_layout_ledger_without_the_legacy_table_is_stamped(both, tmp_path,
     assert stamp.endswith(":" + marker)
     again = ingest(wh, url)
     assert "ledger_escrows" not in again.rows  # not read again
+
+
+def test_a_devshard_db_beside_epoch_files_is_named_by_doctor(copy4, tmp_path):
+    store = copy4.write_sqlite(tmp_path / "store", payloads=False)
+    (store / "devshard.db").write_bytes(b"SQLite format 3\x00")
+    described = open_store(str(store))
+    try:
+        unrecognised = described.describe().unrecognised
+    finally:
+        described.close()
+    assert [u for u in unrecognised if u.startswith("devshard.db")] == [
+        "devshard.db: not read, a v0.2.12-era single-file devshard store (before the per-epoch layout, #1145), "
+        "not supported: its sessions and diffs carry no epoch"
+    ]
