@@ -112,7 +112,7 @@ class EscrowPlan:
     host_stats_line: str | None = None
     compress_payloads: bool = False
     # One sampled validation cast by the focal host on its own answer from another of its slots (older
-    # builds checked the slot, not the address; gonka-ai/gonka issue #1573).
+    # builds checked the slot, not the address; gonka-ai/gonka#1573).
     self_validation: bool = False
 
     def created_at(self, nonce: int) -> int:

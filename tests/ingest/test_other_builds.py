@@ -1,4 +1,4 @@
-"""Copies from other builds (docs/sources.md, corrected §3.3, §4.4, §4.7, §5.1, §6.1, §9), in both layouts:
+"""Copies from other builds (docs/sources.md: checkpoints, accounting ledger, payloads), in both layouts:
 JSON checkpoints, HostStatsProto fields 7/8 by wire type, PR #1757's ledger counters, self-verdicts,
 `.json.zst` payload files and what else a payload directory holds, the v0.2.12 single-file store, and a
 row-layout ledger without the legacy blob table."""
@@ -120,7 +120,7 @@ def test_ledger_counters_of_pr_1757_checked_against_the_diff_log(both, copy4, la
 
 def test_ledger_counters_follow_the_copy_further_along_not_the_greatest(both, tmp_path):
     """`validated` can decrease (a challenge takes an inference's passes back): a later copy's smaller value
-    replaces the stored one (sources.md §5.1: merged by nonce, not GREATEST)."""
+    replaces the stored one (docs/sources.md, accounting ledger: merged by nonce, not GREATEST)."""
     from pipeline.ingest.ledger import write_ledger
     from pipeline.ingest.runs import ingest_run
     from pipeline.sources.store.accounting import read_sqlite_ledger
@@ -242,7 +242,7 @@ def test_a_v0_2_12_single_file_store_is_refused_by_name(tmp_path, as_file):
 
 
 def test_a_row_layout_ledger_without_the_legacy_table_is_stamped(both, tmp_path, pg_database, copy4):
-    """sources.md §5.1: `accounting_escrows` is a leftover, absent from a ledger created in the row layout;
+    """`accounting_escrows` is a leftover, absent from a ledger created in the row layout (docs/sources.md);
     such a ledger is a full ledger, so an unchanged re-ingest does not read it again."""
     from pipeline.sources.store.accounting import ledger_marker
     from pipeline.sources.store.postgres_markers import markers_query

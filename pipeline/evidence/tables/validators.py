@@ -27,7 +27,7 @@ COLUMNS = (
     Column(
         "self_verdicts",
         "verdicts cast by the host's own address on its own answers (another of its slots, or a vote on its own "
-        "challenge; gonka-ai/gonka issue #1573): counted upstream, so included in `verdicts`, and named here",
+        "challenge; gonka-ai/gonka#1573): counted upstream, so included in `verdicts`, and named here",
     ),
     *column_group("invalid_share", "invalid_ci_low", "invalid_ci_high", meaning="`invalid / verdicts`, Wilson 95%"),
     Column("resolved", "verdicts on inferences whose final status is validated or invalidated"),
