@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a w
     import polars as pl
 
     from pipeline.evidence import EvidenceResult
+    from pipeline.evidence.buildcheck import BuildCheck
     from pipeline.evidence.spec import EvidenceSpec, Option
     from pipeline.ingest.json_responses import JsonIngestSummary
     from pipeline.ingest.logs import LogIngestSummary
@@ -58,11 +59,13 @@ __all__ = [
     "Verified",
     "Warehouse",
     "bundle",
+    "check_builds",
     "doctor",
     "evidence_options",
     "evidence_tables",
     "ingest",
     "ingest_json",
+    "infer_builds",
     "ingest_logs",
     "load_builds",
     "named_queries",
@@ -186,6 +189,7 @@ class SourceReport:
 
     description: SourceDescription
     findings: dict[str, int] | None = None
+    builds: BuildCheck | None = None  # with a warehouse: its build timeline against the vLLM logs
 
 
 @dataclass(frozen=True)
@@ -287,6 +291,20 @@ class Warehouse:
         from pipeline.ingest.store import source_findings
 
         return source_findings(self._con, source_id)
+
+    def infer_builds(self, host: str | None = None) -> str:
+        """A proposed builds.toml (text) from the start cycles of the vLLM logs (`builds infer`)."""
+        from pipeline.evidence.buildcheck import infer
+
+        return infer(self._con, host)
+
+    def check_builds(self, file: str | Path | None = None, host: str | None = None) -> BuildCheck:
+        """A builds.toml (default: the loaded timeline) against the vLLM logs' start cycles (`builds check`)."""
+        from pipeline.evidence.buildcheck import check, loaded_timeline
+        from pipeline.ingest.builds import read_builds
+
+        timeline = read_builds(Path(file)) if file is not None else loaded_timeline(self._con)
+        return check(self._con, timeline, host)
 
     def report(self, epoch: int, host: str | None = None, *, out: str | Path = "out") -> ReportWritten:
         """Write the epoch report to OUT/epoch-N/ (report.md, report.html, charts/, tables/), as
@@ -496,6 +514,23 @@ def load_builds(file: str | Path, warehouse: str | Path | None = None) -> Builds
         return wh.load_builds(file)
 
 
+def infer_builds(host: str | None = None, out: str | Path | None = None, warehouse: str | Path | None = None) -> str:
+    """`gonka-evidence builds infer`: see `Warehouse.infer_builds`; also written to `out` when given."""
+    with open_warehouse(warehouse) as wh:
+        text = wh.infer_builds(host)
+    if out is not None:
+        Path(out).write_text(text, encoding="utf-8")
+    return text
+
+
+def check_builds(
+    file: str | Path | None = None, host: str | None = None, warehouse: str | Path | None = None
+) -> BuildCheck:
+    """`gonka-evidence builds check`: see `Warehouse.check_builds`."""
+    with open_warehouse(warehouse) as wh:
+        return wh.check_builds(file, host)
+
+
 def doctor(source: str, warehouse: str | Path | None = None) -> SourceReport:
     """`gonka-evidence doctor`: what a source holds, without ingesting; with `warehouse`, also what
     that warehouse found about the source."""
@@ -503,11 +538,12 @@ def doctor(source: str, warehouse: str | Path | None = None) -> SourceReport:
 
     store = open_store(source)
     try:
-        findings = None
+        findings = builds = None
         if warehouse is not None:
             with open_warehouse(warehouse) as wh:
                 findings = wh.source_findings(store.source_id)
-        return SourceReport(store.describe(), findings)
+                builds = wh.check_builds()
+        return SourceReport(store.describe(), findings, builds)
     finally:
         store.close()
 

@@ -107,6 +107,7 @@ UNIT = (
     "output/render/",
     "sources/decode/test_checkpoints.py",
     "sources/logs/test_vllm_grammar.py",
+    "sources/logs/test_vllm_config.py",
     "sources/store/test_release_lines.py::test_checkpoint_blobs_with_and_without_the_root_prefix",
     "transforms/",
 )
@@ -117,6 +118,7 @@ UNIT_EXCEPT = (
     "sources/logs/test_vllm_grammar.py::test_random_lines",
     "sources/logs/test_vllm_grammar.py::test_a_code_or_byte_anywhere_in_a_line",
     "transforms/test_answer_scan.py::test_random_mutations",
+    "sources/logs/test_vllm_config.py::test_real_start_lines_fingerprint_by_what_they_state",  # a warehouse
 )
 
 
