@@ -173,6 +173,7 @@ class VllmFile:
         _stab(self.truth, build)["restarts"] += int(self.first is not None or bool(self.truth.spans))
         self.death = None
         self.log("INFO", "api_server.py:1043", f"vLLM API server version {self.version}", proc="APIServer")
+        self.truth.events["launch"] = self.truth.events.get("launch", 0) + 1
         self.log(
             "INFO",
             "core.py:61",

@@ -273,6 +273,7 @@ def test_death_and_poc_windows(wh, timeline, empties, tmp_path):
         con, "SELECT kind, count(*) AS n FROM engine_events WHERE host = $h GROUP BY kind", {"h": focal}
     )
     assert dict(events.iter_rows()) == {
+        "launch": 2,  # the API server's version lines: the server's launches
         "start": 2,
         "ready": 2,
         "fatal": 1,
