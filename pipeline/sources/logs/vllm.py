@@ -162,6 +162,17 @@ _RX_TRACE = (
     r"|Exception in callback |handle: <Handle )"
 )  # asyncio's report of a failed task (V0 engine loop)
 _RX_BLANK = rf"^{_WS}*$"
+# a line prefix a log collector puts on every line (records, tracebacks, uvicorn lines alike), removed before
+# anything else: journald (`Jan 28 10:40:07 host unit[pid]: `, or its ISO form), Kubernetes' CRI files
+# (`2025-05-06T12:00:00.123456789Z stdout F `), `docker logs --timestamps`, a sidecar collector
+# (`[VllmSidecar id]: 2024-11-13T03:15:08.672Z 1 stdout: `), `kubectl logs --prefix` (`[pod/name/container] `)
+_RX_COLLECTOR = (
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[:]+(?:\[\d+\])?: "
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:(?:stdout|stderr) [FP] |\S+ [^\s\[:]+\[\d+\]: )?"
+    r"|\[[^\]\s]+(?: [^\]\s]+)?\]: \S+ \d+ (?:stdout|stderr): "
+    r"|\[pod/[^\]]+\] )"
+)
+COLLECTOR_SNIFF = 200  # a chunk's first lines that decide whether its lines carry a collector's prefix
 _RX_VERSION = rf"{_RX_VERSION_INTRO}(\d+)\.(\d+)\.(\d+)"
 _RX_PP = rf"Per-position acceptance rate: ({NUMBER}(?:, {NUMBER})*)"
 _RX_STATS_HEAD = (
@@ -259,6 +270,9 @@ _HEADER = re.compile(
 )
 
 
+_COLLECTOR = re.compile(_RX_COLLECTOR.encode())
+
+
 def _cut(data: bytes, max_back: int = 10_000) -> int:
     """Where a block may end: after its last line end, moved back while the lines on both sides start with
     the same envelope header (one message printed over several lines stays in one block); 0 when the block
@@ -268,12 +282,15 @@ def _cut(data: bytes, max_back: int = 10_000) -> int:
         if end == 0:  # one message throughout: the caller reads on
             return 0
         start = data.rfind(b"\n", 0, end - 1) + 1
-        found = _HEADER.match(data, start, end)
+        collector = _COLLECTOR.match(data, start, end)  # a collector's prefix differs from line to line
+        found = _HEADER.match(data, collector.end() if collector else start, end)
         if found is None:
             return end
         head = found.group()
         stop = data.find(b"\n", end)
         after = data[end : stop if stop >= 0 else len(data)]
+        collector = _COLLECTOR.match(after)
+        after = after[collector.end() :] if collector else after
         if not after.startswith(head) and (len(after) >= len(head) or not head.startswith(after)):
             return end
         end = start
@@ -329,6 +346,8 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
     coloured = raw.str.contains("\x1b", literal=True).arg_true()
     if coloured.len():  # ANSI codes stripped from the lines that have any (a regex pass over each line costs)
         raw = raw.scatter(coloured, raw.gather(coloured).str.replace_all(_RX_ANSI, ""))
+    if raw.head(COLLECTOR_SNIFF).str.contains(_RX_COLLECTOR).any():  # one regex pass, only for such files
+        raw = raw.str.replace(_RX_COLLECTOR, "")
     df = pl.DataFrame({"l": raw, "line": line})
     df = df.with_columns(pre=pl.col("l").str.extract(_RX_PREFIX, 1))
     df = df.with_columns(
