@@ -172,7 +172,6 @@ _RX_COLLECTOR = (
     r"|\[[^\]\s]+(?: [^\]\s]+)?\]: \S+ \d+ (?:stdout|stderr): "
     r"|\[pod/[^\]]+\] )"
 )
-COLLECTOR_SNIFF = 200  # a chunk's first lines that decide whether its lines carry a collector's prefix
 _RX_VERSION = rf"{_RX_VERSION_INTRO}(\d+)\.(\d+)\.(\d+)"
 _RX_PP = rf"Per-position acceptance rate: ({NUMBER}(?:, {NUMBER})*)"
 _RX_STATS_HEAD = (
@@ -346,9 +345,12 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
     coloured = raw.str.contains("\x1b", literal=True).arg_true()
     if coloured.len():  # ANSI codes stripped from the lines that have any (a regex pass over each line costs)
         raw = raw.scatter(coloured, raw.gather(coloured).str.replace_all(_RX_ANSI, ""))
-    if raw.head(COLLECTOR_SNIFF).str.contains(_RX_COLLECTOR).any():  # one regex pass, only for such files
-        raw = raw.str.replace(_RX_COLLECTOR, "")
-    df = pl.DataFrame({"l": raw, "line": line})
+    collected = raw.str.contains(_RX_COLLECTOR).arg_true()
+    orig = pl.repeat(None, raw.len(), dtype=pl.String, eager=True)  # the line as written, where a prefix went
+    if collected.len():  # replaced on the lines that have one (an anchored test of each line is cheap)
+        orig = orig.scatter(collected, raw.gather(collected))
+        raw = raw.scatter(collected, raw.gather(collected).str.replace(_RX_COLLECTOR, ""))
+    df = pl.DataFrame({"l": raw, "line": line, "orig": orig})
     df = df.with_columns(pre=pl.col("l").str.extract(_RX_PREFIX, 1))
     df = df.with_columns(
         body=pl.when(pl.col("pre").is_null())
@@ -658,6 +660,7 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
 _RARE_COLS = [
     "line",
     "body",
+    "orig",
     "proc",
     "level",
     "msg",
@@ -764,6 +767,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     cols = [
         "line",
         "body",
+        "orig",
         "proc",
         "level",
         "msg",
@@ -777,6 +781,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     for (
         line,
         body,
+        orig,
         proc,
         level,
         msg,
@@ -860,7 +865,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
                 if not cur.pending["dead"] and DEATH.search(body):
                     cur.pending["dead"] = True
             continue
-        unparsed.append((line, body[:500]))
+        unparsed.append((line, (orig if orig is not None else body)[:500]))
     if chunk.last is not None:  # the chunk's last record may be a plain one after the last rare line
         line, last_level, stamp = chunk.last
         if cur is None or cur.line < line:
