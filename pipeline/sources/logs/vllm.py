@@ -134,7 +134,9 @@ FIRST_CHUNK_BYTES = 8 << 20
 _WS = r"[\s\x1c-\x1f]"  # Python's str.isspace() also counts \x1c-\x1f, Rust's \s does not
 _PY_SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # what str.strip() strips
 _LEVEL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
-_RX_PROC = r"\(([A-Za-z][\w-]*) pid=\d+(?:, ip=[^)\s]+)?\)"  # `(EngineCore_DP0 pid=7)`, Ray's `(RayWorkerWrapper pid=7, ip=…)`
+_RX_PROC = (
+    r"\(([A-Za-z][\w-]*) pid=\d+(?:, ip=[^)\s]+)?\)"  # `(EngineCore_DP0 pid=7)`, Ray's `(RayWorkerWrapper pid=7, ip=…)`
+)
 _RX_PREFIX = rf"^({_RX_PROC}{_WS}?)"
 # MM-DD HH:MM:SS of a calendar time: a line with month 13 or hour 25 is not an envelope line (it is
 # folded or unparsed), rather than a record that cannot be dated
@@ -168,7 +170,8 @@ _RX_BLANK = rf"^{_WS}*$"
 # (`[VllmSidecar id]: 2024-11-13T03:15:08.672Z 1 stdout: `), `kubectl logs --prefix` (`[pod/name/container] `)
 _RX_COLLECTOR = (
     r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[:]+(?:\[\d+\])?: "
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:(?:stdout|stderr) [FP] |\S+ [^\s\[:]+\[\d+\]: )?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? "
+    r"(?:(?:stdout|stderr) [FP] |\S+ [^\s\[:]+\[\d+\]: )?"
     r"|\[[^\]\s]+(?: [^\]\s]+)?\]: \S+ \d+ (?:stdout|stderr): "
     r"|\[pod/[^\]]+\] )"
 )
