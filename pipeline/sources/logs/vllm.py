@@ -135,7 +135,9 @@ _WS = r"[\s\x1c-\x1f]"  # Python's str.isspace() also counts \x1c-\x1f, Rust's \
 _PY_SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # what str.strip() strips
 _LEVEL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
 _RX_PROC = (
-    r"\(([A-Za-z][\w-]*) pid=\d+(?:, ip=[^)\s]+)?\)"  # `(EngineCore_DP0 pid=7)`, Ray's `(RayWorkerWrapper pid=7, ip=…)`
+    # `(EngineCore_DP0 pid=7)`, `(VllmWorker rank=0 pid=7)`, Ray's `(RayWorkerWrapper pid=7, ip=…)`,
+    # vLLM 0.2's Ray actor `(_AsyncLLMEngine pid=7)`
+    r"\(([A-Za-z_][\w-]*)(?: [\w=-]+)* pid=\d+(?:, ip=[^)\s]+)?\)"
 )
 _RX_PREFIX = rf"^({_RX_PROC}{_WS}?)"
 # MM-DD HH:MM:SS of a calendar time: a line with month 13 or hour 25 is not an envelope line (it is
@@ -266,7 +268,7 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
 
 
 _HEADER = re.compile(
-    rb"(?:%s|\([A-Za-z][\w-]* pid=\d+(?:, ip=[^)\s]+)?\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
+    rb"(?:%s|\([A-Za-z_][\w-]*(?: [\w=-]+)* pid=\d+(?:, ip=[^)\s]+)?\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
     rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
     % (_RX_ANSI.encode(), MAX_PREFIX + 64, _LEVEL.encode())
 )
@@ -359,7 +361,7 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
         body=pl.when(pl.col("pre").is_null())
         .then(pl.col("l"))
         .otherwise(pl.col("l").str.slice(pl.col("pre").str.len_chars())),
-        proc=pl.col("pre").str.extract(r"^\(([A-Za-z][\w-]*) pid=", 1),
+        proc=pl.col("pre").str.extract(r"^\(([A-Za-z_][\w-]*)", 1),
     ).drop("l", "pre")
     envelope = df["body"].str.extract_groups(_RX_ENV0).struct.unnest()
     missed = envelope["env"].is_null()

@@ -477,6 +477,22 @@ def test_v1_process_enginecore_traceback_header_is_folded(load):
     assert deaths(con) == [(at(2025, 5, 5, 12, 36, 59), False, ["engine_dead"], 1, "APIServer", 1)]
 
 
+def test_v010_worker_prefix_with_rank_and_progress_lines(load):
+    """`(VllmWorker rank=0 pid=N) ` is a process prefix (a prefix with nothing after it is a blank line, not an
+    unparsed one); the weight loader's progress lines have no envelope and are the only unparsed lines."""
+    con, summary = load("v010_worker_rank_prefix_progress.log")
+    assert (summary.lines, summary.unparsed) == (10, 3)
+    assert fetch_frame(con, "SELECT records FROM log_files").rows() == [(6,)]
+    assert quarantined(con) == [
+        f"unparsed line {n} of v010_worker_rank_prefix_progress.log: Loading safetensors checkpoint shards: {text}"
+        for n, text in (
+            (2, "  0% Completed | 0/1 [00:00<?, ?it/s]"),
+            (3, "100% Completed | 1/1 [00:00<00:00,  2.76it/s]"),
+            (4, "100% Completed | 1/1 [00:00<00:00,  2.76it/s]"),
+        )
+    ]
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.log")))
 def test_every_real_file_reads_the_same_at_every_chunk_cut(name):
     """The rows and stream state of each real file do not depend on where it is cut into chunks, including
