@@ -26,7 +26,7 @@ COLUMNS = [
     ),
     Column(
         "engine_deaths",
-        "crashes: rows of the view `engine_deaths`, where the death signals of one log file between two start cycles "
+        "crashes: rows of the view `engine_deaths`, where the death signals of one engine cycle of a log file "
         "(the engine core's fatal error or failed start, the API server's `EngineDeadError` under another pid, V0's "
         "`AsyncEngineDeadError` / `Engine background task failed`, every data-parallel engine, a worker's death, an "
         "OOM) are one death",
@@ -196,8 +196,9 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
         )
     notes.append(
         "A death is one crash however many processes report it (the engine core, the API server, every "
-        "data-parallel engine; signals of one log file between two start cycles); OOMs are deaths whose root "
-        "cause is an out-of-memory error. Restarts are engine initializations after the logs already show the engine. "
+        "data-parallel engine; the signals of one engine cycle of a log file); OOMs are deaths whose root "
+        "cause is an out-of-memory error. Restarts are engine cycles (launches of the server) begun after the logs "
+        "already show the engine. "
         "Hours observed span each log file from its first to its last record: idle periods log at DEBUG, so "
         "a gap in INFO lines is not downtime. Preemptions are summed from stats lines that report them "
         "(vLLM ≥ 0.11.1); earlier versions do not."

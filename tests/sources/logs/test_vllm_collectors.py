@@ -1,4 +1,4 @@
-"""A vLLM envelope found anywhere in a line is still that line (issue 22): the same log behind every collector
+"""A vLLM envelope found anywhere in a line is still that line: the same log behind every collector
 prefix operators use gives the same rows as the bare log — journald, Kubernetes' CRI files, a sidecar or log
 shipper with a prefix longer than 64 characters, Ray's actor prefixes (with the node address and the
 `[repeated Nx across cluster]` mark), OpenRLHF's `(AsyncVLLMInferenceEngine pid=N)` actor, tqdm progress text

@@ -1,4 +1,4 @@
-"""Restarts by launch (issue 22): an engine cycle begins at the server's launch (its `vLLM API server version`
+"""Restarts by launch: an engine cycle begins at the server's launch (its `vLLM API server version`
 line), or at the engine's start line when no launch or start line comes right before it; the start lines of
 data-parallel engines after one launch are one cycle; a second launch in the same file is a restart even when the
 same engine name follows. The rule is the view `engine_events` (`cycle_start`, `cycle`); deaths are counted per

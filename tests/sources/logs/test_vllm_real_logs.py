@@ -392,7 +392,7 @@ def test_spec_lines_with_k15_and_nothing_accepted(load):
     assert spec == [(1, 89, 975, 65, 15, 2.37), (2, 0, 495, None, 5, 1.0)]
 
 
-# -- collectors and accelerators (issue 22: envelopes anywhere, deaths and OOMs from the catalogue) ------------
+# -- collectors and accelerators (envelopes anywhere, deaths and OOMs from the catalogue) ---------------------
 
 
 def test_v06_sidecar_prefix_longer_than_64_and_launcher_shutdowns_are_one_death(load):
