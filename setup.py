@@ -14,6 +14,12 @@ from setuptools.command.build_py import build_py
 ASSET_FOLDERS = ("sql", "reports", "data-samples")  # the same list as pipeline/core/paths.py
 # What a local run may leave beside the samples and must not ship (SQLite side files, caches).
 NOT_SHIPPED = shutil.ignore_patterns("__pycache__", "*.db-wal", "*.db-shm", "*.db-journal", "*.pyc")
+# data-samples/network/: the network mode's sample copies, for a checkout; an installed `run` does not use them.
+CHECKOUT_ONLY = Path("data-samples", "network")
+
+
+def not_shipped(directory, names):
+    return NOT_SHIPPED(directory, names) | {n for n in names if Path(directory, n) == CHECKOUT_ONLY}
 
 
 class BuildPyWithAssets(build_py):
@@ -24,7 +30,7 @@ class BuildPyWithAssets(build_py):
         for folder in ASSET_FOLDERS:
             target = Path(self.build_lib, "pipeline", "_data", folder)
             shutil.rmtree(target, ignore_errors=True)
-            shutil.copytree(folder, target, ignore=NOT_SHIPPED)
+            shutil.copytree(folder, target, ignore=not_shipped)
 
 
 setup(cmdclass={"build_py": BuildPyWithAssets})

@@ -38,11 +38,13 @@ if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a w
     import polars as pl
 
     from pipeline.evidence import EvidenceResult
+    from pipeline.evidence.buildcheck import BuildCheck
     from pipeline.evidence.spec import EvidenceSpec, Option
     from pipeline.ingest.json_responses import JsonIngestSummary
     from pipeline.ingest.logs import LogIngestSummary
     from pipeline.ingest.runs import IngestSummary
     from pipeline.jobs.run import RunOutcome
+    from pipeline.network.jobs import NetworkIngestSummary
     from pipeline.output.bundle import FileCheck
     from pipeline.output.query import NamedQuery, RenderedQuery
     from pipeline.sources.store.base import SourceDescription
@@ -58,14 +60,20 @@ __all__ = [
     "Verified",
     "Warehouse",
     "bundle",
+    "check_builds",
     "doctor",
     "evidence_options",
     "evidence_tables",
     "ingest",
     "ingest_json",
+    "infer_builds",
     "ingest_logs",
     "load_builds",
     "named_queries",
+    "network_evidence",
+    "network_ingest",
+    "network_quarantine",
+    "network_tables",
     "open_warehouse",
     "parse_params",
     "report",
@@ -127,10 +135,23 @@ class Evidence:
     """One evidence table: rows, statistics, provenance, notes; renders in every CLI format."""
 
     result: EvidenceResult
+    chart: dict | None = None  # a Vega-Lite chart of the table, where it has one (network `executors`)
 
     @property
     def name(self) -> str:
         return self.result.evidence
+
+    def save_chart(self, path: str | Path) -> Path:
+        """The chart as `path`: .json (Vega-Lite), .svg, .png or .html (vl-convert, no browser)."""
+        import altair as alt
+
+        if self.chart is None:
+            raise ValueError(f"{self.name} has no chart")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kind = alt.LayerChart if "layer" in self.chart else alt.Chart
+        kind.from_dict(self.chart).save(str(path))
+        return path
 
     @property
     def title(self) -> str:
@@ -186,6 +207,7 @@ class SourceReport:
 
     description: SourceDescription
     findings: dict[str, int] | None = None
+    builds: BuildCheck | None = None  # with a warehouse: its build timeline against the vLLM logs
 
 
 @dataclass(frozen=True)
@@ -287,6 +309,20 @@ class Warehouse:
         from pipeline.ingest.store import source_findings
 
         return source_findings(self._con, source_id)
+
+    def infer_builds(self, host: str | None = None) -> str:
+        """A proposed builds.toml (text) from the start cycles of the vLLM logs (`builds infer`)."""
+        from pipeline.evidence.buildcheck import infer
+
+        return infer(self._con, host)
+
+    def check_builds(self, file: str | Path | None = None, host: str | None = None) -> BuildCheck:
+        """A builds.toml (default: the loaded timeline) against the vLLM logs' start cycles (`builds check`)."""
+        from pipeline.evidence.buildcheck import check, loaded_timeline
+        from pipeline.ingest.builds import read_builds
+
+        timeline = read_builds(Path(file)) if file is not None else loaded_timeline(self._con)
+        return check(self._con, timeline, host)
 
     def report(self, epoch: int, host: str | None = None, *, out: str | Path = "out") -> ReportWritten:
         """Write the epoch report to OUT/epoch-N/ (report.md, report.html, charts/, tables/), as
@@ -496,6 +532,23 @@ def load_builds(file: str | Path, warehouse: str | Path | None = None) -> Builds
         return wh.load_builds(file)
 
 
+def infer_builds(host: str | None = None, out: str | Path | None = None, warehouse: str | Path | None = None) -> str:
+    """`gonka-evidence builds infer`: see `Warehouse.infer_builds`; also written to `out` when given."""
+    with open_warehouse(warehouse) as wh:
+        text = wh.infer_builds(host)
+    if out is not None:
+        Path(out).write_text(text, encoding="utf-8")
+    return text
+
+
+def check_builds(
+    file: str | Path | None = None, host: str | None = None, warehouse: str | Path | None = None
+) -> BuildCheck:
+    """`gonka-evidence builds check`: see `Warehouse.check_builds`."""
+    with open_warehouse(warehouse) as wh:
+        return wh.check_builds(file, host)
+
+
 def doctor(source: str, warehouse: str | Path | None = None) -> SourceReport:
     """`gonka-evidence doctor`: what a source holds, without ingesting; with `warehouse`, also what
     that warehouse found about the source."""
@@ -503,11 +556,12 @@ def doctor(source: str, warehouse: str | Path | None = None) -> SourceReport:
 
     store = open_store(source)
     try:
-        findings = None
+        findings = builds = None
         if warehouse is not None:
             with open_warehouse(warehouse) as wh:
                 findings = wh.source_findings(store.source_id)
-        return SourceReport(store.describe(), findings)
+                builds = wh.check_builds()
+        return SourceReport(store.describe(), findings, builds)
     finally:
         store.close()
 
@@ -572,6 +626,80 @@ def verify(directory: str | Path, warehouse: str | Path | None = None) -> Verifi
 
 
 # --- what the command line lists -------------------------------------------------------------------------
+
+
+def network_ingest(
+    copies: Iterable[str],
+    lake: str | Path,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    buckets: int | None = None,
+    memory_limit: str | None = None,
+    progress: Progress | None = None,
+) -> NetworkIngestSummary:
+    """`gonka-evidence network ingest`: copies into the lake, then their partitions into partition
+    warehouses, on a Dask cluster (a LocalCluster of `workers` processes, or the one at `scheduler`;
+    `workers=0`: in this process). Needs the `network` extra (`pip install gonka-evidence[network]`)."""
+    from pipeline.network.jobs import network_ingest as ingest_lake
+
+    return ingest_lake(
+        list(copies),
+        lake,
+        workers=workers,
+        scheduler=scheduler,
+        buckets=buckets,
+        memory_limit=memory_limit,
+        progress=progress,
+    )
+
+
+def network_evidence(
+    name: str,
+    lake: str | Path,
+    *,
+    host: str | None = None,
+    epoch: int | None = None,
+    control: str | None = None,
+    by_escrow: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    command: str = "",
+    progress: Progress | None = None,
+) -> Evidence:
+    """`gonka-evidence network evidence`: a network table from the lake (partials per partition on the
+    cluster, reduced here), with the lake's provenance footer; `Evidence.chart` holds its chart, if any."""
+    from pipeline.network.jobs import network_evidence as lake_evidence
+    from pipeline.network.tables import NETWORK_TABLES
+
+    result = lake_evidence(
+        name,
+        lake,
+        host=host,
+        epoch=epoch,
+        control=control,
+        by_escrow=by_escrow,
+        workers=workers,
+        scheduler=scheduler,
+        command=command,
+        progress=progress,
+    )
+    chart = NETWORK_TABLES[name].chart
+    return Evidence(result, chart=chart(result) if chart else None)
+
+
+def network_quarantine(lake: str | Path) -> pl.DataFrame:
+    """The quarantine rows of every partition of the lake (forks, disagreeing sealed rows, …)."""
+    from pipeline.network.jobs import lake_quarantine
+
+    return lake_quarantine(lake)
+
+
+def network_tables() -> dict[str, str]:
+    """The network evidence tables: name -> one-line summary."""
+    from pipeline.network.tables import NETWORK_TABLES
+
+    return {name: table.summary for name, table in NETWORK_TABLES.items()}
 
 
 def evidence_tables() -> dict[str, EvidenceSpec]:
@@ -674,4 +802,13 @@ def user_errors() -> tuple[type[Exception], ...]:
     from pipeline.warehouse.database import WarehouseError
 
     evidence = sys.modules.get("pipeline.evidence.window")
-    return (SourceError, WarehouseError, QueryError, BuildsError, *([evidence.EvidenceError] if evidence else []))
+    lake, cluster = sys.modules.get("pipeline.network.lake"), sys.modules.get("pipeline.network.cluster")
+    return (
+        SourceError,
+        WarehouseError,
+        QueryError,
+        BuildsError,
+        *([evidence.EvidenceError] if evidence else []),
+        *([lake.LakeError] if lake else []),
+        *([cluster.ClusterError] if cluster else []),
+    )

@@ -106,6 +106,7 @@ UNIT = (
     "evidence/test_stats_of_tables.py::test_a_tracker_flag_counted_on_more_answers_than_delivered_has_a_share_but_no_interval_or_test",
     "output/render/",
     "sources/logs/test_vllm_grammar.py",
+    "sources/logs/test_vllm_config.py",
     "sources/store/test_release_lines.py::test_checkpoint_blobs_with_and_without_the_root_prefix",
     "transforms/",
 )
@@ -116,6 +117,7 @@ UNIT_EXCEPT = (
     "sources/logs/test_vllm_grammar.py::test_random_lines",
     "sources/logs/test_vllm_grammar.py::test_a_code_or_byte_anywhere_in_a_line",
     "transforms/test_answer_scan.py::test_random_mutations",
+    "sources/logs/test_vllm_config.py::test_real_start_lines_fingerprint_by_what_they_state",  # a warehouse
 )
 
 

@@ -16,8 +16,22 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# core < sources < transforms < warehouse < ingest < evidence < output < jobs < api < cli
-LAYERS = ("core", "sources", "transforms", "warehouse", "ingest", "evidence", "output", "jobs", "api", "cli")
+# core < sources < transforms < warehouse < ingest < evidence < output < jobs < network < api < cli
+LAYERS = (
+    "core",
+    "sources",
+    "transforms",
+    "warehouse",
+    "ingest",
+    "evidence",
+    "output",
+    "jobs",
+    "network",
+    "api",
+    "cli",
+)
+# Dask is an optional extra (`network`): one module imports it, so the single-host tool never does.
+DASK_IMPORTERS = {"pipeline.network.cluster"}
 SAMPLES_MAY_IMPORT = ("core", "sources")
 TOP_MAY_IMPORT = ("api", "core")  # `pipeline/__init__.py`: lazy look-ups of the facade and the version
 
@@ -332,3 +346,18 @@ def test_a_planted_dynamic_import_is_named(tmp_path):
 @pytest.mark.parametrize("stage_name", LAYERS)
 def test_every_stage_is_a_package(stage_name):
     assert (PIPELINE / stage_name / "__init__.py").exists() or (PIPELINE / f"{stage_name}.py").exists()
+
+
+def test_only_the_network_cluster_imports_dask():
+    """`pip install gonka-evidence` without the `network` extra runs every single-host command: no module but
+    pipeline/network/cluster.py imports dask or distributed, at any depth (function-level imports included)."""
+    found = []
+    for name, path in modules(PIPELINE).items():
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [(name, n) for n in names if n.split(".")[0] in ("dask", "distributed")]
+    assert found and {name for name, _ in found} == DASK_IMPORTERS, found

@@ -142,5 +142,8 @@ class DigestingStore:
 
 
 def input_digest_before(store: Any) -> str | None:
-    """The digest of a copy that can be known before reading it: a SQLite store's files."""
+    """The digest of a copy that can be known before reading it: a SQLite store's files, or the digest a
+    store states (`input_digest`: a copy in the network lake carries the one its stage-1 read computed)."""
+    if stated := getattr(store, "input_digest", None):
+        return stated
     return tree_digest(store.path) if getattr(store, "kind", None) == "sqlite" else None

@@ -125,7 +125,7 @@ SOURCE_KINDS: dict[str, SourceKind] = {
             "vllm",
             "vLLM server logs of the configured host",
             LOG_INGESTER,
-            ("log_spec_decode", "log_engine_stats", "log_engine_events"),
+            ("log_spec_decode", "log_engine_stats", "log_engine_events", "log_start_facts"),
             keys=("timezone", "year"),
             log=LogFormat("vllm_log", ingests="pipeline.ingest.logs:ingest_vllm_file"),
         ),

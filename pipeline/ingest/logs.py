@@ -42,7 +42,12 @@ from pipeline.sources.logs.vllm import VllmBatch, VllmStream, iter_vllm_batches
 from pipeline.sources.store.base import SourceError
 from pipeline.warehouse.database import duckdb_setting, transaction
 
-VLLM_TABLES = {"spec": "log_spec_decode", "stats": "log_engine_stats", "events": "log_engine_events"}
+VLLM_TABLES = {
+    "spec": "log_spec_decode",
+    "stats": "log_engine_stats",
+    "events": "log_engine_events",
+    "startup": "log_start_facts",
+}
 
 
 class FileRead(NamedTuple):
@@ -285,7 +290,7 @@ def _delete(con, run: IngestRun, script: str, params: dict) -> int:
     for table in VLLM_TABLES.values():
         n = int(con.execute(sql_text(f"logs/{script}").format(table=table), params).fetchone()[0])
         run.count(table, -n)
-        records += n if table != "log_engine_events" else 0
+        records += n if table in ("log_spec_decode", "log_engine_stats") else 0
     return records
 
 

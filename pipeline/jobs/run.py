@@ -30,6 +30,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -69,6 +70,7 @@ class RunOutcome:
     ingested: list = field(default_factory=list)  # IngestSummary per source
     written: list[int] = field(default_factory=list)  # epochs whose report is new
     rewritten: list[int] = field(default_factory=list)  # epochs whose report changed
+    index: Path | None = None  # OUTPUT/index.html when this run rebuilt it
     published: bool = False
     closure: pl.DataFrame | None = None  # closed_epochs with closes_by_lag_at, when a host is configured
     log: list[str] = field(default_factory=list)  # the run's log lines, as said to the caller
@@ -313,6 +315,7 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
         data = content_parts(con)  # what the reports are built from
         if cfg.host:
             write_due_reports(con, cfg, outcome, data)
+            write_index_if_due(con, cfg, outcome)
         else:
             events.say("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
         # The reports write only their own table: the rest was hashed above.
@@ -362,6 +365,7 @@ def write_due_reports(
     changed, which is only looked at when its inputs (`report_inputs`; `data`: the warehouse's
     `content_parts` now) differ from those it was last built from."""
     from pipeline.output.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
+    from pipeline.output.report.index import headline
 
     assert cfg.host is not None  # reports are written only for a configured host
     lag = cfg.finality_lag_delta
@@ -404,10 +408,11 @@ def write_due_reports(
         with transaction(con):
             con.execute(
                 "INSERT INTO epoch_reports_t (host, epoch_id, closed_at, closed_by, report_dir, fingerprint, "
-                "written_at, rewrites, inputs) VALUES ($host, $epoch, $closed_at, $closed_by, $dir, $fp, now(), 0, "
-                "$inputs) ON CONFLICT (host, epoch_id) DO UPDATE SET closed_at = excluded.closed_at, "
-                "closed_by = excluded.closed_by, report_dir = excluded.report_dir, fingerprint = excluded.fingerprint, "
-                "written_at = excluded.written_at, rewrites = epoch_reports_t.rewrites + 1, inputs = excluded.inputs",
+                "written_at, rewrites, inputs, headline) VALUES ($host, $epoch, $closed_at, $closed_by, $dir, $fp, "
+                "now(), 0, $inputs, $headline) ON CONFLICT (host, epoch_id) DO UPDATE SET closed_at = "
+                "excluded.closed_at, closed_by = excluded.closed_by, report_dir = excluded.report_dir, fingerprint = "
+                "excluded.fingerprint, written_at = excluded.written_at, rewrites = epoch_reports_t.rewrites + 1, "
+                "inputs = excluded.inputs, headline = excluded.headline",
                 {
                     "host": cfg.host,
                     "epoch": epoch,
@@ -416,9 +421,45 @@ def write_due_reports(
                     "dir": str(path.resolve()),
                     "fp": stamp,
                     "inputs": inputs,
+                    "headline": json.dumps(headline(report)),
                 },
             )
         (outcome.rewritten if previous is not None else outcome.written).append(epoch)
+
+
+def write_index_if_due(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: RunOutcome) -> None:
+    """OUTPUT/index.html and index.md across the host's closed epochs, from the reports' stored headlines;
+    rebuilt only when an epoch report was written or rewritten (or the index is missing). A report written
+    before headlines were stored gets its headline from its report model once."""
+    from pipeline.output.report import build_epoch_report
+    from pipeline.output.report.index import headline, write_index
+
+    assert cfg.host is not None
+    rows = fetch_frame(
+        con, f"SELECT epoch_id, headline FROM {REPORTS_TABLE} WHERE host = $host ORDER BY epoch_id", {"host": cfg.host}
+    )
+    missing = [e for e, h in rows.iter_rows() if h is None]
+    if not rows.height or not (
+        outcome.written or outcome.rewritten or missing or not (cfg.output / "index.md").exists()
+    ):
+        return
+    warehouse_arg = None if cfg.warehouse == DEFAULT_WAREHOUSE else str(cfg.warehouse)
+    stored = dict(rows.iter_rows())
+    for epoch in missing:
+        report = build_epoch_report(
+            con, epoch, cfg.host, finality_lag=cfg.finality_lag_delta, warehouse_arg=warehouse_arg
+        )
+        stored[epoch] = json.dumps(headline(report))
+        with transaction(con):
+            con.execute(
+                f"UPDATE {REPORTS_TABLE} SET headline = $h WHERE host = $host AND epoch_id = $epoch",
+                {"h": stored[epoch], "host": cfg.host, "epoch": epoch},
+            )
+    try:
+        path = write_index(cfg.host, [json.loads(h) for h in stored.values()], cfg.output)
+    except OSError as exc:
+        raise RunError(f"{cfg.output / 'index.html'}: cannot write the index ({exc.strerror or exc})") from None
+    outcome.index = path
 
 
 def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
@@ -429,6 +470,8 @@ def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
         events.say(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)} in {cfg.output}")
     if not outcome.written and not outcome.rewritten and cfg.host:
         events.say("reports: nothing new")
+    if outcome.index is not None:
+        events.say(f"index of every closed epoch: {outcome.index}")
     if outcome.closure is not None:
         for line in open_epoch_lines(outcome.closure, cfg.finality_lag):
             events.say(line)

@@ -123,6 +123,10 @@ class VllmFile:
         self.first: datetime | None = None
         self.last: datetime | None = None
         self.death: dict | None = None  # the death of the current start cycle, once one was signalled
+        # a fuller start (vllm_log.py): the non-default args line, these config fields before `seed=0` in the
+        # engine's config line ("k=v, " each), the KV-cache memory and concurrency lines
+        self.start_args: dict | None = None
+        self.engine_config = ""
 
     def ended(self) -> datetime:
         """The time of the last line written."""
@@ -174,16 +178,22 @@ class VllmFile:
         self.death = None
         self.log("INFO", "api_server.py:1043", f"vLLM API server version {self.version}", proc="APIServer")
         self.truth.events["launch"] = self.truth.events.get("launch", 0) + 1
+        if self.start_args is not None:  # the arguments the operator passed (newer versions print them)
+            self.log("INFO", "utils.py:233", f"non-default args: {self.start_args!r}", proc="APIServer")
         self.log(
             "INFO",
             "core.py:61",
             f"Initializing a V1 LLM engine (v{self.version}) with config: model='{self.model}', "
-            f"speculative_config={self.spec_config}, seed=0",
+            f"speculative_config={self.spec_config}, {self.engine_config}seed=0",
         )
         self.truth.events["start"] = self.truth.events.get("start", 0) + 1
         self.advance(ready_after / 2)
         self.log("INFO", "gpu_model_runner.py:1595", "Model loading took 54.2 GiB and 41.118230 seconds")
+        if self.start_args is not None:
+            self.log("INFO", "gpu_worker.py:298", "Available KV cache memory: 21.43 GiB")
         self.log("INFO", "kv_cache_utils.py:634", "GPU KV cache size: 1,160,160 tokens")
+        if self.start_args is not None:
+            self.log("INFO", "kv_cache_utils.py:638", "Maximum concurrency for 131,072 tokens per request: 8.85x")
         self.advance(ready_after / 2)
         self.log("INFO", "core.py:159", "init engine (profile, create kv cache, warmup model) took 38.61 seconds")
         self.log("INFO", "api_server.py:1089", "Starting vLLM API server 0 on http://0.0.0.0:5000", proc="APIServer")

@@ -13,7 +13,8 @@ joins them with ``\\r\\n``, so traceback lines end in ``\\r``. Times are UTC and
 timeline is in 2026: a run gives the source ``year = 2026``).
 
 It follows the copy's timeline: the engine runs through the host's build windows (builds.toml), one
-start cycle per build (the vLLM version of the build: 0.20 for the V1 runner without speculative
+start cycle per build, at its builds.toml boundary, whose start lines state the build (`START_ARGS`; the
+vLLM version: 0.20 for the V1 runner without speculative
 decoding, so no spec-decode lines; 0.23 with DSpark, K = 5), and prints busy stats windows while the
 escrows of the copy run (idle windows log at DEBUG and are absent). In the raw_logprobs build the
 engine dies once of an out-of-memory error on a long prefill (docs/sources.md, fatal errors: the
@@ -39,6 +40,36 @@ from .spec import BUILD_FIX, BUILD_RAW, BUILD_V1, MODEL
 VERSIONS = {BUILD_V1: "0.20.1", BUILD_RAW: "0.23.1", BUILD_FIX: "0.23.1"}
 DSPARK = "SpeculativeConfig(method='dspark', num_spec_tokens=5)"
 SPEC_CONFIGS = {BUILD_V1: None, BUILD_RAW: DSPARK, BUILD_FIX: DSPARK}
+# What each build's start lines state (docs/sources.md, start-up): the operator's non-default arguments
+# (the raw_logprobs build runs vLLM's default logprobs_mode, so its arguments do not name it) and the
+# engine config line's fields of a V1 start of these versions.
+ARGS = {
+    "model_tag": MODEL,
+    "host": "0.0.0.0",
+    "port": 5000,
+    "model": MODEL,
+    "trust_remote_code": True,
+    "max_model_len": 131072,
+    "tensor_parallel_size": 2,
+    "gpu_memory_utilization": 0.92,
+    "max_num_batched_tokens": 8192,
+}
+DSPARK_ARGS = {"speculative_config": {"method": "dspark", "num_speculative_tokens": 5}}
+START_ARGS = {
+    BUILD_V1: ARGS,
+    BUILD_RAW: ARGS | DSPARK_ARGS,
+    BUILD_FIX: ARGS | DSPARK_ARGS | {"logprobs_mode": "processed_logprobs"},
+}
+ENGINE_CONFIG = (
+    f"tokenizer='{MODEL}', skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, tokenizer_revision=None, "
+    "trust_remote_code=True, dtype=torch.bfloat16, max_seq_len=131072, download_dir=None, load_format=auto, "
+    "tensor_parallel_size=2, pipeline_parallel_size=1, data_parallel_size=1, disable_custom_all_reduce=False, "
+    "quantization=fp8, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, "
+    "structured_outputs_config=StructuredOutputsConfig(backend='auto', disable_fallback=False, "
+    "disable_any_whitespace=False, disable_additional_properties=False, reasoning_parser=''), "
+    "observability_config=ObservabilityConfig(show_hidden_metrics_for_version=None, otlp_traces_endpoint=None, "
+    "collect_detailed_traces=None), "
+)
 # Per-position acceptance rates drawn per window: a mean acceptance length near 2.9 at K = 5.
 ACCEPTANCE = (0.08, 0.66)
 READY_SECONDS = {BUILD_V1: 214, BUILD_RAW: 322, BUILD_FIX: 318}
@@ -93,7 +124,7 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
         while switches and switches[0] <= at + timedelta(seconds=10):
             since = switches.pop(0)
             _shutdown(f, max(f.t + timedelta(seconds=1), since - timedelta(seconds=55)))
-            f.t = since + timedelta(seconds=5)
+            f.t = since  # the next build starts at its builds.toml boundary
             _start(f, rng, build_at(f.t), READY_SECONDS.get(build_at(f.t), 300))
         if death is not None and at >= death:
             f.t = max(f.t, death)
@@ -177,6 +208,7 @@ def _start(f: VllmFile, rng: random.Random, build: str, ready_after: int) -> Non
     """One start cycle of the build's vLLM: the engine core and both workers get new pids."""
     f.version = VERSIONS.get(build, VERSIONS[BUILD_FIX])
     f.spec_config = SPEC_CONFIGS.get(build, DSPARK)
+    f.start_args, f.engine_config = START_ARGS.get(build, START_ARGS[BUILD_FIX]), ENGINE_CONFIG
     f.pid = rng.randint(120, 400)
     f.start(ready_after=ready_after)
 

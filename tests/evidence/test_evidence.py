@@ -550,6 +550,7 @@ def test_the_registry_names_the_public_tables_in_report_order():
         "tracker",
         "acceptance",
         "throughput",
+        "startup",
         "stability",
         "answer-integrity",
         "answers-by-sampling",

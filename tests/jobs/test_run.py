@@ -60,7 +60,14 @@ def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tm
     _place_copy(tmp_path, timeline, 4)
     second = run_job(cfg, None)
     assert (second.written, second.rewritten, second.published) == ([3], [], True)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["epoch-1", "epoch-2", "epoch-3"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "epoch-1",
+        "epoch-2",
+        "epoch-3",
+        "index-charts",
+        "index.html",
+        "index.md",
+    ]
     assert "closed at 2026-10-26T00:20:09Z (all escrows settled)" in (tmp_path / "out/epoch-3/report.md").read_text()
 
     files, warehouse_state = _snapshot(tmp_path), wh.stat()
@@ -193,7 +200,7 @@ def test_the_bundled_run_reports_the_samples_and_their_vllm_log(tmp_path):
     assert ": 1 files, " in logs and "log_spec_decode " in logs and "log_engine_events " in logs
     raw, fix, v1 = "V2 + DSpark, raw_logprobs", "V2 + DSpark, processed_logprobs, vLLM fix", "V1, no DSpark"
     epoch3 = (tmp_path / "out" / "epoch-3" / "report.md").read_text()
-    assert "_Skipped" not in epoch3.split("## 8.", 1)[1].split("## 11.", 1)[0]
+    assert "_Skipped" not in epoch3.split("## 8.", 1)[1].split("## 12.", 1)[0]
     acceptance = _section_rows(epoch3, "Speculative-decoding acceptance")
     assert list(acceptance) == [raw, fix] and all(int(r[2]) > 0 for r in acceptance.values())  # windows
     assert list(_section_rows(epoch3, "Engine throughput")) == [raw, fix]
@@ -550,7 +557,13 @@ def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
     assert f"removed {copy}: left by an interrupted run" in second.output
     assert "new reports: epoch 2, epoch 3" in second.output  # the copy of epoch 4 holds epochs 2-4
     assert sorted(p.name for p in wh.parent.iterdir()) == ["warehouse.duckdb"]  # no copy, no lock, no WAL
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["epoch-2", "epoch-3"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "epoch-2",
+        "epoch-3",
+        "index-charts",
+        "index.html",
+        "index.md",
+    ]
 
 
 BOX_DRAWING = set("─━│┃┌┐└┘├┤┬┴┼╇╈┡┩")
@@ -604,7 +617,8 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
     assert "(finality_lag 100d)" in expected_open[0] and "no escrow settled yet" in expected_open[1]
     assert [line for line in first if line.startswith("open: ")] == expected_open
     assert first[-1] == "warehouse: updated"
-    assert len(first) <= 7 and not any(line.startswith(("|", "###")) for line in first)  # no evidence tables
+    assert f"index of every closed epoch: {tmp_path / 'out' / 'index.html'}" in first
+    assert len(first) <= 8 and not any(line.startswith(("|", "###")) for line in first)  # no evidence tables
 
     _place_copy(tmp_path, timeline, 4)
     assert f"new reports: epoch 3 in {tmp_path / 'out'}" in run()

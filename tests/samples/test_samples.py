@@ -315,6 +315,7 @@ def test_cli_writes_store_and_builds(tmp_path):
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "data-samples"
+NETWORK = SHIPPED / "network"  # the network mode's sample copies (pipeline/samples/network.py)
 # Each shipped store directory and the release line that wrote it (data-samples/README.md).
 SHIPPED_STORES = {
     "store": "snapshot-import",
@@ -354,11 +355,24 @@ def test_every_shipped_file_is_what_the_readme_commands_write(tmp_path):
         main([str(tmp_path / out), *argv[1:]])
         written = tmp_path / out
         # The shipped folder holds exactly what the command writes, besides the other commands' folders.
-        nested = [ROOT / o for o in outs if o != out and out in o.parents] + [SHIPPED / "README.md"]
+        nested = [ROOT / o for o in outs if o != out and out in o.parents] + [SHIPPED / "README.md", NETWORK]
         assert _files(ROOT / out, nested) == _files(written), argv
         for name in _files(written):
             assert (ROOT / out / name).read_bytes() == (written / name).read_bytes(), f"{out / name} is not current"
-    assert sum(p.stat().st_size for p in SHIPPED.rglob("*") if p.is_file()) < 8_000_000  # the wheel carries it
+    # The wheel carries it (all but network/, which setup.py leaves out).
+    assert sum(p.stat().st_size for p in SHIPPED.rglob("*") if p.is_file() and NETWORK not in p.parents) < 8_000_000
+
+
+def test_the_shipped_network_is_what_its_command_writes(tmp_path):
+    """data-samples/network/ is `python -m pipeline.samples.network data-samples/network` (data-samples/README.md)."""
+    from pipeline.samples.network import main
+
+    assert "python -m pipeline.samples.network data-samples/network\n" in (SHIPPED / "README.md").read_text()
+    main([str(tmp_path / "network")])
+    assert _files(NETWORK) == _files(tmp_path / "network")
+    for name in _files(NETWORK):
+        assert (NETWORK / name).read_bytes() == (tmp_path / "network" / name).read_bytes(), f"{name} is not current"
+    assert sum(p.stat().st_size for p in NETWORK.rglob("*") if p.is_file()) < 3_000_000
 
 
 @pytest.mark.parametrize("path", list(SHIPPED_STORES))

@@ -1,4 +1,5 @@
-"""`gonka-evidence builds`: the host build timeline from a builds.toml."""
+"""`gonka-evidence builds`: the host build timeline from a builds.toml; `builds infer` proposes one from
+the vLLM logs' start cycles, `builds check` compares one with them."""
 
 from __future__ import annotations
 
@@ -7,28 +8,79 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import WarehouseOpt, user_errors
+from pipeline.cli.conventions import WarehouseOpt, prints_data, user_errors
 from pipeline.core.paths import DEFAULT_WAREHOUSE
 
 ORDER = 20
+ACTIONS = ("load", "infer", "check")
 
 
 @user_errors
+@prints_data
 def builds(
-    file: Annotated[Path, typer.Argument(help="builds.toml with [[builds]] host, label, since entries.")],
+    file: Annotated[
+        str,
+        typer.Argument(
+            metavar="[load|infer|check] FILE.toml",
+            help="[[builds]] host, label, since entries: the builds.toml to load (`load FILE` says the same); "
+            "or `infer` (propose one from the logs) or `check [FILE]` (FILE, default the loaded timeline, against "
+            "the logs).",
+        ),
+    ],
+    toml: Annotated[
+        str | None, typer.Argument(metavar="[FILE.toml]", help="The builds.toml of `load` or `check`.")
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option("--host", help="infer / check: only this host (default: every host).")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="infer: write the proposal here (default: stdout).")] = None,
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:
-    """Replace the host build timeline with the entries of FILE.
+    """Load, propose (infer) or check the host build timeline.
+
+    `builds FILE` (or `builds load FILE`) replaces the timeline with the entries of FILE; `builds infer`
+    proposes a builds.toml from the start cycles of the vLLM logs (engine_cycles), on stdout unless --out;
+    `builds check [FILE]` names each place where FILE (or the loaded timeline) contradicts those cycles, one
+    line each, and exits 1 when there is one.
 
     Example: gonka-evidence builds data-samples/builds.toml
     """
     from pipeline import api
     from pipeline.cli.console import info, warning
 
-    loaded = api.load_builds(file, warehouse)
+    action = file if file in ACTIONS else "load"
+    path = toml if file in ACTIONS else file
+    if (host is not None or out is not None) and action == "load":
+        raise typer.BadParameter("--host and --out go with `builds infer` or `builds check`")
+    if out is not None and action == "check":
+        raise typer.BadParameter("--out goes with `builds infer`")
+    if action == "infer":
+        if toml is not None:
+            raise typer.BadParameter(f"`builds infer` takes no file (got {toml}); --out FILE writes the proposal")
+        text = api.infer_builds(host, out, warehouse)
+        if out is None:
+            typer.echo(text, nl=False)
+        else:
+            info(f"proposed builds.toml written to {out}")
+        return
+    if action == "check":
+        result = api.check_builds(path, host, warehouse)
+        for note in result.notes:
+            info(note)
+        for line in result.contradictions:
+            typer.echo(line)
+        if not result.ok:
+            raise typer.Exit(1)
+        info(f"{path or 'the loaded build timeline'}: consistent with the vLLM logs")
+        return
+    if path is None:
+        raise typer.BadParameter("`builds load` needs a FILE.toml")
+    if toml is not None and file not in ACTIONS:
+        raise typer.BadParameter(f"one builds file at a time (got {file} and {toml})")
+    loaded = api.load_builds(Path(path), warehouse)
     for message in loaded.warnings:
         warning(message)
-    info(f"host_builds: {loaded.entries} entries from {file}")
+    info(f"host_builds: {loaded.entries} entries from {path}")
 
 
 def register(app: typer.Typer) -> None:

@@ -22,7 +22,8 @@ def doctor(
             "--warehouse",
             "-w",
             help="Also show what this warehouse found about the source "
-            "(copies that disagree, checkpoint cross-checks).",
+            "(copies that disagree, checkpoint cross-checks) and whether its build timeline contradicts its "
+            "vLLM logs (builds check).",
         ),
     ] = None,
 ) -> None:
@@ -35,6 +36,13 @@ def doctor(
 
     found = api.doctor(source, warehouse)
     print_description(found.description, found.findings)
+    if found.builds is not None:  # the warehouse's build timeline against its vLLM logs
+        from pipeline.cli.console import out
+
+        verdict = "consistent with the vLLM logs" if found.builds.ok else "contradicts the vLLM logs"
+        out.print(f"build timeline: {verdict}", markup=False, highlight=False)
+        for line in found.builds.contradictions:
+            out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import duckdb
 import polars as pl
 
@@ -39,9 +41,35 @@ def peer_invalidation(
     control = control.strip() if control else None
     if control == host:
         raise EvidenceError(f"--control {control} is the host itself; name another executor")
-    answers = fetch_frame(
-        con, sql_text("evidence/peer_answers.sql"), {"host": host, "control": control, **window.params}
-    ).with_columns(group=pl.when(pl.col("is_host")).then(pl.lit("host")).otherwise(pl.lit("others")))
+    return peer_invalidation_of(
+        peer_answers(con, host, window, control),
+        host,
+        window,
+        by_escrow=by_escrow,
+        control=control,
+        builds=(lambda present: build_order(con, host, present)) if by_build else None,
+    )
+
+
+def peer_answers(con: duckdb.DuckDBPyConnection, host: str, window: Window, control: str | None) -> pl.DataFrame:
+    """The answers per escrow, host against the others (sql/evidence/peer_answers.sql): additive over
+    escrows, so the network mode sums them over partitions of the lake."""
+    return fetch_frame(con, sql_text("evidence/peer_answers.sql"), {"host": host, "control": control, **window.params})
+
+
+def peer_invalidation_of(
+    answers: pl.DataFrame,
+    host: str,
+    window: Window,
+    *,
+    by_escrow: bool = False,
+    control: str | None = None,
+    builds: Callable[[list[str]], list[str]] | None = None,
+) -> EvidenceResult:
+    """The table from `peer_answers` rows (of one warehouse, or of every partition of a lake); `builds`
+    orders the host's builds for the `--by-build` rows (None: no per-build rows)."""
+    by_build = builds is not None
+    answers = answers.with_columns(group=pl.when(pl.col("is_host")).then(pl.lit("host")).otherwise(pl.lit("others")))
     per_escrow = _per_escrow(answers)
     pooled = _pooled(per_escrow)
     columns = ["group", "escrows", "answers", "challenged_or_invalidated"]
@@ -56,11 +84,8 @@ def peer_invalidation(
     per_build = {}  # build -> its per-escrow counts, builds in the order they started
     if by_build:
         present = answers["host_build"].unique().to_list()
-        per_build = {
-            b: _per_escrow(answers.filter(pl.col("host_build") == b))
-            for b in build_order(con, host, present)
-            if b in present
-        }
+        assert builds is not None
+        per_build = {b: _per_escrow(answers.filter(pl.col("host_build") == b)) for b in builds(present) if b in present}
         rows = rows.with_columns(build=pl.lit(POOLED))
         rows = pl.concat(
             [

@@ -102,7 +102,7 @@ def _series(parts: list[str]) -> str:
 # --- one function per finding ---------------------------------------------------------------------------
 
 
-def _pooled(result: EvidenceResult) -> dict[str, dict]:
+def pooled(result: EvidenceResult) -> dict[str, dict]:
     """peer-invalidation's pooled rows by group (the report asks for per-escrow rows too)."""
     rows = result.rows
     if "escrow_id" in rows.columns:
@@ -111,7 +111,7 @@ def _pooled(result: EvidenceResult) -> dict[str, dict]:
 
 
 def _host_answers(result: EvidenceResult) -> Iterator[Finding]:
-    if (host := _pooled(result).get("host")) is None:
+    if (host := pooled(result).get("host")) is None:
         return
     method = interval_name(result.stats.get("interval"))
     yield Finding(
@@ -123,7 +123,7 @@ def _host_answers(result: EvidenceResult) -> Iterator[Finding]:
 
 
 def _others_and_tests(result: EvidenceResult) -> Iterator[Finding]:
-    if (others := _pooled(result).get("others")) is None:
+    if (others := pooled(result).get("others")) is None:
         return
     method = interval_name(result.stats.get("interval"))
     yield Finding(

@@ -92,6 +92,7 @@ def build_epoch_report(
     command = f"gonka-evidence report epoch {epoch} --host {host}" + (f" --out {out_arg}" if out_arg else "") + w_opt
 
     overview, summary = _overview(con, epoch, host, closure_info)
+    summary.append(builds_note(con, host))
     context = ReportContext(epoch=epoch, host=host, executed_by_epoch=_executed_by_epoch(con, host, epoch))
     sections = [overview]
     sections += [
@@ -184,6 +185,24 @@ def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse
         chart=legible(report.chart(result, table)) if report.chart else None,
         result=result,
     )
+
+
+def builds_note(con, host: str) -> str:
+    """One line on the host's build timeline against its vLLM logs (`builds check`): every by-build number
+    rests on that timeline."""
+    from pipeline.evidence.buildcheck import check, loaded_timeline
+
+    result = check(con, loaded_timeline(con), host)
+    if result.contradictions:
+        prefix = f"{host}: "
+        lines = "; ".join(line.removeprefix(prefix) for line in result.contradictions)
+        return (
+            f"Build timeline: {len(result.contradictions)} contradiction(s) with the vLLM logs, so the by-build "
+            f"numbers may be misattributed ({lines}; `gonka-evidence builds check`)."
+        )
+    if any("no vLLM start cycles" in note for note in result.notes):
+        return "Build timeline: not checked (no vLLM start cycles of the host in the warehouse)."
+    return "Build timeline: consistent with the host's vLLM start cycles (`gonka-evidence builds check`)."
 
 
 def _executed_by_epoch(con, host: str, epoch: int) -> dict[int, int]:

@@ -39,6 +39,7 @@ from pipeline.core.gcpause import gc_paused
 from pipeline.sources.logs import catalogue
 from pipeline.sources.logs.catalogue import DEATH, ENGINE_DEAD, FATAL, OOM, WORKER_DIED
 from pipeline.sources.logs.files import LogFile, LogTimezone
+from pipeline.sources.logs.vllm_config import start_facts, start_lines
 
 _RX_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
 ANSI = re.compile(_RX_ANSI)
@@ -198,6 +199,7 @@ class VllmBatch:
     stats: pl.DataFrame
     events: pl.DataFrame
     unparsed: pl.DataFrame  # line, text (first 500 characters)
+    startup: pl.DataFrame = field(default_factory=pl.DataFrame)  # what start lines state (`vllm_config`)
 
 
 @dataclass
@@ -571,6 +573,7 @@ class _Chunk:
     last: tuple | None  # (line, level, stamp) of the last envelope line
     lines: int = 0  # lines in the chunk
     env_lines: pl.DataFrame | None = None  # line and stamp of every envelope line
+    startup: pl.DataFrame | None = None  # line, level, proc, stamp, part, key, value (`vllm_config.start_facts`)
 
 
 def _parse_chunk(chunk: _Chunk, st: VllmStream) -> VllmBatch:
@@ -580,7 +583,7 @@ def _parse_chunk(chunk: _Chunk, st: VllmStream) -> VllmBatch:
     with gc_paused():
         chunk = _place(chunk, st)
         st.lines += chunk.lines
-        return _finish(st, *_walk(chunk, st))
+        return _finish(st, *_walk(chunk, st), startup=chunk.startup)
 
 
 def _scan_chunk(block: bytes) -> _Chunk:
@@ -628,6 +631,7 @@ def _scan_chunk(block: bytes) -> _Chunk:
         last,
         lines=df.height,
         env_lines=env_lines.select("line", *STAMP_COLS),
+        startup=start_facts(start_lines(df).select("line", "level", "proc", "msg", *STAMP_COLS)),
     )
 
 
@@ -659,6 +663,7 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
         chunk.first and stamp(chunk.first),
         last,
         chunk.lines,
+        startup=None if chunk.startup is None else with_at(moved(chunk.startup, ("line",)), st.base, st.tz),
     )
 
 
@@ -1015,14 +1020,25 @@ def _scanned(file: LogFile, chunk_bytes: int) -> Iterator[_Chunk]:
 
 
 def _finish(
-    st: VllmStream, spec: pl.DataFrame | None, stats: pl.DataFrame | None, events: list, unparsed: list
+    st: VllmStream,
+    spec: pl.DataFrame | None,
+    stats: pl.DataFrame | None,
+    events: list,
+    unparsed: list,
+    startup: pl.DataFrame | None = None,
 ) -> VllmBatch:
     """The chunk's frames, events and unparsed lines dated (`at`)."""
     ev = with_at(pl.DataFrame(events, schema=_EVENT_SCHEMA, orient="row"), st.base, st.tz)
     un = pl.DataFrame(unparsed, schema=_UNPARSED_SCHEMA, orient="row")
     st.unparsed += un.height
     empty = pl.DataFrame()
-    return VllmBatch(spec if spec is not None else empty, stats if stats is not None else empty, ev, un)
+    return VllmBatch(
+        spec if spec is not None else empty,
+        stats if stats is not None else empty,
+        ev,
+        un,
+        startup if startup is not None else empty,
+    )
 
 
 def parse_vllm_log(

@@ -8,3 +8,6 @@ CREATE TABLE IF NOT EXISTS epoch_reports_t (
 -- A digest of what the report was last built from (pipeline/runner.py `report_inputs`): a run does not
 -- build the newest closed epoch's report again to compare it while its inputs are the same.
 ALTER TABLE epoch_reports_t ADD COLUMN IF NOT EXISTS inputs VARCHAR;
+-- The report's headline numbers as JSON (pipeline/output/report/index.py `headline`): OUTPUT/index.html is
+-- drawn from these, so it is rebuilt without recomputing any epoch.
+ALTER TABLE epoch_reports_t ADD COLUMN IF NOT EXISTS headline VARCHAR;

@@ -97,9 +97,9 @@ FINDINGS = [
     "- [Timeouts and misses](#2-epoch-summary): 3 of 52 executed inferences (5.77%, Wilson score 95%: "
     "1.98–15.64%) timed out (refusals, execution timeouts, error misses)",
     # The bundled vLLM log (data-samples/vllm/vllm.log, its truth in tests/samples/test_samples.py): one OOM death.
-    "- [Engine deaths and OOMs](#10-engine-stability): under V2 + DSpark, raw_logprobs: 1 engine death (1 OOM), "
+    "- [Engine deaths and OOMs](#11-engine-stability): under V2 + DSpark, raw_logprobs: 1 engine death (1 OOM), "
     "1 restart, 8 preemptions in 44.00 hours of logs",
-    "- [Engine deaths and OOMs](#10-engine-stability): under V2 + DSpark, processed_logprobs, vLLM fix: 0 engine "
+    "- [Engine deaths and OOMs](#11-engine-stability): under V2 + DSpark, processed_logprobs, vLLM fix: 0 engine "
     "deaths (0 OOM), 1 restart, 0 preemptions in 23.27 hours of logs",
     "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): under V2 + DSpark, raw_logprobs: mean "
     "acceptance length 2.787 tokens per step (percentile bootstrap 95% over log windows: 2.698–2.881) over 45,300 "
@@ -240,7 +240,7 @@ def test_findings_of_a_host_with_one_build_and_of_a_host_without_data(sample_dir
         "- [The host's inferences](#2-epoch-summary): not measured: host gonka1nobody executed nothing in epoch 3",
         "- [The host's verdicts by build](#6-votes-by-build): not measured: "
         "host gonka1nobody validated nothing in epoch 3",
-        "- [Engine deaths and OOMs](#10-engine-stability): not measured: no vLLM log records for host gonka1nobody in "
+        "- [Engine deaths and OOMs](#11-engine-stability): not measured: no vLLM log records for host gonka1nobody in "
         "epoch 3 (`gonka-evidence ingest-logs` first)",
         "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): not measured: "
         "no speculative-decoding windows for host gonka1nobody in epoch 3 "
@@ -421,7 +421,7 @@ def test_a_table_without_data_is_a_skipped_section(sample_dir, monkeypatch, tmp_
     )
     # Their findings say why in one line each, instead of numbers.
     findings = _findings_block(text)
-    assert "- [Engine deaths and OOMs](#10-engine-stability): not measured: no engine logs for this host" in findings
+    assert "- [Engine deaths and OOMs](#11-engine-stability): not measured: no engine logs for this host" in findings
     assert [line for line in findings if line.startswith("- [Speculative-decoding acceptance]")] == [
         next(
             line

@@ -1,0 +1,7 @@
+"""Network-wide evidence: many hosts' copies in a lake of Parquet files, worked per partition on Dask.
+
+`lake` (layout), `copies` (stage 1: a copy into the lake), `partition` (stage 2: a partition through the
+single-host ingest), `tables` (network evidence: partials per partition, reduced with the same statistics),
+`cluster` (the only module that imports Dask, an optional extra: `pip install gonka-evidence[network]`),
+`jobs` (the two jobs the facade calls).
+"""

@@ -1,0 +1,104 @@
+"""The Dask `distributed` cluster the network jobs run on: the only module that imports Dask.
+
+By default a `LocalCluster` on this machine: one worker process per core, one thread each (every task
+is a DuckDB session of its own, set to one thread), a memory limit per worker. With a scheduler
+address, the workers of an existing cluster (docs/network.md shows how to start one); they need
+gonka-evidence installed and the lake directory at the same path (a shared file system).
+
+A task is a pure function of the lake's files: when a worker dies, the scheduler runs its tasks again
+on another worker and they give the same result; what they write appears by rename only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from pipeline.core.events import Progress
+
+# A worker holds one partition's DuckDB session (buffer pool GONKA_EVIDENCE_INGEST_MEMORY, 200 MB) plus
+# the Arrow batches of one chunk: 2 GB leaves room at the 2M scale (bench/BENCHMARKS.md, network).
+DEFAULT_MEMORY_LIMIT = os.environ.get("GONKA_EVIDENCE_NETWORK_MEMORY", "2GB")
+
+
+class ClusterError(Exception):
+    """A cluster that cannot be started or reached; one-line message."""
+
+
+@contextmanager
+def dask_client(workers: int | None = None, scheduler: str | None = None, memory_limit: str | None = None) -> Iterator:
+    """A `distributed.Client` on a new LocalCluster, or on the cluster at `scheduler` (tcp://HOST:PORT);
+    with `workers=0` and no scheduler, None: the tasks run in this process, one after another (no Dask)."""
+    if workers == 0 and not scheduler:
+        yield None
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ClusterError(
+            "the network mode needs Dask: pip install 'gonka-evidence[network]' (dask[distributed])"
+        ) from None
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="20s")
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(f"{scheduler}: no Dask scheduler answers ({str(exc).splitlines()[0]})") from None
+        with client:
+            yield client
+        return
+    if workers is not None and workers < 0:
+        raise ClusterError("--workers must be 0 (this process) or more")
+    n = workers or os.cpu_count() or 1
+    with (
+        LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT,
+            dashboard_address=":0",  # a free port: no clash with another cluster on this machine
+            silence_logs=logging.ERROR,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+def run_tasks(
+    client: Any,
+    fn: Callable[..., Any],
+    arguments: Sequence[tuple],
+    name: str,
+    progress: Progress,
+    bytes_of: Callable[[Any], int] | None = None,
+) -> list[Any]:
+    """`fn(*args)` for each of `arguments` on the cluster, results in argument order; progress counts
+    tasks done (and the bytes each read, with `bytes_of`). A task that raises stops the job with its
+    error; a task whose worker died is run again by the scheduler (up to its allowed failures)."""
+    progress(name, 0, len(arguments))
+    results: list[Any] = [None] * len(arguments)
+
+    def done(i: int, result: Any) -> None:
+        results[i] = result
+        progress(name, 1, 0)
+        if bytes_of is not None:
+            n = bytes_of(result)
+            progress("bytes read", n, n)
+
+    if client is None:
+        for i, args in enumerate(arguments):
+            done(i, fn(*args))
+        return results
+    from distributed import as_completed
+
+    futures = [client.submit(fn, *args, pure=False) for args in arguments]
+    index = {f.key: i for i, f in enumerate(futures)}
+    try:
+        for future in as_completed(futures):
+            done(index[future.key], future.result())
+    finally:
+        for future in futures:
+            future.release()
+    return results

@@ -1,0 +1,188 @@
+"""The network jobs the facade calls: the lake ingest (stages 1 and 2) and a network evidence table."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.core.events import Progress
+from pipeline.core.version import pipeline_version
+from pipeline.evidence.result import EvidenceResult, Provenance
+from pipeline.evidence.window import EvidenceError, Window
+from pipeline.network.cluster import dask_client, run_tasks
+from pipeline.network.copies import CopyWritten, write_copy
+from pipeline.network.lake import Lake, LakeError
+from pipeline.network.partition import PartitionBuilt, build_partition
+from pipeline.network.tables import NETWORK_TABLES, NetworkParams
+
+
+@dataclass
+class NetworkIngestSummary:
+    """What `network ingest` did."""
+
+    lake: str
+    buckets: int
+    copies: list[CopyWritten] = field(default_factory=list)
+    partitions: list[PartitionBuilt] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def built(self) -> int:
+        return sum(not p.skipped for p in self.partitions)
+
+    def total(self, name: str) -> int:
+        return sum(getattr(p, name) for p in self.partitions)
+
+
+def _quiet(*_: object) -> None:
+    return None
+
+
+def network_ingest(
+    copies: list[str],
+    lake_dir: str | Path,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    buckets: int | None = None,
+    memory_limit: str | None = None,
+    progress: Progress | None = None,
+) -> NetworkIngestSummary:
+    """Stage 1 (each copy into the lake, one task per copy), then stage 2 (each partition whose copies
+    changed into its warehouse, one task per partition), on a Dask cluster."""
+    started = time.monotonic()
+    progress = progress or _quiet
+    lake = Lake(lake_dir, buckets, create=True)
+    root = str(lake.root.resolve())
+    summary = NetworkIngestSummary(str(lake.root), lake.buckets)
+    with dask_client(workers, scheduler, memory_limit) as client:
+        summary.copies = run_tasks(
+            client, write_copy, [(root, spec) for spec in copies], "copies into the lake", progress, _bytes
+        )
+        parts = [(root, e, b) for e, b in lake.partitions()]
+        summary.partitions = run_tasks(client, build_partition, parts, "partitions", progress, _bytes)
+    # Every task has ended: what is left in the temporary directory is a killed attempt's.
+    shutil.rmtree(lake.tmp, ignore_errors=True)
+    summary.elapsed_s = time.monotonic() - started
+    return summary
+
+
+def _bytes(result: CopyWritten | PartitionBuilt) -> int:
+    if isinstance(result, PartitionBuilt):
+        return 0 if result.skipped else result.bytes_read
+    return result.bytes_read
+
+
+def partition_partial(lake_root: str, epoch: int, bucket: int, name: str, params: NetworkParams) -> pl.DataFrame:
+    """One partition's partial of a network table (a task): the table's SQL on its warehouse, read-only."""
+    from pipeline.warehouse.database import open_read_only
+
+    con = open_read_only(Lake(lake_root).warehouse_path(epoch, bucket))
+    try:
+        con.execute("SET threads = 1")
+        return NETWORK_TABLES[name].partial(con, params)
+    finally:
+        con.close()
+
+
+def network_evidence(
+    name: str,
+    lake_dir: str | Path,
+    *,
+    host: str | None = None,
+    epoch: int | None = None,
+    control: str | None = None,
+    by_escrow: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    command: str = "",
+    progress: Progress | None = None,
+) -> EvidenceResult:
+    """A network evidence table from the lake: partials on the cluster, the reduce here."""
+    table = NETWORK_TABLES.get(name)
+    if table is None:
+        raise EvidenceError(f"unknown network evidence table {name!r}; choose one of {', '.join(NETWORK_TABLES)}")
+    if table.needs_host and not host:
+        raise EvidenceError(f"{name} needs --host ADDR (the host whose answers are compared)")
+    lake = Lake(lake_dir)
+    window = Window.parse(epoch)
+    partitions = [(e, b) for e, b in lake.partitions() if epoch is None or e == epoch]
+    stale = [
+        (e, b) for e, b in partitions if (lake.partition_info(e, b) or {}).get("fingerprint") != lake.fingerprint(e, b)
+    ]
+    if stale:
+        raise LakeError(
+            f"{lake.root}: {len(stale)} partition(s) not built from the copies now in the lake "
+            "(run `gonka-evidence network ingest` again)"
+        )
+    params = NetworkParams(window, host.strip() if host else None, control.strip() if control else None, by_escrow)
+    root = str(lake.root.resolve())
+    frames: list[pl.DataFrame] = []
+    if partitions:
+        with dask_client(workers, scheduler) as client:
+            frames = run_tasks(
+                client,
+                partition_partial,
+                [(root, e, b, name, params) for e, b in partitions],
+                "partitions",
+                progress or _quiet,
+            )
+    result = table.reduce([f for f in frames if f.height], params)
+    result.provenance = lake_provenance(lake, window, command)
+    return result
+
+
+def lake_provenance(lake: Lake, window: Window, command: str) -> Provenance:
+    """Every copy in the lake (label, copy time, input digest) and the rows quarantined in its partitions."""
+    infos = [info for e, b in lake.partitions() if (info := lake.partition_info(e, b)) is not None]
+    sources = []
+    for m in lake.manifests():
+        times = [info["copy_at"].get(m.copy_id) for info in infos]
+        known = [datetime.fromisoformat(t) for t in times if t]
+        sources.append(
+            {
+                "source_id": m.source_id,
+                "source_kind": m.source_kind,
+                "label": m.label,
+                "copy_at": max(known) if known else None,
+                "input_digest": m.input_digest,
+            }
+        )
+    return Provenance(
+        sources=sources,
+        run_ids=[],
+        window=window.as_dict(),
+        quarantined_rows=sum(int(info.get("quarantined", 0)) for info in infos),
+        command=command,
+        pipeline_version=pipeline_version(),
+    )
+
+
+def lake_quarantine(lake_dir: str | Path) -> pl.DataFrame:
+    """The quarantine rows of every partition warehouse (forks, disagreeing sealed rows, undecodable rows)."""
+    from pipeline.warehouse.database import fetch_frame, open_read_only
+
+    lake = Lake(lake_dir)
+    frames = []
+    for e, b in lake.partitions():
+        path = lake.warehouse_path(e, b)
+        if not path.exists():
+            continue
+        con = open_read_only(path)
+        try:
+            frames.append(
+                fetch_frame(
+                    con,
+                    "SELECT $epoch::BIGINT AS epoch, $bucket::BIGINT AS bucket, source_id, table_name, row_key, reason "
+                    "FROM quarantine ORDER BY ALL",
+                    {"epoch": e, "bucket": b},
+                )
+            )
+        finally:
+            con.close()
+    return pl.concat(frames) if frames else pl.DataFrame()

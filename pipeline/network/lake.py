@@ -1,0 +1,187 @@
+"""The lake: many hosts' copies as Hive-partitioned Parquet, one file per copy and partition.
+
+Layout below the lake directory:
+
+    _lake.json                                  {"format": 1, "buckets": N}
+    _copies/<copy_id>.json                      one manifest per copy: label, source, input digest, its files
+    <table>/epoch=E/bucket=B/<copy_id>-<gen>.parquet   a copy's raw rows of one partition
+    _partitions/epoch=E/bucket=B.duckdb         the partition warehouse (pipeline/network/partition.py)
+    _partitions/epoch=E/bucket=B.json           what it was built from, and what it found
+    _tmp/                                       files being written (moved into place by rename)
+
+The bucket is a stable hash of the escrow id (md5, not Python's or an engine's own hash), so every
+copy of an escrow lands in the same partition. Diff rows carry `diff_digest` (md5 of `txs_proto`),
+so duplicates across copies are dropped before any decoding.
+
+A copy's files are named by a generation; its manifest, written last by rename, names the files of
+its current generation, and readers read only those. Re-running a copy writes a new generation,
+switches the manifest, then deletes the old generation's files: a killed run leaves the previous
+generation in force.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+LAKE_FORMAT = 1
+DEFAULT_BUCKETS = 16
+# What the lake keeps of a copy: the session store's per-epoch tables, then the escrow cache.
+EPOCH_TABLES = (
+    "sessions",
+    "diffs",
+    "sealed_inferences",
+    "inference_validation_obs",
+    "sealed_validation_obs",
+    "snapshots",
+)
+LAKE_TABLES = (*EPOCH_TABLES, "escrow_cache")
+CACHE_ENTRY = "escrow_cache/all"  # CopyManifest.tables: the copy holds an escrow cache
+
+
+class LakeError(Exception):
+    """A lake that cannot be used as asked; one-line message."""
+
+
+def bucket_of(escrow_id: str, buckets: int) -> int:
+    """The partition bucket of an escrow: the first 8 bytes of md5(escrow id), modulo `buckets`."""
+    return int.from_bytes(hashlib.md5(escrow_id.encode()).digest()[:8], "big") % buckets
+
+
+def write_atomically(path: Path, data: bytes, tmp_dir: Path) -> None:
+    """`data` at `path`, written under `tmp_dir` first and moved into place by rename."""
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = tmp_dir / f"{path.name}.{uuid.uuid4().hex}.tmp"
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+@dataclass
+class CopyManifest:
+    """One copy in the lake: where it came from, what it read, and the files of its current generation."""
+
+    copy_id: str
+    label: str
+    display: str
+    source_id: str
+    source_kind: str
+    input_digest: str | None
+    generation: str
+    bytes_read: int = 0  # Arrow bytes of the rows read from the copy
+    rows: dict[str, int] = field(default_factory=dict)
+    # "<table>/<epoch>": tables the copy holds per epoch (present even when empty), so that a table
+    # missing in the copy is told apart from one without rows in a partition.
+    tables: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # paths relative to the lake
+
+    def holds(self, table: str, epoch: int | None) -> bool:
+        return (CACHE_ENTRY if epoch is None else f"{table}/{epoch}") in self.tables
+
+
+class Lake:
+    """A lake directory (created on first write with `buckets`)."""
+
+    def __init__(self, root: Path | str, buckets: int | None = None, create: bool = False):
+        self.root = Path(root)
+        meta = self.root / "_lake.json"
+        if meta.exists():
+            try:
+                stored = json.loads(meta.read_text())
+                self.buckets = int(stored["buckets"])
+            except (ValueError, KeyError, TypeError):
+                raise LakeError(f"{meta}: not a gonka-evidence lake description") from None
+            if buckets is not None and buckets != self.buckets:
+                raise LakeError(
+                    f"{self.root}: the lake has {self.buckets} buckets, not {buckets} (a new lake directory changes it)"
+                )
+        elif create:
+            self.buckets = buckets or DEFAULT_BUCKETS
+            if self.buckets < 1:
+                raise LakeError("--buckets must be at least 1")
+            write_atomically(
+                meta, json.dumps({"format": LAKE_FORMAT, "buckets": self.buckets}).encode(), self.root / "_tmp"
+            )
+        else:
+            raise LakeError(f"{self.root}: no lake here yet (run `gonka-evidence network ingest COPY… --lake DIR`)")
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "_tmp"
+
+    def manifest_path(self, copy_id: str) -> Path:
+        return self.root / "_copies" / f"{copy_id}.json"
+
+    def manifests(self) -> list[CopyManifest]:
+        """Every copy in the lake, by label then id (the order partitions ingest them in, ties aside)."""
+        found = []
+        for path in sorted((self.root / "_copies").glob("*.json")):
+            try:
+                found.append(CopyManifest(**json.loads(path.read_text())))
+            except (ValueError, TypeError) as exc:
+                raise LakeError(f"{path}: not a copy manifest ({exc})") from None
+        return sorted(found, key=lambda m: (m.label, m.copy_id))
+
+    def save_manifest(self, manifest: CopyManifest) -> None:
+        write_atomically(
+            self.manifest_path(manifest.copy_id), json.dumps(asdict(manifest), indent=1).encode(), self.tmp
+        )
+
+    def partition_dir(self, table: str, epoch: int, bucket: int) -> Path:
+        return self.root / table / f"epoch={epoch}" / f"bucket={bucket}"
+
+    def partitions(self) -> list[tuple[int, int]]:
+        """Every (epoch, bucket) holding sessions of some copy's current generation."""
+        found = set()
+        for manifest in self.manifests():
+            for file in manifest.files:
+                table, epoch, bucket, _ = Path(file).parts
+                if table == "sessions":
+                    found.add((int(epoch.split("=")[1]), int(bucket.split("=")[1])))
+        return sorted(found)
+
+    def files(self, manifest: CopyManifest, table: str, epoch: int, bucket: int) -> list[Path]:
+        prefix = f"{table}/epoch={epoch}/bucket={bucket}/"
+        return [self.root / f for f in manifest.files if f.startswith(prefix)]
+
+    def warehouse_path(self, epoch: int, bucket: int) -> Path:
+        return self.root / "_partitions" / f"epoch={epoch}" / f"bucket={bucket}.duckdb"
+
+    def partition_info_path(self, epoch: int, bucket: int) -> Path:
+        return self.warehouse_path(epoch, bucket).with_suffix(".json")
+
+    def partition_info(self, epoch: int, bucket: int) -> dict[str, Any] | None:
+        path = self.partition_info_path(epoch, bucket)
+        if not path.exists() or not self.warehouse_path(epoch, bucket).exists():
+            return None
+        try:
+            return json.loads(path.read_text())
+        except ValueError:
+            return None
+
+    def fingerprint(self, epoch: int, bucket: int) -> list[str]:
+        """What a partition is built from: each copy's id and generation holding rows in it."""
+        return [
+            f"{m.copy_id}:{m.generation}"
+            for m in self.manifests()
+            if any(f.startswith(f"sessions/epoch={epoch}/bucket={bucket}/") for f in m.files)
+        ]
+
+    def stale_files(self, copy_id: str) -> Iterator[Path]:
+        """The copy's Parquet files its manifest does not name (an older generation, or a killed run's)."""
+        named = {self.root / f for m in self.manifests() if m.copy_id == copy_id for f in m.files}
+        for table in LAKE_TABLES:
+            for path in (self.root / table).glob(f"epoch=*/bucket=*/{copy_id}-*.parquet"):
+                if path not in named:
+                    yield path
+
+
+def copy_id_of(key: str) -> str:
+    """A copy's id in the lake: the same copy (path or URL as named) keeps it across re-runs."""
+    return hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -1,0 +1,67 @@
+"""The lake without a cluster: buckets, stage 1's files and their replacement, stage 2's dedupe and its skip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.network.copies import write_copy
+from pipeline.network.lake import Lake, LakeError, bucket_of
+from pipeline.network.partition import build_partition
+from pipeline.samples.network import write_network
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory):
+    root = tmp_path_factory.mktemp("copies")
+    truth = write_network(root, hosts=3)
+    return [str(root / name) for name in truth.copies], truth
+
+
+def test_the_bucket_is_a_stable_hash_of_the_escrow():
+    # md5("3101") begins 62f91ce9b820a491 (= 7131… mod 16 is 1): the bucket never depends on the engine,
+    # the process or the run.
+    assert [bucket_of("3101", n) for n in (1, 4, 16, 1000)] == [0, 1, 1, int("62f91ce9b820a491", 16) % 1000]
+    assert bucket_of("2100", 16) == bucket_of("2100", 16)
+
+
+def test_a_lake_keeps_its_bucket_count(tmp_path):
+    Lake(tmp_path, 4, create=True)
+    assert Lake(tmp_path).buckets == 4
+    with pytest.raises(LakeError, match="has 4 buckets, not 8"):
+        Lake(tmp_path, 8, create=True)
+    with pytest.raises(LakeError, match="no lake here yet"):
+        Lake(tmp_path / "none")
+
+
+def test_re_running_a_copy_replaces_its_files(copies, tmp_path):
+    paths, _ = copies
+    lake = Lake(tmp_path, 2, create=True)
+    first = write_copy(str(tmp_path), paths[0])
+    before = {p.relative_to(tmp_path) for p in tmp_path.rglob("*.parquet")}
+    again = write_copy(str(tmp_path), paths[0])
+    after = {p.relative_to(tmp_path) for p in tmp_path.rglob("*.parquet")}
+    assert (again.copy_id, again.files, again.rows) == (first.copy_id, first.files, first.rows)
+    assert len(after) == len(before) == first.files and after.isdisjoint(before)  # a new generation, the old gone
+    (manifest,) = lake.manifests()
+    assert {tmp_path / f for f in manifest.files} == {tmp_path / p for p in after}
+    assert not list(lake.tmp.glob("*"))
+
+
+def test_a_partition_decodes_each_diff_once_and_is_skipped_when_unchanged(copies, tmp_path):
+    paths, truth = copies
+    Lake(tmp_path, 1, create=True)
+    for path in paths:
+        write_copy(str(tmp_path), path)
+    lake = Lake(tmp_path)
+    fork = truth.fork
+    epoch = next(e for e, _ in lake.partitions() if str(e) == fork["escrow_id"][0])
+    built = build_partition(str(tmp_path), epoch, 0)
+    assert built.diffs_before > built.diffs_after > 0 and built.bytes_before > built.bytes_after
+    assert built.forks == 1
+    info = json.loads(lake.partition_info_path(epoch, 0).read_text())
+    assert info["fingerprint"] == lake.fingerprint(epoch, 0) and len(info["copies"]) == len(paths)
+    assert build_partition(str(tmp_path), epoch, 0).skipped
+    write_copy(str(tmp_path), paths[1])  # a new generation of one copy: the partition is built again
+    assert not build_partition(str(tmp_path), epoch, 0).skipped

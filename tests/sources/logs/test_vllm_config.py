@@ -1,0 +1,105 @@
+"""What vLLM start lines state: real lines of several versions (tests/data/vllm_start_lines/, each with
+its source noted) read into config facts, and their start cycles fingerprinted in a warehouse."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.sources.logs.vllm_config import line_facts
+from pipeline.warehouse.database import open_for_write
+from tests.helpers import con_frame
+
+DATA = Path(__file__).parents[2] / "data" / "vllm_start_lines"
+HOST = "gonka1startlines000000000000000000000000000"
+
+
+def facts(name: str, line: int = 1) -> dict[str, str]:
+    text = (DATA / name).read_text(encoding="utf-8").splitlines()[line - 1]
+    msg = text.split("] ", 1)[1]  # after the envelope's `[file.py:123]` / `file.py:123]`
+    return {key: value for _, key, value in line_facts(msg)}
+
+
+def test_a_v0_start_line_states_version_parallelism_and_no_speculation():
+    f = facts("v066_v0_engine.log")
+    assert f["vllm_version"] == "0.6.6"
+    assert f["model"] == "/workspace/models/models--Qwen--Qwen2-0.5B"
+    assert (f["tensor_parallel_size"], f["pipeline_parallel_size"]) == ("1", "2")
+    assert (f["spec_method"], f["quantization"], f["kv_cache_dtype"]) == ("none", "None", "auto")
+    assert (f["dtype"], f["max_seq_len"], f["chunked_prefill_enabled"]) == ("torch.bfloat16", "131072", "True")
+    assert "spec_tokens" not in f and "compilation_config" not in f  # the cut nested config states nothing
+
+
+def test_a_development_build_names_its_full_version():
+    f = facts("v064dev_v0_engine.log")
+    assert f["vllm_version"] == "0.6.4.post2.dev395+g02222a02.d20241217"
+    assert (f["dtype"], f["enforce_eager"], f["trust_remote_code"]) == ("torch.float16", "True", "True")
+    assert f["kv_cache_dtype"] == "auto"  # followed by two spaces as printed
+
+
+def test_the_speculative_config_gives_method_and_k_not_the_draft_path():
+    f = facts("v0101dev_eagle3.log")
+    assert (f["spec_method"], f["spec_tokens"]) == ("eagle3", "3")
+    assert f["vllm_version"] == "0.10.1.dev2081+gc44ef9fc0.d20250930"
+    assert f["data_parallel_size"] == "1" and f["enable_prefix_caching"] == "True"
+
+
+def test_quantization_of_a_data_parallel_engine():
+    f = facts("v01011_fp8_dp.log")
+    assert (f["vllm_version"], f["quantization"], f["spec_method"]) == ("0.10.1.1", "fp8", "none")
+
+
+def test_non_default_args_name_what_the_operator_passed_but_not_where_it_listens():
+    server, args = facts("v0141_nondefault_args.log", 1), facts("v0141_nondefault_args.log", 2)
+    assert server == {"vllm_version": "0.14.1"}
+    model = "/root/.cache/modelscope/hub/models/LLM-Research/Meta-Llama-3___1-8B-Instruct"
+    assert args == {"model": model, "kv_cache_dtype": "bfloat16"}  # model_tag, host and port left out
+
+
+def test_start_up_facts():
+    assert facts("v010_model_loading.log", 2) == {"model_load_gib": "15.3341", "model_load_s": "135.263237"}
+    assert line_facts("GPU KV cache size: 1,160,160 tokens") == [("startup", "kv_cache_tokens", "1160160")]
+    assert line_facts("Maximum concurrency for 131,072 tokens per request: 8.85x") == [
+        ("startup", "concurrency_tokens", "131072"),
+        ("startup", "max_concurrency", "8.85"),
+    ]
+    assert line_facts("PoC stopped: 6000 nonces in 2.5 min") == [
+        ("startup", "poc_nonces", "6000"),
+        ("startup", "poc_minutes", "2.5"),
+    ]
+    assert line_facts("non-default args: {'model': 'x', broken") == []  # unreadable: states nothing
+
+
+@pytest.fixture
+def cycles(tmp_path):
+    """The real start lines ingested as one host's logs (year 2025), then its engine_cycles."""
+    from pipeline.ingest.logs import ingest_logs
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("v066_v0_engine.log", "v0101dev_eagle3.log", "v01011_fp8_dp.log", "v0141_nondefault_args.log"):
+        shutil.copy(DATA / name, logs / name)
+    # the eagle3 build restarted with the same config: a second start of it, a month later
+    again = (DATA / "v0101dev_eagle3.log").read_text(encoding="utf-8").replace("10-30 14:20:52", "11-30 09:00:00")
+    (logs / "v0101dev_eagle3_again.log").write_text(again, encoding="utf-8")
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        ingest_logs(con, [logs], host=HOST, kind="vllm", year=2025)
+        yield con_frame(con, "SELECT * FROM engine_cycles ORDER BY started_at")
+    finally:
+        con.close()
+
+
+def test_real_start_lines_fingerprint_by_what_they_state(cycles):
+    dev = "0.10.1.dev2081+gc44ef9fc0.d20250930"
+    assert cycles["vllm_version"].to_list() == ["0.6.6", "0.14.1", "0.10.1.1", dev, dev]
+    prints = cycles["fingerprint"].to_list()
+    assert len(set(prints[:4])) == 4  # four configurations
+    assert prints[3] == prints[4]  # the same build started twice: one fingerprint, one build segment
+    v0141 = json.loads(cycles["config"][1])
+    # the API server's lines before the engine's start line belong to its cycle
+    assert v0141["kv_cache_dtype"] == "bfloat16" and v0141["vllm_version"] == "0.14.1"
+    assert len(cycles["lines"][1]) == 3  # it rests on the version, args and engine config lines
