@@ -105,6 +105,7 @@ UNIT = (
     "evidence/test_stats_of_tables.py::test_holm_and_ffh_and_bootstrap_against_scipy_statsmodels",
     "evidence/test_stats_of_tables.py::test_a_tracker_flag_counted_on_more_answers_than_delivered_has_a_share_but_no_interval_or_test",
     "output/render/",
+    "sources/decode/test_checkpoints.py",
     "sources/logs/test_vllm_grammar.py",
     "sources/logs/test_vllm_config.py",
     "sources/store/test_release_lines.py::test_checkpoint_blobs_with_and_without_the_root_prefix",

@@ -62,4 +62,26 @@ def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> In
         f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
         + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
     )
+    if line := other_builds_line(con, summary.source_id):
+        events.say(f"  {line}")
     return summary
+
+
+def other_builds_line(con: duckdb.DuckDBPyConnection, source_id: str) -> str | None:
+    """One line on what older or other builds left in the copy (docs/sources.md, blob encodings and
+    payload storage), all of it read; None when there is nothing of the kind."""
+    from pipeline.core.paths import sql_text
+
+    row = con.execute(sql_text("warehouse/ingest/other_builds.sql"), {"source_id": source_id}).fetchone()
+    if row is None:
+        return None
+    json_checkpoints, counters, models, zst, self_verdicts = row
+    parts = [
+        f"{json_checkpoints:,} JSON checkpoint(s) (pre-devshard-v2)" if json_checkpoints else "",
+        f"{counters:,} escrow(s) with PR #1757's validated/finished counters" if counters else "",
+        f"{models:,} escrow(s) with per-model host stats" if models else "",
+        f"{zst:,} answer(s) from .json.zst payload files" if zst else "",
+        f"{self_verdicts:,} self-verdict(s) (validations.self_verdict)" if self_verdicts else "",
+    ]
+    found = [p for p in parts if p]
+    return "other builds in this copy, read: " + "; ".join(found) if found else None

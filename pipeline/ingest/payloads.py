@@ -16,7 +16,14 @@ import duckdb
 
 from pipeline.core.parallel import BatchPool
 from pipeline.ingest.runs import IngestRun, Problem
-from pipeline.sources.store.payloads import PayloadFile, RawPayload, payload_files, postgres_payloads
+from pipeline.sources.store.payloads import (
+    NOT_A_PAYLOAD,
+    PayloadFile,
+    PayloadListing,
+    RawPayload,
+    payload_files,
+    postgres_payloads,
+)
 from pipeline.transforms.answer_scan import (
     BodyError,
     check_payload,
@@ -38,11 +45,12 @@ def _file_bytes(f: PayloadFile) -> int:
     return f.size
 
 
-def checked_payloads(store, known: set[tuple[str, int]], pool: BatchPool):
-    """(row, problems) of every payload of the copy not in `known`, in source order."""
+def checked_payloads(store, known: set[tuple[str, int]], pool: BatchPool, listing: PayloadListing | None = None):
+    """(row, problems) of every payload of the copy not in `known`, in source order; the payload
+    directory's other entries go to `listing`."""
     if store.kind == "postgres":
         return pool.map(check_payloads, postgres_payloads(store, known), _payload_bytes)
-    return pool.map(check_payload_files, payload_files(store.path / "payloads", known), _file_bytes)
+    return pool.map(check_payload_files, payload_files(store.path / "payloads", known, listing), _file_bytes)
 
 
 def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run: IngestRun, pool: BatchPool | None = None) -> None:
@@ -57,16 +65,21 @@ def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run: IngestRun, pool:
             run.insert("answer_checks_t", rows, on_conflict="replace", count_as="answer_checks")
             run.count("payloads_quarantined", run.quarantine(problems))
 
+    listing = PayloadListing()
     with nullcontext(pool) if pool else BatchPool(preload=[check_payloads.__module__]) as pool:
-        for row, found in checked_payloads(store, known, pool):
+        for row, found in checked_payloads(store, known, pool, listing):
             rows.append(row | {"source_id": store.source_id, "run_id": run.run_id})
             key = f"{row['epoch_id']}/{row['escrow_id']}/{row['inference_id']}"
             problems += [("payload_storage", key, "; ".join(found))] if found else []
             if len(rows) >= ROWS_PER_COMMIT:
                 commit()
                 rows, problems = [], []
+    # Entries of the payload directory that are no payload: one quarantine row each, by name.
+    problems += [("payload_files", name, NOT_A_PAYLOAD) for name in listing.strays]
     if rows or problems:
         commit()
+    if listing.superseded:  # a .json beside the .json.zst of the same answer (the .zst was read)
+        run.count("payload_files_superseded", listing.superseded)
 
 
 # re-exported: the scanner's names were first defined here

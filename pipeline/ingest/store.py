@@ -447,6 +447,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
         for name, table in (
             ("new_snapshots", snapshot_rows),
             ("new_snapshot_host_stats", snapshots.host_stats),
+            ("new_snapshot_model_stats", snapshots.model_stats),
             ("new_snapshot_live", snapshots.live),
         ):
             _register(con, name, table)

@@ -38,6 +38,7 @@ class Truth:
     tracker: pl.DataFrame | None = None  # per epoch, participant, model: what the ledger must yield
     answers: pl.DataFrame | None = None  # per stored answer: the answer checks (planted faults)
     snapshot_host_stats: pl.DataFrame | None = None  # per escrow and slot: HostStats at the checkpoint
+    snapshot_model_stats: pl.DataFrame | None = None  # per escrow, slot and model, where the line keeps them
 
     def __getitem__(self, name: str):
         return getattr(self, name)
@@ -55,6 +56,9 @@ class HostCopy:
     focal_host: str
     ledger: LedgerCopy | None = None  # the gateway's accounting ledger; written only when asked
     release_line: SampleReleaseLine = SAMPLE_LINES[DEFAULT_LINE]
+    # Escrows whose payload files the build wrote zstd-compressed ({inference}.json.zst); the first answer
+    # of each also keeps a plain .json from before (upstream reads the .zst).
+    compressed_payloads: frozenset[str] = frozenset()
 
     def with_ledger_schema(self, schema_version: int) -> HostCopy:
         """The same copy with its ledger written in another schema version (2, 4, 6 or 7)."""
@@ -92,6 +96,7 @@ class HostCopy:
         answers = payload_faults.plant(builder.payloads, plans, malformed=malformed_payloads)
         ledger = builder.ledger.build(timeline.focal_host)
         planted["ledger"] = ledger.planted
+        lines = {p.escrow_id: p.host_stats_line for p in timeline.escrows}
         truth = Truth(
             inferences=pl.DataFrame(builder.truth_inferences, schema=_INFERENCE_SCHEMA, orient="row"),
             txs=pl.DataFrame(builder.truth_txs, schema=_TX_SCHEMA, orient="row"),
@@ -101,7 +106,16 @@ class HostCopy:
             answers=answers,
             snapshot_host_stats=pl.DataFrame(
                 [
-                    (e, x, slot, nonce, hs.missed, hs.invalid, hs.cost)
+                    (
+                        e,
+                        x,
+                        slot,
+                        nonce,
+                        hs.missed,
+                        hs.invalid,
+                        hs.cost,
+                        *((hs.validated, hs.finished) if lines.get(x) == "counters" else (None, None)),
+                    )
                     for e, x, nonce, machine in builder.truth_snapshots
                     for slot, hs in sorted(machine.host_stats.items())
                 ],
@@ -113,11 +127,38 @@ class HostCopy:
                     "missed": pl.Int64,
                     "invalid": pl.Int64,
                     "cost": pl.Int64,
+                    "validated": pl.Int64,
+                    "finished": pl.Int64,
+                },
+                orient="row",
+            ),
+            snapshot_model_stats=pl.DataFrame(
+                [
+                    (e, x, slot, model, *values)
+                    for e, x, nonce, machine in builder.truth_snapshots
+                    if lines.get(x) == "model_stats"
+                    for slot, hs in sorted(machine.host_stats.items())
+                    for model, values in sorted(hs.models.items())
+                ],
+                schema={
+                    "epoch_id": pl.Int64,
+                    "escrow_id": pl.String,
+                    "slot_id": pl.Int64,
+                    "model": pl.String,
+                    "prompt_tokens": pl.Int64,
+                    "completion_tokens": pl.Int64,
+                    "inference_count": pl.Int64,
+                    "cost": pl.Int64,
                 },
                 orient="row",
             ),
         )
         planted["release_line"] = release_line.name
+        kept_plans = [p for p in timeline.escrows if p.epoch_id in kept]
+        compressed = frozenset(p.escrow_id for p in kept_plans if p.compress_payloads)
+        planted["json_zst_escrows"] = sorted(compressed)
+        planted["json_checkpoint_escrows"] = sorted(p.escrow_id for p in kept_plans if p.checkpoint_format == "json")
+        planted["host_stats_lines"] = {p.escrow_id: p.host_stats_line for p in kept_plans if p.host_stats_line}
         return cls(
             last_epoch,
             lineage,
@@ -129,6 +170,7 @@ class HostCopy:
             timeline.focal_host,
             ledger,
             release_line,
+            compressed,
         )
 
     def write_sqlite(self, store_dir: str | Path, ledger: bool = False, payloads: bool = True) -> Path:

@@ -181,6 +181,8 @@ class LedgerBuilder:
                 "RequiredValidations": 0,
                 "CompletedValidations": 0,
             }
+            if plan.host_stats_line == "counters":  # PR #1757's gateway mirrors its counters too
+                ledger.host_stats[slot] |= {"Validated": stats.validated, "Finished": stats.finished}
         self.escrows.append(ledger)
 
     def build(self, focal: str, schema_version: int = 6) -> LedgerCopy:
@@ -260,6 +262,9 @@ class LedgerCopy:
                         "cost": hs["Cost"],
                         "required_validations": hs["RequiredValidations"],
                         "completed_validations": hs["CompletedValidations"],
+                        # PR #1757's columns, NULL for escrows its build did not write
+                        "protocol_validated": hs.get("Validated"),
+                        "protocol_finished": hs.get("Finished"),
                     }
                 )
             for fact in e.facts:

@@ -36,6 +36,14 @@ def write_accounting_postgres(
             cursor.execute(f"DROP TABLE {table}")
         if not invalid_slot:
             cursor.execute("ALTER TABLE accounting_escrow_invalid_nonces DROP COLUMN slot_id")
+        if any(r["protocol_validated"] is not None for r in rows["accounting_escrow_host_stats"]):
+            cursor.execute(  # a ledger of PR #1757's build
+                "ALTER TABLE accounting_escrow_host_stats ADD COLUMN protocol_validated BIGINT, "
+                "ADD COLUMN protocol_finished BIGINT"
+            )
+        else:
+            for row in rows["accounting_escrow_host_stats"]:
+                del row["protocol_validated"], row["protocol_finished"]
         for table in PG_TABLES:
             if not rows.get(table) or table in tables_absent:
                 continue

@@ -177,6 +177,7 @@ class VllmFile:
         _stab(self.truth, build)["restarts"] += int(self.first is not None or bool(self.truth.spans))
         self.death = None
         self.log("INFO", "api_server.py:1043", f"vLLM API server version {self.version}", proc="APIServer")
+        self.truth.events["launch"] = self.truth.events.get("launch", 0) + 1
         if self.start_args is not None:  # the arguments the operator passed (newer versions print them)
             self.log("INFO", "utils.py:233", f"non-default args: {self.start_args!r}", proc="APIServer")
         self.log(

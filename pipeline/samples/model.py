@@ -94,6 +94,7 @@ class Record:
     pre_drain_status: Status | None = None
     miss: str | None = None  # refused, execution or error_miss
     challenged: bool = False
+    passes: int = 0  # passing sampled validations counted while Finished (PR #1757's validated)
     participants: set[str] = field(default_factory=set)  # addresses that validated or voted
     obs_slots: list[int] = field(default_factory=list)  # validation-obs rows, in order applied
     sealed_nonce: int = 0
@@ -109,6 +110,13 @@ class HostStats:
     missed: int = 0
     invalid: int = 0
     cost: int = 0
+    # PR #1757's counters (written only by escrows of that line): passing sampled validations counted
+    # while Finished, less an inference's passes once it is challenged, +1 when the challenge is cleared;
+    # and finish transactions applied.
+    validated: int = 0
+    finished: int = 0
+    # The per-model rows of the line where field 7 is model_stats: model -> [prompt, completion, count, cost].
+    models: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -197,7 +205,12 @@ class EscrowMachine:
         record.response_hash = msg.response_hash
         record.input_tokens, record.output_tokens = msg.input_tokens, msg.output_tokens
         record.actual_cost = min((msg.input_tokens + msg.output_tokens) * self.token_price, record.reserved_cost)
-        self.stats(record.executor_slot).cost += record.actual_cost
+        stats = self.stats(record.executor_slot)
+        stats.cost += record.actual_cost
+        stats.finished += 1
+        per_model = stats.models.setdefault(record.model, [0, 0, 0, 0])
+        for k, n in enumerate((msg.input_tokens, msg.output_tokens, 1, record.actual_cost)):
+            per_model[k] += n
 
     def _accepted_weight(self, votes) -> int:
         voters = {self.group.slots[v.voter_slot] for v in votes if v.accept}
@@ -226,7 +239,7 @@ class EscrowMachine:
     def _validation(self, nonce: int, msg: pb.MsgValidation) -> bool:
         record = self._live_record(msg.inference_id, Status.FINISHED, *LIVE_OBS)
         address = self.group.slots[msg.validator_slot]
-        if msg.validator_slot == record.executor_slot:
+        if msg.validator_slot == record.executor_slot:  # older builds checked the slot, not the address
             raise PlanError(f"self-validation of {msg.inference_id}")
         if address in record.participants:
             return False  # one verdict per address, whichever of its slots it uses
@@ -236,11 +249,15 @@ class EscrowMachine:
             for slot in self.group.slots_of(address):
                 record.validated_by |= 1 << slot
         if record.status is Status.FINISHED:
+            stats = self.stats(record.executor_slot)
             if msg.valid:
                 record.votes_valid += self.group.weight(address)
+                record.passes += 1
+                stats.validated += 1
             else:
                 record.votes_invalid += self.group.weight(address)
                 record.status, record.challenged = Status.CHALLENGED, True
+                stats.validated -= record.passes
         return True
 
     def _validation_vote(self, nonce: int, msg: pb.MsgValidationVote) -> bool:
@@ -261,6 +278,7 @@ class EscrowMachine:
             stats.cost -= record.actual_cost
         elif record.votes_valid > self.threshold:
             record.status = Status.VALIDATED
+            self.stats(record.executor_slot).validated += 1
         return True
 
     def _finalize_round(self, nonce: int, msg: pb.MsgFinalizeRound) -> None:

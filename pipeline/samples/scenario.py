@@ -104,6 +104,16 @@ class EscrowPlan:
     drains: bool = False
     drain_rule: str = "paid"  # what settlement does to records still live (model.DRAIN_RULES)
     error_miss_as_timeout: bool = False  # error misses sent as MsgTimeoutInference reason 3 (ERROR)
+    # What the writer's build did with this escrow's checkpoint, host stats and payload files
+    # (docs/sources.md, blob encodings and payload storage): "protobuf" or "json" (pre-devshard-v2);
+    # HostStatsProto field 7 as None (fields 1-6 only), "model_stats" or "counters" (PR #1757); payload
+    # files zstd-compressed ({inference}.json.zst).
+    checkpoint_format: str = "protobuf"
+    host_stats_line: str | None = None
+    compress_payloads: bool = False
+    # One sampled validation cast by the focal host on its own answer from another of its slots (older
+    # builds checked the slot, not the address; gonka-ai/gonka#1573).
+    self_validation: bool = False
 
     def created_at(self, nonce: int) -> int:
         at = self.nonce_times[nonce - 1]
@@ -152,6 +162,7 @@ class EscrowPlanner:
         self.epoch_id = epoch_id
         self.events: dict[int, list[tuple[int, int, pb.DevshardTx]]] = {}
         self._order = 0
+        self._self_validated = False
 
     # -- setup ---------------------------------------------------------------------------
     def _group(self) -> Group:
@@ -232,6 +243,17 @@ class EscrowPlanner:
         if self.position == 1 and n_epochs > 2 and self.index < 2:
             drains, drain_rule = True, ("unchanged", "refunded")[self.index]
         error_miss_as_timeout = self.position == 1 and self.index == 2
+        # The oldest escrow of the copy comes from a pre-devshard-v2 build (JSON checkpoint); in the next one
+        # the focal host (two slots) validates one of its own answers from its other slot, which builds that
+        # checked the slot, not the address, accepted. In the last two epochs one escrow's checkpoint carries
+        # per-model host stats and one PR #1757's counters, and one escrow's payload files were written compressed.
+        oldest = self.position == 1 and self.index == 0 and n_epochs > 2
+        host_stats_line = None
+        if n_epochs > 3 and (self.position, self.index) == (n_epochs - 2, 1):
+            host_stats_line = "model_stats"
+        elif n_epochs > 2 and (self.position, self.index) == (n_epochs - 1, 0):
+            host_stats_line = "counters"
+        compress_payloads = n_epochs > 2 and (self.position, self.index) == (n_epochs - 1, 2)
         finalizes = not (
             self.position == min(1, n_epochs - 1) and self.index == spec.escrows_per_epoch - 1 and n_epochs > 1
         )
@@ -265,6 +287,10 @@ class EscrowPlanner:
             drains=drains,
             drain_rule=drain_rule,
             error_miss_as_timeout=error_miss_as_timeout,
+            checkpoint_format="json" if oldest else "protobuf",
+            host_stats_line=host_stats_line,
+            compress_payloads=compress_payloads,
+            self_validation=self.position == 1 and self.index == 1 and n_epochs > 2,
         )
 
         forced = self._forced_stories(starts, group)
@@ -440,6 +466,30 @@ class EscrowPlanner:
         at = plan.nonce_times[min(nonce, len(plan.nonce_times)) - 1]
         return self.cast.focal_build(at) == BUILD_RAW
 
+    def _plan_self_validation(self, plan, inference, executor, finish_at, story, checks) -> None:
+        """Once per escrow that allows it: a passing validation by the focal host, as executor, from another of
+        its slots, on an answer nobody else finds invalid (no draw from the planner's generator)."""
+        group, i = plan.group, inference.inference_id
+        if not plan.self_validation or self._self_validated or story is not None or i < 30:
+            return
+        if executor != self.cast.focal or group.weight(executor) < 2 or not all(valid for _, _, valid in checks):
+            return
+        self._self_validated = True
+        slot = next(s for s in group.slots_of(executor) if s != i % group.size)
+        self._emit(
+            finish_at + 1,
+            i,
+            pb.DevshardTx(
+                validation=pb.MsgValidation(
+                    inference_id=i,
+                    validator_slot=slot,
+                    valid=True,
+                    proposer_sig=wire.signature(self.escrow_id, i, "validation", executor, finish_at + 1),
+                    escrow_id=self.escrow_id,
+                )
+            ),
+        )
+
     def _plan_validations(
         self, plan: EscrowPlan, inference: InferencePlan, executor: str, finish_at: int, story: str | None
     ) -> None:
@@ -479,6 +529,7 @@ class EscrowPlanner:
                 valid = True
             checks.append((at, validator, valid))
         checks.sort(key=lambda c: c[0])
+        self._plan_self_validation(plan, inference, executor, finish_at, story, checks)
         if rng.random() < 0.02 and checks:  # a second verdict from the same address: a no-op
             at, validator, valid = checks[-1]
             checks.append((at + 1, validator, valid))

@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import zstandard
+
 from pipeline.core.paths import sql_text
 
 from .payloads import payload_file
@@ -84,8 +86,16 @@ def write_store(copy: HostCopy, store: Path, payloads: bool = True) -> Path:
                 _insert(db, table, rows)
         db.close()
 
+    first_compressed: set[str] = set()
     for payload in copy.payloads if payloads else ():
         path = store / "payloads" / str(payload["epoch_id"]) / payload["escrow_id"] / f"{payload['inference_id']}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(payload_file(payload["prompt_payload"], payload["response_payload"]))
+        body = payload_file(payload["prompt_payload"], payload["response_payload"])
+        if payload["escrow_id"] in copy.compressed_payloads:
+            if payload["escrow_id"] not in first_compressed:  # written before compression was on
+                first_compressed.add(payload["escrow_id"])
+                path.write_bytes(body)
+            path = path.with_name(path.name + ".zst")
+            body = zstandard.ZstdCompressor(level=3).compress(body)
+        path.write_bytes(body)
     return store

@@ -322,6 +322,7 @@ def check_payload(p: RawPayload) -> tuple[dict, list[str]]:
         "escrow_id": p.escrow_id,
         "inference_id": p.inference_id,
         "response_bytes": len(p.response) if p.response is not None else None,
+        "payload_format": p.payload_format,
     }
     if p.problem:
         return row | NULL_REQUEST | NULL_CHECKS | {"sse": None, "complete": False, "problem": p.problem}, [p.problem]

@@ -9,6 +9,7 @@ SELECT validator, validator_build AS build,
        count(*) FILTER (kind = 'vote') AS votes,
        count(*) AS verdicts,
        count(*) FILTER (NOT valid) AS invalid,
+       count(*) FILTER (self_verdict) AS self_verdicts,  -- the validator is the executor's own address
        count(*) FILTER (final_status IN ('validated', 'invalidated')) AS resolved,
        count(*) FILTER ((valid AND final_status = 'validated') OR (NOT valid AND final_status = 'invalidated')) AS agreed,
        min(event_at) AS first_at

@@ -5,7 +5,8 @@ SELECT epoch_id,
        count(*) FILTER (kind = 'validation' AND valid) AS validations_valid,
        count(*) FILTER (kind = 'validation' AND NOT valid) AS validations_invalid,
        count(*) FILTER (kind = 'vote' AND valid) AS votes_valid,
-       count(*) FILTER (kind = 'vote' AND NOT valid) AS votes_invalid
+       count(*) FILTER (kind = 'vote' AND NOT valid) AS votes_invalid,
+       count(*) FILTER (self_verdict) AS self_verdicts  -- cast by the executor's own address
 FROM validations
 WHERE executor = $host
   AND final_status IS NOT NULL  -- the judged inference is in the warehouse

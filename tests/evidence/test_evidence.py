@@ -167,6 +167,7 @@ def expected_epoch_summary(loaded: Loaded, epoch=None, since=None, until=None) -
                 "validations_invalid": sum(v["kind"] == "validation" and not v["valid"] for v in ver),
                 "votes_valid": sum(v["kind"] == "vote" and v["valid"] for v in ver),
                 "votes_invalid": sum(v["kind"] == "vote" and not v["valid"] for v in ver),
+                "self_verdicts": sum(v["address"] == v["executor"] for v in ver),  # the host's own address
                 "input_tokens": sum(r["input_tokens"] for r in finished),
                 "output_tokens": sum(r["output_tokens"] for r in finished),
             }

@@ -46,6 +46,12 @@ COLUMNS = [
     *column_group(
         "votes_valid", "votes_invalid", meaning="challenge vote transactions (MsgValidationVote) on those inferences"
     ),
+    Column(
+        "self_verdicts",
+        "of those validation and vote transactions, the ones cast by the host's own address (another of its slots "
+        "validating its answer, or a vote on its own challenge): upstream counted them, so they are in the "
+        "columns above, and named here",
+    ),
     *column_group("input_tokens", "output_tokens", meaning="token counts of the finish transactions"),
 ]
 
@@ -87,7 +93,8 @@ def epoch_summary(
         "drained = still pending or started at settlement (not answers, not misses, not in timed_out); "
         "challenged = ever received an invalid sampled validation (cleared ones included); "
         "cleared = challenged, then validated; validations_* = sampled checks and votes_* = challenge votes "
-        "on the host's answers, one per transaction; tokens from finish transactions."
+        "on the host's answers, one per transaction; self_verdicts = those cast by the host's own address "
+        "(counted upstream, so included above); tokens from finish transactions."
     )
     return EvidenceResult(
         evidence=NAME,
@@ -104,6 +111,7 @@ def epoch_summary(
 # Each count of a row against the whole it is part of: (column, whole, what the whole counts).
 # "executed" is the host's inferences in the epoch (any final status); a whole named by a tuple is
 # the sum of those columns.
+VERDICTS = ("validations_valid", "validations_invalid", "votes_valid", "votes_invalid")
 DENOMINATORS = (
     ("sealed", "executed", "inferences executed"),
     ("finished", "executed", "inferences executed"),
@@ -116,6 +124,7 @@ DENOMINATORS = (
     ("validations_invalid", ("validations_valid", "validations_invalid"), "sampled validations"),
     ("votes_valid", ("votes_valid", "votes_invalid"), "challenge votes"),
     ("votes_invalid", ("votes_valid", "votes_invalid"), "challenge votes"),
+    ("self_verdicts", VERDICTS, "verdicts (validations and votes)"),
     ("input_tokens", "finished", "finished inferences (sum of tokens)"),
     ("output_tokens", "finished", "finished inferences (sum of tokens)"),
 )

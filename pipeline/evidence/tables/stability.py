@@ -26,7 +26,7 @@ COLUMNS = [
     ),
     Column(
         "engine_deaths",
-        "crashes: rows of the view `engine_deaths`, where the death signals of one log file between two start cycles "
+        "crashes: rows of the view `engine_deaths`, where the death signals of one engine cycle of a log file "
         "(the engine core's fatal error or failed start, the API server's `EngineDeadError` under another pid, V0's "
         "`AsyncEngineDeadError` / `Engine background task failed`, every data-parallel engine, a worker's death, an "
         "OOM) are one death",
@@ -34,13 +34,14 @@ COLUMNS = [
     Column("ooms", "deaths with an out-of-memory signal (the root cause)"),
     Column(
         "restarts",
-        "start cycles (`engine_events.cycle_start`: one per launch, though every data-parallel engine core prints its "
-        "own initialization line) after the host's logs already show the engine (any earlier record)",
+        "engine cycles begun (`engine_events.cycle_start`: one per launch of the server, though every data-parallel "
+        "engine core prints its own start line) after the host's logs already show the engine (any earlier record)",
     ),
     *column_group(
         "ready_seconds_median",
         "ready_seconds_max",
-        meaning="from an initialization to the next `Application startup complete.` before the next initialization",
+        meaning="from a cycle's start (its launch line, else its first engine start line) to the next `Application "
+        "startup complete.` before the next cycle",
     ),
     Column(
         "preemptions",
@@ -100,7 +101,9 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
     cycles = []  # (at, build, restart, ready_seconds)
     for i, row in enumerate(starts.iter_rows(named=True)):
         nxt = start_times[i + 1] if i + 1 < len(start_times) else None
-        ready = next((r for r in readies if r >= row["at"] and (nxt is None or r < nxt)), None)
+        ready = None
+        if row["kind"] != "ready":  # a cycle begun by its ready line (launch and start lines missing) has no duration
+            ready = next((r for r in readies if r >= row["at"] and (nxt is None or r < nxt)), None)
         cycles.append(
             (row["at"], row["build"], row["at"] > first_seen, (ready - row["at"]).total_seconds() if ready else None)
         )
@@ -193,8 +196,9 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
         )
     notes.append(
         "A death is one crash however many processes report it (the engine core, the API server, every "
-        "data-parallel engine; signals of one log file between two start cycles); OOMs are deaths whose root "
-        "cause is an out-of-memory error. Restarts are engine initializations after the logs already show the engine. "
+        "data-parallel engine; the signals of one engine cycle of a log file); OOMs are deaths whose root "
+        "cause is an out-of-memory error. Restarts are engine cycles (launches of the server) begun after the logs "
+        "already show the engine. "
         "Hours observed span each log file from its first to its last record: idle periods log at DEBUG, so "
         "a gap in INFO lines is not downtime. Preemptions are summed from stats lines that report them "
         "(vLLM ≥ 0.11.1); earlier versions do not."
@@ -229,6 +233,17 @@ SPEC = register(
         description="Engine deaths, OOMs, restarts and readiness of the host per build (`--by day`: also per UTC "
         "day, column `day` after `build`), from the views `engine_events` and `engine_stats` (its vLLM logs). Window "
         "on the event time (`--epoch`: the epoch's time span).",
-        notes="See [sources](./sources.md#engine-deaths) for what one death is.",
+        notes="See [sources](./sources.md#engine-deaths) for what one death is. **Engine cycles and restarts.** A "
+        "cycle begins at the server's launch: its `vLLM API server version` line, or the engine's start line "
+        "(`Initializing … LLM engine`) when no launch or start line comes right before it; the start lines of "
+        "data-parallel engines after one launch are one cycle, and a second launch in the same file is a new cycle "
+        "even when the same engine name follows. A `ready` line right after a death signal begins a cycle too (the "
+        "launch lines were lost). A cycle begun after the host's logs already show the engine (any earlier record, "
+        "in any of its files) is a restart. **A file that starts mid-run** (its first lines are stats, spec or death "
+        "lines of a server launched before the file begins): those records belong to the run in progress (cycle 0 of "
+        "the file, counted as observed hours, deaths and OOMs, but no restart); the file's first launch is then a "
+        "restart, because the engine was already seen running. The death and OOM texts are the catalogue derived "
+        "from vLLM's source (`pipeline/sources/logs/vllm_catalogue.toml`, with the releases and files each comes "
+        "from).",
     )
 )

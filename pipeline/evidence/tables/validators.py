@@ -24,6 +24,11 @@ COLUMNS = (
     Column("votes", "votes after a challenge (MsgValidationVote) on inferences the host executed, one per transaction"),
     Column("verdicts", "`validations + votes`"),
     Column("invalid", "verdicts that found the answer invalid"),
+    Column(
+        "self_verdicts",
+        "verdicts cast by the host's own address on its own answers (another of its slots, or a vote on its own "
+        "challenge; gonka-ai/gonka#1573): counted upstream, so included in `verdicts`, and named here",
+    ),
     *column_group("invalid_share", "invalid_ci_low", "invalid_ci_high", meaning="`invalid / verdicts`, Wilson 95%"),
     Column("resolved", "verdicts on inferences whose final status is validated or invalidated"),
     Column("agreed", "of those, verdicts that match the final status"),
@@ -48,7 +53,8 @@ def validators(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
         "Verdicts on the host's answers, one per transaction (an address with several slots counts once): "
         "sampled validations and votes after a challenge, repeated ones and votes after resolution included. "
         "build = the validator's build at the verdict (empty: not in the build timeline); agreed / resolved: "
-        "verdicts that match the final validated or invalidated status."
+        "verdicts that match the final validated or invalidated status; self_verdicts: cast by the host's own "
+        "address (counted upstream, flagged here)."
     )
     stats = {}
     if rows.height:
@@ -56,6 +62,7 @@ def validators(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
             "validators": rows["validator"].n_unique(),
             "verdicts": int(rows["verdicts"].sum()),
             "invalid": int(rows["invalid"].sum()),
+            "self_verdicts": int(rows["self_verdicts"].sum()),
             "interval": {
                 "invalid_share": interval_stat("invalid / verdicts, per row", ("invalid_ci_low", "invalid_ci_high")),
                 "agreement_rate": interval_stat(

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0esnapshot.proto\x12\x14\x64\x65vshard.snapshot.v1\"}\n\x13HostModelStatsProto\x12\r\n\x05model\x18\x01 \x01(\t\x12\x15\n\rprompt_tokens\x18\x02 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x01(\x04\x12\x17\n\x0finference_count\x18\x04 \x01(\r\x12\x0c\n\x04\x63ost\x18\x05 \x01(\x04\"\xcd\x01\n\x0eHostStatsProto\x12\x0f\n\x07slot_id\x18\x01 \x01(\r\x12\x0e\n\x06missed\x18\x02 \x01(\r\x12\x0f\n\x07invalid\x18\x03 \x01(\r\x12\x0c\n\x04\x63ost\x18\x04 \x01(\x04\x12\x1c\n\x14required_validations\x18\x05 \x01(\r\x12\x1d\n\x15\x63ompleted_validations\x18\x06 \x01(\r\x12>\n\x0bmodel_stats\x18\x07 \x03(\x0b\x32).devshard.snapshot.v1.HostModelStatsProto\"\xfd\x02\n\x14InferenceRecordProto\x12\x14\n\x0cinference_id\x18\x01 \x01(\x04\x12\x0e\n\x06status\x18\x02 \x01(\r\x12\x15\n\rexecutor_slot\x18\x03 \x01(\r\x12\r\n\x05model\x18\x04 \x01(\t\x12\x13\n\x0bprompt_hash\x18\x05 \x01(\x0c\x12\x15\n\rresponse_hash\x18\x06 \x01(\x0c\x12\x14\n\x0cinput_length\x18\x07 \x01(\x04\x12\x12\n\nmax_tokens\x18\x08 \x01(\x04\x12\x14\n\x0cinput_tokens\x18\t \x01(\x04\x12\x15\n\routput_tokens\x18\n \x01(\x04\x12\x15\n\rreserved_cost\x18\x0b \x01(\x04\x12\x13\n\x0b\x61\x63tual_cost\x18\x0c \x01(\x04\x12\x12\n\nstarted_at\x18\r \x01(\x03\x12\x14\n\x0c\x63onfirmed_at\x18\x0e \x01(\x03\x12\x13\n\x0bvotes_valid\x18\x0f \x01(\r\x12\x15\n\rvotes_invalid\x18\x10 \x01(\r\x12\x14\n\x0cvalidated_by\x18\x11 \x01(\x0c\"\x84\x02\n\x12SessionConfigProto\x12\x17\n\x0frefusal_timeout\x18\x01 \x01(\x03\x12\x19\n\x11\x65xecution_timeout\x18\x02 \x01(\x03\x12\x13\n\x0btoken_price\x18\x03 \x01(\x04\x12\x1b\n\x13\x63reate_devshard_fee\x18\x04 \x01(\x04\x12\x15\n\rfee_per_nonce\x18\x05 \x01(\x04\x12\x16\n\x0evote_threshold\x18\x06 \x01(\r\x12\x17\n\x0fvalidation_rate\x18\x07 \x01(\r\x12\x19\n\x11seal_grace_nonces\x18\x08 \x01(\r\x12%\n\x1dinference_clear_grace_seconds\x18\t \x01(\r\"A\n\x13SlotAssignmentProto\x12\x0f\n\x07slot_id\x18\x01 \x01(\r\x12\x19\n\x11validator_address\x18\x02 \x01(\t\"\xfa\x05\n\x10\x45scrowStateProto\x12\x11\n\tescrow_id\x18\x01 \x01(\t\x12\'\n\x1fstate_root_and_protocol_version\x18\x02 \x01(\t\x12\x38\n\x06\x63onfig\x18\x03 \x01(\x0b\x32(.devshard.snapshot.v1.SessionConfigProto\x12\x38\n\x05group\x18\x04 \x03(\x0b\x32).devshard.snapshot.v1.SlotAssignmentProto\x12\x0f\n\x07\x62\x61lance\x18\x05 \x01(\x04\x12\x0c\n\x04\x66\x65\x65s\x18\x06 \x01(\x04\x12\r\n\x05phase\x18\x07 \x01(\r\x12\x16\n\x0e\x66inalize_nonce\x18\x08 \x01(\x04\x12J\n\ninferences\x18\t \x03(\x0b\x32\x36.devshard.snapshot.v1.EscrowStateProto.InferencesEntry\x12I\n\nhost_stats\x18\n \x03(\x0b\x32\x35.devshard.snapshot.v1.EscrowStateProto.HostStatsEntry\x12G\n\twarm_keys\x18\x0b \x03(\x0b\x32\x34.devshard.snapshot.v1.EscrowStateProto.WarmKeysEntry\x12\x14\n\x0clatest_nonce\x18\x0c \x01(\x04\x12\x12\n\nsealed_acc\x18\r \x01(\x0c\x1a]\n\x0fInferencesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\x39\n\x05value\x18\x02 \x01(\x0b\x32*.devshard.snapshot.v1.InferenceRecordProto:\x02\x38\x01\x1aV\n\x0eHostStatsEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\x33\n\x05value\x18\x02 \x01(\x0b\x32$.devshard.snapshot.v1.HostStatsProto:\x02\x38\x01\x1a/\n\rWarmKeysEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8e\x04\n\x12StateSnapshotProto\x12\x35\n\x05state\x18\x01 \x01(\x0b\x32&.devshard.snapshot.v1.EscrowStateProto\x12Y\n\x11\x63ommitted_entries\x18\x02 \x03(\x0b\x32>.devshard.snapshot.v1.StateSnapshotProto.CommittedEntriesEntry\x12Q\n\rsealed_nonces\x18\x03 \x03(\x0b\x32:.devshard.snapshot.v1.StateSnapshotProto.SealedNoncesEntry\x12T\n\x0fhost_sync_nonce\x18\x04 \x03(\x0b\x32;.devshard.snapshot.v1.StateSnapshotProto.HostSyncNonceEntry\x12\x19\n\x11height_sync_floor\x18\x05 \x01(\x04\x1a\x37\n\x15\x43ommittedEntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x1a\x33\n\x11SealedNoncesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x1a\x34\n\x12HostSyncNonceEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0esnapshot.proto\x12\x14\x64\x65vshard.snapshot.v1\"}\n\x13HostModelStatsProto\x12\r\n\x05model\x18\x01 \x01(\t\x12\x15\n\rprompt_tokens\x18\x02 \x01(\x04\x12\x19\n\x11\x63ompletion_tokens\x18\x03 \x01(\x04\x12\x17\n\x0finference_count\x18\x04 \x01(\r\x12\x0c\n\x04\x63ost\x18\x05 \x01(\x04\"\x8d\x01\n\x0eHostStatsProto\x12\x0f\n\x07slot_id\x18\x01 \x01(\r\x12\x0e\n\x06missed\x18\x02 \x01(\r\x12\x0f\n\x07invalid\x18\x03 \x01(\r\x12\x0c\n\x04\x63ost\x18\x04 \x01(\x04\x12\x1c\n\x14required_validations\x18\x05 \x01(\r\x12\x1d\n\x15\x63ompleted_validations\x18\x06 \x01(\r\"Y\n\x17HostStatsModelLineProto\x12>\n\x0bmodel_stats\x18\x07 \x03(\x0b\x32).devshard.snapshot.v1.HostModelStatsProto\"@\n\x19HostStatsCounterLineProto\x12\x11\n\tvalidated\x18\x07 \x01(\x03\x12\x10\n\x08\x66inished\x18\x08 \x01(\x04\"\xb5\x03\n\x14InferenceRecordProto\x12\x14\n\x0cinference_id\x18\x01 \x01(\x04\x12\x0e\n\x06status\x18\x02 \x01(\r\x12\x15\n\rexecutor_slot\x18\x03 \x01(\r\x12\r\n\x05model\x18\x04 \x01(\t\x12\x13\n\x0bprompt_hash\x18\x05 \x01(\x0c\x12\x15\n\rresponse_hash\x18\x06 \x01(\x0c\x12\x14\n\x0cinput_length\x18\x07 \x01(\x04\x12\x12\n\nmax_tokens\x18\x08 \x01(\x04\x12\x14\n\x0cinput_tokens\x18\t \x01(\x04\x12\x15\n\routput_tokens\x18\n \x01(\x04\x12\x15\n\rreserved_cost\x18\x0b \x01(\x04\x12\x13\n\x0b\x61\x63tual_cost\x18\x0c \x01(\x04\x12\x12\n\nstarted_at\x18\r \x01(\x03\x12\x14\n\x0c\x63onfirmed_at\x18\x0e \x01(\x03\x12\x13\n\x0bvotes_valid\x18\x0f \x01(\r\x12\x15\n\rvotes_invalid\x18\x10 \x01(\r\x12\x14\n\x0cvalidated_by\x18\x11 \x01(\x0c\x12\x19\n\x11started_at_height\x18\x12 \x01(\x04\x12\x1b\n\x13\x63onfirmed_at_height\x18\x13 \x01(\x04\"\x84\x02\n\x12SessionConfigProto\x12\x17\n\x0frefusal_timeout\x18\x01 \x01(\x03\x12\x19\n\x11\x65xecution_timeout\x18\x02 \x01(\x03\x12\x13\n\x0btoken_price\x18\x03 \x01(\x04\x12\x1b\n\x13\x63reate_devshard_fee\x18\x04 \x01(\x04\x12\x15\n\rfee_per_nonce\x18\x05 \x01(\x04\x12\x16\n\x0evote_threshold\x18\x06 \x01(\r\x12\x17\n\x0fvalidation_rate\x18\x07 \x01(\r\x12\x19\n\x11seal_grace_nonces\x18\x08 \x01(\r\x12%\n\x1dinference_clear_grace_seconds\x18\t \x01(\r\"A\n\x13SlotAssignmentProto\x12\x0f\n\x07slot_id\x18\x01 \x01(\r\x12\x19\n\x11validator_address\x18\x02 \x01(\t\"\xfa\x05\n\x10\x45scrowStateProto\x12\x11\n\tescrow_id\x18\x01 \x01(\t\x12\'\n\x1fstate_root_and_protocol_version\x18\x02 \x01(\t\x12\x38\n\x06\x63onfig\x18\x03 \x01(\x0b\x32(.devshard.snapshot.v1.SessionConfigProto\x12\x38\n\x05group\x18\x04 \x03(\x0b\x32).devshard.snapshot.v1.SlotAssignmentProto\x12\x0f\n\x07\x62\x61lance\x18\x05 \x01(\x04\x12\x0c\n\x04\x66\x65\x65s\x18\x06 \x01(\x04\x12\r\n\x05phase\x18\x07 \x01(\r\x12\x16\n\x0e\x66inalize_nonce\x18\x08 \x01(\x04\x12J\n\ninferences\x18\t \x03(\x0b\x32\x36.devshard.snapshot.v1.EscrowStateProto.InferencesEntry\x12I\n\nhost_stats\x18\n \x03(\x0b\x32\x35.devshard.snapshot.v1.EscrowStateProto.HostStatsEntry\x12G\n\twarm_keys\x18\x0b \x03(\x0b\x32\x34.devshard.snapshot.v1.EscrowStateProto.WarmKeysEntry\x12\x14\n\x0clatest_nonce\x18\x0c \x01(\x04\x12\x12\n\nsealed_acc\x18\r \x01(\x0c\x1a]\n\x0fInferencesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\x39\n\x05value\x18\x02 \x01(\x0b\x32*.devshard.snapshot.v1.InferenceRecordProto:\x02\x38\x01\x1aV\n\x0eHostStatsEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\x33\n\x05value\x18\x02 \x01(\x0b\x32$.devshard.snapshot.v1.HostStatsProto:\x02\x38\x01\x1a/\n\rWarmKeysEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xb5\x04\n\x12StateSnapshotProto\x12\x35\n\x05state\x18\x01 \x01(\x0b\x32&.devshard.snapshot.v1.EscrowStateProto\x12Y\n\x11\x63ommitted_entries\x18\x02 \x03(\x0b\x32>.devshard.snapshot.v1.StateSnapshotProto.CommittedEntriesEntry\x12Q\n\rsealed_nonces\x18\x03 \x03(\x0b\x32:.devshard.snapshot.v1.StateSnapshotProto.SealedNoncesEntry\x12T\n\x0fhost_sync_nonce\x18\x04 \x03(\x0b\x32;.devshard.snapshot.v1.StateSnapshotProto.HostSyncNonceEntry\x12@\n\x11height_sync_floor\x18\x05 \x01(\x0b\x32%.devshard.snapshot.v1.FloorIndexProto\x1a\x37\n\x15\x43ommittedEntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x1a\x33\n\x11SealedNoncesEntry\x12\x0b\n\x03key\x18\x01 \x01(\x04\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x1a\x34\n\x12HostSyncNonceEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\"\x11\n\x0f\x46loorIndexProtob\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,27 +46,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HOSTMODELSTATSPROTO']._serialized_start=40
   _globals['_HOSTMODELSTATSPROTO']._serialized_end=165
   _globals['_HOSTSTATSPROTO']._serialized_start=168
-  _globals['_HOSTSTATSPROTO']._serialized_end=373
-  _globals['_INFERENCERECORDPROTO']._serialized_start=376
-  _globals['_INFERENCERECORDPROTO']._serialized_end=757
-  _globals['_SESSIONCONFIGPROTO']._serialized_start=760
-  _globals['_SESSIONCONFIGPROTO']._serialized_end=1020
-  _globals['_SLOTASSIGNMENTPROTO']._serialized_start=1022
-  _globals['_SLOTASSIGNMENTPROTO']._serialized_end=1087
-  _globals['_ESCROWSTATEPROTO']._serialized_start=1090
-  _globals['_ESCROWSTATEPROTO']._serialized_end=1852
-  _globals['_ESCROWSTATEPROTO_INFERENCESENTRY']._serialized_start=1622
-  _globals['_ESCROWSTATEPROTO_INFERENCESENTRY']._serialized_end=1715
-  _globals['_ESCROWSTATEPROTO_HOSTSTATSENTRY']._serialized_start=1717
-  _globals['_ESCROWSTATEPROTO_HOSTSTATSENTRY']._serialized_end=1803
-  _globals['_ESCROWSTATEPROTO_WARMKEYSENTRY']._serialized_start=1805
-  _globals['_ESCROWSTATEPROTO_WARMKEYSENTRY']._serialized_end=1852
-  _globals['_STATESNAPSHOTPROTO']._serialized_start=1855
-  _globals['_STATESNAPSHOTPROTO']._serialized_end=2381
-  _globals['_STATESNAPSHOTPROTO_COMMITTEDENTRIESENTRY']._serialized_start=2219
-  _globals['_STATESNAPSHOTPROTO_COMMITTEDENTRIESENTRY']._serialized_end=2274
-  _globals['_STATESNAPSHOTPROTO_SEALEDNONCESENTRY']._serialized_start=2276
-  _globals['_STATESNAPSHOTPROTO_SEALEDNONCESENTRY']._serialized_end=2327
-  _globals['_STATESNAPSHOTPROTO_HOSTSYNCNONCEENTRY']._serialized_start=2329
-  _globals['_STATESNAPSHOTPROTO_HOSTSYNCNONCEENTRY']._serialized_end=2381
+  _globals['_HOSTSTATSPROTO']._serialized_end=309
+  _globals['_HOSTSTATSMODELLINEPROTO']._serialized_start=311
+  _globals['_HOSTSTATSMODELLINEPROTO']._serialized_end=400
+  _globals['_HOSTSTATSCOUNTERLINEPROTO']._serialized_start=402
+  _globals['_HOSTSTATSCOUNTERLINEPROTO']._serialized_end=466
+  _globals['_INFERENCERECORDPROTO']._serialized_start=469
+  _globals['_INFERENCERECORDPROTO']._serialized_end=906
+  _globals['_SESSIONCONFIGPROTO']._serialized_start=909
+  _globals['_SESSIONCONFIGPROTO']._serialized_end=1169
+  _globals['_SLOTASSIGNMENTPROTO']._serialized_start=1171
+  _globals['_SLOTASSIGNMENTPROTO']._serialized_end=1236
+  _globals['_ESCROWSTATEPROTO']._serialized_start=1239
+  _globals['_ESCROWSTATEPROTO']._serialized_end=2001
+  _globals['_ESCROWSTATEPROTO_INFERENCESENTRY']._serialized_start=1771
+  _globals['_ESCROWSTATEPROTO_INFERENCESENTRY']._serialized_end=1864
+  _globals['_ESCROWSTATEPROTO_HOSTSTATSENTRY']._serialized_start=1866
+  _globals['_ESCROWSTATEPROTO_HOSTSTATSENTRY']._serialized_end=1952
+  _globals['_ESCROWSTATEPROTO_WARMKEYSENTRY']._serialized_start=1954
+  _globals['_ESCROWSTATEPROTO_WARMKEYSENTRY']._serialized_end=2001
+  _globals['_STATESNAPSHOTPROTO']._serialized_start=2004
+  _globals['_STATESNAPSHOTPROTO']._serialized_end=2569
+  _globals['_STATESNAPSHOTPROTO_COMMITTEDENTRIESENTRY']._serialized_start=2407
+  _globals['_STATESNAPSHOTPROTO_COMMITTEDENTRIESENTRY']._serialized_end=2462
+  _globals['_STATESNAPSHOTPROTO_SEALEDNONCESENTRY']._serialized_start=2464
+  _globals['_STATESNAPSHOTPROTO_SEALEDNONCESENTRY']._serialized_end=2515
+  _globals['_STATESNAPSHOTPROTO_HOSTSYNCNONCEENTRY']._serialized_start=2517
+  _globals['_STATESNAPSHOTPROTO_HOSTSYNCNONCEENTRY']._serialized_end=2569
+  _globals['_FLOORINDEXPROTO']._serialized_start=2571
+  _globals['_FLOORINDEXPROTO']._serialized_end=2588
 # @@protoc_insertion_point(module_scope)

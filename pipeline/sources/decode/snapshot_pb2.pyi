@@ -21,25 +21,37 @@ class HostModelStatsProto(_message.Message):
     def __init__(self, model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., inference_count: _Optional[int] = ..., cost: _Optional[int] = ...) -> None: ...
 
 class HostStatsProto(_message.Message):
-    __slots__ = ("slot_id", "missed", "invalid", "cost", "required_validations", "completed_validations", "model_stats")
+    __slots__ = ("slot_id", "missed", "invalid", "cost", "required_validations", "completed_validations")
     SLOT_ID_FIELD_NUMBER: _ClassVar[int]
     MISSED_FIELD_NUMBER: _ClassVar[int]
     INVALID_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
     REQUIRED_VALIDATIONS_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_VALIDATIONS_FIELD_NUMBER: _ClassVar[int]
-    MODEL_STATS_FIELD_NUMBER: _ClassVar[int]
     slot_id: int
     missed: int
     invalid: int
     cost: int
     required_validations: int
     completed_validations: int
+    def __init__(self, slot_id: _Optional[int] = ..., missed: _Optional[int] = ..., invalid: _Optional[int] = ..., cost: _Optional[int] = ..., required_validations: _Optional[int] = ..., completed_validations: _Optional[int] = ...) -> None: ...
+
+class HostStatsModelLineProto(_message.Message):
+    __slots__ = ("model_stats",)
+    MODEL_STATS_FIELD_NUMBER: _ClassVar[int]
     model_stats: _containers.RepeatedCompositeFieldContainer[HostModelStatsProto]
-    def __init__(self, slot_id: _Optional[int] = ..., missed: _Optional[int] = ..., invalid: _Optional[int] = ..., cost: _Optional[int] = ..., required_validations: _Optional[int] = ..., completed_validations: _Optional[int] = ..., model_stats: _Optional[_Iterable[_Union[HostModelStatsProto, _Mapping]]] = ...) -> None: ...
+    def __init__(self, model_stats: _Optional[_Iterable[_Union[HostModelStatsProto, _Mapping]]] = ...) -> None: ...
+
+class HostStatsCounterLineProto(_message.Message):
+    __slots__ = ("validated", "finished")
+    VALIDATED_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    validated: int
+    finished: int
+    def __init__(self, validated: _Optional[int] = ..., finished: _Optional[int] = ...) -> None: ...
 
 class InferenceRecordProto(_message.Message):
-    __slots__ = ("inference_id", "status", "executor_slot", "model", "prompt_hash", "response_hash", "input_length", "max_tokens", "input_tokens", "output_tokens", "reserved_cost", "actual_cost", "started_at", "confirmed_at", "votes_valid", "votes_invalid", "validated_by")
+    __slots__ = ("inference_id", "status", "executor_slot", "model", "prompt_hash", "response_hash", "input_length", "max_tokens", "input_tokens", "output_tokens", "reserved_cost", "actual_cost", "started_at", "confirmed_at", "votes_valid", "votes_invalid", "validated_by", "started_at_height", "confirmed_at_height")
     INFERENCE_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     EXECUTOR_SLOT_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +69,8 @@ class InferenceRecordProto(_message.Message):
     VOTES_VALID_FIELD_NUMBER: _ClassVar[int]
     VOTES_INVALID_FIELD_NUMBER: _ClassVar[int]
     VALIDATED_BY_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_HEIGHT_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_AT_HEIGHT_FIELD_NUMBER: _ClassVar[int]
     inference_id: int
     status: int
     executor_slot: int
@@ -74,7 +88,9 @@ class InferenceRecordProto(_message.Message):
     votes_valid: int
     votes_invalid: int
     validated_by: bytes
-    def __init__(self, inference_id: _Optional[int] = ..., status: _Optional[int] = ..., executor_slot: _Optional[int] = ..., model: _Optional[str] = ..., prompt_hash: _Optional[bytes] = ..., response_hash: _Optional[bytes] = ..., input_length: _Optional[int] = ..., max_tokens: _Optional[int] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., reserved_cost: _Optional[int] = ..., actual_cost: _Optional[int] = ..., started_at: _Optional[int] = ..., confirmed_at: _Optional[int] = ..., votes_valid: _Optional[int] = ..., votes_invalid: _Optional[int] = ..., validated_by: _Optional[bytes] = ...) -> None: ...
+    started_at_height: int
+    confirmed_at_height: int
+    def __init__(self, inference_id: _Optional[int] = ..., status: _Optional[int] = ..., executor_slot: _Optional[int] = ..., model: _Optional[str] = ..., prompt_hash: _Optional[bytes] = ..., response_hash: _Optional[bytes] = ..., input_length: _Optional[int] = ..., max_tokens: _Optional[int] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., reserved_cost: _Optional[int] = ..., actual_cost: _Optional[int] = ..., started_at: _Optional[int] = ..., confirmed_at: _Optional[int] = ..., votes_valid: _Optional[int] = ..., votes_invalid: _Optional[int] = ..., validated_by: _Optional[bytes] = ..., started_at_height: _Optional[int] = ..., confirmed_at_height: _Optional[int] = ...) -> None: ...
 
 class SessionConfigProto(_message.Message):
     __slots__ = ("refusal_timeout", "execution_timeout", "token_price", "create_devshard_fee", "fee_per_nonce", "vote_threshold", "validation_rate", "seal_grace_nonces", "inference_clear_grace_seconds")
@@ -189,5 +205,9 @@ class StateSnapshotProto(_message.Message):
     committed_entries: _containers.ScalarMap[int, bytes]
     sealed_nonces: _containers.ScalarMap[int, int]
     host_sync_nonce: _containers.ScalarMap[int, int]
-    height_sync_floor: int
-    def __init__(self, state: _Optional[_Union[EscrowStateProto, _Mapping]] = ..., committed_entries: _Optional[_Mapping[int, bytes]] = ..., sealed_nonces: _Optional[_Mapping[int, int]] = ..., host_sync_nonce: _Optional[_Mapping[int, int]] = ..., height_sync_floor: _Optional[int] = ...) -> None: ...
+    height_sync_floor: FloorIndexProto
+    def __init__(self, state: _Optional[_Union[EscrowStateProto, _Mapping]] = ..., committed_entries: _Optional[_Mapping[int, bytes]] = ..., sealed_nonces: _Optional[_Mapping[int, int]] = ..., host_sync_nonce: _Optional[_Mapping[int, int]] = ..., height_sync_floor: _Optional[_Union[FloorIndexProto, _Mapping]] = ...) -> None: ...
+
+class FloorIndexProto(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -36,21 +36,21 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.gcpause import gc_paused
+from pipeline.sources.logs import catalogue
+from pipeline.sources.logs.catalogue import DEATH, ENGINE_DEAD, FATAL, OOM, WORKER_DIED
 from pipeline.sources.logs.files import LogFile, LogTimezone
 from pipeline.sources.logs.vllm_config import start_facts, start_lines
 
 _RX_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
 ANSI = re.compile(_RX_ANSI)
-MAX_PREFIX = 64  # VLLM_LOGGING_PREFIX: free text before the level
+MAX_PREFIX = 512  # free text before a uvicorn line's level (a collector's prefix); a vLLM envelope may follow any text
 
 NUMBER = r"(?:nan|-?\d+(?:\.\d+)?)"
 # the lines that name the vLLM version: engine start (V0, V1) and API server start
-_RX_VERSION_INTRO = r"(?:Initializing an? (?:V1 )?LLM engine \(v|vLLM API server version |vLLM server version )"
+_RX_LAUNCH = r"(?:vLLM API server version |vLLM server version )"  # the server's launch
+_RX_VERSION_INTRO = rf"(?:Initializing an? (?:V1 )?LLM engine \(v|{_RX_LAUNCH})"
 VERSION = re.compile(rf"{_RX_VERSION_INTRO}(?P<v>\d+\.\d+\.\d+[\w.+-]*)")
-OOM = re.compile(
-    r"OutOfMemoryError|CUDA out of memory|not enough GPU memory|No available memory for the cache blocks"
-    r"|larger than the available KV cache memory"
-)
+LAUNCH = re.compile(rf"^{_RX_LAUNCH}(?P<v>\d+\.\d+\.\d+[\w.+-]*)")
 
 
 @dataclass
@@ -74,40 +74,33 @@ def _events(
     """(kind, detail) of the engine events a record holds (kinds: docs/data-model.md, logs, metrics and PoC results).
 
     ``more_cause`` is the last folded exception line (else the first unindented folded line), ``more_oom``
-    whether any folded line matches `OOM`, ``more_dead`` whether one matches `DEAD` (an engine-death
-    exception raised inside a traceback, as V0 prints it) — all the traceback `_events` needs, kept as it
-    streams by.
+    whether any folded line holds an OOM text of the catalogue, ``more_dead`` whether one holds a death text
+    (an engine-death exception raised inside a traceback, as V0 prints it, or the `Process EngineCore:` header
+    of a dying engine core's traceback) — all the traceback `_events` needs, kept as it streams by. Death and
+    OOM texts come from the catalogue (`catalogue.py`, derived from vLLM's source).
     """
     if uvicorn:
         return [("ready", msg)] if msg.startswith("Application startup complete") else []
+    launch = LAUNCH.match(msg)
+    if launch:
+        return [("launch", f"vLLM {launch.group('v')}")]
     if msg.startswith("Initializing") and (
         "LLM engine (v" in msg or "LLM engine with config" in msg
     ):  # early V0: no version
         version = VERSION.search(msg)
         return [("start", f"vLLM {version.group('v')}" if version else msg[:200])]
-    if (
-        "EngineCore encountered a fatal error" in msg
-        or "EngineCore failed to start" in msg
-        or "EngineCore hit an exception" in msg
-    ):  # the last: 0.7 – 0.8.x
+    if FATAL.search(msg):
         detail = msg.strip() + (f" — {more_cause[:300]}" if more_cause else "")
         events = [("fatal", detail)]
         if more_oom or OOM.search(msg):
             events.append(("oom", detail))
         return events
-    if (
-        DEAD.search(msg)
-        or ("Engine core proc" in msg and "died unexpectedly" in msg)
-        or "AsyncLLM output_handler failed" in msg
-        or "Engine background task failed" in msg
-    ):
+    if ENGINE_DEAD.search(msg):
         events = [
             ("engine_dead", msg[:300] + (f" — {more_cause[:300]}" if more_cause and more_cause not in msg else ""))
         ]
         return events + ([("oom", events[0][1])] if more_oom or OOM.search(msg) else [])
-    if ("Worker proc" in msg and "died unexpectedly" in msg) or (
-        "died with exit code" in msg and DIED_EXIT.search(msg)
-    ):
+    if WORKER_DIED.search(msg):
         return [("worker_died", msg[:300])]
     if msg.startswith("PoC generation started"):
         return [("poc_start", msg[:300])]
@@ -121,33 +114,17 @@ def _events(
     return []
 
 
-DIED_EXIT = re.compile(r"Process .* died with exit code")
-# exceptions that say the engine is dead, as a traceback's last line (V0: AsyncEngineDeadError; V1 start-up:
-# the API server's RuntimeError after the engine core failed to start; V0 0.6 multiprocessing front end)
-DEAD = re.compile(r"EngineDeadError|Engine core initialization failed|Engine process failed to start")
 EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
 # Every record `_events` can return something for contains one of these (a superset filter, run in Rust).
 EVENT_WORDS = [
     "LLM engine (v",
     "LLM engine with config",
-    "EngineCore encountered a fatal error",
-    "EngineCore failed to start",
-    "EngineCore hit an exception",
-    "EngineDeadError",
-    "died unexpectedly",
-    "died with exit code",
-    "AsyncLLM output_handler failed",
+    "vLLM API server version",
+    "vLLM server version",
     "PoC generation started",
     "PoC stopped",
     "PoC generation crashed",
-    "OutOfMemoryError",
-    "CUDA out of memory",
-    "not enough GPU memory",
-    "No available memory for the cache blocks",
-    "larger than the available KV cache memory",
-    "Engine background task failed",
-    "Engine core initialization failed",
-    "Engine process failed to start",
+    *catalogue.LITERALS,
 ]
 
 # -- streaming, vectorised parser ----------------------------------------------------------------
@@ -158,7 +135,12 @@ FIRST_CHUNK_BYTES = 8 << 20
 _WS = r"[\s\x1c-\x1f]"  # Python's str.isspace() also counts \x1c-\x1f, Rust's \s does not
 _PY_SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # what str.strip() strips
 _LEVEL = "DEBUG|INFO|WARNING|ERROR|CRITICAL"
-_RX_PREFIX = rf"^(\([A-Za-z][\w-]* pid=\d+\){_WS}?)"
+_RX_PROC = (
+    # `(EngineCore_DP0 pid=7)`, `(VllmWorker rank=0 pid=7)`, Ray's `(RayWorkerWrapper pid=7, ip=…)`,
+    # vLLM 0.2's Ray actor `(_AsyncLLMEngine pid=7)`
+    r"\(([A-Za-z_][\w-]*)(?: [\w=-]+)* pid=\d+(?:, ip=[^)\s]+)?\)"
+)
+_RX_PREFIX = rf"^({_RX_PROC}{_WS}?)"
 # MM-DD HH:MM:SS of a calendar time: a line with month 13 or hour 25 is not an envelope line (it is
 # folded or unparsed), rather than a record that cannot be dated
 _MONTH, _DAY, _HOUR, _MIN = r"0[1-9]|1[0-2]", r"0[1-9]|[12]\d|3[01]", r"[01]\d|2[0-3]", r"[0-5]\d"
@@ -172,18 +154,30 @@ _RX_STAMP = (
 _RX_ENV0 = rf"^(?P<env>{_RX_STAMP}\[[^\]]*\] )"
 # `[file.py:123]` (V1) or `file.py:123]` (V0, up to about 0.7 / early 0.8); an empty message ends the line
 _RX_ENV_BODY = rf"{_RX_STAMP}(?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
-# after free text: up to MAX_PREFIX characters (a compose `service |`, a docker time stamp, a journald prefix),
-# then maybe the process prefix; or any text glued in front of a process prefix (an offline run's progress bar)
-_RX_PROC_IN = r"\(([A-Za-z][\w-]*) pid=\d+\)"
-_RX_ENV = rf"^(?P<env>.{{0,{MAX_PREFIX}}}?{_RX_ENV_BODY})"
-_RX_ENV_GLUED = rf"^(?P<env>.*?{_RX_PROC_IN}{_WS}?{_RX_ENV_BODY})"  # the lines both forms miss
+# after any text: a collector's prefix (compose `service |`, a docker or Kubernetes time stamp, journald's
+# `Mon DD HH:MM:SS host unit[pid]: `, a sidecar's JSON-ish head), maybe a process prefix (Ray's actors), or a
+# progress bar glued in front of the level: the first envelope in the line is the line's
+_RX_ENV = rf"^(?P<env>.*?{_RX_ENV_BODY})"
+# Ray's log deduplication marks a line printed by several actors at once (`… [repeated 3x across cluster]`)
+_RX_RAY_REPEATED = rf"{_WS}*\[repeated \d+x across cluster\]{_WS}*$"
 _RX_UVICORN = rf"^(?:\S.{{0,{MAX_PREFIX - 1}}}?{_WS})?(?:{_LEVEL}):{_WS}+(.*)$"  # after a collector's prefix too
 _RX_TRACE = (
-    rf"^(?:{_WS}|Traceback \(most recent call last\)|During handling of|The above exception"
+    rf"^(?:{_WS}|Traceback \(most recent call last\)|During handling of|The above exception|Process [\w-]+:$"
     r"|[\w.]+(?:Error|Exception|Exit|Interrupt)\b"
     r"|Exception in callback |handle: <Handle )"
 )  # asyncio's report of a failed task (V0 engine loop)
 _RX_BLANK = rf"^{_WS}*$"
+# a line prefix a log collector puts on every line (records, tracebacks, uvicorn lines alike), removed before
+# anything else: journald (`Jan 28 10:40:07 host unit[pid]: `, or its ISO form), Kubernetes' CRI files
+# (`2025-05-06T12:00:00.123456789Z stdout F `), `docker logs --timestamps`, a sidecar collector
+# (`[VllmSidecar id]: 2024-11-13T03:15:08.672Z 1 stdout: `), `kubectl logs --prefix` (`[pod/name/container] `)
+_RX_COLLECTOR = (
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [^\s\[:]+(?:\[\d+\])?: "
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? "
+    r"(?:(?:stdout|stderr) [FP] |\S+ [^\s\[:]+\[\d+\]: )?"
+    r"|\[[^\]\s]+(?: [^\]\s]+)?\]: \S+ \d+ (?:stdout|stderr): "
+    r"|\[pod/[^\]]+\] )"
+)
 _RX_VERSION = rf"{_RX_VERSION_INTRO}(\d+)\.(\d+)\.(\d+)"
 _RX_PP = rf"Per-position acceptance rate: ({NUMBER}(?:, {NUMBER})*)"
 _RX_STATS_HEAD = (
@@ -278,10 +272,13 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
 
 
 _HEADER = re.compile(
-    rb"(?:%s|\([A-Za-z][\w-]* pid=\d+\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
+    rb"(?:%s|\([A-Za-z_][\w-]*(?: [\w=-]+)* pid=\d+(?:, ip=[^)\s]+)?\)\s?|.){0,%d}?(?:%s)(?:\x1b\[[0-9;]*m)* "
     rb"\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? (?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
     % (_RX_ANSI.encode(), MAX_PREFIX + 64, _LEVEL.encode())
 )
+
+
+_COLLECTOR = re.compile(_RX_COLLECTOR.encode())
 
 
 def _cut(data: bytes, max_back: int = 10_000) -> int:
@@ -293,12 +290,15 @@ def _cut(data: bytes, max_back: int = 10_000) -> int:
         if end == 0:  # one message throughout: the caller reads on
             return 0
         start = data.rfind(b"\n", 0, end - 1) + 1
-        found = _HEADER.match(data, start, end)
+        collector = _COLLECTOR.match(data, start, end)  # a collector's prefix differs from line to line
+        found = _HEADER.match(data, collector.end() if collector else start, end)
         if found is None:
             return end
         head = found.group()
         stop = data.find(b"\n", end)
         after = data[end : stop if stop >= 0 else len(data)]
+        collector = _COLLECTOR.match(after)
+        after = after[collector.end() :] if collector else after
         if not after.startswith(head) and (len(after) >= len(head) or not head.startswith(after)):
             return end
         end = start
@@ -354,34 +354,38 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
     coloured = raw.str.contains("\x1b", literal=True).arg_true()
     if coloured.len():  # ANSI codes stripped from the lines that have any (a regex pass over each line costs)
         raw = raw.scatter(coloured, raw.gather(coloured).str.replace_all(_RX_ANSI, ""))
-    df = pl.DataFrame({"l": raw, "line": line})
+    collected = raw.str.contains(_RX_COLLECTOR).arg_true()
+    orig = pl.repeat(None, raw.len(), dtype=pl.String, eager=True)  # the line as written, where a prefix went
+    if collected.len():  # replaced on the lines that have one (an anchored test of each line is cheap)
+        orig = orig.scatter(collected, raw.gather(collected))
+        raw = raw.scatter(collected, raw.gather(collected).str.replace(_RX_COLLECTOR, ""))
+    df = pl.DataFrame({"l": raw, "line": line, "orig": orig})
     df = df.with_columns(pre=pl.col("l").str.extract(_RX_PREFIX, 1))
     df = df.with_columns(
         body=pl.when(pl.col("pre").is_null())
         .then(pl.col("l"))
         .otherwise(pl.col("l").str.slice(pl.col("pre").str.len_chars())),
-        proc=pl.col("pre").str.extract(r"^\(([A-Za-z][\w-]*) pid=", 1),
+        proc=pl.col("pre").str.extract(r"^\(([A-Za-z_][\w-]*)", 1),
     ).drop("l", "pre")
     envelope = df["body"].str.extract_groups(_RX_ENV0).struct.unnest()
     missed = envelope["env"].is_null()
     if missed.any():  # V0's `file.py:123]`, text before the level (a collector's prefix): only on those lines
-        for rx in (_RX_ENV, _RX_ENV_GLUED):
-            idx = missed.arg_true()
-            found = df["body"].gather(idx).str.extract_groups(rx).struct.unnest()
-            if found["env"].null_count() == found.height:
-                continue
+        idx = missed.arg_true()
+        found = df["body"].gather(idx).str.extract_groups(_RX_ENV).struct.unnest()
+        if found["env"].null_count() < found.height:
             envelope = envelope.with_columns(envelope[c].scatter(idx, found[c]) for c in envelope.columns)
             # a process prefix after the free text (`service | (APIServer pid=1) INFO …`) names the process too
-            inner = found["env"].str.extract(_RX_PROC_IN, 1)
+            inner = found["env"].str.extract(_RX_PROC, 1)
             if inner.null_count() < inner.len():
                 df = df.with_columns(proc=df["proc"].scatter(idx, df["proc"].gather(idx).fill_null(inner)))
-            missed = envelope["env"].is_null()
-            if not missed.any():
-                break
     df = pl.concat([df, envelope], how="horizontal").with_columns(
         msg=pl.col("body").str.slice(pl.col("env").str.len_chars()),
         **{c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")},
     )
+    repeated_ray = df["msg"].str.contains("x across cluster]", literal=True)
+    if repeated_ray.any():  # only where Ray's mark is: a regex over every line costs
+        idx = repeated_ray.arg_true()
+        df = df.with_columns(msg=df["msg"].scatter(idx, df["msg"].gather(idx).str.replace(_RX_RAY_REPEATED, "")))
     # vLLM's formatter prints each line of a multi-line message (a traceback) with the full header: a line
     # with the header of the line before it whose message continues a traceback is a folded line of that
     # record, not a record (`_chunks` never cuts between two lines of one header)
@@ -457,7 +461,10 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
         accepted=pl.coalesce(
             "accepted", f.extract(r"Number of accepted tokens: (\d+)", 1).cast(pl.Int64, strict=False)
         ),
-        drafted=pl.coalesce("drafted", f.extract(r"Number of draft tokens: (\d+)", 1).cast(pl.Int64, strict=False)),
+        # 0.4.1 – 0.5.2 printed `Number of draft tokens tokens: N` (vllm/engine/metrics.py, fixed by vLLM #6470)
+        drafted=pl.coalesce(
+            "drafted", f.extract(r"Number of draft tokens(?: tokens)?: (\d+)", 1).cast(pl.Int64, strict=False)
+        ),
         spec_tokens=f.extract(r"Number of speculative tokens: (\d+)", 1).cast(pl.Int64, strict=False),
         acceptance_rate_printed=pl.coalesce(
             "acceptance_rate_printed", f.extract(rf"Draft acceptance rate: ({NUMBER})", 1).cast(pl.Float64) * 100.0
@@ -665,6 +672,7 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
 _RARE_COLS = [
     "line",
     "body",
+    "orig",
     "proc",
     "level",
     "msg",
@@ -771,6 +779,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     cols = [
         "line",
         "body",
+        "orig",
         "proc",
         "level",
         "msg",
@@ -784,6 +793,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     for (
         line,
         body,
+        orig,
         proc,
         level,
         msg,
@@ -844,7 +854,7 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
             continue
         if cur is not None and (cur.level_err or cur.more or trace):
             cur.more = True
-            if cur.pending is None and (OOM.search(body) or DEAD.search(body)):
+            if cur.pending is None and (OOM.search(body) or DEATH.search(body)):
                 # a plain record (its message holds no event) whose traceback ends the engine: V0 prints
                 # tracebacks without the header after whatever record came before
                 cur.pending = {
@@ -864,10 +874,10 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
                 if not cur.pending["oom"] and OOM.search(body):
                     cur.pending["oom"] = True
                     cur.pending["cause"] = cur.pending["cause"] or body.strip()  # an indented `raise …(` line
-                if not cur.pending["dead"] and DEAD.search(body):
+                if not cur.pending["dead"] and DEATH.search(body):
                     cur.pending["dead"] = True
             continue
-        unparsed.append((line, body[:500]))
+        unparsed.append((line, (orig if orig is not None else body)[:500]))
     if chunk.last is not None:  # the chunk's last record may be a plain one after the last rare line
         line, last_level, stamp = chunk.last
         if cur is None or cur.line < line:

@@ -19,7 +19,9 @@ import orjson
 import pyarrow as pa
 
 from pipeline.core.paths import sql_text
+from pipeline.sources.store.postgres_markers import LEDGER_MARKED_BY, LEGACY_LEDGER, accounting_markers_sql
 
+PROTOCOL_COUNTERS = ("protocol_validated", "protocol_finished")  # PR #1757; SQLite blobs: Validated, Finished
 PHASE_RANK = {"active": 0, "finalizing": 1, "finalized": 2, "settled": 3}
 
 
@@ -33,7 +35,8 @@ class LedgerRead:
     counters: list[dict] = field(default_factory=list)  # escrow_id, counter_id, key (raw bytes), count (merged)
     host_stats: list[dict] = field(
         default_factory=list
-    )  # escrow_id, slot_id, missed, invalid, cost, required_validations, completed_validations
+    )  # escrow_id, slot_id, missed, invalid, cost, required_validations, completed_validations,
+    # protocol_validated, protocol_finished (PR #1757; None without them)
     slot_sets: list[dict] = field(
         default_factory=list
     )  # escrow_id, slot_id, protocol_nonces, challenges, open_challenges, invalid_transitions
@@ -80,18 +83,19 @@ def _meta(raw, escrow_id: str, problems: list) -> dict:
 
 def ledger_marker(store) -> str | None:
     """A digest of what moves whenever the copy's ledger changes, read without the ledger itself;
-    None when the copy holds no ledger, "" when it cannot tell (a partial ledger). Row layout: the
-    meta rows, every writer's `updated_at` and error count, every escrow's `latest_nonce` and phase.
+    None when the copy holds no ledger, "" when it cannot tell (a partial ledger: no meta or writers
+    table). Row layout: the meta rows, every writer's `updated_at` and error count, every escrow's
+    `latest_nonce` and phase, and the leftover legacy blob count where that table exists.
     SQLite `accounting.db`: its meta rows, whose `updated_at` the writer sets on every save. Equal
     digests mean the same ledger."""
     if store.kind == "postgres":
         if store.table_columns("accounting_escrow_state") is None:
             return None
-        needed = ("accounting_meta", "accounting_writers", "accounting_escrows")
-        if any(store.table_columns(t) is None for t in needed):
+        tables = {t for t in (*LEDGER_MARKED_BY, LEGACY_LEDGER) if store.table_columns(t) is not None}
+        if any(t not in tables for t in LEDGER_MARKED_BY):
             return ""
-        batches = list(store.query_batches(sql_text("sources/postgres/accounting_markers.sql")))
-        markers = pa.Table.from_batches(batches).column("marker").to_pylist() if batches else []
+        batches = list(store.query_batches(accounting_markers_sql(tables)))
+        markers = sorted(pa.Table.from_batches(batches).column("marker").to_pylist() if batches else [])
     else:
         path = Path(store.path) / "accounting.db"
         if not path.exists():
@@ -140,10 +144,13 @@ def read_postgres_ledger(store) -> LedgerRead | None:
     for c in table("accounting_escrow_counters", sql_text("sources/postgres/accounting_counters.sql")):
         if c["escrow_id"] in known:
             read.counters.append(c)
+    # PR #1757 builds add protocol_validated / protocol_finished (NULL where the ledger has no such columns).
+    host_columns = store.table_columns("accounting_escrow_host_stats") or []
+    counters = ", ".join(c if c in host_columns else f"NULL::bigint AS {c}" for c in PROTOCOL_COUNTERS)
     for h in table(
         "accounting_escrow_host_stats",
         "SELECT escrow_id, slot_id, missed, invalid, cost, "
-        "required_validations, completed_validations FROM accounting_escrow_host_stats",
+        f"required_validations, completed_validations, {counters} FROM accounting_escrow_host_stats",
     ):
         if h["escrow_id"] in known:
             read.host_stats.append(h)
@@ -295,6 +302,8 @@ def _blob_into(read: LedgerRead, b: dict) -> None:
                 "cost": _int(hs.get("Cost")),
                 "required_validations": _int(hs.get("RequiredValidations")),
                 "completed_validations": _int(hs.get("CompletedValidations")),
+                "protocol_validated": _int_or_none(hs.get("Validated")),
+                "protocol_finished": _int_or_none(hs.get("Finished")),
             }
         )
     sets: dict[int, dict] = {}

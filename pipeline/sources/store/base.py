@@ -366,12 +366,27 @@ def describe_snapshots(batches: Iterator[pa.RecordBatch], imported: int) -> str:
     decoded = [decode_snapshots(b) for b in batches]
     ok = sum(d.snapshots.num_rows for d in decoded)
     bad = sum(len(d.quarantined) for d in decoded)
-    prefixed = sum(sum(d.snapshots.column("root_prefixed").to_pylist()) for d in decoded)
+    formats = [f for d in decoded for f in d.snapshots.column("checkpoint_format").to_pylist()]
     live = sum(d.live.num_rows for d in decoded)
-    return (
-        f"{ok:,} decoded ({prefixed:,} with the state-root prefix), {bad:,} undecodable; "
-        f"{live:,} live records; {imported:,} escrows joined by import (no diffs before imported_nonce)"
+    counters = len(
+        {
+            (e, n)
+            for d in decoded
+            for e, n, v in _rows(d.host_stats, "escrow_id", "snapshot_nonce", "validated")
+            if v is not None
+        }
     )
+    models = len({(e, n) for d in decoded for e, n in _rows(d.model_stats, "escrow_id", "snapshot_nonce")})
+    return (
+        f"{ok:,} decoded ({formats.count('protobuf_rooted'):,} with the state-root prefix, "
+        f"{formats.count('json'):,} JSON of pre-devshard-v2 builds), {bad:,} undecodable; "
+        f"{live:,} live records; {imported:,} escrows joined by import (no diffs before imported_nonce); "
+        f"host stats: {counters:,} with PR #1757's validated/finished, {models:,} with per-model rows"
+    )
+
+
+def _rows(table: pa.Table, *columns: str) -> list[tuple]:
+    return list(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
 
 
 def stream_query(cur, sql: str, params: tuple, where: str, what: str) -> Iterator[pa.RecordBatch]:

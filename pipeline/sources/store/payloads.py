@@ -2,7 +2,10 @@
 
 PostgreSQL: the partitioned `payload_storage` table, read in Arrow batches inside the ingest's
 snapshot. Files: `payloads/{epoch}/{escrow}/{inference}.json`, one JSON object whose two
-fields are base64 (Go's encoding of byte slices). Both yield `RawPayload`s; `known` keys
+fields are base64 (Go's encoding of byte slices), or `{inference}.json.zst`, the same JSON
+zstd-compressed (builds with `CompressFiles` on); where both exist the `.zst` is read, as upstream
+does. Anything else in the payload directory is no payload: it is listed by name (`strays`) so the
+ingest quarantines it, never skipped in silence. Both yield `RawPayload`s; `known` keys
 (already in the warehouse: payloads are immutable, the first write wins) are skipped before
 any body is read or decoded. A file that cannot be used (not a regular file, larger than
 `MAX_PAYLOAD_FILE_BYTES`, unreadable, or not such an object) comes back with `problem` set, and
@@ -14,10 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
+import zstandard
 
 from pipeline.core.paths import sql_text
 from pipeline.sources.files import FileReadError, read_regular_file
@@ -28,6 +32,11 @@ NUMBER = re.compile(r"^\d+$")
 MAX_PAYLOAD_FILE_BYTES = 256 * 2**20
 
 
+PAYLOAD_FORMATS = ("postgres", "json", "json_zst")  # answer_checks.payload_format
+SUFFIXES = ((".json.zst", "json_zst"), (".json", "json"))  # the compressed name first: it wins
+NOT_A_PAYLOAD = "not a payload file (payloads/EPOCH/ESCROW/INFERENCE.json or .json.zst)"
+
+
 @dataclass
 class RawPayload:
     epoch_id: int
@@ -36,6 +45,7 @@ class RawPayload:
     prompt: bytes | None
     response: bytes | None
     problem: str | None = None
+    payload_format: str = "postgres"
 
 
 def postgres_payloads(store, known: set[tuple[str, int]]) -> Iterator[RawPayload]:
@@ -74,22 +84,61 @@ class PayloadFile:
     inference_id: int
     path: Path
     size: int = 0  # from the listing (0 when it could not be stat'ed): batching weight only
+    payload_format: str = "json"  # json | json_zst
 
 
-def payload_files(root: Path, known: set[tuple[str, int]]) -> Iterator[PayloadFile]:
-    """`root/{epoch}/{escrow}/{inference}.json`, in path order; other names and `known` keys are skipped."""
+def _payload_name(name: str) -> tuple[int, str] | None:
+    """(inference id, format) of a payload file's name, None for any other name."""
+    for suffix, fmt in SUFFIXES:
+        if name.endswith(suffix) and NUMBER.match(name[: -len(suffix)]):
+            return int(name[: -len(suffix)]), fmt
+    return None
+
+
+@dataclass
+class PayloadListing:
+    """What a walk of a payload directory found besides the payloads: entries that are no payload
+    (paths relative to the directory) and `.json` files superseded by a `.json.zst` of the same answer."""
+
+    strays: list[str] = field(default_factory=list)
+    superseded: int = 0
+
+
+def payload_files(
+    root: Path, known: set[tuple[str, int]], listing: PayloadListing | None = None
+) -> Iterator[PayloadFile]:
+    """`root/{epoch}/{escrow}/{inference}.json[.zst]`, in path order, `known` keys skipped; the other
+    entries of the directory go to `listing.strays`."""
+    listing = listing if listing is not None else PayloadListing()
     if not root.is_dir():
         return
-    for epoch_dir in sorted(p for p in root.iterdir() if p.is_dir() and NUMBER.match(p.name)):
-        for escrow_dir in sorted(p for p in epoch_dir.iterdir() if p.is_dir()):
-            for path in sorted(escrow_dir.glob("*.json")):
-                if not NUMBER.match(path.stem) or (escrow_dir.name, int(path.stem)) in known:
+    for epoch_dir in sorted(root.iterdir()):
+        if not (epoch_dir.is_dir() and NUMBER.match(epoch_dir.name)):
+            listing.strays.append(epoch_dir.name)
+            continue
+        for escrow_dir in sorted(epoch_dir.iterdir()):
+            if not escrow_dir.is_dir():
+                listing.strays.append(f"{epoch_dir.name}/{escrow_dir.name}")
+                continue
+            found: dict[int, tuple[str, Path]] = {}
+            for path in sorted(escrow_dir.iterdir()):
+                named = _payload_name(path.name)
+                if named is None:
+                    listing.strays.append(f"{epoch_dir.name}/{escrow_dir.name}/{path.name}")
+                elif named[0] in found:  # both names of one answer: the .zst is read
+                    listing.superseded += 1
+                    if named[1] == "json_zst":
+                        found[named[0]] = (named[1], path)
+                else:
+                    found[named[0]] = (named[1], path)
+            for inference_id, (fmt, path) in sorted(found.items()):
+                if (escrow_dir.name, inference_id) in known:
                     continue
                 try:
                     size = path.stat().st_size
                 except OSError:  # e.g. a dangling symlink: reading it reports the problem
                     size = 0
-                yield PayloadFile(int(epoch_dir.name), escrow_dir.name, int(path.stem), path, size)
+                yield PayloadFile(int(epoch_dir.name), escrow_dir.name, inference_id, path, size, fmt)
 
 
 class _PayloadFileDoc(msgspec.Struct):
@@ -102,17 +151,33 @@ class _PayloadFileDoc(msgspec.Struct):
 _FILE_DOC = msgspec.json.Decoder(_PayloadFileDoc)
 
 
+def _decompressed(data: bytes) -> bytes:
+    """A zstd frame's content, never more than `MAX_PAYLOAD_FILE_BYTES` of it."""
+    reader = zstandard.ZstdDecompressor().stream_reader(data)
+    out = bytearray()
+    while chunk := reader.read(2**20):
+        out += chunk
+        if len(out) > MAX_PAYLOAD_FILE_BYTES:
+            raise FileReadError(f"larger than {MAX_PAYLOAD_FILE_BYTES:,} bytes once decompressed")
+    return bytes(out)
+
+
 def read_payload_file(f: PayloadFile) -> RawPayload:
     """The file's two base64 fields decoded; a file that cannot be used comes back with `problem` set."""
+    ids = (f.epoch_id, f.escrow_id, f.inference_id)
     try:
-        doc = _FILE_DOC.decode(read_regular_file(f.path, MAX_PAYLOAD_FILE_BYTES))
+        data = read_regular_file(f.path, MAX_PAYLOAD_FILE_BYTES)
+        if f.payload_format == "json_zst":
+            data = _decompressed(data)
     except FileReadError as exc:
-        return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, None, None, f"payload file {exc}")
+        return RawPayload(*ids, None, None, f"payload file {exc}", f.payload_format)
+    except zstandard.ZstdError as exc:
+        return RawPayload(*ids, None, None, f"payload file is not zstd ({exc})", f.payload_format)
+    try:
+        doc = _FILE_DOC.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-        return RawPayload(
-            f.epoch_id, f.escrow_id, f.inference_id, None, None, f"payload file is not a base64 JSON object ({exc})"
-        )
-    return RawPayload(f.epoch_id, f.escrow_id, f.inference_id, doc.prompt_payload, doc.response_payload)
+        return RawPayload(*ids, None, None, f"payload file is not a base64 JSON object ({exc})", f.payload_format)
+    return RawPayload(*ids, doc.prompt_payload, doc.response_payload, payload_format=f.payload_format)
 
 
 def file_payloads(root: Path, known: set[tuple[str, int]]) -> Iterator[RawPayload]:

@@ -32,7 +32,16 @@ MARKED_TABLES = {
     "payload_storage": "t.escrow_id || '/' || t.inference_id::text",  # the keys: stored payloads never change
 }
 LEDGER_STATE = "accounting_escrow_state"  # a copy has a ledger when it has this table …
-LEDGER_MARKED_BY = ("accounting_meta", "accounting_writers", "accounting_escrows")  # … and these tell its changes
+LEDGER_MARKED_BY = ("accounting_meta", "accounting_writers")  # … and these tell its changes
+# The legacy blob table is a leftover (docs/sources.md, PostgreSQL row layout): a ledger created in the row
+# layout has none, and is still a full ledger; where it exists its row count is a marker too.
+LEGACY_LEDGER = "accounting_escrows"
+
+
+def accounting_markers_sql(tables: Collection[str]) -> str:
+    """The ledger's markers query (rows: marker) for a copy with the given tables."""
+    legacy = sql_text("sources/postgres/accounting_markers_legacy.sql") if LEGACY_LEDGER in tables else ""
+    return sql_text("sources/postgres/accounting_markers.sql").format(legacy=legacy)
 
 
 def markers_query(tables: Collection[str]) -> str | None:
@@ -44,7 +53,7 @@ def markers_query(tables: Collection[str]) -> str | None:
     if LEDGER_STATE in tables:
         if any(t not in tables for t in LEDGER_MARKED_BY):
             return None
-        ledger = sql_text("sources/postgres/accounting_markers.sql")
+        ledger = accounting_markers_sql(tables)
         parts.append(sql_text("sources/postgres/ledger_marker.sql").format(ledger=ledger))
     return "\nUNION ALL\n".join(f"({p}\n)" for p in parts)
 

@@ -51,6 +51,14 @@ adbc_sqlite = import_dbapi("adbc_driver_sqlite.dbapi")
 
 EPOCH_FILE = re.compile(r"^epoch_(\d+)\.db$")
 MIGRATED_FILE = re.compile(r"^(.*\.db)\.migrated\.[^/]+$")
+# v0.2.12 and earlier kept one file (sessions, diffs, signatures) before the per-epoch layout (#1145,
+# 2026-05-06; docs/sources.md, what the pipeline must handle). Its rows carry no epoch, which every
+# warehouse key needs, so it is refused by name rather than read with a guessed epoch.
+LEGACY_STORE_FILE = "devshard.db"
+LEGACY_STORE_REASON = (
+    "a v0.2.12-era single-file devshard store (before the per-epoch layout, #1145), not supported: "
+    "its sessions and diffs carry no epoch"
+)
 # Witness literals per Arrow type: ADBC SQLite infers a column's type from the
 # first rows, so an all-NULL start would type a BLOB column as int64 and fail
 # later. One typed witness row is read first and dropped (see `_select`).
@@ -87,6 +95,9 @@ class SqliteStore:
         if not path.exists():
             raise SourceError(f"{path}: no such file or directory")
         if not is_sqlite_store(path):
+            legacy = path if path.name == LEGACY_STORE_FILE else path / LEGACY_STORE_FILE
+            if legacy.is_file():
+                raise SourceError(f"{legacy}: {LEGACY_STORE_REASON}")
             raise SourceError(f"{path}: not a devshard SQLite store (no _meta.db or epoch_<N>.db inside)")
         self.path = path.resolve()
         self.display = str(self.path)
@@ -124,6 +135,8 @@ class SqliteStore:
                 self.files[p.name] = f"not read: {NOT_READ_FILES[p.name]}"
             elif MIGRATED_FILE.match(p.name):
                 self.files[p.name] = "migrated to PostgreSQL: not read"
+            elif p.name == LEGACY_STORE_FILE:
+                self.files[p.name] = f"not read, {LEGACY_STORE_REASON}"
             else:
                 self.files[p.name] = "not part of a devshard store: not read"
         epochs = {}

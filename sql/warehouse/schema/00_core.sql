@@ -112,6 +112,18 @@ CREATE TABLE IF NOT EXISTS raw_snapshot_host_stats (
   missed BIGINT, invalid BIGINT, cost BIGINT, required_validations BIGINT, completed_validations BIGINT,
   PRIMARY KEY (escrow_id, slot_id));
 
+-- Checkpoint columns added after the first release (older warehouse files): the blob's format, and
+-- PR #1757's per-slot counters (NULL on lines without them).
+ALTER TABLE raw_snapshots ADD COLUMN IF NOT EXISTS checkpoint_format VARCHAR;
+ALTER TABLE raw_snapshot_host_stats ADD COLUMN IF NOT EXISTS validated BIGINT;
+ALTER TABLE raw_snapshot_host_stats ADD COLUMN IF NOT EXISTS finished BIGINT;
+
+-- Per-model rows of the checkpoint's host stats, on the line where HostStatsProto field 7 is model_stats.
+CREATE TABLE IF NOT EXISTS raw_snapshot_model_stats (
+  escrow_id VARCHAR NOT NULL, slot_id BIGINT NOT NULL, model VARCHAR NOT NULL, epoch_id BIGINT NOT NULL,
+  snapshot_nonce BIGINT, prompt_tokens BIGINT, completion_tokens BIGINT, inference_count BIGINT, cost BIGINT,
+  PRIMARY KEY (escrow_id, slot_id, model));
+
 -- Records still live at the checkpoint (the state's inferences map).
 CREATE TABLE IF NOT EXISTS raw_snapshot_live (
   escrow_id VARCHAR NOT NULL, inference_id BIGINT NOT NULL, epoch_id BIGINT NOT NULL, snapshot_nonce BIGINT,

@@ -22,6 +22,10 @@ CREATE TABLE IF NOT EXISTS ledger_counters (
 CREATE TABLE IF NOT EXISTS ledger_host_stats (
   escrow_id VARCHAR NOT NULL, slot_id BIGINT NOT NULL, missed BIGINT, invalid BIGINT, cost BIGINT,
   required_validations BIGINT, completed_validations BIGINT, PRIMARY KEY (escrow_id, slot_id));
+-- PR #1757's counters (NULL on ledgers without them); the copy further along wins the whole escrow,
+-- so they follow the latest nonce, never GREATEST (validated can decrease).
+ALTER TABLE ledger_host_stats ADD COLUMN IF NOT EXISTS protocol_validated BIGINT;
+ALTER TABLE ledger_host_stats ADD COLUMN IF NOT EXISTS protocol_finished BIGINT;
 
 -- Set tables counted per slot, legacy baseline added, slot −1 dedup rows left out.
 CREATE TABLE IF NOT EXISTS ledger_slot_sets (
@@ -62,3 +66,5 @@ CREATE TABLE IF NOT EXISTS answer_checks_t (
   missing_logprobs BIGINT, tokens_not_ids BIGINT, empty BOOLEAN, sse BOOLEAN, complete BOOLEAN,
   response_bytes BIGINT, problem VARCHAR, source_id VARCHAR, run_id VARCHAR,
   PRIMARY KEY (escrow_id, inference_id));
+-- Where the answer was stored: postgres (payload_storage), json or json_zst (a payload file).
+ALTER TABLE answer_checks_t ADD COLUMN IF NOT EXISTS payload_format VARCHAR;

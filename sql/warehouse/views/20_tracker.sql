@@ -155,11 +155,13 @@ WHERE whole >= 20 AND part > 0 AND part >= warn * whole;
 
 -- The tracker against session storage, per escrow held by both: protocol_invalid vs inferences
 -- invalidated, protocol_misses vs misses (timeouts and error misses; a record timed out by the
--- settlement drain is not a miss) with the executor as the participant.
+-- settlement drain is not a miss) with the executor as the participant; on ledgers of PR #1757's
+-- build also protocol_validated / protocol_finished vs the same counters from the diff log.
 CREATE OR REPLACE VIEW tracker_cross_checks AS
 WITH ledger AS (
   SELECT e.epoch_id, e.escrow_id, s.address AS participant, (sum(coalesce(h.invalid, 0)))::BIGINT AS protocol_invalid,
-         (sum(coalesce(h.missed, 0)))::BIGINT AS protocol_misses
+         (sum(coalesce(h.missed, 0)))::BIGINT AS protocol_misses,
+         sum(h.protocol_validated)::BIGINT AS protocol_validated, sum(h.protocol_finished)::BIGINT AS protocol_finished
   FROM ledger_escrows e JOIN ledger_slots s USING (escrow_id)
   LEFT JOIN ledger_host_stats h ON h.escrow_id = s.escrow_id AND h.slot_id = s.slot_id
   WHERE e.escrow_id IN (SELECT escrow_id FROM d_escrows)
@@ -169,15 +171,28 @@ session AS (
   SELECT escrow_id, executor AS participant, count(*) FILTER (WHERE status = 'invalidated') AS invalidated,
          count(*) FILTER (WHERE miss_kind IS NOT NULL) AS timed_out
   FROM d_inferences GROUP BY ALL
+),
+counters AS (  -- PR #1757's counters from the whole diff log (inference_counter_nonces)
+  SELECT c.escrow_id, sl.address AS participant,
+         sum(CASE WHEN c.challenge_nonce IS NOT NULL THEN (c.cleared_nonce IS NOT NULL)::BIGINT
+                  ELSE len(c.pass_nonces) END)::BIGINT AS validated,
+         count(c.finish_nonce) AS finished
+  FROM inference_counter_nonces c
+  JOIN d_escrow_slots sl ON sl.escrow_id = c.escrow_id AND sl.slot_id = c.executor_slot
+  GROUP BY ALL
 )
 SELECT l.epoch_id, l.escrow_id, l.participant, u.check_name, u.tracker, u.session, u.tracker - u.session AS difference,
        u.tracker = u.session AS agrees
 FROM ledger l
 LEFT JOIN session s USING (escrow_id, participant)
+LEFT JOIN counters k USING (escrow_id, participant)
 CROSS JOIN UNNEST([
   {'check_name': 'protocol_invalid vs invalidated', 'tracker': l.protocol_invalid, 'session': coalesce(s.invalidated, 0)},
-  {'check_name': 'protocol_misses vs timed_out', 'tracker': l.protocol_misses, 'session': coalesce(s.timed_out, 0)}
-]) AS t(u);
+  {'check_name': 'protocol_misses vs timed_out', 'tracker': l.protocol_misses, 'session': coalesce(s.timed_out, 0)},
+  {'check_name': 'protocol_validated vs validated', 'tracker': l.protocol_validated, 'session': coalesce(k.validated, 0)},
+  {'check_name': 'protocol_finished vs finished', 'tracker': l.protocol_finished, 'session': coalesce(k.finished, 0)}
+]) AS t(u)
+WHERE u.tracker IS NOT NULL;  -- the #1757 checks only where the ledger has those columns
 
 CREATE OR REPLACE VIEW tracker_disagreements AS
 SELECT epoch_id, escrow_id, participant, check_name, tracker, session, difference
@@ -190,13 +205,14 @@ SELECT a.epoch_id, a.escrow_id, a.inference_id, i.executor, a.temperature, a.top
        CASE WHEN a.temperature IS NULL THEN NULL WHEN a.temperature = 0 THEN 'greedy' ELSE 'sampled' END AS sampling,
        a.completion_tokens IS DISTINCT FROM a.logprob_tokens AND a.complete AS token_count_mismatch,
        a.model, a.temperature_given, a.top_p_given, a.max_tokens, a.logprobs_requested, a.top_logprobs,
-       a.stream_requested, a.prompt_tokens, a.response_bytes, a.problem, i.started_at, i.executor_build, i.status
+       a.stream_requested, a.prompt_tokens, a.response_bytes, a.problem, i.started_at, i.executor_build, i.status,
+       a.payload_format
 FROM answer_checks_t a
 LEFT JOIN inferences i ON i.escrow_id = a.escrow_id AND i.inference_id = a.inference_id;
 
 COMMENT ON VIEW tracker_counter_rows IS 'Accounting-ledger counter rows (summed across writers) and saved accounting-API counters, attributed to (epoch, participant, model) through the escrow slot list; counter_key parsed (known fields as columns, raw JSON in key_json). origin = ledger | api.';
 COMMENT ON VIEW tracker_participants IS 'The gateway tracker''s per-participant record per (epoch, participant, model), summed over every slot the participant holds: assigned_nonces (nonces 1..latest with nonce mod N = slot, protocol-only included), dispositions, delivered (finished_* without warm-up probes), flag counts slow_decode/slow_chunk/slow_receipt (PoC phase and warm-up excluded), clock_drifted/logprobs_decoded (warm-up excluded), protocol_misses / protocol_invalid (host stats), unresolved_challenges; chain_* columns from saved chain REST JSON. origin = ledger (a ledger database) or api (saved API responses, used only where no ledger row exists).';
 COMMENT ON VIEW tracker_findings IS 'Findings recomputed from tracker_participants (never stored upstream): code, severity (warning|critical), part, whole, rate and thresholds of the newer build; no finding when whole < 20.';
-COMMENT ON VIEW tracker_cross_checks IS 'Per escrow held by both the ledger and session storage: the tracker''s protocol_invalid against inferences invalidated and protocol_misses against misses (timeouts and error misses, drained records excluded; executor = participant); agrees = equal.';
+COMMENT ON VIEW tracker_cross_checks IS 'Per escrow held by both the ledger and session storage: the tracker''s protocol_invalid against inferences invalidated and protocol_misses against misses (timeouts and error misses, drained records excluded; executor = participant); on ledgers of PR #1757''s build also protocol_validated and protocol_finished against the same counters from the diff log (inference_counter_nonces); agrees = equal.';
 COMMENT ON VIEW tracker_disagreements IS 'The rows of tracker_cross_checks where the tracker and session storage disagree.';
-COMMENT ON VIEW answer_checks IS 'One row per stored answer (payload storage): sampling parameters of the request (absent = API defaults temperature 1, top_p 1; sampling = greedy when temperature is 0), usage.completion_tokens, logprob entries, positions whose top_logprobs repeat a token, NaN / missing logprobs, tokens that are not numeric ids, empty answers, sse = streamed response, complete = parsed to the end. Bodies are not stored.';
+COMMENT ON VIEW answer_checks IS 'One row per stored answer (payload storage): sampling parameters of the request (absent = API defaults temperature 1, top_p 1; sampling = greedy when temperature is 0), usage.completion_tokens, logprob entries, positions whose top_logprobs repeat a token, NaN / missing logprobs, tokens that are not numeric ids, empty answers, sse = streamed response, complete = parsed to the end; payload_format = where the answer was stored: postgres (payload_storage), json or json_zst (payload files; a .json.zst is read in preference to a .json of the same answer, as upstream does). A file in a payload directory that is no payload is a quarantine row naming it. Bodies are not stored.';

@@ -273,6 +273,7 @@ def test_death_and_poc_windows(wh, timeline, empties, tmp_path):
         con, "SELECT kind, count(*) AS n FROM engine_events WHERE host = $h GROUP BY kind", {"h": focal}
     )
     assert dict(events.iter_rows()) == {
+        "launch": 2,  # the API server's version lines: the server's launches
         "start": 2,
         "ready": 2,
         "fatal": 1,
@@ -286,7 +287,11 @@ def test_death_and_poc_windows(wh, timeline, empties, tmp_path):
     assert row["empty_answers"] == 2
     assert _new(row) == (1, 1, 0)
     assert not any(n.startswith(OLD_NOTE) for n in notes)
-    assert any("matched against 11 engine events" in n and f"{CAP_S // 60} min" in n for n in notes)
+    assert any(
+        "matched against 13 engine events" in n  # 11 + the two launch events
+        and f"{CAP_S // 60} min" in n
+        for n in notes
+    )
     assert not any("outside every ingested vLLM log file" in n for n in notes)
     # Per window: epoch 2 holds A, epoch 3 holds B, epoch 4 no empty answer (0, not NULL: events exist).
     assert _new(_row(con, focal, epoch=2)[0]) == (1, 0, 0)

@@ -392,6 +392,107 @@ def test_spec_lines_with_k15_and_nothing_accepted(load):
     assert spec == [(1, 89, 975, 65, 15, 2.37), (2, 0, 495, None, 5, 1.0)]
 
 
+# -- collectors and accelerators (envelopes anywhere, deaths and OOMs from the catalogue) ---------------------
+
+
+def test_v06_sidecar_prefix_longer_than_64_and_launcher_shutdowns_are_one_death(load):
+    """A Kubernetes sidecar's 69-character prefix in front of every line: the launcher's CRITICAL `MQLLMEngine is
+    already dead, terminating server process` (once per failed request) are four engine_dead records and one
+    death; uvicorn's access lines behind the same prefix are records too, nothing is quarantined."""
+    con, summary = load("v06_sidecar_mqllmengine_dead.log")
+    assert (summary.lines, summary.unparsed) == (8, 0)
+    assert fetch_frame(con, "SELECT records FROM log_files").rows() == [(8,)]
+    t = at(2025, 11, 12, 19, 15, 8)
+    assert events(con) == [(line, "engine_dead", "CRITICAL", None, t) for line in (1, 3, 5, 7)]
+    assert deaths(con) == [(t, False, ["engine_dead"], 4, None, 1)]
+    assert stability(con) == (1, 0)
+    assert quarantined(con) == []
+
+
+def test_v063_engine_loop_has_died_then_launcher_is_one_death(load):
+    """V0 MQLLMEngine: the client's `RuntimeError('Engine loop has died')` (a catalogue text of vLLM 0.6.2 –
+    0.6.3) with its header-on-every-line traceback, a stats line, then the launcher's `MQLLMEngine is already
+    dead`: one death (no launch in between), not an OOM; the stats line still counts."""
+    con, summary = load("v063_mq_engine_loop_died.log")
+    assert (summary.lines, summary.unparsed) == (12, 0)
+    assert events(con) == [
+        (2, "engine_dead", "ERROR", None, at(2025, 11, 5, 12, 3, 0)),
+        (12, "engine_dead", "CRITICAL", None, at(2025, 11, 5, 12, 3, 3)),
+    ]
+    detail = fetch_frame(con, "SELECT detail FROM engine_events ORDER BY line")["detail"][0]
+    assert detail == "RuntimeError('Engine loop has died') — RuntimeError: Engine loop has died"
+    assert deaths(con) == [(at(2025, 11, 5, 12, 3, 0), False, ["engine_dead"], 2, None, 2)]
+    stats = fetch_frame(con, "SELECT line, running, waiting, kv_cache_usage, generation_tps FROM log_engine_stats")
+    assert stats.rows() == [(9, 1, 0, pytest.approx(0.05), 0.0)]
+    assert stability(con) == (1, 0)
+
+
+def test_v1_ray_worker_line_is_unparsed_and_stats_lines_count(load):
+    """A Ray worker's NCCL line behind two process prefixes and Ray's repeat mark is not a vLLM line: one
+    unparsed line in quarantine; the API server's five `Engine 000:` stats lines are read."""
+    con, summary = load("v1_ray_nested_prefix_stats.log")
+    assert (summary.lines, summary.unparsed) == (6, 1)
+    stats = fetch_frame(con, "SELECT line, engine, running, waiting, kv_cache_usage, prompt_tps FROM log_engine_stats")
+    assert stats.sort("line").rows() == [
+        (2, "0", 8, 0, pytest.approx(0.166), 410.1),
+        (3, "0", 10, 0, pytest.approx(0.208), 2870.5),
+        (4, "0", 10, 0, pytest.approx(0.208), 820.2),
+        (5, "0", 10, 0, pytest.approx(0.211), 0.0),
+        (6, "0", 10, 0, pytest.approx(0.211), 0.0),
+    ]
+    assert fetch_frame(con, "SELECT DISTINCT proc FROM log_engine_stats").rows() == [("APIServer",)]
+    assert len(quarantined(con)) == 1 and events(con) == []
+
+
+def test_v07_ascend_npu_out_of_memory_is_one_oom_death(load):
+    """vllm-ascend: torch_npu's `NPU out of memory` from a worker and from the MQLLMEngine at start-up: two OOM
+    records, one death, an OOM."""
+    con, summary = load("v07_ascend_npu_oom.log")
+    assert (summary.lines, summary.unparsed) == (7, 0)
+    t = at(2025, 3, 5, 7, 15, 39)
+    assert events(con) == [(1, "oom", "ERROR", "VllmWorkerProcess", t), (2, "oom", "ERROR", None, t)]
+    assert deaths(con) == [(t, True, ["oom"], 2, "VllmWorkerProcess", 1)]
+    assert stability(con) == (1, 1)
+
+
+def test_v1_cuda_driver_error_out_of_memory(load):
+    """The engine core's failed start ends in PyTorch's `RuntimeError: CUDA driver error: out of memory`, inside
+    a traceback whose lines repeat the header; the process's own traceback follows without it: one OOM death."""
+    con, summary = load("v1_enginecore_cuda_driver_oom.log")
+    assert (summary.lines, summary.unparsed) == (14, 0)
+    t = at(2025, 5, 5, 7, 35, 19)
+    assert events(con) == [(1, "oom", "ERROR", "EngineCore", t)]
+    detail = fetch_frame(con, "SELECT detail FROM engine_events")["detail"][0]
+    assert detail.endswith("RuntimeError: CUDA driver error: out of memory")
+    assert deaths(con) == [(t, True, ["oom"], 1, "EngineCore", 1)]
+    assert stability(con) == (1, 1)
+
+
+def test_v1_process_enginecore_traceback_header_is_folded(load):
+    """`Process EngineCore:` (Python's multiprocessing header of a dying engine core's traceback) after the API
+    server's EngineDeadError: folded into that record with its traceback, one death, nothing unparsed."""
+    con, summary = load("v1_process_enginecore_header.log")
+    assert (summary.lines, summary.unparsed) == (11, 0)
+    assert events(con) == [(1, "engine_dead", "ERROR", "APIServer", at(2025, 5, 5, 12, 36, 59))]
+    assert deaths(con) == [(at(2025, 5, 5, 12, 36, 59), False, ["engine_dead"], 1, "APIServer", 1)]
+
+
+def test_v010_worker_prefix_with_rank_and_progress_lines(load):
+    """`(VllmWorker rank=0 pid=N) ` is a process prefix (a prefix with nothing after it is a blank line, not an
+    unparsed one); the weight loader's progress lines have no envelope and are the only unparsed lines."""
+    con, summary = load("v010_worker_rank_prefix_progress.log")
+    assert (summary.lines, summary.unparsed) == (10, 3)
+    assert fetch_frame(con, "SELECT records FROM log_files").rows() == [(6,)]
+    assert quarantined(con) == [
+        f"unparsed line {n} of v010_worker_rank_prefix_progress.log: Loading safetensors checkpoint shards: {text}"
+        for n, text in (
+            (2, "  0% Completed | 0/1 [00:00<?, ?it/s]"),
+            (3, "100% Completed | 1/1 [00:00<00:00,  2.76it/s]"),
+            (4, "100% Completed | 1/1 [00:00<00:00,  2.76it/s]"),
+        )
+    ]
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.log")))
 def test_every_real_file_reads_the_same_at_every_chunk_cut(name):
     """The rows and stream state of each real file do not depend on where it is cut into chunks, including

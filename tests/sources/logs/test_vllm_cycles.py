@@ -1,0 +1,167 @@
+"""Restarts by launch: an engine cycle begins at the server's launch (its `vLLM API server version`
+line), or at the engine's start line when no launch or start line comes right before it; the start lines of
+data-parallel engines after one launch are one cycle; a second launch in the same file is a restart even when the
+same engine name follows. The rule is the view `engine_events` (`cycle_start`, `cycle`); deaths are counted per
+cycle (`engine_deaths`) and restarts by the stability table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from pipeline.evidence import compute
+from pipeline.ingest.logs import ingest_logs
+from pipeline.warehouse.database import fetch_frame, open_for_write
+
+HOST = "gonka1cycles"
+UTC = dt.UTC
+
+
+def launch(t: str, version: str = "0.11.1") -> str:
+    return f"(APIServer pid=1) INFO 12-03 {t} [api_server.py:1885] vLLM API server version {version}"
+
+
+def start(t: str, proc: str = "EngineCore_DP0") -> str:
+    return f"({proc} pid=7) INFO 12-03 {t} [core.py:93] Initializing a V1 LLM engine (v0.11.1) with config: seed=0"
+
+
+def ready() -> str:
+    return "(APIServer pid=1) INFO:     Application startup complete."
+
+
+def stats(t: str) -> str:
+    return (
+        f"(APIServer pid=1) INFO 12-03 {t} [loggers.py:215] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+        "Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%"
+    )
+
+
+def fatal(t: str, oom: bool = False) -> list[str]:
+    lines = [f"(EngineCore_DP0 pid=7) ERROR 12-03 {t} [core.py:710] EngineCore encountered a fatal error."]
+    if oom:
+        lines += ["Traceback (most recent call last):", "torch.OutOfMemoryError: CUDA out of memory."]
+    return lines
+
+
+def dead(t: str) -> str:
+    return f"(APIServer pid=1) ERROR 12-03 {t} [async_llm.py:480] AsyncLLM output_handler failed."
+
+
+@pytest.fixture
+def load(tmp_path):
+    cons = []
+
+    def _load(*files: list[str]):
+        con = open_for_write(tmp_path / "w.duckdb")
+        cons.append(con)
+        paths = []
+        for i, lines in enumerate(files):
+            path = tmp_path / f"vllm-{i}.log"
+            path.write_text("\n".join(lines) + "\n")
+            paths.append(path)
+        ingest_logs(con, paths, host=HOST, kind="vllm", year=2025)
+        return con
+
+    yield _load
+    for con in cons:
+        con.close()
+
+
+def cycles(con) -> list[tuple]:
+    return fetch_frame(
+        con, "SELECT line, kind, cycle_start, cycle FROM engine_events WHERE kind <> 'ready' ORDER BY line, kind"
+    ).rows()
+
+
+def table(con) -> list[tuple]:
+    rows = compute("stability", con, host=HOST, command="test").rows
+    return rows.select("engine_deaths", "ooms", "restarts", "ready_seconds_max").rows()
+
+
+def test_data_parallel_starts_of_one_launch_are_one_cycle_and_a_second_launch_is_a_restart(load):
+    con = load(
+        [
+            launch("10:00:00"),
+            start("10:00:05", "EngineCore_DP0"),
+            start("10:00:05", "EngineCore_DP1"),
+            ready(),
+            stats("10:01:00"),
+            launch("11:00:00"),  # relaunched, killed while loading: no ready
+            start("11:00:04", "EngineCore_DP0"),
+            launch("12:00:00"),  # the same engine name again: still a new launch
+            start("12:00:06", "EngineCore_DP0"),
+            ready(),
+        ]
+    )
+    assert cycles(con) == [
+        (1, "launch", True, 1),
+        (2, "start", False, 1),
+        (3, "start", False, 1),
+        (6, "launch", True, 2),
+        (7, "start", False, 2),
+        (8, "launch", True, 3),
+        (9, "start", False, 3),
+    ]
+    # ready is timed from the launch (the first cycle's ready line is dated by the record before it)
+    assert table(con) == [(0, 0, 2, 6.0)]
+
+
+def test_start_lines_without_launch_lines(load):
+    """No launch lines (the API server's lines not collected): a start line begins a cycle unless a start line
+    comes right before it, so a start after the engine was ready or died is a restart."""
+    con = load([start("10:00:00"), start("10:00:00", "EngineCore_DP1"), ready(), stats("10:01:00"), start("10:05:00")])
+    assert cycles(con) == [(1, "start", True, 1), (2, "start", False, 1), (5, "start", True, 2)]
+    assert table(con)[0][2] == 1
+
+
+def test_deaths_are_counted_per_launch(load):
+    con = load(
+        [
+            launch("10:00:00"),
+            start("10:00:05"),
+            ready(),
+            *fatal("10:30:00", oom=True),
+            dead("10:30:01"),
+            launch("10:31:00"),
+            start("10:31:05"),
+            ready(),
+            *fatal("11:00:00"),
+            dead("11:00:01"),
+        ]
+    )
+    deaths = fetch_frame(con, 'SELECT line, oom, kinds FROM engine_deaths ORDER BY "at"').rows()
+    assert deaths == [(4, True, ["engine_dead", "fatal", "oom"]), (11, False, ["engine_dead", "fatal"])]
+    assert table(con) == [(2, 1, 1, 5.0)]
+
+
+def test_a_file_that_starts_mid_run(load):
+    """The file begins while a server runs (stats, then its crash): those records are cycle 0, its death counts,
+    and the file's first launch is a restart (the engine was already seen running)."""
+    con = load([stats("09:59:00"), *fatal("09:59:30", oom=True), launch("10:00:00"), start("10:00:05"), ready()])
+    assert cycles(con) == [(2, "fatal", False, 0), (2, "oom", False, 0), (5, "launch", True, 1), (6, "start", False, 1)]
+    assert table(con) == [(1, 1, 1, 5.0)]
+
+
+def test_a_ready_line_right_after_a_death_begins_a_cycle(load):
+    """The server came back but its launch and start lines were not collected: the ready line after the death
+    begins a cycle (a restart, without a time to ready), so the next crash is a second death."""
+    con = load([start("10:00:00"), ready(), stats("10:00:10"), *fatal("10:10:00"), ready(), *fatal("10:20:00")])
+    got = fetch_frame(con, "SELECT line, kind, cycle_start, cycle FROM engine_events ORDER BY line").rows()
+    assert got == [
+        (1, "start", True, 1),
+        (2, "ready", False, 1),
+        (4, "fatal", False, 1),
+        (5, "ready", True, 2),
+        (6, "fatal", False, 2),
+    ]
+    assert table(con) == [(2, 0, 1, 0.0)]
+
+
+def test_a_second_file_begins_with_a_restart(load):
+    first = [launch("10:00:00"), start("10:00:05"), ready(), stats("10:01:00")]
+    second = [launch("11:00:00"), start("11:00:05"), ready()]
+    con = load(first, second)
+    assert fetch_frame(con, "SELECT count(*) FROM engine_events WHERE cycle_start").rows() == [(2,)]
+    assert table(con)[0][2] == 1
