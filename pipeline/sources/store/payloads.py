@@ -48,7 +48,23 @@ class RawPayload:
     payload_format: str = "postgres"
 
 
-def postgres_payloads(store, known: set[tuple[str, int]]) -> Iterator[RawPayload]:
+@dataclass
+class PayloadListing:
+    """What a read of the payloads found besides the payloads it yields: entries of a payload directory
+    that are no payload (paths relative to the directory), `.json` files superseded by a `.json.zst`
+    of the same answer, and payloads (files or rows) whose key is `known`, not read."""
+
+    strays: list[str] = field(default_factory=list)
+    superseded: int = 0
+    skipped: int = 0
+
+
+def postgres_payloads(
+    store, known: set[tuple[str, int]], listing: PayloadListing | None = None
+) -> Iterator[RawPayload]:
+    """The rows of `payload_storage` not in `known`, in source order; the known ones are counted in
+    `listing.skipped`."""
+    listing = listing if listing is not None else PayloadListing()
     if store.table_columns("payload_storage") is None:
         return
     # Keys first: when every payload is known (a re-ingest of an unchanged copy) no body is read.
@@ -59,6 +75,7 @@ def postgres_payloads(store, known: set[tuple[str, int]]) -> Iterator[RawPayload
         for b in batches
         for key in zip(b.column("escrow_id").to_pylist(), b.column("inference_id").to_pylist(), strict=True)
     ):
+        listing.skipped += sum(b.num_rows for b in batches)
         return
     for batch in store.query_batches(sql_text("sources/postgres/payloads.sql"), batch_rows=2048):
         cols = batch.to_pydict()
@@ -71,6 +88,7 @@ def postgres_payloads(store, known: set[tuple[str, int]]) -> Iterator[RawPayload
             strict=True,
         ):
             if (escrow, inference) in known:
+                listing.skipped += 1
                 continue
             yield RawPayload(epoch, escrow, inference, prompt, response)
 
@@ -95,20 +113,11 @@ def _payload_name(name: str) -> tuple[int, str] | None:
     return None
 
 
-@dataclass
-class PayloadListing:
-    """What a walk of a payload directory found besides the payloads: entries that are no payload
-    (paths relative to the directory) and `.json` files superseded by a `.json.zst` of the same answer."""
-
-    strays: list[str] = field(default_factory=list)
-    superseded: int = 0
-
-
 def payload_files(
     root: Path, known: set[tuple[str, int]], listing: PayloadListing | None = None
 ) -> Iterator[PayloadFile]:
-    """`root/{epoch}/{escrow}/{inference}.json[.zst]`, in path order, `known` keys skipped; the other
-    entries of the directory go to `listing.strays`."""
+    """`root/{epoch}/{escrow}/{inference}.json[.zst]`, in path order, `known` keys skipped (counted in
+    `listing.skipped`); the other entries of the directory go to `listing.strays`."""
     listing = listing if listing is not None else PayloadListing()
     if not root.is_dir():
         return
@@ -133,6 +142,7 @@ def payload_files(
                     found[named[0]] = (named[1], path)
             for inference_id, (fmt, path) in sorted(found.items()):
                 if (escrow_dir.name, inference_id) in known:
+                    listing.skipped += 1
                     continue
                 try:
                     size = path.stat().st_size
