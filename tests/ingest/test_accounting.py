@@ -3,12 +3,17 @@ pass), and rows that claim one key are settled without a choice."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import polars as pl
 import pytest
 
 from pipeline.ingest.accounting import AccountingError, identity_violations, settle_claims
 from pipeline.ingest.runs import ingest_run
-from pipeline.warehouse.database import open_for_write
+from pipeline.sources.store.payloads import NOT_A_PAYLOAD
+from pipeline.warehouse.database import open_for_write, open_read_only
+from tests.helpers import ingest
 
 
 def test_a_run_whose_rows_do_not_balance_fails_with_one_line(tmp_path):
@@ -50,3 +55,76 @@ def test_claims_identical_rows_are_one_and_disagreeing_rows_all_quarantined():
     assert [p[1] for p in problems] == ["b #1", "b #2", "b #3"]
     assert all(p[2] == "here: 3 rows claim k b and disagree" for p in problems)
     assert kept.height + dedup + len(problems) == frame.height
+
+
+# -- the payload plane: every file of a store's payloads/ directory, by class ----------------------------
+
+SAMPLE_STORE = Path(__file__).resolve().parents[2] / "data-samples" / "store"
+# data-samples/store/payloads: 120 files, one a .json superseded by the .json.zst of the same answer
+SAMPLE_PAYLOAD_FILES = (120, 119, 1, 0)
+
+
+def _stray(payloads: Path) -> str:
+    (payloads / "2" / "2100" / "notes.txt").write_text("not an answer")
+    return "2/2100/notes.txt"
+
+
+def _superseded(payloads: Path) -> str:
+    zst = sorted(payloads.glob("*/*/*.json.zst"))[-1]
+    zst.with_suffix("").write_bytes(next(payloads.glob("2/2100/*.json")).read_bytes())
+    return ""
+
+
+def _corrupt_zst(payloads: Path) -> str:
+    json_file = sorted(payloads.glob("2/2100/*.json"))[0]
+    json_file.with_name(json_file.name + ".zst").write_bytes(b"not zstd at all")
+    json_file.unlink()
+    return json_file.name.removesuffix(".json")
+
+
+def _unknown_inference(payloads: Path) -> str:
+    (payloads / "2" / "2100" / "999999.json").write_bytes(next(payloads.glob("2/2100/*.json")).read_bytes())
+    return ""
+
+
+@pytest.mark.parametrize(
+    ("mutate", "counts", "note"),
+    [
+        (_stray, (121, 119, 1, 1), None),  # quarantined, named in a payload_files row
+        (_superseded, (121, 119, 2, 0), None),  # the .zst is read, the .json deduplicated
+        (_corrupt_zst, (120, 118, 1, 1), None),  # its row is written, and quarantined with the reason
+        (_unknown_inference, (121, 120, 1, 0), "1 of no inference in the warehouse"),  # used, and said
+    ],
+    ids=["stray file", "superseded json", "corrupt zst", "unknown inference"],
+)
+def test_each_payload_file_is_accounted_for_by_class(tmp_path, mutate, counts, note):
+    store = tmp_path / "store"
+    shutil.copytree(SAMPLE_STORE, store)
+    named = mutate(store / "payloads")
+    summary = ingest(tmp_path / "w.duckdb", store)
+    rows = {r.input: r for r in summary.accounting}
+    got = rows["payload files"]
+    assert (got.unit, got.read, got.used, got.deduplicated, got.quarantined, got.note) == ("files", *counts, note)
+    con = open_read_only(tmp_path / "w.duckdb")
+    try:
+        assert identity_violations(con) == []
+        quarantined = con.execute(
+            "SELECT table_name, row_key, reason FROM quarantine WHERE table_name IN ('payload_files', 'payload_storage')"
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(quarantined) == counts[3]
+    if mutate is _stray:
+        assert quarantined == [("payload_files", named, NOT_A_PAYLOAD)]
+    if mutate is _corrupt_zst:
+        assert quarantined[0][1] == f"2/2100/{named}" and quarantined[0][2].startswith("payload file is not zstd")
+
+
+def test_the_sample_payload_files_balance_and_a_second_copy_is_deduplicated(tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    first = {r.input: r for r in ingest(warehouse, SAMPLE_STORE).accounting}["payload files"]
+    assert (first.read, first.used, first.deduplicated, first.quarantined) == SAMPLE_PAYLOAD_FILES
+    copy = tmp_path / "copy"
+    shutil.copytree(SAMPLE_STORE, copy)  # another source holding the same answers: all held already
+    again = {r.input: r for r in ingest(warehouse, copy).accounting}["payload files"]
+    assert (again.read, again.used, again.deduplicated, again.quarantined) == (120, 0, 120, 0)

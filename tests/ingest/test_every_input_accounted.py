@@ -35,10 +35,14 @@ def _accounting(warehouse: Path) -> dict[str, tuple]:
         named = {
             r[0] for r in con.execute("SELECT row_key FROM quarantine WHERE table_name = 'store_files'").fetchall()
         }
+        payloads_quarantined = con.execute(
+            "SELECT count(*) FROM quarantine WHERE table_name IN ('payload_files', 'payload_storage')"
+        ).fetchone()[0]
     finally:
         con.close()
     acct = {r[0]: r[1:] for r in rows}
     acct["__quarantined_files"] = tuple(sorted(named))
+    acct["__quarantined_payloads"] = (payloads_quarantined,)
     return acct
 
 
@@ -67,6 +71,10 @@ def _check_sqlite_store(store: Path, warehouse: Path) -> None:
                 rows[ACCOUNTED_AS.get(table, table)] = rows.get(ACCOUNTED_AS.get(table, table), 0) + n
     for table, n in rows.items():
         assert acct.get(table, (0,))[0] == n, table
+    # every file of the payload directory: read, and used, deduplicated or quarantined (with its row)
+    payload_files = sum(1 for p in (store / "payloads").rglob("*") if p.is_file())
+    assert acct.get("payload files", (0, 0, 0, 0))[0] == payload_files
+    assert acct.get("payload files", (0, 0, 0, 0))[3] == acct["__quarantined_payloads"][0]
 
 
 SQLITE_SAMPLES = [
@@ -120,5 +128,8 @@ def test_every_input_of_a_generated_copy_is_accounted_for_in_both_layouts(tmp_pa
                 assert column in TABLES[logical].schema.names or f"{logical}.{column}" in unread_columns
             n = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
             rows[ACCOUNTED_AS.get(logical, logical)] = rows.get(ACCOUNTED_AS.get(logical, logical), 0) + n
+        payload_rows = conn.execute("SELECT count(*) FROM payload_storage").fetchone()[0]
+    assert payload_rows and acct["payload_storage"][0] == payload_rows
+    assert acct["payload_storage"][3] == acct["__quarantined_payloads"][0]
     for table, n in rows.items():
         assert acct.get(table, (0,))[0] == n, table
