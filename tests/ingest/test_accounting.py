@@ -109,7 +109,8 @@ def test_each_payload_file_is_accounted_for_by_class(tmp_path, mutate, counts, n
     try:
         assert identity_violations(con) == []
         quarantined = con.execute(
-            "SELECT table_name, row_key, reason FROM quarantine WHERE table_name IN ('payload_files', 'payload_storage')"
+            "SELECT table_name, row_key, reason FROM quarantine "
+            "WHERE table_name IN ('payload_files', 'payload_storage')"
         ).fetchall()
     finally:
         con.close()
