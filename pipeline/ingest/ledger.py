@@ -157,6 +157,7 @@ def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, run: IngestRu
             )
         slot_rows += [{"escrow_id": e["escrow_id"], "slot_id": s, "address": a} for s, a in enumerate(e["slots"])]
     counter_rows = []
+    bad_counters: dict[str, int] = {}  # table rows of counters whose key cannot be attributed, by escrow
     for c in read.counters:
         if c["escrow_id"] not in keep:
             continue
@@ -164,6 +165,7 @@ def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, run: IngestRu
             parsed = parse_counter_key(c["counter_key"])
         except CounterKeyError as exc:
             problems.append(("accounting_escrow_counters", f"{c['escrow_id']}/{c['counter_id']}", str(exc)))
+            bad_counters[c["escrow_id"]] = bad_counters.get(c["escrow_id"], 0) + c.get("source_rows", 1)
             continue
         counter_rows.append(
             {
@@ -195,3 +197,30 @@ def write_ledger(con: duckdb.DuckDBPyConnection, read: LedgerRead, run: IngestRu
         con.execute("INSERT OR REPLACE INTO warehouse_meta VALUES (?, ?)", [LEDGER_MARKER_KEY, stamp])
     run.count("ledger_escrows", len(escrow_rows))
     run.count("ledger_counters", len(counter_rows))
+    _account(run, read, keep, bad_counters)
+
+
+def _account(run: IngestRun, read: LedgerRead, keep: set[str], bad_counters: dict[str, int]) -> None:
+    """Every row read of every ledger table: used (its escrow written, or a row of no escrow such as
+    meta), deduplicated (the warehouse holds its escrow at least as far along) or quarantined (its
+    escrow cannot be attributed: no state row, a blob that is not a JSON object, a leftover legacy
+    blob in PostgreSQL; or a counter key that cannot be parsed), each with a quarantine row."""
+    acct = run.accounting
+    attributed = {e["escrow_id"] for e in read.escrows}
+    for table, by_escrow in read.rows.items():
+        legacy = table == "accounting_escrows" and read.layout == "postgres"
+        for escrow, n in by_escrow.items():
+            acct.read(table, n)
+            if escrow is None:
+                acct.used(table, n)
+            elif legacy or escrow not in attributed:
+                acct.quarantined(table, n)
+            elif escrow in keep:
+                bad = bad_counters.get(escrow, 0) if table == "accounting_escrow_counters" else 0
+                acct.used(table, n - bad)
+                acct.quarantined(table, bad)
+            else:
+                acct.deduplicated(table, n)
+    acct.flag(
+        "accounting_escrow_invalid_nonces", "with slot_id -1 (upstream counts them for no slot)", read.unattributed
+    )

@@ -71,6 +71,12 @@ def _check_sqlite_store(store: Path, warehouse: Path) -> None:
                 rows[ACCOUNTED_AS.get(table, table)] = rows.get(ACCOUNTED_AS.get(table, table), 0) + n
     for table, n in rows.items():
         assert acct.get(table, (0,))[0] == n, table
+    # every row of every table of the ledger's accounting.db
+    if (store / "accounting.db").exists():
+        with sqlite3.connect(f"file:{store / 'accounting.db'}?mode=ro&immutable=1", uri=True) as c:
+            for (table,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
+                n = c.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+                assert acct.get(table, (0,))[0] == n, table
     # every file of the payload directory: read, and used, deduplicated or quarantined (with its row)
     payload_files = sum(1 for p in (store / "payloads").rglob("*") if p.is_file())
     assert acct.get("payload files", (0, 0, 0, 0))[0] == payload_files
@@ -129,6 +135,12 @@ def test_every_input_of_a_generated_copy_is_accounted_for_in_both_layouts(tmp_pa
             n = conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
             rows[ACCOUNTED_AS.get(logical, logical)] = rows.get(ACCOUNTED_AS.get(logical, logical), 0) + n
         payload_rows = conn.execute("SELECT count(*) FROM payload_storage").fetchone()[0]
+        ledger = {
+            t: conn.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables if t.startswith("accounting_")
+        }
+    assert ledger
+    for table, n in ledger.items():  # every row of every ledger table read, the others named
+        assert acct.get(table, (0,))[0] == n or f"{table} in database" in not_read, table
     assert payload_rows and acct["payload_storage"][0] == payload_rows
     assert acct["payload_storage"][3] == acct["__quarantined_payloads"][0]
     for table, n in rows.items():

@@ -23,6 +23,19 @@ from pipeline.sources.store.postgres_markers import LEDGER_MARKED_BY, LEGACY_LED
 
 PROTOCOL_COUNTERS = ("protocol_validated", "protocol_finished")  # PR #1757; SQLite blobs: Validated, Finished
 PHASE_RANK = {"active": 0, "finalizing": 1, "finalized": 2, "settled": 3}
+# The PostgreSQL ledger tables `read_postgres_ledger` reads (any other accounting_ table is named as not read).
+POSTGRES_LEDGER_TABLES = (
+    "accounting_meta",
+    "accounting_writers",
+    "accounting_escrow_state",
+    "accounting_escrow_counters",
+    "accounting_escrow_host_stats",
+    "accounting_escrow_protocol_nonces",
+    "accounting_escrow_challenges",
+    "accounting_escrow_invalid_nonces",
+    "accounting_escrow_slot_counts",
+    "accounting_escrows",
+)
 
 
 @dataclass
@@ -42,6 +55,14 @@ class LedgerRead:
     )  # escrow_id, slot_id, protocol_nonces, challenges, open_challenges, invalid_transitions
     problems: list[tuple[str, str, str]] = field(default_factory=list)  # (table, key, reason)
     writers: list[dict] = field(default_factory=list)
+    # Rows read of each table of the copy, by escrow (None: rows of no escrow, e.g. meta): the accounting's
+    # measure; `unattributed` = rows read of an escrow's slot -1 (upstream counts them for no slot).
+    rows: dict[str, dict[str | None, int]] = field(default_factory=dict)
+    unattributed: int = 0
+
+    def count(self, table: str, escrow_id: str | None, n: int = 1) -> None:
+        by_escrow = self.rows.setdefault(table, {})
+        by_escrow[escrow_id] = by_escrow.get(escrow_id, 0) + n
 
 
 def _int(value, default: int = 0) -> int:
@@ -122,12 +143,16 @@ def read_postgres_ledger(store) -> LedgerRead | None:
         batches = list(store.query_batches(sql))
         return pa.Table.from_batches(batches).to_pylist() if batches else []
 
-    meta = {r["key"]: r["value"] for r in table("accounting_meta", "SELECT key, value FROM accounting_meta")}
+    meta_rows = table("accounting_meta", "SELECT key, value FROM accounting_meta")
+    meta = {r["key"]: r["value"] for r in meta_rows}
     read = LedgerRead("postgres", _int_or_none(meta.get("schema_version")) if meta.get("schema_version") else None)
     read.writers = table("accounting_writers", "SELECT writer_id, updated_at, writer_errors FROM accounting_writers")
+    read.count("accounting_meta", None, len(meta_rows))
+    read.count("accounting_writers", None, len(read.writers))
     states = table("accounting_escrow_state", sql_text("sources/postgres/accounting_state.sql"))
     known = set()
     for s in states:
+        read.count("accounting_escrow_state", s["escrow_id"])
         m = _meta(s["meta_json"], s["escrow_id"], read.problems)
         known.add(s["escrow_id"])
         read.escrows.append(
@@ -142,6 +167,7 @@ def read_postgres_ledger(store) -> LedgerRead | None:
             }
         )
     for c in table("accounting_escrow_counters", sql_text("sources/postgres/accounting_counters.sql")):
+        read.count("accounting_escrow_counters", c["escrow_id"], c["source_rows"])
         if c["escrow_id"] in known:
             read.counters.append(c)
     # PR #1757 builds add protocol_validated / protocol_finished (NULL where the ledger has no such columns).
@@ -152,6 +178,7 @@ def read_postgres_ledger(store) -> LedgerRead | None:
         "SELECT escrow_id, slot_id, missed, invalid, cost, "
         f"required_validations, completed_validations, {counters} FROM accounting_escrow_host_stats",
     ):
+        read.count("accounting_escrow_host_stats", h["escrow_id"])
         if h["escrow_id"] in known:
             read.host_stats.append(h)
     sets: dict[tuple[str, int], dict] = {}
@@ -174,6 +201,7 @@ def read_postgres_ledger(store) -> LedgerRead | None:
             "accounting_escrow_protocol_nonces",
             "SELECT escrow_id, slot_id, count(*)::bigint AS n FROM accounting_escrow_protocol_nonces GROUP BY 1, 2",
         ):
+            read.count("accounting_escrow_protocol_nonces", r["escrow_id"], r["n"])
             if r["escrow_id"] in known:
                 slot_row(r["escrow_id"], r["slot_id"])["protocol_nonces"] += r["n"]
     for r in table(
@@ -182,6 +210,7 @@ def read_postgres_ledger(store) -> LedgerRead | None:
         "count(*) FILTER (WHERE NOT coalesce(resolved, false))::bigint AS open "
         "FROM accounting_escrow_challenges GROUP BY 1, 2",
     ):
+        read.count("accounting_escrow_challenges", r["escrow_id"], r["n"])
         if r["escrow_id"] in known:
             row = slot_row(r["escrow_id"], r["slot_id"])
             row["challenges"] += r["n"]
@@ -189,27 +218,38 @@ def read_postgres_ledger(store) -> LedgerRead | None:
     invalid_columns = store.table_columns("accounting_escrow_invalid_nonces") or []
     if "slot_id" in invalid_columns:
         invalid_sql = (
-            "SELECT escrow_id, slot_id, count(*)::bigint AS n FROM accounting_escrow_invalid_nonces "
-            "WHERE slot_id >= 0 GROUP BY 1, 2"
+            "SELECT escrow_id, slot_id, count(*)::bigint AS n FROM accounting_escrow_invalid_nonces GROUP BY 1, 2"
         )
     else:  # ledgers before the slot column: the executor of a nonce is its slot nonce mod N
         invalid_sql = "SELECT escrow_id, nonce, 1::bigint AS n FROM accounting_escrow_invalid_nonces"
     group_sizes = {e["escrow_id"]: len(e["slots"]) for e in read.escrows}
     for r in table("accounting_escrow_invalid_nonces", invalid_sql):
+        read.count("accounting_escrow_invalid_nonces", r["escrow_id"], r["n"])
+        if "slot_id" in r and r["slot_id"] < 0:  # invalid rows of no slot: upstream counts them for none
+            read.unattributed += r["n"] if r["escrow_id"] in known else 0
+            continue
         if r["escrow_id"] in known:
             slot = r["slot_id"] if "slot_id" in r else r["nonce"] % max(group_sizes.get(r["escrow_id"]) or 1, 1)
             slot_row(r["escrow_id"], slot)["invalid_transitions"] += r["n"]
     for r in table(
         "accounting_escrow_slot_counts",
         "SELECT escrow_id, slot_id, sum(open_challenges)::bigint AS open, "
-        "sum(invalid_nonces)::bigint AS invalid FROM accounting_escrow_slot_counts GROUP BY 1, 2",
+        "sum(invalid_nonces)::bigint AS invalid, count(*)::bigint AS n FROM accounting_escrow_slot_counts GROUP BY 1, 2",
     ):
+        read.count("accounting_escrow_slot_counts", r["escrow_id"], r["n"])
         if r["escrow_id"] in known:
             row = slot_row(r["escrow_id"], r["slot_id"])
             row["open_challenges"] += r["open"] or 0
             row["invalid_transitions"] += r["invalid"] or 0
     read.slot_sets = list(sets.values())
+    for name, by_escrow in read.rows.items():  # rows of an escrow without a state row: not read further, named
+        read.problems += [
+            (name, e, f"{n} row(s) of an escrow with no accounting_escrow_state row; not counted")
+            for e, n in by_escrow.items()
+            if e is not None and e not in known
+        ]
     for r in table("accounting_escrows", "SELECT escrow_id FROM accounting_escrows"):
+        read.count("accounting_escrows", r["escrow_id"])
         read.problems.append(
             (
                 "accounting_escrows",
@@ -240,7 +280,9 @@ def read_sqlite_ledger(store) -> LedgerRead | None:
         "UNION ALL SELECT 0, escrow_id, creation_epoch, model, CAST(payload AS BLOB) "
         "FROM accounting_escrows",
     )
+    read.count("accounting_meta", None, len(meta_rows))
     for b in blobs:
+        read.count("accounting_escrows", b["escrow_id"])
         _blob_into(read, b)
     return read
 

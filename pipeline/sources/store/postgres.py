@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from pipeline.core.paths import sql_text
 from pipeline.core.sqlnames import quote_ident
+from pipeline.sources.store.accounting import POSTGRES_LEDGER_TABLES
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
     APPEND_ONLY,
@@ -203,7 +204,10 @@ class PostgresStore:
         detached = {physical for _, physical in self.detached_partitions()}
         found = []
         for name in sorted(self._tables):
-            if name in detached or name.startswith("accounting_") or name == "payload_storage":
+            if name in detached or name in POSTGRES_LEDGER_TABLES or name == "payload_storage":
+                continue
+            if name.startswith("accounting_"):
+                found.append((name, "database", "a table of the accounting ledger that no evidence reads"))
                 continue
             if name.startswith(PREFIX):
                 if name[len(PREFIX) :] not in TABLES:
