@@ -4,9 +4,11 @@ pass), and rows that claim one key are settled without a choice."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import polars as pl
+import psycopg
 import pytest
 
 from pipeline.ingest.accounting import AccountingError, identity_violations, settle_claims
@@ -129,3 +131,58 @@ def test_the_sample_payload_files_balance_and_a_second_copy_is_deduplicated(tmp_
     shutil.copytree(SAMPLE_STORE, copy)  # another source holding the same answers: all held already
     again = {r.input: r for r in ingest(warehouse, copy).accounting}["payload files"]
     assert (again.read, again.used, again.deduplicated, again.quarantined) == (120, 0, 120, 0)
+
+
+# -- the ledger plane: every row of every ledger table -------------------------------------------------
+
+
+def _ledger_rows(summary) -> dict[str, tuple]:
+    return {
+        r.input: (r.read, r.used, r.deduplicated, r.quarantined)
+        for r in summary.accounting
+        if r.input.startswith("accounting_")
+    }
+
+
+def test_a_sqlite_ledger_blob_that_is_no_json_object_is_quarantined(tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(SAMPLE_STORE, store)
+    with sqlite3.connect(store / "accounting.db") as c:
+        c.execute("INSERT INTO accounting_escrows VALUES ('9999', 2, 'm', CAST('not json' AS BLOB))")
+    summary = ingest(tmp_path / "w.duckdb", store)
+    # 9 escrows of the sample written, the tenth set aside with its reason
+    assert _ledger_rows(summary) == {"accounting_meta": (3, 3, 0, 0), "accounting_escrows": (10, 9, 0, 1)}
+    con = open_read_only(tmp_path / "w.duckdb")
+    try:
+        assert con.execute("SELECT row_key FROM quarantine WHERE table_name = 'accounting_escrows'").fetchall() == [
+            ("9999",)
+        ]
+    finally:
+        con.close()
+
+
+def test_postgres_ledger_rows_of_an_escrow_without_state_are_quarantined_not_skipped(tmp_path, timeline, pg_database):
+    url = pg_database()
+    timeline.copy(last_epoch=4).write_postgres(url, ledger=True)
+    with psycopg.connect(url) as conn:
+        escrow, counters, host_stats = conn.execute(
+            "SELECT s.escrow_id, (SELECT count(*) FROM accounting_escrow_counters c WHERE c.escrow_id = s.escrow_id), "
+            "(SELECT count(*) FROM accounting_escrow_host_stats h WHERE h.escrow_id = s.escrow_id) "
+            "FROM accounting_escrow_state s ORDER BY s.escrow_id LIMIT 1"
+        ).fetchone()
+        states = conn.execute("SELECT count(*) FROM accounting_escrow_state").fetchone()[0]
+        all_counters = conn.execute("SELECT count(*) FROM accounting_escrow_counters").fetchone()[0]
+        conn.execute("DELETE FROM accounting_escrow_state WHERE escrow_id = %s", (escrow,))
+    summary = ingest(tmp_path / "w.duckdb", url)
+    rows = _ledger_rows(summary)
+    assert counters and host_stats
+    assert rows["accounting_escrow_state"] == (states - 1, states - 1, 0, 0)
+    assert rows["accounting_escrow_counters"] == (all_counters, all_counters - counters, 0, counters)
+    assert rows["accounting_escrow_host_stats"][3] == host_stats
+    con = open_read_only(tmp_path / "w.duckdb")
+    try:
+        assert identity_violations(con) == []
+        named = con.execute("SELECT table_name FROM quarantine WHERE row_key = ?", [escrow]).fetchall()
+    finally:
+        con.close()
+    assert {("accounting_escrow_counters",), ("accounting_escrow_host_stats",)} <= set(named)
