@@ -3,10 +3,10 @@
 Two layouts give one shape: `LedgerRead`, per escrow and slot, with the merge rules of the
 PostgreSQL row layout already applied: counters summed across `writer_id`, the
 `_legacy_blob` slot-count baseline added, sets counted per slot (`slot_id = −1` invalid rows
-skipped), orphan rows (no state row) skipped, leftover legacy `accounting_escrows` rows in
-PostgreSQL reported and not counted. The SQLite `accounting.db` keeps one JSON document per
-escrow; a missing key decodes as zero or empty. Counter keys stay raw JSON here;
-`pipeline.ingest.ledger` parses them. Nothing is written to the source.
+skipped), orphan rows (no state row) and leftover legacy `accounting_escrows` rows in PostgreSQL
+reported and not counted. `rows` holds the rows read of each table, for the ingest's accounting.
+The SQLite `accounting.db` keeps one JSON document per escrow; a missing key decodes as zero or
+empty. Counter keys stay raw JSON here; `pipeline.ingest.ledger` parses them. Nothing is written to the source.
 """
 
 from __future__ import annotations
@@ -234,7 +234,8 @@ def read_postgres_ledger(store) -> LedgerRead | None:
     for r in table(
         "accounting_escrow_slot_counts",
         "SELECT escrow_id, slot_id, sum(open_challenges)::bigint AS open, "
-        "sum(invalid_nonces)::bigint AS invalid, count(*)::bigint AS n FROM accounting_escrow_slot_counts GROUP BY 1, 2",
+        "sum(invalid_nonces)::bigint AS invalid, count(*)::bigint AS n "
+        "FROM accounting_escrow_slot_counts GROUP BY 1, 2",
     ):
         read.count("accounting_escrow_slot_counts", r["escrow_id"], r["n"])
         if r["escrow_id"] in known:

@@ -276,8 +276,12 @@ def test_postgres_unknown_counter_key_and_leftover_blob(copy4, tmp_path, request
         conn.execute("INSERT INTO accounting_escrow_counters VALUES ('orphan', 'gw-a', 'x', '{\"slot_id\": 0}', 3)")
         conn.execute("INSERT INTO accounting_escrows VALUES ('leftover', 2, 'm', '{}')")
     summary = ingest(tmp_path / "w.duckdb", url)
-    assert summary.rows["ledger_quarantined"] == 2  # the bad key and the leftover legacy blob; the orphan is skipped
+    # the bad key, the leftover legacy blob, and the orphan (a counter of no state row: named, not skipped)
+    assert summary.rows["ledger_quarantined"] == 3
     con = open_for_write(tmp_path / "w.duckdb")
+    assert fetch_frame(con, "SELECT table_name FROM quarantine WHERE row_key = 'orphan'").rows() == [
+        ("accounting_escrow_counters",)
+    ]
     from polars.testing import assert_frame_equal
 
     assert_frame_equal(view(con), expected(copy4.truth.tracker), check_dtypes=False)
