@@ -19,14 +19,8 @@ class FileReadError(ValueError):
 
 def read_regular_file(path: Path, limit: int) -> bytes:
     """The bytes of `path` if it is a regular file (after symlinks) of at most `limit` bytes."""
+    fd, info = _open_regular(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise FileReadError(f"cannot open ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise FileReadError(f"not a regular file ({describe_mode(info.st_mode)})")
         if info.st_size > limit:
             raise FileReadError(f"larger than {limit:,} bytes ({info.st_size:,})")
         with os.fdopen(fd, "rb", closefd=False) as f:
@@ -40,6 +34,23 @@ def read_regular_file(path: Path, limit: int) -> bytes:
     if len(data) > limit:  # it grew while being read
         raise FileReadError(f"larger than {limit:,} bytes")
     return data
+
+
+def _open_regular(path: Path) -> tuple[int, os.stat_result]:
+    """A descriptor of `path` opened without blocking, and its stat, if it is a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise FileReadError(f"cannot open ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise FileReadError(f"cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise FileReadError(f"not a regular file ({describe_mode(info.st_mode)})")
+    return fd, info
 
 
 def describe_mode(mode: int) -> str:
@@ -76,14 +87,8 @@ def unusable_reason(path: Path, root: Path) -> str | None:
 def copy_regular_file(src: Path, dst: Path) -> None:
     """Copy a regular file, never more than the size it had when opened (it may not grow under us);
     opened without blocking and checked on the descriptor, like `read_regular_file`."""
+    fd, info = _open_regular(src)
     try:
-        fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise FileReadError(f"cannot open ({exc.strerror})") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise FileReadError(f"not a regular file ({describe_mode(info.st_mode)})")
         left = info.st_size
         with os.fdopen(fd, "rb", closefd=False) as f, open(dst, "wb") as out:
             while left > 0 and (block := f.read(min(left, 1 << 20))):
