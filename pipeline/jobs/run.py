@@ -59,7 +59,7 @@ from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used t
 from pipeline.warehouse.database import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
 
 # Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
-BOOKKEEPING_TABLES = ("ingest_runs", "warehouse_meta")
+BOOKKEEPING_TABLES = ("ingest_runs", "ingest_accounting", "warehouse_meta")  # per-run records
 BOOKKEEPING_COLUMNS = ("run_id",)
 REPORTS_TABLE = "epoch_reports_t"  # the one table the reports step writes
 STAMPS_PART = "warehouse_meta:unchanged"  # the content part of the unchanged-copy stamps

@@ -618,7 +618,9 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
     assert [line for line in first if line.startswith("open: ")] == expected_open
     assert first[-1] == "warehouse: updated"
     assert f"index of every closed epoch: {tmp_path / 'out' / 'index.html'}" in first
-    assert len(first) <= 8 and not any(line.startswith(("|", "###")) for line in first)  # no evidence tables
+    details = [line for line in first if line.startswith("  ")]  # indented under the ingest line
+    assert all(line.startswith("  other builds in this copy, read: ") for line in details)
+    assert len(first) - len(details) <= 8 and not any(line.startswith(("|", "###")) for line in first)  # no tables
 
     _place_copy(tmp_path, timeline, 4)
     assert f"new reports: epoch 3 in {tmp_path / 'out'}" in run()
