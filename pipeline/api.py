@@ -405,7 +405,12 @@ class Warehouse:
             warehouse_arg=str(self.path) if self._named else None,
             out_arg=None if out == Path("out") else str(out),
         )
-        return ReportWritten(epoch, host, write_epoch_report(built, out))
+        from pipeline.output.safety import OutputError
+
+        try:
+            return ReportWritten(epoch, host, write_epoch_report(built, out))
+        except OSError as exc:  # --out is a file or a device, or cannot be written
+            raise OutputError(f"--out {out}: cannot write the report there ({exc.strerror or exc})") from None
 
     def bundle(
         self,

@@ -262,7 +262,12 @@ class _Collector:
             "dispositions": json.dumps(dispositions),
             "extra": json.dumps({k: v for k, v in rec.items() if k not in known}, default=str),
         }
-        for k, entry in enumerate(rec.get("counters") or []):
+        counters = rec.get("counters") or []
+        if not isinstance(counters, list):  # one problem row for the field; the record's other fields stand
+            self.accounting.read("json api_counters", 1)  # quarantined with its problem (_count_problems)
+            self.problems.append(("api_counters", f"{self.name}:{epoch}/{participant}", "counters is not a list"))
+            counters = []
+        for k, entry in enumerate(counters):
             where = f"{self.name}:{epoch}/{participant}/{k}"
             self.accounting.read("json api_counters", 1)
             if not isinstance(entry, dict):

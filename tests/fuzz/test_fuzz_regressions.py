@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fuzz.test_fuzz import DuplicateRows, FileKind, PayloadFile, SetValue, _fuzz_store
+from tests.factories import data_samples_warehouse
+from tests.fuzz.test_fuzz import (
+    RECORD,
+    DuplicateRows,
+    FileKind,
+    PayloadFile,
+    SetValue,
+    _fuzz_arguments,
+    _fuzz_json,
+    _fuzz_store,
+)
 
 
 @pytest.mark.parametrize(
@@ -34,3 +44,15 @@ from tests.fuzz.test_fuzz import DuplicateRows, FileKind, PayloadFile, SetValue,
 )
 def test_a_case_the_fuzzer_found(tmp_path, changes):
     _fuzz_store(tmp_path / "case", changes)
+
+
+def test_a_json_case_the_fuzzer_found(tmp_path):
+    """A participant record whose `counters` is a number, not a list: one problem row, no traceback."""
+    _fuzz_json(tmp_path / "json", [[RECORD | {"counters": 1}]], None)
+
+
+@pytest.mark.heavy
+def test_an_argument_case_the_fuzzer_found(tmp_path):
+    """`report --out` naming a device: one line, exit 1."""
+    warehouse = data_samples_warehouse(tmp_path / "w.duckdb")
+    _fuzz_arguments(warehouse, tmp_path / "args", ("report", "epoch", "--out", "/dev/null"), {})
