@@ -52,7 +52,9 @@ def test_a_json_case_the_fuzzer_found(tmp_path):
 
 
 @pytest.mark.heavy
-def test_an_argument_case_the_fuzzer_found(tmp_path):
-    """`report --out` naming a device: one line, exit 1."""
+@pytest.mark.parametrize("out", ["/dev/null", "\n"], ids=["a-device", "a-newline"])
+def test_an_argument_case_the_fuzzer_found(tmp_path, out):
+    """`report --out` naming a device (one line, exit 1) or a directory named by a newline (its line says so
+    in one line)."""
     warehouse = data_samples_warehouse(tmp_path / "w.duckdb")
-    _fuzz_arguments(warehouse, tmp_path / "args", ("report", "epoch", "--out", "/dev/null"), {})
+    _fuzz_arguments(warehouse, tmp_path / "args", ("report", "epoch", "--out", out), {})

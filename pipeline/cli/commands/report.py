@@ -49,7 +49,8 @@ def report_epoch(
     from pipeline.cli.console import out as console
 
     written = api.report(epoch, host, out=out, warehouse=warehouse)
-    console.print(f"wrote {written.path}/report.md, report.html, charts/ and tables/", markup=False)
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(written.path))  # one line, whatever the name
+    console.print(f"wrote {shown}/report.md, report.html, charts/ and tables/", markup=False)
 
 
 def register(app: typer.Typer) -> None:
