@@ -227,6 +227,9 @@ class _Collector:
         if epoch is None:
             self.problems.append(("api_participants", f"{self.name}:{path}", "accounting record without epoch_index"))
             return
+        if not isinstance(participant, str) or not isinstance(model, str):
+            self.problems.append(("api_participants", f"{self.name}:{path}", "participant or model is not a string"))
+            return
         version = _uint(rec.get("schema_version"), "schema_version")
         given = rec.get("dispositions")
         dispositions = given if isinstance(given, dict) else {}

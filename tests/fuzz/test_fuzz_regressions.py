@@ -49,6 +49,7 @@ def test_a_case_the_fuzzer_found(tmp_path, changes):
 def test_a_json_case_the_fuzzer_found(tmp_path):
     """A participant record whose `counters` is a number, not a list: one problem row, no traceback."""
     _fuzz_json(tmp_path / "json", [[RECORD | {"counters": 1}]], None)
+    _fuzz_json(tmp_path / "json2", [[RECORD | {"model": [None]}]], None)  # a model that is no string
 
 
 @pytest.mark.heavy
