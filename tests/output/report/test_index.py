@@ -6,14 +6,13 @@ from __future__ import annotations
 import csv
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from pipeline.jobs.run import run_job
 from pipeline.output.render.text import format_number, format_percent
-from tests.output.report.test_report import _chromium, _Html, _png_colours
+from tests.output.report.test_report import _Html, render_in_chromium
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
 
@@ -111,27 +110,7 @@ def test_the_index_is_offline_and_renders_in_headless_chromium(out, tmp_path):
     assert "<script" not in html and not re.search(r"""(?:src|href)=["']https?:""", html)
     for link in re.findall(r'href="(epoch-\d+/report\.html)"', html):
         assert (out / link).exists()
-    chromium = _chromium()
-    if chromium is None:
-        pytest.skip("Debian's chromium is not installed and apt-get cannot install it here (.ci/run installs it)")
-    flags = [
-        chromium,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
-    url = (out / "index.html").resolve().as_uri()
-    shot = tmp_path / "index.png"
-    subprocess.run(
-        [*flags, f"--screenshot={shot}", "--window-size=1280,2400", url], capture_output=True, timeout=120, check=True
-    )
-    assert shot.exists() and _png_colours(shot.read_bytes()) > 20
-    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, timeout=120, check=True, text=True).stdout
+    _, dom = render_in_chromium(out / "index.html", tmp_path)
     parsed = _Html()
     parsed.feed(dom)
     tags = [t for t, _ in parsed.tags]

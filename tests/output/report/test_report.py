@@ -464,7 +464,9 @@ def _chromium() -> str | None:
     return path
 
 
-def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
+def render_in_chromium(page: Path, tmp_path: Path) -> tuple[Path, str]:
+    """Draw `page` in headless Chromium (skips when it is missing): asserts the screenshot has colour, and
+    returns it with the DOM after the page's scripts ran."""
     chromium = _chromium()
     if chromium is None:
         pytest.skip("Debian's chromium is not installed and apt-get cannot install it here (.ci/run installs it)")
@@ -479,13 +481,18 @@ def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
         "--no-first-run",
         f"--user-data-dir={tmp_path / 'profile'}",
     ]
-    url = (report_dir / "report.html").resolve().as_uri()
-    shot = tmp_path / "report.png"
+    url = page.resolve().as_uri()
+    shot = tmp_path / f"{page.stem}.png"
     subprocess.run(
         [*flags, f"--screenshot={shot}", "--window-size=1280,2400", url], capture_output=True, timeout=120, check=True
     )
     assert shot.exists() and _png_colours(shot.read_bytes()) > 20
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, timeout=120, check=True, text=True).stdout
+    return shot, dom
+
+
+def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
+    shot, dom = render_in_chromium(report_dir / "report.html", tmp_path)
     parsed = _Html()
     parsed.feed(dom)
     tags = [t for t, _ in parsed.tags]
