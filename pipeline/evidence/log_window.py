@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import duckdb
+import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence.window import EvidenceError, Window
@@ -27,3 +28,10 @@ def build_order(con: duckdb.DuckDBPyConnection, host: str, present: list[str]) -
     builds = fetch_frame(con, sql_text("evidence/host_builds.sql"), {"host": host})["build"].to_list()
     extra = sorted(b for b in set(present) if b not in builds and b != "unattributed")
     return builds + extra + (["unattributed"] if "unattributed" in present else [])
+
+
+def in_build_order(con: duckdb.DuckDBPyConnection, host: str, rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` (one per `build`) sorted by `build_order`."""
+    order = build_order(con, host, rows["build"].to_list())
+    rank = pl.col("build").replace_strict(order, list(range(len(order))), default=len(order))
+    return rows.sort(rank)

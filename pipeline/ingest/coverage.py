@@ -68,17 +68,7 @@ def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.T
     deduplicated = fetch_frame(con, sql_text("warehouse/coverage/deduplicated.sql"))["n"][0]
     forks = fetch_frame(con, sql_text("warehouse/coverage/forks.sql"), params)
     if forks.height:
-        con.register("new_forks", forks.to_arrow())
-        con.execute("INSERT OR IGNORE INTO raw_diff_forks BY NAME (SELECT * FROM new_forks)")
-        con.unregister("new_forks")
-        run.quarantine(
-            forks.select(
-                "source_id",
-                table_name=pl.lit("diffs"),
-                row_key=pl.concat_str(pl.col("escrow_id"), pl.lit("/"), pl.col("nonce").cast(pl.String)),
-                reason=pl.col("digest").map_elements(lambda d: FORK_REASON.format(digest=d[:16]), pl.String),
-            )
-        )
+        _record_forks(con, run, forks, "diffs", "raw_diff_forks", ["escrow_id", "nonce"], FORK_REASON)
         con.execute(sql_text("warehouse/coverage/replace_forked.sql"))
     if held.num_rows:
         con.register(
@@ -91,9 +81,8 @@ def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.T
 
 def signature_digests(batch: pa.RecordBatch) -> pa.Table:
     """(epoch_id, escrow_id, nonce, slot_id, digest) of a batch of canonical signatures rows."""
-    every = pa.array(range(batch.num_rows), pa.int64())
     return pa.table(
-        {name: batch.column(name).take(every) for name in ("epoch_id", "escrow_id", "nonce", "slot_id")}
+        {name: batch.column(name) for name in ("epoch_id", "escrow_id", "nonce", "slot_id")}
         | {"digest": pa.array([hashlib.sha256(sig or b"").hexdigest() for sig in batch.column("sig").to_pylist()])}
     )
 
@@ -109,27 +98,45 @@ def record_copy_signatures(con: duckdb.DuckDBPyConnection, run: IngestRun, signa
     try:
         forks = fetch_frame(con, sql_text("warehouse/coverage/signature_forks.sql"), params)
         if forks.height:
-            con.register("new_forks", forks.to_arrow())
-            con.execute("INSERT OR IGNORE INTO raw_signature_forks BY NAME (SELECT * FROM new_forks)")
-            con.unregister("new_forks")
-            run.quarantine(
-                forks.select(
-                    "source_id",
-                    table_name=pl.lit("signatures"),
-                    row_key=pl.concat_str(
-                        "escrow_id",
-                        pl.lit("/"),
-                        pl.col("nonce").cast(pl.String),
-                        pl.lit("/"),
-                        pl.col("slot_id").cast(pl.String),
-                    ),
-                    reason=pl.col("digest").map_elements(lambda d: SIGNATURE_REASON.format(digest=d[:16]), pl.String),
-                )
+            _record_forks(
+                con,
+                run,
+                forks,
+                "signatures",
+                "raw_signature_forks",
+                ["escrow_id", "nonce", "slot_id"],
+                SIGNATURE_REASON,
             )
         con.execute(sql_text("warehouse/coverage/upsert_signatures.sql"), {"source_id": run.source_id})
     finally:
         con.unregister("new_signatures")
     return int(forks.filter(pl.col("source_id") == run.source_id).height)
+
+
+def _record_forks(
+    con: duckdb.DuckDBPyConnection,
+    run: IngestRun,
+    forks: pl.DataFrame,
+    table: str,
+    fork_table: str,
+    key: list[str],
+    reason: str,
+) -> None:
+    """Store every version of the forked rows of `table` in `fork_table` and quarantine each under its own
+    source, keyed by `key` joined with "/"."""
+    con.register("new_forks", forks.to_arrow())
+    try:
+        con.execute(f"INSERT OR IGNORE INTO {fork_table} BY NAME (SELECT * FROM new_forks)")
+    finally:
+        con.unregister("new_forks")
+    run.quarantine(
+        forks.select(
+            "source_id",
+            table_name=pl.lit(table),
+            row_key=pl.concat_str([pl.col(k).cast(pl.String) for k in key], separator="/"),
+            reason=pl.col("digest").map_elements(lambda d: reason.format(digest=d[:16]), pl.String),
+        )
+    )
 
 
 def refresh_escrow_coverage(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> None:

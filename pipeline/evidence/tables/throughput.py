@@ -6,7 +6,7 @@ import duckdb
 import polars as pl
 
 from pipeline.core.paths import sql_text
-from pipeline.evidence.log_window import build_order, time_bounds
+from pipeline.evidence.log_window import in_build_order, time_bounds
 from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import Column, EvidenceSpec, ReportSection, column_group, register
 from pipeline.evidence.window import Window
@@ -38,9 +38,7 @@ def throughput(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
     """Median and 90th-percentile prompt and generation throughput per build, with the request load."""
     since, until = time_bounds(con, window)
     rows = fetch_frame(con, sql_text("evidence/throughput.sql"), {"host": host, "since": since, "until": until})
-    order = build_order(con, host, rows["build"].to_list())
-    rows = rows.with_columns(order=pl.col("build").replace_strict(order, list(range(len(order))), default=len(order)))
-    rows = rows.sort("order").select(COLUMNS)
+    rows = in_build_order(con, host, rows).select(COLUMNS)
 
     notes = []
     if rows.height == 0:

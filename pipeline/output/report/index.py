@@ -150,6 +150,11 @@ def build_spans(headlines: list[dict]) -> list[dict]:
     return [{"build": b, "first": s[0], "last": s[1]} for b, s in sorted(spans.items(), key=lambda kv: kv[1])]
 
 
+def _per_epoch(headlines: list[dict], key: str, schema: dict) -> pl.DataFrame:
+    """The rows under `key` of every epoch's headline, each with its epoch."""
+    return pl.DataFrame([{"epoch": h["epoch"], **row} for h in headlines for row in h[key]], schema=schema)
+
+
 def charts(headlines: list[dict]) -> dict[str, dict]:
     """The trend charts (Vega-Lite) by file stem, each over the epochs with the build segments shaded."""
     import altair as alt
@@ -178,9 +183,10 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
         return out
 
     out: dict[str, dict] = {}
-    rates = pl.DataFrame(
-        [{"epoch": h["epoch"], **r} for h in hs for r in h["rates"]],
-        schema={
+    rates = _per_epoch(
+        hs,
+        "rates",
+        {
             "epoch": pl.Int64,
             "group": pl.String,
             "answers": pl.Int64,
@@ -203,9 +209,10 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
             ),
             "Challenged or invalidated: the host against the other executors (Wilson 95%)",
         )
-    verdicts = pl.DataFrame(
-        [{"epoch": h["epoch"], **v} for h in hs for v in h["verdicts"]],
-        schema={"epoch": pl.Int64, "build": pl.String, "kind": pl.String, "total": pl.Int64, "invalid": pl.Int64},
+    verdicts = _per_epoch(
+        hs,
+        "verdicts",
+        {"epoch": pl.Int64, "build": pl.String, "kind": pl.String, "total": pl.Int64, "invalid": pl.Int64},
     )
     if verdicts.height:
         out["verdicts"] = with_builds(
@@ -219,9 +226,10 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
             ),
             "Verdicts the host cast, by build",
         )
-    acc = pl.DataFrame(
-        [{"epoch": h["epoch"], **a} for h in hs for a in h["acceptance"]],
-        schema={
+    acc = _per_epoch(
+        hs,
+        "acceptance",
+        {
             "epoch": pl.Int64,
             "build": pl.String,
             "mal": pl.Float64,
