@@ -108,6 +108,21 @@ def test_values_that_are_not_what_their_column_claims_are_quarantined_with_the_r
     assert acct["diffs"][0] >= diffs and acct["sealed_inferences"][0] >= sealed
 
 
+def test_a_diff_at_nonce_0_is_quarantined_not_skipped_by_the_first_cursor(tmp_path, store):
+    db = _epoch_file(store)
+    with sqlite3.connect(db) as c:
+        escrow = c.execute("SELECT escrow_id FROM diffs ORDER BY escrow_id LIMIT 1").fetchone()[0]
+        c.execute(
+            "INSERT INTO diffs SELECT escrow_id, 0, txs_proto, user_sig, post_state_root, state_hash, warm_keys_json, "
+            "created_at FROM diffs WHERE escrow_id = ? AND nonce = 1",
+            (escrow,),
+        )
+        diffs = c.execute("SELECT count(*) FROM diffs").fetchone()[0]
+    acct, bad = _run(tmp_path, store)
+    assert ("diffs", f"{escrow}/0", f"{db.name}: nonce is 0 (a diff log's nonces start at 1)") in bad
+    assert acct["diffs"][3] == 1 and acct["diffs"][0] >= diffs
+
+
 def test_keys_that_are_null_bytes_or_not_utf8_are_counted_not_skipped(tmp_path, store):
     db = _epoch_file(store)
     _loosen(db, "diffs")

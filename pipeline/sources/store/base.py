@@ -271,6 +271,11 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
                 for i, value in enumerate(column.to_pylist()):
                     if value is not None and value < 0:
                         reasons[i].append(f"{name} is negative ({value})")
+    if table.name in APPEND_ONLY and "nonce" in names and pa.types.is_integer(batch.column("nonce").type):
+        # a diff log's nonces start at 1: a nonce 0 is below every cursor, so it is named here, not skipped
+        for i, value in enumerate(batch.column("nonce").to_pylist()):
+            if value == 0:
+                reasons[i].append("nonce is 0 (a diff log's nonces start at 1)")
     bad = [i for i in range(n) if reasons[i]]
     clean = batch.drop_columns([c for c in ("__problem", "__key") if c in names])
     if not bad:

@@ -315,7 +315,7 @@ class PostgresStore:
         sql = f'SELECT {cols} FROM "{PREFIX}{table}" t'
         if cursors is not None and table in ESCROW_SCOPED:
             # a nonce that is no count is set aside with its reason, never skipped
-            past = " AND (t.nonce > c.value::bigint OR t.nonce IS NULL OR t.nonce < 0)" if table in APPEND_ONLY else ""
+            past = " AND (t.nonce > c.value::bigint OR t.nonce IS NULL OR t.nonce <= 0)" if table in APPEND_ONLY else ""
             sql += f" JOIN jsonb_each_text({_literal(json.dumps(cursors))}::jsonb) c ON c.key = t.escrow_id{past}"
         if spec.per_epoch and epoch_id is not None:
             sql += f" WHERE t.epoch_id = {int(epoch_id)}"

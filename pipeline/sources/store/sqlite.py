@@ -444,7 +444,7 @@ def _select(spec, physical: str, present: list[str], cursors: dict[str, int] | N
     if cursors is not None:
         # diffs and signatures are append-only: only nonces past the cursor (and any nonce that is no
         # count: it is set aside with its reason, never skipped); other escrow tables change in place.
-        past = " WHERE t.nonce > c.value OR typeof(t.nonce) <> 'integer' OR t.nonce < 0"
+        past = " WHERE t.nonce > c.value OR typeof(t.nonce) <> 'integer' OR t.nonce <= 0"
         inner += f" JOIN json_each(?) c ON c.key = t.escrow_id{past if spec.name in APPEND_ONLY else ''}"
         params = (json.dumps(cursors),)
     sql = (
