@@ -84,11 +84,9 @@ def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run: IngestRun, pool:
         acct.flag(name, "of no inference in the warehouse", _without_inference(con, rows))
 
     listing = PayloadListing()
-    answers_read = 0
     with nullcontext(pool) if pool else BatchPool(preload=[check_payloads.__module__]) as pool:
         for row, found in checked_payloads(store, known, pool, listing):
             acct.read(name, 1, unit)
-            answers_read += 1
             rows.append(row | {"source_id": store.source_id, "run_id": run.run_id})
             key = f"{row['epoch_id']}/{row['escrow_id']}/{row['inference_id']}"
             problems += [("payload_storage", key, "; ".join(found))] if found else []
@@ -102,10 +100,6 @@ def ingest_payloads(con: duckdb.DuckDBPyConnection, store, run: IngestRun, pool:
     acct.read(name, len(listing.strays) + listing.superseded + listing.skipped, unit)
     acct.quarantined(name, len(listing.strays))
     acct.deduplicated(name, listing.superseded + listing.skipped)  # the warehouse holds their answer
-    if listing.superseded and answers_read:
-        # a .json beside the .json.zst of the same answer, counted when this run read answers (a
-        # re-ingest that reads none writes nothing, and says so)
-        run.count("payload_files_superseded", listing.superseded)
 
 
 def _without_inference(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> int:
