@@ -45,17 +45,17 @@ def own_cursors(con: duckdb.DuckDBPyConnection, source_id: str) -> dict[str, int
 def digests(batch: pa.RecordBatch) -> pa.Table:
     """(escrow_id, nonce, digest) of a batch of canonical diffs: the sha256 of txs_proto, hex. The
     columns are copies: nothing here keeps the source's batch (and its reader's buffers) alive."""
+    return _copied(batch, ("escrow_id", "nonce"), _sha256(batch.column("txs_proto")))
+
+
+def _copied(batch: pa.RecordBatch, names: tuple[str, ...], digest: pa.Array) -> pa.Table:
+    """`names` of `batch` copied (a column of the batch would keep its reader's buffers alive), with `digest`."""
     every = pa.array(range(batch.num_rows), pa.int64())
-    return pa.table(
-        {
-            "escrow_id": batch.column("escrow_id").take(every),
-            "nonce": batch.column("nonce").take(every),
-            "digest": pa.array(
-                [hashlib.sha256(blob or b"").hexdigest() for blob in batch.column("txs_proto").to_pylist()],
-                pa.string(),
-            ),
-        }
-    )
+    return pa.table({name: batch.column(name).take(every) for name in names} | {"digest": digest})
+
+
+def _sha256(blobs: pa.Array) -> pa.Array:
+    return pa.array([hashlib.sha256(blob or b"").hexdigest() for blob in blobs.to_pylist()], pa.string())
 
 
 def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.Table) -> tuple[int, int]:
@@ -81,10 +81,7 @@ def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.T
 
 def signature_digests(batch: pa.RecordBatch) -> pa.Table:
     """(epoch_id, escrow_id, nonce, slot_id, digest) of a batch of canonical signatures rows."""
-    return pa.table(
-        {name: batch.column(name) for name in ("epoch_id", "escrow_id", "nonce", "slot_id")}
-        | {"digest": pa.array([hashlib.sha256(sig or b"").hexdigest() for sig in batch.column("sig").to_pylist()])}
-    )
+    return _copied(batch, ("epoch_id", "escrow_id", "nonce", "slot_id"), _sha256(batch.column("sig")))
 
 
 def record_copy_signatures(con: duckdb.DuckDBPyConnection, run: IngestRun, signatures: pa.Table) -> int:
