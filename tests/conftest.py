@@ -23,6 +23,7 @@ TESTS = Path(__file__).resolve().parent
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432"
 _pg_ctl = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
 postgresql_proc = factories.postgresql_proc(executable=_pg_ctl[-1] if _pg_ctl else None, port=None)
+_SAMPLES_KEY = pytest.StashKey[dict[str, str]]()  # data-samples/ as the run found it
 
 
 def _reachable(server: str) -> bool:
@@ -157,3 +158,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _unit_entry(item) is not None:
             item.add_marker(pytest.mark.unit)
+
+
+def _samples_digest() -> dict[str, str]:
+    from pipeline.core.paths import DATA_SAMPLES_DIR
+    from tests.fuzz.oracle import tree_digest
+
+    return tree_digest(DATA_SAMPLES_DIR)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist) watches
+        session.config.stash[_SAMPLES_KEY] = _samples_digest()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Sources are never written: a test that changed data-samples/ fails the run, whichever test it was.
+    before = session.config.stash.get(_SAMPLES_KEY, None)
+    if before is None:
+        return
+    after = _samples_digest()
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        writer = session.config.get_terminal_writer()
+        writer.line()
+        writer.line(f"data-samples/ changed during the run: {', '.join(changed)}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+

@@ -146,8 +146,11 @@ class FileKind:
         elif self.how == "padded-duplicate" and path.stem.startswith("epoch_"):
             shutil.copy(path, path.with_name(f"epoch_0{path.stem[6:]}.db"))
         elif self.how == "symlink-out":
-            path.unlink()
-            path.symlink_to(DATA_SAMPLES_DIR / "store" / path.name)
+            # To a copy outside the store, never to data-samples: a later mutation writes through the link.
+            outside = store.parent / "outside"
+            outside.mkdir(exist_ok=True)
+            path.rename(outside / path.name)
+            path.symlink_to(outside / path.name)
 
 
 @dataclass(frozen=True)
