@@ -21,6 +21,8 @@ All are "sha256:<64 hex>"; two machines holding the same copy compute the same d
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,7 +71,10 @@ def files_digest(paths: list[Path]) -> str:
 
 
 class RowDigest:
-    """A running sha256 over Arrow batches, row by row, each batch under the name it was read as."""
+    """A running sha256 over Arrow batches, row by row, each batch under the name it was read as.
+
+    The hashing runs on one thread of its own, in the order the batches came: DuckDB releases the GIL
+    while it hashes, so this overlaps the reader's decoding instead of adding to it."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
         """Hashes on a cursor of `con` (the ingest's warehouse; only the batches are read) when given,
@@ -80,24 +85,58 @@ class RowDigest:
         self._digest = hashlib.sha256()
         self._name: str | None = None
         self._con = con.cursor() if con is not None else duckdb.connect()
+        self._pending: queue.Queue[bytes | pa.RecordBatch | None] = queue.Queue(maxsize=4)  # bounds batches held
+        self._error: BaseException | None = None
+        self._worker: threading.Thread | None = None
 
     def update(self, name: str, batch: pa.RecordBatch) -> None:
         if name != self._name:  # a header where a new read begins, not per batch
-            self._digest.update(f"\0{name}\0".encode())
+            self._put(f"\0{name}\0".encode())
             self._name = name
-        if batch.num_rows == 0:
-            return
+        if batch.num_rows:
+            self._put(batch)
+
+    def _put(self, item: bytes | pa.RecordBatch) -> None:
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._run, name="row-digest", daemon=True)
+            self._worker.start()
+        self._pending.put(item)
+
+    def _run(self) -> None:
+        while (item := self._pending.get()) is not None:
+            if self._error is not None:
+                continue  # drain: the error is raised by the reader's next hexdigest/close
+            try:
+                self._digest.update(item if isinstance(item, bytes) else self._row_hashes(item))
+            except BaseException as exc:  # noqa: BLE001 - handed to the reader's thread
+                self._error = exc
+
+    def _row_hashes(self, batch: pa.RecordBatch) -> memoryview:
+        """The batch's row hashes, concatenated as text: the values buffer of the hash column."""
         self._con.register("batch", batch)
         try:
             hashes = self._con.sql(f"SELECT {_row_hash(batch.schema)} FROM batch").to_arrow_table().column(0)
         finally:
             self._con.unregister("batch")
-        self._digest.update("".join(hashes.to_pylist()).encode())
+        text = pa.concat_arrays(hashes.chunks).cast(pa.large_string())
+        offsets = memoryview(text.buffers()[1]).cast("q")  # int64 offsets of the rows' text in the values buffer
+        return memoryview(text.buffers()[2])[offsets[text.offset] : offsets[text.offset + len(text)]]
+
+    def _finish(self) -> None:
+        if self._worker is not None:
+            self._pending.put(None)
+            self._worker.join()
+            self._worker = None
 
     def hexdigest(self) -> str:
+        self._finish()
+        if self._error is not None:
+            raise self._error
         return PREFIX + self._digest.hexdigest()
 
     def close(self) -> None:
+        """Stop the hashing thread (a failure in it is raised by `hexdigest`, not here) and the cursor."""
+        self._finish()
         self._con.close()
 
 

@@ -42,12 +42,6 @@ def own_cursors(con: duckdb.DuckDBPyConnection, source_id: str) -> dict[str, int
     return dict(con.execute(sql_text("warehouse/coverage/own_cursors.sql"), {"source_id": source_id}).fetchall())
 
 
-def digests(batch: pa.RecordBatch) -> pa.Table:
-    """(escrow_id, nonce, digest) of a batch of canonical diffs: the sha256 of txs_proto, hex. The
-    columns are copies: nothing here keeps the source's batch (and its reader's buffers) alive."""
-    return _copied(batch, ("escrow_id", "nonce"), _sha256(batch.column("txs_proto")))
-
-
 def _copied(batch: pa.RecordBatch, names: tuple[str, ...], digest: pa.Array) -> pa.Table:
     """`names` of `batch` copied (a column of the batch would keep its reader's buffers alive), with `digest`."""
     every = pa.array(range(batch.num_rows), pa.int64())

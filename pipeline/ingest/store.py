@@ -31,7 +31,6 @@ from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
 from pipeline.ingest.accounting import settle_claims
 from pipeline.ingest.coverage import (
-    digests,
     own_cursors,
     record_copy_diffs,
     record_copy_signatures,
@@ -367,11 +366,11 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     # store has one) while the diffs are decoded.
     with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
         for batch in streams[0]:
-            digest_parts.append(digests(batch))  # every diff the copy holds, decoded or not
             decoded = decode_diffs(batch)
             tx_parts.append(decoded.txs)
             diff_parts.append(decoded.diffs)
-            claims.append(_diff_claims(batch))
+            digest_parts.append(decoded.held)  # every diff the copy holds, decoded or not
+            claims.append(_diff_claims(decoded.held))
             decode_bad += decoded.quarantined
             progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
         for table, stream in zip(CHUNK_TABLES[1:], streams[1:], strict=True):
@@ -425,8 +424,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
         acct.deduplicated("diffs", diff_dedup)
         if diffs is not None and held is not None:
             _register(con, "new_diff_digests", held)
-            _register(con, "new_diffs_decoded", diffs)
-            _register(con, "new_diffs", con.sql(sql_text("warehouse/ingest/diffs_with_digests.sql")).to_arrow_table())
+            _register(con, "new_diffs", diffs)
             deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
             written = scalar(con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id}))
             acct.used("diffs", written)
@@ -434,7 +432,7 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             # a fork whose stored version stays (its digest sorts first) is set aside, quarantined with both digests
             acct.quarantined("diffs", diffs.num_rows - written - deduplicated)
             _register(con, "new_txs", txs)
-            con.execute(sql_text("warehouse/ingest/insert_txs.sql"))
+            con.execute(sql_text("warehouse/ingest/insert_txs.sql"), {"run_id": run.run_id})
         sealed_written = scalar(
             con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id})
         )
@@ -469,7 +467,6 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
         for name in (
             "new_sessions",
             "new_diff_digests",
-            "new_diffs_decoded",
             "new_diffs",
             "new_txs",
             "new_sealed",
@@ -492,12 +489,11 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     summary.disagreements += derived.disagreements
 
 
-def _diff_claims(batch: pa.RecordBatch) -> pl.DataFrame:
-    """(escrow_id, nonce, content hash) of a batch of diff rows: what tells two rows of one key apart."""
-    keys = _frame(pa.table({"escrow_id": batch.column("escrow_id"), "nonce": batch.column("nonce")}))
-    blobs = pl.from_arrow(batch.column("txs_proto"))
-    assert isinstance(blobs, pl.Series)
-    return keys.with_columns(h=blobs.hash(), empty=blobs.bin.size() == 0)
+def _diff_claims(held: pa.Table) -> pl.DataFrame:
+    """(escrow_id, nonce, digest, empty) of a batch of diff rows: the digest tells two rows of one key apart."""
+    from pipeline.sources.decode.txs import EMPTY_DIGEST
+
+    return _frame(held).with_columns(empty=pl.col("digest") == EMPTY_DIGEST)
 
 
 def _settle_diffs(

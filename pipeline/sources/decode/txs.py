@@ -10,6 +10,7 @@ is kept.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,14 +72,19 @@ DIFF_SCHEMA = pa.schema(
         ("nonce", pa.int64()),
         ("created_at", pa.int64()),
         ("tx_count", pa.int64()),
+        ("digest", pa.string()),
     ]
 )
+# Every diff row of a batch, decoded or not, by the sha256 of its txs_proto (hex): what copies are compared by.
+HELD_SCHEMA = pa.schema([("escrow_id", pa.string()), ("nonce", pa.int64()), ("digest", pa.string())])
+EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()  # a DiffContent without transactions encodes as no bytes
 
 
 @dataclass
 class DecodedDiffs:
     txs: pa.Table
     diffs: pa.Table
+    held: pa.Table  # HELD_SCHEMA, one row per diff row of the batch (copied: no reader buffer stays alive)
     quarantined: list[tuple[str, str]] = field(default_factory=list)  # (row_key, reason)
 
 
@@ -87,7 +93,7 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
 
     This loop is the ingest's hottest Python code, so per transaction it does only the field
     extraction (`_tx_fields`, one tuple); the per-diff columns are gathered afterwards with
-    Arrow `take` on the diff's position.
+    Arrow `take` on the diff's position. Each blob's sha256 is taken in the same pass.
     """
     fields: list[tuple] = []
     diff_of_tx: list[int] = []
@@ -95,9 +101,11 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
     decoded: list[int] = []  # positions of the diffs that parsed
     tx_counts: list[int] = []
     quarantined: list[tuple[str, str]] = []
+    digests: list[str] = []
     escrows, nonces = batch.column("escrow_id"), batch.column("nonce")
     for pos, blob in enumerate(batch.column("txs_proto").to_pylist()):
         blob = blob or b""
+        digests.append(hashlib.sha256(blob).hexdigest())
         try:
             content = DiffContent.FromString(blob)
             problem = _not_stored_content(content, blob)
@@ -136,6 +144,7 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
         decoded_kept = [(pos, n) for pos, n in zip(decoded, tx_counts, strict=True) if pos not in contradicted]
         decoded, tx_counts = [p for p, _ in decoded_kept], [n for _, n in decoded_kept]
     kept = pa.array(decoded, type=pa.int64())
+    digest = pa.array(digests, pa.string())
     diffs = pa.Table.from_arrays(
         [
             batch.column("epoch_id").take(kept),
@@ -143,12 +152,16 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
             batch.column("nonce").take(kept),
             batch.column("created_at").take(kept),
             pa.array(tx_counts, type=pa.int64()),
+            digest.take(kept),
         ],
         schema=DIFF_SCHEMA,
     )
+    every = pa.array(range(batch.num_rows), pa.int64())
+    held = pa.Table.from_arrays([escrows.take(every), nonces.take(every), digest], schema=HELD_SCHEMA)
     return DecodedDiffs(
         txs=pa.Table.from_arrays([per_tx[f.name] for f in TX_SCHEMA], schema=TX_SCHEMA),
         diffs=diffs,
+        held=held,
         quarantined=quarantined,
     )
 
@@ -173,7 +186,8 @@ def _not_stored_content(content: DiffContent, blob: bytes) -> str | None:
     if content.ByteSize() != len(blob):
         return f"txs_proto does not round-trip as DiffContent ({len(blob)} bytes, {content.ByteSize()} re-encoded)"
     half = len(blob) // 2
-    if half and len(blob) % 2 == 0 and blob[:half] == blob[half:] and DiffContent.FromString(blob[:half]).txs:
+    doubled = half and len(blob) % 2 == 0 and blob[0] == blob[half] and blob.startswith(memoryview(blob)[half:])
+    if doubled and DiffContent.FromString(blob[:half]).txs:  # compared in place: no copy of either half
         # A writer appends a diff's transactions once; the same list twice would count each verdict twice.
         return f"txs_proto holds its {len(content.txs) // 2} transaction(s) twice"
     return None

@@ -2,10 +2,14 @@
 -- source_id) merged with the ranges its source already gave, adjacent and overlapping ones joined.
 CREATE OR REPLACE TEMP TABLE merged_ranges AS
 WITH touched AS (SELECT DISTINCT escrow_id, source_id FROM new_held),
+runs AS (  -- consecutive nonces first collapse to one range each (nonce - its rank is constant along a run)
+  SELECT escrow_id, source_id, nonce, nonce - row_number() OVER (PARTITION BY escrow_id, source_id ORDER BY nonce) AS run
+  FROM new_held
+),
 held AS (
   SELECT c.escrow_id, c.source_id, c.lo, c.hi FROM raw_diff_coverage c JOIN touched USING (escrow_id, source_id)
   UNION ALL
-  SELECT escrow_id, source_id, nonce, nonce FROM new_held
+  SELECT escrow_id, source_id, min(nonce), max(nonce) FROM runs GROUP BY escrow_id, source_id, run
 ),
 ordered AS (
   SELECT *, max(hi) OVER (PARTITION BY escrow_id, source_id ORDER BY lo, hi

@@ -1,4 +1,5 @@
--- The transactions of the diffs stored as this copy holds them (not of a fork's other version).
-INSERT OR IGNORE INTO tx_log BY NAME (
-  SELECT t.* FROM new_txs t JOIN raw_diffs r USING (escrow_id, nonce) JOIN new_diff_digests g USING (escrow_id, nonce)
-  WHERE coalesce(r.digest, g.digest) = g.digest)
+-- The transactions of the diffs this run stored (not of a fork's other version, nor of diffs held before):
+-- their keys are new to tx_log, so a plain INSERT (a conflict would be a bug, and fails loudly).
+INSERT INTO tx_log BY NAME (
+  SELECT t.* FROM new_txs t JOIN raw_diffs r USING (escrow_id, nonce)
+  WHERE r.run_id = $run_id)
