@@ -184,4 +184,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         writer.line()
         writer.line(f"data-samples/ changed during the run: {', '.join(changed)}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
