@@ -95,8 +95,8 @@ def ingest_store(
     """Ingest one copy (see the module docstring). With ``derive=False`` the changed escrows are not
     derived: the summary lists them (``to_derive``) and keeps the copy's heads, and the caller derives
     them once after its last copy with `derive_deferred` (the lake: one escrow in many copies). Until
-    then the derived rows, and what is read from them (the copy time, the checkpoint disagreements),
-    are not the copy's."""
+    then the derived rows, and what is read from them (the copy time, the replay and checkpoint
+    disagreements), are not the copy's."""
     started = time.monotonic()
     progress = progress or (lambda *_: None)
     known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
