@@ -170,6 +170,10 @@ class IngestSummary:
     markers_unchanged: bool = False
     # Where every row read went, per input (the run's `ingest_accounting` rows).
     accounting: list[AccountingRow] = field(default_factory=list)
+    # With derive=False (pipeline/ingest/store.py): the escrows left to derive, and the copy's
+    # (escrow_id, latest_nonce) heads its copy time is read at once they are.
+    to_derive: set[str] = field(default_factory=set)
+    heads: list[pl.DataFrame] = field(default_factory=list)
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import duckdb
 import polars as pl
@@ -42,6 +43,9 @@ from pipeline.ingest.runs import IngestRun, IngestSummary, Problem, ingest_run, 
 from pipeline.ingest.unchanged import stamp_ingest
 from pipeline.sources.store.base import ESCROW_SCOPED, TABLES, SessionStore
 from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
+
+if TYPE_CHECKING:
+    from pipeline.ingest.derive import DeriveOutcome
 
 # Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
 CHUNK_NONCES = env_int("GONKA_EVIDENCE_CHUNK_NONCES", 100_000, 1, 10**9, "diffs per chunk")
@@ -85,7 +89,13 @@ def ingest_store(
     store: SessionStore,
     label: str | None = None,
     progress: Progress | None = None,
+    derive: bool = True,
 ) -> IngestSummary:
+    """Ingest one copy (see the module docstring). With ``derive=False`` the changed escrows are not
+    derived: the summary lists them (``to_derive``) and keeps the copy's heads, and the caller derives
+    them once after its last copy with `derive_deferred` (the lake: one escrow in many copies). Until
+    then the derived rows, and what is read from them (the copy time, the replay and checkpoint
+    disagreements), are not the copy's."""
     started = time.monotonic()
     progress = progress or (lambda *_: None)
     known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
@@ -126,17 +136,21 @@ def ingest_store(
                         _orphans(con, store, epoch_id, sessions["escrow_id"].to_list(), conflicted, run)
                     for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
                         progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
-                        _ingest_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress)
+                        _ingest_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress, derive)
                 for plane in PLANE_INGESTERS:
                     plane(con, store, run)
-                found = fetch_frame(
-                    con, sql_text("warehouse/ingest/snapshot_disagreements.sql"), {"source_id": store.source_id}
-                ).row(0, named=True)
-                summary.snapshot_disagreements, summary.snapshot_disagreements_imported = (
-                    found["slots"],
-                    found["imported"],
-                )
-            run.copy_at = summary.copy_at = _copy_time(con, heads)
+                if derive:
+                    found = fetch_frame(
+                        con, sql_text("warehouse/ingest/snapshot_disagreements.sql"), {"source_id": store.source_id}
+                    ).row(0, named=True)
+                    summary.snapshot_disagreements, summary.snapshot_disagreements_imported = (
+                        found["slots"],
+                        found["imported"],
+                    )
+            if derive:
+                run.copy_at = summary.copy_at = _copy_time(con, heads)
+            else:
+                summary.heads = heads  # the copy time is read from derived rows: `derive_deferred` sets it
             if rows_digest is not None:
                 run.input_digest = rows_digest.hexdigest()
         finally:
@@ -145,7 +159,8 @@ def ingest_store(
             summary.quarantined = run.quarantined
             summary.elapsed_s = time.monotonic() - started
             summary.accounting = run.accounting.rows()
-    stamp_ingest(con, store, summary)  # what lets the next ingest of an unchanged copy stop at its markers
+    if derive:  # without its derive, the copy time and findings a stamp keeps are not known yet
+        stamp_ingest(con, store, summary)  # what lets the next ingest of an unchanged copy stop at its markers
     return summary
 
 
@@ -346,10 +361,55 @@ def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
         yield frame.slice(start)
 
 
-def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary: IngestSummary, progress) -> None:
+def _derive(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> DeriveOutcome:
+    """The derived rows and the coverage of `escrow_ids`, recomputed (inside the caller's transaction)."""
+    from pipeline.ingest.derive import derive_escrows
+
+    derived = derive_escrows(con, escrow_ids)
+    refresh_escrow_coverage(con, escrow_ids)
+    return derived
+
+
+def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: list[IngestSummary]) -> int:
+    """After ingests with ``derive=False``: derive every escrow they left once, in chunks of at most
+    CHUNK_NONCES stored diffs (each one transaction, its quarantine rows under `run`), then set each
+    summary's copy time, and its run's. Returns the escrows derived."""
+    escrow_ids = sorted(set().union(*(s.to_derive for s in summaries)))
+    if escrow_ids:
+        _register(con, "deferred_escrows", pa.table({"escrow_id": pa.array(escrow_ids, pa.string())}))
+        try:
+            held = fetch_frame(
+                con,
+                "SELECT e.escrow_id, count(d.nonce) AS n FROM deferred_escrows e "
+                "LEFT JOIN raw_diffs d USING (escrow_id) GROUP BY ALL ORDER BY ALL",
+            )
+        finally:
+            con.unregister("deferred_escrows")
+        start, total = 0, 0
+        groups: list[list[str]] = []
+        for i, n in enumerate(held["n"].to_list()):
+            if total and total + n > CHUNK_NONCES:
+                groups.append(held["escrow_id"][start:i].to_list())
+                start, total = i, 0
+            total += n
+        groups.append(held["escrow_id"][start:].to_list())
+        for group in groups:
+            with transaction(con):
+                derived = _derive(con, group)
+                run.quarantine(derived.quarantined)
+            run.count("inferences", derived.inferences)
+    for summary in summaries:
+        summary.copy_at = _copy_time(con, summary.heads)
+        with transaction(con):
+            con.execute("UPDATE ingest_runs SET copy_at = ? WHERE run_id = ?", [summary.copy_at, summary.run_id])
+    return len(escrow_ids)
+
+
+def _ingest_chunk(
+    con, store, epoch_id, chunk, cursors, run: IngestRun, summary: IngestSummary, progress, derive: bool = True
+) -> None:
     # Imported at the first changed escrow: an ingest of an unchanged copy never decodes or derives
     # (the protobuf decoders are part of what its start-up would pay; bench/BENCHMARKS.md).
-    from pipeline.ingest.derive import derive_escrows
     from pipeline.sources.decode.snapshots import decode_snapshots
     from pipeline.sources.decode.txs import decode_diffs
 
@@ -460,9 +520,11 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
             acct.deduplicated("validation_obs", obs_rows - obs_written)  # already held, or in both tables
         if signature_parts:
             summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
-        derived = derive_escrows(con, escrow_ids)
-        refresh_escrow_coverage(con, escrow_ids)
-        bad += derived.quarantined
+        if derive:
+            derived = _derive(con, escrow_ids)
+            bad += derived.quarantined
+        else:
+            summary.to_derive.update(escrow_ids)
         run.quarantine(bad)
         for name in (
             "new_sessions",
@@ -485,8 +547,9 @@ def _ingest_chunk(con, store, epoch_id, chunk, cursors, run: IngestRun, summary:
     run.count("sealed_inferences", sealed.num_rows)
     run.count("validation_obs", obs_rows)
     run.count("snapshots", snapshots.snapshots.num_rows)
-    run.count("inferences", derived.inferences)
-    summary.disagreements += derived.disagreements
+    if derive:
+        run.count("inferences", derived.inferences)
+        summary.disagreements += derived.disagreements
 
 
 def _diff_claims(held: pa.Table) -> pl.DataFrame:

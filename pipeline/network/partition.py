@@ -7,9 +7,11 @@ Every copy of an escrow lies in one partition. Its task
    a copy holding other bytes under the same key (a fork) is quarantined and its version dropped;
 2. ingests the copies one after another into a fresh partition warehouse with the single-host
    ingest itself (`pipeline.ingest.store.ingest_store`, reading each copy's partition through
-   `LakeCopyStore`): the same replay and derive, the same "further along wins" for sessions, the same
+   `LakeCopyStore`): the same replay, the same "further along wins" for sessions, the same
    quarantine of sealed (drained) records two copies disagree on;
-3. moves the warehouse into place by rename, then writes what it was built from and found.
+3. derives each escrow once, after the last copy (`pipeline.ingest.store.derive_deferred`): an
+   escrow held by many copies is not derived again after each;
+4. moves the warehouse into place by rename, then writes what it was built from and found.
 
 Evidence tasks then run the single-host evidence SQL on each partition warehouse (read-only) and
 return additive partials (pipeline/network/tables.py).
@@ -45,6 +47,7 @@ _ORDER = {
     "escrow_cache": "d.escrow_id",
 }
 LAKE_SOURCE = "lake:dedupe"  # the partition warehouse's run that records the forks found across copies
+DERIVE_SOURCE = "lake:derive"  # its run that derives every escrow once, after the copies (and quarantines)
 
 
 @dataclass
@@ -62,6 +65,7 @@ class PartitionBuilt:
     bytes_read: int = 0  # Parquet bytes of the partition's files
     forks: int = 0
     quarantined: int = 0
+    derived_escrows: int = 0  # escrows derived, each once after the last copy
     copy_at: dict[str, str | None] = field(default_factory=dict)  # copy id -> its newest event in the partition
     elapsed_s: float = 0.0
     skipped: bool = False  # already built from the same copies
@@ -152,7 +156,7 @@ def _diff_rows(lake: Lake, manifest: CopyManifest, epoch: int, bucket: int) -> i
 def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False) -> PartitionBuilt:
     """Stage 2 for one partition (see the module docstring); skipped when built from the same copies."""
     from pipeline.ingest.runs import ingest_run
-    from pipeline.ingest.store import ingest_store
+    from pipeline.ingest.store import derive_deferred, ingest_store
     from pipeline.warehouse.database import open_for_write, transaction
 
     started = time.monotonic()
@@ -179,9 +183,13 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
             with ingest_run(con, source_id=LAKE_SOURCE, kind="lake", display="lake dedupe") as run:
                 with transaction(con):
                     run.quarantine(forks)
+            summaries = []
             for rank, manifest in enumerate(manifests):
                 store = LakeCopyStore(lake, manifest, epoch, bucket, rank, scratch)
-                summary = ingest_store(con, store, label=manifest.label)
+                summaries.append(ingest_store(con, store, label=manifest.label, derive=False))
+            with ingest_run(con, source_id=DERIVE_SOURCE, kind="lake", display="lake derive") as run:
+                built.derived_escrows = derive_deferred(con, run, summaries)
+            for manifest, summary in zip(manifests, summaries, strict=True):
                 built.copy_at[manifest.copy_id] = summary.copy_at.isoformat() if summary.copy_at else None
             built.quarantined = int(con.execute("SELECT count(*) FROM quarantine").fetchall()[0][0])
             con.execute("CHECKPOINT")

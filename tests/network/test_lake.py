@@ -65,3 +65,46 @@ def test_a_partition_decodes_each_diff_once_and_is_skipped_when_unchanged(copies
     assert build_partition(str(tmp_path), epoch, 0).skipped
     write_copy(str(tmp_path), paths[1])  # a new generation of one copy: the partition is built again
     assert not build_partition(str(tmp_path), epoch, 0).skipped
+
+
+def test_a_partition_derives_each_escrow_once_after_its_copies(copies, tmp_path, monkeypatch):
+    from collections import Counter
+
+    import pipeline.ingest.derive as derive
+    from pipeline.warehouse.database import open_read_only
+
+    paths, _ = copies
+    Lake(tmp_path, 1, create=True)
+    for path in paths:
+        write_copy(str(tmp_path), path)
+    lake = Lake(tmp_path)
+    derived: Counter[str] = Counter()
+    real = derive.derive_escrows
+
+    def counting(con, escrow_ids):
+        derived.update(escrow_ids)
+        return real(con, escrow_ids)
+
+    monkeypatch.setattr(derive, "derive_escrows", counting)
+    shared = 0  # escrows held by several copies: each derived once all the same
+    for epoch, bucket in lake.partitions():
+        derived.clear()
+        built = build_partition(str(tmp_path), epoch, bucket)
+        con = open_read_only(lake.warehouse_path(epoch, bucket))
+        try:
+            escrows = {r[0] for r in con.execute("SELECT escrow_id FROM raw_sessions").fetchall()}
+        finally:
+            con.close()
+        held = Counter(
+            e for m in lake.manifests() for f in lake.files(m, "sessions", epoch, bucket) for e in _escrows(f)
+        )
+        shared += sum(1 for n in held.values() if n > 1)
+        assert set(derived) == escrows and set(derived.values()) == {1}
+        assert built.derived_escrows == len(escrows)
+    assert shared > 0
+
+
+def _escrows(parquet_file) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(parquet_file, columns=["escrow_id"])["escrow_id"].to_pylist()
