@@ -351,8 +351,13 @@ def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
             - pl.col("escrow_id").replace_strict(cursors, default=0, return_dtype=pl.Int64)
         ).clip(lower_bound=1)
     ).sort("escrow_id")
+    yield from _grouped(frame, "new_nonces")
+
+
+def _grouped(frame: pl.DataFrame, size: str):
+    """Consecutive slices of `frame` whose `size` column sums to at most CHUNK_NONCES (a row over it alone)."""
     start, total = 0, 0
-    for i, n in enumerate(frame["new_nonces"].to_list()):
+    for i, n in enumerate(frame[size].to_list()):
         if total and total + n > CHUNK_NONCES:
             yield frame.slice(start, i - start)
             start, total = i, 0
@@ -385,17 +390,9 @@ def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: l
             )
         finally:
             con.unregister("deferred_escrows")
-        start, total = 0, 0
-        groups: list[list[str]] = []
-        for i, n in enumerate(held["n"].to_list()):
-            if total and total + n > CHUNK_NONCES:
-                groups.append(held["escrow_id"][start:i].to_list())
-                start, total = i, 0
-            total += n
-        groups.append(held["escrow_id"][start:].to_list())
-        for group in groups:
+        for group in _grouped(held, "n"):
             with transaction(con):
-                derived = _derive(con, group)
+                derived = _derive(con, group["escrow_id"].to_list())
                 run.quarantine(derived.quarantined)
             run.count("inferences", derived.inferences)
     for summary in summaries:
