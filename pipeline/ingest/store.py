@@ -450,22 +450,21 @@ def _ingest_chunk(
     signature_rows = sum(t.num_rows for t in signature_parts)
     acct.read("signatures", signature_rows)
     acct.used("signatures", signature_rows)  # each compared with the other copies' (pipeline/ingest/coverage.py)
-    sealed_frame = _frame(_table(sealed_batches, TABLES["sealed_inferences"].schema))
-    acct.read("sealed_inferences", sealed_frame.height)
-    sealed_frame, sealed_dedup, sealed_claims = settle_claims(
-        sealed_frame, ["escrow_id", "inference_id"], "sealed_inferences", f"epoch {epoch_id}"
+    sealed = _table(sealed_batches, TABLES["sealed_inferences"].schema)
+    acct.read("sealed_inferences", sealed.num_rows)
+    sealed, sealed_dedup, sealed_claims = _settled(
+        sealed, ["escrow_id", "inference_id"], "sealed_inferences", f"epoch {epoch_id}"
     )
     acct.quarantined("sealed_inferences", len(sealed_claims))
     bad += sealed_claims
-    sealed = sealed_frame.to_arrow().cast(TABLES["sealed_inferences"].schema)
-    snapshot_frame = _frame(_table(snapshot_batches, TABLES["snapshots"].schema))
-    acct.read("snapshots", snapshot_frame.height)
-    snapshot_frame, snapshot_dedup, snapshot_claims = settle_claims(
-        snapshot_frame, ["escrow_id"], "snapshots", f"epoch {epoch_id}"
+    checkpoints = _table(snapshot_batches, TABLES["snapshots"].schema)
+    acct.read("snapshots", checkpoints.num_rows)
+    checkpoints, snapshot_dedup, snapshot_claims = _settled(
+        checkpoints, ["escrow_id"], "snapshots", f"epoch {epoch_id}"
     )
     acct.quarantined("snapshots", len(snapshot_claims))
     bad += snapshot_claims
-    snapshots = decode_snapshots(snapshot_frame.to_arrow().cast(TABLES["snapshots"].schema))
+    snapshots = decode_snapshots(checkpoints)
     acct.quarantined("snapshots", len(snapshots.quarantined))
     bad += [("snapshots", key, reason) for key, reason in snapshots.quarantined]
     bad += _value_checks(chunk, txs, sealed)
@@ -549,6 +548,16 @@ def _ingest_chunk(
         summary.disagreements += derived.disagreements
 
 
+def _settled(rows: pa.Table, key: list[str], table: str, where: str) -> tuple[pa.Table, int, list[Problem]]:
+    """`settle_claims` on Arrow rows, which pass through as they are when no key is claimed twice (the
+    usual case: only the key columns are looked at, no copy of the rows is made)."""
+    keys = _frame(rows.select(key))
+    if rows.num_rows < 2 or not keys.select(pl.struct(key).is_duplicated().any()).item():
+        return rows, 0, []
+    frame, dedup, problems = settle_claims(_frame(rows), key, table, where)
+    return frame.to_arrow().cast(rows.schema), dedup, problems
+
+
 def _diff_claims(held: pa.Table) -> pl.DataFrame:
     """(escrow_id, nonce, digest, empty) of a batch of diff rows: the digest tells two rows of one key apart."""
     from pipeline.sources.decode.txs import EMPTY_DIGEST
@@ -617,7 +626,7 @@ def _value_checks(sessions: pl.DataFrame, txs: pa.Table | None, sealed: pa.Table
     bad = []
     for s in sessions.filter(~pl.col("status").is_in(list(KNOWN_SESSION_STATUS))).iter_rows(named=True):
         bad.append(("sessions", s["escrow_id"], f"unknown session status {s['status']!r}"))
-    sealed_df = _frame(sealed)
+    sealed_df = _frame(sealed.select(["escrow_id", "inference_id", "sealed_status"]))
     for r in sealed_df.filter((pl.col("sealed_status") < 0) | (pl.col("sealed_status") >= len(STATUS_NAMES))).iter_rows(
         named=True
     ):
