@@ -79,6 +79,8 @@ def unusable_reason(path: Path, root: Path) -> str | None:
             info = os.stat(target)
     except OSError as exc:
         return f"cannot be opened ({exc.strerror})"
+    except RuntimeError:  # pathlib's word for a symlink that leads back to itself
+        return "a symlink loop"
     if not stat.S_ISREG(info.st_mode):
         return f"not a regular file ({describe_mode(info.st_mode)})"
     return None

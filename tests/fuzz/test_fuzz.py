@@ -71,6 +71,15 @@ SQL_VALUES = st.sampled_from(
 )
 
 
+def _open_db(store: Path, index: int) -> sqlite3.Connection | None:
+    """One store file opened for writing, or None when an earlier mutation made it no database file."""
+    files = sorted(store.glob("*.db"))
+    try:
+        return sqlite3.connect(files[index % len(files)]) if files[index % len(files)].is_file() else None
+    except sqlite3.Error:
+        return None
+
+
 @dataclass(frozen=True)
 class SetValue:
     """UPDATE one column of one row of one table of one store file to a hostile value."""
@@ -82,11 +91,12 @@ class SetValue:
     value: str
 
     def apply(self, store: Path) -> None:
-        files = sorted(store.glob("*.db"))
-        path = files[self.file % len(files)]
-        con = sqlite3.connect(path)
+        if (con := _open_db(store, self.file)) is None:
+            return
         try:
             tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            if not tables:
+                return
             table = tables[self.table % len(tables)]
             columns = [c[1] for c in con.execute(f'PRAGMA table_info("{table}")')]
             rowids = [r for (r,) in con.execute(f'SELECT rowid FROM "{table}" ORDER BY rowid')]
@@ -111,10 +121,12 @@ class DuplicateRows:
     table: int
 
     def apply(self, store: Path) -> None:
-        files = sorted(store.glob("*.db"))
-        con = sqlite3.connect(files[self.file % len(files)])
+        if (con := _open_db(store, self.file)) is None:
+            return
         try:
             tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            if not tables:
+                return
             table = tables[self.table % len(tables)]
             con.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}" WHERE rowid % 7 = 1')
             con.commit()
@@ -134,6 +146,8 @@ class FileKind:
     def apply(self, store: Path) -> None:
         files = sorted(store.glob("*.db"))
         path = files[self.file % len(files)]
+        if path.is_symlink() or not path.is_file():  # an earlier mutation made it no file: left as it is
+            return
         if self.how == "truncate":
             path.write_bytes(path.read_bytes()[:1000])
         elif self.how == "garbage":

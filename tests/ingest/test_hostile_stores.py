@@ -248,6 +248,16 @@ def test_a_wal_symlink_to_dev_zero_is_refused_and_never_copied(tmp_path, store, 
     assert acct["store files"][3] == 2
 
 
+def test_a_symlink_loop_is_refused_by_name(tmp_path, store):
+    """A file of the store that is a symlink leading back to itself: one quarantine row, no traceback."""
+    (store / "_meta.db").unlink()
+    os.symlink(store / "_meta.db", store / "_meta.db")
+    acct, bad = _run(tmp_path, store)
+    why = {b[1]: b[2] for b in bad if b[0] == "store_files"}
+    assert why["_meta.db"] == "a symlink loop: not read"
+    assert acct["store files"][3] == 1
+
+
 def test_a_fifo_and_an_epoch_past_64_bits_are_refused(tmp_path, store):
     os.mkfifo(store / "epoch_9.db")
     (store / "_meta.db").unlink()
