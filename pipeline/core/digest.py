@@ -85,7 +85,7 @@ class RowDigest:
         self._digest = hashlib.sha256()
         self._name: str | None = None
         self._con = con.cursor() if con is not None else duckdb.connect()
-        self._pending: queue.Queue[bytes | pa.RecordBatch | None] = queue.Queue(maxsize=4)  # bounds batches held
+        self._pending: queue.Queue[bytes | pa.RecordBatch | None] = queue.Queue(maxsize=2)  # bounds batches held
         self._error: BaseException | None = None
         self._worker: threading.Thread | None = None
 

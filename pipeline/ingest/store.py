@@ -408,12 +408,12 @@ def _ingest_chunk(
     # Imported at the first changed escrow: an ingest of an unchanged copy never decodes or derives
     # (the protobuf decoders are part of what its start-up would pay; bench/BENCHMARKS.md).
     from pipeline.sources.decode.snapshots import decode_snapshots
-    from pipeline.sources.decode.txs import decode_diffs
+    from pipeline.sources.decode.txs import EMPTY_DIGEST, decode_diffs
 
     acct = run.accounting
     escrow_ids = chunk["escrow_id"].to_list()
     chunk_cursors = {e: cursors[e] for e in escrow_ids}
-    tx_parts, diff_parts, digest_parts, claims, bad = [], [], [], [], []
+    tx_parts, diff_parts, digest_parts, bad = [], [], [], []
     decode_bad: list[tuple[str, str]] = []
     sealed_batches: list[pa.RecordBatch] = []
     obs: list[pa.RecordBatch] = []
@@ -427,7 +427,6 @@ def _ingest_chunk(
             tx_parts.append(decoded.txs)
             diff_parts.append(decoded.diffs)
             digest_parts.append(decoded.held)  # every diff the copy holds, decoded or not
-            claims.append(_diff_claims(decoded.held))
             decode_bad += decoded.quarantined
             progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
         for table, stream in zip(CHUNK_TABLES[1:], streams[1:], strict=True):
@@ -438,15 +437,17 @@ def _ingest_chunk(
                 {"sealed_inferences": sealed_batches, "snapshots": snapshot_batches}.get(table, obs).append(batch)
                 progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
     bad += _set_aside(store, run)
+    # (escrow_id, nonce, digest) of every diff row read: the claims to settle, and the nonces the copy holds
+    claims = _frame(pa.concat_tables(digest_parts)) if digest_parts else None
     txs, diffs, diff_dedup, diff_bad = _settle_diffs(claims, tx_parts, diff_parts, decode_bad)
-    acct.read("diffs", sum(c.height for c in claims))
+    acct.read("diffs", claims.height if claims is not None else 0)
     # An empty DiffContent encodes as no bytes: a diff without transactions, used as such and said.
-    empty = sum(int(c["empty"].sum()) for c in claims)
+    empty = int((claims["digest"] == EMPTY_DIGEST).sum()) if claims is not None else 0
     acct.flag("diffs", "with an empty txs_proto (diffs without transactions)", empty)
     acct.quarantined("diffs", len(diff_bad))
     bad += diff_bad
     # the nonces the copy holds, once each (rows claiming one key are settled above)
-    held = _frame(pa.concat_tables(digest_parts)).unique(maintain_order=True).to_arrow() if digest_parts else None
+    held = claims.unique(maintain_order=True).to_arrow() if claims is not None else None
     signature_rows = sum(t.num_rows for t in signature_parts)
     acct.read("signatures", signature_rows)
     acct.used("signatures", signature_rows)  # each compared with the other copies' (pipeline/ingest/coverage.py)
@@ -558,20 +559,13 @@ def _settled(rows: pa.Table, key: list[str], table: str, where: str) -> tuple[pa
     return frame.to_arrow().cast(rows.schema), dedup, problems
 
 
-def _diff_claims(held: pa.Table) -> pl.DataFrame:
-    """(escrow_id, nonce, digest, empty) of a batch of diff rows: the digest tells two rows of one key apart."""
-    from pipeline.sources.decode.txs import EMPTY_DIGEST
-
-    return _frame(held).with_columns(empty=pl.col("digest") == EMPTY_DIGEST)
-
-
 def _settle_diffs(
-    claims: list[pl.DataFrame], tx_parts: list[pa.Table], diff_parts: list[pa.Table], decode_bad: list[tuple[str, str]]
+    claims: pl.DataFrame | None, tx_parts: list[pa.Table], diff_parts: list[pa.Table], decode_bad: list[tuple[str, str]]
 ) -> tuple[pa.Table | None, pa.Table | None, int, list[Problem]]:
     """The chunk's decoded diffs and transactions with claims settled: diff rows of one key that differ
     are all quarantined (none chosen); identical ones are one row. Returns (txs, diffs, rows
     deduplicated, problems: one per row set aside)."""
-    claimed = pl.concat(claims) if claims else pl.DataFrame()
+    claimed = claims if claims is not None else pl.DataFrame()
     key = ["escrow_id", "nonce"]
     conflicted = pl.DataFrame(schema={"escrow_id": pl.String, "nonce": pl.Int64})
     problems: list[Problem] = []
