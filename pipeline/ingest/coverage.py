@@ -42,16 +42,6 @@ def own_cursors(con: duckdb.DuckDBPyConnection, source_id: str) -> dict[str, int
     return dict(con.execute(sql_text("warehouse/coverage/own_cursors.sql"), {"source_id": source_id}).fetchall())
 
 
-def _copied(batch: pa.RecordBatch, names: tuple[str, ...], digest: pa.Array) -> pa.Table:
-    """`names` of `batch` copied (a column of the batch would keep its reader's buffers alive), with `digest`."""
-    every = pa.array(range(batch.num_rows), pa.int64())
-    return pa.table({name: batch.column(name).take(every) for name in names} | {"digest": digest})
-
-
-def _sha256(blobs: pa.Array) -> pa.Array:
-    return pa.array([hashlib.sha256(blob or b"").hexdigest() for blob in blobs.to_pylist()], pa.string())
-
-
 def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.Table) -> tuple[int, int]:
     """Inside the chunk's transaction, before the diffs are inserted (``new_diffs`` registered, with
     their digests): record this copy's forks with the stored versions (quarantined under each
@@ -74,8 +64,14 @@ def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.T
 
 
 def signature_digests(batch: pa.RecordBatch) -> pa.Table:
-    """(epoch_id, escrow_id, nonce, slot_id, digest) of a batch of canonical signatures rows."""
-    return _copied(batch, ("epoch_id", "escrow_id", "nonce", "slot_id"), _sha256(batch.column("sig")))
+    """(epoch_id, escrow_id, nonce, slot_id, digest) of a batch of canonical signatures rows: the sha256 of
+    sig, hex. The columns are copies (a column of the batch would keep its reader's buffers alive)."""
+    every = pa.array(range(batch.num_rows), pa.int64())
+    digest = pa.array([hashlib.sha256(sig or b"").hexdigest() for sig in batch.column("sig").to_pylist()], pa.string())
+    return pa.table(
+        {name: batch.column(name).take(every) for name in ("epoch_id", "escrow_id", "nonce", "slot_id")}
+        | {"digest": digest}
+    )
 
 
 def record_copy_signatures(con: duckdb.DuckDBPyConnection, run: IngestRun, signatures: pa.Table) -> int:

@@ -383,11 +383,7 @@ def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: l
     if escrow_ids:
         _register(con, "deferred_escrows", pa.table({"escrow_id": pa.array(escrow_ids, pa.string())}))
         try:
-            held = fetch_frame(
-                con,
-                "SELECT e.escrow_id, count(d.nonce) AS n FROM deferred_escrows e "
-                "LEFT JOIN raw_diffs d USING (escrow_id) GROUP BY ALL ORDER BY ALL",
-            )
+            held = fetch_frame(con, sql_text("warehouse/ingest/deferred_escrows.sql"))
         finally:
             con.unregister("deferred_escrows")
         for group in _grouped(held, "n"):

@@ -238,7 +238,7 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
     """The rows of a batch that are what their columns claim, and the others as problems with the reason.
 
     Checked for every engine: text that is not UTF-8, a NULL in a required column, a negative count key,
-    A `__problem` column (the SQLite reader's type checks, "" when none) adds its
+    a nonce 0 in a diff log. A `__problem` column (the SQLite reader's type checks, "" when none) adds its
     reason, and a `__key` column (binary) names rows whose key columns could not be read as typed."""
     n = batch.num_rows
     names = batch.schema.names
@@ -273,9 +273,11 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
                         reasons[i].append(f"{name} is negative ({value})")
     if table.name in APPEND_ONLY and "nonce" in names and pa.types.is_integer(batch.column("nonce").type):
         # a diff log's nonces start at 1: a nonce 0 is below every cursor, so it is named here, not skipped
-        for i, value in enumerate(batch.column("nonce").to_pylist()):
-            if value == 0:
-                reasons[i].append("nonce is 0 (a diff log's nonces start at 1)")
+        zero = pc.equal(batch.column("nonce"), 0)
+        if pc.any(zero).as_py():  # the usual batch has none: no per-row pass
+            for i, value in enumerate(zero.to_pylist()):
+                if value:
+                    reasons[i].append("nonce is 0 (a diff log's nonces start at 1)")
     bad = [i for i in range(n) if reasons[i]]
     clean = batch.drop_columns([c for c in ("__problem", "__key") if c in names])
     if not bad:
