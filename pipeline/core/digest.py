@@ -4,10 +4,10 @@
   `accounting.db`, payloads, WAL files), in the order of their paths relative to the store, each
   as ``path, size, bytes``. The files are only read. `-shm` files are skipped: they are SQLite's
   shared-memory index, not content.
-- A PostgreSQL snapshot: sha256 over the rows the run read, in the order it read them. Each Arrow
-  batch is hashed row by row in DuckDB (per row: an md5 over its values, binary ones by their md5,
-  the others as text, NULL marked apart), and the row hashes feed the sha256 in order, so the
-  digest does not depend on where batches happen to split (its cost: bench/BENCHMARKS.md, input digests).
+- A PostgreSQL snapshot: sha256 over the rows the run read, in the order it read them: per read and
+  column, a digest of the values' lengths (NULL marked apart) and one of their bytes (`RowDigest`),
+  so the digest does not depend on where batches happen to split (its cost: bench/BENCHMARKS.md,
+  input digests).
 
 - A PostgreSQL copy told unchanged by its change markers (pipeline/ingest/unchanged.py): those markers are all
   the run read, and its digest is theirs (pipeline/sources/store/postgres_markers.py `markers_digest`).
@@ -21,15 +21,14 @@ All are "sha256:<64 hex>"; two machines holding the same copy compute the same d
 from __future__ import annotations
 
 import hashlib
-import queue
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 PREFIX = "sha256:"
 BLOCK = 1 << 20
@@ -71,84 +70,64 @@ def files_digest(paths: list[Path]) -> str:
 
 
 class RowDigest:
-    """A running sha256 over Arrow batches, row by row, each batch under the name it was read as.
+    """A running sha256 over Arrow batches, column by column, each read under the name it was read as.
 
-    The hashing runs on one thread of its own, in the order the batches came: DuckDB releases the GIL
-    while it hashes, so this overlaps the reader's decoding instead of adding to it."""
+    Per read (a run of batches under one name) and per column, two streams are hashed as the
+    batches come: the column's shape (per row an int64, little-endian: the value's length in bytes,
+    -1 for NULL) and its values' bytes (binary and text as stored, integers as 8-byte little-endian,
+    booleans as one byte; NULLs add nothing). Both streams are concatenations, so the digest does not
+    depend on where batches happen to split. When a read ends, its name and each column's name and
+    two stream digests feed the run's sha256. Whole buffers are hashed, not values, so this costs
+    about what reading the bytes once does (bench/BENCHMARKS.md, input digests)."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection | None = None) -> None:
-        """Hashes on a cursor of `con` (the ingest's warehouse; only the batches are read) when given,
-        else on a private in-memory database, whose start is a noticeable share of a no-op ingest
-        (bench/BENCHMARKS.md). The row hashes come back in scan order on any number of
-        threads, as DuckDB keeps the order of a query without ORDER BY (`preserve_insertion_order`,
-        on by default and never turned off here)."""
+    def __init__(self) -> None:
         self._digest = hashlib.sha256()
         self._name: str | None = None
-        self._con = con.cursor() if con is not None else duckdb.connect()
-        self._pending: queue.Queue[bytes | pa.RecordBatch | None] = queue.Queue(maxsize=2)  # bounds batches held
-        self._error: BaseException | None = None
-        self._worker: threading.Thread | None = None
+        self._columns: dict[str, tuple[Any, Any]] = {}  # column -> (shape hash, values hash) of the current read
 
     def update(self, name: str, batch: pa.RecordBatch) -> None:
-        if name != self._name:  # a header where a new read begins, not per batch
-            self._put(f"\0{name}\0".encode())
+        if name != self._name:  # a new read begins, not per batch
+            self._end_read()
+            self._digest.update(f"\0{name}\0".encode())
             self._name = name
-        if batch.num_rows:
-            self._put(batch)
+        for field, column in zip(batch.schema, batch.columns, strict=True):
+            if field.name not in self._columns:
+                self._columns[field.name] = (hashlib.sha256(), hashlib.sha256())
+            shape, values = self._columns[field.name]
+            column_shape, column_values = _column_streams(column)
+            shape.update(column_shape)
+            values.update(column_values)
 
-    def _put(self, item: bytes | pa.RecordBatch) -> None:
-        if self._worker is None:
-            self._worker = threading.Thread(target=self._run, name="row-digest", daemon=True)
-            self._worker.start()
-        self._pending.put(item)
-
-    def _run(self) -> None:
-        while (item := self._pending.get()) is not None:
-            if self._error is not None:
-                continue  # drain: the error is raised by the reader's next hexdigest/close
-            try:
-                self._digest.update(item if isinstance(item, bytes) else self._row_hashes(item))
-            except BaseException as exc:  # noqa: BLE001 - handed to the reader's thread
-                self._error = exc
-
-    def _row_hashes(self, batch: pa.RecordBatch) -> memoryview:
-        """The batch's row hashes, concatenated as text: the values buffer of the hash column."""
-        self._con.register("batch", batch)
-        try:
-            hashes = self._con.sql(f"SELECT {_row_hash(batch.schema)} FROM batch").to_arrow_table().column(0)
-        finally:
-            self._con.unregister("batch")
-        text = pa.concat_arrays(hashes.chunks).cast(pa.large_string())
-        offsets = memoryview(text.buffers()[1]).cast("q")  # int64 offsets of the rows' text in the values buffer
-        return memoryview(text.buffers()[2])[offsets[text.offset] : offsets[text.offset + len(text)]]
-
-    def _finish(self) -> None:
-        if self._worker is not None:
-            self._pending.put(None)
-            self._worker.join()
-            self._worker = None
+    def _end_read(self) -> None:
+        for name, (shape, values) in self._columns.items():
+            self._digest.update(f"{name}\0".encode() + shape.digest() + values.digest())
+        self._columns = {}
 
     def hexdigest(self) -> str:
-        self._finish()
-        if self._error is not None:
-            raise self._error
+        """The digest of everything read so far (a read still going on ends here)."""
+        self._end_read()
+        self._name = None
         return PREFIX + self._digest.hexdigest()
 
-    def close(self) -> None:
-        """Stop the hashing thread (a failure in it is raised by `hexdigest`, not here) and the cursor."""
-        self._finish()
-        self._con.close()
 
-
-def _row_hash(schema: pa.Schema) -> str:
-    """The SQL of one row's hash: md5 over its values in column order ('v' + value, or 'n' for NULL)."""
-    values = []
-    for field in schema:
-        column = '"' + field.name.replace('"', '""') + '"'
-        binary = pa.types.is_binary(field.type) or pa.types.is_large_binary(field.type)
-        text = f"md5({column})" if binary else f"CAST({column} AS VARCHAR)"
-        values.append(f"coalesce('v' || {text}, 'n')")
-    return f"md5(concat_ws(chr(31), {', '.join(values)}))"
+def _column_streams(column: pa.Array) -> tuple[np.ndarray, Any]:
+    """A column's shape stream (int64 per row: length in bytes, -1 for NULL) and its values' bytes."""
+    kind = column.type
+    if pa.types.is_boolean(kind):
+        column, kind = column.cast(pa.uint8()), pa.uint8()
+    if pa.types.is_integer(kind):
+        width = 1 if kind.bit_width == 8 else 8
+        lengths = np.where(column.is_null().to_numpy(zero_copy_only=False), -1, width)
+        values = column.drop_null().to_numpy(zero_copy_only=False)
+        return lengths.astype("<i8"), np.ascontiguousarray(values, dtype="<u1" if width == 1 else "<i8")
+    large = pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)
+    if not (large or pa.types.is_binary(kind) or pa.types.is_string(kind)):
+        column = column.cast(pa.string())  # any other type by its text (none is read today)
+    lengths = pc.fill_null(pc.binary_length(column).cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
+    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64 if large else np.int32)
+    start, end = offsets[column.offset], offsets[column.offset + len(column)]
+    data = column.buffers()[2]
+    return np.ascontiguousarray(lengths, dtype="<i8"), memoryview(data)[start:end] if data is not None else b""
 
 
 class DigestingStore:

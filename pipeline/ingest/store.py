@@ -108,7 +108,7 @@ def ingest_store(
     # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
     # otherwise the rows as they are read.
     digest_before = input_digest_before(store)
-    rows_digest = None if digest_before else RowDigest(con)
+    rows_digest = None if digest_before else RowDigest()
     if rows_digest is not None:
         store = DigestingStore(store, rows_digest)
     with ingest_run(
@@ -154,8 +154,6 @@ def ingest_store(
             if rows_digest is not None:
                 run.input_digest = rows_digest.hexdigest()
         finally:
-            if rows_digest is not None:
-                rows_digest.close()
             summary.quarantined = run.quarantined
             summary.elapsed_s = time.monotonic() - started
             summary.accounting = run.accounting.rows()

@@ -77,7 +77,6 @@ def write_copy(lake_root: str, spec: str) -> CopyWritten:
     """Stage 1 for one copy (a PostgreSQL URL or a SQLite store directory): its raw rows into the lake."""
     lake = Lake(lake_root)
     store = open_store(spec)
-    rows_digest = None
     try:
         label = copy_label(spec, store.display)
         copy_id = copy_id_of(store.display)
@@ -104,8 +103,6 @@ def write_copy(lake_root: str, spec: str) -> CopyWritten:
         if rows_digest is not None:
             manifest.input_digest = rows_digest.hexdigest()
     finally:
-        if rows_digest is not None:
-            rows_digest.close()  # its hashing thread ends with the read, failed or not
         store.close()
     lake.save_manifest(manifest)  # the switch to this generation
     for path in lake.stale_files(copy_id):  # its earlier generations (other copies may be mid-write)

@@ -186,7 +186,6 @@ def test_row_digest_ignores_batch_boundaries_and_sees_one_changed_value():
         rows = RowDigest()
         for batch in table.to_batches(max_chunksize=rows_per_batch):
             rows.update("diffs", batch)
-        rows.close()
         return rows.hexdigest()
 
     assert digest(diffs, 7) == digest(diffs, 1000)
@@ -202,36 +201,50 @@ def test_row_digest_ignores_batch_boundaries_and_sees_one_changed_value():
     assert digest(flipped, 1000) != digest(diffs, 1000)
 
 
-def test_row_digest_on_a_multithreaded_cursor_hashes_rows_in_scan_order():
-    """The ingest hashes on a cursor of its warehouse (several threads): the digest is still the
-    sha256 of the row hashes in the order read, computed here without DuckDB."""
+def test_row_digest_is_per_column_lengths_and_bytes_computed_here_without_arrow():
+    """The digest's definition, computed value by value in plain Python: per read and column, the
+    sha256 of the int64 lengths (-1 for NULL) and the sha256 of the values' bytes, fed in at the end
+    of the read after its name; batches sliced at odd offsets give the same digest."""
     import hashlib
+    import struct
 
-    import duckdb
     import pyarrow as pa
 
     from pipeline.core.digest import PREFIX, RowDigest
 
-    n = 200_000
-    ids, names = list(range(n)), [None if i % 101 == 0 else f"e{i % 977}" for i in range(n)]
-    blobs = [bytes([i % 256]) * 3 for i in range(n)]
-    batch = pa.RecordBatch.from_pydict(
-        {
-            "nonce": pa.array(ids, pa.int64()),
-            "escrow_id": pa.array(names, pa.string()),
-            "txs_proto": pa.array(blobs, pa.binary()),
-        }
-    )
-    con = duckdb.connect()
-    con.execute("SET threads = 4")
-    rows = RowDigest(con)
-    rows.update("diffs", batch)
-    rows.close()
-    expected = hashlib.sha256(b"\0diffs\0")
-    for i, name, blob in zip(ids, names, blobs, strict=True):
-        values = [f"v{i}", "n" if name is None else f"v{name}", "v" + hashlib.md5(blob).hexdigest()]
-        expected.update(hashlib.md5("\x1f".join(values).encode()).hexdigest().encode())
-    con.close()
+    n = 20_000
+    columns = {
+        "nonce": [i - 5 if i % 13 else None for i in range(n)],
+        "escrow_id": [None if i % 101 == 0 else f"e{i % 977}" for i in range(n)],
+        "txs_proto": [bytes([i % 256]) * (i % 4) for i in range(n)],
+        "is_dropped": [None if i % 7 == 0 else i % 2 == 0 for i in range(n)],
+    }
+    types = {"nonce": pa.int64(), "escrow_id": pa.string(), "txs_proto": pa.binary(), "is_dropped": pa.bool_()}
+    table = pa.table({k: pa.array(v, types[k]) for k, v in columns.items()})
+    rows = RowDigest()
+    rows.update("diffs/1", table.slice(0, 3).to_batches()[0])
+    for batch in table.slice(3).to_batches(max_chunksize=4_999):
+        rows.update("diffs/1", batch)
+    rows.update("sessions/1", table.slice(0, 10).to_batches()[0])
+
+    def encoded(value):
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return bytes([value])
+        if isinstance(value, int):
+            return struct.pack("<q", value)
+        return value.encode() if isinstance(value, str) else value
+
+    expected = hashlib.sha256()
+    for name, height in (("diffs/1", n), ("sessions/1", 10)):
+        expected.update(f"\0{name}\0".encode())
+        for column, values in columns.items():
+            shape, data = hashlib.sha256(), hashlib.sha256()
+            for value in map(encoded, values[:height]):
+                shape.update(struct.pack("<q", -1 if value is None else len(value)))
+                data.update(value or b"")
+            expected.update(f"{column}\0".encode() + shape.digest() + data.digest())
     assert rows.hexdigest() == PREFIX + expected.hexdigest()
 
 
