@@ -100,6 +100,7 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         inferences, verdicts = replay(
             txs, escrows, frames.slots, live.select("escrow_id", "inference_id", "snapshot_nonce", "status")
         )
+        del txs, diffs  # the replay's inputs: freed before the joins below, where the ingest peaks
         inferences, disagreements = _with_sealed(inferences, sealed, live, escrows, frames.slots)
         # Records still live in a checkpoint taken in the Settlement phase were left as they were by the
         # drain (builds whose drain did not seal them).

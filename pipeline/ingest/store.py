@@ -70,7 +70,7 @@ CHUNK_TABLES = (
 ACCOUNT_AS = {"inference_validation_obs": "validation_obs", "sealed_validation_obs": "validation_obs"}
 
 
-def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pl.DataFrame) -> None:
+def _register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table | pa.RecordBatchReader | pl.DataFrame) -> None:
     con.register(name, data.to_arrow() if isinstance(data, pl.DataFrame) else data)
 
 
@@ -399,14 +399,34 @@ def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: l
 def _ingest_chunk(
     con, store, epoch_id, chunk, cursors, run: IngestRun, summary: IngestSummary, progress, derive: bool = True
 ) -> None:
+    escrow_ids = chunk["escrow_id"].to_list()
+    with transaction(con):
+        # The chunk's rows are freed when `_store_chunk` returns, and Arrow's allocator hands their pages
+        # back, before the derive (Polars and DuckDB memory, not Arrow's) makes the ingest's peak.
+        bad = _store_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress)
+        pa.default_memory_pool().release_unused()
+        if derive:
+            derived = _derive(con, escrow_ids)
+            bad += derived.quarantined
+            run.count("inferences", derived.inferences)
+            summary.disagreements += derived.disagreements
+        else:
+            summary.to_derive.update(escrow_ids)
+        run.quarantine(bad)
+
+
+def _store_chunk(
+    con, store, epoch_id, chunk, cursors, run: IngestRun, summary: IngestSummary, progress
+) -> list[Problem]:
+    """Read a chunk of escrows' rows from the copy, settle them and write them (inside the caller's
+    transaction); returns the problems found, for the caller's quarantine."""
     # Imported at the first changed escrow: an ingest of an unchanged copy never decodes or derives
     # (the protobuf decoders are part of what its start-up would pay; bench/BENCHMARKS.md).
     from pipeline.sources.decode.snapshots import decode_snapshots
     from pipeline.sources.decode.txs import EMPTY_DIGEST, decode_diffs
 
     acct = run.accounting
-    escrow_ids = chunk["escrow_id"].to_list()
-    chunk_cursors = {e: cursors[e] for e in escrow_ids}
+    chunk_cursors = {e: cursors[e] for e in chunk["escrow_id"].to_list()}
     tx_parts, diff_parts, digest_parts, bad = [], [], [], []
     decode_bad: list[tuple[str, str]] = []
     sealed_batches: list[pa.RecordBatch] = []
@@ -466,69 +486,63 @@ def _ingest_chunk(
     obs_rows = sum(b.num_rows for b in obs)
     acct.read("validation_obs", obs_rows)
     sessions = chunk.drop("new_nonces").with_columns(source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id))
-    with transaction(con):
-        _register(con, "new_sealed", sealed)
-        _register(con, "new_sessions", sessions)
-        bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copies stored before this one
-        con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
-        deduplicated = forked = 0
-        acct.deduplicated("diffs", diff_dedup)
-        if diffs is not None and held is not None:
-            _register(con, "new_diff_digests", held)
-            _register(con, "new_diffs", diffs)
-            deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
-            written = scalar(con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id}))
-            acct.used("diffs", written)
-            acct.deduplicated("diffs", deduplicated)  # the warehouse held them with the same bytes
-            # a fork whose stored version stays (its digest sorts first) is set aside, quarantined with both digests
-            acct.quarantined("diffs", diffs.num_rows - written - deduplicated)
-            _register(con, "new_txs", txs)
-            con.execute(sql_text("warehouse/ingest/insert_txs.sql"), {"run_id": run.run_id})
-        sealed_written = scalar(
-            con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id})
-        )
-        acct.used("sealed_inferences", sealed_written)
-        # not written: another copy's seal of the key stays (further along, or a conflict it wins, quarantined)
-        acct.deduplicated("sealed_inferences", sealed_dedup + sealed.num_rows - sealed_written)
-        snapshot_rows = snapshots.snapshots.append_column(
-            "source_id", pa.array([store.source_id] * snapshots.snapshots.num_rows, pa.string())
-        )
-        for name, table in (
-            ("new_snapshots", snapshot_rows),
-            ("new_snapshot_host_stats", snapshots.host_stats),
-            ("new_snapshot_model_stats", snapshots.model_stats),
-            ("new_snapshot_live", snapshots.live),
-        ):
-            _register(con, name, table)
-        winning = scalar(con.execute(sql_text("warehouse/ingest/winning_snapshots.sql")))
-        con.execute(sql_text("warehouse/ingest/upsert_snapshots.sql"))
-        acct.used("snapshots", winning)  # the others are older than the checkpoint the warehouse holds
-        acct.deduplicated("snapshots", snapshot_dedup + snapshots.snapshots.num_rows - winning)
-        if obs:
-            _register(con, "new_obs", pa.Table.from_batches(obs))
-            obs_written = scalar(con.execute(sql_text("warehouse/ingest/insert_obs.sql")))
-            acct.used("validation_obs", obs_written)
-            acct.deduplicated("validation_obs", obs_rows - obs_written)  # already held, or in both tables
-        if signature_parts:
-            summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
-        if derive:
-            derived = _derive(con, escrow_ids)
-            bad += derived.quarantined
-        else:
-            summary.to_derive.update(escrow_ids)
-        run.quarantine(bad)
-        for name in (
-            "new_sessions",
-            "new_diff_digests",
-            "new_diffs",
-            "new_txs",
-            "new_sealed",
-            "new_obs",
-            "new_snapshots",
-            "new_snapshot_host_stats",
-            "new_snapshot_live",
-        ):
-            con.unregister(name)  # a no-op for names this chunk did not register
+    _register(con, "new_sealed", sealed)
+    _register(con, "new_sessions", sessions)
+    bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copies stored before this one
+    con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
+    deduplicated = forked = 0
+    acct.deduplicated("diffs", diff_dedup)
+    if diffs is not None and txs is not None and held is not None:
+        _register(con, "new_diff_digests", held)
+        _register(con, "new_diffs", diffs)
+        deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
+        written = scalar(con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id}))
+        acct.used("diffs", written)
+        acct.deduplicated("diffs", deduplicated)  # the warehouse held them with the same bytes
+        # a fork whose stored version stays (its digest sorts first) is set aside, quarantined with both digests
+        acct.quarantined("diffs", diffs.num_rows - written - deduplicated)
+        # As a stream, read once: DuckDB keeps a registered table until the transaction ends, so the
+        # transactions (the chunk's largest rows) would still be held by the derive, where the ingest peaks.
+        _register(con, "new_txs", pa.RecordBatchReader.from_batches(txs.schema, txs.to_batches()))
+        con.execute(sql_text("warehouse/ingest/insert_txs.sql"), {"run_id": run.run_id})
+    sealed_written = scalar(con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id}))
+    acct.used("sealed_inferences", sealed_written)
+    # not written: another copy's seal of the key stays (further along, or a conflict it wins, quarantined)
+    acct.deduplicated("sealed_inferences", sealed_dedup + sealed.num_rows - sealed_written)
+    snapshot_rows = snapshots.snapshots.append_column(
+        "source_id", pa.array([store.source_id] * snapshots.snapshots.num_rows, pa.string())
+    )
+    for name, table in (
+        ("new_snapshots", snapshot_rows),
+        ("new_snapshot_host_stats", snapshots.host_stats),
+        ("new_snapshot_model_stats", snapshots.model_stats),
+        ("new_snapshot_live", snapshots.live),
+    ):
+        _register(con, name, table)
+    winning = scalar(con.execute(sql_text("warehouse/ingest/winning_snapshots.sql")))
+    con.execute(sql_text("warehouse/ingest/upsert_snapshots.sql"))
+    acct.used("snapshots", winning)  # the others are older than the checkpoint the warehouse holds
+    acct.deduplicated("snapshots", snapshot_dedup + snapshots.snapshots.num_rows - winning)
+    if obs:
+        _register(con, "new_obs", pa.Table.from_batches(obs))
+        obs_written = scalar(con.execute(sql_text("warehouse/ingest/insert_obs.sql")))
+        acct.used("validation_obs", obs_written)
+        acct.deduplicated("validation_obs", obs_rows - obs_written)  # already held, or in both tables
+    if signature_parts:
+        summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
+    for name in (
+        "new_sessions",
+        "new_diff_digests",
+        "new_diffs",
+        "new_txs",
+        "new_sealed",
+        "new_obs",
+        "new_snapshots",
+        "new_snapshot_host_stats",
+        "new_snapshot_model_stats",
+        "new_snapshot_live",
+    ):
+        con.unregister(name)  # a no-op for names this chunk did not register
     run.count("sessions", chunk.height)
     run.count("diffs", diffs.num_rows if diffs is not None else 0)
     # Diffs of this copy the warehouse already held (the same bytes or a fork), for the run's accounting.
@@ -538,9 +552,7 @@ def _ingest_chunk(
     run.count("sealed_inferences", sealed.num_rows)
     run.count("validation_obs", obs_rows)
     run.count("snapshots", snapshots.snapshots.num_rows)
-    if derive:
-        run.count("inferences", derived.inferences)
-        summary.disagreements += derived.disagreements
+    return bad
 
 
 def _settled(rows: pa.Table, key: list[str], table: str, where: str) -> tuple[pa.Table, int, list[Problem]]:

@@ -151,3 +151,33 @@ def test_schema_scripts_run_again_only_when_their_text_changed(tmp_path, monkeyp
     assert frame(wh, "SELECT one FROM extra")["one"].to_list() == [1]
     assert frame(wh, "SELECT count(*) AS n FROM inferences")["n"][0] == 0  # every script ran again
     assert frame(wh, "SELECT value FROM warehouse_meta WHERE key = 'schema_digest'")["value"][0] != digest
+
+
+def test_a_chunks_transactions_are_freed_before_its_derive(tmp_path, pg_copy, monkeypatch):
+    """The derive is where the ingest peaks, inside the chunk's transaction: the chunk's decoded
+    transactions (its largest rows) must be gone from Arrow's memory by then. DuckDB keeps a table
+    registered in a transaction until the transaction ends, so they are handed over as a stream."""
+    import pyarrow as pa
+
+    import pipeline.ingest.derive as derive
+    import pipeline.sources.decode.txs as txs
+
+    decoded_bytes: list[int] = []
+    held_at_derive: list[tuple[int, int]] = []  # (Arrow bytes allocated, the chunk's decoded transactions)
+    decode, derive_escrows = txs.decode_diffs, derive.derive_escrows
+
+    def spy_decode(batch):
+        out = decode(batch)
+        decoded_bytes.append(out.txs.nbytes)
+        return out
+
+    def spy_derive(con, escrow_ids):
+        held_at_derive.append((pa.total_allocated_bytes(), sum(decoded_bytes)))
+        decoded_bytes.clear()
+        return derive_escrows(con, escrow_ids)
+
+    monkeypatch.setattr(txs, "decode_diffs", spy_decode)
+    monkeypatch.setattr(derive, "derive_escrows", spy_derive)
+    ingest(tmp_path / "w.duckdb", pg_copy())
+    assert held_at_derive and all(chunk_txs > 0 for _, chunk_txs in held_at_derive)
+    assert all(allocated < chunk_txs for allocated, chunk_txs in held_at_derive), held_at_derive
