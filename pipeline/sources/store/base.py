@@ -8,6 +8,7 @@ the rest of the pipeline never branches on the build. A source never writes.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -242,7 +243,7 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
     reason, and a `__key` column (binary) names rows whose key columns could not be read as typed."""
     n = batch.num_rows
     names = batch.schema.names
-    reasons: list[list[str]] = [[] for _ in range(n)]
+    reasons: defaultdict[int, list[str]] = defaultdict(list)  # by row, only rows with a problem (most batches: none)
     if "__problem" in names and pc.any(pc.not_equal(batch.column("__problem"), "")).as_py():
         for i, text in enumerate(batch.column("__problem").to_pylist()):
             if text:
@@ -262,7 +263,7 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
     for name in table.required:
         if name in names and batch.column(name).null_count:
             for i, value in enumerate(batch.column(name).is_null().to_pylist()):
-                if value and not reasons[i]:
+                if value and i not in reasons:
                     reasons[i].append(f"{name} is NULL")
     for name in NON_NEGATIVE:
         if name in names and pa.types.is_integer(batch.column(name).type):
@@ -278,7 +279,7 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
             for i, value in enumerate(zero.to_pylist()):
                 if value:
                     reasons[i].append("nonce is 0 (a diff log's nonces start at 1)")
-    bad = [i for i in range(n) if reasons[i]]
+    bad = sorted(reasons)
     clean = batch.drop_columns([c for c in ("__problem", "__key") if c in names])
     if not bad:
         return clean, []
@@ -296,7 +297,7 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
                 values.append(value)
             key = row_key(values)
         problems.append((table.name, key, f"{where}: {'; '.join(reasons[i])}"))
-    keep = pa.array([not r for r in reasons], pa.bool_())
+    keep = pa.array([i not in reasons for i in range(n)], pa.bool_())
     return clean.filter(keep), problems
 
 

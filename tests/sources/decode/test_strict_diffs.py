@@ -94,3 +94,18 @@ def test_untouched_samples_quarantine_no_diff_for_strictness(tmp_path, timeline)
     ingest(wh, store)
     reasons = frame(wh, "SELECT DISTINCT reason FROM quarantine WHERE table_name = 'diffs'")["reason"].to_list()
     assert all(r.startswith("unknown tx kind") for r in reasons), reasons
+
+
+def test_halves_alike_picks_the_blobs_whose_halves_are_compared_in_a_sliced_batch():
+    """The vectorised guard of the doubled-transactions check: even length and the first byte again at
+    the half, whatever the array's offset (a slice of a reader's batch), chunked or not."""
+    import pyarrow as pa
+
+    from pipeline.sources.decode.txs import _halves_alike
+
+    blobs = [b"skip", b"abab", None, b"", b"x", b"abcabd", b"aXaY", b"abc"]
+    array = pa.array(blobs, pa.binary())
+    assert _halves_alike(array) == {1, 5, 6}  # 'abcabd' and 'aXaY' pass the guard; the full compare rejects them
+    assert _halves_alike(array.slice(1)) == {0, 4, 5}
+    assert _halves_alike(pa.chunked_array([array.slice(0, 3), array.slice(3)])) == {1, 5, 6}
+    assert _halves_alike(pa.array(blobs, pa.large_binary()).slice(2)) == {3, 4}
