@@ -26,9 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 PREFIX = "sha256:"
 BLOCK = 1 << 20
@@ -110,8 +108,11 @@ class RowDigest:
         return PREFIX + self._digest.hexdigest()
 
 
-def _column_streams(column: pa.Array) -> tuple[np.ndarray, Any]:
+def _column_streams(column: pa.Array) -> tuple[Any, Any]:
     """A column's shape stream (int64 per row: length in bytes, -1 for NULL) and its values' bytes."""
+    import numpy as np  # here: a SQLite store's or a log file's digest needs neither
+    import pyarrow.compute as pc
+
     kind = column.type
     if pa.types.is_boolean(kind):
         column, kind = column.cast(pa.uint8()), pa.uint8()

@@ -179,3 +179,21 @@ def test_feb_29_under_a_non_leap_year_is_quarantined_not_moved_to_the_28th(tmp_p
     wh2 = tmp_path / "w2.duckdb"
     assert _cli("ingest-logs", str(log), "--host", "h", "--year", "2024", "-w", str(wh2), "--strict").returncode == 0
     assert acct["log lines"] == (2, 1, 0, 1)
+
+
+def test_a_31st_of_a_30_day_month_is_quarantined_and_the_31st_of_a_long_month_kept(tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text("".join(STATS_LINE.format(date=d) for d in ("03-31", "04-30", "04-31", "05-31")))
+    wh = tmp_path / "w.duckdb"
+    proc = _cli("ingest-logs", str(log), "--host", "h", "--year", "2024", "-w", str(wh), "--strict")
+    assert proc.returncode == 3, proc.stderr
+    bad, _ = _warehouse(wh)
+    assert [b[2] for b in bad] == [
+        "unparsed line 3 of vllm.log: 04-31 does not exist in 2024 (--year 2024): the record is not dated"
+    ]
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        dates = con.execute('SELECT strftime("at", \'%m-%d\') FROM log_engine_stats ORDER BY "at"').fetchall()
+    finally:
+        con.close()
+    assert dates == [("03-31",), ("04-30",), ("05-31",)]

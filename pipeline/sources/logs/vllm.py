@@ -342,9 +342,10 @@ def _split(data: bytes) -> pl.Series:
     return pl.Series("raw", parts, dtype=pl.String)
 
 
-def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
+def _lines_frame(raw: pl.Series, first_line: int | pl.Series, stamps_only: bool = False) -> pl.DataFrame:
     """Per line: body (ANSI stripped, process prefix removed), proc, and for envelope lines the level,
-    stamp and message. Lines are numbered from `first_line`, or given as a Series."""
+    stamp and message. Lines are numbered from `first_line`, or given as a Series. With `stamps_only`,
+    the level and stamp of each line only (the year scan: a folded line of a record repeats its stamp)."""
     raw = raw.alias("raw")
     line = (
         first_line.cast(pl.Int64).alias("line")
@@ -378,9 +379,11 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series) -> pl.DataFrame:
             inner = found["env"].str.extract(_RX_PROC, 1)
             if inner.null_count() < inner.len():
                 df = df.with_columns(proc=df["proc"].scatter(idx, df["proc"].gather(idx).fill_null(inner)))
+    stamps = {c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")}
+    if stamps_only:
+        return envelope.select("level", **stamps)
     df = pl.concat([df, envelope], how="horizontal").with_columns(
-        msg=pl.col("body").str.slice(pl.col("env").str.len_chars()),
-        **{c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")},
+        msg=pl.col("body").str.slice(pl.col("env").str.len_chars()), **stamps
     )
     repeated_ray = df["msg"].str.contains("x across cluster]", literal=True)
     if repeated_ray.any():  # only where Ray's mark is: a regex over every line costs
@@ -944,7 +947,7 @@ def scan_years(file: LogFile, chunk_bytes: int = CHUNK_BYTES) -> tuple[int, tupl
     """(rollovers, stamp of the last record): the first pass when no --year is given."""
     rollovers, last_month, last = 0, None, None
     for block in _chunks(file, chunk_bytes):
-        df = _lines_frame(_split(block), 0).filter(pl.col("level").is_not_null()).select(STAMP_COLS[1:])
+        df = _lines_frame(_split(block), 0, stamps_only=True).filter(pl.col("level").is_not_null()).drop("level")
         if not df.height:
             continue
         prev = pl.col("month").shift(1)
@@ -1027,24 +1030,23 @@ def _real_days(frame: pl.DataFrame, st: VllmStream) -> pl.DataFrame:
     `_epoch_micros`' rule."""
     if st.year is None or st.base is None or not frame.height:
         return frame
-    years = (pl.col("rollovers").fill_null(0) + st.base).alias("year")
-    pairs = frame.select(years, "month").unique().drop_nulls().rows()
-    lengths = pl.DataFrame(
-        [(y, m, calendar.monthrange(y, m)[1]) for y, m in pairs if 1 <= m <= 12],
-        schema={"year": pl.Int64, "month": frame.schema["month"], "length": pl.Int64},
-        orient="row",
-    )
-    dated = frame.with_columns(years.cast(pl.Int64)).join(
-        lengths, on=["year", "month"], how="left", maintain_order="left"
-    )
-    bad = dated.filter(pl.col("day") > pl.col("length"))
-    if not bad.height:
+    # in numpy: the walk's thread would wait for Polars' pool, busy with the next chunks' scans
+    days = frame["day"].to_numpy()
+    late = np.flatnonzero(days > 28)  # only a 29th-31st can be missing from its month (01-12 by the grammar)
+    if not late.size:
         return frame
+    years = st.base + frame["rollovers"].fill_null(0).to_numpy()[late].astype(np.int64)
+    low = int(years.min())
+    length = np.array([[calendar.monthrange(y, m)[1] for m in range(1, 13)] for y in range(low, int(years.max()) + 1)])
+    missing = days[late] > length[years - low, frame["month"].to_numpy()[late].astype(np.int64) - 1]
+    if not missing.any():
+        return frame
+    bad = frame[late[missing]].select("line", "month", "day").with_columns(year=pl.Series(years[missing]))
     st.impossible += [
         (line, f"{month:02d}-{day:02d} does not exist in {year} (--year {st.year}): the record is not dated")
         for line, month, day, year in bad.select("line", "month", "day", "year").rows()
     ]
-    return frame.filter(~pl.col("line").is_in(bad["line"].implode()))
+    return frame.join(bad.select("line"), on="line", how="anti", maintain_order="left")
 
 
 def _finish(
