@@ -39,7 +39,7 @@ from pipeline.core.gcpause import gc_paused
 from pipeline.sources.logs import catalogue
 from pipeline.sources.logs.catalogue import DEATH, ENGINE_DEAD, FATAL, OOM, WORKER_DIED
 from pipeline.sources.logs.files import LogFile, LogTimezone
-from pipeline.sources.logs.vllm_config import start_facts, start_lines
+from pipeline.sources.logs.vllm_config import START_WORDS, start_facts
 
 _RX_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
 ANSI = re.compile(_RX_ANSI)
@@ -126,6 +126,7 @@ EVENT_WORDS = [
     "PoC generation crashed",
     *catalogue.LITERALS,
 ]
+_WORDS = [*EVENT_WORDS, *START_WORDS, "version"]  # what `_scan_chunk` looks for in one pass
 
 # -- streaming, vectorised parser ----------------------------------------------------------------
 
@@ -603,9 +604,14 @@ def _scan_chunk(block: bytes) -> _Chunk:
     df = df.with_columns(rollovers=pl.when(is_env).then(pl.col("rollovers")).otherwise(None))
     env_lines = df.filter(is_env).select("line", "level", *STAMP_COLS)
     # rare lines: everything that is not an envelope line, and envelope lines that may hold an event or a version
-    rare_mask = (~is_env & ~pl.col("body").str.contains(_RX_BLANK)) | (
-        is_env & (pl.col("msg").str.contains_any(EVENT_WORDS) | pl.col("msg").str.contains("version", literal=True))
+    # One pass of every word list over the messages; the lists are told apart on the few lines it keeps:
+    # those that may hold an event or a version (rare lines) and those that may state start-up facts.
+    worded = (df["level"].is_not_null() & df["msg"].str.contains_any(_WORDS)).fill_null(False).arg_true()
+    said = df["msg"].gather(worded)
+    eventful = pl.repeat(False, df.height, eager=True).scatter(
+        worded, said.str.contains_any(EVENT_WORDS) | said.str.contains("version", literal=True)
     )
+    rare_mask = (~is_env & ~pl.col("body").str.contains(_RX_BLANK)) | pl.lit(eventful)
     n_env_before = is_env.cast(pl.Int64).cum_sum() - is_env.cast(pl.Int64)
     # the stamp of the latest envelope record at or before each line (uvicorn records copy it)
     ffill = [pl.when(is_env).then(pl.col(c)).otherwise(None).forward_fill().alias(f"p_{c}") for c in STAMP_COLS]
@@ -636,7 +642,9 @@ def _scan_chunk(block: bytes) -> _Chunk:
         last,
         lines=df.height,
         env_lines=env_lines.select("line", *STAMP_COLS),
-        startup=start_facts(start_lines(df).select("line", "level", "proc", "msg", *STAMP_COLS)),
+        startup=start_facts(
+            df[worded.filter(said.str.contains_any(START_WORDS))].select("line", "level", "proc", "msg", *STAMP_COLS)
+        ),
     )
 
 

@@ -7,7 +7,7 @@ The lines (docs/sources.md, start-up, readiness and restarts): the version (`vLL
 `Maximum concurrency for N tokens per request: Xx`, `init engine (…) took X s`) and the PoC window's end
 (`PoC stopped: N nonces in M min`).
 
-`start_lines(frame)` picks those lines out of a chunk's envelope lines (vectorised, in Rust);
+The log scanner picks those lines out of a chunk's envelope lines by `START_WORDS` (vectorised, in Rust);
 `start_facts(lines)` turns the few it finds into one row per (line, key, value), with `part` ``config``
 (the engine's start line), ``server`` (the API server's version line) or ``args`` (the non-default
 arguments) — what a build is, the fingerprint is over these; the API server prints the last two just before
@@ -94,13 +94,8 @@ MAX_ARGS_CHARS = 65536  # a longer "dict" is no argument list vLLM printed (and 
 FACT_SCHEMA = {"line": pl.Int64, "part": pl.String, "key": pl.String, "value": pl.String}
 
 
-def start_lines(frame: pl.DataFrame) -> pl.DataFrame:
-    """The envelope lines of a chunk (`level` set) whose message may state configuration or start-up facts."""
-    return frame.filter(pl.col("level").is_not_null() & pl.col("msg").str.contains_any(START_WORDS))
-
-
 def start_facts(lines: pl.DataFrame) -> pl.DataFrame:
-    """(line, part, key, value) of what each start line states (`start_lines` keeps few lines: Python per line),
+    """(line, part, key, value) of what each start line states (the scanner keeps few lines: Python per line),
     joined back to the lines' other columns."""
     rows = [(line, *fact) for line, msg in zip(lines["line"], lines["msg"], strict=True) for fact in line_facts(msg)]
     facts = pl.DataFrame(rows, schema=FACT_SCHEMA, orient="row")
