@@ -160,40 +160,36 @@ STATS_LINE = (
 )
 
 
-def test_feb_29_under_a_non_leap_year_is_quarantined_not_moved_to_the_28th(tmp_path):
+def _stats_dated(tmp_path, dates: tuple[str, ...], year: int, name: str = "w") -> tuple[int, list, dict, list]:
+    """(exit code, quarantine rows, accounting, MM-DD of the stats rows) of a log of one stats line per date."""
     log = tmp_path / "vllm.log"
-    log.write_text(STATS_LINE.format(date="02-28") + STATS_LINE.format(date="02-29"))
-    wh = tmp_path / "w.duckdb"
-    proc = _cli("ingest-logs", str(log), "--host", "h", "--year", "2025", "-w", str(wh), "--strict")
-    assert proc.returncode == 3, proc.stderr
+    log.write_text("".join(STATS_LINE.format(date=d) for d in dates))
+    wh = tmp_path / f"{name}.duckdb"
+    proc = _cli("ingest-logs", str(log), "--host", "h", "--year", str(year), "-w", str(wh), "--strict")
     bad, acct = _warehouse(wh)
-    assert [b[2] for b in bad] == [
-        "unparsed line 2 of vllm.log: 02-29 does not exist in 2025 (--year 2025): the record is not dated"
-    ]
     con = duckdb.connect(str(wh), read_only=True)
     try:
-        assert con.execute("SELECT strftime(\"at\", '%m-%d') FROM log_engine_stats").fetchall() == [("02-28",)]
+        read = [
+            d for (d,) in con.execute('SELECT strftime("at", \'%m-%d\') FROM log_engine_stats ORDER BY "at"').fetchall()
+        ]
     finally:
         con.close()
-    # in a leap year the same line is read as written
-    wh2 = tmp_path / "w2.duckdb"
-    assert _cli("ingest-logs", str(log), "--host", "h", "--year", "2024", "-w", str(wh2), "--strict").returncode == 0
+    return proc.returncode, [b[2] for b in bad], acct, read
+
+
+def test_feb_29_under_a_non_leap_year_is_quarantined_not_moved_to_the_28th(tmp_path):
+    code, bad, acct, read = _stats_dated(tmp_path, ("02-28", "02-29"), 2025)
+    assert code == 3
+    assert bad == ["unparsed line 2 of vllm.log: 02-29 does not exist in 2025 (--year 2025): the record is not dated"]
+    assert read == ["02-28"]
     assert acct["log lines"] == (2, 1, 0, 1)
+    # in a leap year the same line is read as written
+    code, bad, _, read = _stats_dated(tmp_path, ("02-28", "02-29"), 2024, "w2")
+    assert (code, bad, read) == (0, [], ["02-28", "02-29"])
 
 
 def test_a_31st_of_a_30_day_month_is_quarantined_and_the_31st_of_a_long_month_kept(tmp_path):
-    log = tmp_path / "vllm.log"
-    log.write_text("".join(STATS_LINE.format(date=d) for d in ("03-31", "04-30", "04-31", "05-31")))
-    wh = tmp_path / "w.duckdb"
-    proc = _cli("ingest-logs", str(log), "--host", "h", "--year", "2024", "-w", str(wh), "--strict")
-    assert proc.returncode == 3, proc.stderr
-    bad, _ = _warehouse(wh)
-    assert [b[2] for b in bad] == [
-        "unparsed line 3 of vllm.log: 04-31 does not exist in 2024 (--year 2024): the record is not dated"
-    ]
-    con = duckdb.connect(str(wh), read_only=True)
-    try:
-        dates = con.execute('SELECT strftime("at", \'%m-%d\') FROM log_engine_stats ORDER BY "at"').fetchall()
-    finally:
-        con.close()
-    assert dates == [("03-31",), ("04-30",), ("05-31",)]
+    code, bad, _, read = _stats_dated(tmp_path, ("03-31", "04-30", "04-31", "05-31"), 2024)
+    assert code == 3
+    assert bad == ["unparsed line 3 of vllm.log: 04-31 does not exist in 2024 (--year 2024): the record is not dated"]
+    assert read == ["03-31", "04-30", "05-31"]
