@@ -393,8 +393,8 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series, stamps_only: bool 
     # vLLM's formatter prints each line of a multi-line message (a traceback) with the full header: a line
     # with the header of the line before it whose message continues a traceback is a folded line of that
     # record, not a record (`_chunks` never cuts between two lines of one header)
-    header = pl.col("proc").fill_null("") + pl.col("env")
-    repeated = (header == header.shift(1)) & (pl.col("msg").str.contains(_RX_TRACE) | (pl.col("msg") == ""))
+    same_header = pl.col("proc").eq_missing(pl.col("proc").shift(1)) & (pl.col("env") == pl.col("env").shift(1))
+    repeated = same_header & (pl.col("msg").str.contains(_RX_TRACE) | (pl.col("msg") == ""))
     return (
         df.with_columns(repeated=repeated.fill_null(False))
         .with_columns(
