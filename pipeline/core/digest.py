@@ -88,6 +88,8 @@ class RowDigest:
             self._end_read()
             self._digest.update(f"\0{name}\0".encode())
             self._name = name
+        if not batch.num_rows:  # adds nothing: a read of no batch and one of an empty batch are the same
+            return
         for field, column in zip(batch.schema, batch.columns, strict=True):
             if field.name not in self._columns:
                 self._columns[field.name] = (hashlib.sha256(), hashlib.sha256())
