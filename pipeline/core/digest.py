@@ -113,7 +113,8 @@ class RowDigest:
 def _column_streams(column: pa.Array) -> tuple[Any, Any]:
     """A column's shape stream (int64 per row: length in bytes, -1 for NULL) and its values' bytes."""
     import numpy as np  # here: a SQLite store's or a log file's digest needs neither
-    import pyarrow.compute as pc
+
+    from pipeline.core.arrowbuf import BYTE_TYPES, value_bytes
 
     kind = column.type
     if pa.types.is_boolean(kind):
@@ -123,14 +124,13 @@ def _column_streams(column: pa.Array) -> tuple[Any, Any]:
         lengths = np.where(column.is_null().to_numpy(zero_copy_only=False), -1, width)
         values = column.drop_null().to_numpy(zero_copy_only=False)
         return lengths.astype("<i8"), np.ascontiguousarray(values, dtype="<u1" if width == 1 else "<i8")
-    large = pa.types.is_large_binary(kind) or pa.types.is_large_string(kind)
-    if not (large or pa.types.is_binary(kind) or pa.types.is_string(kind)):
+    if kind not in BYTE_TYPES:
         column = column.cast(pa.string())  # any other type by its text (none is read today)
-    lengths = pc.fill_null(pc.binary_length(column).cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
-    offsets = np.frombuffer(column.buffers()[1], dtype=np.int64 if large else np.int32)
-    start, end = offsets[column.offset], offsets[column.offset + len(column)]
-    data = column.buffers()[2]
-    return np.ascontiguousarray(lengths, dtype="<i8"), memoryview(data)[start:end] if data is not None else b""
+    offsets, data = value_bytes(column)
+    lengths = np.diff(offsets).astype("<i8")
+    if column.null_count:
+        lengths[column.is_null().to_numpy(zero_copy_only=False)] = -1
+    return lengths, data[offsets[0] : offsets[-1]]
 
 
 class DigestingStore:

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from pipeline.core.arrowbuf import value_bytes
 from pipeline.sources.decode.devshard_pb2 import DiffContent
 
 # oneof member → public `txs.kind` (docs/data-model.md, txs). Members that carry no quality
@@ -176,17 +177,9 @@ _TOP_LEVEL = ("nonce", "escrow_id", "post_state_root", "sealed_inference_ids")
 def _halves_alike(blobs: pa.Array | pa.ChunkedArray) -> set[int]:
     """Positions of the blobs that may be one byte string twice (even length, the first byte again at
     the half), found over the whole batch at once: the only ones whose halves are compared."""
-    if isinstance(blobs, pa.ChunkedArray):
-        blobs = blobs.combine_chunks()
-    wide = pa.types.is_large_binary(blobs.type)
-    offsets = np.frombuffer(blobs.buffers()[1], dtype=np.int64 if wide else np.int32)
-    offsets = offsets[blobs.offset : blobs.offset + len(blobs) + 1]
-    data = blobs.buffers()[2]
-    if data is None or not len(blobs):
-        return set()
+    offsets, data = value_bytes(blobs)
     starts, lengths = offsets[:-1], np.diff(offsets)
     even = np.flatnonzero((lengths >= 2) & (lengths % 2 == 0))
-    data = np.frombuffer(data, dtype=np.uint8)
     alike = data[starts[even]] == data[starts[even] + lengths[even] // 2]
     return set(even[alike].tolist())
 
