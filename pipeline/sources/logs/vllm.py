@@ -603,9 +603,9 @@ def _scan_chunk(block: bytes) -> _Chunk:
     df = df.with_columns(rollovers=(pl.col("month") < prev - 6).fill_null(False).cast(pl.Int32).cum_sum())
     df = df.with_columns(rollovers=pl.when(is_env).then(pl.col("rollovers")).otherwise(None))
     env_lines = df.filter(is_env).select("line", "level", *STAMP_COLS)
-    # rare lines: everything that is not an envelope line, and envelope lines that may hold an event or a version
-    # One pass of every word list over the messages; the lists are told apart on the few lines it keeps:
-    # those that may hold an event or a version (rare lines) and those that may state start-up facts.
+    # Rare lines: every line that is not an envelope line, and envelope lines that may hold an event or a
+    # version. One pass of every word list over the messages finds those and the lines that may state
+    # start-up facts; the lists are told apart on the few lines it keeps.
     worded = (df["level"].is_not_null() & df["msg"].str.contains_any(_WORDS)).fill_null(False).arg_true()
     said = df["msg"].gather(worded)
     eventful = pl.repeat(False, df.height, eager=True).scatter(
@@ -910,6 +910,11 @@ def _with_version(rows: pl.DataFrame, versions: pl.DataFrame, prior: int | None)
     return rows.with_columns(pl.col("ver").fill_null(prior)) if prior is not None else rows
 
 
+def _month_lengths(years: range) -> np.ndarray:
+    """Days in each month (columns 0-11) of each of `years` (rows)."""
+    return np.array([[calendar.monthrange(y, m)[1] for m in range(1, 13)] for y in years], np.int64)
+
+
 def _epoch_micros(rollovers: np.ndarray, stamps: np.ndarray, base: int) -> np.ndarray:
     """Microseconds since 1970 of (year of rollover 0 + rollovers, MM-DD HH:MM:SS) rows as wall-clock
     times; a day past the month's end (02-30, or 02-29 in a year guessed wrong) becomes the 28th."""
@@ -917,7 +922,7 @@ def _epoch_micros(rollovers: np.ndarray, stamps: np.ndarray, base: int) -> np.nd
     low = int(rollovers.min()) if len(rollovers) else 0
     years = range(base + low, base + (int(rollovers.max()) if len(rollovers) else 0) + 1)
     first = np.array([[(date(y, m, 1) - _EPOCH).days for m in range(1, 13)] for y in years], np.int64)
-    length = np.array([[calendar.monthrange(y, m)[1] for m in range(1, 13)] for y in years], np.int64)
+    length = _month_lengths(years)
     y, mo = rollovers - low, stamps[:, 0].astype(np.int64) - 1
     day = stamps[:, 1].astype(np.int64)
     day = np.where(day <= length[y, mo], day, 28)
@@ -1045,14 +1050,14 @@ def _real_days(frame: pl.DataFrame, st: VllmStream) -> pl.DataFrame:
         return frame
     years = st.base + frame["rollovers"].fill_null(0).to_numpy()[late].astype(np.int64)
     low = int(years.min())
-    length = np.array([[calendar.monthrange(y, m)[1] for m in range(1, 13)] for y in range(low, int(years.max()) + 1)])
+    length = _month_lengths(range(low, int(years.max()) + 1))
     missing = days[late] > length[years - low, frame["month"].to_numpy()[late].astype(np.int64) - 1]
     if not missing.any():
         return frame
-    bad = frame[late[missing]].select("line", "month", "day").with_columns(year=pl.Series(years[missing]))
+    bad = frame[late[missing]].select("line", "month", "day")
     st.impossible += [
         (line, f"{month:02d}-{day:02d} does not exist in {year} (--year {st.year}): the record is not dated")
-        for line, month, day, year in bad.select("line", "month", "day", "year").rows()
+        for (line, month, day), year in zip(bad.rows(), years[missing].tolist(), strict=True)
     ]
     return frame.join(bad.select("line"), on="line", how="anti", maintain_order="left")
 
