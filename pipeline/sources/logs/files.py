@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
-from pipeline.sources.store.base import SourceError
+from pipeline.sources.errors import SourceError
 
 _PROBE_BYTES = 256 * 1024
 

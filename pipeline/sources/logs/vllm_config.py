@@ -91,15 +91,15 @@ _STARTUP = (
     (re.compile(r"PoC stopped: (\d+) nonces in ([\d.]+) min"), ("poc_nonces", "poc_minutes")),
 )
 MAX_ARGS_CHARS = 65536  # a longer "dict" is no argument list vLLM printed (and not worth evaluating)
-FACT_SCHEMA = {"line": pl.Int64, "part": pl.String, "key": pl.String, "value": pl.String}
+FACT_SCHEMA = {"msg": pl.String, "part": pl.String, "key": pl.String, "value": pl.String}
 
 
 def start_facts(lines: pl.DataFrame) -> pl.DataFrame:
-    """(line, part, key, value) of what each start line states (the scanner keeps few lines: Python per line),
-    joined back to the lines' other columns."""
-    rows = [(line, *fact) for line, msg in zip(lines["line"], lines["msg"], strict=True) for fact in line_facts(msg)]
+    """(line, part, key, value) of what each start line states, joined back to the lines' other columns.
+    Python per distinct message: every restart of one build prints the same start lines again."""
+    rows = [(msg, *fact) for msg in lines["msg"].unique() for fact in line_facts(msg)]
     facts = pl.DataFrame(rows, schema=FACT_SCHEMA, orient="row")
-    return lines.drop("msg").join(facts, on="line", how="inner")
+    return lines.join(facts, on="msg", how="inner", maintain_order="left_right").drop("msg")
 
 
 def line_facts(msg: str) -> list[tuple[str, str, str]]:
