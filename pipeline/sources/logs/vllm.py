@@ -271,8 +271,9 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
             if end == 0:  # no line end in this read (or one message throughout): read on
                 carry = data
                 continue
-            yield data[:end]
-            carry = data[end:]
+            block, carry = [data[:end]], data[end:]
+            del data
+            yield block.pop()  # held here no longer than it takes to hand it on (see `_scanned`)
 
 
 _HEADER = re.compile(
@@ -600,11 +601,12 @@ def _parse_chunk(chunk: _Chunk, st: VllmStream) -> VllmBatch:
         return _finish(st, *_walk(chunk, st), startup=chunk.startup)
 
 
-def _scan_chunk(block: bytes) -> _Chunk:
-    """Every line of the chunk through the Polars expressions, on its own: lines numbered from 1 and year
-    rollovers counted from 0 within the chunk (`_place` shifts both). Needs no state, so the next chunks
-    are scanned in threads while this one is walked (Polars runs without the GIL)."""
-    df = _lines_frame(_split(block), 1)
+def _scan_chunk(box: list[bytes]) -> _Chunk:
+    """Every line of the chunk (the one block in `box`, taken out of it: its bytes are freed once split)
+    through the Polars expressions, on its own: lines numbered from 1 and year rollovers counted from 0
+    within the chunk (`_place` shifts both). Needs no state, so the next chunks are scanned in threads
+    while this one is walked (Polars runs without the GIL)."""
+    df = _lines_frame(_split(box.pop()), 1)
     is_env = pl.col("level").is_not_null()
     # year rollovers within the chunk: a month that falls back by more than six
     prev = pl.col("month").shift(1).forward_fill()
@@ -1035,7 +1037,9 @@ def _scanned(file: LogFile, chunk_bytes: int) -> Iterator[_Chunk]:
         pending: deque = deque()
         try:
             for block in _chunks(file, chunk_bytes):
-                pending.append(pool.submit(_scan_chunk, block))
+                box = [block]
+                del block  # a block's bytes live until its scan has split them, not until the next one
+                pending.append(pool.submit(_scan_chunk, box))
                 if len(pending) > SCAN_AHEAD:
                     yield pending.popleft().result()
             while pending:

@@ -502,6 +502,22 @@ def test_blocks_hold_every_line_once(tmp_path, gz):
     assert all(b.endswith(b"\n") for b in blocks[:-1]) and len(blocks) > 40
 
 
+def test_a_blocks_bytes_are_held_only_by_its_scan_until_split(tmp_path):
+    """Neither the block reader nor the queue of scans keeps a block's bytes (32 MiB each) alive: the reader
+    holds no reference once it has handed a block on, and the scan takes the block out of its box."""
+    import sys
+
+    path = tmp_path / "a.log"
+    path.write_bytes(b"".join(b"INFO 03-01 10:00:%02d [x.py:1] line %d\n" % (i % 60, i) for i in range(3000)))
+    blocks = vllm_logs._chunks(LogFile(path, dt.datetime(2026, 3, 2, tzinfo=UTC)), 4096)
+    block = next(blocks)
+    assert sys.getrefcount(block) == 2  # `block` and getrefcount's argument: the reader kept none
+    box = [block]
+    del block
+    chunk = vllm_logs._scan_chunk(box)
+    assert box == [] and chunk.lines > 0
+
+
 def test_an_impossible_stamp_is_an_unparsed_line_not_an_error(tmp_path):
     """Month 13 or hour 25 cannot be dated: the line is not a record, and the parse goes on."""
     path = tmp_path / "bad-stamp.log"
