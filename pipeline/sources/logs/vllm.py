@@ -183,7 +183,8 @@ _RX_COLLECTOR = (
 )
 _RX_VERSION = rf"{_RX_VERSION_INTRO}(\d+)\.(\d+)\.(\d+)"
 _PP = "Per-position acceptance rate: "
-_RX_PP = rf"{_PP}{NUMBER}(?:, {NUMBER})*"  # no group: taken whole, then sliced (a capture engine costs here)
+_RX_RATES = rf"{NUMBER}(?:, {NUMBER})*"
+_RX_PP = f"{_PP}{_RX_RATES}"
 _RX_STATS_HEAD = (
     rf"^(?:Engine (?P<engine>\d+): |(?P<engines>\d+) Engines Aggregated: )?"
     rf"Avg prompt throughput: (?P<prompt>{NUMBER}) tokens/s, Avg generation throughput: (?P<gen>{NUMBER}) tokens/s"
@@ -446,11 +447,20 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
     d = d.with_columns(
         st=pl.col("msg").str.splitn("SpecDecoding metrics:", 2).struct.field("field_1").str.strip_chars_start(_PY_SPACE)
     )
-    d = d.with_columns(pp_text=pl.col("st").str.extract(_RX_PP, 0).str.slice(len(_PP)))
-    d = d.with_columns(
-        rest=pl.lit(", ")
-        + pl.when(pl.col("pp_text").is_null()).then(pl.col("st")).otherwise(pl.col("st").str.replace(_RX_PP, ""))
-    )
+    # the per-position list (the first `_RX_PP`) set aside: where `_PP` first occurs, by a literal split and a
+    # match anchored after it (a regex search and replace over each message cost twice as much)
+    pp = pl.col("st").str.splitn(_PP, 2).struct
+    d = d.with_columns(before=pp.field("field_0"), after=pp.field("field_1"))
+    d = d.with_columns(pp_text=pl.col("after").str.extract(f"^{_RX_RATES}", 0))
+    cut = pl.col("before") + pl.col("after").str.slice(pl.col("pp_text").str.len_chars())
+    d = d.with_columns(rest=pl.lit(", ") + pl.when(pl.col("pp_text").is_null()).then("st").otherwise(cut))
+    odd = (d["after"].is_not_null() & d["pp_text"].is_null()).arg_true()
+    if odd.len():  # no rate after the first `_PP`: the list may follow a later one
+        st = d["st"].gather(odd)
+        d = d.with_columns(
+            pp_text=d["pp_text"].scatter(odd, st.str.extract(_RX_PP, 0).str.slice(len(_PP))),
+            rest=d["rest"].scatter(odd, pl.select(pl.lit(", ") + st.str.replace(_RX_PP, "")).to_series()),
+        )
     r = pl.col("rest").str
     # integers beyond Int64 become null (the record is then unparsed), never an error
     d = d.with_columns(
@@ -462,7 +472,7 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
         acceptance_rate_printed=r.extract(rf", (?:Avg )?Draft acceptance rate: ({NUMBER})%", 1).cast(pl.Float64),
         per_position=pl.col("pp_text").str.split(", ").cast(pl.List(pl.Float64)),
         usable=pl.col("pp_text").is_not_null() & ~pl.col("pp_text").str.contains("nan", literal=True),
-    ).drop("st", "pp_text", "rest")
+    ).drop("st", "before", "after", "pp_text", "rest")
     # the V0 engine's `Speculative metrics:` line: counts since the engine started, the rate a fraction. (A
     # V1 development line of early 2025 also began `Speculative metrics:` but counted per interval and printed
     # no K: it is not read as V0's, and is reported as unparsed.)

@@ -518,6 +518,32 @@ def test_a_blocks_bytes_are_held_only_by_its_scan_until_split(tmp_path):
     assert box == [] and chunk.lines > 0
 
 
+def test_the_per_position_list_is_the_first_one_with_a_rate_wherever_it_stands(tmp_path):
+    """The list is the first `Per-position acceptance rate: <rates>` of the message, found by a literal split:
+    one without a rate after it is passed over for a later one, and the list ends where `, <rate>` stops."""
+    head = "INFO 03-01 10:00:%02d [metrics.py:1] SpecDecoding metrics: "
+    path = tmp_path / "pp.log"
+    path.write_text(
+        (head % 0)
+        + "Per-position acceptance rate: n/a, Mean acceptance length: 1.75, Accepted: 3 tokens, Drafted: 4 tokens, "
+        "Per-position acceptance rate: 0.500, 0.250\n"
+        + (head % 10)
+        + "Accepted: 3 tokens, Drafted: 4 tokens, Per-position acceptance rate: 0.500,0.250, "
+        "Avg Draft acceptance rate: 75.0%\n"
+        + (head % 20)
+        + "Per-position acceptance rate: 0.600, 0.150, Accepted: 3 tokens, Drafted: 4 tokens\n"
+        + (head % 30)
+        + "Accepted: 3 tokens, Drafted: 4 tokens, Per-position acceptance rate: \n",
+        encoding="ascii",
+    )
+    out, _ = _parse(LogFile(path, dt.datetime(2026, 3, 2, tzinfo=UTC)), 2026, 1 << 20)
+    spec = out["spec"].sort("line")
+    assert spec["per_position"].to_list() == [[0.5, 0.25], [0.5], [0.6, 0.15], None]
+    assert spec["accepted"].to_list() == [3] * 4 and spec["drafted"].to_list() == [4] * 4
+    assert spec["mal_printed"].to_list() == [1.75, None, None, None]
+    assert spec["acceptance_rate_printed"].to_list() == [None, 75.0, None, None]
+
+
 def test_an_impossible_stamp_is_an_unparsed_line_not_an_error(tmp_path):
     """Month 13 or hour 25 cannot be dated: the line is not a record, and the parse goes on."""
     path = tmp_path / "bad-stamp.log"
