@@ -301,7 +301,8 @@ def _append_batch(
     for name, table in VLLM_TABLES.items():
         frame = _placed(getattr(batch, name), segments) if getattr(batch, name).height else None
         if frame is not None and frame.height:
-            con.register("new_log_rows", frame.to_arrow())
+            # Arrow's string views as Polars holds them (the default export copies every string)
+            con.register("new_log_rows", frame.to_arrow(compat_level=pl.CompatLevel.newest()))
             try:
                 con.execute(sql_text("logs/append_vllm_rows.sql").format(table=table), params)
             finally:
