@@ -21,7 +21,7 @@ cache first; grep, parse and ingest run --repeat times (default 3) and their med
   ingest     the whole `gonka-evidence ingest-logs FILE --host H --year 2025 --warehouse NEW` process
              (imports, schema, parse, warehouse write), its rows counted afterwards in another child
   ingest_before  the same command of the installation given by --before (the code before a change),
-             run right after it in the same session, so that the ratio is measured under about the same load
+             run in alternating pairs with `ingest` (AB BA …), so that the ratio is measured under the same load
 
 Every parse / ingest is checked against the counts the generator implies (records per
 table, unparsed lines). Results: bench/results/logs.json and a printed table; targets:
@@ -469,7 +469,21 @@ def run_repeated(step: str, meta: dict, rss_limit: int, repeat: int, before: Pat
     """`run_step` `repeat` times (the steps the targets compare): the run of median time, with the median
     peak RSS of the runs, and every run's time, CPU and peak in `runs` (one run of a shared two-core
     machine moves by ±5% in time and ±4% in peak RSS)."""
-    runs = [run_step(step, meta, rss_limit, before) for _ in range(max(repeat, 1))]
+    return _summary([run_step(step, meta, rss_limit, before) for _ in range(max(repeat, 1))])
+
+
+def run_alternating(steps: tuple[str, str], meta: dict, rss_limit: int, repeat: int, before: Path) -> dict:
+    """`run_repeated` of two steps in pairs, the order swapped from pair to pair (AB BA AB …): a machine
+    whose speed drifts during the session moves both alike, where five runs of one then five of the other
+    would not."""
+    runs: dict[str, list] = {step: [] for step in steps}
+    for i in range(max(repeat, 1)):
+        for step in steps if i % 2 == 0 else steps[::-1]:
+            runs[step].append(run_step(step, meta, rss_limit, before))
+    return {step: _summary(r) for step, r in runs.items()}
+
+
+def _summary(runs: list[dict]) -> dict:
     failed = [r for r in runs if "error" in r]
     if failed or len(runs) == 1:
         return failed[0] if failed else runs[0]
@@ -609,6 +623,10 @@ def evaluate(sizes: dict) -> dict:
                 "pass": True,
                 "memory_ratio": ingest["peak_rss_bytes"] / s["ingest_before"]["peak_rss_bytes"],
             }
+            if len(ingest.get("runs", [])) == len(s["ingest_before"].get("runs", [])) > 1:  # run in pairs
+                pairs = zip(ingest["runs"], s["ingest_before"]["runs"], strict=True)
+                ratios = sorted(b["elapsed_s"] / a["elapsed_s"] for a, b in pairs)
+                targets[f"{size} ingest speed vs --before"]["pair_ratio_median"] = ratios[len(ratios) // 2]
     keys = sorted(sizes, key=lambda k: sizes[k]["file"]["bytes"])
     if len(keys) >= 2:
         small, large = sizes[keys[0]]["steps"], sizes[keys[-1]]["steps"]
@@ -689,6 +707,8 @@ def render(results: dict) -> str:
             verdict = "" if reference else f": {'PASS' if t['pass'] else 'FAIL'}"
             if "memory_ratio" in t:
                 extra += f", peak RSS ×{t['memory_ratio']:.2f}"
+            if "pair_ratio_median" in t:
+                extra += f", median of the alternating pairs' ratios {t['pair_ratio_median']:.3f}"
             sign = "≥" if "floor" in name or "MB/s" in name or "vs --before" in name else "≤"
             lines.append(
                 f"- {name}: {t['value']:.3f} ({'target' if not reference else 'the target line'} "
@@ -746,19 +766,24 @@ def main(argv: list[str] | None = None) -> int:
         meta = data_file(size_gb, args.regenerate)
         subprocess.run(["cat", meta["path"]], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
         entry = {"file": meta, "steps": {}}
+        paired = args.before is not None and {"ingest", "ingest_before"} <= set(steps)
         for step in steps:
-            print(f"[{label}] {step} …", flush=True)
-            if step == "ingest_before" and args.before is None:
+            if step in entry["steps"] or (step == "ingest_before" and args.before is None):
                 continue
-            r = run_repeated(step, meta, rss_limit, args.repeat if step in REPEATED else 1, args.before)
-            r["mismatch"] = check(step, r, meta["expected"])
-            entry["steps"][step] = r
-            brief = {
-                k: (round(r[k], 2) if isinstance(r[k], float) else r[k])
-                for k in ("elapsed_s", "mb_per_s", "lines_per_s", "cpu_s", "peak_rss_bytes", "error", "mismatch")
-                if k in r
-            }
-            print(f"[{label}] {step}: {json.dumps(brief)}", flush=True)
+            print(f"[{label}] {step} …", flush=True)
+            if paired and step in ("ingest", "ingest_before"):
+                found = run_alternating(("ingest", "ingest_before"), meta, rss_limit, args.repeat, args.before)
+            else:
+                found = {step: run_repeated(step, meta, rss_limit, args.repeat if step in REPEATED else 1, args.before)}
+            for name, r in found.items():
+                r["mismatch"] = check(name, r, meta["expected"])
+                entry["steps"][name] = r
+                brief = {
+                    k: (round(r[k], 2) if isinstance(r[k], float) else r[k])
+                    for k in ("elapsed_s", "mb_per_s", "lines_per_s", "cpu_s", "peak_rss_bytes", "error", "mismatch")
+                    if k in r
+                }
+                print(f"[{label}] {name}: {json.dumps(brief)}", flush=True)
         results["sizes"][label] = entry
         results["targets"] = evaluate(results["sizes"])
         Path(args.output).write_text(json.dumps(results, indent=2, default=str))  # partial results survive
