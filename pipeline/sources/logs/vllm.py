@@ -126,8 +126,8 @@ EVENT_WORDS = [
     "PoC generation crashed",
     *catalogue.LITERALS,
 ]
-# what `_scan_chunk` looks for in one pass: as one regex of literals (the regex engine's SIMD prefilter is
-# several times faster than `contains_any` on a chunk's messages)
+# what `_scan_chunk` looks for in one pass, as one regex of literals (faster than `contains_any` over a
+# chunk's messages: bench/BENCHMARKS.md)
 _RX_WORDS = "|".join(pl.escape_regex(w) for w in dict.fromkeys([*EVENT_WORDS, *START_WORDS, "version"]))
 
 # -- streaming, vectorised parser ----------------------------------------------------------------
@@ -448,7 +448,7 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
         st=pl.col("msg").str.splitn("SpecDecoding metrics:", 2).struct.field("field_1").str.strip_chars_start(_PY_SPACE)
     )
     # the per-position list (the first `_RX_PP`) set aside: where `_PP` first occurs, by a literal split and a
-    # match anchored after it (a regex search and replace over each message cost twice as much)
+    # match anchored after it (cheaper than a regex search and a regex replace of each message)
     pp = pl.col("st").str.splitn(_PP, 2).struct
     d = d.with_columns(before=pp.field("field_0"), after=pp.field("field_1"))
     d = d.with_columns(pp_text=pl.col("after").str.extract(f"^{_RX_RATES}", 0))
@@ -459,7 +459,7 @@ def _spec_regex(d: pl.DataFrame) -> pl.DataFrame:
         st = d["st"].gather(odd)
         d = d.with_columns(
             pp_text=d["pp_text"].scatter(odd, st.str.extract(_RX_PP, 0).str.slice(len(_PP))),
-            rest=d["rest"].scatter(odd, pl.select(pl.lit(", ") + st.str.replace(_RX_PP, "")).to_series()),
+            rest=d["rest"].scatter(odd, ", " + st.str.replace(_RX_PP, "")),
         )
     r = pl.col("rest").str
     # integers beyond Int64 become null (the record is then unparsed), never an error
