@@ -234,9 +234,10 @@ SPEC = register(
         "day, column `day` after `build`), from the views `engine_events` and `engine_stats` (its vLLM logs). Window "
         "on the event time (`--epoch`: the epoch's time span).",
         notes="See [sources](./sources.md#engine-deaths) for what one death is. **Engine cycles and restarts.** A "
-        "cycle begins at the server's launch: its `vLLM API server version` line, or the engine's start line "
-        "(`Initializing … LLM engine`) when no launch or start line comes right before it; the start lines of "
-        "data-parallel engines after one launch are one cycle, and a second launch in the same file is a new cycle "
+        "cycle begins at the server's launch: its `vLLM API server version` line (from 0.15 its logo), or the "
+        "engine's start line (`Initializing … LLM engine`) when no launch or start line comes right before it; the "
+        "start lines of data-parallel engines after one launch are one cycle, and a second launch in the same file "
+        "is a new cycle "
         "even when the same engine name follows. A `ready` line right after a death signal begins a cycle too (the "
         "launch lines were lost). A cycle begun after the host's logs already show the engine (any earlier record, "
         "in any of its files) is a restart. **A file that starts mid-run** (its first lines are stats, spec or death "

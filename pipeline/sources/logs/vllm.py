@@ -39,7 +39,7 @@ from pipeline.core.gcpause import gc_paused
 from pipeline.sources.logs import catalogue
 from pipeline.sources.logs.catalogue import DEATH, ENGINE_DEAD, FATAL, OOM, WORKER_DIED
 from pipeline.sources.logs.files import LogFile, LogTimezone
-from pipeline.sources.logs.vllm_config import START_WORDS, start_facts
+from pipeline.sources.logs.vllm_config import LOGO_VERSION, RX_LAUNCH, START_WORDS, start_facts
 
 _RX_ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
 ANSI = re.compile(_RX_ANSI)
@@ -47,10 +47,9 @@ MAX_PREFIX = 512  # free text before a uvicorn line's level (a collector's prefi
 
 NUMBER = r"(?:nan|-?\d+(?:\.\d+)?)"
 # the lines that name the vLLM version: engine start (V0, V1) and API server start
-_RX_LAUNCH = r"(?:vLLM API server version |vLLM server version )"  # the server's launch
-_RX_VERSION_INTRO = rf"(?:Initializing an? (?:V1 )?LLM engine \(v|{_RX_LAUNCH})"
+_RX_VERSION_INTRO = rf"(?:Initializing an? (?:V1 )?LLM engine \(v|{RX_LAUNCH})"
 VERSION = re.compile(rf"{_RX_VERSION_INTRO}(?P<v>\d+\.\d+\.\d+[\w.+-]*)")
-LAUNCH = re.compile(rf"^{_RX_LAUNCH}(?P<v>\d+\.\d+\.\d+[\w.+-]*)")
+LAUNCH = re.compile(rf"^{RX_LAUNCH}(?P<v>\d+\.\d+\.\d+[\w.+-]*)")
 
 
 @dataclass
@@ -83,12 +82,13 @@ def _events(
         return [("ready", msg)] if msg.startswith("Application startup complete") else []
     launch = LAUNCH.match(msg)
     if launch:
-        return [("launch", f"vLLM {launch.group('v')}")]
+        return [("launch", f"vLLM {launch.group('v')}"), *_folded(msg, more_cause, more_oom, more_dead)]
     if msg.startswith("Initializing") and (
         "LLM engine (v" in msg or "LLM engine with config" in msg
     ):  # early V0: no version
         version = VERSION.search(msg)
-        return [("start", f"vLLM {version.group('v')}" if version else msg[:200])]
+        start = ("start", f"vLLM {version.group('v')}" if version else msg[:200])
+        return [start, *_folded(msg, more_cause, more_oom, more_dead)]
     if FATAL.search(msg):
         detail = msg.strip() + (f" — {more_cause[:300]}" if more_cause else "")
         events = [("fatal", detail)]
@@ -108,10 +108,16 @@ def _events(
         return [("poc_stop", msg[:300])]
     if OOM.search(msg):
         return [("oom", msg[:300])]
-    if more_dead or more_oom:  # a record whose folded traceback ends the engine (V0 header-less tracebacks)
-        detail = (msg.strip() + " — " if msg.strip() else "") + more_cause[:300]
-        return ([("engine_dead", detail[:600])] if more_dead else []) + ([("oom", detail[:600])] if more_oom else [])
-    return []
+    return _folded(msg, more_cause, more_oom, more_dead)
+
+
+def _folded(msg: str, more_cause: str, more_oom: bool, more_dead: bool) -> list[tuple[str, str]]:
+    """A death or OOM in a record's folded traceback (V0 header-less tracebacks, or one cut right after a
+    launch or start line, as a failed start prints it)."""
+    if not (more_dead or more_oom):
+        return []
+    detail = ((msg.strip() + " — " if msg.strip() else "") + more_cause[:300])[:600]
+    return ([("engine_dead", detail)] if more_dead else []) + ([("oom", detail)] if more_oom else [])
 
 
 EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
@@ -121,6 +127,7 @@ EVENT_WORDS = [
     "LLM engine with config",
     "vLLM API server version",
     "vLLM server version",
+    LOGO_VERSION,
     "PoC generation started",
     "PoC stopped",
     "PoC generation crashed",
@@ -163,6 +170,10 @@ _RX_ENV_BODY = rf"{_RX_STAMP}(?:\[[^\]]*\]|[\w./-]+:\d+\])(?: |$)"
 _RX_ENV = rf"^(?P<env>.*?{_RX_ENV_BODY})"
 # Ray's log deduplication marks a line printed by several actors at once (`… [repeated 3x across cluster]`)
 _RX_RAY_REPEATED = rf"{_WS}*\[repeated \d+x across cluster\]{_WS}*$"
+# the free text before an envelope (and before its process prefix): a collector's prefix, written before the
+# file's other lines (tracebacks, plain prints) too; its digits vary from line to line
+_RX_FREE = rf"^(\S.*?)(?:\({_RX_NAME}{_RX_PROC_REST}{_WS}?)?(?:{_LEVEL}) \d\d-\d\d \d\d:"
+MAX_LEARNED = 16  # distinct prefix shapes a file is read with (the first ones, in file order)
 _RX_UVICORN = rf"^(?:\S.{{0,{MAX_PREFIX - 1}}}?{_WS})?(?:{_LEVEL}):{_WS}+(.*)$"  # after a collector's prefix too
 _RX_TRACE = (
     rf"^(?:{_WS}|Traceback \(most recent call last\)|During handling of|The above exception|Process [\w-]+:$"
@@ -244,6 +255,14 @@ class VllmStream:
     parts: list[list] = field(default_factory=list)
     # (line, why) of records whose date does not exist in the year given (02-29 under a non-leap --year)
     impossible: list[tuple[int, str]] = field(default_factory=list)
+    # the collector prefixes seen before an envelope so far (shapes, file order), and one regex of them
+    learned: list[str] = field(default_factory=list)
+    learned_rx: re.Pattern | None = None
+
+    def learn(self, shape: str) -> None:
+        if len(self.learned) < MAX_LEARNED and shape not in self.learned:
+            self.learned.append(shape)
+            self.learned_rx = re.compile("|".join(re.escape(s).replace("0", r"\d+") for s in self.learned))
 
     def at(self, stamp) -> datetime | None:
         if stamp is None or self.base is None:
@@ -285,6 +304,8 @@ _HEADER = re.compile(
 
 
 _COLLECTOR = re.compile(_RX_COLLECTOR.encode())
+_PROCESS = re.compile(rf"\(({_RX_NAME}){_RX_PROC_REST}{_WS}?")
+_TRACE = re.compile(_RX_TRACE)
 
 
 def _cut(data: bytes, max_back: int = 10_000) -> int:
@@ -390,6 +411,12 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series, stamps_only: bool 
             if inner.null_count() < inner.len():
                 proc = head["proc"]
                 head = head.with_columns(proc=proc.scatter(missed, proc.gather(missed).fill_null(inner)))
+            # the free text before the envelope, digits as 0: a collector prefix that `_walk` strips from the
+            # file's later lines without an envelope
+            shape = found["env"].str.extract(_RX_FREE, 1).str.replace_all(r"\d+", "0")
+            head = head.with_columns(
+                shape=pl.repeat(None, raw.len(), dtype=pl.String, eager=True).scatter(missed, shape)
+            )
     stamps = {c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")}
     if stamps_only:
         return head.select("level", **stamps)
@@ -599,6 +626,7 @@ class _Chunk:
     lines: int = 0  # lines in the chunk
     env_lines: pl.DataFrame | None = None  # line and stamp of every envelope line
     startup: pl.DataFrame | None = None  # line, level, proc, stamp, part, key, value (`vllm_config.start_facts`)
+    prefixes: pl.DataFrame | None = None  # shape, line: each collector prefix shape before an envelope, first line
 
 
 def _parse_chunk(chunk: _Chunk, st: VllmStream) -> VllmBatch:
@@ -665,6 +693,9 @@ def _scan_chunk(box: list[bytes]) -> _Chunk:
         startup=start_facts(
             df[worded.filter(said.str.contains_any(START_WORDS))].select("line", "level", "proc", "msg", *STAMP_COLS)
         ),
+        prefixes=None
+        if "shape" not in df.columns
+        else df.group_by("shape").agg(pl.col("line").min()).drop_nulls().sort("line"),
     )
 
 
@@ -697,6 +728,7 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
         last,
         chunk.lines,
         startup=None if chunk.startup is None else with_at(moved(chunk.startup, ("line",)), st.base, st.tz),
+        prefixes=None if chunk.prefixes is None else moved(chunk.prefixes, ("line",)),
     )
 
 
@@ -807,6 +839,10 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
 
     cur = st.cur
     st.records += chunk.env
+    # collector prefixes strip a line only once an envelope line before it had them (file order: every cut of
+    # the file into chunks reads each line alike)
+    prefixes = [] if chunk.prefixes is None else chunk.prefixes.rows()
+    ahead = 0
     cols = [
         "line",
         "body",
@@ -883,17 +919,30 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
                 "dead": False,
             }
             continue
+        while ahead < len(prefixes) and prefixes[ahead][1] < line:
+            st.learn(prefixes[ahead][0])
+            ahead += 1
+        if not trace and st.learned_rx is not None and (found := st.learned_rx.match(body)):
+            # under the prefix the file's records carry (a logging wrapper's, a compose service's): the line
+            # reads as if the prefix were not there
+            orig, body = orig if orig is not None else body, body[found.end() :]
+            process = _PROCESS.match(body)
+            if process:
+                proc, body = process.group(1), body[process.end() :]
+            trace = _TRACE.match(body) is not None
         if cur is not None and (cur.level_err or cur.more or trace):
             cur.more = True
-            if cur.pending is None and (OOM.search(body) or DEATH.search(body)):
+            launch = "version" in body and LAUNCH.match(body) is not None
+            if cur.pending is None and (launch or OOM.search(body) or DEATH.search(body)):
                 # a plain record (its message holds no event) whose traceback ends the engine: V0 prints
-                # tracebacks without the header after whatever record came before
+                # tracebacks without the header after whatever record came before; or the logo a launch
+                # prints from 0.15, one message over several lines, its version on the second
                 cur.pending = {
                     "line": cur.line,
                     "level": cur.level,
                     "proc": proc,
                     "stamp": cur.stamp,
-                    "msg": "",
+                    "msg": body if launch else "",
                     "uvicorn": False,
                     "cause": "",
                     "oom": False,
@@ -907,8 +956,11 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
                     cur.pending["cause"] = cur.pending["cause"] or body.strip()  # an indented `raise …(` line
                 if not cur.pending["dead"] and DEATH.search(body):
                     cur.pending["dead"] = True
+                    cur.pending["cause"] = cur.pending["cause"] or body.strip()
             continue
         unparsed.append((line, (orig if orig is not None else body)[:500]))
+    for shape, _ in prefixes[ahead:]:
+        st.learn(shape)
     if chunk.last is not None:  # the chunk's last record may be a plain one after the last rare line
         line, last_level, stamp = chunk.last
         if cur is None or cur.line < line:

@@ -1,6 +1,7 @@
 """What a vLLM start cycle's lines state: the build's configuration and its start-up facts.
 
-The lines (docs/sources.md, start-up, readiness and restarts): the version (`vLLM API server version X`,
+The lines (docs/sources.md, start-up, readiness and restarts): the version (`vLLM API server version X` or
+the logo's `version X` line,
 `Initializing a V1 LLM engine (vX) with config: k=v, …`, V0's `Initializing an LLM engine (vX) …`), the
 `non-default args: {…}` line of newer versions (the arguments the operator passed), and the start-up facts
 (`Model loading took X GiB and Y seconds`, `Available KV cache memory: X GiB`, `GPU KV cache size: N tokens`,
@@ -24,11 +25,17 @@ import re
 
 import polars as pl
 
+# The API server's launch line: `vLLM API server version X` (to 0.14), `vLLM server version X, serving model M`
+# (from 0.15 with VLLM_DISABLE_LOG_LOGO), else from 0.15 its logo, printed line by line, whose second line is
+# `▄▄ ▄█ █     █     █ ▀▄▀ █  version X` (vllm/entrypoints/utils.py, `log_version_and_model`)
+RX_LAUNCH = r"(?:vLLM API server version |vLLM server version |\s*▄▄ [^\n]*?▀▄▀ █ +version )"
+LOGO_VERSION = "▀▄▀ █"
 # Envelope messages that state configuration or start-up facts (a superset filter, run in Rust).
 START_WORDS = [
     "LLM engine (v",
     "vLLM API server version ",
     "vLLM server version ",
+    LOGO_VERSION,
     "non-default args: ",
     "Model loading took ",
     "Available KV cache memory: ",
@@ -37,9 +44,7 @@ START_WORDS = [
     "init engine (profile, create kv cache",
     "PoC stopped: ",
 ]
-_RX_VERSION = re.compile(
-    r"(?:Initializing an? (?:V\d )?LLM engine \(v|vLLM API server version |vLLM server version )(\d+\.\d+\.\d+[\w.+-]*)"
-)
+_RX_VERSION = re.compile(rf"(?:Initializing an? (?:V\d )?LLM engine \(v|{RX_LAUNCH})(\d+\.\d+\.\d+[\w.+-]*)")
 _RX_ENGINE = re.compile(r"Initializing an? (?:V\d )?LLM engine (?:\(v[^)]*\) )?with config: (.*)$")
 # config-line keys that say what a build is (the rest — tokenizer paths, revisions, nested observability
 # and compilation configs — are noise or restate these)

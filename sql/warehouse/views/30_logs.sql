@@ -96,19 +96,24 @@ SELECT s.host, s."at", s.running, s.waiting, s.preemptions, s.kv_cache_usage, s.
 FROM s ASOF LEFT JOIN host_builds_t b ON b.host = s.host AND s."at" >= b.valid_from;
 
 -- Engine cycles (restarts by launch; docs/sources.md, vLLM logs, engine events). A cycle begins at the server's
--- launch: its `vLLM API server version` line (`launch`), or the engine's start line (`start`) when no launch or
+-- launch: its version line or logo (`launch`), or the engine's start line (`start`) when no launch or
 -- start line comes right before it. Every data-parallel engine core prints its own start line, so the start lines
 -- after one launch (or after each other) are one cycle; a second launch in the same file is a new cycle even when
 -- the same engine name follows. A `ready` right after a death signal begins a cycle too (the server came back,
 -- its launch and start lines are missing). cycle_start marks the event that begins a cycle; cycle numbers the
 -- cycles of a file (0: the events before its first cycle start, a file that begins mid-run).
 CREATE OR REPLACE VIEW engine_events AS
-WITH e AS (
+WITH o AS (
+  -- a launch or start record whose traceback ends the engine (a start that fails at once) holds both events:
+  -- the cycle begins first
+  SELECT *, CASE kind WHEN 'launch' THEN 0 WHEN 'start' THEN 1 ELSE 2 END AS kind_order FROM log_engine_events
+),
+e AS (
   SELECT *, last_value(CASE WHEN kind IN ('launch', 'start', 'ready', 'fatal', 'engine_dead', 'oom', 'worker_died')
                             THEN kind END
-                       IGNORE NULLS) OVER (PARTITION BY host, file_id ORDER BY line, kind
+                       IGNORE NULLS) OVER (PARTITION BY host, file_id ORDER BY line, kind_order, kind
                                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_kind
-  FROM log_engine_events
+  FROM o
 ),
 c AS (
   SELECT *, CASE kind WHEN 'launch' THEN true
@@ -121,7 +126,8 @@ SELECT c.host, c."at", c.kind, c.detail,
        CASE WHEN b.valid_to IS NULL OR c."at" < b.valid_to THEN b.build END AS build,
        c.record_key, c.level, c.proc, c.file_id, c.line, c.cycle_start,
        sum(CASE WHEN c.cycle_start THEN 1 ELSE 0 END)
-         OVER (PARTITION BY c.host, c.file_id ORDER BY c.line, c.kind ROWS UNBOUNDED PRECEDING)::BIGINT AS cycle
+         OVER (PARTITION BY c.host, c.file_id ORDER BY c.line, c.kind_order, c.kind ROWS UNBOUNDED PRECEDING)::BIGINT
+         AS cycle
 FROM c
 ASOF LEFT JOIN host_builds_t b ON b.host = c.host AND c."at" >= b.valid_from;
 
@@ -185,7 +191,7 @@ FROM poc_results_t;
 COMMENT ON VIEW metric_increases IS 'Increase of every vLLM /metrics counter between consecutive scrapes of the same series (host, family, engine, model_name, position); reset = the counter went down (restart), in which case the increase is the new value.';
 COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window: a SpecDecoding metrics log line (source log; drafts recovered as accepted/(MAL-1), or accepted/MAL for the 0.8.5 line), a V0 Speculative metrics line (counts since the engine started: the increase since the previous line of the same engine lifetime; drafts = drafted/K) or the counter increases between two /metrics scrapes (source metrics; exact drafts). mean_acceptance_length is always 1 + accepted/drafts (0.8.5 normalised). per_position = K per-position acceptance rates. Aggregate by summing accepted, drafted, drafts; never average MALs. build from an as-of join of host_builds on at.';
 COMMENT ON VIEW engine_stats IS 'Periodic engine stats: vLLM stats log lines (source log) and /metrics gauges (source metrics). preemptions = the line''s Preemptions: N (0 when absent on vLLM >= 0.11.1, NULL = unknown on earlier V1) or the counter increase since the previous scrape; kv_cache_usage is a fraction 0..1. Lines logged at DEBUG when idle are kept when present (level).';
-COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (the engine core''s last words: EngineCore fatal error, failed start, or 0.8''s EngineCore hit an exception), engine_dead (the front end or launcher says the engine is gone), worker_died, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key) (death and OOM texts: the catalogue derived from vLLM''s source, pipeline/sources/logs/vllm_catalogue.toml), launch (vLLM API server version line; detail = version), start (Initializing an LLM engine; detail = version), ready (Application startup complete.), poc_start, poc_stop. cycle_start = the event begins an engine cycle (a launch; a start with no launch or start right before it, so data-parallel engines of one launch are one cycle; a ready right after a death signal); cycle = the number of cycle starts at or before the event in its file (0 = before the first: a file that begins mid-run).';
+COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (the engine core''s last words: EngineCore fatal error, failed start, or 0.8''s EngineCore hit an exception), engine_dead (the front end or launcher says the engine is gone), worker_died, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key) (death and OOM texts: the catalogue derived from vLLM''s source, pipeline/sources/logs/vllm_catalogue.toml), launch (the API server''s vLLM API server version line, or from 0.15 its logo; detail = version), start (Initializing an LLM engine; detail = version), ready (Application startup complete.), poc_start, poc_stop. cycle_start = the event begins an engine cycle (a launch; a start with no launch or start right before it, so data-parallel engines of one launch are one cycle; a ready right after a death signal); cycle = the number of cycle starts at or before the event in its file (0 = before the first: a file that begins mid-run).';
 COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one engine cycle of a log file (engine_events.cycle) are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death alone is a death (the executor shuts down after it).';
 COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s known validation threshold; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at.';
 COMMENT ON VIEW poc_results IS 'PoC validation results (JSON responses, golden-vector reports): p_value recomputed as the one-sided exact binomial P(X >= n_mismatch), X ~ Binomial(n_total, p_mismatch); fraud = p_value < cutoff; p_mismatch, cutoff and where they came from (params_source) recorded; reported_disagrees = the result''s own fraud_detected differs.';

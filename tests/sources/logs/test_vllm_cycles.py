@@ -165,3 +165,67 @@ def test_a_second_file_begins_with_a_restart(load):
     con = load(first, second)
     assert fetch_frame(con, "SELECT count(*) FROM engine_events WHERE cycle_start").rows() == [(2,)]
     assert table(con)[0][2] == 1
+
+
+def logo(t: str, version: str = "0.26.0", prefix: str = "(APIServer pid=1) ", blank: str = "") -> list[str]:
+    """The launch of vLLM 0.15 and later: `log_version_and_model` (vllm/entrypoints/utils.py) logs its logo as one
+    message, which vLLM's formatter prints line by line with the header on each (a blank line printed with or
+    without the header's trailing space), the version on the logo's second line."""
+    head = f"{prefix}INFO 12-03 {t} [api_utils.py:345] "
+    art = [
+        "       █     █     █▄   ▄█",
+        f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {version}",
+        "  █▄█▀ █     █     █     █  model   Qwen/Qwen3-8B",
+        "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀",
+    ]
+    return [head.rstrip() + blank, *(head + a for a in art), head.rstrip() + blank]
+
+
+@pytest.mark.parametrize("blank", ["", " "])
+def test_the_logo_of_newer_servers_is_their_launch(load, blank):
+    """From vLLM 0.15 the API server announces itself with its logo (`version X` on the second line) instead of
+    `vLLM API server version X`; each logo begins a cycle, so a relaunch is a restart, and the cycle's version is
+    the logo's. `vLLM server version X, serving model M` (the same call with VLLM_DISABLE_LOG_LOGO) too."""
+    bare = "(APIServer pid=1) INFO 12-03 12:00:00 [api_utils.py:345] vLLM server version 0.26.0, serving model m"
+    con = load(
+        [
+            *logo("10:00:00", blank=blank),
+            start("10:00:05"),
+            ready(),
+            stats("10:01:00"),
+            *logo("11:00:00", "0.27.1", blank=blank),
+            start("11:00:05"),
+            ready(),
+            bare,
+            start("12:00:05"),
+        ]
+    )
+    first = 1 if blank == " " else 2  # the blank line is a record of its own when it lost its trailing space
+    assert cycles(con) == [
+        (first, "launch", True, 1),
+        (7, "start", False, 1),
+        (first + 9, "launch", True, 2),
+        (16, "start", False, 2),
+        (18, "launch", True, 3),
+        (19, "start", False, 3),
+    ]
+    assert table(con)[0][2] == 2
+    details = fetch_frame(con, "SELECT detail FROM engine_events WHERE kind = 'launch' ORDER BY line")
+    assert details["detail"].to_list() == ["vLLM 0.26.0", "vLLM 0.27.1", "vLLM 0.26.0"]
+
+
+def test_a_start_failure_right_after_the_launch_line_is_a_death(load):
+    """The server's traceback printed without the header right after its launch line (a launch that fails at
+    once, `Engine process failed to start`): the traceback belongs to the launch record, which is then both the
+    cycle's launch and its death."""
+    con = load(
+        [
+            launch("10:00:00"),
+            "Traceback (most recent call last):",
+            '  File "/v/api_server.py", line 223, in build_async_engine_client_from_engine_args',
+            "    raise RuntimeError(",
+            "RuntimeError: Engine process failed to start. See stack trace for the root cause.",
+        ]
+    )
+    assert cycles(con) == [(1, "engine_dead", False, 1), (1, "launch", True, 1)]
+    assert fetch_frame(con, "SELECT line, kinds FROM engine_deaths").rows() == [(1, ["engine_dead"])]

@@ -591,3 +591,27 @@ def test_v1_tracebacks_with_the_header_on_every_line_are_one_record(tmp_path):
     keys = fetch_frame(con, "SELECT kind, record_key FROM engine_events WHERE line = 2 ORDER BY kind")
     assert keys["kind"].to_list() == ["fatal", "oom"] and keys["record_key"].n_unique() == 1
     con.close()
+
+
+def test_a_collector_prefix_learned_from_records_reads_alike_at_every_cut(tmp_path):
+    """Lines without an envelope under the prefix the records carry (a logging wrapper's) are read without it
+    once a record before them had it: the same rows at every chunk size, no line quarantined, each traceback's
+    death found. A line under the prefix before any record that had it stays unparsed."""
+    pre = "2025-06-27 12:57:{s:02d},{ms:03d} - __main__ - INFO - "
+    lines = [pre.format(s=0, ms=0) + '  File "/x.py", line 1, in f']  # before any record: unparsed
+    for i in range(300):
+        s, ms = i % 60, i
+        lines.append(pre.format(s=s, ms=ms) + f"INFO 06-27 12:57:{s:02d} [core.py:{i}] step {i}")
+        if i % 50 == 7:
+            lines += [
+                pre.format(s=s, ms=ms) + "Traceback (most recent call last):",
+                pre.format(s=s, ms=ms) + '  File "/v/utils.py", line 494, in wait_for_engine_startup',
+                pre.format(s=s, ms=ms) + "RuntimeError: Engine core initialization failed. See root cause above.",
+            ]
+    path = tmp_path / "wrapped.log"
+    path.write_text("\n".join(lines) + "\n")
+    out = _same_at_every_cut(path, year=2025, chunks=(vllm_logs.CHUNK_BYTES, 700, 3000))
+    assert out["unparsed"]["line"].to_list() == [1]
+    events = out["events"].filter(pl.col("kind") == "engine_dead")
+    assert events.height == 6
+    assert events["detail"].str.contains("Engine core initialization failed").all()

@@ -219,6 +219,20 @@ def test_v1_worker_death_then_engine_fatal_is_one_death(load):
     assert stability(con) == (1, 0)
 
 
+def test_v1_start_failure_under_a_logging_wrappers_prefix(load):
+    """A launcher's Python logging puts its own prefix before every line of the server's output: the records are
+    found after it, and the API server's traceback (no vLLM header, only the wrapper's prefix) is read as if the
+    prefix were not there, so its `Engine core initialization failed.` is the engine's death, dated by the record
+    before it; no line is quarantined."""
+    con, summary = load("v09_logging_wrapper_start_failure.log")
+    assert (summary.lines, summary.unparsed) == (12, 0)
+    assert fetch_frame(con, "SELECT records FROM log_files").rows() == [(2,)]
+    assert events(con) == [(2, "engine_dead", "INFO", None, at(2025, 6, 27, 12, 57, 45))]
+    detail = fetch_frame(con, "SELECT detail FROM engine_events")["detail"][0]
+    assert detail == 'raise RuntimeError("Engine core initialization failed. "'
+    assert stability(con) == (1, 0)
+
+
 def test_v1_core_client_engine_core_died(load):
     """V1's front end: `Engine core proc EngineCore_DP1 died unexpectedly, shutting down client.` is the engine's
     death seen from the client, one death."""
