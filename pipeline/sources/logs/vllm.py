@@ -413,10 +413,13 @@ def _lines_frame(raw: pl.Series, first_line: int | pl.Series, stamps_only: bool 
                 head = head.with_columns(proc=proc.scatter(missed, proc.gather(missed).fill_null(inner)))
             # the free text before the envelope, digits as 0: a collector prefix that `_walk` strips from the
             # file's later lines without an envelope
-            shape = found["env"].str.extract(_RX_FREE, 1).str.replace_all(r"\d+", "0")
-            head = head.with_columns(
-                shape=pl.repeat(None, raw.len(), dtype=pl.String, eager=True).scatter(missed, shape)
-            )
+            shape = found["env"].str.extract(_RX_FREE, 1)
+            if shape.null_count() < shape.len():
+                head = head.with_columns(
+                    shape=pl.repeat(None, raw.len(), dtype=pl.String, eager=True).scatter(
+                        missed, shape.str.replace_all(r"\d+", "0")
+                    )
+                )
     stamps = {c: pl.col(c).cast(pl.Int32) for c in ("month", "day", "h", "m", "s")}
     if stamps_only:
         return head.select("level", **stamps)
