@@ -24,6 +24,7 @@ class Entry:
     until: str | None = None
     files: tuple[str, ...] = ()
     source: str | None = None
+    note: str | None = None  # where a text newer than the scanned releases was read
 
     @property
     def regex(self) -> str:
@@ -50,6 +51,7 @@ def _load() -> tuple[Entry, ...]:
             until=e.get("until"),
             files=tuple(e.get("files", ())),
             source=e.get("source"),
+            note=e.get("note"),
         )
         if entry.event not in EVENTS or entry.kind != ("oom" if entry.event == "oom" else "death"):
             raise ValueError(f"vllm_catalogue.toml: {entry.text!r} has kind {entry.kind!r} / event {entry.event!r}")
