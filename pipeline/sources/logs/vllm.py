@@ -172,7 +172,7 @@ _RX_ENV = rf"^(?P<env>.*?{_RX_ENV_BODY})"
 _RX_RAY_REPEATED = rf"{_WS}*\[repeated \d+x across cluster\]{_WS}*$"
 # the free text before an envelope (and before its process prefix): a collector's prefix, written before the
 # file's other lines (tracebacks, plain prints) too; its digits vary from line to line
-_RX_FREE = rf"^(\S.*?)(?:\({_RX_NAME}{_RX_PROC_REST}{_WS}?)?(?:{_LEVEL}) \d\d-\d\d \d\d:"
+_RX_FREE = rf"^(\S.*?)(?:{_RX_PREFIX[1:]})?(?:{_LEVEL}) \d\d-\d\d \d\d:"
 MAX_LEARNED = 16  # distinct prefix shapes a file is read with (the first ones, in file order)
 _RX_UVICORN = rf"^(?:\S.{{0,{MAX_PREFIX - 1}}}?{_WS})?(?:{_LEVEL}):{_WS}+(.*)$"  # after a collector's prefix too
 _RX_TRACE = (
@@ -304,7 +304,7 @@ _HEADER = re.compile(
 
 
 _COLLECTOR = re.compile(_RX_COLLECTOR.encode())
-_PROCESS = re.compile(rf"\(({_RX_NAME}){_RX_PROC_REST}{_WS}?")
+_PROCESS = re.compile(rf"{_RX_PROC}{_WS}?")
 _TRACE = re.compile(_RX_TRACE)
 
 
