@@ -19,6 +19,8 @@ copies gives the same warehouse.
 from __future__ import annotations
 
 import time
+from collections import deque
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -46,9 +48,12 @@ from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
 
 if TYPE_CHECKING:
     from pipeline.ingest.derive import DeriveOutcome
+    from pipeline.sources.decode.workers import Decoding, DiffDecoder
 
 # Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
 CHUNK_NONCES = env_int("GONKA_EVIDENCE_CHUNK_NONCES", 100_000, 1, 10**9, "diffs per chunk")
+# New diffs from which a copy is decoded by worker processes (their start-up, ~0.3 s, costs more below).
+MIN_WORKER_DIFFS = 50_000
 KNOWN_SESSION_STATUS = {"active", "settled"}
 KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
 REQUIRED_PER_EPOCH = ("sessions", "diffs")
@@ -90,12 +95,14 @@ def ingest_store(
     label: str | None = None,
     progress: Progress | None = None,
     derive: bool = True,
+    decode_workers: int | None = None,
 ) -> IngestSummary:
     """Ingest one copy (see the module docstring). With ``derive=False`` the changed escrows are not
     derived: the summary lists them (``to_derive``) and keeps the copy's heads, and the caller derives
     them once after its last copy with `derive_deferred` (the lake: one escrow in many copies). Until
     then the derived rows, and what is read from them (the copy time, the replay and checkpoint
-    disagreements), are not the copy's."""
+    disagreements), are not the copy's. `decode_workers`: processes that decode the diffs (None: one
+    per core for a copy with at least MIN_WORKER_DIFFS new diffs; 0: this process)."""
     started = time.monotonic()
     progress = progress or (lambda *_: None)
     known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
@@ -123,6 +130,7 @@ def ingest_store(
                     run.quarantine(_refused_inputs(store, run))
                 _ingest_escrow_cache(con, store, run)
                 epoch_sessions, conflicted = _epoch_sessions(con, store, run)
+                plan: list[tuple[int, pl.DataFrame, dict[str, int]]] = []  # (epoch, chunk, cursors)
                 for epoch_id, sessions in epoch_sessions.items():
                     if epoch_id not in known_epochs and sessions.height:
                         summary.new_epochs.append(epoch_id)
@@ -134,9 +142,14 @@ def ingest_store(
                     run.accounting.deduplicated("sessions", sessions.height - len(changed))  # held as they are
                     if changed or epoch_id not in known_epochs:
                         _orphans(con, store, epoch_id, sessions["escrow_id"].to_list(), conflicted, run)
-                    for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors):
-                        progress(f"epoch {epoch_id} diffs", 0, sum(int(n) for n in chunk["new_nonces"]))
-                        _ingest_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress, derive)
+                    plan += [
+                        (epoch_id, chunk, cursors)
+                        for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors)
+                    ]
+                new_diffs = sum(int(chunk["new_nonces"].sum()) for _, chunk, _ in plan)
+                if decode_workers is None and new_diffs < MIN_WORKER_DIFFS:
+                    decode_workers = 0  # starting the workers would cost more than they save
+                _ingest_chunks(con, store, plan, run, summary, progress, derive, decode_workers)
                 for plane in PLANE_INGESTERS:
                     plane(con, store, run)
                 if derive:
@@ -396,14 +409,68 @@ def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: l
     return len(escrow_ids)
 
 
-def _ingest_chunk(
-    con, store, epoch_id, chunk, cursors, run: IngestRun, summary: IngestSummary, progress, derive: bool = True
-) -> None:
-    escrow_ids = chunk["escrow_id"].to_list()
+def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, progress, derive, decode_workers) -> None:
+    """Each planned chunk read, decoded, written and derived, one transaction each, in plan order. The next
+    chunk is read (its diffs handed to the decode workers) before this one is written, so the workers
+    decode it while this one is written and derived."""
+    if not plan:
+        return
+    from pipeline.sources.decode.workers import DiffDecoder  # not loaded for an unchanged copy
+
+    with DiffDecoder(decode_workers) as decoder:
+        # Read ahead only when workers decode: in this process it would hold two chunks for nothing.
+        ahead, pending = (1 if decoder.workers else 0), deque[_ChunkRead]()
+        for epoch_id, chunk, cursors in plan:
+            progress(f"epoch {epoch_id} diffs", 0, int(chunk["new_nonces"].sum()))
+            pending.append(_read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress))
+            if len(pending) > ahead:
+                _ingest_chunk(con, store, pending.popleft(), run, summary, progress, derive)
+        while pending:
+            _ingest_chunk(con, store, pending.popleft(), run, summary, progress, derive)
+
+
+@dataclass
+class _ChunkRead:
+    """What one chunk read from the copy: its diff batches (being decoded) and the other tables' batches."""
+
+    epoch_id: int
+    chunk: pl.DataFrame
+    decodings: list[tuple[Decoding, int]] = field(default_factory=list)  # (batch being decoded, its rows)
+    sealed: list[pa.RecordBatch] = field(default_factory=list)
+    obs: list[pa.RecordBatch] = field(default_factory=list)
+    snapshots: list[pa.RecordBatch] = field(default_factory=list)
+    signatures: list[pa.Table] = field(default_factory=list)
+    set_aside: list[Problem] = field(default_factory=list)  # rows the typed reading refused
+
+
+def _read_chunk(
+    store, epoch_id: int, chunk: pl.DataFrame, cursors, decoder: DiffDecoder, run: IngestRun, progress
+) -> _ChunkRead:
+    """Read a chunk of escrows' rows from the copy; its diff batches go to the decoder as they arrive."""
+    read = _ChunkRead(epoch_id, chunk)
+    chunk_cursors = {e: cursors[e] for e in chunk["escrow_id"].to_list()}
+    batches = {"sealed_inferences": read.sealed, "snapshots": read.snapshots}
+    # The sealed and obs rows stream in (on a second connection of the same snapshot, where the
+    # store has one) while the diffs are read.
+    with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
+        read.decodings = [(decoder.submit(batch), batch.num_rows) for batch in streams[0]]
+        for table, stream in zip(CHUNK_TABLES[1:], streams[1:], strict=True):
+            for batch in stream:
+                if table == "signatures":
+                    read.signatures.append(signature_digests(batch))
+                else:
+                    batches.get(table, read.obs).append(batch)
+                    progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
+    read.set_aside = _set_aside(store, run)
+    return read
+
+
+def _ingest_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSummary, progress, derive) -> None:
+    escrow_ids = read.chunk["escrow_id"].to_list()
     with transaction(con):
         # The chunk's rows are freed when `_store_chunk` returns, and Arrow's allocator hands their pages
         # back, before the derive (Polars and DuckDB memory, not Arrow's) makes the ingest's peak.
-        bad = _store_chunk(con, store, epoch_id, chunk, cursors, run, summary, progress)
+        bad = _store_chunk(con, store, read, run, summary, progress)
         pa.default_memory_pool().release_unused()
         if derive:
             derived = _derive(con, escrow_ids)
@@ -415,42 +482,24 @@ def _ingest_chunk(
         run.quarantine(bad)
 
 
-def _store_chunk(
-    con, store, epoch_id, chunk, cursors, run: IngestRun, summary: IngestSummary, progress
-) -> list[Problem]:
-    """Read a chunk of escrows' rows from the copy, settle them and write them (inside the caller's
-    transaction); returns the problems found, for the caller's quarantine."""
-    # Imported at the first changed escrow: an ingest of an unchanged copy never decodes or derives
-    # (the protobuf decoders are part of what its start-up would pay; bench/BENCHMARKS.md).
+def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSummary, progress) -> list[Problem]:
+    """Settle and write a chunk's rows (inside the caller's transaction); returns the problems found, for
+    the caller's quarantine. Takes the read's rows: they are freed when this returns."""
     from pipeline.sources.decode.snapshots import decode_snapshots
-    from pipeline.sources.decode.txs import EMPTY_DIGEST, decode_diffs
+    from pipeline.sources.decode.txs import EMPTY_DIGEST
 
-    acct = run.accounting
-    chunk_cursors = {e: cursors[e] for e in chunk["escrow_id"].to_list()}
-    tx_parts, diff_parts, digest_parts, bad = [], [], [], []
+    acct, epoch_id, chunk = run.accounting, read.epoch_id, read.chunk
+    tx_parts, diff_parts, digest_parts, bad = [], [], [], list(read.set_aside)
     decode_bad: list[tuple[str, str]] = []
-    sealed_batches: list[pa.RecordBatch] = []
-    obs: list[pa.RecordBatch] = []
-    snapshot_batches: list[pa.RecordBatch] = []
-    signature_parts: list[pa.Table] = []
-    # The sealed and obs rows stream in (on a second connection of the same snapshot, where the
-    # store has one) while the diffs are decoded.
-    with store.read_many([(t, epoch_id, chunk_cursors) for t in CHUNK_TABLES]) as streams:
-        for batch in streams[0]:
-            decoded = decode_diffs(batch)
-            tx_parts.append(decoded.txs)
-            diff_parts.append(decoded.diffs)
-            digest_parts.append(decoded.held)  # every diff the copy holds, decoded or not
-            decode_bad += decoded.quarantined
-            progress(f"epoch {epoch_id} diffs", batch.num_rows, 0)
-        for table, stream in zip(CHUNK_TABLES[1:], streams[1:], strict=True):
-            for batch in stream:
-                if table == "signatures":
-                    signature_parts.append(signature_digests(batch))
-                    continue
-                {"sealed_inferences": sealed_batches, "snapshots": snapshot_batches}.get(table, obs).append(batch)
-                progress(f"epoch {epoch_id} {table}", batch.num_rows, 0)
-    bad += _set_aside(store, run)
+    for decoding, rows in read.decodings:
+        decoded = decoding.result()
+        tx_parts.append(decoded.txs)
+        diff_parts.append(decoded.diffs)
+        digest_parts.append(decoded.held)  # every diff the copy holds, decoded or not
+        decode_bad += decoded.quarantined
+        progress(f"epoch {epoch_id} diffs", rows, 0)
+    sealed_batches, obs, snapshot_batches, signature_parts = read.sealed, read.obs, read.snapshots, read.signatures
+    read.decodings, read.sealed, read.obs, read.snapshots, read.signatures = [], [], [], [], []
     # (escrow_id, nonce, digest) of every diff row read: the claims to settle, and the nonces the copy holds
     claims = _frame(pa.concat_tables(digest_parts)) if digest_parts else None
     txs, diffs, diff_dedup, diff_bad = _settle_diffs(claims, tx_parts, diff_parts, decode_bad)

@@ -186,7 +186,8 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
             summaries = []
             for rank, manifest in enumerate(manifests):
                 store = LakeCopyStore(lake, manifest, epoch, bucket, rank, scratch)
-                summaries.append(ingest_store(con, store, label=manifest.label, derive=False))
+                # decoded here: the Dask workers are the parallelism
+                summaries.append(ingest_store(con, store, label=manifest.label, derive=False, decode_workers=0))
             with ingest_run(con, source_id=DERIVE_SOURCE, kind="lake", display="lake derive") as run:
                 built.derived_escrows = derive_deferred(con, run, summaries)
             for manifest, summary in zip(manifests, summaries, strict=True):

@@ -1,0 +1,218 @@
+"""`decode_diffs` in worker processes, so the decode (CPU-bound Python) runs on every core while the
+ingest reads and writes the warehouse.
+
+`DiffDecoder.submit(batch)` hands a batch of diff rows to the next worker and returns at once; the
+returned handle's `result()` is what `decode_diffs(batch)` returns, the same rows in the same order.
+Workers are plain `python -m pipeline.sources.decode.workers` processes fed Arrow IPC over their
+standard streams (not multiprocessing: it would re-import a library caller's unguarded `__main__`, and
+forking a process that runs DuckDB's threads is unsafe). They start on the first batch; with no worker
+(one core, or GONKA_EVIDENCE_DECODE_WORKERS=0) `submit` decodes in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+
+from pipeline.core.env import env_int
+from pipeline.sources.decode import txs
+from pipeline.sources.errors import SourceError, one_line
+
+WORKERS_ENV = "GONKA_EVIDENCE_DECODE_WORKERS"
+MAX_WORKERS = 64
+_LENGTH = struct.Struct("<Q")
+_QUARANTINE = pa.schema([("row_key", pa.string()), ("reason", pa.string())])
+# the columns decode_diffs reads: only these cross to a worker
+DIFF_COLUMNS = ("epoch_id", "escrow_id", "nonce", "txs_proto", "created_at")
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def decode_workers() -> int:
+    """GONKA_EVIDENCE_DECODE_WORKERS, else one worker per usable core when there are two or more
+    (the main process mostly waits on the warehouse meanwhile), else none."""
+    cores = usable_cores()
+    return env_int(WORKERS_ENV, min(cores, MAX_WORKERS) if cores > 1 else 0, 0, MAX_WORKERS, "decode processes")
+
+
+class DecodeWorkerError(SourceError):
+    """A decode worker stopped (killed, out of memory) or failed; one-line message. The chunk being
+    written is rolled back, as on any failed read of the copy."""
+
+
+def _ipc(table: pa.Table | pa.RecordBatch) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write(table)
+    return sink.getvalue()
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def _write_frame(stream, data: bytes | pa.Buffer) -> None:
+    stream.write(_LENGTH.pack(len(data)))
+    stream.write(data)
+
+
+def _read_frame(stream) -> bytes | None:
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        return None
+    (size,) = _LENGTH.unpack(head)
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return data
+
+
+class _Worker:
+    """One worker process; a thread writes its requests, so `submit` never waits on a busy worker."""
+
+    def __init__(self) -> None:
+        package_root = str(Path(__file__).resolve().parents[3])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        # one decode thread per worker: the workers are the parallelism
+        env |= {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.sources.decode.workers"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        self.requests: queue.Queue[pa.Buffer | None] = queue.Queue()
+        # Answers are read as they come, so a worker never waits for the ingest to ask for its result.
+        self.answers: queue.Queue[list[bytes] | None] = queue.Queue()
+        self.writer = threading.Thread(target=self._write, daemon=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.writer.start()
+        self.reader.start()
+
+    def _write(self) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        try:
+            while (request := self.requests.get()) is not None:
+                _write_frame(stdin, request)
+                stdin.flush()
+            stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the worker is gone: its next result says so
+
+    def _read(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        while (status := _read_frame(stdout)) is not None:
+            frames = [status]
+            if status == b"ok":
+                frames += [_read_frame(stdout) or b"" for _ in range(4)]
+            self.answers.put(frames)
+        self.answers.put(None)  # the worker ended
+
+    def result(self) -> txs.DecodedDiffs:
+        frames = self.answers.get()
+        if frames is None:
+            self.answers.put(None)  # every later result fails alike
+            try:
+                code = self.process.wait(timeout=5)  # its output ended: it is exiting, or has
+            except subprocess.TimeoutExpired:
+                code = None
+            raise DecodeWorkerError(f"a diff decode worker ended unexpectedly (exit code {code})")
+        if frames[0] != b"ok":
+            raise DecodeWorkerError(f"a diff decode worker failed: {frames[0].decode(errors='replace')}")
+        decoded, diffs, held, quarantined = (_from_ipc(frame) for frame in frames[1:])
+        return txs.DecodedDiffs(
+            txs=decoded, diffs=diffs, held=held, quarantined=list(zip(*quarantined.to_pydict().values(), strict=True))
+        )
+
+    def close(self) -> None:
+        # Killed, not asked to end: a worker holds nothing worth finishing (after a failed chunk, batches may wait).
+        self.requests.put(None)
+        self.process.kill()
+        self.process.wait()
+        self.writer.join()
+        self.reader.join()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+
+
+class Decoding:
+    """A submitted batch: `result()` waits for it (results are taken in the order batches were submitted)."""
+
+    def __init__(self, worker: _Worker | None, inline: txs.DecodedDiffs | None = None):
+        self._worker, self._result = worker, inline
+
+    def result(self) -> txs.DecodedDiffs:
+        if self._result is None:
+            assert self._worker is not None
+            self._result = self._worker.result()
+            self._worker = None
+        return self._result
+
+
+class DiffDecoder:
+    """Worker processes for `decode_diffs`, started at the first batch and stopped by `close` (or the
+    `with` block). Batches go to the workers in turn; each worker answers in the order it was asked,
+    so the handles must be resolved in submission order per decoder (the ingest resolves them all in order)."""
+
+    def __init__(self, workers: int | None = None):
+        self.workers = decode_workers() if workers is None else workers
+        self._pool: list[_Worker] = []
+        self._next = 0
+
+    def __enter__(self) -> DiffDecoder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def submit(self, batch: pa.RecordBatch) -> Decoding:
+        if self.workers < 1:
+            return Decoding(None, txs.decode_diffs(batch))  # looked up now: tests and bench/ wrap it
+        if not self._pool:
+            self._pool = [_Worker() for _ in range(self.workers)]
+        worker = self._pool[self._next % len(self._pool)]
+        self._next += 1
+        worker.requests.put(_ipc(batch.select(list(DIFF_COLUMNS))))
+        return Decoding(worker)
+
+    def close(self) -> None:
+        for worker in self._pool:
+            worker.close()
+        self._pool = []
+
+
+def _serve(stdin, stdout) -> None:
+    """The worker's loop: a batch in, its decoded tables out, until its input ends."""
+    while (request := _read_frame(stdin)) is not None:
+        try:
+            decoded = txs.decode_diffs(_from_ipc(request))
+            quarantined = pa.Table.from_pylist(
+                [{"row_key": k, "reason": r} for k, r in decoded.quarantined], schema=_QUARANTINE
+            )
+            frames = [_ipc(t) for t in (decoded.txs, decoded.diffs, decoded.held, quarantined)]
+        except Exception as exc:  # said to the parent, which fails the ingest with it
+            _write_frame(stdout, f"{type(exc).__name__}: {one_line(exc)}".encode())
+        else:
+            _write_frame(stdout, b"ok")
+            for frame in frames:
+                _write_frame(stdout, frame)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    _serve(sys.stdin.buffer, sys.stdout.buffer)

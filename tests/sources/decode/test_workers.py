@@ -1,0 +1,116 @@
+"""Diffs decoded by worker processes are the diffs decoded in this process, and an ingest that uses them
+writes the same warehouse."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pyarrow as pa
+import pytest
+
+from pipeline.sources.decode import txs, workers
+from pipeline.sources.decode.workers import DecodeWorkerError, DiffDecoder
+from tests.helpers import frame, views
+
+
+def _diff_batches(store) -> list[pa.RecordBatch]:
+    """Every diff row of the copy, in batches of at most 50 rows, with bytes that do not decode and bytes
+    that decode but are no stored diff mixed in (their quarantine rows cross the pipes too)."""
+    rows = []
+    for db_file in sorted(store.glob("epoch_*.db")):
+        epoch = int(db_file.stem.split("_")[1])
+        with sqlite3.connect(db_file) as db:
+            for escrow, nonce, blob, created in db.execute(
+                "SELECT escrow_id, nonce, txs_proto, created_at FROM diffs ORDER BY 1, 2"
+            ):
+                rows.append(
+                    {"epoch_id": epoch, "escrow_id": escrow, "nonce": nonce, "txs_proto": blob, "created_at": created}
+                )
+    rows[3]["txs_proto"] = b"\xff\xff\xff"  # does not parse
+    rows[7]["txs_proto"] = bytes.fromhex("089601")  # a DiffContent with a nonce and no transactions
+    rows[11]["txs_proto"] = None
+    schema = pa.schema(
+        [
+            ("epoch_id", pa.int64()),
+            ("escrow_id", pa.string()),
+            ("nonce", pa.int64()),
+            ("txs_proto", pa.binary()),
+            ("created_at", pa.int64()),
+        ]
+    )
+    table = pa.Table.from_pylist(rows, schema=schema)
+    return table.to_batches(max_chunksize=50)
+
+
+def test_workers_decode_every_batch_as_this_process_does_in_order(sqlite_copy):
+    batches = _diff_batches(sqlite_copy())
+    assert len(batches) > 4
+    with DiffDecoder(workers=2) as decoder:
+        handles = [decoder.submit(b) for b in batches]
+        assert decoder.workers == 2 and len(decoder._pool) == 2  # decoded elsewhere, not in this process
+        decoded = [h.result() for h in handles]
+    quarantined = 0
+    for batch, got in zip(batches, decoded, strict=True):
+        want = txs.decode_diffs(batch)
+        assert got.txs.equals(want.txs) and got.diffs.equals(want.diffs) and got.held.equals(want.held)
+        assert got.quarantined == want.quarantined
+        quarantined += len(got.quarantined)
+    assert quarantined == 2  # the two blobs that are no stored diff (an absent one is an empty diff)
+
+
+def test_a_worker_that_dies_is_a_one_line_error(sqlite_copy):
+    batches = _diff_batches(sqlite_copy())
+    with DiffDecoder(workers=1) as decoder:
+        decoder.submit(batches[0]).result()
+        decoder._pool[0].process.kill()
+        handle = decoder.submit(batches[1])
+        with pytest.raises(DecodeWorkerError, match=r"^a diff decode worker ended unexpectedly \(exit code -9\)$"):
+            handle.result()
+
+
+def test_decode_workers_default_to_the_cores_and_read_their_variable(monkeypatch):
+    monkeypatch.setattr(workers, "usable_cores", lambda: 1)
+    assert workers.decode_workers() == 0  # one core: decoded in this process
+    monkeypatch.setattr(workers, "usable_cores", lambda: 16)
+    assert workers.decode_workers() == 16
+    monkeypatch.setenv(workers.WORKERS_ENV, "3")
+    assert workers.decode_workers() == 3
+    monkeypatch.setenv(workers.WORKERS_ENV, "many")
+    from pipeline.core.env import EnvError
+
+    with pytest.raises(EnvError, match="GONKA_EVIDENCE_DECODE_WORKERS='many'"):
+        workers.decode_workers()
+
+
+def test_an_ingest_decoded_by_workers_equals_one_decoded_here(tmp_path, pg_copy, monkeypatch):
+    """Several chunks (the next one read while this one is written): same views, quarantine and runs."""
+    import pipeline.ingest.store as store_mod
+    from pipeline.ingest.store import ingest_store
+    from pipeline.sources.store import open_store
+    from pipeline.warehouse.database import open_for_write
+
+    monkeypatch.setattr(store_mod, "CHUNK_NONCES", 60)
+    url = pg_copy()
+    started = []
+    monkeypatch.setattr(workers, "_Worker", lambda real=workers._Worker: started.append(1) or real())
+
+    def ingest(path, decode_workers):
+        con, store = open_for_write(path), open_store(url)
+        try:
+            return ingest_store(con, store, decode_workers=decode_workers)
+        finally:
+            store.close()
+            con.close()
+
+    here, there = ingest(tmp_path / "here.duckdb", 0), ingest(tmp_path / "there.duckdb", 2)
+    assert started == [1, 1]
+    assert here.rows == there.rows and here.quarantined == there.quarantined
+    from tests.helpers import assert_views_equal
+
+    assert_views_equal(views(tmp_path / "here.duckdb"), views(tmp_path / "there.duckdb"))
+    for sql in (
+        "SELECT table_name, row_key, reason FROM quarantine ORDER BY ALL",
+        "SELECT run_id, input_digest, rows FROM ingest_runs ORDER BY ALL",
+        "SELECT * EXCLUDE (run_id) FROM ingest_accounting ORDER BY ALL",
+    ):
+        assert frame(tmp_path / "here.duckdb", sql).equals(frame(tmp_path / "there.duckdb", sql)), sql
