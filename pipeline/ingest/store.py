@@ -553,7 +553,10 @@ def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSu
         # As a stream, read once: DuckDB keeps a registered table until the transaction ends, so the
         # transactions (the chunk's largest rows) would still be held by the derive, where the ingest peaks.
         _register(con, "new_txs", pa.RecordBatchReader.from_batches(txs.schema, txs.to_batches()))
-        con.execute(sql_text("warehouse/ingest/insert_txs.sql"), {"run_id": run.run_id})
+        if written == diffs.num_rows:
+            con.execute(sql_text("warehouse/ingest/insert_all_txs.sql"))
+        else:
+            con.execute(sql_text("warehouse/ingest/insert_txs.sql"), {"run_id": run.run_id})
     sealed_written = scalar(con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id}))
     acct.used("sealed_inferences", sealed_written)
     # not written: another copy's seal of the key stays (further along, or a conflict it wins, quarantined)

@@ -106,6 +106,7 @@ def test_an_imported_copy_and_a_full_copy_fill_each_other_in_either_order(tmp_pa
         ranges = frame(wh, "SELECT source_id, lo, hi FROM escrow_coverage WHERE escrow_id = '4101' ORDER BY source_id")
         assert ranges.rows() == [("sqlite:full", 1, row["latest_nonce"]), ("sqlite:imported", 31, row["latest_nonce"])]
         assert evidence_of(wh, small_timeline.focal_host) == evidence_of(only_full, small_timeline.focal_host)
+        assert_keys_unique(wh)
 
 
 @pytest.mark.heavy  # 19 ingests (about 12 s of CPU): the heavy tier (.ci/run runs it)
@@ -226,7 +227,19 @@ def test_a_fork_is_quarantined_with_both_versions_whatever_the_order(tmp_path, c
         verdict, expected = frame(wh, verdict_sql), frame(one_copy, verdict_sql)
         assert_frame_equal(verdict, expected)
         got[order] = views(wh)
+        assert_keys_unique(wh)
     assert_views_equal(got[("full", "forked")], got[("forked", "full")])
+
+
+def assert_keys_unique(wh) -> None:
+    """The tables kept without a key index hold each key once (copies overlap, a fork replaced a diff)."""
+    for table, key in (
+        ("tx_log", "escrow_id, nonce, tx_index"),
+        ("d_validations", "escrow_id, nonce, tx_index"),
+        ("d_tx_times", "escrow_id, nonce"),
+    ):
+        counts = frame(wh, f"SELECT count(*) AS n, count(DISTINCT ({key})) AS keys FROM {table}")
+        assert counts["n"][0] > 0 and counts["n"][0] == counts["keys"][0], table
 
 
 def test_sealed_rows_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, copies):

@@ -40,12 +40,15 @@ CREATE TABLE IF NOT EXISTS raw_diffs (
   escrow_id VARCHAR NOT NULL, nonce BIGINT NOT NULL, epoch_id BIGINT NOT NULL, created_at BIGINT, tx_count BIGINT,
   run_id VARCHAR, PRIMARY KEY (escrow_id, nonce));
 
+-- tx_log, d_tx_times and d_validations are unique on (escrow_id, nonce[, tx_index]) by how they are written
+-- (a diff's transactions once, derived rows deleted per escrow first), so they keep no key index, whose
+-- upkeep was the costliest of the ingest's writes (bench/BENCHMARKS.md). Warehouses created before keep theirs.
 CREATE TABLE IF NOT EXISTS tx_log (
   escrow_id VARCHAR NOT NULL, nonce BIGINT NOT NULL, tx_index BIGINT NOT NULL, epoch_id BIGINT NOT NULL,
   kind VARCHAR NOT NULL, member VARCHAR, field_number BIGINT, inference_id BIGINT, slot BIGINT, valid BOOLEAN,
   timeout_reason BIGINT, votes STRUCT(voter_slot BIGINT, accept BOOLEAN)[], model VARCHAR, input_length BIGINT,
   max_tokens BIGINT, started_at BIGINT, confirmed_at BIGINT, input_tokens BIGINT, output_tokens BIGINT,
-  diff_created_at BIGINT, PRIMARY KEY (escrow_id, nonce, tx_index));
+  diff_created_at BIGINT);
 
 CREATE TABLE IF NOT EXISTS raw_sealed_inferences (
   escrow_id VARCHAR NOT NULL, inference_id BIGINT NOT NULL, epoch_id BIGINT NOT NULL, sealed_nonce BIGINT,
@@ -71,7 +74,7 @@ CREATE TABLE IF NOT EXISTS d_escrow_slots (
   PRIMARY KEY (escrow_id, slot_id));
 
 CREATE TABLE IF NOT EXISTS d_tx_times (
-  escrow_id VARCHAR, nonce BIGINT, event_at TIMESTAMPTZ, PRIMARY KEY (escrow_id, nonce));
+  escrow_id VARCHAR, nonce BIGINT, event_at TIMESTAMPTZ);
 
 CREATE TABLE IF NOT EXISTS d_inferences (
   epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, model VARCHAR, executor VARCHAR, executor_slot BIGINT,
@@ -85,7 +88,7 @@ CREATE TABLE IF NOT EXISTS d_validations (
   epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, nonce BIGINT, tx_index BIGINT, kind VARCHAR,
   validator VARCHAR, validator_slot BIGINT, executor VARCHAR, valid BOOLEAN, counted BOOLEAN, after_resolution BOOLEAN,
   event_at TIMESTAMPTZ, validator_build VARCHAR, executor_build VARCHAR, final_status VARCHAR,
-  inference_started_at TIMESTAMPTZ, PRIMARY KEY (escrow_id, nonce, tx_index));
+  inference_started_at TIMESTAMPTZ);
 
 -- Drain and miss columns added after the first release of d_inferences (older warehouse files).
 ALTER TABLE d_inferences ADD COLUMN IF NOT EXISTS pre_drain_status VARCHAR;
