@@ -27,6 +27,9 @@ from pipeline.sources.errors import SourceError, one_line
 
 WORKERS_ENV = "GONKA_EVIDENCE_DECODE_WORKERS"
 MAX_WORKERS = 64
+# By default at most this many: writing a chunk into the warehouse takes longer than two workers take to
+# decode the next one (bench/BENCHMARKS.md), so more would only hold memory (~250 MB each).
+DEFAULT_MAX_WORKERS = 4
 _LENGTH = struct.Struct("<Q")
 _QUARANTINE = pa.schema([("row_key", pa.string()), ("reason", pa.string())])
 # the columns decode_diffs reads: only these cross to a worker
@@ -41,10 +44,11 @@ def usable_cores() -> int:
 
 
 def decode_workers() -> int:
-    """GONKA_EVIDENCE_DECODE_WORKERS, else one worker per usable core when there are two or more
-    (the main process mostly waits on the warehouse meanwhile), else none."""
+    """GONKA_EVIDENCE_DECODE_WORKERS, else one worker per usable core (at most DEFAULT_MAX_WORKERS) when
+    there are two or more, else none: on one core the ingesting process decodes between its writes."""
     cores = usable_cores()
-    return env_int(WORKERS_ENV, min(cores, MAX_WORKERS) if cores > 1 else 0, 0, MAX_WORKERS, "decode processes")
+    default = min(cores, DEFAULT_MAX_WORKERS) if cores > 1 else 0
+    return env_int(WORKERS_ENV, default, 0, MAX_WORKERS, "decode processes")
 
 
 class DecodeWorkerError(SourceError):
@@ -94,8 +98,9 @@ class _Worker:
             env=env,
         )
         self.requests: queue.Queue[pa.Buffer | None] = queue.Queue()
-        # Answers are read as they come, so a worker never waits for the ingest to ask for its result.
-        self.answers: queue.Queue[list[bytes] | None] = queue.Queue()
+        # Answers are read as they come, one ahead of the ingest: a worker decodes on while the ingest writes,
+        # and what waits for the ingest is bounded (a second answer waits in this thread, a third in the worker).
+        self.answers: queue.Queue[list[bytes] | None] = queue.Queue(maxsize=1)
         self.writer = threading.Thread(target=self._write, daemon=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.writer.start()
@@ -144,7 +149,11 @@ class _Worker:
         self.process.kill()
         self.process.wait()
         self.writer.join()
-        self.reader.join()
+        while self.reader.is_alive():  # it may wait to hand over an answer nobody will take
+            try:
+                self.answers.get_nowait()
+            except queue.Empty:
+                self.reader.join(0.01)
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 stream.close()
