@@ -911,10 +911,8 @@ def user_errors() -> tuple[type[Exception], ...]:
 def user_error(exc: Exception) -> Exception | None:
     """The one-line error the CLI prints for `exc`: itself when it is one of `user_errors()`, DuckDB
     running out of memory as an OutOfMemory naming the variable to raise; None for anything else (a bug)."""
-    import duckdb
-
-    from pipeline.warehouse.database import out_of_memory
+    from pipeline.warehouse.database import out_of_memory, ran_out_of_memory
 
     if isinstance(exc, user_errors()):
         return exc
-    return out_of_memory("the command") if isinstance(exc, duckdb.OutOfMemoryException) else None
+    return out_of_memory("the command") if ran_out_of_memory(exc) else None

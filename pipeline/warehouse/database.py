@@ -118,8 +118,23 @@ def ingest_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     try:
         with duckdb_setting(con, "memory_limit", budget.memory_limit):
             yield
-    except duckdb.OutOfMemoryException:
+    except duckdb.Error as exc:
+        if not ran_out_of_memory(exc):
+            raise
         raise out_of_memory("the ingest", budget) from None
+
+
+def ran_out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is DuckDB's OutOfMemoryException or was raised while handling one: a clean-up in
+    the aborted transaction (an `unregister` in a `finally`) raises a TransactionException instead."""
+    seen: set[int] = set()
+    pending: BaseException | None = exc
+    while pending is not None and id(pending) not in seen:
+        if isinstance(pending, duckdb.OutOfMemoryException):
+            return True
+        seen.add(id(pending))
+        pending = pending.__cause__ or pending.__context__
+    return False
 
 
 def open_for_write(path: Path | str = DEFAULT_WAREHOUSE, abort_abandoned: bool = True) -> duckdb.DuckDBPyConnection:
