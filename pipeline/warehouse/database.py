@@ -199,6 +199,8 @@ def refuse_foreign(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     try:
         state = warehouse_state(con)
     except duckdb.Error as exc:
+        if ran_out_of_memory(exc):
+            raise out_of_memory("opening the warehouse") from None
         raise WarehouseError(f"{path}: not a gonka-evidence warehouse ({str(exc).splitlines()[0]})") from None
     if state == "foreign":
         raise WarehouseError(
@@ -304,9 +306,8 @@ def duckdb_setting(con: duckdb.DuckDBPyConnection, name: str, value: str) -> Ite
 
 
 def _setting(con: duckdb.DuckDBPyConnection, name: str) -> str:
-    row = con.execute(f"SELECT current_setting('{name}')").fetchone()
-    assert row is not None  # a SELECT without FROM returns one row
-    return str(row[0])
+    ((value,),) = con.execute(f"SELECT current_setting('{name}')").fetchall()  # all: no unfinished result
+    return str(value)
 
 
 @contextmanager
