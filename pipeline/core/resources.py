@@ -23,10 +23,10 @@ from pipeline.core.env import env_int, env_size, env_text, size_bytes
 
 THREADS_ENV = "GONKA_EVIDENCE_THREADS"
 MAX_THREADS = 1024
-# What each DuckDB thread adds to the memory an ingest needs. Measured on generated copies (seed 11,
-# 30 escrows per epoch, four copies into one warehouse): the smallest GONKA_EVIDENCE_INGEST_MEMORY that
-# completes is 81MB at 1-2 threads, 93MB at 16, 98MB at 32, 151MB at 64: at most 1.2MB a thread.
-# 4MB leaves room for copies with larger chunks than the samples'.
+# What each DuckDB thread adds to the memory an ingest needs. The smallest GONKA_EVIDENCE_INGEST_MEMORY
+# that completes, threads forced on 2 cores: generated copies (seed 11, 30 escrows per epoch, four into
+# one warehouse) 81MB at 1-2 threads, 93MB at 16, 151MB at 64, 275MB at 128; data-samples/store 65MB
+# at 2, 76MB at 16, 150MB at 64, 287MB at 128: at most 1.8MB a thread. 4MB leaves room for larger chunks.
 PER_THREAD_BYTES = 4_000_000
 # At most this share of the process's memory goes to one DuckDB pool; the rest holds the Arrow and
 # Polars data of an ingest chunk and Python itself (DuckDB's own default is 80% of RAM).
