@@ -131,9 +131,9 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     import duckdb
     import pyarrow as pa
 
-    from pipeline.ingest.store import INGEST_DUCKDB_MEMORY
     from pipeline.sources.store import open_store
     from pipeline.sources.store.base import TABLES
+    from pipeline.warehouse.database import ingest_budget
 
     path.unlink(missing_ok=True)
     # Like the floor (whose connection is open before its timer starts), time from an open source:
@@ -144,7 +144,7 @@ def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
     open_s = started - opened
     con = duckdb.connect(str(path))
     # The ingest's DuckDB settings (the default buffer pool is 80% of RAM and grows with the data).
-    con.execute(f"SET memory_limit = '{INGEST_DUCKDB_MEMORY}'")
+    con.execute(f"SET memory_limit = '{ingest_budget(con).memory_limit}'")
     per_table = {}
     read_timer = StepTimer()  # time waiting for the next batch of a read (ADBC + conform); the rest is DuckDB
     batches = 0
@@ -220,16 +220,16 @@ def step_flat_raw(url: str, size: str) -> dict:
     import polars as pl
     import pyarrow as pa
 
-    from pipeline.ingest.store import CHUNK_TABLES, INGEST_DUCKDB_MEMORY, _chunks
+    from pipeline.ingest.store import CHUNK_TABLES, _chunks
     from pipeline.sources.store import open_store
     from pipeline.sources.store.base import TABLES
-    from pipeline.warehouse.database import open_for_write, transaction
+    from pipeline.warehouse.database import ingest_budget, open_for_write, transaction
 
     path = DATA / f"flat_raw_{size}.duckdb"
     for p in (path, path.with_name(path.name + ".wal")):
         p.unlink(missing_ok=True)
     con = open_for_write(path)  # schema creation is not timed
-    con.execute(f"SET memory_limit = '{INGEST_DUCKDB_MEMORY}'")  # as during an ingest
+    con.execute(f"SET memory_limit = '{ingest_budget(con).memory_limit}'")  # as during an ingest
     started = time.perf_counter()
     store = open_store(url)
     rows, chunks = 0, 0

@@ -86,6 +86,7 @@ __all__ = [
     "resolve_sql",
     "run",
     "terminal_width",
+    "user_error",
     "user_errors",
     "verify",
 ]
@@ -905,3 +906,13 @@ def user_errors() -> tuple[type[Exception], ...]:
         *([lake.LakeError] if lake else []),
         *([cluster.ClusterError] if cluster else []),
     )
+
+
+def user_error(exc: Exception) -> Exception | None:
+    """The one-line error the CLI prints for `exc`: itself when it is one of `user_errors()`, DuckDB
+    running out of memory as an OutOfMemory naming the variable to raise; None for anything else (a bug)."""
+    from pipeline.warehouse.database import out_of_memory, ran_out_of_memory
+
+    if isinstance(exc, user_errors()):
+        return exc
+    return out_of_memory("the command") if ran_out_of_memory(exc) else None

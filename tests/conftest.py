@@ -98,6 +98,7 @@ def pg_copy(pg_database, timeline):
 UNIT = (
     "cli/test_interrupts.py::test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped",
     "core/test_parallel.py",
+    "core/test_resources.py",
     "test_architecture.py",
     "evidence/test_stats.py",
     "evidence/test_stats_of_tables.py::test_infinite_and_undefined_odds_ratios_are_told_apart",

@@ -104,12 +104,12 @@ def prints_data(func):
     return func
 
 
-def _one_line_errors() -> tuple[type[Exception], ...]:
-    """The library's errors that end a command with a one-line message (looked up when one is raised:
-    `ingest` of an unchanged copy should not pay for importing them)."""
-    from pipeline.api import user_errors
+def _one_line_error(exc: Exception) -> Exception | None:
+    """The library's error that ends a command with a one-line message for `exc`, None for a bug (looked
+    up when one is raised: `ingest` of an unchanged copy should not pay for importing them)."""
+    from pipeline.api import user_error
 
-    return user_errors()
+    return user_error(exc)
 
 
 def _is_interrupt(exc: BaseException | None) -> bool:
@@ -158,9 +158,10 @@ def user_errors(func):
         except Exception as exc:
             if _is_interrupt(exc):
                 _interrupted()
-            if not isinstance(exc, _one_line_errors()):
+            error = _one_line_error(exc)
+            if error is None:
                 raise
-            _fail(str(exc))
+            _fail(str(error))
         except KeyboardInterrupt:
             _interrupted()
 

@@ -29,9 +29,15 @@ def env_size(name: str, default: str) -> str:
     if value is None:
         return default
     m = _SIZE.fullmatch(value)
-    if not m or float(m.group(1)) * _UNIT_BYTES[m.group(2).lower()] < MIN_SIZE_BYTES:
+    if not m or size_bytes(value) < MIN_SIZE_BYTES:
         raise EnvError(f"{name}={value!r}: expected a size of at least 1MB, such as 512MB or 2GB")
     return f"{m.group(1)}{m.group(2).upper().replace('I', 'i')}"
+
+
+def size_bytes(size: str) -> int:
+    """The bytes of a size as `env_size` takes it (``512MB``, ``2GiB``); 0 for text that is no size."""
+    m = _SIZE.fullmatch(size.strip())
+    return int(float(m.group(1)) * _UNIT_BYTES[m.group(2).lower()]) if m else 0
 
 
 def env_int(name: str, default: int, low: int, high: int, what: str) -> int:

@@ -29,7 +29,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
-from pipeline.core.env import env_int, env_size
+from pipeline.core.env import env_int
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
 from pipeline.ingest.accounting import settle_claims
@@ -44,7 +44,7 @@ from pipeline.ingest.planes import PLANE_INGESTERS
 from pipeline.ingest.runs import IngestRun, IngestSummary, Problem, ingest_run, scalar
 from pipeline.ingest.unchanged import stamp_ingest
 from pipeline.sources.store.base import ESCROW_SCOPED, TABLES, SessionStore
-from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
+from pipeline.warehouse.database import fetch_frame, ingest_memory, transaction
 
 if TYPE_CHECKING:
     from pipeline.ingest.derive import DeriveOutcome
@@ -57,11 +57,6 @@ MIN_WORKER_DIFFS = 50_000
 KNOWN_SESSION_STATUS = {"active", "settled"}
 KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
 REQUIRED_PER_EPOCH = ("sessions", "diffs")
-# DuckDB's buffer pool while ingesting. It keeps the newest table blocks cached up to its limit,
-# so with the general 1GB limit an ingest's RSS grew with the warehouse (2M copy: 280 MB of
-# cached blocks at the end, peak 1.21 GiB vs 0.99 at 500k). A chunk's statements touch one chunk
-# of rows, so a small pool costs nothing (measured: 2M ingest 95 -> 82 s, peak 0.90 GiB at both sizes).
-INGEST_DUCKDB_MEMORY = env_size("GONKA_EVIDENCE_INGEST_MEMORY", "200MB")
 # What a chunk reads, in this order (the diffs first: decoding them is the long part).
 CHUNK_TABLES = (
     "diffs",
@@ -125,7 +120,7 @@ def ingest_store(
             run_id=run.run_id, source_id=store.source_id, source_display=store.display, rows=run.rows
         )
         try:
-            with duckdb_setting(con, "memory_limit", INGEST_DUCKDB_MEMORY):  # the caller's limit again after
+            with ingest_memory(con):  # sized for the connection's threads; the caller's limit again after
                 with transaction(con):
                     run.quarantine(_refused_inputs(store, run))
                 _ingest_escrow_cache(con, store, run)

@@ -1,9 +1,10 @@
 """The Dask `distributed` cluster the network jobs run on: the only module that imports Dask.
 
-By default a `LocalCluster` on this machine: one worker process per core, one thread each (every task
-is a DuckDB session of its own, set to one thread), a memory limit per worker. With a scheduler
-address, the workers of an existing cluster (docs/network.md shows how to start one); they need
-gonka-evidence installed and the lake directory at the same path (a shared file system).
+By default a `LocalCluster` on this machine: one worker process per core, one thread each, a memory
+limit per worker. The worker processes are the parallelism, so within one the thread pools of Polars,
+Arrow and DuckDB run one thread each (`WORKER_ENV`, unless this process's environment sets them). With
+a scheduler address, the workers of an existing cluster (docs/network.md shows how to start one); they
+need gonka-evidence installed and the lake directory at the same path (a shared file system).
 
 A task is a pure function of the lake's files: when a worker dies, the scheduler runs its tasks again
 on another worker and they give the same result; what they write appears by rename only.
@@ -18,10 +19,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from pipeline.core.events import Progress
+from pipeline.core.resources import THREADS_ENV, cores
 
 # A worker holds one partition's DuckDB session (buffer pool GONKA_EVIDENCE_INGEST_MEMORY, 200 MB) plus
 # the Arrow batches of one chunk: 2 GB leaves room at the 2M scale (bench/BENCHMARKS.md, network).
 DEFAULT_MEMORY_LIMIT = os.environ.get("GONKA_EVIDENCE_NETWORK_MEMORY", "2GB")
+# Set in each worker process as it starts, before it imports Polars (which sizes its pool on import):
+# Polars, Arrow's CPU and I/O pools, every DuckDB connection (pipeline/core/resources.py).
+WORKER_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "ARROW_IO_THREADS": "1", THREADS_ENV: "1"}
 
 
 class ClusterError(Exception):
@@ -51,13 +56,14 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
         return
     if workers is not None and workers < 0:
         raise ClusterError("--workers must be 0 (this process) or more")
-    n = workers or os.cpu_count() or 1
+    n = workers or cores()
     with (
         LocalCluster(
             n_workers=n,
             threads_per_worker=1,
             processes=True,
             memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT,
+            env={name: os.environ.get(name, value) for name, value in WORKER_ENV.items()},
             dashboard_address=":0",  # a free port: no clash with another cluster on this machine
             silence_logs=logging.ERROR,
         ) as cluster,

@@ -84,7 +84,6 @@ def partition_partial(lake_root: str, epoch: int, bucket: int, name: str, params
 
     con = open_read_only(Lake(lake_root).warehouse_path(epoch, bucket))
     try:
-        con.execute("SET threads = 1")
         return NETWORK_TABLES[name].partial(con, params)
     finally:
         con.close()

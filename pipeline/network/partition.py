@@ -28,7 +28,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -157,7 +156,7 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
     """Stage 2 for one partition (see the module docstring); skipped when built from the same copies."""
     from pipeline.ingest.runs import ingest_run
     from pipeline.ingest.store import derive_deferred, ingest_store
-    from pipeline.warehouse.database import open_for_write, transaction
+    from pipeline.warehouse.database import open_for_write, open_scratch, transaction
 
     started = time.monotonic()
     lake = Lake(lake_root)
@@ -173,13 +172,11 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
     target = lake.warehouse_path(epoch, bucket)
     lake.tmp.mkdir(parents=True, exist_ok=True)
     tmp = lake.tmp / f"partition-{epoch}-{bucket}-{uuid.uuid4().hex}.duckdb"
-    scratch = duckdb.connect()
-    scratch.execute("SET threads = 1")
+    scratch = open_scratch()
     try:
         forks = _dedupe(scratch, lake, manifests, epoch, bucket, built)
         con = open_for_write(tmp)
         try:
-            con.execute("SET threads = 1")  # one core per Dask worker
             with ingest_run(con, source_id=LAKE_SOURCE, kind="lake", display="lake dedupe") as run:
                 with transaction(con):
                     run.quarantine(forks)

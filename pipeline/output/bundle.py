@@ -46,6 +46,7 @@ from pipeline.evidence.provenance import evidence_command, provenance, window_ar
 from pipeline.evidence.window import Window
 from pipeline.output.render import render
 from pipeline.output.render.json import to_json_value
+from pipeline.warehouse.database import out_of_memory
 
 MANIFEST = "MANIFEST.json"
 BUNDLE_FORMAT = 1
@@ -103,6 +104,8 @@ def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict
                 command=command,
                 **options,
             )
+        except duckdb.OutOfMemoryException:  # not a table without data: the bundle needs more memory
+            raise out_of_memory("the bundle") from None
         except (EvidenceError, duckdb.Error) as exc:
             skipped.append({"table": spec.name, "reason": str(exc).splitlines()[0]})
             continue

@@ -19,6 +19,7 @@ import polars as pl
 from pipeline.core.paths import SQL_DIR
 from pipeline.output import query_format as query_output
 from pipeline.output.query_format import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, TABLE_MAX_ROWS, QueryFormat
+from pipeline.warehouse.database import out_of_memory
 
 QUERIES_DIR = SQL_DIR / "queries"
 MAX_SQL_BYTES = 16 * 2**20  # a --file longer than this is not SQL someone wrote
@@ -116,6 +117,8 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) 
         if relation is None:
             raise QueryError("the statement returned no result to show (only queries do)")
         return query_output.to_frame(relation)
+    except duckdb.OutOfMemoryException:
+        raise out_of_memory("the query") from None
     except (duckdb.Error, ValueError) as exc:
         raise QueryError(str(exc).splitlines()[0]) from None
 
@@ -231,6 +234,8 @@ def _stream(
                 write(text + "\n")
     except duckdb.InterruptException:
         raise
+    except duckdb.OutOfMemoryException:
+        raise out_of_memory("the query") from None
     except duckdb.Error as exc:
         raise QueryError(str(exc).splitlines()[0]) from None
     return RenderedQuery(

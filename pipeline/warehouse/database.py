@@ -23,15 +23,37 @@ if TYPE_CHECKING:
 
 from pipeline.core.env import env_size
 from pipeline.core.paths import DEFAULT_WAREHOUSE, SQL_DIR
+from pipeline.core.resources import THREADS_ENV, DuckDBBudget, duckdb_budget
 
 SCHEMA_VERSION = "1"
 # warehouse_meta key: sha256 of the schema and view scripts that last ran on the warehouse.
 SCHEMA_DIGEST_KEY = "schema_digest"
+# DuckDB's buffer pool defaults to 80% of RAM; a bounded one keeps an ingest's RSS flat whatever the
+# warehouse size (it spills to disk instead). Each is a base: the pool grows with the threads
+# (pipeline/core/resources.py), and the variable, when set, is the limit itself.
 MEMORY_ENV, DEFAULT_MEMORY_LIMIT = "GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB"
+# While ingesting. The pool keeps the newest table blocks cached up to its limit, so with the general
+# 1GB an ingest's RSS grew with the warehouse (2M copy: 280 MB of cached blocks at the end, peak 1.21 GiB
+# vs 0.99 at 500k). A chunk's statements touch one chunk of rows, so a small pool costs nothing
+# (measured: 2M ingest 95 -> 82 s, peak 0.90 GiB at both sizes).
+INGEST_MEMORY_ENV, DEFAULT_INGEST_MEMORY = "GONKA_EVIDENCE_INGEST_MEMORY", "200MB"
 
 
 class WarehouseError(Exception):
     """A warehouse that cannot be opened as asked; one-line message."""
+
+
+class OutOfMemory(WarehouseError):
+    """DuckDB ran out of the memory it was given; the message names the variable to raise."""
+
+
+def out_of_memory(what: str, budget: DuckDBBudget | None = None) -> OutOfMemory:
+    """The one-line error for DuckDB's OutOfMemoryException during `what` (``the query``) under `budget`
+    (default: what a warehouse connection gets)."""
+    budget = budget or duckdb_budget(MEMORY_ENV, DEFAULT_MEMORY_LIMIT)
+    return OutOfMemory(
+        f"{what} ran out of memory (DuckDB {budget.describe()}): raise {budget.memory_env} or lower {THREADS_ENV}"
+    )
 
 
 # What a write that the file system refuses raises: DuckDB's own I/O and commit errors (a full disk
@@ -66,10 +88,53 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     except duckdb.Error as exc:
         raise WarehouseError(f"{path}: cannot open the warehouse ({str(exc).splitlines()[0]})") from None
     con.execute("SET TimeZone = 'UTC'")
-    # DuckDB's buffer pool defaults to 80% of RAM; a bounded one keeps an ingest's RSS flat
-    # whatever the warehouse size (it spills to disk instead).
-    con.execute(f"SET memory_limit = '{env_size(MEMORY_ENV, DEFAULT_MEMORY_LIMIT)}'")
+    _apply(con, duckdb_budget(MEMORY_ENV, DEFAULT_MEMORY_LIMIT))
     return con
+
+
+def _apply(con: duckdb.DuckDBPyConnection, budget: DuckDBBudget) -> None:
+    # Together: DuckDB's default is a thread per core of the machine, each needing memory of its own.
+    con.execute(f"SET threads = {budget.threads}")
+    con.execute(f"SET memory_limit = '{budget.memory_limit}'")
+
+
+def open_scratch() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with the threads and memory limit of a warehouse connection."""
+    con = duckdb.connect()
+    _apply(con, duckdb_budget(MEMORY_ENV, DEFAULT_MEMORY_LIMIT))
+    return con
+
+
+def ingest_budget(con: duckdb.DuckDBPyConnection) -> DuckDBBudget:
+    """The ingest's memory limit for the threads `con` runs."""
+    return duckdb_budget(INGEST_MEMORY_ENV, DEFAULT_INGEST_MEMORY, int(_setting(con, "threads")))
+
+
+@contextmanager
+def ingest_memory(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """The ingest's memory limit for the block, sized for the connection's threads (the caller's limit
+    again after); DuckDB running out of it is a one-line OutOfMemory naming GONKA_EVIDENCE_INGEST_MEMORY."""
+    budget = ingest_budget(con)
+    try:
+        with duckdb_setting(con, "memory_limit", budget.memory_limit):
+            yield
+    except duckdb.Error as exc:
+        if not ran_out_of_memory(exc):
+            raise
+        raise out_of_memory("the ingest", budget) from None
+
+
+def ran_out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` is DuckDB's OutOfMemoryException or was raised while handling one: a clean-up in
+    the aborted transaction (an `unregister` in a `finally`) raises a TransactionException instead."""
+    seen: set[int] = set()
+    pending: BaseException | None = exc
+    while pending is not None and id(pending) not in seen:
+        if isinstance(pending, duckdb.OutOfMemoryException):
+            return True
+        seen.add(id(pending))
+        pending = pending.__cause__ or pending.__context__
+    return False
 
 
 def open_for_write(path: Path | str = DEFAULT_WAREHOUSE, abort_abandoned: bool = True) -> duckdb.DuckDBPyConnection:
@@ -134,6 +199,8 @@ def refuse_foreign(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     try:
         state = warehouse_state(con)
     except duckdb.Error as exc:
+        if ran_out_of_memory(exc):
+            raise out_of_memory("opening the warehouse") from None
         raise WarehouseError(f"{path}: not a gonka-evidence warehouse ({str(exc).splitlines()[0]})") from None
     if state == "foreign":
         raise WarehouseError(
@@ -230,14 +297,17 @@ def open_sandboxed(path: Path | str = DEFAULT_WAREHOUSE) -> duckdb.DuckDBPyConne
 @contextmanager
 def duckdb_setting(con: duckdb.DuckDBPyConnection, name: str, value: str) -> Iterator[None]:
     """`SET name = value` for the block, then the connection's own value again."""
-    row = con.execute(f"SELECT current_setting('{name}')").fetchone()
-    assert row is not None  # a SELECT without FROM returns one row
-    before = row[0]
+    before = _setting(con, name)
     con.execute(f"SET {name} = '{value}'")
     try:
         yield
     finally:
         con.execute(f"SET {name} = '{before}'")
+
+
+def _setting(con: duckdb.DuckDBPyConnection, name: str) -> str:
+    ((value,),) = con.execute(f"SELECT current_setting('{name}')").fetchall()  # all: no unfinished result
+    return str(value)
 
 
 @contextmanager

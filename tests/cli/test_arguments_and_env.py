@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
@@ -64,6 +65,8 @@ def test_a_bucket_wider_than_any_window_is_one_line(warehouse):
         ("GONKA_EVIDENCE_CHUNK_NONCES", "0", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
         ("GONKA_EVIDENCE_INGEST_MEMORY", "-1GB", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
         ("GONKA_EVIDENCE_WORKERS", "many", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
+        ("GONKA_EVIDENCE_THREADS", "many", ["query", "SELECT 1"]),
+        ("GONKA_EVIDENCE_THREADS", "0", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
         ("GONKA_EVIDENCE_FINALITY_LAG", "soon", ["run"]),
     ],
 )
@@ -79,6 +82,45 @@ def test_garbage_in_an_environment_variable_is_one_line_naming_it(tmp_path, vari
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and (variable in lines[0] or value in lines[0]), lines
+
+
+@pytest.mark.parametrize(
+    "variable, limit, command, what",
+    [
+        ("GONKA_EVIDENCE_INGEST_MEMORY", "10MB", ["ingest", str(DATA_SAMPLES_DIR / "store")], "the ingest"),
+        (
+            "GONKA_EVIDENCE_DUCKDB_MEMORY",
+            "3MB",
+            ["query", "SELECT count(*) FROM (SELECT x FROM range(5000000) t(x) ORDER BY x DESC)"],
+            "the query",
+        ),
+        ("GONKA_EVIDENCE_DUCKDB_MEMORY", "3MB", ["report", "epoch", "3", "--host", HOST, "--out", "out"], "the report"),
+    ],
+)
+def test_a_memory_limit_too_small_for_the_work_is_one_line_naming_the_variable(
+    tmp_path, warehouse, variable, limit, command, what
+):
+    """16 threads in DuckDB's smallest workable pools: the command ends with one line naming the variable
+    to raise, exit code 1, not DuckDB's OutOfMemoryException; a failed ingest leaves a failed run."""
+    target = tmp_path / "w.duckdb"
+    if command[0] != "ingest":
+        shutil.copy(warehouse, target)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), variable: limit, "GONKA_EVIDENCE_THREADS": "16"}
+    result = subprocess.run(
+        [SCRIPT, *command, "-w", str(target)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: {what} ran out of memory (DuckDB limit {limit} with 16 threads): "
+        f"raise {variable} or lower GONKA_EVIDENCE_THREADS"
+    ]
+    assert "Traceback" not in result.stderr and "OutOfMemoryException" not in result.stderr
+    if command[0] == "ingest":
+        con = duckdb.connect(str(target), read_only=True)
+        try:
+            assert con.execute("SELECT status FROM ingest_runs").fetchall() == [("failed",)]
+        finally:
+            con.close()
 
 
 def test_doctor_reads_a_table_whose_name_holds_a_quote(tmp_path):

@@ -197,3 +197,24 @@ def test_forks_and_disagreeing_sealed_rows_are_quarantined(network, tmp_path):
     found = lake_quarantine(tmp_path / "lake").filter(pl.col("table_name") == "sealed_inferences")
     assert found["row_key"].to_list() == [f"{escrow}/{inference}"]
     assert "copies disagree on the sealed row" in found["reason"].item()
+
+
+def test_inside_a_worker_polars_arrow_and_duckdb_run_one_thread_each():
+    """The worker processes are the parallelism: a task's pools do not each take every core."""
+    from pipeline.network.cluster import dask_client, run_tasks
+
+    def pools(_: int) -> tuple[int, int, int, int]:
+        import polars
+        import pyarrow
+
+        from pipeline.warehouse.database import open_scratch
+
+        con = open_scratch()
+        try:
+            ((threads,),) = con.execute("SELECT current_setting('threads')").fetchall()
+        finally:
+            con.close()
+        return polars.thread_pool_size(), pyarrow.cpu_count(), pyarrow.io_thread_count(), int(threads)
+
+    with dask_client(workers=2) as client:
+        assert run_tasks(client, pools, [(0,), (1,)], "pools", lambda *_: None) == [(1, 1, 1, 1)] * 2

@@ -30,7 +30,7 @@ from pipeline.output.query import named_queries
 from pipeline.output.render.csv import render_csv
 from pipeline.output.render.text import format_percent, iso_utc, stat_lines
 from pipeline.output.report.findings import NO_DATA, Finding, epoch_findings
-from pipeline.warehouse.database import fetch_frame
+from pipeline.warehouse.database import fetch_frame, out_of_memory
 
 
 @dataclass
@@ -162,6 +162,8 @@ def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse
     except EvidenceError as exc:
         skipped.skipped = str(exc)
         return skipped
+    except duckdb.OutOfMemoryException:  # not a section without data: the whole report needs more memory
+        raise out_of_memory("the report") from None
     except duckdb.Error as exc:  # a table whose warehouse data was never ingested (e.g. no logs)
         skipped.skipped = f"its data is absent from the warehouse ({str(exc).splitlines()[0]})"
         return skipped

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline.core import resources
 from pipeline.core.env import env_int
 from pipeline.sources.decode import txs
 from pipeline.sources.errors import SourceError, one_line
@@ -36,17 +37,10 @@ _QUARANTINE = pa.schema([("row_key", pa.string()), ("reason", pa.string())])
 DIFF_COLUMNS = ("epoch_id", "escrow_id", "nonce", "txs_proto", "created_at")
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def decode_workers() -> int:
-    """GONKA_EVIDENCE_DECODE_WORKERS, else one worker per usable core (at most DEFAULT_MAX_WORKERS) when
+    """GONKA_EVIDENCE_DECODE_WORKERS, else one worker per core this process may use (at most DEFAULT_MAX_WORKERS) when
     there are two or more, else none: on one core the ingesting process decodes between its writes."""
-    cores = usable_cores()
+    cores = resources.cores()
     default = min(cores, DEFAULT_MAX_WORKERS) if cores > 1 else 0
     return env_int(WORKERS_ENV, default, 0, MAX_WORKERS, "decode processes")
 

@@ -69,11 +69,11 @@ def test_a_worker_that_dies_is_a_one_line_error(sqlite_copy):
 
 
 def test_decode_workers_default_to_the_cores_and_read_their_variable(monkeypatch):
-    monkeypatch.setattr(workers, "usable_cores", lambda: 1)
+    monkeypatch.setattr(workers.resources, "cores", lambda: 1)
     assert workers.decode_workers() == 0  # one core: decoded in this process
-    monkeypatch.setattr(workers, "usable_cores", lambda: 3)
+    monkeypatch.setattr(workers.resources, "cores", lambda: 3)
     assert workers.decode_workers() == 3
-    monkeypatch.setattr(workers, "usable_cores", lambda: 64)
+    monkeypatch.setattr(workers.resources, "cores", lambda: 64)
     assert workers.decode_workers() == workers.DEFAULT_MAX_WORKERS == 4
     monkeypatch.setenv(workers.WORKERS_ENV, "3")
     assert workers.decode_workers() == 3
