@@ -19,7 +19,6 @@ copies gives the same warehouse.
 from __future__ import annotations
 
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -405,23 +404,19 @@ def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: l
 
 
 def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, progress, derive, decode_workers) -> None:
-    """Each planned chunk read, decoded, written and derived, one transaction each, in plan order. The next
-    chunk is read (its diffs handed to the decode workers) before this one is written, so the workers
-    decode it while this one is written and derived."""
+    """Each planned chunk read, decoded, written and derived, one transaction each, in plan order. Its diff
+    batches go to the decode workers as they are read, so they decode while the other tables are read."""
     if not plan:
         return
     from pipeline.sources.decode.workers import DiffDecoder  # not loaded for an unchanged copy
 
     with DiffDecoder(decode_workers) as decoder:
-        # Read ahead only when workers decode: in this process it would hold two chunks for nothing.
-        ahead, pending = (1 if decoder.workers else 0), deque[_ChunkRead]()
+        # One chunk at a time: reading the next one while this one is written saved little and held a
+        # chunk more at the ingest's peak (bench/BENCHMARKS.md).
         for epoch_id, chunk, cursors in plan:
             progress(f"epoch {epoch_id} diffs", 0, int(chunk["new_nonces"].sum()))
-            pending.append(_read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress))
-            if len(pending) > ahead:
-                _ingest_chunk(con, store, pending.popleft(), run, summary, progress, derive)
-        while pending:
-            _ingest_chunk(con, store, pending.popleft(), run, summary, progress, derive)
+            read = _read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress)
+            _ingest_chunk(con, store, read, run, summary, progress, derive)
 
 
 @dataclass

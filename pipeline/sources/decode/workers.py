@@ -28,8 +28,8 @@ from pipeline.sources.errors import SourceError, one_line
 
 WORKERS_ENV = "GONKA_EVIDENCE_DECODE_WORKERS"
 MAX_WORKERS = 64
-# By default at most this many: writing a chunk into the warehouse takes longer than two workers take to
-# decode the next one (bench/BENCHMARKS.md), so more would only hold memory (~250 MB each).
+# By default at most this many: a chunk's warehouse writes take several times what four workers take to
+# decode it (bench/BENCHMARKS.md), so more would save little and hold memory (a worker's RSS: BENCHMARKS).
 DEFAULT_MAX_WORKERS = 4
 _LENGTH = struct.Struct("<Q")
 _QUARANTINE = pa.schema([("row_key", pa.string()), ("reason", pa.string())])
@@ -57,8 +57,8 @@ def _ipc(table: pa.Table | pa.RecordBatch) -> pa.Buffer:
     return sink.getvalue()
 
 
-def _from_ipc(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+def _from_ipc(data: pa.Buffer) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
 
 
 def _write_frame(stream, data: bytes | pa.Buffer) -> None:
@@ -66,15 +66,18 @@ def _write_frame(stream, data: bytes | pa.Buffer) -> None:
     stream.write(data)
 
 
-def _read_frame(stream) -> bytes | None:
+def _read_frame(stream) -> pa.Buffer | None:
+    """The next frame, in memory of Arrow's pool (not this thread's malloc arena): the tables read from it
+    are views of it, and the pool hands its pages back when the chunk is done."""
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         return None
     (size,) = _LENGTH.unpack(head)
-    data = stream.read(size)
-    if len(data) < size:
-        return None
-    return data
+    data = pa.allocate_buffer(size)
+    view, got = memoryview(data), 0
+    while got < size and (n := stream.readinto(view[got:])):
+        got += n
+    return data if got == size else None
 
 
 class _Worker:
@@ -94,7 +97,7 @@ class _Worker:
         self.requests: queue.Queue[pa.Buffer | None] = queue.Queue()
         # Answers are read as they come, one ahead of the ingest: a worker decodes on while the ingest writes,
         # and what waits for the ingest is bounded (a second answer waits in this thread, a third in the worker).
-        self.answers: queue.Queue[list[bytes] | None] = queue.Queue(maxsize=1)
+        self.answers: queue.Queue[list[pa.Buffer] | None] = queue.Queue(maxsize=1)
         self.writer = threading.Thread(target=self._write, daemon=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.writer.start()
@@ -116,8 +119,8 @@ class _Worker:
         assert stdout is not None
         while (status := _read_frame(stdout)) is not None:
             frames = [status]
-            if status == b"ok":
-                frames += [_read_frame(stdout) or b"" for _ in range(4)]
+            if status.to_pybytes() == b"ok":
+                frames += [_read_frame(stdout) or pa.py_buffer(b"") for _ in range(4)]
             self.answers.put(frames)
         self.answers.put(None)  # the worker ended
 
@@ -130,8 +133,8 @@ class _Worker:
             except subprocess.TimeoutExpired:
                 code = None
             raise DecodeWorkerError(f"a diff decode worker ended unexpectedly (exit code {code})")
-        if frames[0] != b"ok":
-            raise DecodeWorkerError(f"a diff decode worker failed: {frames[0].decode(errors='replace')}")
+        if (status := frames[0].to_pybytes()) != b"ok":
+            raise DecodeWorkerError(f"a diff decode worker failed: {status.decode(errors='replace')}")
         decoded, diffs, held, quarantined = (_from_ipc(frame) for frame in frames[1:])
         return txs.DecodedDiffs(
             txs=decoded, diffs=diffs, held=held, quarantined=list(zip(*quarantined.to_pydict().values(), strict=True))
