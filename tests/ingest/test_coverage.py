@@ -237,6 +237,7 @@ def assert_keys_unique(wh) -> None:
         ("tx_log", "escrow_id, nonce, tx_index"),
         ("d_validations", "escrow_id, nonce, tx_index"),
         ("d_tx_times", "escrow_id, nonce"),
+        ("d_inferences", "escrow_id, inference_id"),
     ):
         counts = frame(wh, f"SELECT count(*) AS n, count(DISTINCT ({key})) AS keys FROM {table}")
         assert counts["n"][0] > 0 and counts["n"][0] == counts["keys"][0], table

@@ -40,8 +40,8 @@ CREATE TABLE IF NOT EXISTS raw_diffs (
   escrow_id VARCHAR NOT NULL, nonce BIGINT NOT NULL, epoch_id BIGINT NOT NULL, created_at BIGINT, tx_count BIGINT,
   run_id VARCHAR, PRIMARY KEY (escrow_id, nonce));
 
--- tx_log, d_tx_times and d_validations are unique on (escrow_id, nonce[, tx_index]) by how they are written
--- (a diff's transactions once, derived rows deleted per escrow first), so they keep no key index, whose
+-- tx_log, d_tx_times, d_inferences and d_validations are unique on their keys by how they are written (a
+-- diff's transactions once, derived rows deleted per escrow first), so they keep no key index, whose
 -- upkeep was the costliest of the ingest's writes (bench/BENCHMARKS.md). Warehouses created before keep theirs.
 CREATE TABLE IF NOT EXISTS tx_log (
   escrow_id VARCHAR NOT NULL, nonce BIGINT NOT NULL, tx_index BIGINT NOT NULL, epoch_id BIGINT NOT NULL,
@@ -81,8 +81,7 @@ CREATE TABLE IF NOT EXISTS d_inferences (
   status VARCHAR, sealed BOOLEAN, challenged BOOLEAN, cleared BOOLEAN, finished BOOLEAN, drained BOOLEAN,
   votes_valid BIGINT, votes_invalid BIGINT, input_tokens BIGINT, output_tokens BIGINT,
   started_at TIMESTAMPTZ, confirmed_at TIMESTAMPTZ, event_at TIMESTAMPTZ, resolved_nonce BIGINT,
-  sealed_nonce BIGINT, sealed_status BIGINT, in_diff_log BOOLEAN, executor_build VARCHAR,
-  PRIMARY KEY (escrow_id, inference_id));
+  sealed_nonce BIGINT, sealed_status BIGINT, in_diff_log BOOLEAN, executor_build VARCHAR);
 
 CREATE TABLE IF NOT EXISTS d_validations (
   epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, nonce BIGINT, tx_index BIGINT, kind VARCHAR,
