@@ -101,13 +101,42 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return params
 
 
+# Statements that only read: anything else is refused before it runs, by its kind (the read-only connection
+# would refuse it too, but with a message about views and base tables).
+READING_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "CALL"}
+_UNKNOWN_RELATION = re.compile(r"Table with name (\S+) does not exist")
+
+
 def _bound(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> dict[str, str] | None:
-    """The parameters ``sql`` uses ($name, as DuckDB parses it: not inside strings), checked to be all given."""
-    used = {name for statement in con.extract_statements(sql) for name in statement.named_parameters}
+    """The parameters ``sql`` uses ($name, as DuckDB parses it: not inside strings), checked to be all given;
+    a statement that is not a query is refused."""
+    statements = con.extract_statements(sql)
+    for statement in statements:
+        if statement.type.name not in READING_STATEMENTS:
+            raise QueryError(
+                f"the warehouse is read-only here: SELECT only (this is a {statement.type.name} statement)"
+            )
+    used = {name for statement in statements for name in statement.named_parameters}
     missing = used - set(params)
     if missing:
         raise QueryError(f"missing --param for: {', '.join(sorted(missing))}")
     return {k: v for k, v in params.items() if k in used} or None
+
+
+def _error(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> QueryError:
+    """DuckDB's error as one line; an unknown table or view named with the warehouse's closest views."""
+    text = str(exc).splitlines()[0]
+    if isinstance(exc, duckdb.CatalogException) and (m := _UNKNOWN_RELATION.search(text)):
+        import difflib
+
+        views = [v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
+        close = difflib.get_close_matches(m.group(1).lower(), views, n=3, cutoff=0.5)
+        hint = f"closest views: {', '.join(close)}; " if close else ""
+        return QueryError(
+            f"no table or view {m.group(1)} in the warehouse ({hint}the views are in docs/schema.md, "
+            "the named queries in `gonka-evidence query --list`)"
+        )
+    return QueryError(text)
 
 
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> pl.DataFrame:
@@ -119,7 +148,9 @@ def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) 
         return query_output.to_frame(relation)
     except duckdb.OutOfMemoryException:
         raise out_of_memory("the query") from None
-    except (duckdb.Error, ValueError) as exc:
+    except duckdb.Error as exc:
+        raise _error(con, exc) from None
+    except ValueError as exc:
         raise QueryError(str(exc).splitlines()[0]) from None
 
 
@@ -237,7 +268,7 @@ def _stream(
     except duckdb.OutOfMemoryException:
         raise out_of_memory("the query") from None
     except duckdb.Error as exc:
-        raise QueryError(str(exc).splitlines()[0]) from None
+        raise _error(con, exc) from None
     return RenderedQuery(
         "", counted.rows, len(relation.columns), hidden, time.perf_counter() - started, truncated=counted.more
     )

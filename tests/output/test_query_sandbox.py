@@ -58,6 +58,39 @@ def test_query_cannot_escape_its_sandbox(warehouse, name):
     assert sorted(p.name for p in warehouse.parent.iterdir()) == files_before
 
 
+@pytest.mark.parametrize("name", sorted(ESCAPES))
+def test_the_engine_itself_refuses_every_escape(warehouse, name):
+    """`query` refuses a statement that is not a query by its kind before it runs; the sandboxed connection
+    must refuse every escape on its own all the same (the engine enforces it, not the check)."""
+    import duckdb
+
+    from pipeline.warehouse.database import open_sandboxed
+
+    before = _digest(warehouse)
+    con = open_sandboxed(warehouse)
+    try:
+        with pytest.raises(duckdb.Error) as refused:
+            con.execute(ESCAPES[name].format(dir=warehouse.parent, wh=warehouse))
+    finally:
+        con.close()
+    if name.startswith(("turn the sandbox off", "unlock")):
+        assert "lock" in str(refused.value).lower()
+    assert _digest(warehouse) == before
+
+
+def test_a_write_or_an_unknown_table_says_what_query_takes(warehouse):
+    for sql, kind in (("DELETE FROM inferences", "DELETE"), ("SELECT 1; DROP VIEW escrows", "DROP")):
+        result = _query(warehouse, sql)
+        assert result.exit_code == 1
+        assert result.output == f"error: the warehouse is read-only here: SELECT only (this is a {kind} statement)\n"
+    result = _query(warehouse, "SELECT * FROM inference")
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1
+    assert result.output.startswith("error: no table or view inference in the warehouse (closest views: inferences")
+    assert "`gonka-evidence query --list`" in result.output
+    result = _query(warehouse, "SELECT * FROM zzzqqq")
+    assert result.exit_code == 1 and "closest" not in result.output and "docs/schema.md" in result.output
+
+
 def test_the_attack_chain_of_attach_use_detach_leaves_the_warehouse_whole(warehouse):
     sessions = frame(warehouse, "SELECT count(*) AS n FROM raw_sessions")["n"][0]
     chain = (
