@@ -79,12 +79,18 @@ def run_tasks(
     name: str,
     progress: Progress,
     bytes_of: Callable[[Any], int] | None = None,
+    sizes: Sequence[int] | None = None,
 ) -> list[Any]:
     """`fn(*args)` for each of `arguments` on the cluster, results in argument order; progress counts
-    tasks done (and the bytes each read, with `bytes_of`). A task that raises stops the job with its
-    error; a task whose worker died is run again by the scheduler (up to its allowed failures)."""
+    tasks done (and the bytes each read, with `bytes_of`). With `sizes` (one per argument), the tasks
+    are submitted largest first, with that priority, so that the largest is not the last to start.
+    A task that raises stops the job with its error; a task whose worker died is run again by the
+    scheduler (up to its allowed failures)."""
     progress(name, 0, len(arguments))
     results: list[Any] = [None] * len(arguments)
+    order = list(range(len(arguments)))
+    if sizes is not None:
+        order.sort(key=lambda i: -sizes[i])  # stable: equal sizes keep argument order
 
     def done(i: int, result: Any) -> None:
         results[i] = result
@@ -94,13 +100,14 @@ def run_tasks(
             progress("bytes read", n, n)
 
     if client is None:
-        for i, args in enumerate(arguments):
-            done(i, fn(*args))
+        for i in order:
+            done(i, fn(*arguments[i]))
         return results
     from distributed import as_completed
 
-    futures = [client.submit(fn, *args, pure=False) for args in arguments]
-    index = {f.key: i for i, f in enumerate(futures)}
+    # Dask runs a higher priority first; one submit per task would otherwise run them first come, first served.
+    futures = [client.submit(fn, *arguments[i], pure=False, priority=len(order) - rank) for rank, i in enumerate(order)]
+    index = {f.key: i for f, i in zip(futures, order, strict=True)}
     try:
         for future in as_completed(futures):
             done(index[future.key], future.result())

@@ -123,6 +123,19 @@ def test_one_or_three_workers_one_or_four_buckets_give_the_same_tables(network, 
             _same(got, want)
 
 
+def test_on_one_worker_the_partitions_run_largest_first(network, tmp_path):
+    """The scheduler runs stage 2's tasks by their size, largest first; the summary is in (epoch, bucket) order."""
+    _, _, copies = network
+    summary = network_ingest(copies, tmp_path / "lake", workers=1, buckets=4)
+    lake = Lake(tmp_path / "lake")
+    sizes = lake.partition_bytes()
+    assert len(set(sizes.values())) > 2
+    # One worker of one thread runs one task at a time, and each writes its partition's info last.
+    finished = sorted(sizes, key=lambda k: lake.partition_info_path(*k).stat().st_mtime_ns)
+    assert finished == sorted(sizes, key=lambda k: -sizes[k]) != sorted(sizes)
+    assert [(p.epoch, p.bucket) for p in summary.partitions] == sorted(sizes)
+
+
 def test_a_worker_killed_during_a_partition_task_changes_nothing(network, tmp_path):
     from distributed import Client, LocalCluster
     from distributed.diagnostics.plugin import WorkerPlugin
