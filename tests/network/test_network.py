@@ -231,3 +231,24 @@ def test_inside_a_worker_polars_arrow_and_duckdb_run_one_thread_each():
 
     with dask_client(workers=2) as client:
         assert run_tasks(client, pools, [(0,), (1,)], "pools", lambda *_: None) == [(1, 1, 1, 1)] * 2
+
+
+def test_a_worker_has_imported_the_task_modules_before_its_first_task():
+    """The local cluster's workers preload the task modules and engines, so no first task pays for them."""
+    from pipeline.network.cluster import dask_client
+
+    wanted = ("pipeline.network.partition", "pipeline.network.copies", "pipeline.ingest.store", "polars", "duckdb")
+
+    def loaded() -> list[bool]:
+        import sys
+
+        return [name in sys.modules for name in wanted]
+
+    with dask_client(workers=2) as client:
+        assert list(client.run(loaded).values()) == [[True] * len(wanted)] * 2  # client.run is not a task
+        assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
+    # Without the preload, a fresh worker has none of them: what the test sees is the preload's doing.
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+        assert list(client.run(loaded).values()) == [[False] * len(wanted)]
