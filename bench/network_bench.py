@@ -3,6 +3,8 @@ the sequential single-host ingest of the same copies.
 
     python bench/scale_copy.py --sizes 120000          # the network (gonka_bench_120000)
     python bench/network_bench.py --size 120000 --hosts 12 [--workers 1,2] [--buckets 16]
+    python bench/scale_copy.py --sizes 120000 --layout sqlite   # no PostgreSQL server: bench/data/gonka_bench_120000/
+    python bench/network_bench.py --size 120000 --hosts 12 --layout sqlite   # -> network-120000-sqlite.json
 
 Each host's copy is a PostgreSQL database made from the network's by template, keeping only the escrows
 in which the host holds a slot (as a host's own session storage does), for the hosts holding most
@@ -18,23 +20,63 @@ import json
 import os
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
-
-import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.scale_copy import DEFAULT_URL, db_url  # noqa: E402
+from bench.scale_copy import DATA, DEFAULT_URL, db_url  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
 
+def _most_escrows(rows: list[tuple[str, str]], hosts: int) -> tuple[list[str], dict[str, set[str]]]:
+    """The `hosts` addresses holding a slot in most escrows, and every address's escrows."""
+    held: dict[str, set[str]] = {}
+    for escrow, group in rows:
+        for slot in json.loads(group):
+            held.setdefault(slot["ValidatorAddress"], set()).add(escrow)
+    return sorted(held, key=lambda a: (-len(held[a]), a))[:hosts], held
+
+
+def host_copies_sqlite(data: Path, size: str, hosts: int) -> list[tuple[str, str, int]]:
+    """(host, store directory, escrows) as `host_copies`, from the network's SQLite store
+    (`bench/scale_copy.py --layout sqlite`): each a copy of its files without the other escrows' rows."""
+    base = data / f"gonka_bench_{size}"
+    if not (base / "_meta.db").exists():
+        raise SystemExit(f"{base}: no SQLite copy (python bench/scale_copy.py --sizes {size} --layout sqlite)")
+    rows: list[tuple[str, str]] = []
+    for file in sorted(base.glob("epoch_*.db")):
+        with closing(sqlite3.connect(file)) as con:
+            rows += con.execute("SELECT escrow_id, group_json FROM sessions").fetchall()
+    chosen, held = _most_escrows(rows, hosts)
+    copies = []
+    for i, host in enumerate(chosen):
+        target = data / f"gonka_bench_net_{size}" / f"host-{i}"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(base, target)
+        for file in sorted(target.glob("*.db")):
+            with closing(sqlite3.connect(file)) as con:
+                con.execute("CREATE TEMP TABLE keep (escrow_id TEXT PRIMARY KEY)")
+                con.executemany("INSERT INTO temp.keep VALUES (?)", [(e,) for e in sorted(held[host])])
+                for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                    if "escrow_id" in {c[1] for c in con.execute(f'PRAGMA table_info("{table}")')}:
+                        con.execute(f'DELETE FROM "{table}" WHERE escrow_id NOT IN (SELECT escrow_id FROM temp.keep)')
+                con.commit()
+                con.execute("VACUUM")
+        copies.append((host, str(target), len(held[host])))
+    return copies
+
+
 def host_copies(url: str, size: str, hosts: int) -> list[tuple[str, str, int]]:
     """(host, database URL, escrows) of the `hosts` hosts holding most escrows, each copy re-made."""
+    import psycopg
+
     base = f"gonka_bench_{size}"
     with psycopg.connect(db_url(url, base)) as con:
         rows = con.execute("SELECT escrow_id, group_json FROM devshard_sessions").fetchall()
@@ -46,11 +88,7 @@ def host_copies(url: str, size: str, hosts: int) -> list[tuple[str, str, int]]:
                 "AND p.relkind IN ('r', 'p')"
             ).fetchall()
         ]
-    held: dict[str, set[str]] = {}
-    for escrow, group in rows:
-        for slot in json.loads(group):
-            held.setdefault(slot["ValidatorAddress"], set()).add(escrow)
-    chosen = sorted(held, key=lambda a: (-len(held[a]), a))[:hosts]
+    chosen, held = _most_escrows(rows, hosts)
     copies = []
     with psycopg.connect(db_url(url, "postgres"), autocommit=True) as admin:
         for i, host in enumerate(chosen):
@@ -81,9 +119,7 @@ def sequential_ingest(copies: list[str], work: Path) -> dict:
 
 
 def lake_ingest(copies: list[str], work: Path, workers: int, buckets: int) -> dict:
-    from distributed import Client, LocalCluster
-
-    from pipeline.network.cluster import DEFAULT_MEMORY_LIMIT
+    from pipeline.network.cluster import dask_client
     from pipeline.network.jobs import network_ingest
 
     lake = work / f"lake-{workers}"
@@ -93,14 +129,11 @@ def lake_ingest(copies: list[str], work: Path, workers: int, buckets: int) -> di
         if done:
             marks[name] = time.monotonic()
 
-    with (
-        LocalCluster(
-            n_workers=workers, threads_per_worker=1, memory_limit=DEFAULT_MEMORY_LIMIT, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    # The command's own LocalCluster (worker environment, preload), started before the clock starts.
+    with dask_client(workers=workers) as client:
+        scheduler = client.scheduler_info()["address"]
         started = time.monotonic()
-        summary = network_ingest(copies, lake, scheduler=cluster.scheduler_address, buckets=buckets, progress=progress)
+        summary = network_ingest(copies, lake, scheduler=scheduler, buckets=buckets, progress=progress)
         peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     stage1 = marks["copies into the lake"] - started
     raw = sum(p.stat().st_size for t in ("sessions", "diffs") for p in (lake / t).rglob("*.parquet"))
@@ -128,10 +161,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--buckets", type=int, default=16)
     parser.add_argument("--url", default=DEFAULT_URL)
+    parser.add_argument("--layout", choices=("postgres", "sqlite"), default="postgres")
+    parser.add_argument("--data", type=Path, default=DATA, help="--layout sqlite: where gonka_bench_<size>/ lies")
     args = parser.parse_args(argv)
-    made = host_copies(args.url, args.size, args.hosts)
+    if args.layout == "sqlite":
+        made = host_copies_sqlite(args.data, args.size, args.hosts)
+    else:
+        made = host_copies(args.url, args.size, args.hosts)
     copies = [u for _, u, _ in made]
-    result: dict = {"size": args.size, "hosts": args.hosts, "escrows_per_copy": [n for _, _, n in made]}
+    result: dict = {
+        "size": args.size,
+        "layout": args.layout,
+        "hosts": args.hosts,
+        "escrows_per_copy": [n for _, _, n in made],
+    }
     result["loadavg_1m_start"] = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="gonka-net-bench-") as tmp:
         work = Path(tmp)
@@ -140,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     result["loadavg_1m_end"] = os.getloadavg()[0]
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"network-{args.size}.json").write_text(json.dumps(result, indent=1) + "\n")
+    name = f"network-{args.size}" + ("-sqlite" if args.layout == "sqlite" else "")
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
     return 0
 

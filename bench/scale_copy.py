@@ -1,6 +1,10 @@
 """Scale copies for the benchmark: PostgreSQL session stores of ~0.5M and ~2M inferences.
 
     python bench/scale_copy.py --sizes 500k,2m [--url postgresql://postgres@127.0.0.1:5432]
+    python bench/scale_copy.py --sizes 120000 --layout sqlite [--out bench/data]   # no server needed
+
+With `--layout sqlite`, the same rows (same seed, same bytes) as a devshard SQLite store directory
+`<out>/gonka_bench_<size>/` (`_meta.db`, one `epoch_<N>.db` per epoch, no accounting ledger).
 
 Writes (drops and re-creates) the databases `gonka_bench_500k` / `gonka_bench_2m` in
 the upstream layout (`sql/upstream/postgres.sql`, partition children
@@ -30,6 +34,8 @@ import json
 import multiprocessing as mp
 import os
 import random
+import shutil
+import sqlite3
 import sys
 import time
 import uuid
@@ -39,6 +45,9 @@ import psycopg
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from pipeline.samples.release_lines import SQLITE_EPOCH, SQLITE_META  # noqa: E402
+
 DATA = ROOT / "bench" / "data"
 DEFAULT_URL = os.environ.get("GONKA_BENCH_PG", "postgresql://postgres@127.0.0.1:5432")
 SIZES = {"500k": 500_000, "1m": 1_000_000, "2m": 2_000_000}
@@ -139,6 +148,26 @@ SEALED_TYPES = (
 )
 OBS_COLS = ("epoch_id", "escrow_id", "inference_id", "slot_id", "required_validations", "completed_validations")
 OBS_TYPES = ("int8", "text", "int8", "int4", "int4", "int4")
+
+SESSION_COLS = (
+    "epoch_id",
+    "escrow_id",
+    "version",
+    "creator_addr",
+    "config_json",
+    "group_json",
+    "initial_balance",
+    "latest_nonce",
+    "last_finalized",
+    "settled_at",
+    "status",
+    "imported_nonce",
+)
+SESSION_TYPES = ("int8", "text", "text", "text", "text", "text", "int8", "int8", "int8", "int8", "text", "int8")
+INDEX_COLS = ("escrow_id", "epoch_id")
+CACHE_COLS = ("escrow_id", "epoch_id", "escrow_json", "cached_at")
+SIG_COLS = ("epoch_id", "escrow_id", "nonce", "slot_id", "sig")
+SNAP_COLS = ("epoch_id", "escrow_id", "nonce", "state_data", "created_at")
 
 FINISHED, VALIDATED, INVALIDATED = 2, 4, 5
 
@@ -659,6 +688,32 @@ def escrow_json(plan: dict, session: dict) -> str:
     )
 
 
+def small_rows(plans: list[dict], results: dict[str, dict], seed: int) -> dict[str, list[tuple]]:
+    """The sessions, escrow index, escrow cache, final signatures and snapshot of every escrow (PostgreSQL
+    column order), in plan order: both layouts draw the same random bytes."""
+    sessions, index, cache, sigs, snaps = [], [], [], [], []
+    rng = random.Random(f"small:{seed}")
+    for plan in plans:
+        out = results[plan["escrow_id"]]
+        s = out["session"]
+        sessions.append(tuple(s[c] for c in SESSION_COLS))
+        index.append((plan["escrow_id"], plan["epoch_id"]))
+        cache.append((plan["escrow_id"], plan["epoch_id"], escrow_json(plan, s), plan["opened_at"] - 60))
+        for slot in range(GROUP):
+            sigs.append((plan["epoch_id"], plan["escrow_id"], s["last_finalized"], slot, rng.randbytes(65)))
+        snap_nonce = s["latest_nonce"] - s["latest_nonce"] % 10 or 1
+        snaps.append(
+            (
+                plan["epoch_id"],
+                plan["escrow_id"],
+                snap_nonce,
+                b"\x0a\x30" + rng.randbytes(48),
+                0 if plan["created_at_zero"] else out["times"][1],
+            )
+        )
+    return {"sessions": sessions, "index": index, "cache": cache, "sigs": sigs, "snaps": snaps}
+
+
 def db_url(base: str, dbname: str) -> str:
     from sqlalchemy.engine import make_url
 
@@ -700,87 +755,13 @@ def generate(size: str, base_url: str = DEFAULT_URL, seed: int = 1, workers: int
                 results[out["session"]["escrow_id"]] = out
                 if done % 10 == 0 or done == len(order):
                     log(f"  {size}: {done}/{len(order)} escrows written ({time.monotonic() - started:.0f}s)")
-        sessions, index, cache, sigs, snaps = [], [], [], [], []
-        rng = random.Random(f"small:{seed}")
-        for plan in plans:
-            out = results[plan["escrow_id"]]
-            s = out["session"]
-            sessions.append(
-                tuple(
-                    s[c]
-                    for c in (
-                        "epoch_id",
-                        "escrow_id",
-                        "version",
-                        "creator_addr",
-                        "config_json",
-                        "group_json",
-                        "initial_balance",
-                        "latest_nonce",
-                        "last_finalized",
-                        "settled_at",
-                        "status",
-                        "imported_nonce",
-                    )
-                )
-            )
-            index.append((plan["escrow_id"], plan["epoch_id"]))
-            cache.append((plan["escrow_id"], plan["epoch_id"], escrow_json(plan, s), plan["opened_at"] - 60))
-            for slot in range(GROUP):
-                sigs.append((plan["epoch_id"], plan["escrow_id"], s["last_finalized"], slot, rng.randbytes(65)))
-            snap_nonce = s["latest_nonce"] - s["latest_nonce"] % 10 or 1
-            snaps.append(
-                (
-                    plan["epoch_id"],
-                    plan["escrow_id"],
-                    snap_nonce,
-                    b"\x0a\x30" + rng.randbytes(48),
-                    0 if plan["created_at_zero"] else out["times"][1],
-                )
-            )
+        small = small_rows(plans, results, seed)
         with con.transaction(), con.cursor() as cur:
-            _copy(
-                cur,
-                "devshard_sessions",
-                (
-                    "epoch_id",
-                    "escrow_id",
-                    "version",
-                    "creator_addr",
-                    "config_json",
-                    "group_json",
-                    "initial_balance",
-                    "latest_nonce",
-                    "last_finalized",
-                    "settled_at",
-                    "status",
-                    "imported_nonce",
-                ),
-                ("int8", "text", "text", "text", "text", "text", "int8", "int8", "int8", "int8", "text", "int8"),
-                sessions,
-            )
-            _copy(cur, "devshard_session_index", ("escrow_id", "epoch_id"), ("text", "int8"), index)
-            _copy(
-                cur,
-                "devshard_escrow_cache",
-                ("escrow_id", "epoch_id", "escrow_json", "cached_at"),
-                ("text", "int8", "text", "int8"),
-                cache,
-            )
-            _copy(
-                cur,
-                "devshard_signatures",
-                ("epoch_id", "escrow_id", "nonce", "slot_id", "sig"),
-                ("int8", "text", "int8", "int8", "bytea"),
-                sigs,
-            )
-            _copy(
-                cur,
-                "devshard_snapshots",
-                ("epoch_id", "escrow_id", "nonce", "state_data", "created_at"),
-                ("int8", "text", "int8", "bytea", "int8"),
-                snaps,
-            )
+            _copy(cur, "devshard_sessions", SESSION_COLS, SESSION_TYPES, small["sessions"])
+            _copy(cur, "devshard_session_index", INDEX_COLS, ("text", "int8"), small["index"])
+            _copy(cur, "devshard_escrow_cache", CACHE_COLS, ("text", "int8", "text", "int8"), small["cache"])
+            _copy(cur, "devshard_signatures", SIG_COLS, ("int8", "text", "int8", "int8", "bytea"), small["sigs"])
+            _copy(cur, "devshard_snapshots", SNAP_COLS, ("int8", "text", "int8", "bytea", "int8"), small["snaps"])
             add_ledger(cur)
         write_s = time.monotonic() - started
         con.execute("VACUUM (ANALYZE)")
@@ -802,6 +783,103 @@ def generate(size: str, base_url: str = DEFAULT_URL, seed: int = 1, workers: int
     DATA.mkdir(parents=True, exist_ok=True)
     (DATA / f"copy_{size}.json").write_text(json.dumps(summary))
     log(f"  {size}: {json.dumps(summary)}")
+    return summary
+
+
+# -- the SQLite layout ---------------------------------------------------------------------------
+
+MIGRATED_AT = "2026-09-01 00:00:00"
+
+
+def _sqlite_open(path: Path, ddl: str, steps) -> sqlite3.Connection:
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=OFF")  # a fixture written once: no journal, nothing left beside the file
+    db.execute("PRAGMA synchronous=OFF")
+    db.executescript((ROOT / "sql" / ddl).read_text())
+    db.executemany(
+        "INSERT INTO schema_migrations (id, name, applied_at) VALUES (?, ?, ?)", [(i, n, MIGRATED_AT) for i, n in steps]
+    )
+    return db
+
+
+def _sqlite_insert(db: sqlite3.Connection, table: str, cols: tuple, rows: list[tuple]) -> None:
+    """PostgreSQL-ordered rows into an epoch file's table: the epoch lives in the file name, so the
+    leading epoch_id column is dropped."""
+    if rows:
+        skip = 1 if cols[0] == "epoch_id" else 0
+        names = cols[skip:]
+        marks = ", ".join("?" * len(names))
+        db.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})", [r[skip:] for r in rows])
+
+
+def _build_escrow(plan: dict) -> dict:
+    rows = build_escrow(plan)
+    if plan["index"] == 0:
+        check_wire(rows)
+    return rows
+
+
+def generate_sqlite(size: str, out: Path, seed: int = 1, workers: int = 2, log=print) -> dict:
+    """The same copy as `generate` (same seed, same rows and bytes) as a devshard SQLite store directory,
+    `out/gonka_bench_<size>/` (`_meta.db`, `epoch_<N>.db`; no accounting.db: the ledger is optional), for
+    machines without a PostgreSQL server. Escrows are built by `workers` processes, written here."""
+    total = SIZES[size] if size in SIZES else int(size)
+    store = Path(out) / f"gonka_bench_{size}"
+    started = time.monotonic()
+    shutil.rmtree(store, ignore_errors=True)
+    store.mkdir(parents=True)
+    plans, _, _ = plan_escrows(total, seed)
+    epochs = {e: _sqlite_open(store / f"epoch_{e}.db", "upstream/sqlite_epoch.sql", SQLITE_EPOCH) for e in EPOCHS}
+    for db in epochs.values():
+        db.execute("ALTER TABLE sessions DROP COLUMN imported_nonce")  # as the PostgreSQL copy's line: no imports
+    results = {}
+    order = sorted(plans, key=lambda p: -p["inferences"])
+    with mp.get_context("fork").Pool(workers) as pool:
+        for done, rows in enumerate(pool.imap_unordered(_build_escrow, order), 1):
+            session = rows["session"]
+            db = epochs[session["epoch_id"]]
+            with db:
+                _sqlite_insert(db, "diffs", DIFF_COLS, rows["diffs"])
+                _sqlite_insert(db, "sealed_inferences", SEALED_COLS, rows["sealed"])
+                _sqlite_insert(db, "sealed_validation_obs", OBS_COLS, rows["sealed_obs"])
+                _sqlite_insert(db, "inference_validation_obs", OBS_COLS, rows["live_obs"])
+            results[session["escrow_id"]] = {
+                "session": session,
+                "times": rows["times"],
+                "diffs": len(rows["diffs"]),
+                "sealed": len(rows["sealed"]),
+                "obs": len(rows["sealed_obs"]) + len(rows["live_obs"]),
+                "txs": rows["txs"],
+            }
+            if done % 10 == 0 or done == len(order):
+                log(f"  {size} (sqlite): {done}/{len(order)} escrows written ({time.monotonic() - started:.0f}s)")
+    small = small_rows(plans, results, seed)
+    for e, db in epochs.items():
+        with db:  # imported_nonce (last) is not a column of this line's sessions
+            _sqlite_insert(db, "sessions", SESSION_COLS[:-1], [r[:-1] for r in small["sessions"] if r[0] == e])
+            _sqlite_insert(db, "signatures", SIG_COLS, [r for r in small["sigs"] if r[0] == e])
+            _sqlite_insert(db, "snapshots", SNAP_COLS, [r for r in small["snaps"] if r[0] == e])
+        db.close()
+    meta = _sqlite_open(store / "_meta.db", "upstream/sqlite_meta.sql", SQLITE_META)
+    with meta:
+        _sqlite_insert(meta, "escrow_epoch", INDEX_COLS, small["index"])
+        _sqlite_insert(meta, "escrow_cache", CACHE_COLS, small["cache"])
+    meta.close()
+    summary = {
+        "size": size,
+        "layout": "sqlite",
+        "store": str(store),
+        "escrows": len(plans),
+        "inferences": sum(p["inferences"] for p in plans),
+        "diffs": sum(r["diffs"] for r in results.values()),
+        "sealed_rows": sum(r["sealed"] for r in results.values()),
+        "obs_rows": sum(r["obs"] for r in results.values()),
+        "txs": sum(r["txs"] for r in results.values()),
+        "epochs": list(EPOCHS),
+        "db_bytes": sum(f.stat().st_size for f in store.iterdir()),
+        "total_s": round(time.monotonic() - started, 1),
+    }
+    log(f"  {size} (sqlite): {json.dumps(summary)}")
     return summary
 
 
@@ -830,8 +908,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--add-ledger", action="store_true", help="only add the accounting ledger to existing copies")
+    parser.add_argument(
+        "--layout", choices=("postgres", "sqlite"), default="postgres", help="sqlite: a store directory per size"
+    )
+    parser.add_argument("--out", type=Path, default=DATA, help="--layout sqlite: where gonka_bench_<size>/ goes")
     args = parser.parse_args(argv)
     for size in args.sizes.split(","):
+        if args.layout == "sqlite":
+            generate_sqlite(size.strip(), args.out, args.seed, args.workers)
+            continue
         if args.add_ledger:
             with psycopg.connect(db_url(args.url, f"gonka_bench_{size.strip()}")) as con, con.cursor() as cur:
                 add_ledger(cur)

@@ -64,8 +64,14 @@ def network_ingest(
         summary.copies = run_tasks(
             client, write_copy, [(root, spec) for spec in copies], "copies into the lake", progress, _bytes
         )
-        parts = [(root, e, b) for e, b in lake.partitions()]
-        summary.partitions = run_tasks(client, build_partition, parts, "partitions", progress, _bytes)
+        # Largest first, so that the largest partition does not start last and end the stage alone; the
+        # summary keeps (epoch, bucket) order.
+        sizes = lake.partition_bytes()
+        keys = lake.partitions()
+        parts = [(root, e, b) for e, b in keys]
+        summary.partitions = run_tasks(
+            client, build_partition, parts, "partitions", progress, _bytes, sizes=[sizes.get(k, 0) for k in keys]
+        )
     # Every task has ended: what is left in the temporary directory is a killed attempt's.
     shutil.rmtree(lake.tmp, ignore_errors=True)
     summary.elapsed_s = time.monotonic() - started

@@ -146,6 +146,17 @@ class Lake:
                     found.add((int(epoch.split("=")[1]), int(bucket.split("=")[1])))
         return sorted(found)
 
+    def partition_bytes(self) -> dict[tuple[int, int], int]:
+        """The bytes of every (epoch, bucket)'s Parquet files, all copies and tables: what its stage-2 task
+        reads (`PartitionBuilt.bytes_read`), known from one stat per file."""
+        sizes: dict[tuple[int, int], int] = {}
+        for manifest in self.manifests():
+            for file in manifest.files:
+                _, epoch, bucket, _ = Path(file).parts
+                key = (int(epoch.split("=")[1]), int(bucket.split("=")[1]))
+                sizes[key] = sizes.get(key, 0) + (self.root / file).stat().st_size
+        return sizes
+
     def files(self, manifest: CopyManifest, table: str, epoch: int, bucket: int) -> list[Path]:
         prefix = f"{table}/epoch={epoch}/bucket={bucket}/"
         return [self.root / f for f in manifest.files if f.startswith(prefix)]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipeline.network.copies import write_copy
-from pipeline.network.lake import Lake, LakeError, bucket_of
+from pipeline.network.lake import LAKE_TABLES, Lake, LakeError, bucket_of
 from pipeline.network.partition import build_partition
 from pipeline.samples.network import write_network
 
@@ -108,3 +108,31 @@ def _escrows(parquet_file) -> list[str]:
     import pyarrow.parquet as pq
 
     return pq.read_table(parquet_file, columns=["escrow_id"])["escrow_id"].to_pylist()
+
+
+def test_stage_2_runs_the_largest_partitions_first_and_reports_them_in_order(copies, tmp_path, monkeypatch):
+    """Partitions start largest first (by the bytes of their files), so the largest does not end the stage
+    alone; the summary still lists them by (epoch, bucket)."""
+    import pipeline.network.jobs as jobs
+
+    paths, _ = copies
+    started: list[tuple[int, int]] = []
+    real = jobs.build_partition
+
+    def recording(lake_root: str, epoch: int, bucket: int):
+        started.append((epoch, bucket))
+        return real(lake_root, epoch, bucket)
+
+    monkeypatch.setattr(jobs, "build_partition", recording)
+    summary = jobs.network_ingest(paths, tmp_path, workers=0, buckets=4)
+    lake = Lake(tmp_path)
+    sizes = lake.partition_bytes()
+    assert sizes == {
+        key: sum(f.stat().st_size for m in lake.manifests() for t in LAKE_TABLES for f in lake.files(m, t, *key))
+        for key in lake.partitions()
+    }
+    assert len(set(sizes.values())) > 2  # the order below is not an accident of equal sizes
+    assert started == sorted(sizes, key=lambda k: -sizes[k])
+    assert started != sorted(sizes)
+    assert [(p.epoch, p.bucket) for p in summary.partitions] == sorted(sizes)
+    assert [p.bytes_read for p in summary.partitions] == [sizes[k] for k in sorted(sizes)]

@@ -123,6 +123,19 @@ def test_one_or_three_workers_one_or_four_buckets_give_the_same_tables(network, 
             _same(got, want)
 
 
+def test_on_one_worker_the_partitions_run_largest_first(network, tmp_path):
+    """The scheduler runs stage 2's tasks by their size, largest first; the summary is in (epoch, bucket) order."""
+    _, _, copies = network
+    summary = network_ingest(copies, tmp_path / "lake", workers=1, buckets=4)
+    lake = Lake(tmp_path / "lake")
+    sizes = lake.partition_bytes()
+    assert len(set(sizes.values())) > 2
+    # One worker of one thread runs one task at a time, and each writes its partition's info last.
+    finished = sorted(sizes, key=lambda k: lake.partition_info_path(*k).stat().st_mtime_ns)
+    assert finished == sorted(sizes, key=lambda k: -sizes[k]) != sorted(sizes)
+    assert [(p.epoch, p.bucket) for p in summary.partitions] == sorted(sizes)
+
+
 def test_a_worker_killed_during_a_partition_task_changes_nothing(network, tmp_path):
     from distributed import Client, LocalCluster
     from distributed.diagnostics.plugin import WorkerPlugin
@@ -218,3 +231,24 @@ def test_inside_a_worker_polars_arrow_and_duckdb_run_one_thread_each():
 
     with dask_client(workers=2) as client:
         assert run_tasks(client, pools, [(0,), (1,)], "pools", lambda *_: None) == [(1, 1, 1, 1)] * 2
+
+
+def test_a_worker_has_imported_the_task_modules_before_its_first_task():
+    """The local cluster's workers preload the task modules and engines, so no first task pays for them."""
+    from pipeline.network.cluster import dask_client
+
+    wanted = ("pipeline.network.partition", "pipeline.network.copies", "pipeline.ingest.store", "polars", "duckdb")
+
+    def loaded() -> list[bool]:
+        import sys
+
+        return [name in sys.modules for name in wanted]
+
+    with dask_client(workers=2) as client:
+        assert list(client.run(loaded).values()) == [[True] * len(wanted)] * 2  # client.run is not a task
+        assert client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.tasks)) == 0
+    # Without the preload, a fresh worker has none of them: what the test sees is the preload's doing.
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as client:
+        assert list(client.run(loaded).values()) == [[False] * len(wanted)]
