@@ -720,6 +720,19 @@ def db_url(base: str, dbname: str) -> str:
     return make_url(base).set(database=dbname).render_as_string(hide_password=False)
 
 
+def _counts(plans: list[dict], results: dict) -> dict:
+    """What a written copy holds, for its summary (either layout)."""
+    return {
+        "escrows": len(plans),
+        "inferences": sum(p["inferences"] for p in plans),
+        "diffs": sum(r["diffs"] for r in results.values()),
+        "sealed_rows": sum(r["sealed"] for r in results.values()),
+        "obs_rows": sum(r["obs"] for r in results.values()),
+        "txs": sum(r["txs"] for r in results.values()),
+        "epochs": list(EPOCHS),
+    }
+
+
 def generate(size: str, base_url: str = DEFAULT_URL, seed: int = 1, workers: int = 2, log=print) -> dict:
     total = SIZES[size] if size in SIZES else int(size)
     dbname = f"gonka_bench_{size}"
@@ -769,13 +782,7 @@ def generate(size: str, base_url: str = DEFAULT_URL, seed: int = 1, workers: int
     summary = {
         "size": size,
         "database": dbname,
-        "escrows": len(plans),
-        "inferences": sum(p["inferences"] for p in plans),
-        "diffs": sum(r["diffs"] for r in results.values()),
-        "sealed_rows": sum(r["sealed"] for r in results.values()),
-        "obs_rows": sum(r["obs"] for r in results.values()),
-        "txs": sum(r["txs"] for r in results.values()),
-        "epochs": list(EPOCHS),
+        **_counts(plans, results),
         "db_bytes": size_bytes,
         "write_s": round(write_s, 1),
         "total_s": round(time.monotonic() - started, 1),
@@ -869,13 +876,7 @@ def generate_sqlite(size: str, out: Path, seed: int = 1, workers: int = 2, log=p
         "size": size,
         "layout": "sqlite",
         "store": str(store),
-        "escrows": len(plans),
-        "inferences": sum(p["inferences"] for p in plans),
-        "diffs": sum(r["diffs"] for r in results.values()),
-        "sealed_rows": sum(r["sealed"] for r in results.values()),
-        "obs_rows": sum(r["obs"] for r in results.values()),
-        "txs": sum(r["txs"] for r in results.values()),
-        "epochs": list(EPOCHS),
+        **_counts(plans, results),
         "db_bytes": sum(f.stat().st_size for f in store.iterdir()),
         "total_s": round(time.monotonic() - started, 1),
     }

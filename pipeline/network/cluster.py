@@ -28,7 +28,7 @@ DEFAULT_MEMORY_LIMIT = os.environ.get("GONKA_EVIDENCE_NETWORK_MEMORY", "2GB")
 # Polars, Arrow's CPU and I/O pools, every DuckDB connection (pipeline/core/resources.py).
 WORKER_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "ARROW_IO_THREADS": "1", THREADS_ENV: "1"}
 # Imported by each local worker as it starts, after WORKER_ENV is set: the task modules and their engines,
-# which a worker's first task would otherwise pay for (1.7-2.1 s a worker on 16 workers).
+# which a worker's first task would otherwise pay for (bench/BENCHMARKS.md, network lake).
 WORKER_PRELOAD = "pipeline.network.worker"
 
 

@@ -2,7 +2,7 @@
 cluster of your own, `dask worker --preload pipeline.network.worker`, docs/network.md).
 
 The modules the lake's tasks run, with Polars, Arrow and DuckDB: otherwise each worker's first task pays
-for them (1.7–2.1 s a worker on a 16-worker run). The worker's environment (`cluster.WORKER_ENV`) is set
+for them (bench/BENCHMARKS.md, network lake). The worker's environment (`cluster.WORKER_ENV`) is set
 before this runs, so the thread pools these imports size are one thread each.
 """
 
