@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 # Diffs per chunk: bounds memory whatever the copy size (tunable, e.g. smaller for tiny machines).
 CHUNK_NONCES = env_int("GONKA_EVIDENCE_CHUNK_NONCES", 100_000, 1, 10**9, "diffs per chunk")
-# New diffs from which a copy is decoded by worker processes (their start-up, ~0.3 s, costs more below).
+# New diffs from which a copy is decoded by worker processes (below, their start-up costs more than they save).
 MIN_WORKER_DIFFS = 50_000
 KNOWN_SESSION_STATUS = {"active", "settled"}
 KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}

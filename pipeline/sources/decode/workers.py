@@ -95,8 +95,8 @@ class _Worker:
             env=env,
         )
         self.requests: queue.Queue[pa.Buffer | None] = queue.Queue()
-        # Answers are read as they come, one ahead of the ingest: a worker decodes on while the ingest writes,
-        # and what waits for the ingest is bounded (a second answer waits in this thread, a third in the worker).
+        # Answers are read as they come, one ahead of the ingest: a worker decodes on while the ingest takes
+        # the one before, and what waits for the ingest is bounded (one more waits in this thread, one in the worker).
         self.answers: queue.Queue[list[pa.Buffer] | None] = queue.Queue(maxsize=1)
         self.writer = threading.Thread(target=self._write, daemon=True)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -118,9 +118,10 @@ class _Worker:
         stdout = self.process.stdout
         assert stdout is not None
         while (status := _read_frame(stdout)) is not None:
-            frames = [status]
-            if status.to_pybytes() == b"ok":
-                frames += [_read_frame(stdout) or pa.py_buffer(b"") for _ in range(4)]
+            read = [_read_frame(stdout) for _ in range(4 if status.to_pybytes() == b"ok" else 0)]
+            frames = [status, *(frame for frame in read if frame is not None)]
+            if len(frames) < len(read) + 1:
+                break  # it ended in the middle of an answer
             self.answers.put(frames)
         self.answers.put(None)  # the worker ended
 
