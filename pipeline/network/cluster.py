@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from pipeline.core.env import MIN_SIZE_BYTES, env_size, size_bytes
 from pipeline.core.events import Progress
 from pipeline.core.resources import THREADS_ENV, cores
 
 # A worker holds one partition's DuckDB session (buffer pool GONKA_EVIDENCE_INGEST_MEMORY, 200 MB) plus
 # the Arrow batches of one chunk: 2 GB leaves room at the 2M scale (bench/BENCHMARKS.md, network).
-DEFAULT_MEMORY_LIMIT = os.environ.get("GONKA_EVIDENCE_NETWORK_MEMORY", "2GB")
+MEMORY_ENV, DEFAULT_MEMORY_LIMIT = "GONKA_EVIDENCE_NETWORK_MEMORY", "2GB"
 # Set in each worker process as it starts, before it imports Polars (which sizes its pool on import):
 # Polars, Arrow's CPU and I/O pools, every DuckDB connection (pipeline/core/resources.py).
 WORKER_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "ARROW_IO_THREADS": "1", THREADS_ENV: "1"}
@@ -36,10 +37,22 @@ class ClusterError(Exception):
     """A cluster that cannot be started or reached; one-line message."""
 
 
+def worker_memory(memory_limit: str | None) -> str:
+    """The memory limit of a local worker: `memory_limit`, else GONKA_EVIDENCE_NETWORK_MEMORY, else 2GB; a
+    size with its unit (512MB, 2GiB), else a one-line error."""
+    if memory_limit is None:
+        return env_size(MEMORY_ENV, DEFAULT_MEMORY_LIMIT)
+    if size_bytes(memory_limit) < MIN_SIZE_BYTES:
+        raise ClusterError(f"--memory-limit {memory_limit!r}: expected a size of at least 1MB, such as 512MB or 2GB")
+    return memory_limit.strip()
+
+
 @contextmanager
 def dask_client(workers: int | None = None, scheduler: str | None = None, memory_limit: str | None = None) -> Iterator:
     """A `distributed.Client` on a new LocalCluster, or on the cluster at `scheduler` (tcp://HOST:PORT);
-    with `workers=0` and no scheduler, None: the tasks run in this process, one after another (no Dask)."""
+    with `workers=0` and no scheduler, None: the tasks run in this process, one after another (no Dask).
+    `memory_limit`: per local worker (`worker_memory`)."""
+    memory_limit = worker_memory(memory_limit)
     if workers == 0 and not scheduler:
         yield None
         return
@@ -65,7 +78,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
             n_workers=n,
             threads_per_worker=1,
             processes=True,
-            memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT,
+            memory_limit=memory_limit,
             env={name: os.environ.get(name, value) for name, value in WORKER_ENV.items()},
             preload=[WORKER_PRELOAD],
             dashboard_address=":0",  # a free port: no clash with another cluster on this machine

@@ -14,7 +14,7 @@ from pipeline.core.events import Progress
 from pipeline.core.version import pipeline_version
 from pipeline.evidence.result import EvidenceResult, Provenance
 from pipeline.evidence.window import EvidenceError, Window
-from pipeline.network.cluster import dask_client, run_tasks
+from pipeline.network.cluster import dask_client, run_tasks, worker_memory
 from pipeline.network.copies import CopyWritten, write_copy
 from pipeline.network.lake import Lake, LakeError
 from pipeline.network.partition import PartitionBuilt, build_partition
@@ -57,6 +57,7 @@ def network_ingest(
     changed into its warehouse, one task per partition), on a Dask cluster."""
     started = time.monotonic()
     progress = progress or _quiet
+    memory_limit = worker_memory(memory_limit)  # refused before the lake is made
     lake = Lake(lake_dir, buckets, create=True)
     root = str(lake.root.resolve())
     summary = NetworkIngestSummary(str(lake.root), lake.buckets)

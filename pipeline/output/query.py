@@ -91,16 +91,19 @@ def _nonblocking(path: str, flags: int) -> int:
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
-    """``--param k=v`` items as a dict."""
+    """``--param k=v`` items as a dict; each k a name the SQL can use as $k."""
     params = {}
     for item in items:
         if "=" not in item:
             raise QueryError(f"--param {item!r} is not k=v")
         k, v = item.split("=", 1)
+        if not k.isidentifier():
+            raise QueryError(f"--param {item!r}: {k!r} is not a parameter name (letters, digits and _, as in $name)")
         params[k] = v
     return params
 
 
+INTERRUPT_EVERY_S = 0.05
 # Statements that only read: anything else is refused before it runs, by its kind (the read-only connection
 # would refuse it too, but with a message about views and base tables).
 READING_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "CALL"}
@@ -165,22 +168,26 @@ class RenderedQuery:
 
 
 class TimeLimit:
-    """Interrupts what runs on `con` once `seconds` have passed (None or 0: never)."""
+    """Interrupts what runs on `con` once `seconds` have passed (None or 0: never), and again every
+    INTERRUPT_EVERY_S until cancelled: an interrupt lands only while a statement runs, so one that fired before
+    the query started, or between two fetches of its rows, would otherwise be lost."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float | None):
-        self.seconds, self.fired = seconds, threading.Event()
-        self._timer = threading.Timer(seconds or 0, self._stop, [con]) if seconds else None
-        if self._timer is not None:
-            self._timer.daemon = True
-            self._timer.start()
+        self.seconds, self.fired, self._done = seconds, threading.Event(), threading.Event()
+        if seconds:
+            threading.Thread(target=self._watch, args=[con], daemon=True).start()
 
-    def _stop(self, con: duckdb.DuckDBPyConnection) -> None:
+    def _watch(self, con: duckdb.DuckDBPyConnection) -> None:
+        if self._done.wait(self.seconds):
+            return
         self.fired.set()
-        con.interrupt()
+        while True:
+            con.interrupt()
+            if self._done.wait(INTERRUPT_EVERY_S):
+                return
 
     def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._done.set()
 
     def error(self) -> QueryError:
         return QueryError(
@@ -216,6 +223,9 @@ def stream_query(
         return _stream(con, sql, params, fmt, sink, vertical, width, max_rows)
     except duckdb.InterruptException:
         if not limit.fired.is_set():  # not the limit: a Ctrl-C, which the command line reports as such
+            raise
+    except OSError as exc:  # an interrupt while Arrow fetches the rows: an OSError without errno (a write has one)
+        if exc.errno is not None or not limit.fired.is_set():
             raise
     finally:
         limit.cancel()

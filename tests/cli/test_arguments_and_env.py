@@ -48,6 +48,16 @@ def test_numbers_past_what_the_warehouse_holds_are_usage_errors(warehouse, args)
     assert "Traceback" not in result.output and "Invalid value" in result.output
 
 
+@pytest.mark.parametrize("limit", ["lots", "0KB", "-2GB"])
+def test_a_network_memory_limit_that_is_no_size_is_one_line_before_anything_is_written(tmp_path, limit):
+    lake = tmp_path / "lake"
+    copy = str(DATA_SAMPLES_DIR / "network" / "host-0")
+    result = runner.invoke(app, ["network", "ingest", copy, "--lake", str(lake), "--memory-limit", limit])
+    assert result.exit_code == 1
+    assert result.output == f"error: --memory-limit {limit!r}: expected a size of at least 1MB, such as 512MB or 2GB\n"
+    assert not lake.exists()
+
+
 def test_a_bucket_wider_than_any_window_is_one_line(warehouse):
     result = runner.invoke(
         app, ["evidence", "timeline", "--host", HOST, "--bucket", "99999999999d", "-w", str(warehouse)]
@@ -68,6 +78,7 @@ def test_a_bucket_wider_than_any_window_is_one_line(warehouse):
         ("GONKA_EVIDENCE_THREADS", "many", ["query", "SELECT 1"]),
         ("GONKA_EVIDENCE_THREADS", "0", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
         ("GONKA_EVIDENCE_FINALITY_LAG", "soon", ["run"]),
+        ("GONKA_EVIDENCE_NETWORK_MEMORY", "lots", ["network", "ingest", str(DATA_SAMPLES_DIR / "network" / "host-0")]),
     ],
 )
 def test_garbage_in_an_environment_variable_is_one_line_naming_it(tmp_path, variable, value, command):
@@ -77,7 +88,12 @@ def test_garbage_in_an_environment_variable_is_one_line_naming_it(tmp_path, vari
         shutil.copy(data_samples_warehouse(tmp_path / "base.duckdb"), warehouse)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), variable: value}
     result = subprocess.run(
-        [SCRIPT, *command, "-w", str(warehouse)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        [SCRIPT, *command, *(["--lake", "lake"] if command[0] == "network" else ["-w", str(warehouse)])],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 1, result.stderr
     lines = result.stderr.strip().splitlines()

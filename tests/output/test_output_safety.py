@@ -121,6 +121,28 @@ def test_query_stops_at_its_time_limit_and_the_limit_can_be_lifted(site):
     assert quick.exit_code == 0 and quick.stdout == "n\n7\n"
 
 
+@pytest.mark.parametrize("seconds", ["0.001", "0.02"])
+def test_any_positive_time_limit_stops_the_query_whenever_its_timer_fires(site, seconds):
+    """A limit that runs out before the query starts, or between two fetches, still stops it (an interrupt only
+    lands while a statement runs: it is repeated until the query ends). Both queries end by themselves within
+    seconds, so a lost interrupt fails the test rather than hanging it."""
+    wh = str(site / "w.duckdb")
+    error = f"error: the query ran longer than its limit of {float(seconds):g} s and was stopped"
+    slow = "SELECT count(*) AS n FROM range(10000000000)"
+    stopped = runner.invoke(app, ["query", slow, "--timeout", seconds, "-w", wh])
+    assert _one_line_error(stopped).startswith(error)
+    many = "SELECT i FROM range(5000000) t(i)"
+    streamed = runner.invoke(app, ["query", many, "--format", "csv", "--timeout", seconds, "-w", wh])
+    assert streamed.exit_code == 1  # the rows streamed before the stop are on stdout, the error alone on stderr
+    assert len(streamed.stderr.splitlines()) == 1 and streamed.stderr.startswith(error)
+
+
+@pytest.mark.parametrize("item", ["a b=1", "1x=2", "=3", "x-y=4"])
+def test_a_param_key_must_be_a_name(site, item):
+    result = runner.invoke(app, ["query", "SELECT 1", "--param", item, "-w", str(site / "w.duckdb")])
+    assert "is not a parameter name" in _one_line_error(result)
+
+
 def test_the_table_is_capped_and_other_formats_stream_every_row(site):
     table = runner.invoke(app, ["query", "SELECT i FROM range(10005) t(i)", "-w", str(site / "w.duckdb")])
     assert table.exit_code == 0
