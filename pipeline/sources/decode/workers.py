@@ -16,6 +16,7 @@ import queue
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from pipeline.core import resources
 from pipeline.core.env import env_int
 from pipeline.sources.decode import txs
 from pipeline.sources.errors import SourceError, one_line
+from pipeline.sources.store.base import TABLES
 
 WORKERS_ENV = "GONKA_EVIDENCE_DECODE_WORKERS"
 MAX_WORKERS = 64
@@ -33,8 +35,8 @@ MAX_WORKERS = 64
 DEFAULT_MAX_WORKERS = 4
 _LENGTH = struct.Struct("<Q")
 _QUARANTINE = pa.schema([("row_key", pa.string()), ("reason", pa.string())])
-# the columns decode_diffs reads: only these cross to a worker
-DIFF_COLUMNS = ("epoch_id", "escrow_id", "nonce", "txs_proto", "created_at")
+# the canonical diff rows decode_diffs reads: only these cross to a worker
+DIFF_COLUMNS = TABLES["diffs"].schema.names
 
 
 def decode_workers() -> int:
@@ -88,10 +90,14 @@ class _Worker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         # one decode thread per worker: the workers are the parallelism
         env |= {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        # What the worker says on stderr (a failed start, a crash) is kept, not shown: its last line goes
+        # into the one-line error.
+        self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.sources.decode.workers"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=self.stderr,
             env=env,
         )
         self.requests: queue.Queue[pa.Buffer | None] = queue.Queue()
@@ -133,13 +139,21 @@ class _Worker:
                 code = self.process.wait(timeout=5)  # its output ended: it is exiting, or has
             except subprocess.TimeoutExpired:
                 code = None
-            raise DecodeWorkerError(f"a diff decode worker ended unexpectedly (exit code {code})")
+            said = self._last_words()
+            raise DecodeWorkerError(
+                f"a diff decode worker ended unexpectedly (exit code {code}{': ' if said else ''}{said})"
+            )
         if (status := frames[0].to_pybytes()) != b"ok":
             raise DecodeWorkerError(f"a diff decode worker failed: {status.decode(errors='replace')}")
         decoded, diffs, held, quarantined = (_from_ipc(frame) for frame in frames[1:])
         return txs.DecodedDiffs(
             txs=decoded, diffs=diffs, held=held, quarantined=list(zip(*quarantined.to_pydict().values(), strict=True))
         )
+
+    def _last_words(self) -> str:
+        self.stderr.seek(0)
+        lines = [line for line in self.stderr.read().decode(errors="replace").splitlines() if line.strip()]
+        return one_line(Exception(lines[-1])) if lines else ""
 
     def close(self) -> None:
         # Killed, not asked to end: a worker holds nothing worth finishing (after a failed chunk, batches may wait).
@@ -152,9 +166,12 @@ class _Worker:
                 self.answers.get_nowait()
             except queue.Empty:
                 self.reader.join(0.01)
-        for stream in (self.process.stdin, self.process.stdout):
+        for stream in (self.process.stdin, self.process.stdout, self.stderr):
             if stream is not None:
-                stream.close()
+                try:
+                    stream.close()
+                except OSError:  # what stdin still buffered for a worker that is gone
+                    pass
 
 
 class Decoding:

@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.sources.decode import txs, workers
 from pipeline.sources.decode.workers import DecodeWorkerError, DiffDecoder
+from pipeline.sources.store.base import TABLES
 from tests.helpers import frame, views
 
 
@@ -29,16 +30,7 @@ def _diff_batches(store) -> list[pa.RecordBatch]:
     rows[3]["txs_proto"] = b"\xff\xff\xff"  # does not parse
     rows[7]["txs_proto"] = bytes.fromhex("089601")  # a DiffContent with a nonce and no transactions
     rows[11]["txs_proto"] = None
-    schema = pa.schema(
-        [
-            ("epoch_id", pa.int64()),
-            ("escrow_id", pa.string()),
-            ("nonce", pa.int64()),
-            ("txs_proto", pa.binary()),
-            ("created_at", pa.int64()),
-        ]
-    )
-    table = pa.Table.from_pylist(rows, schema=schema)
+    table = pa.Table.from_pylist(rows, schema=TABLES["diffs"].schema)
     return table.to_batches(max_chunksize=50)
 
 
@@ -66,6 +58,21 @@ def test_a_worker_that_dies_is_a_one_line_error(sqlite_copy):
         handle = decoder.submit(batches[1])
         with pytest.raises(DecodeWorkerError, match=r"^a diff decode worker ended unexpectedly \(exit code -9\)$"):
             handle.result()
+
+
+def test_a_worker_that_cannot_start_says_why_in_the_one_line(sqlite_copy, tmp_path, monkeypatch):
+    """What a worker prints on stderr (a traceback of a failed start) is not shown: its last line is in the error."""
+    failing = tmp_path / "python"
+    failing.write_text(
+        "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho 'ImportError: no pyarrow' >&2\nexit 3\n"
+    )
+    failing.chmod(0o755)
+    monkeypatch.setattr(workers.sys, "executable", str(failing))
+    with DiffDecoder(workers=1) as decoder:
+        handle = decoder.submit(_diff_batches(sqlite_copy())[0])
+        with pytest.raises(DecodeWorkerError) as failed:
+            handle.result()
+    assert str(failed.value) == "a diff decode worker ended unexpectedly (exit code 3: ImportError: no pyarrow)"
 
 
 def test_decode_workers_default_to_the_cores_and_read_their_variable(monkeypatch):
