@@ -55,6 +55,7 @@ __all__ = [
     "fisher_freeman_halton",
     "holm_adjust",
     "interval_stat",
+    "poisson_rate_interval",
     "wilson_interval",
     "with_wilson",
 ]
@@ -86,6 +87,25 @@ def wilson_interval(successes: int, n: int, confidence: float = CONFIDENCE) -> t
     low, high = proportion_confint(successes, n, alpha=1 - confidence, method="wilson")
     low, high = _exact_ends(low, high, successes, n)
     return (float(low), float(high))
+
+
+POISSON = "exact Poisson (Garwood)"
+
+
+def poisson_rate_interval(count: int, exposure: float, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Exact (Garwood) interval of the rate ``count / exposure`` of a Poisson count (engine deaths per
+    hour): chi-square quantiles of the count, divided by the exposure; 0 events still give an upper bound.
+    ``(nan, nan)`` without exposure."""
+    from scipy import stats as scipy_stats
+
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    if not exposure > 0:
+        return (math.nan, math.nan)
+    alpha = 1 - confidence
+    low = 0.0 if count == 0 else float(scipy_stats.chi2.ppf(alpha / 2, 2 * count)) / 2
+    high = float(scipy_stats.chi2.ppf(1 - alpha / 2, 2 * count + 2)) / 2
+    return (low / exposure, high / exposure)
 
 
 def _exact_ends(low, high, successes, n):

@@ -183,11 +183,14 @@ def acceptance(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
 
 
 def acceptance_chart(result: EvidenceResult) -> alt.VConcatChart:
-    """Mean acceptance length per build (bars) above the per-position acceptance rates per build (lines)."""
+    """Mean acceptance length per build (bars, with the bootstrap 95% interval the table reports) above the
+    per-position acceptance rates per build (lines); one colour per build in both, as the legend says."""
     import altair as alt
 
     rows = result.rows
-    mal = rows.select("build", "mean_acceptance_length", "windows").to_pandas()
+    mal = rows.select(
+        "build", "mean_acceptance_length", "mal_boot_low", "mal_boot_high", "windows", "drafts"
+    ).to_pandas()
     positions = (
         rows.select("build", "per_position")
         .drop_nulls("per_position")
@@ -197,26 +200,32 @@ def acceptance_chart(result: EvidenceResult) -> alt.VConcatChart:
         .to_pandas()
     )
     order = rows["build"].to_list()
-    bars = (
-        alt.Chart(mal, title="Mean acceptance length (1 + Σaccepted / Σdrafts)")
-        .mark_bar()
-        .encode(
-            x=alt.X("build:N", sort=order, title="build"),
-            y=alt.Y("mean_acceptance_length:Q", title="tokens per step"),
-            tooltip=["build", "mean_acceptance_length", "windows"],
-        )
+    # the colour is encoded on both charts with one domain: a bar has its build's colour, as the legend says
+    color = alt.Color("build:N", sort=order, scale=alt.Scale(domain=order), title="build")
+    # horizontal bars: build names are read as written, not rotated under the axis title
+    base = alt.Chart(mal, title="Mean acceptance length (bar), percentile bootstrap 95% interval (whisker)")
+    x_title = "tokens per step (1 + Σaccepted / Σdrafts)"
+    bars = base.mark_bar().encode(
+        y=alt.Y("build:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)),
+        x=alt.X("mean_acceptance_length:Q", title=x_title),
+        color=color,
+        tooltip=["build", "mean_acceptance_length", "mal_boot_low", "mal_boot_high", "windows", "drafts"],
+    )
+    interval = base.mark_errorbar(ticks=True, color="black").encode(
+        y=alt.Y("build:N", sort=order), x=alt.X("mal_boot_low:Q", title=x_title), x2="mal_boot_high:Q"
     )
     lines = (
         alt.Chart(positions, title="Per-position acceptance rate (weighted by drafts)")
         .mark_line(point=True)
         .encode(
-            x=alt.X("position:O", title="draft position"),
-            y=alt.Y("rate:Q", title="acceptance rate", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color("build:N", sort=order),
-            tooltip=["build", "position", "rate"],
+            x=alt.X("position:O", title="draft position", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("rate:Q", title="acceptance rate", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
+            color=color,
+            tooltip=["build", "position", alt.Tooltip("rate:Q", format=".2%")],
         )
+        .properties(width=420, height=200)
     )
-    return alt.vconcat(bars, lines)
+    return alt.vconcat(alt.layer(bars, interval).properties(width=420), lines).configure_legend(orient="bottom")
 
 
 def _chart(result: EvidenceResult, table: pl.DataFrame) -> dict:

@@ -17,6 +17,7 @@ from pipeline.evidence.result import Provenance
 
 MISSING = "–"  # en dash: null / NaN / no estimate
 RATE_SUFFIXES = ("_rate", "_share")
+FRACTION_SUFFIXES = ("_usage",)  # a fraction of a capacity (KV cache usage): shown in percent, as rates are
 ODDS_RATIO_LABELS = {"odds_ratio": "OR", "pooled_odds_ratio": "pooled OR"}
 
 
@@ -80,6 +81,29 @@ def is_rate_column(name: str, dtype: pl.DataType) -> bool:
     return dtype.is_float() and (name.endswith(RATE_SUFFIXES) or name in ("rate", "share"))
 
 
+def is_percent_column(name: str, dtype: pl.DataType) -> bool:
+    """Shown in percent: every rate and share, and fractions of a capacity (one unit per quantity kind)."""
+    return is_rate_column(name, dtype) or (dtype.is_float() and name.endswith(FRACTION_SUFFIXES))
+
+
+def bootstrap_intervals(schema: pl.Schema) -> dict[str, tuple[str, str]]:
+    """Which ``{x}_boot_low``/``{x}_boot_high`` columns hold the bootstrap interval of which column: the one
+    whose last word is ``x`` (``rate_boot_*`` → ``acceptance_rate``) or whose initials are ``x``
+    (``mal_boot_*`` → ``mean_acceptance_length``)."""
+    names = schema.names()
+    pairs: dict[str, tuple[str, str]] = {}
+    for low in names:
+        if not low.endswith("_boot_low") or (high := low.removesuffix("_low") + "_high") not in names:
+            continue
+        stem = low.removesuffix("_boot_low")
+        for name in names:
+            words = name.split("_")
+            if name not in (low, high) and (words[-1] == stem or "".join(w[0] for w in words if w) == stem):
+                pairs[name] = (low, high)
+                break
+    return pairs
+
+
 def rate_intervals(schema: pl.Schema) -> dict[str, tuple[str, str]]:
     """Which ``*_low``/``*_high`` columns hold the interval of which rate column.
 
@@ -112,8 +136,33 @@ def format_rate(rate: float | None, low: float | None = None, high: float | None
     return text
 
 
+def format_estimate(value: float | None, low: float | None = None, high: float | None = None) -> str:
+    """``2.787 (2.698–2.881)``: a number that is not a share, with its interval."""
+    if value is None or math.isnan(value):
+        return MISSING
+    text = format_number(value)
+    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
+        text += f" ({format_number(low)}–{format_number(high)})"
+    return text
+
+
+def format_interval(low: float | None, high: float | None) -> str:
+    """``35.81–36.31%``: an interval of a share on its own."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return MISSING
+    return f"{low * 100:.2f}–{format_percent(high)}"
+
+
 def _interval_cell(rate: str, low: str, high: str) -> Callable[[dict[str, Any]], str]:
     return lambda row: format_rate(row[rate], row[low], row[high])
+
+
+def _estimate_cell(column: str, low: str, high: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: format_estimate(row[column], row[low], row[high])
+
+
+def _bare_interval_cell(low: str, high: str) -> Callable[[dict[str, Any]], str]:
+    return lambda row: format_interval(row[low], row[high])
 
 
 def _rate_cell(rate: str) -> Callable[[dict[str, Any]], str]:
@@ -126,21 +175,39 @@ def _value_cell(column: str) -> Callable[[dict[str, Any]], str]:
 
 def table_cells(rows: pl.DataFrame) -> tuple[list[str], list[bool], list[list[str]]]:
     """The header, which columns are numeric (right-aligned), and the cell text
-    of ``rows``, with rate intervals folded into the rate cells."""
-    intervals = rate_intervals(rows.schema)
-    folded = {column for pair in intervals.values() for column in pair}
-    columns = [name for name in rows.columns if name not in folded]
-    numeric = [rows.schema[name].is_numeric() for name in columns]
+    of ``rows``, with intervals folded into the cells of their estimates: a bootstrap interval where the table
+    has one (it resamples whole units), else the rate's Wilson interval, which then keeps a column of its own
+    (``ci_low–ci_high``). Rates, shares and usage fractions in percent."""
+    schema = rows.schema
+    wilson = rate_intervals(schema)
+    boot = bootstrap_intervals(schema)
+    intervals = {**wilson, **boot}
+    displaced = {wilson[name] for name in boot if name in wilson}  # Wilson pairs shown beside, not inside
+    folded = {column for pair in (*intervals.values(), *displaced) for column in pair}
+    header: list[str] = []
+    numeric: list[bool] = []
     formatters: list[Callable[[dict[str, Any]], str]] = []
-    for name in columns:
-        if name in intervals:
+    for name in rows.columns:
+        pair = next((p for p in displaced if p[0] == name), None)
+        if pair is not None:  # the displaced interval where its low column stood
+            header.append("–".join(pair))
+            numeric.append(True)
+            formatters.append(_bare_interval_cell(*pair))
+            continue
+        if name in folded:
+            continue
+        header.append(name)
+        numeric.append(schema[name].is_numeric())
+        if name in intervals and is_percent_column(name, schema[name]):
             formatters.append(_interval_cell(name, *intervals[name]))
-        elif is_rate_column(name, rows.schema[name]):
+        elif name in intervals:
+            formatters.append(_estimate_cell(name, *intervals[name]))
+        elif is_percent_column(name, schema[name]):
             formatters.append(_rate_cell(name))
         else:
             formatters.append(_value_cell(name))
     body = [[fmt(row) for fmt in formatters] for row in rows.iter_rows(named=True)]
-    return columns, numeric, body
+    return header, numeric, body
 
 
 def stat_lines(stats: dict[str, Any]) -> list[str]:

@@ -17,9 +17,11 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.evidence.stats import POISSON, poisson_rate_interval
+from pipeline.evidence.tables.tracker import SHARES as TRACKER_PARTS
 from pipeline.output.render.markdown import escape
-from pipeline.output.render.text import format_number, format_percent
-from pipeline.output.report.findings import pooled
+from pipeline.output.render.text import format_number, format_rate
+from pipeline.output.report.findings import interval_text, pooled, share
 from pipeline.output.report.model import EpochReport
 
 HOURS_PER_DAY = 24
@@ -83,6 +85,16 @@ def headline(report: EpochReport) -> dict[str, Any]:
         if mine.height:
             row = mine.row(0, named=True)
             out["tracker"] = {k: row.get(k) for k in TRACKER_SHARES}
+            # each share's count, denominator and Wilson interval, as the tracker table reports them
+            out["tracker_counts"] = {
+                k: {
+                    "count": row.get(part),
+                    "of": row.get(whole),
+                    "low": _finite(row.get(f"{part}_ci_low")),
+                    "high": _finite(row.get(f"{part}_ci_high")),
+                }
+                for k, (part, whole) in TRACKER_PARTS.items()
+            }
     # the builds that ran in the epoch: those with verdicts, acceptance windows or hours of logs in it
     active = [v["build"] for v in out["verdicts"]] + [a["build"] for a in out["acceptance"]]
     if stab is not None:
@@ -91,34 +103,66 @@ def headline(report: EpochReport) -> dict[str, Any]:
     return out
 
 
-TRACKER_SHARES = ("slow_decode_share", "slow_chunk_share", "protocol_invalid_share", "protocol_misses_share")
+TRACKER_SHARES = tuple(TRACKER_PARTS)
 
 
-def _pct(value: float | None) -> str:
-    return "–" if value is None else format_percent(value)
+def _finite(value: float | None) -> float | None:
+    return None if value is None or value != value else value
 
 
 def _num(value: float | None) -> str:
     return "–" if value is None else format_number(value)
 
 
+def _per_24h(count: int, hours: float) -> tuple[float | None, float | None, float | None]:
+    """A count per 24 hours of logs and its exact Poisson 95% interval (None without hours)."""
+    if not hours:
+        return None, None, None
+    low, high = poisson_rate_interval(count, hours / HOURS_PER_DAY)
+    return count / hours * HOURS_PER_DAY, low, high
+
+
+def _tracker_part(h: dict, key: str) -> dict | None:
+    """A tracker share's count, denominator and interval; a headline stored before they were kept has none."""
+    return (h.get("tracker_counts") or {}).get(key)
+
+
+def _of(count: int, whole: int, low: float | None, high: float | None) -> str:
+    """``20 of 38: 52.63% (37.26–67.52%)``: a count with its denominator, its share and the share's interval."""
+    return f"{count:,} of {whole:,}" + (f": {format_rate(count / whole, low, high)}" if whole else "")
+
+
+def _events(h: dict) -> str:
+    """``deaths 0.3567 (0.009031–1.988), OOMs … per 24 h; 1 / 1 in 67.28 h`` for one epoch's stability."""
+    stab = h["stability"]
+    parts = []
+    for kind, label in (("deaths", "deaths"), ("ooms", "OOMs")):
+        rate, low, high = _per_24h(stab[kind], stab["hours"])
+        parts.append(f"{label} {_num(rate)} ({_num(low)}–{_num(high)})")
+    return f"{', '.join(parts)} per 24 h; {stab['deaths']} / {stab['ooms']} in {_num(stab['hours'])} h"
+
+
 def index_rows(headlines: list[dict]) -> list[dict[str, str]]:
-    """One row of text per epoch: what both pages show in their table."""
+    """One row of text per epoch: what both pages show in their table (counts with their denominators,
+    rates in percent with their 95% intervals: Wilson for shares, bootstrap for MAL, exact Poisson per 24 h)."""
     rows = []
     for h in sorted(headlines, key=lambda h: h["epoch"]):
         rates = {r["group"]: r for r in h["rates"]}
 
         def rate(group: str, rates: dict = rates) -> str:
             r = rates.get(group)
-            if r is None:
-                return "–"
-            return f"{r['bad']:,} of {r['answers']:,} ({_pct(r['rate'])}; {_pct(r['low'])}–{_pct(r['high'])})"
+            return "–" if r is None else _of(r["bad"], r["answers"], r["low"], r["high"])
 
         verdicts: dict[str, int] = {}
         for v in h["verdicts"]:
             verdicts[v["build"]] = verdicts.get(v["build"], 0) + v["total"]
-        stab = h["stability"]
-        tracker = h["tracker"]
+        tracker, part = h["tracker"], _tracker_part(h, "protocol_invalid_share")
+        if tracker is None:
+            protocol = "–"
+        elif part is None or part["count"] is None or part["of"] is None:
+            protocol = format_rate(tracker["protocol_invalid_share"])
+        else:
+            protocol = _of(part["count"], part["of"], part["low"], part["high"])
         rows.append(
             {
                 "epoch": str(h["epoch"]),
@@ -130,15 +174,80 @@ def index_rows(headlines: list[dict]) -> list[dict[str, str]]:
                     f"{a['build']}: {_num(a['mal'])} ({_num(a['low'])}–{_num(a['high'])})" for a in h["acceptance"]
                 )
                 or "–",
-                "deaths / OOMs per 24 h": "–"
-                if stab is None
-                else f"{_num(stab['deaths_per_24h'])} / {_num(stab['ooms_per_24h'])} "
-                f"({stab['deaths']} / {stab['ooms']} in {_num(stab['hours'])} h)",
-                "tracker protocol invalid": "–" if tracker is None else _pct(tracker["protocol_invalid_share"]),
+                "deaths / OOMs per 24 h": "–" if h["stability"] is None else _events(h),
+                "tracker protocol invalid": protocol,
                 "report": f"epoch-{h['epoch']}/report.html",
             }
         )
     return rows
+
+
+def index_findings(headlines: list[dict]) -> list[dict[str, str]]:
+    """The main findings across epochs that open the index: one line per question, each epoch's number with
+    its denominator and its interval (method named), each pointing at its trend chart (``#trend-<stem>``)."""
+    from pipeline.evidence.stats import WILSON, wilson_interval
+
+    hs = sorted(headlines, key=lambda h: h["epoch"])
+    wilson = f"{WILSON} 95%"
+    out = []
+
+    def line(label: str, chart: str, parts: list[str]) -> None:
+        if parts:
+            out.append({"label": label, "chart": chart, "text": "; ".join(parts)})
+
+    for group, label in (("host", "The host's answers"), ("others", "Other executors in the same escrows")):
+        parts = [
+            f"epoch {h['epoch']}: " + share(r["bad"], r["answers"], "answers", r["low"], r["high"], wilson)
+            for h in hs
+            for r in h["rates"]
+            if r["group"] == group
+        ]
+        line(label, "rates", [p + " challenged or invalidated" for p in parts])
+    verdicts = []
+    for h in hs:
+        by_build: dict[str, list[int]] = {}
+        for v in h["verdicts"]:
+            total, invalid = by_build.setdefault(v["build"], [0, 0])
+            by_build[v["build"]] = [total + v["total"], invalid + v["invalid"]]
+        for build, (total, invalid) in by_build.items():
+            low, high = wilson_interval(invalid, total)
+            verdicts.append(
+                f"epoch {h['epoch']}, {build}: " + share(invalid, total, "verdicts invalid", low, high, wilson)
+            )
+    line("The host's verdicts by build", "verdicts", verdicts)
+    line(
+        "Mean acceptance length",
+        "acceptance",
+        [
+            f"epoch {h['epoch']}, {a['build']}: {_num(a['mal'])} tokens per step "
+            f"({interval_text(a['low'], a['high'], 'percentile bootstrap 95%')}) over {a['drafts']:,} drafts"
+            for h in hs
+            for a in h["acceptance"]
+        ],
+    )
+    stability = []
+    for h in hs:
+        if (stab := h["stability"]) is None:
+            continue
+        texts = []
+        for kind, noun in (("deaths", "engine death"), ("ooms", "OOM")):
+            per_day, lo, hi = _per_24h(stab[kind], stab["hours"])
+            texts.append(
+                f"{stab[kind]:,} {noun}{'' if stab[kind] == 1 else 's'}"
+                + ("" if per_day is None else f" ({_num(per_day)} per 24 h, {interval_text(lo, hi, POISSON + ' 95%')})")
+            )
+        stability.append(f"epoch {h['epoch']}: {', '.join(texts)} in {_num(stab['hours'])} hours of logs")
+    line("Engine deaths and OOMs", "stability", stability)
+    tracker = []
+    for h in hs:
+        part = _tracker_part(h, "protocol_invalid_share")
+        if part is not None and part["count"] is not None and part["of"] is not None:
+            text = share(part["count"], part["of"], "assigned nonces", part["low"], part["high"], wilson)
+            tracker.append(f"epoch {h['epoch']}: {text} recorded invalid by the chain")
+        elif h["tracker"] is not None:
+            tracker.append(f"epoch {h['epoch']}: {format_rate(h['tracker']['protocol_invalid_share'])}")
+    line("Protocol invalid (tracker)", "tracker", tracker)
+    return out
 
 
 def build_spans(headlines: list[dict]) -> list[dict]:
@@ -155,29 +264,64 @@ def _per_epoch(headlines: list[dict], key: str, schema: dict) -> pl.DataFrame:
     return pl.DataFrame([{"epoch": h["epoch"], **row} for h in headlines for row in h[key]], schema=schema)
 
 
+# Builds are coloured alike on every trend chart (their shading and their marks); the other series
+# (answers of, deaths/OOMs, tracker shares) take darker colours of their own.
+BUILD_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d755d", "#bab0ac", "#eeca3b", "#ff9da6")
+SERIES_COLOURS = ("#1b1f23", "#d62728", "#17becf", "#7f7f7f")
+
+
+def build_bands(headlines: list[dict]) -> pl.DataFrame:
+    """The shading of the builds: each epoch's column [epoch − ½, epoch + ½] split evenly between the builds
+    that ran in it (in order of their first epoch), so adjacent epochs' bands touch (no sliver between them)
+    and no two bands overlap."""
+    order = [s["build"] for s in build_spans(headlines)]
+    rows = []
+    for h in headlines:
+        builds = sorted(h["builds"], key=order.index)
+        for i, b in enumerate(builds):
+            width = 1 / len(builds)
+            rows.append({"build": b, "epoch": h["epoch"], "x0": h["epoch"] - 0.5 + i * width})
+            rows[-1]["x1"] = rows[-1]["x0"] + width
+    return pl.DataFrame(rows, schema={"build": pl.String, "epoch": pl.Int64, "x0": pl.Float64, "x1": pl.Float64})
+
+
 def charts(headlines: list[dict]) -> dict[str, dict]:
-    """The trend charts (Vega-Lite) by file stem, each over the epochs with the build segments shaded."""
+    """The trend charts (Vega-Lite) by file stem, each over the epochs with the build segments shaded; every
+    plotted estimate with the interval its table reports."""
     import altair as alt
 
     from pipeline.output.render.charts import legible
 
     hs = sorted(headlines, key=lambda h: h["epoch"])
     epochs = [h["epoch"] for h in hs]
-    xscale = alt.Scale(domain=[min(epochs) - 0.5, max(epochs) + 0.5])
+    xscale = alt.Scale(domain=[min(epochs) - 0.5, max(epochs) + 0.5], nice=False, zero=False)
     x = alt.X("epoch:Q", title="epoch", scale=xscale, axis=alt.Axis(values=epochs, format="d"))
-    spans = pl.DataFrame(build_spans(hs)) if any(h["builds"] for h in hs) else None
+    builds = [s["build"] for s in build_spans(hs)]
+    builds += sorted(
+        {a["build"] for h in hs for a in h["acceptance"]}
+        | {v["build"] for h in hs for v in h["verdicts"]} - set(builds)
+    )
+    build_scale = alt.Scale(domain=builds, range=[BUILD_COLOURS[i % len(BUILD_COLOURS)] for i in range(len(builds))])
+    build_colour = alt.Color("build:N", title="build", scale=build_scale, sort=builds)
+    bands = build_bands(hs)
 
-    def with_builds(chart: alt.Chart | alt.LayerChart | alt.FacetChart, title: str) -> dict:
+    def series(field: str, title: str | None, domain: list[str]) -> alt.Color:
+        return alt.Color(
+            f"{field}:N", title=title, scale=alt.Scale(domain=domain, range=list(SERIES_COLOURS[: len(domain)]))
+        )
+
+    def with_builds(chart: alt.Chart | alt.LayerChart | alt.FacetChart, title: str, shared: bool = False) -> dict:
         layers: list[alt.Chart | alt.LayerChart | alt.FacetChart] = [chart]
-        if spans is not None:
-            data = spans.with_columns(x0=pl.col("first") - 0.45, x1=pl.col("last") + 0.45)
+        if bands.height:
             band = (
-                alt.Chart(data)
-                .mark_rect(opacity=0.12)
-                .encode(x=alt.X("x0:Q", scale=xscale), x2="x1:Q", color=alt.Color("build:N", title="build segment"))
+                alt.Chart(bands)
+                .mark_rect(opacity=0.15)
+                .encode(x=alt.X("x0:Q", scale=xscale), x2="x1:Q", color=build_colour, tooltip=["build", "epoch"])
             )
             layers = [band, chart]
-        spec = alt.layer(*layers).resolve_scale(color="independent").properties(title=title, width=520, height=220)
+        spec = alt.layer(*layers).resolve_scale(color="shared" if shared else "independent")
+        # the legend shows each build's colour whole (the shading is faint; the marks are not)
+        spec = spec.properties(title=title, width=520, height=220).configure_legend(symbolOpacity=1)
         out = legible(spec.to_dict())
         assert out is not None
         return out
@@ -197,7 +341,7 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
         },
     )
     if rates.height:
-        base = alt.Chart(rates).encode(x=x, color=alt.Color("group:N", title="answers of"))
+        base = alt.Chart(rates).encode(x=x, color=series("group", "answers of", ["host", "others"]))
         out["rates"] = with_builds(
             alt.layer(
                 base.mark_area(opacity=0.25).encode(
@@ -221,10 +365,11 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
             .encode(
                 x=x,
                 y=alt.Y("sum(total):Q", title="verdicts cast"),
-                color=alt.Color("build:N", title="build of the verdict"),
+                color=build_colour,
                 tooltip=["epoch", "build", "kind", "total", "invalid"],
             ),
             "Verdicts the host cast, by build",
+            shared=True,
         )
     acc = _per_epoch(
         hs,
@@ -239,10 +384,10 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
         },
     )
     if acc.height:
-        base = alt.Chart(acc).encode(x=x, color=alt.Color("build:N", title="build"))
+        base = alt.Chart(acc).encode(x=x, color=build_colour)
         out["acceptance"] = with_builds(
             alt.layer(
-                base.mark_errorbar().encode(
+                base.mark_errorbar(ticks=True).encode(
                     y=alt.Y("low:Q", title="mean acceptance length", scale=alt.Scale(zero=False)), y2="high:Q"
                 ),
                 base.mark_point(filled=True, size=60).encode(
@@ -250,46 +395,92 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
                 ),
             ),
             "Mean acceptance length with its bootstrap 95% interval",
+            shared=True,
         )
+    stab_rows = []
+    for h in hs:
+        if h["stability"] is None:
+            continue
+        for i, kind in enumerate(("deaths", "ooms")):
+            rate, low, high = _per_24h(h["stability"][kind], h["stability"]["hours"])
+            # deaths left of the epoch, OOMs right: equal values stay two visible series
+            stab_rows.append(
+                {
+                    "epoch": h["epoch"],
+                    "at": h["epoch"] + (i - 0.5) * 0.16,
+                    "kind": kind,
+                    "count": h["stability"][kind],
+                    "per_24h": rate,
+                    "low": low,
+                    "high": high,
+                }
+            )
     stab = pl.DataFrame(
-        [
-            {"epoch": h["epoch"], "kind": kind, "per_24h": h["stability"][f"{kind}_per_24h"]}
-            for h in hs
-            if h["stability"] is not None
-            for kind in ("deaths", "ooms")
-        ],
-        schema={"epoch": pl.Int64, "kind": pl.String, "per_24h": pl.Float64},
+        stab_rows,
+        schema={
+            "epoch": pl.Int64,
+            "at": pl.Float64,
+            "kind": pl.String,
+            "count": pl.Int64,
+            "per_24h": pl.Float64,
+            "low": pl.Float64,
+            "high": pl.Float64,
+        },
     )
     if stab.height:
+        at = alt.X("at:Q", title="epoch", scale=xscale, axis=alt.Axis(values=epochs, format="d"))
+        base = alt.Chart(stab).encode(x=at, color=series("kind", None, ["deaths", "ooms"]))
         out["stability"] = with_builds(
-            alt.Chart(stab)
-            .mark_line(point=True)
-            .encode(
-                x=x,
-                y=alt.Y("per_24h:Q", title="per 24 hours of logs"),
-                color=alt.Color("kind:N", title=None),
-                tooltip=["epoch", "kind", "per_24h"],
+            alt.layer(
+                base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title="per 24 hours of logs"), y2="high:Q"),
+                base.mark_line(point=True).encode(
+                    y="per_24h:Q",
+                    strokeDash=alt.StrokeDash("kind:N", legend=None),
+                    tooltip=["epoch", "kind", "count", "per_24h", "low", "high"],
+                ),
             ),
-            "Engine deaths and OOMs per 24 hours served",
+            f"Engine deaths and OOMs per 24 hours of logs ({POISSON} 95%)",
         )
+    tracker_rows = []
+    for h in hs:
+        if not h["tracker"]:
+            continue
+        for k in TRACKER_SHARES:
+            part = _tracker_part(h, k) or {}
+            tracker_rows.append(
+                {
+                    "epoch": h["epoch"],
+                    "share": k.removesuffix("_share"),
+                    "value": h["tracker"][k],
+                    "count": part.get("count"),
+                    "of": part.get("of"),
+                    "low": part.get("low"),
+                    "high": part.get("high"),
+                }
+            )
     tracker = pl.DataFrame(
-        [
-            {"epoch": h["epoch"], "share": k.removesuffix("_share"), "value": h["tracker"][k]}
-            for h in hs
-            if h["tracker"]
-            for k in TRACKER_SHARES
-        ],
-        schema={"epoch": pl.Int64, "share": pl.String, "value": pl.Float64},
+        tracker_rows,
+        schema={
+            "epoch": pl.Int64,
+            "share": pl.String,
+            "value": pl.Float64,
+            "count": pl.Int64,
+            "of": pl.Int64,
+            "low": pl.Float64,
+            "high": pl.Float64,
+        },
     )
     if tracker.height:
+        shares = [k.removesuffix("_share") for k in TRACKER_SHARES]
+        base = alt.Chart(tracker).encode(x=x, color=series("share", "tracker", shares))
         out["tracker"] = with_builds(
-            alt.Chart(tracker)
-            .mark_line(point=True)
-            .encode(
-                x=x,
-                y=alt.Y("value:Q", title="share", axis=alt.Axis(format="%")),
-                color=alt.Color("share:N", title="tracker"),
-                tooltip=["epoch", "share", "value"],
+            alt.layer(
+                base.mark_errorbar(ticks=True).encode(
+                    y=alt.Y("low:Q", title="share (Wilson 95%)", axis=alt.Axis(format="%")), y2="high:Q"
+                ),
+                base.mark_line(point=True).encode(
+                    y="value:Q", tooltip=["epoch", "share", "count", "of", "value", "low", "high"]
+                ),
             ),
             "What the tracker said, epoch over epoch",
         )
@@ -302,10 +493,16 @@ def render_index_markdown(host: str, headlines: list[dict], chart_stems: list[st
     lines = [
         f"# Every epoch: {escape(host)}",
         "",
-        f"{len(rows)} closed epoch{'s' if len(rows) != 1 else ''}; each row links to its report.",
+        f"{len(rows)} closed epoch{'s' if len(rows) != 1 else ''}; each row of the table links to its report.",
         "",
     ]
+    findings = index_findings(headlines)
+    if findings:
+        lines += ["## Main findings across epochs", ""]
+        lines += [f"- [{f['label']}](index-charts/{f['chart']}.svg): {escape(f['text'])}" for f in findings]
+        lines.append("")
     if rows:
+        lines += ["## Epoch by epoch", ""]
         lines.append("| " + " | ".join(header) + " |")
         lines.append("| " + " | ".join("---" for _ in header) + " |")
         for r in rows:
@@ -322,6 +519,8 @@ def render_index_markdown(host: str, headlines: list[dict], chart_stems: list[st
             + "."
         )
         lines.append("")
+    if chart_stems:
+        lines += ["## Trends", ""]
     for stem in chart_stems:
         lines += [f"![{stem}](index-charts/{stem}.svg)", ""]
     return "\n".join(lines)
@@ -340,7 +539,11 @@ def render_index_html(host: str, headlines: list[dict], svgs: dict[str, str]) ->
         lstrip_blocks=True,
     )
     return env.get_template("index.html.j2").render(
-        host=host, rows=index_rows(headlines), spans=build_spans(headlines), svgs=svgs
+        host=host,
+        rows=index_rows(headlines),
+        findings=index_findings(headlines),
+        spans=build_spans(headlines),
+        svgs=svgs,
     )
 
 

@@ -177,7 +177,8 @@ def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse
     return Section(
         key=spec.name,
         heading=spec.heading,
-        title=result.title,
+        # the page names the host once, in its heading; a section's title says "the host"
+        title=result.title.replace(context.host, "the host"),
         table=table,
         csv=render_csv(result),
         lines=stat_lines(result.stats),

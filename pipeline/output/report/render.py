@@ -37,7 +37,30 @@ def _environment(html: bool):
     env.filters["code"] = inline_code
     env.filters["md_table"] = markdown_table
     env.filters["code_spans"] = _code_spans
+    env.filters["breakable"] = _breakable
+    env.filters["estimate"] = _estimate
     return env
+
+
+def _estimate(cell: str):
+    """A cell with its interval ``85.71% (48.69–97.43%)`` as the estimate over its interval (``.ci``), so that
+    a column of estimates is as narrow as its numbers; any other cell as it is (escaped)."""
+    from markupsafe import Markup
+    from markupsafe import escape as html_escape
+
+    value, sep, interval = cell.partition(" (")
+    if not sep or not interval.endswith(")") or not re.fullmatch(r"-?[\d.,]+%?", value):
+        return cell
+    return Markup(f'{html_escape(value)} <span class="ci">({html_escape(interval)}</span>')
+
+
+def _breakable(name: str):
+    """A column name that may wrap after its underscores (``protocol_<wbr>invalid_<wbr>share``), so that a
+    wide table's header takes the width of its numbers, not of its longest names."""
+    from markupsafe import Markup
+    from markupsafe import escape as html_escape
+
+    return Markup(str(html_escape(name)).replace("_", "_<wbr>"))
 
 
 def _code_spans(text: str):

@@ -4,14 +4,17 @@ numbers (read from both), it renders offline in headless Chromium, and it is reb
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
+from html import unescape
 from pathlib import Path
 
 import pytest
 
+from pipeline.evidence.stats import poisson_rate_interval
 from pipeline.jobs.run import run_job
-from pipeline.output.render.text import format_number, format_percent
+from pipeline.output.render.text import format_number, format_rate
 from tests.output.report.test_report import _Html, render_in_chromium
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
@@ -63,7 +66,7 @@ def test_the_index_numbers_are_the_epoch_reports_numbers(out):
             ("others in the same escrows", "Other executors in the same escrows"),
         ):
             bad, whole, rate, low, high = re.fullmatch(
-                r"([\d,]+) of ([\d,]+) \(([\d.]+)%; ([\d.]+)%–([\d.]+)%\)", row[column]
+                r"([\d,]+) of ([\d,]+): ([\d.]+)% \(([\d.]+)–([\d.]+)%\)", row[column]
             ).groups()
             (line,) = _finding(report, label)
             assert f"{bad} of {whole} answers ({rate}%, Wilson score 95%: {low}–{high}%)" in line
@@ -81,14 +84,25 @@ def test_the_index_numbers_are_the_epoch_reports_numbers(out):
         stab = _csv(out, epoch, "stability")
         hours = sum(float(r["hours_observed"]) for r in stab)
         deaths, ooms = sum(int(r["engine_deaths"]) for r in stab), sum(int(r["ooms"]) for r in stab)
+        # each per 24 h with its exact Poisson 95% interval (the stability table has counts and hours only)
+        per_day = []
+        for label, n in (("deaths", deaths), ("OOMs", ooms)):
+            low, high = poisson_rate_interval(n, hours / 24)
+            per_day.append(f"{label} {format_number(n / hours * 24)} ({format_number(low)}–{format_number(high)})")
         assert row["deaths / OOMs per 24 h"] == (
-            f"{format_number(deaths / hours * 24)} / {format_number(ooms / hours * 24)} "
-            f"({deaths} / {ooms} in {format_number(hours)} h)"
+            f"{', '.join(per_day)} per 24 h; {deaths} / {ooms} in {format_number(hours)} h"
         )
-        # the tracker's protocol-invalid share of the host in that epoch
+        # the tracker's protocol-invalid share of the host in that epoch, with its denominator and interval
         (mine,) = [r for r in _csv(out, epoch, "tracker") if r["participant"] == HOST and r["epoch"] == epoch]
-        assert row["tracker protocol invalid"] == format_percent(float(mine["protocol_invalid_share"]))
-    assert rows["3"]["deaths / OOMs per 24 h"].endswith("(1 / 1 in 67.28 h)")  # the sample's one OOM death
+        assert row["tracker protocol invalid"] == (
+            f"{int(mine['protocol_invalid']):,} of {int(mine['assigned_nonces']):,}: "
+            + format_rate(
+                float(mine["protocol_invalid_share"]),
+                float(mine["protocol_invalid_ci_low"]),
+                float(mine["protocol_invalid_ci_high"]),
+            )
+        )
+    assert rows["3"]["deaths / OOMs per 24 h"].endswith("; 1 / 1 in 67.28 h")  # the sample's one OOM death
     index = (out / "index.md").read_text()
     assert "Build segments: V1, no DSpark (epochs 2–2); V2 + DSpark, raw_logprobs (epochs 2–3); " in index
 
@@ -110,7 +124,7 @@ def test_the_index_is_offline_and_renders_in_headless_chromium(out, tmp_path):
     assert "<script" not in html and not re.search(r"""(?:src|href)=["']https?:""", html)
     for link in re.findall(r'href="(epoch-\d+/report\.html)"', html):
         assert (out / link).exists()
-    _, dom = render_in_chromium(out / "index.html", tmp_path)
+    _, dom = render_in_chromium(out / "index.html", tmp_path, name="index")
     parsed = _Html()
     parsed.feed(dom)
     tags = [t for t, _ in parsed.tags]
@@ -122,3 +136,75 @@ def test_the_index_is_offline_and_renders_in_headless_chromium(out, tmp_path):
     for trend in trends:  # each chart drew marks, not an empty frame
         part = dom.split(f'id="{trend}"', 1)[1].split("</section>", 1)[0]
         assert "<svg" in part and part.count("<path") >= 2, trend
+
+
+def test_the_index_opens_with_main_findings_across_epochs(out):
+    html = (out / "index.html").read_text()
+    parsed = _Html()
+    parsed.feed(html)
+    # the findings come before the epoch table, as in the epoch report; each links to its trend chart
+    assert html.index('id="findings"') < html.index('<table class="epochs">')
+    ids = {attrs["id"] for _, attrs in parsed.tags if "id" in attrs}
+    findings = html.split('id="findings"', 1)[1].split("</section>", 1)[0]
+    targets = re.findall(r'href="#([^"]+)"', findings)
+    assert targets and set(targets) <= ids
+    lines = re.findall(r"<li>(.*?)</li>", findings, re.S)
+    text = {unescape(re.sub(r"<[^>]+>", "", line)).split(":", 1)[0]: unescape(line) for line in lines}
+    # every epoch's number, with its denominator and its interval (method named)
+    tracker = text["Protocol invalid (tracker)"]
+    for epoch in ("2", "3"):
+        (mine,) = [r for r in _csv(out, epoch, "tracker") if r["participant"] == HOST and r["epoch"] == epoch]
+        share = format_rate(float(mine["protocol_invalid_share"])).removesuffix("%")
+        assert (
+            f"epoch {epoch}: {mine['protocol_invalid']} of {mine['assigned_nonces']} assigned nonces ({share}%, "
+            "Wilson score 95%: " in tracker
+        )
+    stability = text["Engine deaths and OOMs"]
+    hours = sum(float(r["hours_observed"]) for r in _csv(out, "3", "stability"))
+    low, high = poisson_rate_interval(1, hours / 24)
+    assert (
+        f"epoch 3: 1 engine death (0.3567 per 24 h, exact Poisson (Garwood) 95%: {format_number(low)}–"
+        f"{format_number(high)})" in stability
+    )
+    assert "Wilson score 95%" in text["The host's answers"] and "epoch 2: " in text["The host's answers"]
+    assert "percentile bootstrap 95%" in text["Mean acceptance length"]
+    md = (out / "index.md").read_text()
+    assert md.index("## Main findings across epochs") < md.index("| epoch |")
+
+
+def test_index_charts_colours_match_their_legends_and_a_build_keeps_its_colour(out):
+    from tests.output.report.svg_legends import colour_mismatches, legends
+
+    colours: dict[str, set[str]] = {}
+    builds = {s for h in json.loads((out / "index-charts" / "headlines.json").read_text()) for s in h["builds"]}
+    for svg_path in sorted((out / "index-charts").glob("*.svg")):
+        svg = svg_path.read_text()
+        assert colour_mismatches(svg) == [], svg_path.name
+        for legend in legends(svg):
+            for label, colour in legend.entries.items():
+                if label in builds:
+                    colours.setdefault(label, set()).add(colour)
+    # one colour per build across every trend chart (its shading, its bars and its points)
+    assert colours and all(len(c) == 1 for c in colours.values()), colours
+    assert len({next(iter(c)) for c in colours.values()}) == len(colours)
+
+
+def test_index_charts_draw_the_intervals_and_keep_equal_series_apart(out):
+    from pipeline.output.report.index import build_bands, charts
+    from tests.output.report.svg_legends import marks
+
+    headlines = json.loads((out / "index-charts" / "headlines.json").read_text())
+    specs = charts(headlines)
+    for stem in ("rates", "acceptance", "stability", "tracker"):  # every plotted estimate with its interval
+        fields = set(re.findall(r'"field": "([^"]+)"', json.dumps(specs[stem])))
+        assert {"low", "high"} <= fields, stem
+    # deaths and OOMs per 24 h are equal in epoch 3 (1 and 1): both series stay visible, side by side
+    points = [m for m in marks((out / "index-charts" / "stability.svg").read_text()) if m.role == "point"]
+    at = {m.fields["kind"]: m.transform for m in points if m.fields.get("epoch") == "3"}
+    assert set(at) == {"deaths", "ooms"} and at["deaths"] != at["ooms"]
+    # the build shading fills each epoch's column whole: no sliver between epochs, no overlap
+    bands = build_bands(sorted(headlines, key=lambda h: h["epoch"]))
+    for epoch, part in bands.group_by("epoch"):
+        edges = sorted(zip(part["x0"], part["x1"], strict=True))
+        assert edges[0][0] == pytest.approx(epoch[0] - 0.5) and edges[-1][1] == pytest.approx(epoch[0] + 0.5)
+        assert all(a[1] == pytest.approx(b[0]) for a, b in zip(edges, edges[1:], strict=False))

@@ -464,9 +464,16 @@ def _chromium() -> str | None:
     return path
 
 
-def render_in_chromium(page: Path, tmp_path: Path) -> tuple[Path, str]:
-    """Draw `page` in headless Chromium (skips when it is missing): asserts the screenshot has colour, and
-    returns it with the DOM after the page's scripts ran."""
+# Screenshots the browser tests take are kept here (GONKA_TEST_ARTEFACTS, else test-artefacts/ in the checkout,
+# ignored by git) for a reviewer to look at after the run.
+ARTEFACTS = Path(os.environ.get("GONKA_TEST_ARTEFACTS", Path(__file__).parents[3] / "test-artefacts"))
+
+
+def render_in_chromium(
+    page: Path, tmp_path: Path, name: str | None = None, size: tuple[int, int] = (1280, 2400)
+) -> tuple[Path, str]:
+    """Draw `page` in headless Chromium (skips when it is missing): asserts the screenshot has colour, keeps
+    it under ARTEFACTS/screenshots/ as `name`.png, and returns it with the DOM after the page's scripts ran."""
     chromium = _chromium()
     if chromium is None:
         pytest.skip("Debian's chromium is not installed and apt-get cannot install it here (.ci/run installs it)")
@@ -484,15 +491,20 @@ def render_in_chromium(page: Path, tmp_path: Path) -> tuple[Path, str]:
     url = page.resolve().as_uri()
     shot = tmp_path / f"{page.stem}.png"
     subprocess.run(
-        [*flags, f"--screenshot={shot}", "--window-size=1280,2400", url], capture_output=True, timeout=120, check=True
+        [*flags, f"--screenshot={shot}", f"--window-size={size[0]},{size[1]}", url],
+        capture_output=True,
+        timeout=120,
+        check=True,
     )
     assert shot.exists() and _png_colours(shot.read_bytes()) > 20
+    (ARTEFACTS / "screenshots").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(shot, ARTEFACTS / "screenshots" / f"{name or page.stem}.png")
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, timeout=120, check=True, text=True).stdout
     return shot, dom
 
 
 def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
-    shot, dom = render_in_chromium(report_dir / "report.html", tmp_path)
+    shot, dom = render_in_chromium(report_dir / "report.html", tmp_path, name="report-epoch-3")
     parsed = _Html()
     parsed.feed(dom)
     tags = [t for t, _ in parsed.tags]
@@ -521,7 +533,10 @@ def test_html_tables_scroll_in_their_own_box_and_no_internal_wording(report_dir)
     parsed.feed(html)
     assert ".table-scroll { overflow-x: auto;" in html
     tables = [i for i, (tag, _) in enumerate(parsed.tags) if tag == "table"]
-    assert tables and all(parsed.tags[i - 1] == ("div", {"class": "table-scroll"}) for i in tables)
+    assert tables and all(
+        parsed.tags[i - 1][0] == "div" and parsed.tags[i - 1][1]["class"] in ("table-scroll", "table-scroll wide")
+        for i in tables
+    )
     assert len(parsed.findings) == len(FINDINGS) and all(text.strip() for text in parsed.items)
     text = " ".join(parsed.text)
     for leftover in ("None", "nan", "{'", "`", "NaN", "null"):
@@ -600,3 +615,91 @@ def test_a_failed_write_leaves_no_partial_copy(sample_dir, tmp_path):
     with pytest.raises(ValueError, match="Vega-Lite to SVG conversion failed"):
         write_epoch_report(report, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_report_chart_has_the_colours_its_legend_says(report_dir):
+    from tests.output.report.svg_legends import colour_mismatches, legends
+
+    with_legend = 0
+    for svg_path in sorted((report_dir / "charts").glob("*.svg")):
+        svg = svg_path.read_text()
+        assert colour_mismatches(svg) == [], svg_path.name
+        with_legend += bool(legends(svg))
+    assert with_legend >= 3  # acceptance, timeline, throughput, votes-by-build draw legends
+
+
+def test_the_acceptance_chart_draws_the_tables_interval_with_labels_read_as_written(report_dir):
+    from tests.output.report.svg_legends import legends, marks
+
+    svg = (report_dir / "charts" / "acceptance.svg").read_text()
+    rows = list(csv_rows(report_dir / "tables" / "acceptance.csv"))
+    (legend,) = legends(svg)
+    bars = {m.fields["build"]: m for m in marks(svg) if m.role == "bar"}
+    assert set(bars) == {r["build"] for r in rows} == set(legend.entries)
+    for build, bar in bars.items():
+        assert bar.colours == {legend.entries[build]}  # each bar in its build's colour
+    # the whisker of each bar: the bootstrap interval the table reports (mal_boot_low … mal_boot_high)
+    spec = json.dumps(dict(EVIDENCE["acceptance"].report.chart(_acceptance_result(report_dir), pl.DataFrame())))
+    assert '"field": "mal_boot_low"' in spec and '"field": "mal_boot_high"' in spec
+    assert len([m for m in marks(svg) if m.role == "errorbar"]) == len(rows)
+    # no axis label is drawn rotated (the build names were turned 90° under the axis title)
+    assert not re.search(r"role-axis-label[^>]*>(?:<[^>]*>)*?<text[^>]*rotate\((?:-90|270)\)", svg)
+
+
+def csv_rows(path: Path):
+    import csv
+
+    with path.open() as f:
+        yield from csv.DictReader(f)
+
+
+def _acceptance_result(report_dir: Path) -> EvidenceResult:
+    """The acceptance result of the report's epoch, from the sample warehouse the report was drawn from."""
+    from pipeline.evidence import compute
+
+    con = duckdb.connect(str(report_dir.parents[1] / "warehouse.duckdb"), read_only=True)
+    try:
+        return compute("acceptance", con, host=HOST, epoch=3)
+    finally:
+        con.close()
+
+
+def _md_section(text: str, heading: str) -> str:
+    """The Markdown of a numbered report section, up to the next heading."""
+    return re.split(rf"\n## \d+\. {re.escape(heading)}\n", text, maxsplit=1)[1].split("\n## ", 1)[0]
+
+
+def test_one_unit_per_quantity_in_the_report_tables(report_dir):
+    text = (report_dir / "report.md").read_text()
+    # usage is a fraction of the KV cache: in percent, as rates are
+    stability = _md_table_after(_md_section(text, "Engine stability"), "**")
+    assert all(re.fullmatch(r"\d+\.\d\d%", v) for v in stability["max_kv_cache_usage"].to_list())
+    # the acceptance rate carries its bootstrap interval (whole windows resampled); the Wilson interval of the
+    # tokens, which its notes call too narrow, is its own column; the MAL carries its bootstrap interval
+    acceptance = _md_table_after(_md_section(text, "Speculative-decoding acceptance"), "**")
+    assert "rate_boot_low" not in acceptance.columns and "mal_boot_low" not in acceptance.columns
+    assert "ci_low–ci_high" in acceptance.columns
+    for row, raw in zip(
+        acceptance.iter_rows(named=True), csv_rows(report_dir / "tables" / "acceptance.csv"), strict=True
+    ):
+        pct = lambda v: f"{float(v) * 100:.2f}"  # noqa: E731
+        assert row["acceptance_rate"] == (
+            f"{pct(raw['acceptance_rate'])}% ({pct(raw['rate_boot_low'])}–{pct(raw['rate_boot_high'])}%)"
+        )
+        assert row["ci_low–ci_high"] == f"{pct(raw['ci_low'])}–{pct(raw['ci_high'])}%"
+        assert re.fullmatch(r"\d\.\d{3} \(\d\.\d{3}–\d\.\d{3}\)", row["mean_acceptance_length"])
+
+
+def test_wide_tables_fit_the_page_and_the_host_is_named_once(report_dir):
+    html = (report_dir / "report.html").read_text()
+    # the tracker's two epochs are read transposed, the timeline's many columns in smaller type on the page
+    tracker = html.split('id="tracker"', 1)[1].split("</section>", 1)[0]
+    assert '<table class="evidence transposed">' in tracker
+    timeline = html.split('id="timeline"', 1)[1].split("</section>", 1)[0]
+    assert 'class="table-scroll wide"' in timeline and "_<wbr>" in timeline
+    # in print every table wraps inside the page rather than being cut at its edge
+    assert re.search(r"@media print \{.*?\.table-scroll \{ overflow: visible; \}", html, re.S)
+    # the host's address is in the page heading, not in every section title
+    titles = re.findall(r"<p><strong>(.*?)</strong></p>", html)
+    assert titles and not [t for t in titles if HOST in t]
+    assert HOST in html.split("</h1>", 1)[0]
