@@ -154,6 +154,13 @@ SELECT d.host, d."at", d.oom, d.kinds, d.records, d.detail,
        d.record_key, d.proc, d.file_id, d.line
 FROM d ASOF LEFT JOIN host_builds_t b ON b.host = d.host AND d."at" >= b.valid_from;
 
+-- The draft block size of DSpark checkpoints (docs/sources.md, vLLM logs, DSpark): vLLM refuses fewer speculative
+-- tokens than the block (vllm-project/vllm #47419), and more was reported to collapse acceptance on the 0731
+-- checkpoint (vllm-project/vllm #41834); unknown models stay NULL. The block size is in the checkpoint's config,
+-- not in the logs.
+CREATE OR REPLACE VIEW dspark_block_sizes AS
+SELECT * FROM (VALUES ('DeepSeek-V4-Flash-0731', 5), ('dspark_qwen3_8b_block7', 7)) AS t(model_pattern, block_size);
+
 -- Thresholds by model when the log line does not carry one (known chain values; docs/sources.md, validator logs); unknown models stay NULL.
 CREATE OR REPLACE VIEW model_validation_thresholds AS
 SELECT * FROM (VALUES ('Qwen3-235B-A22B', 0.940), ('Kimi-K2.6', 0.900), ('MiniMax-M2.7', 0.922))
@@ -195,4 +202,5 @@ COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (
 COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one engine cycle of a log file (engine_events.cycle) are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death alone is a death (the executor shuts down after it).';
 COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s known validation threshold; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at.';
 COMMENT ON VIEW poc_results IS 'PoC validation results (JSON responses, golden-vector reports): p_value recomputed as the one-sided exact binomial P(X >= n_mismatch), X ~ Binomial(n_total, p_mismatch); fraud = p_value < cutoff; p_mismatch, cutoff and where they came from (params_source) recorded; reported_disagrees = the result''s own fraud_detected differs.';
+COMMENT ON VIEW dspark_block_sizes IS 'Known draft block size (dspark_block_size) of DSpark checkpoints by model name; the acceptance table flags a DSpark build whose per-position list is not this long.';
 COMMENT ON VIEW model_validation_thresholds IS 'Known validation_threshold per model (known chain values), used when a validator log line carries no threshold.';
