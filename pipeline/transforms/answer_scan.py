@@ -157,6 +157,10 @@ def scan_request(body: bytes | None) -> dict:
         "logprobs_requested": bool(doc.get("logprobs")) if "logprobs" in doc else None,
         "top_logprobs": _count(doc.get("top_logprobs"), "top_logprobs"),
         "stream_requested": bool(doc.get("stream", False)),
+        # what the client set of the parameters devshardd injects (docs/sources.md, payloads)
+        "seed_given": doc.get("seed") is not None,
+        "min_tokens": _count(doc.get("min_tokens"), "min_tokens"),
+        "logprobs_mode": doc.get("logprobs_mode") if isinstance(doc.get("logprobs_mode"), str) else None,
     }
 
 
@@ -311,6 +315,9 @@ NULL_REQUEST = dict.fromkeys(
         "logprobs_requested",
         "top_logprobs",
         "stream_requested",
+        "seed_given",
+        "min_tokens",
+        "logprobs_mode",
     )
 )
 

@@ -223,7 +223,11 @@ def test_votes_by_build_match_the_truth(loaded, window):
         "ci_high",
         "disagreed",
         "resolved",
+        "validation_rule",
+        "rule_by",
     ]
+    # the sample's verdicts (October 2026) all fall after gonka-ai/gonka #1487
+    assert set(rows.filter(pl.col("total") > 0)["validation_rule"]) == {"#1487"}
     labels = focal_labels(loaded) + ([UNATTRIBUTED] if (UNATTRIBUTED, "validation") in expected else [])
     assert rows.select("build", "kind").rows() == [(label, kind) for label in labels for kind in ("validation", "vote")]
     for row in rows.iter_rows(named=True):

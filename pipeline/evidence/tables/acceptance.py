@@ -31,6 +31,9 @@ SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "mean_acceptance_length": pl.Float64,
     "per_position": pl.List(pl.Float64),
     "length_distribution": pl.List(pl.Float64),
+    "k": pl.Int64,
+    "block_size": pl.Int64,
+    "k_off_block": pl.Boolean,
     "rate_boot_low": pl.Float64,
     "rate_boot_high": pl.Float64,
     "mal_boot_low": pl.Float64,
@@ -71,6 +74,13 @@ COLUMNS = (
         "no NaN",
     ),
     Column("length_distribution", "P(len = 1) = 1 − r₀, P(len = i+1) = rᵢ₋₁ − rᵢ, P(len = K+1) = r_{K−1}"),
+    Column("k", "K, the length of the build's per-position lists (the most common one)"),
+    Column(
+        "block_size",
+        "the draft block size of the DSpark checkpoint the build's start lines name (view `dspark_block_sizes`); "
+        "null when the build does not run DSpark or the checkpoint's is not known",
+    ),
+    Column("k_off_block", "K differs from the DSpark block size (null when either is unknown)"),
 )
 
 
@@ -82,7 +92,7 @@ def length_distribution(rates: list[float]) -> list[float]:
     return [1 - rates[0], *(rates[i - 1] - rates[i] for i in range(1, len(rates))), rates[-1]]
 
 
-def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int, list[str]]:
+def _row(build: str, windows: pl.DataFrame, block_size: int | None = None) -> tuple[dict, int, list[str]]:
     source = "metrics" if (windows["source"] == "metrics").any() else "log"
     w = windows.filter(pl.col("source") == source)
     known = w.filter(pl.col("drafts").is_not_null() & (pl.col("drafts") > 0))
@@ -90,6 +100,7 @@ def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int, list[str]]:
     accepted_known = int(known["accepted"].sum())
     shaped = known.filter(pl.col("per_position").is_not_null())
     rates: list[float] = []
+    k: int | None = None
     if shaped.height:
         lengths = Counter(len(p) for p in shaped["per_position"].to_list())
         k = lengths.most_common(1)[0][0]
@@ -111,6 +122,9 @@ def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int, list[str]]:
         "mean_acceptance_length": 1 + accepted_known / drafts if drafts else None,
         "per_position": rates or None,
         "length_distribution": length_distribution(rates) or None,
+        "k": k,
+        "block_size": block_size,
+        "k_off_block": None if k is None or block_size is None else k != block_size,
     }
     row["acceptance_rate"] = row["accepted"] / row["drafted"] if row["drafted"] else None
     rate = bootstrap_ratio(w["accepted"].to_list(), w["drafted"].to_list())
@@ -126,6 +140,13 @@ def _row(build: str, windows: pl.DataFrame) -> tuple[dict, int, list[str]]:
         for what, r in (("acceptance rate", rate), ("mean acceptance length", mal))
         if r.note
     ]
+    if row["k_off_block"]:
+        remarks.append(
+            f"build {build}: DSpark with K = {k} per-position values against the checkpoint's draft block size "
+            f"{block_size}: vLLM refuses K below the block (vllm-project/vllm #47419), and K = 7 on the 5-token "
+            "block of DeepSeek-V4-Flash-0731 was reported to collapse acceptance (mean length 1.31 against 2.74 at "
+            "K = 5, vllm-project/vllm #41834)."
+        )
     return row, w.height - known.height, remarks
 
 
@@ -137,12 +158,15 @@ def acceptance(con: duckdb.DuckDBPyConnection, host: str, window: Window) -> Evi
     """Mean acceptance length, acceptance rate and per-position rates of the host, per build."""
     since, until = time_bounds(con, window)
     windows = fetch_frame(con, sql_text("evidence/spec_windows.sql"), {"host": host, "since": since, "until": until})
+    configs = fetch_frame(con, sql_text("evidence/spec_configs.sql"), {"host": host})
+    # a build's DSpark block size: the one its start cycles' model has (the last cycle's, when they differ)
+    blocks = {b: s for b, s in configs.drop_nulls("block_size").select("build", "block_size").iter_rows()}
     rows, without_drafts, remarks = [], 0, []
     for build in build_order(con, host, windows["build"].unique().to_list()):
         part = windows.filter(pl.col("build") == build)
         if part.height == 0:
             continue
-        row, missing, why = _row(build, part)
+        row, missing, why = _row(build, part, blocks.get(build))
         rows.append(row)
         without_drafts += missing
         remarks += why
@@ -239,7 +263,12 @@ SPEC = register(
         "logs or `/metrics` scrapes.",
         compute=acceptance,
         columns=COLUMNS,
-        sql=("evidence/log_window_bounds.sql", "evidence/spec_windows.sql", "evidence/host_builds.sql"),
+        sql=(
+            "evidence/log_window_bounds.sql",
+            "evidence/spec_windows.sql",
+            "evidence/spec_configs.sql",
+            "evidence/host_builds.sql",
+        ),
         report=ReportSection(order=50, heading="Speculative-decoding acceptance", chart=_chart),
         description="Speculative-decoding acceptance of the host per build, from `spec_decode_windows` (SpecDecoding "
         "log lines or `/metrics` counter increases). Window on the window time `at` (`--epoch`: the epoch's time "
@@ -249,6 +278,10 @@ SPEC = register(
         "normalised); log windows whose drafts cannot be recovered (MAL missing or NaN) count in `drafted` and "
         "`accepted` but not in the MAL, and `stats.windows_without_drafts` counts them. The bootstrap uses 2,000 "
         "resamples, seed 0 (the same windows give the same bytes); `stats.interval` and `stats.bootstrap` say "
-        "which interval is which.",
+        "which interval is which. **DSpark's K and its block.** A DSpark build whose per-position lists are not "
+        "as long as its checkpoint's draft block (`k_off_block`) is flagged in the notes: vLLM refuses K below the "
+        "block (vllm-project/vllm #47419) and K = 7 on the 5-token block of DeepSeek-V4-Flash-0731 was reported to "
+        "collapse acceptance (vllm-project/vllm #41834); the block size is the checkpoint's (view "
+        "`dspark_block_sizes`), not in the logs.",
     )
 )

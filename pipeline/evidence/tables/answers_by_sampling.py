@@ -32,6 +32,22 @@ COLUMNS = (
     Column("invalidated", "of those, final status invalidated"),
     Column("challenged", "of those, ever challenged"),
     *column_group("invalidated_rate", "ci_low", "ci_high", meaning="`invalidated / judged`, Wilson 95%"),
+    Column(
+        "injected",
+        "the parameters devshardd set on the row's stored requests before execution, with how many answers each: "
+        "`logprobs` (client's not true), `top_logprobs` (absent or below 5), `min_tokens` (absent or below 64), "
+        "`seed` (absent: int32(inference_id)), `logprobs_mode` (not processed_logprobs); the grouping is by the "
+        "client's values",
+    ),
+)
+# What devshardd sets on a request before it reaches vLLM, unless the client already asked for it (gonka-ai/vllm
+# docs/gonka-infval-old-vs-new-gumbel.md, 2026-10-01, devshard v5.0.2): (name, injected-when expression).
+INJECTED = (
+    ("logprobs", pl.col("logprobs_requested").fill_null(False).not_()),
+    ("top_logprobs", pl.col("top_logprobs").fill_null(0) < 5),
+    ("min_tokens", pl.col("min_tokens").fill_null(0) < 64),
+    ("seed", pl.col("seed_given").fill_null(False).not_()),
+    ("logprobs_mode", pl.col("logprobs_mode").fill_null("") != "processed_logprobs"),
 )
 
 
@@ -62,9 +78,18 @@ def answers_by_sampling(
             judged=pl.len().cast(pl.Int64),
             invalidated=(pl.col("status") == "invalidated").sum().cast(pl.Int64),
             challenged=pl.col("challenged").fill_null(False).sum().cast(pl.Int64),
+            **{f"_inj_{name}": (when & pl.col("stored")).sum().cast(pl.Int64) for name, when in INJECTED},
         )
         .sort("build", "sampling")
     )
+    rows = rows.with_columns(
+        injected=pl.concat_str(
+            [pl.when(pl.col(f"_inj_{n}") > 0).then(pl.format(f"{n} {{}}", pl.col(f"_inj_{n}"))) for n, _ in INJECTED],
+            separator=", ",
+            ignore_nulls=True,
+        )
+    ).drop(f"_inj_{n}" for n, _ in INJECTED)
+    rows = rows.with_columns(injected=pl.when(pl.col("injected") != "").then(pl.col("injected")))
     rows = rows.with_columns(
         invalidated_rate=pl.when(pl.col("judged") > 0).then(pl.col("invalidated") / pl.col("judged"))
     )
@@ -95,6 +120,12 @@ def answers_by_sampling(
         "judged = the host's answers with at least one sampled validation; greedy = temperature 0 "
         "(absent parameters are the API defaults, temperature 1 and top_p 1); Fisher: invalidated, "
         "sampled vs greedy."
+    )
+    notes.append(
+        "Sampling is the client's: devshardd stores the request as the client sent it (gonka-ai/gonka "
+        "decentralized-api/internal/devshard/shared_runtime.go) and then sets logprobs, top_logprobs 5, min_tokens "
+        "64, seed = int32(inference_id) and logprobs_mode processed_logprobs where the client did not (gonka-ai/vllm "
+        "docs/gonka-infval-old-vs-new-gumbel.md, devshard v5.0.2); `injected` counts them per row."
     )
     return EvidenceResult(
         evidence=NAME,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import duckdb
 import polars as pl
 
@@ -79,7 +81,7 @@ def epoch_summary(
         .select(COLUMNS)
         .sort("epoch")
     )
-    stats = {}
+    stats: dict[str, Any] = {}
     if denominators:
         executed = fetch_frame(con, sql_text("evidence/host_answers.sql"), params).group_by("epoch_id").len()
         rows = with_denominators(rows, dict(executed.iter_rows()))
@@ -96,6 +98,19 @@ def epoch_summary(
         "on the host's answers, one per transaction; self_verdicts = those cast by the host's own address "
         "(counted upstream, so included above); tokens from finish transactions."
     )
+    below = fetch_frame(con, sql_text("evidence/host_escrows_below_quorum.sql"), params)
+    if below.height:
+        named = ", ".join(
+            f"{r['escrow_id']} ({r['distinct_signers']} validators on {r['signing_slots']} slots, quorum {r['quorum']})"
+            for r in below.head(10).iter_rows(named=True)
+        )
+        more = f" and {below.height - 10} more" if below.height > 10 else ""
+        notes.append(
+            f"{below.height} settled escrow(s) of the host rest on signatures of fewer distinct validators than the "
+            f"settlement quorum (met in slots by validators holding several; gonka-ai/gonka #1356, view "
+            f"escrow_signers): {named}{more}."
+        )
+        stats["below_distinct_quorum"] = below.height
     return EvidenceResult(
         evidence=NAME,
         title=f"Epoch summary of {host} as executor ({window.describe()})",
@@ -189,6 +204,7 @@ SPEC = register(
             "evidence/verdict_counts_on_host_answers.sql",
             "evidence/host_epochs.sql",
             "evidence/host_answers.sql",
+            "evidence/host_escrows_below_quorum.sql",
         ),
         options=(
             Option(

@@ -18,6 +18,8 @@ SCHEMA = {
     "source": pl.String,
     "answers_build": pl.String,
     "validator_build": pl.String,
+    "validation_rule": pl.String,
+    "rule_by": pl.String,
     "n": pl.Int64,
     "min": pl.Float64,
     "median": pl.Float64,
@@ -25,6 +27,13 @@ SCHEMA = {
     "passed": pl.Int64,
 }
 COLUMNS = (*SCHEMA, "passed_share", "ci_low", "ci_high")
+# gonka-ai/vllm docs/gonka-infval-old-vs-new-gumbel.md (2026-10-01): the deployed (devshard v5.0.2) values
+DEEPSEEK_NOTE = (
+    "DeepSeek-V4-Flash: validation threshold 0.900 and sampling rate 10% (each validator samples an inference with "
+    "p = rate · own slots / (16 − executor slots)) under devshard v5.0.2, as gonka-ai/vllm "
+    "docs/gonka-infval-old-vs-new-gumbel.md (2026-10-01) states; not a chain value the code knows, so DeepSeek "
+    "scores are judged only with --threshold (0.9)."
+)
 
 
 def similarity(
@@ -40,7 +49,7 @@ def similarity(
         {"host": host, "since": since, "until": until, "threshold": threshold},
     )
     votes = fetch_frame(con, sql_text("evidence/similarity_votes.sql"), {"host": host, **window.params})
-    keys = ["answers_build", "validator_build"]
+    keys = ["answers_build", "validator_build", "validation_rule", "rule_by"]
     score_rows = (
         scores.group_by(keys)
         .agg(
@@ -63,7 +72,7 @@ def similarity(
     )
     schema = pl.Schema(SCHEMA)
     frame = pl.concat([score_rows.select(list(SCHEMA)).cast(schema), vote_rows.select(list(SCHEMA)).cast(schema)])
-    frame = frame.sort("source", "answers_build", "validator_build").with_columns(
+    frame = frame.sort("source", "answers_build", "validator_build", "validation_rule", "rule_by").with_columns(
         passed_share=pl.when(pl.col("judged") > 0).then(pl.col("passed") / pl.col("judged")).otherwise(None)
     )
     frame = with_wilson(frame, "passed", "judged").select(COLUMNS)
@@ -78,6 +87,16 @@ def similarity(
             f"no similarity scores for host {host} in {window.describe()} "
             "(`gonka-evidence ingest-logs --kind validator` the dapi logs first)."
         )
+    rules = sorted(set(scores["validation_rule"].to_list()) | set(votes["validation_rule"].to_list()))
+    if rules:
+        notes.append(
+            f"Verdict rule(s) applied: {', '.join(rules)}. Under 'before #1487' a 400/422 from the validator's own "
+            "re-run counted as valid without a score line, and an executor answer without logprobs scored 1.0 "
+            "against one with them; under '#1487' (gonka-ai/gonka, merged 2026-07-20) both are invalid. "
+            "rule_by: 'build' = by the validator's build (deployed before or after the change), 'date' = by the "
+            "verdict's date (build unknown)."
+        )
+    notes.append(DEEPSEEK_NOTE)
     notes.append(
         "Scores are the dapi's `cosineSimValue` (a logprob similarity, 0 for different tokens/length); "
         "passed = strictly above the model's validation threshold. Short answers score higher (the "
@@ -112,6 +131,16 @@ SPEC = register(
             *column_group(
                 "answers_build", "validator_build", meaning="the executor's and the validator's build at the time"
             ),
+            Column(
+                "validation_rule",
+                "the verdict rule the validator ran (view `verdict_rules`): `before #1487` (a 400/422 of its own "
+                "re-run and an executor answer without logprobs pass) or `#1487` (both invalid)",
+            ),
+            Column(
+                "rule_by",
+                "how the rule is known: `build` (the validator's build was deployed before or after the change) or "
+                "`date` (its build is unknown: the verdict's date)",
+            ),
             Column("n", "score lines / verdicts"),
             *column_group("min", "median", meaning="of the similarity values (`scores` only)"),
             Column(
@@ -140,6 +169,11 @@ SPEC = register(
         "(DeepSeek-V4-Flash's is not known): a score passes when strictly above T; a line's or its model's own "
         "threshold wins. A value is the dapi's `cosineSimValue` (a logprob similarity), 0 for different-length, "
         "different-tokens and invalid results. Short answers score higher (distances are averaged over at least 100 "
-        "tokens): compare like with like. `stats.interval` names the interval of `passed_share`.",
+        "tokens): compare like with like. `stats.interval` names the interval of `passed_share`. **Verdict rules by "
+        "version.** Rows are split by the rule the validator ran (`validation_rule`, `rule_by`): before gonka-ai/gonka "
+        "#1487 (merged 2026-07-20) a 400/422 of the validator's own re-run passed without a score line and an "
+        "executor answer without logprobs scored 1.0; from it both are invalid, so `votes` rows of the two rules "
+        "are not comparable. The DeepSeek-V4-Flash threshold (0.900) and sampling rate (10%) of the notes are "
+        "gonka-ai/vllm's account of devshard v5.0.2.",
     )
 )

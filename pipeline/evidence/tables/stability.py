@@ -94,7 +94,6 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
     coverage = fetch_frame(con, sql_text("evidence/stability_coverage.sql"), {"host": host})
     timeline = fetch_frame(con, sql_text("evidence/host_build_windows.sql"), {"host": host})
 
-    first_seen = min([*events["at"].to_list(), *stats["at"].to_list()], default=None)
     starts = events.filter(pl.col("cycle_start"))  # one per launch, not one per data-parallel engine
     readies = events.filter(pl.col("kind") == "ready")["at"].to_list()
     start_times = starts["at"].to_list()
@@ -104,9 +103,7 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
         ready = None
         if row["kind"] != "ready":  # a cycle begun by its ready line (launch and start lines missing) has no duration
             ready = next((r for r in readies if r >= row["at"] and (nxt is None or r < nxt)), None)
-        cycles.append(
-            (row["at"], row["build"], row["at"] > first_seen, (ready - row["at"]).total_seconds() if ready else None)
-        )
+        cycles.append((row["at"], row["build"], row["restart"], (ready - row["at"]).total_seconds() if ready else None))
 
     def in_window(at) -> bool:
         return (since is None or at >= since) and (until is None or at < until)
@@ -240,8 +237,10 @@ SPEC = register(
         "is a new cycle "
         "even when the same engine name follows. A `ready` line right after a death signal begins a cycle too (the "
         "launch lines were lost). A cycle begun after the host's logs already show the engine (any earlier record, "
-        "in any of its files) is a restart. **A file that starts mid-run** (its first lines are stats, spec or death "
-        "lines of a server launched before the file begins): those records belong to the run in progress (cycle 0 of "
+        "in any of its files: an engine event, the API server's shutdown line among them, a stats or spec line, "
+        "earlier in time or earlier in the same file; view `engine_cycle_starts`) is a restart. **A file that starts "
+        "mid-run** (its first lines are stats, spec, death or shutdown lines of a server launched before the file "
+        "begins): those records belong to the run in progress (cycle 0 of "
         "the file, counted as observed hours, deaths and OOMs, but no restart); the file's first launch is then a "
         "restart, because the engine was already seen running. The death and OOM texts are the catalogue derived "
         "from vLLM's source (`pipeline/sources/logs/vllm_catalogue.toml`, with the releases and files each comes "

@@ -39,6 +39,16 @@ COLUMNS = (
         "on a validated one)",
     ),
     Column("resolved", "verdicts on inferences whose final status is validated or invalidated"),
+    Column(
+        "validation_rule",
+        "the verdict rule the host ran (view `verdict_rules`): `before #1487` (a 400/422 of its own re-run and an "
+        "executor answer without logprobs are valid) or `#1487` (both invalid), ` + `-joined when the row's verdicts "
+        "fall under both; null without verdicts",
+    ),
+    Column(
+        "rule_by",
+        "`build` (by when the host's build was deployed) or `date` (build unknown: by the verdict's date)",
+    ),
 )
 
 
@@ -77,6 +87,12 @@ def votes_by_build(con: duckdb.DuckDBPyConnection, host: str, window: Window) ->
         "slots counts once), including repeated validations and votes cast after resolution. "
         "disagreed / resolved: verdicts that contradict the final validated or invalidated status."
     )
+    if rules := sorted({r for v in counts["validation_rule"].drop_nulls().to_list() for r in v.split(" + ")}):
+        notes.append(
+            f"Verdict rule(s) applied: {', '.join(rules)}. Before gonka-ai/gonka #1487 (merged 2026-07-20) a "
+            "400/422 from the host's own re-run and an executor answer without logprobs were valid verdicts; from it "
+            "they are invalid, so invalid rates of builds under different rules are not comparable."
+        )
     return EvidenceResult(
         evidence=NAME,
         title=f"Verdicts of {host} on other hosts' answers, by build ({window.describe()})",

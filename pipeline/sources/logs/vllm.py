@@ -102,6 +102,8 @@ def _events(
         return events + ([("oom", events[0][1])] if more_oom or OOM.search(msg) else [])
     if WORKER_DIED.search(msg):
         return [("worker_died", msg[:300])]
+    if msg.startswith(SHUTDOWN):
+        return [("shutdown", msg[:300])]
     if msg.startswith("PoC generation started"):
         return [("poc_start", msg[:300])]
     if msg.startswith("PoC stopped") or msg.startswith("PoC generation crashed"):
@@ -120,6 +122,9 @@ def _folded(msg: str, more_cause: str, more_oom: bool, more_dead: bool) -> list[
     return ([("engine_dead", detail)] if more_dead else []) + ([("oom", detail)] if more_oom else [])
 
 
+# the API server stopping (vllm/entrypoints/launcher.py; the second form from vllm-project/vllm #43707, vLLM 0.23):
+# the server was running, so a launch after it is a restart even when nothing else of that run was collected
+SHUTDOWN = ("Shutting down FastAPI HTTP server", "[shutdown] API server: shutting down FastAPI HTTP server")
 EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
 # Every record `_events` can return something for contains one of these (a superset filter, run in Rust).
 EVENT_WORDS = [
@@ -131,6 +136,7 @@ EVENT_WORDS = [
     "PoC generation started",
     "PoC stopped",
     "PoC generation crashed",
+    *SHUTDOWN,
     *catalogue.LITERALS,
 ]
 # what `_scan_chunk` looks for in one pass, as one regex of literals (faster than `contains_any` over a

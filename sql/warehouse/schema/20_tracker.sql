@@ -68,3 +68,8 @@ CREATE TABLE IF NOT EXISTS answer_checks_t (
   PRIMARY KEY (escrow_id, inference_id));
 -- Where the answer was stored: postgres (payload_storage), json or json_zst (a payload file).
 ALTER TABLE answer_checks_t ADD COLUMN IF NOT EXISTS payload_format VARCHAR;
+-- The client's values of the parameters devshardd injects before execution (the stored request is the client's):
+-- seed given, min_tokens, logprobs_mode.
+ALTER TABLE answer_checks_t ADD COLUMN IF NOT EXISTS seed_given BOOLEAN;
+ALTER TABLE answer_checks_t ADD COLUMN IF NOT EXISTS min_tokens BIGINT;
+ALTER TABLE answer_checks_t ADD COLUMN IF NOT EXISTS logprobs_mode VARCHAR;

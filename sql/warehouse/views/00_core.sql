@@ -3,6 +3,30 @@
 CREATE OR REPLACE VIEW host_builds AS
 SELECT host, build, valid_from, valid_to FROM host_builds_t;
 
+-- Verdict rules upstream changed (docs/sources.md, inference lifecycle, verdict rules by version): from
+-- gonka-ai/gonka #1487 (merged 2026-07-20) devshard's EvaluateValidationResponse makes a 400/422 of the
+-- validator's own re-run, and an executor answer without logprobs judged against one with them, invalid; before,
+-- both passed. A verdict or score follows the rule of the validator's build: a build deployed before the change
+-- runs the old rule, one deployed after it the new; where the validator's build is unknown, the verdict's date.
+CREATE OR REPLACE VIEW verdict_rules AS
+SELECT * FROM (VALUES ('before #1487', NULL::TIMESTAMPTZ, TIMESTAMPTZ '2026-07-20 00:00:00+00',
+                       'a 400/422 of the validator''s re-run, and an executor answer without logprobs, pass'),
+                      ('#1487', TIMESTAMPTZ '2026-07-20 00:00:00+00', NULL::TIMESTAMPTZ,
+                       'a 400/422 of the validator''s re-run, and an executor answer without logprobs, are invalid'))
+  AS t(rule, valid_from, valid_to, meaning);
+
+-- The time whose rule a verdict of `validator_` at `at_` follows: its build's start where the build is known.
+CREATE OR REPLACE MACRO verdict_rule_time(validator_, at_) AS
+  coalesce((SELECT max(b.valid_from) FROM host_builds_t b WHERE b.host = validator_ AND b.valid_from <= at_), at_);
+CREATE OR REPLACE MACRO verdict_rule(validator_, at_) AS
+  (SELECT r.rule FROM verdict_rules r
+   WHERE verdict_rule_time(validator_, at_) >= coalesce(r.valid_from, '-infinity'::TIMESTAMPTZ)
+     AND verdict_rule_time(validator_, at_) < coalesce(r.valid_to, 'infinity'::TIMESTAMPTZ));
+-- 'build' when the validator's build at `at_` is known, else 'date'
+CREATE OR REPLACE MACRO verdict_rule_by(validator_, at_) AS
+  CASE WHEN EXISTS (SELECT 1 FROM host_builds_t b WHERE b.host = validator_ AND b.valid_from <= at_)
+       THEN 'build' ELSE 'date' END;
+
 CREATE OR REPLACE VIEW escrows AS
 SELECT e.epoch_id, e.escrow_id, e.model, e.version, e.status, e.group_size, e.vote_threshold, e.validation_rate,
        e.creator_addr, e.settled_at, e.latest_nonce, e.finalize_nonce, e.time_source,
@@ -59,6 +83,7 @@ COMMENT ON VIEW escrow_slots IS 'Group membership: one row per slot with the add
 COMMENT ON VIEW txs IS 'Every transaction of the diff log, deduplicated across copies and hosts on (escrow_id, nonce, tx_index). kind in start, confirm, finish, timeout, validation, vote, error_miss, finalize, other; reason = timeout reason (refused 1, execution 2, error 3: a reason-3 timeout is an error miss), or the oneof member / field number of kind other. event_at = diffs.created_at when set, else the escrow nonce clock.';
 COMMENT ON VIEW inferences IS 'One row per inference, status from replaying the diff log under the devshard state machine (sealed rows only confirm it). sealed = a sealed row with sealed_nonce > 0; challenged = ever received an invalid MsgValidation; cleared = challenged then validated; finished = has a finish transaction; drained = still pending or started when the escrow entered settlement (no finish, timeout or error-miss transaction before it): never an answer, never a miss; pre_drain_status = pending | started (NULL when not drained); drain_outcome = unchanged (sealed as it was) | refunded (pending -> timed_out, cost back to the creator) | paid (-> finished at reserved cost), NULL when the copy does not tell or copies disagree; status stays what the store says; miss_kind = refused | execution | error_miss (MsgErrorMiss or a reason-3 timeout) for the inferences that are misses. executor_build from an as-of join of host_builds on event_at.';
 COMMENT ON VIEW validations IS 'Every verdict in the diff log: kind validation (MsgValidation, the sampled check) or vote (MsgValidationVote after a challenge). counted = the verdict added weight to the tally; after_resolution = cast after the inference was validated or invalidated (a no-op); final_status and inference_started_at = the judged inference''s final status and start; self_verdict = the validator''s address is the executor''s (another slot of the same host validating its answer, or a vote on its own challenge): replayed as upstream did when the copy was written (such verdicts counted), and flagged. Builds from as-of joins of host_builds on event_at.';
+COMMENT ON VIEW verdict_rules IS 'Verdict rules of devshard validation by the time they applied (docs/sources.md, verdict rules by version): rule before #1487 (a 400/422 of the validator''s own re-run and an executor answer without logprobs pass) until gonka-ai/gonka #1487 (merged 2026-07-20), rule #1487 (both invalid) after. A verdict follows the rule of its validator''s build (the build''s start; the verdict''s time where the build is unknown): macros verdict_rule(validator, at) and verdict_rule_by(validator, at) = build or date.';
 COMMENT ON VIEW host_builds IS 'Build timeline of hosts (gonka-evidence builds FILE.toml): each entry lasts from valid_from until the host''s next entry (valid_to, NULL = open).';
 COMMENT ON VIEW replay_disagreements IS 'Inferences whose replayed facts differ from the copy''s sealed row (status, votes, executor slot, tokens); field drain_outcome = a drained record sealed with a status no drain rule gives (or the escrow''s drained rows contradict each other); field drained_between_copies = two copies of the escrow hold different seals of a drained record (replayed = the stored copy, sealed = the other copy).';
 COMMENT ON TABLE ingest_runs IS 'One row per ingest run: source id (lineage UUID, or the SQLite store''s directory name), kind, copy time, rows per table (JSON), status (running, then ok or failed; aborted when a killed writer left it running), pipeline version, input digest (sha256 of what the run read).';

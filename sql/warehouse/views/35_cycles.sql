@@ -1,11 +1,23 @@
 -- Start cycles of a host's vLLM logs and what their start lines state (docs/sources.md, start-up).
 
--- Where a start cycle begins: the one definition of a restart (today the first `start` event of a launch,
--- engine_events.cycle_start). engine_cycles reads cycle starts only from here.
+-- Where a start cycle begins (engine_events.cycle_start), and the one definition of a restart: a cycle begun
+-- after the host's logs already show the engine, that is after any engine event (a shutdown included), stats
+-- or spec-decode line of the host that is earlier in time, or earlier in the same file. engine_cycles,
+-- stability and timeline read cycle starts and restarts only from here.
 CREATE OR REPLACE VIEW engine_cycle_starts AS
-SELECT host, file_id, line, "at", record_key
-FROM engine_events
-WHERE cycle_start;
+WITH seen AS (
+  SELECT host, file_id, "at", line FROM log_engine_events
+  UNION ALL SELECT host, file_id, "at", line FROM log_engine_stats
+  UNION ALL SELECT host, file_id, "at", line FROM log_spec_decode
+),
+first_host AS (SELECT host, min("at") AS first_at FROM seen GROUP BY host),
+first_file AS (SELECT host, file_id, min(line) AS first_line FROM seen GROUP BY host, file_id)
+SELECT e.host, e.file_id, e.line, e."at", e.record_key,
+       coalesce(e."at" > h.first_at OR e.line > f.first_line, false) AS restart
+FROM engine_events e
+LEFT JOIN first_host h ON h.host = e.host
+LEFT JOIN first_file f ON f.host = e.host AND f.file_id = e.file_id
+WHERE e.cycle_start;
 
 CREATE OR REPLACE VIEW engine_cycles AS
 WITH s AS (
@@ -85,5 +97,5 @@ LEFT JOIN ready r ON r.host = s.host AND r.file_id = s.file_id AND r.line = s.li
 LEFT JOIN files f ON f.host = s.host AND f.file_id = s.file_id
 LEFT JOIN log_engine_events e ON e.host = s.host AND e.record_key = s.record_key AND e.kind = 'start';
 
-COMMENT ON VIEW engine_cycle_starts IS 'Where each start cycle of a host''s vLLM logs begins (the first start event of a launch, engine_events.cycle_start): the one definition of a restart that engine_cycles builds on.';
+COMMENT ON VIEW engine_cycle_starts IS 'Where each start cycle of a host''s vLLM logs begins (the first start event of a launch, engine_events.cycle_start), and the one definition of a restart that engine_cycles, stability and timeline build on: restart = the cycle begins after the host''s logs already show the engine (an engine event, a shutdown line included, or a stats or spec-decode line earlier in time, or earlier in the same file).';
 COMMENT ON VIEW engine_cycles IS 'One row per start cycle of a host''s vLLM logs: started_at (its start line), ended_at (the next cycle''s start in the same file, else the file''s last record), vllm_version, config = JSON of what the start lines state (version, model, spec_method and spec_tokens, parallel sizes, quantization, kv_cache_dtype, the non-default arguments; keys sorted), fingerprint = the first 12 hex digits of md5(config): consecutive cycles with one fingerprint are one build segment. lines = the record keys (file_id:line) of the lines the config rests on. Start-up facts: ready_at and time_to_ready_s (to Application startup complete.), model_load_gib and model_load_s, kv_cache_gib (available KV cache memory, the smallest worker), kv_cache_tokens (GPU KV cache size), max_concurrency (at the printed tokens per request), poc_nonces_per_min (PoC stopped lines: nonces / minutes).';

@@ -144,6 +144,37 @@ def test_a_file_that_starts_mid_run(load):
     assert table(con) == [(1, 1, 1, 5.0)]
 
 
+def access() -> str:
+    return '(APIServer pid=1) INFO:     10.0.0.5:52344 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+
+
+@pytest.mark.parametrize(
+    "shutdown",
+    [
+        "Shutting down FastAPI HTTP server.",  # vllm/entrypoints/launcher.py up to vLLM 0.22
+        "[shutdown] API server: shutting down FastAPI HTTP server",  # from vLLM 0.23 (vllm-project/vllm #43707)
+    ],
+)
+@pytest.mark.parametrize("stamp", ["09:59:58", "10:00:00"])
+def test_a_relaunch_after_only_access_and_shutdown_lines_is_a_restart(load, shutdown, stamp):
+    """The file begins mid-run with an access line and the server's shutdown, then the server is launched again:
+    the shutdown shows the engine was running (any earlier record), so the launch is a restart, also when both
+    carry the same second (earlier in the file is earlier)."""
+    stop = f"(APIServer pid=1) INFO 12-03 {stamp} [launcher.py:110] {shutdown}"
+    con = load([access(), stop, launch("10:00:00"), start("10:00:05"), ready()])
+    assert cycles(con) == [(2, "shutdown", False, 0), (3, "launch", True, 1), (4, "start", False, 1)]
+    assert table(con) == [(0, 0, 1, 5.0)]
+    restarts = fetch_frame(con, "SELECT line, restart FROM engine_cycle_starts").rows()
+    assert restarts == [(3, True)]
+
+
+def test_a_fresh_launch_with_lines_before_it_is_not_a_restart(load):
+    """Lines a fresh launch prints before its version line (platform detection) show no running engine."""
+    before = "(APIServer pid=1) INFO 12-03 09:59:59 [__init__.py:216] Automatically detected platform cuda."
+    con = load([before, launch("10:00:00"), start("10:00:05"), ready()])
+    assert table(con) == [(0, 0, 0, 5.0)]
+
+
 def test_a_ready_line_right_after_a_death_begins_a_cycle(load):
     """The server came back but its launch and start lines were not collected: the ready line after the death
     begins a cycle (a restart, without a time to ready), so the next crash is a second death."""
