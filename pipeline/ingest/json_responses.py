@@ -35,6 +35,7 @@ from pipeline.ingest.accounting import Accounting
 from pipeline.ingest.ledger import CounterKeyError, counter_id, parse_counter_key
 from pipeline.ingest.runs import ingest_run
 from pipeline.sources.files import FileReadError, read_regular_file
+from pipeline.sources.json_keys import DuplicateKey, loads_unique
 from pipeline.sources.store.base import SourceError
 from pipeline.warehouse.database import transaction
 
@@ -77,13 +78,20 @@ def _document(data: bytes):
     if data.startswith(GZIP_MAGIC):
         data = _gunzip(data)
     try:
-        return msgspec.json.decode(data)  # integers exact at any size (orjson would round them to floats)
+        doc = msgspec.json.decode(data)  # integers exact at any size (orjson would round them to floats)
     except msgspec.ValidationError as exc:  # a number no integer or double holds, e.g. 1e999
         raise Unreadable(f"a number out of range ({exc})") from None
     except msgspec.DecodeError as exc:
         raise Unreadable(f"not JSON ({exc})") from None
     except RecursionError:
         raise Unreadable("not JSON (nested too deeply)") from None
+    try:  # msgspec keeps the last of two members of one name: a second parse names such a key
+        loads_unique(data, parse_int=str, parse_float=str, parse_constant=str)
+    except DuplicateKey as exc:
+        raise Unreadable(f"ambiguous: {exc}") from None
+    except RecursionError:
+        raise Unreadable("not JSON (nested too deeply)") from None
+    return doc
 
 
 def _gunzip(data: bytes) -> bytes:

@@ -175,3 +175,116 @@ def test_invalid_utf8_at_line_ends_changes_no_value_and_is_counted(tmp_path, log
         every_line = sum(lines for _, lines, _, _ in want["lines"])
         assert summary.undecodable == every_line
         assert f"{every_line} with bytes that are not UTF-8" in acct["log lines"][4]
+
+
+# -- PoC results and duplicate keys -----------------------------------------------------------------------
+
+
+def _poc_doc(**changes) -> dict:
+    doc = {
+        "request_id": "req-ok",
+        "n_total": 200,
+        "n_mismatch": 30,
+        "p_value": 0.5,
+        "fraud_detected": False,
+        "participant_address": HOST,
+        "validator": "gonka1valA",
+        "stat_test": {"dist_threshold": 0.4, "p_mismatch": 0.1, "fraud_threshold": 0.01},
+        "timestamp": "2026-01-03T05:00:00Z",
+    }
+    return doc | changes
+
+
+def _poc_quarantine(warehouse: Path) -> dict[str, str]:
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        return dict(con.execute("SELECT row_key, reason FROM quarantine WHERE table_name = 'poc_result'").fetchall())
+    finally:
+        con.close()
+
+
+def test_poc_results_with_out_of_range_numbers_are_quarantined_with_the_reason(tmp_path):
+    """31-digit counts, negative or impossible mismatches, NaN or infinite p-values, a time past any
+    calendar: each result is a counted quarantine row naming the number (today a traceback for the
+    31-digit count, and a stored NaN or a p-value of 1 for the others); the good result is kept."""
+    import json
+
+    bad = {
+        "req-31-digits": _poc_doc(n_total=10**30),
+        "req-negative": _poc_doc(n_mismatch=-3),
+        "req-more-than-total": _poc_doc(n_mismatch=201),
+        "req-half": _poc_doc(n_total=200.5),
+        "req-nan": _poc_doc(p_value=float("nan")),
+        "req-inf": _poc_doc(p_value=float("inf")),
+        "req-p-mismatch": _poc_doc(stat_test={"p_mismatch": float("nan")}),
+        "req-time": _poc_doc(timestamp=1e30),
+        "req-bool": _poc_doc(n_total=True),
+    }
+    docs = [_poc_doc()] + [doc | {"request_id": key} for key, doc in bad.items()]
+    (tmp_path / "poc").mkdir()
+    (tmp_path / "poc" / "results.json").write_text(json.dumps(docs))  # NaN and Infinity as Python writes them
+    (tmp_path / "poc" / "validate.txt").write_text(
+        f"[validate] n_total={'9' * 31} n_mismatch=1 p_value=0.5 fraud_detected=False\n"
+        "[validate] n_total=100 n_mismatch=1 p_value=nan fraud_detected=False\n"
+        "[validate] n_total=100 n_mismatch=1 p_value=0.5 fraud_detected=False\n"
+    )
+    summary = _ingest_logs(tmp_path / "w.duckdb", [tmp_path / "poc"])
+    kept = frame(tmp_path / "w.duckdb", "SELECT request_id, n_total FROM poc_results_t ORDER BY ALL")
+    assert set(kept.rows()) == {(None, 100), ("req-ok", 200)}
+    reasons = _poc_quarantine(tmp_path / "w.duckdb")
+    assert len(reasons) == len(bad) + 2 == summary.unparsed
+    text = "\n".join(reasons.values())
+    for word in (
+        f"n_total {10**30} is out of range",
+        "n_mismatch -3 is out of range",
+        "n_mismatch 201 is more than n_total 200",
+        "n_total is not a whole number (200.5)",
+        "p_value nan is out of range",
+        "p_value inf is out of range",
+        "p_mismatch nan is out of range",
+        "time 1e+30 is out of range",
+        "n_total is not a count (True)",
+        f"n_total {'9' * 31} is out of range",
+        "p_value 'nan' is out of range",
+    ):
+        assert word in text, word
+    acct, _ = _accounted(tmp_path / "w.duckdb")
+    assert acct["log lines"][3] == summary.unparsed
+
+
+def test_a_record_that_gives_one_key_twice_with_two_values_is_quarantined(tmp_path, log_samples):
+    """A JSON object with one key twice and two values (which one the writer meant is unknown; JSON readers
+    keep the last in silence): a saved API response is quarantined whole, a PoC result and a validator JSON
+    line are counted quarantine rows. The same key twice with one value is read."""
+    import json
+
+    from pipeline.ingest.json_responses import ingest_json_files
+
+    record = '{"epoch_index":5,"participant":"gonka1x","model":"m","assigned_nonces":%s,"counters":[]}'
+    (tmp_path / "twice.json").write_text(record % '3,"assigned_nonces":4')
+    (tmp_path / "same.json").write_text((record % '3,"assigned_nonces":3').replace("gonka1x", "gonka1y"))
+    con = open_for_write(tmp_path / "json.duckdb")
+    try:
+        summary = ingest_json_files(con, [tmp_path / "twice.json", tmp_path / "same.json"])
+    finally:
+        con.close()
+    assert summary.quarantined == 1 and any(
+        "'assigned_nonces' given twice with two values" in u for u in summary.unreadable
+    )
+    read = frame(tmp_path / "json.duckdb", "SELECT participant, assigned_nonces FROM api_participants")
+    assert read.rows() == [("gonka1y", 3)]
+
+    poc = json.dumps(_poc_doc()).replace('"n_mismatch": 30', '"n_mismatch": 30, "n_mismatch": 0')
+    (tmp_path / "poc").mkdir()
+    (tmp_path / "poc" / "results.json").write_text(poc)
+    validator = (log_samples / "dapi.log").read_text().splitlines()
+    line = next(i for i, text in enumerate(validator) if text.startswith("{") and "cosineSimValue" in text)
+    validator[line] = validator[line].replace('"cosineSimValue":', '"cosineSimValue": 0.1, "cosineSimValue":')
+    (tmp_path / "dapi.log").write_text("\n".join(validator) + "\n")
+    summary = _ingest_logs(tmp_path / "logs.duckdb", [tmp_path / "poc", tmp_path / "dapi.log"])
+    assert frame(tmp_path / "logs.duckdb", "SELECT count(*) AS n FROM poc_results_t")["n"][0] == 0
+    assert "'n_mismatch' given twice with two values" in "".join(_poc_quarantine(tmp_path / "logs.duckdb").values())
+    lines = frame(tmp_path / "logs.duckdb", "SELECT line FROM log_validation_scores")["line"].to_list()
+    assert line + 1 not in lines
+    reasons = frame(tmp_path / "logs.duckdb", "SELECT reason FROM quarantine WHERE table_name = 'validator_log'")
+    assert any(f"unparsed line {line + 1} of dapi.log" in r for r in reasons["reason"])
