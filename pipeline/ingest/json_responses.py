@@ -31,6 +31,7 @@ from pathlib import Path
 import duckdb
 import msgspec
 
+from pipeline.core.digest import content_digest
 from pipeline.ingest.accounting import Accounting
 from pipeline.ingest.ledger import CounterKeyError, counter_id, parse_counter_key
 from pipeline.ingest.runs import ingest_run
@@ -368,7 +369,11 @@ def ingest_json_files(con: duckdb.DuckDBPyConnection, files: list[Path]) -> Json
             collector.problems.append(("json_file", str(path.resolve()), str(exc)))
             summary.unreadable.append(f"{path}: {exc}")
         collector.close()
-        with ingest_run(con, source_id=source_id, kind="json", display=str(path)) as run, transaction(con):
+        digest = content_digest([data])  # the run id derives from it: two different files never share one
+        with (
+            ingest_run(con, source_id=source_id, kind="json", display=str(path), input_digest=digest) as run,
+            transaction(con),
+        ):
             run.accounting.read("json files", 1, unit="files")
             whole = any(table == "json_file" and key == str(path.resolve()) for table, key, _ in collector.problems)
             (run.accounting.quarantined if whole else run.accounting.used)("json files", 1)

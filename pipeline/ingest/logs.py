@@ -34,7 +34,7 @@ from typing import NamedTuple
 import duckdb
 import polars as pl
 
-from pipeline.core.digest import files_digest
+from pipeline.core.digest import files_digest, sample_digest
 from pipeline.core.paths import sql_text
 from pipeline.ingest.kinds import LOG_KINDS, SourceKind, detect_kind, resolve
 from pipeline.ingest.runs import IngestRun, ingest_run, scalar
@@ -120,7 +120,14 @@ def ingest_logs(
     # The input digest (provenance) is hashed beside the parse, in a thread: hashlib releases the GIL.
     with (
         ThreadPoolExecutor(max_workers=1) as pool,
-        ingest_run(con, source_id=f"logs:{host}", kind="logs", display=display, label=label) as run,
+        ingest_run(
+            con,
+            source_id=f"logs:{host}",
+            kind="logs",
+            display=display,
+            label=label,
+            sample_digest=_sample_digest(files),
+        ) as run,
     ):
         content = pool.submit(files_digest, [file.path for file in files])
         summary = LogIngestSummary(run_id=run.run_id, host=host, timezone=tz.name)
@@ -144,6 +151,14 @@ def ingest_logs(
                 "unrecognised_files": len(summary.unrecognised),
             }
     return summary
+
+
+def _sample_digest(files: list[LogFile]) -> str:
+    """The run id's material of the files (`pipeline.core.digest.sample_digest`); a read error is one line."""
+    try:
+        return sample_digest([file.path for file in files])
+    except OSError as exc:
+        raise SourceError(f"cannot read the logs ({one_line(exc)})") from None
 
 
 def _refuse_irregular(con: duckdb.DuckDBPyConnection, run: IngestRun, paths: list, summary: LogIngestSummary) -> None:

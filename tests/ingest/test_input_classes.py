@@ -288,3 +288,36 @@ def test_a_record_that_gives_one_key_twice_with_two_values_is_quarantined(tmp_pa
     assert line + 1 not in lines
     reasons = frame(tmp_path / "logs.duckdb", "SELECT reason FROM quarantine WHERE table_name = 'validator_log'")
     assert any(f"unparsed line {line + 1} of dapi.log" in r for r in reasons["reason"])
+
+
+# -- run ids ----------------------------------------------------------------------------------------------
+
+
+def _run_ids(warehouse: Path) -> list[str]:
+    return frame(warehouse, "SELECT run_id FROM ingest_runs ORDER BY started_at")["run_id"].to_list()
+
+
+def test_two_different_inputs_never_get_one_run_id(tmp_path, log_samples):
+    """Run ids derive from the warehouse's run history, the source and what the run reads, so that the same
+    inputs give the same ids in two fresh warehouses. Two different inputs under one source (two logs of one
+    host, two versions of one saved response at one path) got one id, and a footer naming it named either;
+    now what a run reads enters its id, and the same input still gives the same id."""
+    from pipeline.ingest.json_responses import ingest_json_files
+
+    first, second = log_samples / "vllm" / "vllm-b.log", log_samples / "longer" / "vllm-a-full.log"
+    ids = {}
+    for name, paths in (("a", [first]), ("a-again", [first]), ("b", [second])):
+        _ingest_logs(tmp_path / f"logs-{name}.duckdb", paths)
+        ids[name] = _run_ids(tmp_path / f"logs-{name}.duckdb")
+    assert ids["a"] == ids["a-again"] and ids["a"] != ids["b"]
+
+    saved = tmp_path / "response.json"
+    record = '{"epoch_index":5,"participant":"gonka1x","model":"m","assigned_nonces":%d,"counters":[]}'
+    for n in (3, 4, 3):
+        saved.write_text(record % n)
+        con = open_for_write(tmp_path / f"json-{n}-{len(ids)}.duckdb")
+        try:
+            ids[f"json-{n}-{len(ids)}"] = ingest_json_files(con, [saved]).run_ids
+        finally:
+            con.close()
+    assert ids["json-3-3"] == ids["json-3-5"] != ids["json-4-4"]
