@@ -321,3 +321,63 @@ def test_two_different_inputs_never_get_one_run_id(tmp_path, log_samples):
         finally:
             con.close()
     assert ids["json-3-3"] == ids["json-3-5"] != ids["json-4-4"]
+
+
+# -- an ingest-logs killed part-way -----------------------------------------------------------------------
+
+
+def _log_tables(warehouse: Path) -> dict[str, list[tuple]]:
+    """Every table of the warehouse but the run bookkeeping, without run ids: what a re-run must converge to."""
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        tables = [
+            t
+            for (t,) in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = "
+                "'BASE TABLE' AND table_name NOT IN ('ingest_runs', 'ingest_accounting')"
+            ).fetchall()
+        ]
+        out = {}
+        for table in tables:
+            cols = [
+                c
+                for (c,) in con.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+                ).fetchall()
+                if c != "run_id"
+            ]
+            select = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in cols)
+            out[table] = sorted(con.execute(f"SELECT {select} FROM {table}").fetchall(), key=str)
+        return out
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("files_before_the_kill", [0, 1, 2, 4, 7])
+def test_an_ingest_logs_killed_part_way_then_run_again_equals_a_clean_ingest(
+    tmp_path, log_samples, monkeypatch, files_before_the_kill
+):
+    """The process dies as a file's transaction starts (after `files_before_the_kill` files committed, a
+    rotated file and its longer twin among them); running the same command again gives every table a
+    clean ingest gives (run ids aside), and the killed run is not 'ok'."""
+    import pipeline.ingest.logs as logs
+
+    paths = [log_samples / p for p in ("vllm", "longer", "metrics", "dapi.log", "poc")]
+    _ingest_logs(tmp_path / "clean.duckdb", paths)
+    real = logs._ingest_file
+    calls = []
+
+    def dies(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > files_before_the_kill:
+            raise KeyboardInterrupt  # what a kill leaves: the committed files, nothing of this one
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(logs, "_ingest_file", dies)
+    with pytest.raises(KeyboardInterrupt):
+        _ingest_logs(tmp_path / "killed.duckdb", paths)
+    monkeypatch.setattr(logs, "_ingest_file", real)
+    _ingest_logs(tmp_path / "killed.duckdb", paths)
+    assert _log_tables(tmp_path / "killed.duckdb") == _log_tables(tmp_path / "clean.duckdb")
+    statuses = frame(tmp_path / "killed.duckdb", "SELECT status FROM ingest_runs ORDER BY started_at")["status"]
+    assert statuses.to_list() == ["failed", "ok"]
