@@ -381,3 +381,31 @@ def test_an_ingest_logs_killed_part_way_then_run_again_equals_a_clean_ingest(
     assert _log_tables(tmp_path / "killed.duckdb") == _log_tables(tmp_path / "clean.duckdb")
     statuses = frame(tmp_path / "killed.duckdb", "SELECT status FROM ingest_runs ORDER BY started_at")["status"]
     assert statuses.to_list() == ["failed", "ok"]
+
+
+def test_a_postgres_payload_beyond_the_size_limit_is_quarantined_without_reading_its_bodies(
+    tmp_path, pg_copy, monkeypatch
+):
+    """The PostgreSQL copy's answers over the limit come without their bodies (the query leaves them out
+    by their stored size) and are quarantined with it, like an oversized payload file; today they were
+    read whole, whatever their size."""
+    import psycopg
+
+    import pipeline.sources.store.payloads as payloads
+
+    url = pg_copy(2)
+    with psycopg.connect(url) as c:
+        sizes = c.execute(
+            "SELECT epoch_id, escrow_id, inference_id, coalesce(octet_length(prompt_payload), 0) "
+            "+ coalesce(octet_length(response_payload), 0) FROM payload_storage ORDER BY 4 DESC"
+        ).fetchall()
+    limit = sizes[0][3] - 1  # the largest answer is over it
+    monkeypatch.setattr(payloads, "MAX_PAYLOAD_FILE_BYTES", limit)
+    ingest(tmp_path / "w.duckdb", url)
+    acct, bad = _accounted(tmp_path / "w.duckdb")
+    over = {f"{e}/{s}/{i}": n for e, s, i, n in sizes if n > limit}
+    reasons = {b[1]: b[2] for b in bad if b[0] == "payload_storage"}
+    assert {k: reasons.get(k) for k in over} == {
+        k: f"payload larger than {limit:,} bytes ({n:,})" for k, n in over.items()
+    }
+    assert acct["payload_storage"][3] == len(over)
