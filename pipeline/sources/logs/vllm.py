@@ -374,8 +374,10 @@ def _split_counted(data: bytes) -> tuple[pl.Series, int]:
         text, undecodable = data.decode("utf-8"), False
     except UnicodeDecodeError:
         text, undecodable = data.decode("utf-8", "replace"), True
-    if "\r" in text:  # CR… CR LF is one line end; a lone CR ends a line (a progress bar's redraw)
-        text = _CR_LF.sub("\n", text).replace("\r", "\n")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:  # CR… CR LF is one line end (the CRs before an LF); a lone CR ends a line (a redraw)
+            text = _CR_LF.sub("\n", text).replace("\r", "\n")
     parts = text.split("\n")
     if parts and parts[-1] == "":
         parts.pop()
