@@ -13,7 +13,12 @@
   the run read, and its digest is theirs (pipeline/sources/store/postgres_markers.py `markers_digest`).
 
 - Log files: sha256 over the sorted sha256 digests of the files' bytes (as stored: a gzipped file by
-  its compressed bytes), so neither their paths nor the order they were named in matter.
+  its compressed bytes), so neither their paths nor the order they were named in matter. A saved JSON
+  response is one such file (`content_digest` of its bytes, read before its run starts).
+
+Inputs whose digest is only known once they are read (log files, hashed beside their parse) enter their
+run id through `sample_digest` instead: each file's size and its first and last MiB, so that two
+different sets of files do not get one run id, at the cost of 2 MiB read per file.
 
 All are "sha256:<64 hex>"; two machines holding the same copy compute the same digest.
 """
@@ -21,6 +26,7 @@ All are "sha256:<64 hex>"; two machines holding the same copy compute the same d
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,10 +67,39 @@ def files_digest(paths: list[Path]) -> str:
             while size := handle.readinto(block):
                 file_hash.update(memoryview(block)[:size])
         per_file.append(file_hash.hexdigest())
+    return _combined(per_file)
+
+
+def content_digest(contents: list[bytes]) -> str:
+    """`files_digest` of files holding `contents`, from the bytes already read."""
+    return _combined([hashlib.sha256(data).hexdigest() for data in contents])
+
+
+def _combined(per_file: list[str]) -> str:
     digest = hashlib.sha256()
     for name in sorted(per_file):
         digest.update(f"{name}\0".encode())
     return PREFIX + digest.hexdigest()
+
+
+SAMPLE = 1 << 20
+
+
+def sample_digest(paths: list[Path]) -> str:
+    """Per file its size and its first and last MiB (all of a smaller file), combined as `files_digest`
+    does: cheap material for a run id that tells different inputs apart before they are read."""
+    per_file = []
+    for path in paths:
+        sample = hashlib.sha256()
+        with open(path, "rb", buffering=0) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            sample.update(f"{size}\0".encode())
+            sample.update(handle.read(SAMPLE))
+            if size > 2 * SAMPLE:
+                handle.seek(size - SAMPLE)
+            sample.update(handle.read(SAMPLE))
+        per_file.append(sample.hexdigest())
+    return _combined(per_file)
 
 
 class RowDigest:

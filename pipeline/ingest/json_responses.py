@@ -31,10 +31,12 @@ from pathlib import Path
 import duckdb
 import msgspec
 
+from pipeline.core.digest import content_digest
 from pipeline.ingest.accounting import Accounting
 from pipeline.ingest.ledger import CounterKeyError, counter_id, parse_counter_key
 from pipeline.ingest.runs import ingest_run
 from pipeline.sources.files import FileReadError, read_regular_file
+from pipeline.sources.json_keys import DuplicateKey, loads_unique
 from pipeline.sources.store.base import SourceError
 from pipeline.warehouse.database import transaction
 
@@ -77,13 +79,20 @@ def _document(data: bytes):
     if data.startswith(GZIP_MAGIC):
         data = _gunzip(data)
     try:
-        return msgspec.json.decode(data)  # integers exact at any size (orjson would round them to floats)
+        doc = msgspec.json.decode(data)  # integers exact at any size (orjson would round them to floats)
     except msgspec.ValidationError as exc:  # a number no integer or double holds, e.g. 1e999
         raise Unreadable(f"a number out of range ({exc})") from None
     except msgspec.DecodeError as exc:
         raise Unreadable(f"not JSON ({exc})") from None
     except RecursionError:
         raise Unreadable("not JSON (nested too deeply)") from None
+    try:  # msgspec keeps the last of two members of one name: a second parse names such a key
+        loads_unique(data, parse_int=str, parse_float=str, parse_constant=str)
+    except DuplicateKey as exc:
+        raise Unreadable(f"ambiguous: {exc}") from None
+    except RecursionError:
+        raise Unreadable("not JSON (nested too deeply)") from None
+    return doc
 
 
 def _gunzip(data: bytes) -> bytes:
@@ -360,7 +369,11 @@ def ingest_json_files(con: duckdb.DuckDBPyConnection, files: list[Path]) -> Json
             collector.problems.append(("json_file", str(path.resolve()), str(exc)))
             summary.unreadable.append(f"{path}: {exc}")
         collector.close()
-        with ingest_run(con, source_id=source_id, kind="json", display=str(path)) as run, transaction(con):
+        digest = content_digest([data])  # the run id derives from it: two different files never share one
+        with (
+            ingest_run(con, source_id=source_id, kind="json", display=str(path), input_digest=digest) as run,
+            transaction(con),
+        ):
             run.accounting.read("json files", 1, unit="files")
             whole = any(table == "json_file" and key == str(path.resolve()) for table, key, _ in collector.problems)
             (run.accounting.quarantined if whole else run.accounting.used)("json files", 1)

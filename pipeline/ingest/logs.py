@@ -34,7 +34,7 @@ from typing import NamedTuple
 import duckdb
 import polars as pl
 
-from pipeline.core.digest import files_digest
+from pipeline.core.digest import files_digest, sample_digest
 from pipeline.core.paths import sql_text
 from pipeline.ingest.kinds import LOG_KINDS, SourceKind, detect_kind, resolve
 from pipeline.ingest.runs import IngestRun, ingest_run, scalar
@@ -58,6 +58,7 @@ class FileRead(NamedTuple):
     records: int
     unparsed: int
     last: datetime | None
+    undecodable: int = 0  # lines with bytes that are not UTF-8 (vLLM logs: trailing ones dropped, others U+FFFD)
 
 
 # (con, run, file, kind, job): one file's transaction (a kind's `LogFormat.ingests`)
@@ -75,6 +76,7 @@ class LogIngestSummary:
     replaced: int = 0  # records of files read before, written again (another --year / --timezone corrects them)
     lines: int = 0
     unparsed: int = 0  # lines no parser understood in this run (each also in quarantine)
+    undecodable: int = 0  # lines with bytes that are not UTF-8 (counted in the accounting's note)
     unrecognised: list[tuple[str, str]] = field(default_factory=list)  # (file, kind) with lines but 0 records
     # "PATH: reason" of what was named or found and not read: empty files, FIFOs and devices in a directory
     not_read: list[str] = field(default_factory=list)
@@ -118,7 +120,14 @@ def ingest_logs(
     # The input digest (provenance) is hashed beside the parse, in a thread: hashlib releases the GIL.
     with (
         ThreadPoolExecutor(max_workers=1) as pool,
-        ingest_run(con, source_id=f"logs:{host}", kind="logs", display=display, label=label) as run,
+        ingest_run(
+            con,
+            source_id=f"logs:{host}",
+            kind="logs",
+            display=display,
+            label=label,
+            sample_digest=_sample_digest(files),
+        ) as run,
     ):
         content = pool.submit(files_digest, [file.path for file in files])
         summary = LogIngestSummary(run_id=run.run_id, host=host, timezone=tz.name)
@@ -144,6 +153,14 @@ def ingest_logs(
     return summary
 
 
+def _sample_digest(files: list[LogFile]) -> str:
+    """The run id's material of the files (`pipeline.core.digest.sample_digest`); a read error is one line."""
+    try:
+        return sample_digest([file.path for file in files])
+    except OSError as exc:
+        raise SourceError(f"cannot read the logs ({one_line(exc)})") from None
+
+
 def _refuse_irregular(con: duckdb.DuckDBPyConnection, run: IngestRun, paths: list, summary: LogIngestSummary) -> None:
     """What the directories named hold besides regular files: never opened, counted and quarantined."""
     found = not_regular(paths)
@@ -160,7 +177,7 @@ def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, 
     ingest: FileIngester = resolve(kind.log.ingests)
     try:
         with transaction(con):
-            lines, records, unparsed, last = ingest(con, run, file, kind, job)
+            lines, records, unparsed, last, undecodable = ingest(con, run, file, kind, job)
             if not lines:  # an empty file gets a word: nothing of it could be read
                 run.quarantine([("log_file", str(file.path), "empty: no lines")])
     except (OSError, EOFError, zlib.error) as exc:  # a gzip member with a bad CRC or cut short, a read error
@@ -172,6 +189,9 @@ def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, 
     acct.read("log lines", lines, unit="lines")
     acct.quarantined("log lines", unparsed)  # each in quarantine with its text
     acct.used("log lines", lines - unparsed)  # part of a record, or a line the grammar knows and passes by
+    acct.flag(
+        "log lines", "with bytes that are not UTF-8 (at a line's end dropped, elsewhere read as U+FFFD)", undecodable
+    )
     if not lines:
         summary.not_read.append(f"{file.path}: empty (no lines)")
     if lines and not records:  # nothing recognised: a wrong --kind, or a file of another kind
@@ -182,6 +202,7 @@ def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, 
     summary.kinds[kind.name] = summary.kinds.get(kind.name, 0) + 1
     summary.lines += lines
     summary.unparsed += unparsed
+    summary.undecodable += undecodable
 
 
 def _quarantine_frame(host: str, table: str, file: LogFile, unparsed: pl.DataFrame) -> pl.DataFrame:
@@ -270,7 +291,7 @@ def ingest_vllm_file(
             run.run_id,
         )
     summary.replaced += replaced
-    return FileRead(stream.lines, stream.records, stream.unparsed, stream.at(stream.last))
+    return FileRead(stream.lines, stream.records, stream.unparsed, stream.at(stream.last), stream.undecodable)
 
 
 def _placed(frame: pl.DataFrame, segments: list[tuple[int, str, int, int]]) -> pl.DataFrame:
@@ -358,7 +379,7 @@ def ingest_keyed_file(
     _log_file_row(
         con, job.host, read.file_id, kind.name, file, read.first, read.last, read.lines, records, unparsed, run.run_id
     )
-    return FileRead(read.lines, records, unparsed, read.last)
+    return FileRead(read.lines, records, unparsed, read.last, file.undecodable[0])
 
 
 def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogIngestSummary:

@@ -51,15 +51,19 @@ def scalar(result: duckdb.DuckDBPyConnection) -> Any:
     return row[0]
 
 
-def derived_run_id(con: duckdb.DuckDBPyConnection, source_id: str, kind: str, digest: str | None = None) -> str:
+def derived_run_id(
+    con: duckdb.DuckDBPyConnection, source_id: str, kind: str, digest: str | None = None, sample: str | None = None
+) -> str:
     """The id of the next ingest run: a hash of its position in the warehouse's run history, the
-    source and what the run is known to read before it starts (the input digest, when there is one).
+    source and what the run is known to read before it starts (the input digest, when there is one;
+    else `sample`, a digest of parts of the inputs: two different inputs never share a run id).
 
     The same copies ingested in the same order into two fresh warehouses get the same run ids, so
     footers that name runs are reproducible byte for byte; the position keeps ids unique when the
     same copy is ingested twice."""
     position = scalar(con.execute("SELECT count(*) FROM ingest_runs"))
-    material = "\x00".join((str(position), source_id, kind, digest or ""))
+    # (a run without a sample keeps the id it had before samples entered the material)
+    material = "\x00".join((str(position), source_id, kind, digest or "", *([sample] if sample else [])))
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
@@ -185,13 +189,15 @@ def ingest_run(
     display: str,
     label: str | None = None,
     input_digest: str | None = None,
+    sample_digest: str | None = None,
 ) -> Iterator[IngestRun]:
     """Record an ingest run around the block: ``running`` before it, ``ok``/``failed`` after it.
 
     ``input_digest`` is the digest of the copy when it is known before reading (it then also
     enters the run id); a block that learns it while reading sets ``run.input_digest``."""
     with transaction(con):
-        run = IngestRun(con, derived_run_id(con, source_id, kind, input_digest), source_id, input_digest=input_digest)
+        run_id = derived_run_id(con, source_id, kind, input_digest, sample_digest)
+        run = IngestRun(con, run_id, source_id, input_digest=input_digest)
         con.execute(
             "INSERT INTO ingest_runs (run_id, source_id, source_kind, label, source_display, started_at, status, "
             "pipeline_version, input_digest) VALUES (?, ?, ?, ?, ?, now(), 'running', ?, ?)",

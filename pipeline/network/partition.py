@@ -4,7 +4,9 @@ Every copy of an escrow lies in one partition. Its task
 
 1. deduplicates the diffs of all copies on (escrow, nonce) by their digests, before decoding: each
    distinct diff is delivered once, by the first copy (in the partition's copy order) that holds it;
-   a copy holding other bytes under the same key (a fork) is quarantined and its version dropped;
+   a copy holding other bytes under the same key (a fork) delivers its version too, so that the
+   ingest records the fork as a single warehouse does (``diff_forks``, a quarantine row under each
+   copy, the escrow conflicted, the replay on the version whose sha256 sorts first);
 2. ingests the copies one after another into a fresh partition warehouse with the single-host
    ingest itself (`pipeline.ingest.store.ingest_store`, reading each copy's partition through
    `LakeCopyStore`): the same replay, the same "further along wins" for sessions, the same
@@ -45,7 +47,6 @@ _ORDER = {
     "sealed_validation_obs": "d.escrow_id, d.inference_id, d.slot_id",
     "escrow_cache": "d.escrow_id",
 }
-LAKE_SOURCE = "lake:dedupe"  # the partition warehouse's run that records the forks found across copies
 DERIVE_SOURCE = "lake:derive"  # its run that derives every escrow once, after the copies (and quarantines)
 
 
@@ -114,7 +115,7 @@ class LakeCopyStore:
             if table == "diffs":
                 where.append(
                     "EXISTS (SELECT 1 FROM delivered a WHERE a.escrow_id = d.escrow_id AND a.nonce = d.nonce "
-                    "AND a.rank = ?)"
+                    f"AND a.rank = ? AND a.digest IS NOT DISTINCT FROM d.{DIGEST})"
                 )
                 params.append(self.rank)
             if cursors is not None:
@@ -156,7 +157,7 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
     """Stage 2 for one partition (see the module docstring); skipped when built from the same copies."""
     from pipeline.ingest.runs import ingest_run
     from pipeline.ingest.store import derive_deferred, ingest_store
-    from pipeline.warehouse.database import open_for_write, open_scratch, transaction
+    from pipeline.warehouse.database import open_for_write, open_scratch
 
     started = time.monotonic()
     lake = Lake(lake_root)
@@ -174,12 +175,9 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
     tmp = lake.tmp / f"partition-{epoch}-{bucket}-{uuid.uuid4().hex}.duckdb"
     scratch = open_scratch()
     try:
-        forks = _dedupe(scratch, lake, manifests, epoch, bucket, built)
+        _dedupe(scratch, lake, manifests, epoch, bucket, built)
         con = open_for_write(tmp)
         try:
-            with ingest_run(con, source_id=LAKE_SOURCE, kind="lake", display="lake dedupe") as run:
-                with transaction(con):
-                    run.quarantine(forks)
             summaries = []
             for rank, manifest in enumerate(manifests):
                 store = LakeCopyStore(lake, manifest, epoch, bucket, rank, scratch)
@@ -204,40 +202,42 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
     return built
 
 
-def _dedupe(scratch, lake: Lake, manifests: list[CopyManifest], epoch: int, bucket: int, built: PartitionBuilt):
-    """The `delivered` table of (escrow, nonce, rank of the copy that delivers it) and the forks found."""
+def _dedupe(scratch, lake: Lake, manifests: list[CopyManifest], epoch: int, bucket: int, built: PartitionBuilt) -> None:
+    """The `delivered` table of (escrow, nonce, rank of the copy that delivers it, digest): each version of
+    a diff once; the counts before and after, and the forks, in `built`."""
     files = [(rank, str(f)) for rank, m in enumerate(manifests) for f in lake.files(m, "diffs", epoch, bucket)]
     scratch.execute("CREATE TABLE delivered (escrow_id VARCHAR, nonce BIGINT, rank BIGINT, digest BLOB)")
     if not files:
-        return []
+        return
     scratch.register("copy_files", pa.table({"rank": [r for r, _ in files], "file": [f for _, f in files]}))
     scratch.execute(
         f"CREATE TABLE all_diffs AS SELECT c.rank, d.escrow_id, d.nonce, d.{DIGEST} AS digest, "
         f"d.{DIFF_BYTES} AS bytes FROM read_parquet(?, filename = true) d JOIN copy_files c ON c.file = d.filename",
         [[f for _, f in files]],
     )
+    # each diff once, by the first copy holding it; a forked one by every copy holding it, so that each
+    # copy's version is recorded and quarantined under it as in a single warehouse
     scratch.execute(
-        "INSERT INTO delivered SELECT escrow_id, nonce, min(rank), arg_min(digest, rank) FROM all_diffs GROUP BY ALL"
+        "INSERT INTO delivered SELECT escrow_id, nonce, min(rank), any_value(digest) FROM all_diffs GROUP BY ALL "
+        "HAVING count(DISTINCT digest) = 1 AND count(digest) = count(*)"
+    )
+    scratch.execute(
+        "INSERT INTO delivered SELECT a.escrow_id, a.nonce, a.rank, a.digest FROM all_diffs a "
+        "SEMI JOIN (SELECT escrow_id, nonce FROM all_diffs GROUP BY ALL "
+        "HAVING count(DISTINCT digest) > 1 OR count(digest) < count(*)) f USING (escrow_id, nonce)"
     )
     before = scratch.execute("SELECT count(*), coalesce(sum(bytes), 0) FROM all_diffs").fetchall()[0]
     after = scratch.execute(
-        "SELECT count(*), coalesce(sum(a.bytes), 0) FROM all_diffs a JOIN delivered d USING (escrow_id, nonce) "
-        "WHERE a.rank = d.rank"
+        "SELECT count(*), coalesce(sum(a.bytes), 0) FROM all_diffs a JOIN delivered d ON a.escrow_id = d.escrow_id "
+        "AND a.nonce = d.nonce AND a.rank = d.rank AND a.digest IS NOT DISTINCT FROM d.digest"
     ).fetchall()[0]
     built.diffs_before, built.bytes_before = int(before[0]), int(before[1])
     built.diffs_after, built.bytes_after = int(after[0]), int(after[1])
-    forked = scratch.execute(
-        "SELECT a.escrow_id, a.nonce, a.rank, hex(a.digest), d.rank, hex(d.digest) FROM all_diffs a "
-        "JOIN delivered d USING (escrow_id, nonce) WHERE a.digest IS DISTINCT FROM d.digest ORDER BY ALL"
-    ).fetchall()
-    built.forks = len(forked)
-    labels = [m.label for m in manifests]
-    return [
-        (
-            "diffs",
-            f"{escrow}/{nonce}",
-            f"copies disagree on the diff's bytes (a fork): md5 {theirs.lower()} in {labels[rank]}, "
-            f"md5 {kept.lower()} in {labels[kept_rank]} (kept)",
-        )
-        for escrow, nonce, rank, theirs, kept_rank, kept in forked
-    ]
+    # the copies' diffs whose bytes differ from the first copy's at their key (counted as before; each is
+    # recorded and quarantined by the ingest, pipeline/ingest/coverage.py)
+    built.forks = int(
+        scratch.execute(
+            "SELECT count(*) FROM all_diffs a JOIN (SELECT escrow_id, nonce, arg_min(digest, rank) AS first "
+            "FROM all_diffs GROUP BY ALL) f USING (escrow_id, nonce) WHERE a.digest IS DISTINCT FROM f.first"
+        ).fetchall()[0][0]
+    )

@@ -57,6 +57,7 @@ def describe_mode(mode: int) -> str:
     """What a file of this st_mode is, in words ("a FIFO", "a character device", …)."""
     for test, name in (
         (stat.S_ISDIR, "a directory"),
+        (stat.S_ISREG, "a regular file"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISCHR, "a character device"),
         (stat.S_ISBLK, "a block device"),

@@ -136,3 +136,51 @@ def test_stage_2_runs_the_largest_partitions_first_and_reports_them_in_order(cop
     assert started != sorted(sizes)
     assert [(p.epoch, p.bucket) for p in summary.partitions] == sorted(sizes)
     assert [p.bytes_read for p in summary.partitions] == [sizes[k] for k in sorted(sizes)]
+
+
+def test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it(copies, tmp_path):
+    """Two copies with other bytes at one (escrow, nonce): the partition warehouse holds both versions in
+    diff_forks, quarantines each under its copy, marks the escrow conflicted and replays the version whose
+    sha256 sorts first, as a warehouse of the same copies does (today the lake dropped the second version:
+    no diff_forks row, the escrow not conflicted, the replay on the first copy's version)."""
+    from pipeline.warehouse.database import open_read_only
+    from tests.helpers import ingest
+
+    paths, truth = copies
+    fork = truth.fork
+    single = tmp_path / "single.duckdb"
+    for path in paths:
+        ingest(single, path)
+    lake_dir = tmp_path / "lake"
+    Lake(lake_dir, 1, create=True)
+    for path in paths:
+        write_copy(str(lake_dir), path)
+    lake = Lake(lake_dir)
+    epoch = next(e for e, _ in lake.partitions() if str(e) == fork["escrow_id"][0])
+    built = build_partition(str(lake_dir), epoch, 0)
+    assert built.forks == 1
+
+    def seen(warehouse) -> tuple:
+        con = open_read_only(warehouse)
+        try:
+            key = [fork["escrow_id"], fork["nonce"]]
+            versions = con.execute(
+                "SELECT DISTINCT digest, replayed FROM diff_forks WHERE escrow_id = ? AND nonce = ? ORDER BY ALL", key
+            ).fetchall()
+            quarantined = con.execute(
+                "SELECT count(DISTINCT source_id) FROM quarantine WHERE table_name = 'diffs' AND row_key = ?",
+                [f"{fork['escrow_id']}/{fork['nonce']}"],
+            ).fetchall()[0][0]
+            conflicted = con.execute("SELECT conflicted FROM escrows WHERE escrow_id = ?", key[:1]).fetchall()
+            txs = con.execute(
+                "SELECT nonce, tx_index, kind, inference_id, address, valid FROM txs WHERE escrow_id = ? ORDER BY ALL",
+                key[:1],
+            ).fetchall()
+            return versions, quarantined, conflicted, txs
+        finally:
+            con.close()
+
+    versions, quarantined, conflicted, txs = seen(lake.warehouse_path(epoch, 0))
+    assert len(versions) == 2 and [r for _, r in versions].count(True) == 1
+    assert quarantined >= 2 and conflicted == [(True,)]
+    assert (versions, quarantined, conflicted, txs) == seen(single)

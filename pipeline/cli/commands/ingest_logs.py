@@ -66,6 +66,13 @@ def ingest_logs_command(
         )
     if summary.unparsed:
         out.print(f"  unparsed lines: {summary.unparsed:,} (in quarantine)", markup=False, highlight=False)
+    if summary.undecodable:
+        out.print(
+            f"  lines with bytes that are not UTF-8: {summary.undecodable:,} (at a line's end dropped, "
+            "elsewhere read as U+FFFD)",
+            markup=False,
+            highlight=False,
+        )
     for path, file_kind in summary.unrecognised:
         err.print(
             f"warning: {path}: nothing recognised as a {file_kind} log (wrong --kind?); "

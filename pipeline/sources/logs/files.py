@@ -32,6 +32,8 @@ _PROBE_BYTES = 256 * 1024
 class LogFile:
     path: Path
     mtime: datetime  # UTC; the time of the file's last line unless --year says otherwise
+    # lines with bytes that are not UTF-8 in the last full pass of `lines` (a box: the dataclass is frozen)
+    undecodable: list[int] = field(default_factory=lambda: [0], compare=False, repr=False)
 
     @property
     def gzipped(self) -> bool:
@@ -45,9 +47,39 @@ class LogFile:
         return open(self.path, encoding="utf-8", errors="replace", newline="")
 
     def lines(self) -> Iterator[str]:
+        """The file's lines without their ends: LF, CR LF, a lone CR, and CR CR… LF (one end, not an
+        empty line more: a line number must not depend on how many CRs a writer put before the LF).
+        Bytes that are not UTF-8 at a line's end are dropped (a character cut by the writer is no text
+        of a record), elsewhere read as U+FFFD; the lines that had any are counted in `undecodable`."""
+        self.undecodable[0] = 0
+        for line in self._ended_lines():
+            if "\ufffd" in line:
+                self.undecodable[0] += 1
+                line = line.rstrip("\ufffd")
+            yield line
+
+    def _ended_lines(self) -> Iterator[str]:
         with self.open_text() as fh:
-            for line in fh:
-                yield line.rstrip("\r\n")
+            held: str | None = None  # a line ended by a lone CR, which CRs and then an LF may still continue
+            crs = 0  # lone CRs after it
+            for raw in fh:
+                if held is not None:
+                    if raw == "\r":
+                        crs += 1
+                        continue
+                    yield held
+                    if raw == "\r\n":  # CR… CR LF: the held line's end
+                        held, crs = None, 0
+                        continue
+                    yield from [""] * crs
+                    held, crs = None, 0
+                if raw.endswith("\r"):
+                    held = raw[:-1]
+                else:
+                    yield raw.rstrip("\r\n")
+            if held is not None:
+                yield held
+                yield from [""] * crs
 
     def head(self, size: int = _PROBE_BYTES) -> str:
         try:
@@ -62,7 +94,7 @@ class LogFile:
 
     def identity_from(self, number: int) -> str | None:
         """The identity a file starting at line `number` (1-based) of this one would have; None past the end."""
-        for n, line in enumerate(self.lines(), 1):
+        for n, line in enumerate(self._ended_lines(), 1):  # as read before bytes at line ends were dropped
             if n >= number and line.strip():
                 return line_hash(line)
         return None

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import polars as pl
 
+from pipeline.sources.json_keys import DuplicateKey, loads_unique
 from pipeline.sources.logs.files import LogFile, LogRecords
 
 DEFAULT_P_MISMATCH = 0.1
@@ -77,9 +79,58 @@ def _first(doc: dict, *names):
     return None
 
 
+INT64_MAX = (1 << 63) - 1
+
+
+class BadResult(ValueError):
+    """A result whose numbers are out of range: quarantined with the reason, never stored changed."""
+
+
+def _count(doc: dict, name: str) -> int:
+    """A count of the result: a whole number in [0, 2^63) (as a JSON integer, integral float or digits)."""
+    value = doc[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise BadResult(f"{name} is not a count ({value!r:.60})")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise BadResult(f"{name} is not a whole number ({value!r})")
+    try:
+        number = int(value)
+    except ValueError:  # not digits, or more digits than Python converts
+        raise BadResult(f"{name} is not a count ({value!r:.60})") from None
+    if not 0 <= number <= INT64_MAX:
+        raise BadResult(f"{name} {str(number)[:40]} is out of range (0 to 2^63-1)")
+    return number
+
+
+def _probability(value, name: str, open_interval: bool = False) -> float:
+    """A probability given by the result: finite, in [0, 1] (in (0, 1) where `open_interval`)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise BadResult(f"{name} is not a number ({value!r:.60})") from None
+    if not math.isfinite(number) or not (0 < number < 1 if open_interval else 0 <= number <= 1):
+        raise BadResult(f"{name} {value!r:.60} is out of range ({'(0, 1)' if open_interval else '[0, 1]'})")
+    return number
+
+
+def _finite(value, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise BadResult(f"{name} is not a number ({value!r:.60})") from None
+    if not math.isfinite(number):
+        raise BadResult(f"{name} {value!r:.60} is not finite")
+    return number
+
+
 def _time(value, fallback: datetime) -> datetime:
+    if isinstance(value, bool):
+        raise BadResult(f"time {value!r} is not a time")
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value / 1000 if value > 1e11 else value, UTC)
+        try:
+            return datetime.fromtimestamp(value / 1000 if value > 1e11 else value, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise BadResult(f"time {value!r:.60} is out of range") from None
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -92,7 +143,9 @@ def _time(value, fallback: datetime) -> datetime:
 def _result(doc: dict, file: LogFile, host: str) -> dict | None:
     if "n_total" not in doc or "n_mismatch" not in doc:
         return None
-    n_total, n_mismatch = int(doc["n_total"]), int(doc["n_mismatch"])
+    n_total, n_mismatch = _count(doc, "n_total"), _count(doc, "n_mismatch")
+    if n_mismatch > n_total:
+        raise BadResult(f"n_mismatch {n_mismatch} is more than n_total {n_total}")
     given = doc.get("validation")
     validation = given if isinstance(given, dict) else {}
     stat = doc.get("stat_test") or validation.get("stat_test") or {}
@@ -100,14 +153,18 @@ def _result(doc: dict, file: LogFile, host: str) -> dict | None:
     p_mismatch = _first(stat, "p_mismatch")
     cutoff = _first(stat, "fraud_threshold", "p_value_threshold")
     params = "result stat_test" if p_mismatch is not None else DEFAULT_PARAMS
-    p_mismatch = float(p_mismatch) if p_mismatch is not None else DEFAULT_P_MISMATCH
-    cutoff = float(cutoff) if cutoff is not None else DEFAULT_CUTOFF
+    p_mismatch = (
+        _probability(p_mismatch, "p_mismatch", open_interval=True) if p_mismatch is not None else DEFAULT_P_MISMATCH
+    )
+    cutoff = _probability(cutoff, "cutoff") if cutoff is not None else DEFAULT_CUTOFF
     p_value = binomial_p_value(n_mismatch, n_total, p_mismatch)
     canonical = json.dumps(doc, sort_keys=True, default=str)
     reported_fraud = doc.get("fraud_detected")
     if isinstance(reported_fraud, str):
         reported_fraud = reported_fraud.lower() == "true"
     reported_p = doc.get("p_value")
+    reported_p = _probability(reported_p, "p_value") if reported_p not in (None, "") else None
+    dist = stat.get("dist_threshold") if stat.get("dist_threshold") is not None else doc.get("dist_threshold")
     return {
         "host": host,
         "result_key": str(_first(doc, "request_id") or hashlib.blake2b(canonical.encode(), digest_size=10).hexdigest()),
@@ -119,11 +176,9 @@ def _result(doc: dict, file: LogFile, host: str) -> dict | None:
         "event": str(_first(doc, "poc_stage_start_block_height", "block_height", "event", "epoch") or ""),
         "n_total": n_total,
         "n_mismatch": n_mismatch,
-        "reported_p_value": float(reported_p) if reported_p not in (None, "") else None,
+        "reported_p_value": reported_p,
         "reported_fraud": bool(reported_fraud) if reported_fraud is not None else None,
-        "dist_threshold": float(stat["dist_threshold"])
-        if stat.get("dist_threshold") is not None
-        else (float(doc["dist_threshold"]) if doc.get("dist_threshold") is not None else None),
+        "dist_threshold": _finite(dist, "dist_threshold") if dist is not None else None,
         "p_mismatch": p_mismatch,
         "cutoff": cutoff,
         "params_source": params,
@@ -135,12 +190,17 @@ def _result(doc: dict, file: LogFile, host: str) -> dict | None:
 def _documents(text: str):
     stripped = text.strip()
     try:
-        doc = json.loads(stripped)
+        doc = loads_unique(stripped)
+    except DuplicateKey as exc:  # one document: quarantined whole with the reason
+        yield f"{exc}: {stripped[:300]}"
+        return
     except ValueError:
         for line in stripped.splitlines():
             if line.strip().startswith("{"):
                 try:
-                    yield json.loads(line)
+                    yield loads_unique(line)
+                except DuplicateKey as exc:
+                    yield f"{exc}: {line[:300]}"
                 except ValueError:
                     yield line
         return
@@ -170,12 +230,20 @@ def parse_poc(file: LogFile, host: str) -> ParsedPoc:
                     "fraud_detected": m["fraud"],
                     "report": f"{file.path.name}@{file.mtime.isoformat()}:{number}",
                 }
-                row = _result(doc, file, host)
+                try:
+                    row = _result(doc, file, host)
+                except BadResult as exc:
+                    out.unparsed.append((number, f"line {number}", f"{exc}: {line[:400]}"))
+                    continue
                 assert row is not None  # a [validate] line has both counts
                 out.results.append(row)
         return out
     for i, doc in enumerate(_documents(text), 1):
-        row = _result(doc, file, host) if isinstance(doc, dict) else None
+        try:
+            row = _result(doc, file, host) if isinstance(doc, dict) else None
+        except BadResult as exc:
+            out.unparsed.append((i, f"document {i}", f"{exc}: {str(doc)[:400]}"))
+            continue
         if row is None:
             out.unparsed.append((i, f"document {i}", str(doc)[:500]))
         else:

@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.sources.json_keys import loads_unique
 from pipeline.sources.logs.files import LogFile, LogRecords, line_hash
 from pipeline.sources.logs.vllm import ANSI
 
@@ -69,13 +70,16 @@ def _attrs(line: str) -> dict | None:
     line = line.strip()
     if line.startswith("{"):
         try:
-            doc = json.loads(line)
-        except ValueError:
+            doc = loads_unique(line)
+        except ValueError:  # not JSON, or a key given twice with two values (DuplicateKey): unparsed
             return None
         return doc if isinstance(doc, dict) else None
-    attrs = {}
+    attrs: dict = {}
     for key, value in LOGFMT.findall(line):
-        attrs[key] = json.loads(value) if value.startswith('"') else value
+        value = json.loads(value) if value.startswith('"') else value
+        if attrs.get(key, value) != value:  # logfmt's key given twice with two values: unparsed
+            return None
+        attrs[key] = value
     return attrs
 
 

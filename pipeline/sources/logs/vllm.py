@@ -248,6 +248,7 @@ class VllmStream:
     lines: int = 0
     records: int = 0
     unparsed: int = 0
+    undecodable: int = 0  # lines with bytes that are not UTF-8
     rollovers: int = 0
     last_month: int | None = None
     version: int | None = None
@@ -338,7 +339,16 @@ def _cut(data: bytes, max_back: int = 10_000) -> int:
     return last
 
 
+_CR_LF = re.compile(r"\r+\n")
+
+
 def _split(data: bytes) -> pl.Series:
+    return _split_counted(data)[0]
+
+
+def _split_counted(data: bytes) -> tuple[pl.Series, int]:
+    """The block's lines, and how many held bytes that are not UTF-8: those at a line's end are dropped
+    (a character cut by the writer is no text of the record), the others read as U+FFFD."""
     n = data.count(b"\n") + (not data.endswith(b"\n"))
     if (
         b"\r" not in data
@@ -365,14 +375,22 @@ def _split(data: bytes) -> pl.Series:
                 comment_prefix=None,
             )["raw"]
             if s.len() == n and s.null_count() == 0:
-                return s
-    text = data.decode("utf-8", "replace")
+                return s, 0
+    try:
+        text, undecodable = data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, undecodable = data.decode("utf-8", "replace"), True
     if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:  # CR… CR LF is one line end (the CRs before an LF); a lone CR ends a line (a redraw)
+            text = _CR_LF.sub("\n", text).replace("\r", "\n")
     parts = text.split("\n")
     if parts and parts[-1] == "":
         parts.pop()
-    return pl.Series("raw", parts, dtype=pl.String)
+    raw = pl.Series("raw", parts, dtype=pl.String)
+    if not undecodable:
+        return raw, 0
+    return raw.str.strip_chars_end("\ufffd"), int(raw.str.contains("\ufffd", literal=True).sum())
 
 
 def _head(text: pl.Series) -> pl.DataFrame:
@@ -633,6 +651,7 @@ class _Chunk:
     first: tuple | None  # stamp of the first envelope line
     last: tuple | None  # (line, level, stamp) of the last envelope line
     lines: int = 0  # lines in the chunk
+    undecodable: int = 0  # lines with bytes that are not UTF-8 (`_split_counted`)
     env_lines: pl.DataFrame | None = None  # line and stamp of every envelope line
     startup: pl.DataFrame | None = None  # line, level, proc, stamp, part, key, value (`vllm_config.start_facts`)
     prefixes: pl.DataFrame | None = None  # shape, line: each collector prefix shape before an envelope, first line
@@ -643,6 +662,7 @@ def _parse_chunk(chunk: _Chunk, st: VllmStream) -> VllmBatch:
     collector is paused meanwhile: the walk allocates many short-lived acyclic objects, and its
     collections cost as much as the rest."""
     with gc_paused():
+        st.undecodable += chunk.undecodable
         chunk = _place(chunk, st)
         st.lines += chunk.lines
         return _finish(st, *_walk(chunk, st), startup=chunk.startup)
@@ -653,7 +673,8 @@ def _scan_chunk(box: list[bytes]) -> _Chunk:
     through the Polars expressions, on its own: lines numbered from 1 and year rollovers counted from 0
     within the chunk (`_place` shifts both). Needs no state, so the next chunks are scanned in threads
     while this one is walked (Polars runs without the GIL)."""
-    df = _lines_frame(_split(box.pop()), 1)
+    raw, undecodable = _split_counted(box.pop())
+    df = _lines_frame(raw, 1)
     is_env = pl.col("level").is_not_null()
     # year rollovers within the chunk: a month that falls back by more than six
     prev = pl.col("month").shift(1).forward_fill()
@@ -698,6 +719,7 @@ def _scan_chunk(box: list[bytes]) -> _Chunk:
         first,
         last,
         lines=df.height,
+        undecodable=undecodable,
         env_lines=env_lines.select("line", *STAMP_COLS),
         startup=start_facts(
             df[worded.filter(said.str.contains_any(START_WORDS))].select("line", "level", "proc", "msg", *STAMP_COLS)

@@ -77,18 +77,24 @@ def postgres_payloads(
     ):
         listing.skipped += sum(b.num_rows for b in batches)
         return
-    for batch in store.query_batches(sql_text("sources/postgres/payloads.sql"), batch_rows=2048):
+    query = sql_text("sources/postgres/payloads.sql")
+    for batch in store.query_batches(query, (MAX_PAYLOAD_FILE_BYTES,), batch_rows=2048):
         cols = batch.to_pydict()
-        for epoch, escrow, inference, prompt, response in zip(
+        for epoch, escrow, inference, prompt, response, size in zip(
             cols["epoch_id"],
             cols["escrow_id"],
             cols["inference_id"],
             cols["prompt_payload"],
             cols["response_payload"],
+            cols["payload_bytes"],
             strict=True,
         ):
             if (escrow, inference) in known:
                 listing.skipped += 1
+                continue
+            if size > MAX_PAYLOAD_FILE_BYTES:  # its bodies were not read (the query left them out)
+                problem = f"payload larger than {MAX_PAYLOAD_FILE_BYTES:,} bytes ({size:,})"
+                yield RawPayload(epoch, escrow, inference, None, None, problem)
                 continue
             yield RawPayload(epoch, escrow, inference, prompt, response)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.core.sqlnames import quote_ident
-from pipeline.sources.files import FileReadError, copy_regular_file, unusable_reason
+from pipeline.sources.files import FileReadError, copy_regular_file, describe_mode, unusable_reason
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
     APPEND_ONLY,
@@ -128,8 +129,10 @@ class SqliteStore:
                     self.files[p.name] = why
                 else:
                     claims.setdefault(epoch, []).append(p)
-            elif p.name in READ_FILES or p.name == "payloads":
-                if p.name != "payloads" and (why := self._unusable(p)) is not None:
+            elif p.name == "payloads":
+                self.files[p.name] = _not_a_payload_directory(p)
+            elif p.name in READ_FILES:
+                if (why := self._unusable(p)) is not None:
                     self.files[p.name] = why
             elif p.name in NOT_READ_FILES:
                 self.files[p.name] = f"not read: {NOT_READ_FILES[p.name]}"
@@ -400,6 +403,19 @@ class SqliteStore:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+
+def _not_a_payload_directory(path: Path) -> str | None:
+    """Why `payloads` is not the payload directory (None: it is one): the plane would be absent in silence."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot be opened ({exc.strerror}): the payload plane is not read"
+    except RuntimeError:  # a symlink loop
+        return "a symlink loop: the payload plane is not read"
+    if stat.S_ISDIR(mode):
+        return None
+    return f"not a directory ({describe_mode(mode)}): the payload plane is not read"
 
 
 def _key_text(column: str) -> str:
