@@ -610,6 +610,10 @@ def ingest(
             opened.append(open_warehouse(warehouse, write=True))
         return opened[0]._con
 
+    from pipeline.core.roles import is_url
+
+    if not is_url(source):  # the warehouse is never the copy, inside it or holding it
+        check_outputs({"warehouse": _resolve(warehouse, None)[0]}, inputs=[Path(source)])
     try:
         with disk_errors(_resolve(warehouse, None)[0]):
             return ingest_source(connection, source, label=label, progress=progress)
@@ -762,10 +766,15 @@ def network_ingest(
     """`gonka-evidence network ingest`: copies into the lake, then their partitions into partition
     warehouses, on a Dask cluster (a LocalCluster of `workers` processes, or the one at `scheduler`;
     `workers=0`: in this process). Needs the `network` extra (`pip install gonka-evidence[network]`)."""
+    from pipeline.core.roles import is_url
     from pipeline.network.jobs import network_ingest as ingest_lake
 
+    copies = list(copies)
+    # The lake is never a copy, inside one or holding one; then it is new, empty or a lake.
+    check_outputs({"lake": Path(lake)}, inputs=[Path(c) for c in copies if not is_url(c)])
+    check_path(Path(lake), Role.LAKE_WRITE, "lake")
     return ingest_lake(
-        list(copies),
+        copies,
         lake,
         workers=workers,
         scheduler=scheduler,

@@ -203,3 +203,16 @@ def test_a_second_lake_writer_gets_one_line_naming_the_first(ingested, tmp_path)
     assert not (lake.root / "_copies").exists()  # the second wrote nothing
     (lake.root / "_lake.lock").unlink()
     assert _digest(lake.root) == before
+
+
+def test_the_library_refuses_a_warehouse_or_a_lake_inside_the_copy(ingested):
+    from pipeline import api
+    from pipeline.core.roles import PathError
+
+    store, _ = ingested
+    before = _digest(store)
+    with pytest.raises(PathError, match="would overwrite the warehouse or a source"):
+        api.ingest(str(store), store / "w.duckdb")
+    with pytest.raises(PathError, match="would overwrite the warehouse or a source"):
+        api.network_ingest([str(store)], store / "lake", workers=0)
+    assert _digest(store) == before
