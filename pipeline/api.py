@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pipeline.core.events import Listener, Progress, listening
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.roles import Role
 from pipeline.output.query_format import DEFAULT_TIMEOUT_S as QUERY_TIMEOUT_S
 from pipeline.output.query_format import MAX_TIMEOUT_S as MAX_QUERY_TIMEOUT_S
 from pipeline.output.query_format import QueryFormat, terminal_width
@@ -67,6 +68,8 @@ __all__ = [
     "Warehouse",
     "bundle",
     "check_builds",
+    "check_outputs",
+    "check_path",
     "doctor",
     "evidence_options",
     "evidence_tables",
@@ -84,6 +87,7 @@ __all__ = [
     "parse_params",
     "report",
     "resolve_sql",
+    "resolve_warehouse",
     "run",
     "terminal_width",
     "user_error",
@@ -115,6 +119,33 @@ def _resolve(path: str | Path | None, config: Path | None) -> tuple[Path, bool]:
     given = path or os.environ.get(WAREHOUSE_ENV) or None
     resolved = Path(given) if given else config_defaults(config)[1]
     return resolved, given is not None and resolved != DEFAULT_WAREHOUSE
+
+
+def resolve_warehouse(path: str | Path | None = None, config: Path | None = None) -> Path:
+    """The warehouse a command uses: `path`, else GONKA_EVIDENCE_WAREHOUSE, else the config's, else
+    ./warehouse.duckdb."""
+    return _resolve(path, config)[0]
+
+
+def check_path(path: Path, role: Role, what: str = "", noun: str | None = None) -> None:
+    """PathError unless `path` can play `role` (pipeline/core/roles.py); never blocks. `what` names the
+    option in the message."""
+    from pipeline.output.roles import check_path
+
+    check_path(path, role, what, noun)
+
+
+def check_outputs(
+    outputs: dict[str, Path],
+    *,
+    inputs: Iterable[Path] = (),
+    warehouse: Path | None = None,
+    warehouse_option: str | None = None,
+) -> None:
+    """PathError when an output is, holds or lies inside an input, the warehouse or one of its sources."""
+    from pipeline.output.roles import check_outputs
+
+    check_outputs(outputs, inputs=inputs, warehouse=warehouse, warehouse_option=warehouse_option)
 
 
 def open_warehouse(
@@ -579,6 +610,10 @@ def ingest(
             opened.append(open_warehouse(warehouse, write=True))
         return opened[0]._con
 
+    from pipeline.core.roles import is_url
+
+    if not is_url(source):  # the warehouse is never the copy, inside it or holding it
+        check_outputs({"warehouse": _resolve(warehouse, None)[0]}, inputs=[Path(source)])
     try:
         with disk_errors(_resolve(warehouse, None)[0]):
             return ingest_source(connection, source, label=label, progress=progress)
@@ -615,10 +650,14 @@ def load_builds(file: str | Path, warehouse: str | Path | None = None) -> Builds
 
 def infer_builds(host: str | None = None, out: str | Path | None = None, warehouse: str | Path | None = None) -> str:
     """`gonka-evidence builds infer`: see `Warehouse.infer_builds`; also written to `out` when given."""
+    from pipeline.output.safety import output_file
+
     with open_warehouse(warehouse) as wh:
         text = wh.infer_builds(host)
-    if out is not None:
-        Path(out).write_text(text, encoding="utf-8")
+        if out is not None:  # never over the warehouse or a source; whole or not at all
+            wh.guard().check(Path(out), "--out")
+            with output_file(Path(out)) as sink:
+                sink.write(text.encode("utf-8"))
     return text
 
 
@@ -727,10 +766,15 @@ def network_ingest(
     """`gonka-evidence network ingest`: copies into the lake, then their partitions into partition
     warehouses, on a Dask cluster (a LocalCluster of `workers` processes, or the one at `scheduler`;
     `workers=0`: in this process). Needs the `network` extra (`pip install gonka-evidence[network]`)."""
+    from pipeline.core.roles import is_url
     from pipeline.network.jobs import network_ingest as ingest_lake
 
+    copies = list(copies)
+    # The lake is never a copy, inside one or holding one; then it is new, empty or a lake.
+    check_outputs({"lake": Path(lake)}, inputs=[Path(c) for c in copies if not is_url(c)])
+    check_path(Path(lake), Role.LAKE_WRITE, "lake")
     return ingest_lake(
-        list(copies),
+        copies,
         lake,
         workers=workers,
         scheduler=scheduler,
@@ -887,6 +931,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     import sys
 
     from pipeline.core.env import EnvError
+    from pipeline.core.roles import PathError
     from pipeline.ingest.builds import BuildsError
     from pipeline.output.query import QueryError
     from pipeline.output.safety import OutputError
@@ -902,6 +947,7 @@ def user_errors() -> tuple[type[Exception], ...]:
         BuildsError,
         EnvError,
         OutputError,
+        PathError,
         *([evidence.EvidenceError] if evidence else []),
         *([lake.LakeError] if lake else []),
         *([cluster.ClusterError] if cluster else []),

@@ -17,7 +17,9 @@ from typing import Annotated
 
 import typer
 
+from pipeline.cli.paths import role
 from pipeline.cli.process import say_interrupted
+from pipeline.core.roles import Role
 
 EXIT_USER_ERROR = 1  # bad arguments, missing source, failed query: a one-line message
 # 2 is click's own: the command line itself is wrong (unknown option, missing argument, bad choice).
@@ -30,8 +32,29 @@ EXIT_CODES_HELP = (
 # on the command line is a usage error, not an overflow deep inside a query.
 MAX_BIGINT = 2**63 - 1
 
+PATH_METAVAR = "<path>"  # how --help shows a path option (typer's own for a Path without a parser)
 WarehouseOpt = Annotated[
-    Path, typer.Option("--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE")
+    Path,
+    typer.Option(
+        "--warehouse",
+        "-w",
+        help="DuckDB warehouse file.",
+        envvar="GONKA_EVIDENCE_WAREHOUSE",
+        parser=role(Role.WAREHOUSE_READ),
+        metavar=PATH_METAVAR,
+    ),
+]
+# For commands that write the warehouse (created when missing).
+WriteWarehouseOpt = Annotated[
+    Path,
+    typer.Option(
+        "--warehouse",
+        "-w",
+        help="DuckDB warehouse file.",
+        envvar="GONKA_EVIDENCE_WAREHOUSE",
+        parser=role(Role.WAREHOUSE_WRITE),
+        metavar=PATH_METAVAR,
+    ),
 ]
 # For commands that fall back to the config file's warehouse when none is given.
 ConfigWarehouseOpt = Annotated[
@@ -41,6 +64,8 @@ ConfigWarehouseOpt = Annotated[
         "-w",
         envvar="GONKA_EVIDENCE_WAREHOUSE",
         help="DuckDB warehouse file (default: the config's warehouse, else ./warehouse.duckdb).",
+        parser=role(Role.WAREHOUSE_READ),
+        metavar=PATH_METAVAR,
     ),
 ]
 ConfigOpt = Annotated[
@@ -48,6 +73,8 @@ ConfigOpt = Annotated[
     typer.Option(
         "--config",
         help="Config file whose host and warehouse are the defaults (default: gonka-evidence.toml here, if any).",
+        parser=role(Role.INPUT_FILE, noun="config file"),
+        metavar=PATH_METAVAR,
     ),
 ]
 
@@ -154,6 +181,9 @@ def user_errors(func):
                     # What a command without data output prints is a summary: stderr, or nothing with --quiet.
                     sink = sys.stderr if verbosity() >= NORMAL else stack.enter_context(open(os.devnull, "w"))
                     stack.enter_context(redirect_stdout(sink))
+                from pipeline.cli.paths import check_paths
+
+                check_paths(func, kwargs)  # every path in its role, before any work
                 return func(*args, **kwargs)
         except Exception as exc:
             if _is_interrupt(exc):

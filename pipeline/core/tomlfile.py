@@ -6,16 +6,21 @@ import tomllib
 from datetime import date, datetime, time
 from pathlib import Path
 
+# A config file or a builds.toml is a few kilobytes; a larger one is not one of them.
+MAX_TOML_BYTES = 16 << 20
+
 
 def read_toml(path: Path, error: type[Exception], what: str = "file") -> dict:
     """The parsed document, or `error` with a one-line message when it is missing, unreadable,
     not UTF-8 or not TOML."""
+    from pipeline.core.files import FileReadError, read_regular_file
+
     if not path.exists():
         raise error(f"{path}: no such {what}")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise error(f"{path}: cannot read the {what} ({exc.strerror})") from None
+    try:  # opened without blocking: a FIFO or /dev/zero named as a config file is refused, not waited on
+        data = read_regular_file(path, MAX_TOML_BYTES)
+    except FileReadError as exc:
+        raise error(f"{path}: cannot read the {what} ({exc})") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -269,6 +269,7 @@ def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
     cfg = load_config(config_path)
     if warehouse is not None:
         cfg.warehouse = warehouse
+    _check_paths(cfg)
     run_line(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}")
     outcome = RunOutcome()
     try:
@@ -289,6 +290,17 @@ def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
         raise RunError(f"{cfg.warehouse}: {str(exc).splitlines()[0]}; {NOTHING_REPLACED}") from None
     _print_outcome(outcome, cfg)
     return outcome
+
+
+def _check_paths(cfg: RunConfig) -> None:
+    """The config's paths in their roles, before any work: the report directory and the warehouse are
+    never a source or inside one, and the report directory is new, empty or the tool's own."""
+    from pipeline.core.roles import Role
+    from pipeline.output.roles import check_outputs, check_path
+
+    inputs = [Path(s["path"]) for s in cfg.sources if "path" in s] + ([cfg.builds] if cfg.builds else [])
+    check_outputs({"config output": cfg.output, "config warehouse": cfg.warehouse}, inputs=inputs)
+    check_path(cfg.output, Role.OUTPUT_DIR, "config output")
 
 
 def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -> None:

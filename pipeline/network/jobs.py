@@ -61,7 +61,7 @@ def network_ingest(
     lake = Lake(lake_dir, buckets, create=True)
     root = str(lake.root.resolve())
     summary = NetworkIngestSummary(str(lake.root), lake.buckets)
-    with dask_client(workers, scheduler, memory_limit) as client:
+    with lake.writer(), dask_client(workers, scheduler, memory_limit) as client:  # one writer at a time
         summary.copies = run_tasks(
             client, write_copy, [(root, spec) for spec in copies], "copies into the lake", progress, _bytes
         )
@@ -73,8 +73,8 @@ def network_ingest(
         summary.partitions = run_tasks(
             client, build_partition, parts, "partitions", progress, _bytes, sizes=[sizes.get(k, 0) for k in keys]
         )
-    # Every task has ended: what is left in the temporary directory is a killed attempt's.
-    shutil.rmtree(lake.tmp, ignore_errors=True)
+        # Every task has ended: what is left in the temporary directory is a killed attempt's.
+        shutil.rmtree(lake.tmp, ignore_errors=True)
     summary.elapsed_s = time.monotonic() - started
     return summary
 

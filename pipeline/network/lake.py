@@ -21,6 +21,8 @@ generation in force.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -91,12 +93,18 @@ class Lake:
     def __init__(self, root: Path | str, buckets: int | None = None, create: bool = False):
         self.root = Path(root)
         meta = self.root / "_lake.json"
+        if self.root.exists() and not self.root.is_dir():
+            raise LakeError(f"{self.root}: not a directory; a lake is a directory")
         if meta.exists():
+            from pipeline.core.files import FileReadError, read_regular_file
+
             try:
-                stored = json.loads(meta.read_text())
+                stored = json.loads(read_regular_file(meta, 1 << 20))
+                stored_format = stored["format"]
                 self.buckets = int(stored["buckets"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, FileReadError):
                 raise LakeError(f"{meta}: not a gonka-evidence lake description") from None
+            _refuse_newer(stored_format, self.root)
             if buckets is not None and buckets != self.buckets:
                 raise LakeError(
                     f"{self.root}: the lake has {self.buckets} buckets, not {buckets} (a new lake directory changes it)"
@@ -110,6 +118,30 @@ class Lake:
             )
         else:
             raise LakeError(f"{self.root}: no lake here yet (run `gonka-evidence network ingest COPY… --lake DIR`)")
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[None]:
+        """Hold the lake's single-writer lock for the block; a second writer gets a one-line LakeError
+        naming the first (its process id and command), never a clash of their files."""
+        path = self.root / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
+                raise LakeError(
+                    f"{self.root}: the lake is in use by another gonka-evidence writer ({holder}); "
+                    "try again when it ends"
+                ) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()}: {' '.join(_command_line())}".encode(), 0)
+            try:
+                yield
+            finally:
+                os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)  # closing releases the lock
 
     @property
     def tmp(self) -> Path:
@@ -191,6 +223,28 @@ class Lake:
             for path in (self.root / table).glob(f"epoch=*/bucket=*/{copy_id}-*.parquet"):
                 if path not in named:
                     yield path
+
+
+LOCK_FILE = "_lake.lock"
+
+
+def _command_line() -> list[str]:
+    import sys
+
+    from pipeline.core.secrets import redact_url
+
+    return ["gonka-evidence", *(redact_url(a) for a in sys.argv[1:])]
+
+
+def _refuse_newer(stored: object, root: Path) -> None:
+    """A lake of a newer format than this release writes, or of an unreadable one, is never used."""
+    if isinstance(stored, bool) or not isinstance(stored, int):
+        raise LakeError(f"{root}: the lake's format {stored!r} is not a number; this release uses format {LAKE_FORMAT}")
+    if stored > LAKE_FORMAT:
+        raise LakeError(
+            f"{root}: written by a newer release (lake format {stored}); this release uses format {LAKE_FORMAT}: "
+            "upgrade gonka-evidence"
+        )
 
 
 def copy_id_of(key: str) -> str:

@@ -44,7 +44,7 @@ class OutputGuard:
         """The warehouse (with its companions) and every file or directory source ingested into it."""
         paths = [Path(warehouse), *(Path(f"{warehouse}{suffix}") for suffix in WAREHOUSE_COMPANIONS), *extra]
         if con is not None:
-            paths += [Path(p) for p in _ingested_paths(con)]
+            paths += [Path(p) for p in ingested_paths(con)]
         return cls(tuple(dict.fromkeys(_real(p) for p in paths)))
 
     def check(self, target: Path, what: str) -> None:
@@ -59,13 +59,38 @@ class OutputGuard:
 
 
 def _same_file(a: Path, b: Path) -> bool:
+    """Whether `a` is `b`, or another name (a hard link) of `b` or of a file inside the directory `b`."""
     try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
+        info = os.stat(a)
+        if os.path.samefile(a, b):
+            return True
     except OSError:
         return False
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink < 2 or not b.is_dir():
+        return False
+    return (info.st_dev, info.st_ino) in _inodes_below(b)
 
 
-def _ingested_paths(con: duckdb.DuckDBPyConnection) -> list[str]:
+# How many entries of a protected directory are looked at for a hard link of an output: a store holds a
+# few dozen files; a directory of millions is not walked whole.
+_WALK_LIMIT = 100_000
+
+
+def _inodes_below(directory: Path) -> set[tuple[int, int]]:
+    found: set[tuple[int, int]] = set()
+    seen = 0
+    for root, _dirs, names in os.walk(directory):
+        for name in names:
+            seen += 1
+            if seen > _WALK_LIMIT:
+                return found
+            with contextlib.suppress(OSError):
+                info = os.stat(os.path.join(root, name), follow_symlinks=False)
+                found.add((info.st_dev, info.st_ino))
+    return found
+
+
+def ingested_paths(con: duckdb.DuckDBPyConnection) -> list[str]:
     """The paths of the file and directory sources the warehouse ingested (URLs are not paths)."""
     try:
         rows = con.execute(

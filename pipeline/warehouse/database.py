@@ -76,6 +76,7 @@ def disk_errors(path: Path | str) -> Iterator[None]:
 
 
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    _refuse_special(path)
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:
@@ -90,6 +91,25 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     con.execute("SET TimeZone = 'UTC'")
     _apply(con, duckdb_budget(MEMORY_ENV, DEFAULT_MEMORY_LIMIT))
     return con
+
+
+def _refuse_special(path: Path) -> None:
+    """A warehouse path that is not a regular file (nor missing) is refused before DuckDB opens it: a FIFO
+    or a device would block the open or never end. A path of the config file gets here too."""
+    import os
+    import stat
+
+    from pipeline.core.files import describe_mode
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        reason = "a symlink loop" if exc.errno == errno.ELOOP else f"cannot be reached ({exc.strerror})"
+        raise WarehouseError(f"{path}: {reason}") from None
+    if not stat.S_ISREG(mode):
+        raise WarehouseError(f"{path}: {describe_mode(mode)}, not a warehouse file")
 
 
 def _apply(con: duckdb.DuckDBPyConnection, budget: DuckDBBudget) -> None:
@@ -160,13 +180,22 @@ def open_for_write(path: Path | str = DEFAULT_WAREHOUSE, abort_abandoned: bool =
     # The scripts are idempotent, so a warehouse they last ran on with the same text is up to date:
     # running them again took 0.2-0.5 s of a no-op ingest on a loaded host (docs/data-model.md).
     if _stored_schema_digest(con) != digest:
-        with transaction(con):
-            for script in scripts:
-                con.execute(script)
-            con.execute(
-                "INSERT OR REPLACE INTO warehouse_meta VALUES ('schema_version', ?), (?, ?)",
-                [SCHEMA_VERSION, SCHEMA_DIGEST_KEY, digest],
-            )
+        try:
+            with transaction(con):
+                for script in scripts:
+                    con.execute(script)
+                con.execute(
+                    "INSERT OR REPLACE INTO warehouse_meta VALUES ('schema_version', ?), (?, ?)",
+                    [SCHEMA_VERSION, SCHEMA_DIGEST_KEY, digest],
+                )
+        except duckdb.Error as exc:  # a table of one of our names that is not ours: rolled back, untouched
+            con.close()
+            if ran_out_of_memory(exc):
+                raise out_of_memory("opening the warehouse") from None
+            raise WarehouseError(
+                f"{path}: not a gonka-evidence warehouse of this release (its tables do not match the schema: "
+                f"{str(exc).splitlines()[0]}); gonka-evidence leaves it untouched"
+            ) from None
     if abort_abandoned:
         abort_abandoned_runs(con)
     return con
@@ -178,7 +207,8 @@ META_TABLE = "warehouse_meta"
 
 
 def warehouse_state(con: duckdb.DuckDBPyConnection) -> str:
-    """``"warehouse"`` (a gonka-evidence warehouse), ``"empty"`` (no table or view of its own) or ``"foreign"``."""
+    """``"warehouse"`` (a gonka-evidence warehouse), ``"empty"`` (no table or view of its own) or ``"foreign"``:
+    relations but no warehouse_meta table of (key, value) naming a schema version."""
     names = {
         name
         for (name,) in con.execute(
@@ -188,10 +218,24 @@ def warehouse_state(con: duckdb.DuckDBPyConnection) -> str:
     }
     if not names:
         return "empty"
-    if META_TABLE not in names:
+    columns = con.execute(
+        "SELECT list(column_name ORDER BY column_index) FROM duckdb_columns() "
+        "WHERE table_name = ? AND database_name = current_database() AND NOT internal",
+        [META_TABLE],
+    ).fetchone()
+    is_table = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND database_name = current_database()",
+        [META_TABLE],
+    ).fetchone()
+    if not is_table or not is_table[0] or not columns or columns[0] != ["key", "value"]:
         return "foreign"
     rows = con.execute(f"SELECT value FROM {META_TABLE} WHERE key = 'schema_version'").fetchall()
     return "warehouse" if rows else "foreign"
+
+
+def stored_schema_version(con: duckdb.DuckDBPyConnection) -> str | None:
+    rows = con.execute(f"SELECT value FROM {META_TABLE} WHERE key = 'schema_version'").fetchall()
+    return str(rows[0][0]) if rows else None
 
 
 def refuse_foreign(con: duckdb.DuckDBPyConnection, path: Path) -> None:
@@ -206,6 +250,25 @@ def refuse_foreign(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         raise WarehouseError(
             f"{path}: a DuckDB file of another application (it has tables but no gonka-evidence {META_TABLE}); "
             "gonka-evidence leaves it untouched: name a new warehouse file"
+        )
+    if state == "warehouse":
+        refuse_newer(stored_schema_version(con), path)
+
+
+def refuse_newer(stored: str | None, path: Path) -> None:
+    """A one-line error for a warehouse whose schema version is newer than this release's, or unreadable:
+    its tables may mean something this release does not know, and it is never written."""
+    from pipeline.core.version import pipeline_version
+
+    ours = f"schema version {SCHEMA_VERSION} (gonka-evidence {pipeline_version()})"
+    if stored is None or not stored.isdigit():
+        raise WarehouseError(
+            f"{path}: the warehouse's schema version {stored!r} is not a number; this release reads {ours}"
+        )
+    if int(stored) > int(SCHEMA_VERSION):
+        raise WarehouseError(
+            f"{path}: written by a newer release (schema version {stored}); this release reads {ours}: "
+            "upgrade gonka-evidence"
         )
 
 

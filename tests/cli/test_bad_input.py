@@ -51,8 +51,10 @@ def test_wrong_password_is_never_shown(tmp_path, pg_database, pg_server):
 
 
 def test_directory_that_is_not_a_store(tmp_path):
-    (tmp_path / "notes.txt").write_text("hello")
-    line = _one_line_error(cli("ingest", str(tmp_path), "-w", str(tmp_path / "w.duckdb")))
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("hello")
+    # The warehouse beside the directory: inside it, it would be refused before the directory is read.
+    line = _one_line_error(cli("ingest", str(tmp_path / "notes"), "-w", str(tmp_path / "w.duckdb")))
     assert "not a devshard SQLite store" in line
 
 

@@ -8,8 +8,10 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import WarehouseOpt, prints_data, user_errors
+from pipeline.cli.conventions import PATH_METAVAR, WriteWarehouseOpt, prints_data, user_errors
+from pipeline.cli.paths import role
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.roles import Role
 
 ORDER = 20
 ACTIONS = ("load", "infer", "check")
@@ -25,16 +27,30 @@ def builds(
             help="[[builds]] host, label, since entries: the builds.toml to load (`load FILE` says the same); "
             "or `infer` (propose one from the logs) or `check [FILE]` (FILE, default the loaded timeline, against "
             "the logs).",
+            parser=role(Role.INPUT_FILE, keywords=ACTIONS, as_text=True),
         ),
     ],
     toml: Annotated[
-        str | None, typer.Argument(metavar="[FILE.toml]", help="The builds.toml of `load` or `check`.")
+        str | None,
+        typer.Argument(
+            metavar="[FILE.toml]",
+            help="The builds.toml of `load` or `check`.",
+            parser=role(Role.INPUT_FILE, as_text=True),
+        ),
     ] = None,
     host: Annotated[
         str | None, typer.Option("--host", help="infer / check: only this host (default: every host).")
     ] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="infer: write the proposal here (default: stdout).")] = None,
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="infer: write the proposal here (default: stdout).",
+            parser=role(Role.OUTPUT_FILE),
+            metavar=PATH_METAVAR,
+        ),
+    ] = None,
+    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:
     """Load, propose (infer) or check the host build timeline.
 

@@ -7,15 +7,26 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import MAX_BIGINT, WarehouseOpt, user_errors
+from pipeline.cli.conventions import MAX_BIGINT, PATH_METAVAR, WarehouseOpt, user_errors
+from pipeline.cli.paths import role
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.roles import Role
 
 ORDER = 110
 
 
 @user_errors
 def bundle(
-    out: Annotated[Path, typer.Option("--out", "-o", help="The bundle directory (new, empty, or an earlier bundle).")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="The bundle directory (new, empty, or an earlier bundle).",
+            parser=role(Role.OUTPUT_DIR),
+            metavar=PATH_METAVAR,
+        ),
+    ],
     host: Annotated[str | None, typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")] = None,
     epoch: Annotated[
         int | None,
@@ -42,7 +53,9 @@ def bundle(
 
 @user_errors
 def verify(
-    directory: Annotated[Path, typer.Argument(help="A bundle directory written by `gonka-evidence bundle`.")],
+    directory: Annotated[
+        Path, typer.Argument(help="A bundle directory written by `gonka-evidence bundle`.", parser=role(Role.INPUT_DIR))
+    ],
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:
     """Recompute a bundle from the warehouse and compare it file by file (exit 0 only when every

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import prints_data, user_errors
+from pipeline.cli.conventions import PATH_METAVAR, prints_data, user_errors
+from pipeline.cli.paths import role
+from pipeline.core.roles import Role
 
 ORDER = 30
 
@@ -15,7 +17,10 @@ ORDER = 30
 @user_errors
 @prints_data
 def doctor(
-    source: Annotated[str, typer.Argument(help="postgresql:// URL, `postgres`, or a SQLite store directory.")],
+    source: Annotated[
+        str,
+        typer.Argument(help="postgresql:// URL, `postgres`, or a SQLite store directory.", parser=role(Role.SOURCE)),
+    ],
     warehouse: Annotated[
         Path | None,
         typer.Option(
@@ -25,6 +30,8 @@ def doctor(
             "(copies that disagree, escrows with a partial diff log, checkpoint cross-checks), whether its "
             "build timeline contradicts its vLLM logs (builds check), and where every row its last ingest "
             "read went (read = used + deduplicated + quarantined).",
+            parser=role(Role.WAREHOUSE_READ),
+            metavar=PATH_METAVAR,
         ),
     ] = None,
 ) -> None:

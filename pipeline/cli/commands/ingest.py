@@ -6,9 +6,11 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import EXIT_QUARANTINED, WarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_QUARANTINED, WriteWarehouseOpt, user_errors
+from pipeline.cli.paths import role
 from pipeline.cli.process import skip_teardown
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.roles import Role
 
 ORDER = 10
 
@@ -16,9 +18,13 @@ ORDER = 10
 @user_errors
 def ingest(
     source: Annotated[
-        str, typer.Argument(help="postgresql:// URL, `postgres` (libpq environment), or a SQLite store directory.")
+        str,
+        typer.Argument(
+            help="postgresql:// URL, `postgres` (libpq environment), or a SQLite store directory.",
+            parser=role(Role.SOURCE),
+        ),
     ],
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
     label: Annotated[str | None, typer.Option(help="A name for this copy in provenance footers.")] = None,
     strict: Annotated[bool, typer.Option(help="Exit 3 when rows were quarantined.")] = False,
 ) -> None:

@@ -7,16 +7,21 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import EXIT_QUARANTINED, WarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_QUARANTINED, WriteWarehouseOpt, user_errors
+from pipeline.cli.paths import role
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.roles import Role
 
 ORDER = 90
 
 
 @user_errors
 def ingest_json(
-    files: Annotated[list[Path], typer.Argument(help="Saved JSON responses (accounting API v2–7, chain REST).")],
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="Saved JSON responses (accounting API v2–7, chain REST).", parser=role(Role.INPUT_FILE)),
+    ],
+    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
     strict: Annotated[bool, typer.Option(help="Exit 3 when a file or a record was quarantined.")] = False,
 ) -> None:
     """Ingest saved gateway accounting-API and chain REST JSON responses into the tracker views.

@@ -8,15 +8,20 @@ from typing import Annotated
 import typer
 
 from pipeline.api import log_kind_help
-from pipeline.cli.conventions import EXIT_QUARANTINED, WarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_QUARANTINED, WriteWarehouseOpt, user_errors
+from pipeline.cli.paths import role
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.roles import Role
 
 ORDER = 80
 
 
 @user_errors
 def ingest_logs_command(
-    files: Annotated[list[Path], typer.Argument(help="Log files (gzip accepted) or directories (every file in them).")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="Log files (gzip accepted) or directories (every file in them).", parser=role(Role.INPUT)),
+    ],
     host: Annotated[str, typer.Option(help="The host the files belong to (gonka1…).", envvar="GONKA_EVIDENCE_HOST")],
     kind: Annotated[str | None, typer.Option(help=f"{log_kind_help()} (default: detected per file).")] = None,
     year: Annotated[
@@ -29,7 +34,7 @@ def ingest_logs_command(
             "or a UTC offset (+02:00); default UTC."
         ),
     ] = None,
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
     strict: Annotated[
         bool,
         typer.Option(

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import EvidenceFormat, prints_data, reproducing_command, user_errors
+from pipeline.cli.conventions import PATH_METAVAR, EvidenceFormat, prints_data, reproducing_command, user_errors
+from pipeline.cli.paths import role
+from pipeline.core.roles import Role
 
 ORDER = 55
 
@@ -17,7 +19,24 @@ network_app = typer.Typer(
     no_args_is_help=True,
 )
 
-LakeOpt = Annotated[Path, typer.Option("--lake", help="The lake directory (created by `network ingest`).")]
+LakeOpt = Annotated[
+    Path,
+    typer.Option(
+        "--lake",
+        help="The lake directory (created by `network ingest`).",
+        parser=role(Role.LAKE_READ),
+        metavar=PATH_METAVAR,
+    ),
+]
+WriteLakeOpt = Annotated[
+    Path,
+    typer.Option(
+        "--lake",
+        help="The lake directory (created by `network ingest`).",
+        parser=role(Role.LAKE_WRITE),
+        metavar=PATH_METAVAR,
+    ),
+]
 WorkersOpt = Annotated[
     int | None,
     typer.Option(
@@ -34,9 +53,12 @@ SchedulerOpt = Annotated[
 @user_errors
 def network_ingest(
     copies: Annotated[
-        list[str], typer.Argument(help="Copies: postgresql:// URLs or SQLite store directories, one per host.")
+        list[str],
+        typer.Argument(
+            help="Copies: postgresql:// URLs or SQLite store directories, one per host.", parser=role(Role.SOURCE)
+        ),
     ],
-    lake: LakeOpt,
+    lake: WriteLakeOpt,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
     buckets: Annotated[
@@ -90,7 +112,12 @@ def network_evidence(
     by_escrow: Annotated[bool, typer.Option("--by-escrow", help="peer-invalidation: per-escrow rows.")] = False,
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
     chart: Annotated[
-        Path | None, typer.Option(help="Also write the table's chart (executors: a funnel plot): .svg, .png, .json.")
+        Path | None,
+        typer.Option(
+            help="Also write the table's chart (executors: a funnel plot): .svg, .png, .json.",
+            parser=role(Role.OUTPUT_FILE),
+            metavar=PATH_METAVAR,
+        ),
     ] = None,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,

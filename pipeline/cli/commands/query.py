@@ -10,7 +10,16 @@ from typing import Annotated
 import typer
 
 from pipeline.api import MAX_QUERY_TIMEOUT_S, QUERY_TIMEOUT_S, QueryFormat, terminal_width
-from pipeline.cli.conventions import ConfigOpt, ConfigWarehouseOpt, complete_named_query, prints_data, user_errors
+from pipeline.cli.conventions import (
+    PATH_METAVAR,
+    ConfigOpt,
+    ConfigWarehouseOpt,
+    complete_named_query,
+    prints_data,
+    user_errors,
+)
+from pipeline.cli.paths import role
+from pipeline.core.roles import Role
 
 ORDER = 40
 
@@ -22,14 +31,26 @@ def query(
         str | None,
         typer.Argument(help="SQL text or the name of a query in sql/queries/.", autocompletion=complete_named_query),
     ] = None,
-    file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the SQL from a file.")] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file", "-f", help="Read the SQL from a file.", parser=role(Role.INPUT_FILE), metavar=PATH_METAVAR
+        ),
+    ] = None,
     fmt: Annotated[QueryFormat, typer.Option("--format", help="Output format.")] = QueryFormat.table,
     vertical: Annotated[
         bool, typer.Option("--vertical", "-x", help="Table format as one block per record (every column shown).")
     ] = False,
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="k=v, bound to $k in the SQL.")] = None,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write to a file (required for parquet on a terminal).")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Write to a file (required for parquet on a terminal).",
+            parser=role(Role.OUTPUT_FILE),
+            metavar=PATH_METAVAR,
+        ),
     ] = None,
     max_rows: Annotated[
         int | None,

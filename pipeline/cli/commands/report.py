@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import MAX_BIGINT, WarehouseOpt, user_errors
+from pipeline.cli.conventions import MAX_BIGINT, PATH_METAVAR, WarehouseOpt, user_errors
+from pipeline.cli.paths import role
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.roles import Role
 
 ORDER = 100
 
@@ -29,9 +31,16 @@ def report_epoch(
             envvar="GONKA_EVIDENCE_HOST",
         ),
     ] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory; the report goes to OUT/epoch-N/.")] = Path(
-        "out"
-    ),
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Output directory; the report goes to OUT/epoch-N/.",
+            parser=role(Role.OUTPUT_DIR),
+            metavar=PATH_METAVAR,
+        ),
+    ] = Path("out"),
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:
     """Write OUT/epoch-N/report.md, report.html (self-contained), charts/*.svg|png and tables/*.csv.

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import prints_data, user_errors
+from pipeline.cli.conventions import PATH_METAVAR, prints_data, user_errors
+from pipeline.cli.paths import role
+from pipeline.core.roles import Role
 
 ORDER = 60
 
@@ -16,11 +18,23 @@ ORDER = 60
 @prints_data  # the job's log is its output: cron and systemd keep stdout (`>> run.log`)
 def run(
     config: Annotated[
-        Path | None, typer.Option(help="Config file (default: gonka-evidence.toml here, else the bundled samples).")
+        Path | None,
+        typer.Option(
+            help="Config file (default: gonka-evidence.toml here, else the bundled samples).",
+            parser=role(Role.INPUT_FILE, noun="config file"),
+            metavar=PATH_METAVAR,
+        ),
     ] = None,
     warehouse: Annotated[
         Path | None,
-        typer.Option("--warehouse", "-w", help="Override the warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE"),
+        typer.Option(
+            "--warehouse",
+            "-w",
+            help="Override the warehouse file.",
+            envvar="GONKA_EVIDENCE_WAREHOUSE",
+            parser=role(Role.WAREHOUSE_WRITE),
+            metavar=PATH_METAVAR,
+        ),
     ] = None,
 ) -> None:
     """The scheduled job: ingest what is new, print the summary, write a report for every closed epoch.

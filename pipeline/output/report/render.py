@@ -8,6 +8,7 @@ scheduled `run` rewrites a report only when that fingerprint changes.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -104,6 +105,8 @@ def write_epoch_report(report: EpochReport, out_dir: Path) -> Path:
     """Write ``out_dir/epoch-N/`` whole: built in a temporary directory, then renamed into place."""
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / f"epoch-{report.epoch}"
+    if final.is_symlink() or (final.exists() and not final.is_dir()):  # not a report of ours: left as it is
+        raise FileExistsError(errno.EEXIST, f"{final} exists and is not a report directory", str(final))
     staging = out_dir / f".epoch-{report.epoch}.tmp-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
