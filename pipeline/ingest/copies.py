@@ -72,9 +72,10 @@ def other_builds_line(con: duckdb.DuckDBPyConnection, source_id: str) -> str | N
     payload storage), all of it read; None when there is nothing of the kind."""
     from pipeline.core.paths import sql_text
 
-    row = con.execute(sql_text("warehouse/ingest/other_builds.sql"), {"source_id": source_id}).fetchone()
-    if row is None:
+    rows = con.execute(sql_text("warehouse/ingest/other_builds.sql"), {"source_id": source_id}).fetchall()
+    if not rows:
         return None
+    row = rows[0]
     json_checkpoints, counters, models, zst, self_verdicts = row
     parts = [
         f"{json_checkpoints:,} JSON checkpoint(s) (pre-devshard-v2)" if json_checkpoints else "",

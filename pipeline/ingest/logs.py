@@ -317,7 +317,7 @@ def _delete(con, run: IngestRun, script: str, params: dict) -> int:
     records: an event is part of its record). The rows counted as new go down by what was removed."""
     records = 0
     for table in VLLM_TABLES.values():
-        n = int(con.execute(sql_text(f"logs/{script}").format(table=table), params).fetchone()[0])
+        n = int(con.execute(sql_text(f"logs/{script}").format(table=table), params).fetchall()[0][0])
         run.count(table, -n)
         records += n if table in ("log_spec_decode", "log_engine_stats") else 0
     return records
