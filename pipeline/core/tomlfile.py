@@ -6,6 +6,8 @@ import tomllib
 from datetime import date, datetime, time
 from pathlib import Path
 
+from pipeline.core import limits
+
 
 def read_toml(path: Path, error: type[Exception], what: str = "file") -> dict:
     """The parsed document, or `error` with a one-line message when it is missing, unreadable,
@@ -20,10 +22,16 @@ def read_toml(path: Path, error: type[Exception], what: str = "file") -> dict:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    deep = f"{path}: nested deeper than {limits.limit().depth} levels (limit: pipeline/core/limits.py)"
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise error(deep) from None
+    if limits.depth_of(doc) > limits.limit().depth:
+        raise error(deep)
+    return doc
 
 
 def toml_type(value: object) -> str:

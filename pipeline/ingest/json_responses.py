@@ -31,6 +31,7 @@ from pathlib import Path
 import duckdb
 import msgspec
 
+from pipeline.core.limits import nesting_past
 from pipeline.ingest.accounting import Accounting
 from pipeline.ingest.ledger import CounterKeyError, counter_id, parse_counter_key
 from pipeline.ingest.runs import ingest_run
@@ -76,6 +77,8 @@ def _document(data: bytes):
     """The JSON document of a file's bytes, gunzipped first when they are gzip."""
     if data.startswith(GZIP_MAGIC):
         data = _gunzip(data)
+    if nesting_past(data) is not None:  # past pipeline/core/limits.py's depth (its words as before the limit)
+        raise Unreadable("not JSON (nested too deeply)")
     try:
         return msgspec.json.decode(data)  # integers exact at any size (orjson would round them to floats)
     except msgspec.ValidationError as exc:  # a number no integer or double holds, e.g. 1e999

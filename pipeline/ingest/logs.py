@@ -35,6 +35,7 @@ import duckdb
 import polars as pl
 
 from pipeline.core.digest import files_digest
+from pipeline.core.limits import PastLimit
 from pipeline.core.paths import sql_text
 from pipeline.ingest.kinds import LOG_KINDS, SourceKind, detect_kind, resolve
 from pipeline.ingest.runs import IngestRun, ingest_run, scalar
@@ -75,6 +76,7 @@ class LogIngestSummary:
     replaced: int = 0  # records of files read before, written again (another --year / --timezone corrects them)
     lines: int = 0
     unparsed: int = 0  # lines no parser understood in this run (each also in quarantine)
+    cut: int = 0  # of those, lines past the line limit (pipeline/core/limits.py), cut and not parsed
     unrecognised: list[tuple[str, str]] = field(default_factory=list)  # (file, kind) with lines but 0 records
     # "PATH: reason" of what was named or found and not read: empty files, FIFOs and devices in a directory
     not_read: list[str] = field(default_factory=list)
@@ -138,6 +140,7 @@ def ingest_logs(
                 "files": summary.files,
                 "lines": summary.lines,
                 "unparsed": summary.unparsed,
+                "cut_lines": summary.cut,
                 "replaced": summary.replaced,
                 "unrecognised_files": len(summary.unrecognised),
             }
@@ -165,6 +168,9 @@ def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, 
                 run.quarantine([("log_file", str(file.path), "empty: no lines")])
     except (OSError, EOFError, zlib.error) as exc:  # a gzip member with a bad CRC or cut short, a read error
         raise SourceError(f"{file.path}: cannot read ({one_line(exc)})") from None
+    except PastLimit as exc:  # e.g. a gzip bomb: nothing of the file is kept; it is named and counted
+        _refuse_file(con, run, file, str(exc), job.summary)
+        return
     summary = job.summary
     acct = run.accounting
     acct.read("log files", 1, unit="files")
@@ -182,6 +188,15 @@ def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, 
     summary.kinds[kind.name] = summary.kinds.get(kind.name, 0) + 1
     summary.lines += lines
     summary.unparsed += unparsed
+
+
+def _refuse_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, why: str, summary) -> None:
+    """A file past a limit of pipeline/core/limits.py: its transaction rolled back, it is quarantined whole."""
+    run.accounting.read("log files", 1, unit="files")
+    run.accounting.quarantined("log files", 1)
+    summary.not_read.append(f"{file.path}: {why}")
+    with transaction(con):
+        run.quarantine([("log_file", str(file.path), why)])
 
 
 def _quarantine_frame(host: str, table: str, file: LogFile, unparsed: pl.DataFrame) -> pl.DataFrame:
@@ -270,6 +285,7 @@ def ingest_vllm_file(
             run.run_id,
         )
     summary.replaced += replaced
+    summary.cut += stream.cut
     return FileRead(stream.lines, stream.records, stream.unparsed, stream.at(stream.last))
 
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 
+from pipeline.core.limits import loads_json
 from pipeline.sources.logs.files import LogFile, LogRecords
 
 DEFAULT_P_MISMATCH = 0.1
@@ -135,12 +136,12 @@ def _result(doc: dict, file: LogFile, host: str) -> dict | None:
 def _documents(text: str):
     stripped = text.strip()
     try:
-        doc = json.loads(stripped)
+        doc = loads_json(stripped)
     except ValueError:
         for line in stripped.splitlines():
             if line.strip().startswith("{"):
                 try:
-                    yield json.loads(line)
+                    yield loads_json(line)
                 except ValueError:
                     yield line
         return
@@ -156,8 +157,7 @@ def _documents(text: str):
 
 def parse_poc(file: LogFile, host: str) -> ParsedPoc:
     out = ParsedPoc()
-    with file.open_text() as fh:
-        text = fh.read()
+    text = file.read_whole()
     out.lines = text.count("\n") + 1
     if "[validate] n_total=" in text:
         for number, line in enumerate(text.splitlines(), 1):

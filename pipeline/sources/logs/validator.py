@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.core.limits import loads_json
 from pipeline.sources.logs.files import LogFile, LogRecords, line_hash
 from pipeline.sources.logs.vllm import ANSI
 
@@ -69,7 +70,7 @@ def _attrs(line: str) -> dict | None:
     line = line.strip()
     if line.startswith("{"):
         try:
-            doc = json.loads(line)
+            doc = loads_json(line)
         except ValueError:
             return None
         return doc if isinstance(doc, dict) else None

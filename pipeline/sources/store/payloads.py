@@ -23,6 +23,7 @@ from pathlib import Path
 import msgspec
 import zstandard
 
+from pipeline.core.limits import in_int64
 from pipeline.core.paths import sql_text
 from pipeline.sources.files import FileReadError, read_regular_file
 
@@ -108,7 +109,7 @@ class PayloadFile:
 def _payload_name(name: str) -> tuple[int, str] | None:
     """(inference id, format) of a payload file's name, None for any other name."""
     for suffix, fmt in SUFFIXES:
-        if name.endswith(suffix) and NUMBER.match(name[: -len(suffix)]):
+        if name.endswith(suffix) and NUMBER.match(name[: -len(suffix)]) and in_int64(name[: -len(suffix)]):
             return int(name[: -len(suffix)]), fmt
     return None
 
@@ -122,7 +123,7 @@ def payload_files(
     if not root.is_dir():
         return
     for epoch_dir in sorted(root.iterdir()):
-        if not (epoch_dir.is_dir() and NUMBER.match(epoch_dir.name)):
+        if not (epoch_dir.is_dir() and NUMBER.match(epoch_dir.name) and in_int64(epoch_dir.name)):
             listing.strays.append(epoch_dir.name)
             continue
         for escrow_dir in sorted(epoch_dir.iterdir()):
