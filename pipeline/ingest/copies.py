@@ -12,6 +12,7 @@ import duckdb
 
 from pipeline.core.events import Progress
 from pipeline.ingest.runs import IngestSummary
+from pipeline.ingest.store import MISSING_COLUMNS
 from pipeline.ingest.unchanged import ingest_unchanged
 from pipeline.sources.store import is_postgres, open_store
 
@@ -62,6 +63,9 @@ def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> In
         f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
         + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
     )
+    for r in summary.accounting:
+        if r.input == MISSING_COLUMNS and r.note:
+            events.say(f"  warning: columns the copy lacks, read as NULL (unknown): {r.note}")
     if line := other_builds_line(con, summary.source_id):
         events.say(f"  {line}")
     return summary
