@@ -28,8 +28,11 @@ class Limits:
     # is not read on (real logs inflate 10-30 times)
     inflate_ratio: int = 200
     inflate_floor: int = 4 << 20
-    # the largest file a reader holds whole (a PoC result or a /metrics scrape; vLLM logs stream)
+    # the largest file a reader holds whole (a PoC result; vLLM logs, validator logs and scrapes stream)
     whole_file_bytes: int = 256 << 20
+    # the largest stored answer (payloads/, decompressed) and saved JSON file (decompressed): far above real ones
+    payload_bytes: int = 256 << 20
+    json_file_bytes: int = 256 << 20
 
 
 LIMITS = Limits()

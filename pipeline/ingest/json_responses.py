@@ -31,7 +31,7 @@ from pathlib import Path
 import duckdb
 import msgspec
 
-from pipeline.core.limits import nesting_past
+from pipeline.core.limits import LIMITS, nesting_past
 from pipeline.ingest.accounting import Accounting
 from pipeline.ingest.ledger import CounterKeyError, counter_id, parse_counter_key
 from pipeline.ingest.runs import ingest_run
@@ -50,7 +50,7 @@ CHAIN_COUNTERS = (
 )
 HOST_STATS = ("missed", "invalid", "cost", "required_validations", "completed_validations", "escrow_count")
 INT64 = (-(2**63), 2**63 - 1)  # the warehouse's BIGINT columns
-MAX_JSON_FILE_BYTES = 256 * 2**20  # one saved response, compressed or not: far above any real one
+MAX_JSON_FILE_BYTES = LIMITS.json_file_bytes  # one saved response, compressed or not: far above any real one
 GZIP_MAGIC = b"\x1f\x8b"
 RECORD_TABLES = ("api_participants", "chain_participant_stats")  # a record of these is one row (per key)
 

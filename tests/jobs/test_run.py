@@ -713,3 +713,43 @@ def test_a_config_without_an_optional_key_still_writes_the_reports(tmp_path, mon
     outcome = run_job(cfg, None)
     out = tmp_path / doc.get("output", "out")
     assert sorted(p.parent.name for p in out.glob("epoch-*/report.md")) == ["epoch-2", "epoch-3"], outcome
+
+
+@pytest.mark.heavy  # a whole run: the heavy tier
+def test_a_postgres_only_config_writes_the_reports(tmp_path, monkeypatch, timeline, pg_database):
+    """host, warehouse, output and one PostgreSQL source (no builds, no logs) ended like the store-only config,
+    in DuckDB's ResourceInUseException."""
+    for key in CONFIG_KEYS:
+        monkeypatch.delenv(f"GONKA_EVIDENCE_{key.upper()}", raising=False)
+    url = pg_database()
+    timeline.copy(last_epoch=4).write_postgres(url)
+    cfg = _write_toml(
+        tmp_path / "gonka-evidence.toml",
+        {"host": timeline.focal_host, "warehouse": "w.duckdb", "output": "out", "sources": [{"url": url}]},
+    )
+    run_job(cfg, None)
+    assert sorted(p.parent.name for p in (tmp_path / "out").glob("epoch-*/report.md"))
+
+
+def test_the_warehouse_layer_never_meets_an_unfinished_result(tmp_path):
+    """DuckDB 2 refuses a connection's next relation or registration while an `execute()` result is unread:
+    `scalar` read a count with fetchone(), and `run`'s `content_parts` once failed so. Whether DuckDB refuses
+    depends on the state of the query (the same code later ran clean), so this states the contract of the
+    warehouse layer rather than replaying that failure: results read to the end, relations made after
+    completing what an earlier `execute()` left."""
+    import pyarrow as pa
+
+    from pipeline.ingest.runs import scalar
+    from pipeline.jobs.run import content_parts
+    from pipeline.warehouse.database import fetch_frame, open_for_write
+
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        assert scalar(con.execute("SELECT count(*) FROM range(1000)")) == 1000
+        con.register("rows_after", pa.table({"a": [1]}))  # refused after a result read in part
+        con.unregister("rows_after")
+        assert content_parts(con)  # a relation right after
+        con.execute("SELECT * FROM range(100000)")  # a caller that reads nothing of its result
+        assert fetch_frame(con, "SELECT 1 AS one")["one"].to_list() == [1]
+    finally:
+        con.close()

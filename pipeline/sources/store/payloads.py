@@ -23,14 +23,14 @@ from pathlib import Path
 import msgspec
 import zstandard
 
-from pipeline.core.limits import in_int64
+from pipeline.core.limits import LIMITS, in_int64
 from pipeline.core.paths import sql_text
 from pipeline.sources.files import FileReadError, read_regular_file
 
 NUMBER = re.compile(r"^\d+$")
 # The largest payload file one read may take: answers of tens of thousands of tokens with top-20
 # logprobs stay far below it, and it bounds the memory a single file can claim.
-MAX_PAYLOAD_FILE_BYTES = 256 * 2**20
+MAX_PAYLOAD_FILE_BYTES = LIMITS.payload_bytes  # (pipeline/core/limits.py)
 
 
 PAYLOAD_FORMATS = ("postgres", "json", "json_zst")  # answer_checks.payload_format
