@@ -361,3 +361,23 @@ def test_only_the_network_cluster_imports_dask():
                 names = [node.module]
             found += [(name, n) for n in names if n.split(".")[0] in ("dask", "distributed")]
     assert found and {name for name, _ in found} == DASK_IMPORTERS, found
+
+
+# A connection's relations are made in the warehouse layer only (`database.relation`, which completes what an
+# earlier `execute()` left), or on a cursor of their own that nothing else ran on.
+RELATION_MAKERS = {"pipeline.warehouse.database", "pipeline.network.partition"}
+
+
+def test_no_duckdb_result_is_left_unfinished_by_construction():
+    """DuckDB 2 refuses a connection's next relation or registration while an `execute()` result is unread
+    (`run` of a config without builds ended in `ResourceInUseException`): no module reads a result in part
+    (`fetchone`), and relations go through the warehouse layer."""
+    found = []
+    for name, path in modules(PIPELINE).items():
+        if stage(name) == "samples":  # the sample writers' sqlite3 cursors
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "fetchone" or (node.func.attr == "sql" and name not in RELATION_MAKERS):
+                    found.append(f"{name}: .{node.func.attr}() (line {node.lineno})")
+    assert found == []

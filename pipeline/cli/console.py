@@ -147,6 +147,9 @@ def print_ingest_summary(summary: IngestSummary) -> None:
         )
     if verbosity() >= VERBOSE and summary.accounting:
         print_accounting(summary.accounting)
+    for r in summary.accounting:  # the copy's missing columns (pipeline.ingest.store.MISSING_COLUMNS), said
+        if r.input.startswith("columns missing") and r.note:
+            warning(f"columns the copy lacks, read as NULL (unknown): {r.note}")
     info(
         f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
         f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; "

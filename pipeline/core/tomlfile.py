@@ -6,8 +6,7 @@ import tomllib
 from datetime import date, datetime, time
 from pathlib import Path
 
-# A config file or a builds.toml is a few kilobytes; a larger one is not one of them.
-MAX_TOML_BYTES = 16 << 20
+from pipeline.core import limits
 
 
 def read_toml(path: Path, error: type[Exception], what: str = "file") -> dict:
@@ -18,17 +17,23 @@ def read_toml(path: Path, error: type[Exception], what: str = "file") -> dict:
     if not path.exists():
         raise error(f"{path}: no such {what}")
     try:  # opened without blocking: a FIFO or /dev/zero named as a config file is refused, not waited on
-        data = read_regular_file(path, MAX_TOML_BYTES)
+        data = read_regular_file(path, limits.limit().toml_bytes)
     except FileReadError as exc:
         raise error(f"{path}: cannot read the {what} ({exc})") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    deep = f"{path}: nested deeper than {limits.limit().depth} levels (limit: pipeline/core/limits.py)"
     try:
-        return tomllib.loads(text)
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses per nested array or inline table
+        raise error(deep) from None
+    if limits.depth_of(doc) > limits.limit().depth:
+        raise error(deep)
+    return doc
 
 
 def toml_type(value: object) -> str:

@@ -12,6 +12,7 @@ import duckdb
 
 from pipeline.core.events import Progress
 from pipeline.ingest.runs import IngestSummary
+from pipeline.ingest.store import MISSING_COLUMNS
 from pipeline.ingest.unchanged import ingest_unchanged
 from pipeline.sources.store import is_postgres, open_store
 
@@ -62,6 +63,9 @@ def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> In
         f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
         + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
     )
+    for r in summary.accounting:
+        if r.input == MISSING_COLUMNS and r.note:
+            events.say(f"  warning: columns the copy lacks, read as NULL (unknown): {r.note}")
     if line := other_builds_line(con, summary.source_id):
         events.say(f"  {line}")
     return summary
@@ -72,9 +76,10 @@ def other_builds_line(con: duckdb.DuckDBPyConnection, source_id: str) -> str | N
     payload storage), all of it read; None when there is nothing of the kind."""
     from pipeline.core.paths import sql_text
 
-    row = con.execute(sql_text("warehouse/ingest/other_builds.sql"), {"source_id": source_id}).fetchone()
-    if row is None:
+    rows = con.execute(sql_text("warehouse/ingest/other_builds.sql"), {"source_id": source_id}).fetchall()
+    if not rows:
         return None
+    row = rows[0]
     json_checkpoints, counters, models, zst, self_verdicts = row
     parts = [
         f"{json_checkpoints:,} JSON checkpoint(s) (pre-devshard-v2)" if json_checkpoints else "",

@@ -32,6 +32,7 @@ import duckdb
 import msgspec
 
 from pipeline.core.digest import content_digest
+from pipeline.core.limits import LIMITS, nesting_past
 from pipeline.ingest.accounting import Accounting
 from pipeline.ingest.ledger import CounterKeyError, counter_id, parse_counter_key
 from pipeline.ingest.runs import ingest_run
@@ -51,7 +52,7 @@ CHAIN_COUNTERS = (
 )
 HOST_STATS = ("missed", "invalid", "cost", "required_validations", "completed_validations", "escrow_count")
 INT64 = (-(2**63), 2**63 - 1)  # the warehouse's BIGINT columns
-MAX_JSON_FILE_BYTES = 256 * 2**20  # one saved response, compressed or not: far above any real one
+MAX_JSON_FILE_BYTES = LIMITS.json_file_bytes  # one saved response, compressed or not: far above any real one
 GZIP_MAGIC = b"\x1f\x8b"
 RECORD_TABLES = ("api_participants", "chain_participant_stats")  # a record of these is one row (per key)
 
@@ -78,6 +79,8 @@ def _document(data: bytes):
     """The JSON document of a file's bytes, gunzipped first when they are gzip."""
     if data.startswith(GZIP_MAGIC):
         data = _gunzip(data)
+    if nesting_past(data) is not None:  # past pipeline/core/limits.py's depth (its words as before the limit)
+        raise Unreadable("not JSON (nested too deeply)")
     try:
         doc = msgspec.json.decode(data)  # integers exact at any size (orjson would round them to floats)
     except msgspec.ValidationError as exc:  # a number no integer or double holds, e.g. 1e999

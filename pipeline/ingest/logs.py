@@ -35,6 +35,7 @@ import duckdb
 import polars as pl
 
 from pipeline.core.digest import files_digest, sample_digest
+from pipeline.core.limits import PastLimit
 from pipeline.core.paths import sql_text
 from pipeline.ingest.kinds import LOG_KINDS, SourceKind, detect_kind, resolve
 from pipeline.ingest.runs import IngestRun, ingest_run, scalar
@@ -76,6 +77,7 @@ class LogIngestSummary:
     replaced: int = 0  # records of files read before, written again (another --year / --timezone corrects them)
     lines: int = 0
     unparsed: int = 0  # lines no parser understood in this run (each also in quarantine)
+    cut: int = 0  # of those, lines past the line limit (pipeline/core/limits.py), cut and not parsed
     undecodable: int = 0  # lines with bytes that are not UTF-8 (counted in the accounting's note)
     unrecognised: list[tuple[str, str]] = field(default_factory=list)  # (file, kind) with lines but 0 records
     # "PATH: reason" of what was named or found and not read: empty files, FIFOs and devices in a directory
@@ -147,6 +149,7 @@ def ingest_logs(
                 "files": summary.files,
                 "lines": summary.lines,
                 "unparsed": summary.unparsed,
+                "cut_lines": summary.cut,
                 "replaced": summary.replaced,
                 "unrecognised_files": len(summary.unrecognised),
             }
@@ -182,6 +185,9 @@ def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, 
                 run.quarantine([("log_file", str(file.path), "empty: no lines")])
     except (OSError, EOFError, zlib.error) as exc:  # a gzip member with a bad CRC or cut short, a read error
         raise SourceError(f"{file.path}: cannot read ({one_line(exc)})") from None
+    except PastLimit as exc:  # e.g. a gzip bomb: nothing of the file is kept; it is named and counted
+        _refuse_file(con, run, file, str(exc), job.summary)
+        return
     summary = job.summary
     acct = run.accounting
     acct.read("log files", 1, unit="files")
@@ -203,6 +209,15 @@ def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, 
     summary.lines += lines
     summary.unparsed += unparsed
     summary.undecodable += undecodable
+
+
+def _refuse_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, why: str, summary) -> None:
+    """A file past a limit of pipeline/core/limits.py: its transaction rolled back, it is quarantined whole."""
+    run.accounting.read("log files", 1, unit="files")
+    run.accounting.quarantined("log files", 1)
+    summary.not_read.append(f"{file.path}: {why}")
+    with transaction(con):
+        run.quarantine([("log_file", str(file.path), why)])
 
 
 def _quarantine_frame(host: str, table: str, file: LogFile, unparsed: pl.DataFrame) -> pl.DataFrame:
@@ -291,6 +306,7 @@ def ingest_vllm_file(
             run.run_id,
         )
     summary.replaced += replaced
+    summary.cut += stream.cut
     return FileRead(stream.lines, stream.records, stream.unparsed, stream.at(stream.last), stream.undecodable)
 
 
@@ -338,7 +354,7 @@ def _delete(con, run: IngestRun, script: str, params: dict) -> int:
     records: an event is part of its record). The rows counted as new go down by what was removed."""
     records = 0
     for table in VLLM_TABLES.values():
-        n = int(con.execute(sql_text(f"logs/{script}").format(table=table), params).fetchone()[0])
+        n = int(con.execute(sql_text(f"logs/{script}").format(table=table), params).fetchall()[0][0])
         run.count(table, -n)
         records += n if table in ("log_spec_decode", "log_engine_stats") else 0
     return records

@@ -30,7 +30,7 @@ import duckdb
 
 from pipeline.core.version import pipeline_version
 from pipeline.ingest.accounting import Accounting, AccountingRow
-from pipeline.warehouse.database import live_run, transaction
+from pipeline.warehouse.database import first_row, live_run, transaction
 
 # Polars and pyarrow are imported where rows are written: recording a run (an ingest of an
 # unchanged copy writes nothing else) needs neither.
@@ -46,9 +46,7 @@ QUARANTINE_COLUMNS = ("run_id", "source_id", "table_name", "row_key", "reason") 
 
 def scalar(result: duckdb.DuckDBPyConnection) -> Any:
     """The first column of the one row a statement returned (a count, the rows an INSERT wrote)."""
-    row = result.fetchone()
-    assert row is not None
-    return row[0]
+    return first_row(result)[0]
 
 
 def derived_run_id(

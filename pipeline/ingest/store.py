@@ -188,6 +188,10 @@ def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> dat
         con.unregister("copy_heads")
 
 
+# The accounting input that names the columns a copy lacks (its note: `table.column (in epoch N, …)`).
+MISSING_COLUMNS = "columns missing, read as NULL"
+
+
 def _set_aside(store: SessionStore, run: IngestRun) -> list[Problem]:
     """The rows the store's reads set aside (typed reading), counted as read and quarantined."""
     rejected = store.take_rejected() if hasattr(store, "take_rejected") else []
@@ -229,6 +233,19 @@ def _refused_inputs(store: SessionStore, run: IngestRun) -> list[Problem]:
             for column in store.columns(name, e) or []:
                 if column not in spec.schema.names:
                     run.accounting.note("columns not read", f"{name}.{column}", unit="columns")
+    # Columns the ingest reads that the copy lacks (an older build, or one renamed in the copy): read as NULL,
+    # never a default, and said per table and column. Once per table, from its reflected columns.
+    lacking: dict[str, list[str]] = {}
+    for name, spec in TABLES.items():
+        for e in store.epochs() if spec.per_epoch else [None]:
+            present = store.columns(name, e)
+            if present is None:  # a table the copy does not have is named elsewhere
+                continue
+            for column in spec.schema.names:
+                if column not in present and not (column == "epoch_id" and spec.per_epoch):
+                    lacking.setdefault(f"{name}.{column}", []).append("the store" if e is None else f"epoch {e}")
+    for column, parts in lacking.items():
+        run.accounting.note(MISSING_COLUMNS, f"{column} (in {', '.join(parts)})", unit="columns")
     return problems
 
 

@@ -32,6 +32,9 @@ from pipeline.ingest import kinds
 from pipeline.sources.store.base import SourceError
 
 CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
+# Keys a config may leave out, alone or together (each has a default, docs/configuration.md); `host` may be
+# left out too, but then no report is written.
+OPTIONAL_KEYS = ("warehouse", "output", "builds", "finality_lag")
 # The [[sources]] keys and kinds: those of the registered kinds (pipeline/ingest/kinds.py).
 SOURCE_KEYS = kinds.SOURCE_KEYS
 SOURCE_KINDS = tuple(kinds.SOURCE_KINDS)

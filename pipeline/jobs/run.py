@@ -240,7 +240,7 @@ def content_parts(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] | None
         if name in BOOKKEEPING_TABLES or (tables is not None and name not in tables):
             continue
         kept = ", ".join(f'"{c}"' for c in cols if c not in BOOKKEEPING_COLUMNS)
-        n, h = con.sql(f'SELECT count(*), coalesce(sum(hash({kept})::HUGEINT), 0) FROM "{name}"').fetchall()[0]
+        n, h = con.execute(f'SELECT count(*), coalesce(sum(hash({kept})::HUGEINT), 0) FROM "{name}"').fetchall()[0]
         parts[name] = f"{n}:{h}"
     if tables is None:
         # Of the bookkeeping, the stamps of unchanged copies count (pipeline/ingest/unchanged.py): a run whose

@@ -20,6 +20,7 @@ from pipeline.core.paths import SQL_DIR
 from pipeline.output import query_format as query_output
 from pipeline.output.query_format import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, TABLE_MAX_ROWS, QueryFormat
 from pipeline.warehouse.database import out_of_memory
+from pipeline.warehouse.database import relation as warehouse_relation
 
 QUERIES_DIR = SQL_DIR / "queries"
 MAX_SQL_BYTES = 16 * 2**20  # a --file longer than this is not SQL someone wrote
@@ -145,7 +146,7 @@ def _error(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> QueryError:
 def run_query(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> pl.DataFrame:
     """The result of ``sql`` as a Polars frame, every value exact (see `query_output.to_frame`)."""
     try:
-        relation = con.sql(sql, params=_bound(con, sql, params))
+        relation = warehouse_relation(con, sql, _bound(con, sql, params))
         if relation is None:
             raise QueryError("the statement returned no result to show (only queries do)")
         return query_output.to_frame(relation)
@@ -251,7 +252,7 @@ def _stream(
         sink.write(text.encode())
 
     try:
-        relation = con.sql(sql, params=_bound(con, sql, params))
+        relation = warehouse_relation(con, sql, _bound(con, sql, params))
         if relation is None:
             raise QueryError("the statement returned no result to show (only queries do)")
         limit = None if max_rows is None else max_rows + 1  # one more tells that rows were left out

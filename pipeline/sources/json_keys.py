@@ -9,8 +9,9 @@ same key twice with the same value changes nothing and is accepted.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from pipeline.core.limits import loads_json
 
 
 class DuplicateKey(ValueError):
@@ -28,5 +29,6 @@ def unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads_unique(text: str | bytes, **options: Any) -> Any:
-    """`json.loads` with `unique_members`: DuplicateKey for a key given twice with two values."""
-    return json.loads(text, object_pairs_hook=unique_members, **options)
+    """`json.loads` with `unique_members`, nested at most the depth limit (`loads_json`): DuplicateKey for a
+    key given twice with two values, a ValueError for a document nested past the limit."""
+    return loads_json(text, object_pairs_hook=unique_members, **options)

@@ -299,12 +299,13 @@ def live_run(run_id: str) -> Iterator[None]:
 def abort_abandoned_runs(con: duckdb.DuckDBPyConnection) -> int:
     """Mark ``running`` ingest runs that no live process carries out as ``aborted``; returns how many."""
     with transaction(con):
-        row = con.execute(
-            "UPDATE ingest_runs SET status = 'aborted', finished_at = now() "
-            "WHERE status = 'running' AND NOT list_contains($live, run_id)",
-            {"live": sorted(_LIVE_RUNS)},
-        ).fetchone()
-        assert row is not None  # an UPDATE returns its count
+        row = first_row(
+            con.execute(
+                "UPDATE ingest_runs SET status = 'aborted', finished_at = now() "
+                "WHERE status = 'running' AND NOT list_contains($live, run_id)",
+                {"live": sorted(_LIVE_RUNS)},
+            )
+        )  # an UPDATE returns its count
         return int(row[0])
 
 
@@ -385,10 +386,29 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
         con.execute("COMMIT")
 
 
+def first_row(result: duckdb.DuckDBPyConnection) -> tuple:
+    """The first row of the statement just executed, its result read to the end: DuckDB 2 refuses the
+    connection's next relation or registration while an `execute()` result is unfinished (`fetchone`
+    leaves it so), so the warehouse layer never reads a result in part."""
+    rows = result.fetchall()
+    assert rows, "the statement returned no row"
+    return rows[0]
+
+
+def relation(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> duckdb.DuckDBPyRelation | None:
+    """A query as a relation (streamed, or handed over as Arrow), after completing whatever result an
+    earlier `execute()` left on the connection: a caller that did not read one to the end cannot make
+    this query fail. None for a statement that is not a query."""
+    con.complete()
+    return con.sql(sql, params=params)
+
+
 def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> pl.DataFrame:
     """Run a query and return a Polars frame (DuckDB 2 hands results over as Arrow)."""
     import polars as pl  # here: opening a warehouse (an ingest of an unchanged copy) needs no Polars
 
-    result = pl.from_arrow(con.sql(sql, params=params).to_arrow_table())
+    rel = relation(con, sql, params)
+    assert rel is not None, "fetch_frame runs queries"
+    result = pl.from_arrow(rel.to_arrow_table())
     assert isinstance(result, pl.DataFrame)
     return result

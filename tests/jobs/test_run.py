@@ -637,3 +637,119 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
     assert any(len(line) > 200 and "output_tokens" in line for line in table_lines)
 
     assert run("--quiet") == []
+
+
+# -- the config file as an input: every optional key left out ------------------------------------------------
+
+
+def _full_config(dir: Path) -> dict:
+    """A config with every key set: the samples' store and vLLM log, as the shipped config names them."""
+    samples = ROOT / "data-samples"
+    return {
+        "warehouse": "wh/warehouse.duckdb",
+        "output": "reports",
+        "host": sample_config().host,
+        "builds": str(samples / "builds.toml"),
+        "finality_lag": "6h",
+        "sources": [
+            {"path": str(samples / "store"), "kind": "store", "label": "copy"},
+            {"path": str(samples / "vllm"), "kind": "vllm", "label": "log", "timezone": "UTC", "year": 2026},
+        ],
+    }
+
+
+def _write_toml(path: Path, doc: dict) -> Path:
+    lines = [f"{k} = {v!r}".replace("'", '"') for k, v in doc.items() if k != "sources"]
+    for s in doc.get("sources", []):
+        lines += ["", "[[sources]]", *(f"{k} = {v!r}".replace("'", '"') for k, v in s.items())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _optional_source_keys(entry: dict) -> list[str]:
+    """The keys of a [[sources]] entry that it may leave out: all but its url/path, and its kind only where
+    the kind is detected without it (pipeline/ingest/kinds.py)."""
+    from pipeline.ingest.kinds import kind_of
+
+    found = kind_of({k: v for k, v in entry.items() if k != "kind"})
+    return [k for k in entry if k not in ("url", "path") and (k != "kind" or found is not None)]
+
+
+def _left_out_cases() -> dict[str, tuple[list[str], dict[int, list[str]]]]:
+    """Per case: the top-level keys and, per source entry, the keys left out; from the config's own
+    definition (OPTIONAL_KEYS, the source kinds), one case per key, all of them together, and the config a
+    new host writes first (store only: no builds, no log source)."""
+    from pipeline.jobs.config import OPTIONAL_KEYS
+
+    entries = _full_config(Path("."))["sources"]
+    cases: dict[str, tuple[list[str], dict[int, list[str]]]] = {key: ([key], {}) for key in OPTIONAL_KEYS}
+    for i, entry in enumerate(entries):
+        for key in _optional_source_keys(entry):
+            cases[f"sources[{i}].{key}"] = ([], {i: [key]})
+    cases["all together"] = (list(OPTIONAL_KEYS), {i: _optional_source_keys(e) for i, e in enumerate(entries)})
+    cases["store only, no builds"] = (["builds"], {1: ["*"]})
+    return cases
+
+
+@pytest.mark.heavy  # a whole run per case: the heavy tier
+@pytest.mark.parametrize("case", sorted(_left_out_cases()))
+def test_a_config_without_an_optional_key_still_writes_the_reports(tmp_path, monkeypatch, case):
+    """The config a new host writes first (host, warehouse, output, one store source) ended `run` in a DuckDB
+    `ResourceInUseException` (an unfinished result left on the connection): every key the config calls optional
+    may be left out, alone or together, and the run still writes its reports."""
+    for key in CONFIG_KEYS:
+        monkeypatch.delenv(f"GONKA_EVIDENCE_{key.upper()}", raising=False)
+    monkeypatch.chdir(tmp_path)
+    top, per_source = _left_out_cases()[case]
+    doc = _full_config(tmp_path)
+    for key in top:
+        del doc[key]
+    sources = []
+    for i, entry in enumerate(doc["sources"]):
+        if per_source.get(i) != ["*"]:
+            sources.append({k: v for k, v in entry.items() if k not in per_source.get(i, [])})
+    doc["sources"] = sources
+    cfg = _write_toml(tmp_path / "gonka-evidence.toml", doc)
+    outcome = run_job(cfg, None)
+    out = tmp_path / doc.get("output", "out")
+    assert sorted(p.parent.name for p in out.glob("epoch-*/report.md")) == ["epoch-2", "epoch-3"], outcome
+
+
+@pytest.mark.heavy  # a whole run: the heavy tier
+def test_a_postgres_only_config_writes_the_reports(tmp_path, monkeypatch, timeline, pg_database):
+    """host, warehouse, output and one PostgreSQL source (no builds, no logs) ended like the store-only config,
+    in DuckDB's ResourceInUseException."""
+    for key in CONFIG_KEYS:
+        monkeypatch.delenv(f"GONKA_EVIDENCE_{key.upper()}", raising=False)
+    url = pg_database()
+    timeline.copy(last_epoch=4).write_postgres(url)
+    cfg = _write_toml(
+        tmp_path / "gonka-evidence.toml",
+        {"host": timeline.focal_host, "warehouse": "w.duckdb", "output": "out", "sources": [{"url": url}]},
+    )
+    run_job(cfg, None)
+    assert sorted(p.parent.name for p in (tmp_path / "out").glob("epoch-*/report.md"))
+
+
+def test_the_warehouse_layer_never_meets_an_unfinished_result(tmp_path):
+    """DuckDB 2 refuses a connection's next relation or registration while an `execute()` result is unread:
+    `scalar` read a count with fetchone(), and `run`'s `content_parts` once failed so. Whether DuckDB refuses
+    depends on the state of the query (the same code later ran clean), so this states the contract of the
+    warehouse layer rather than replaying that failure: results read to the end, relations made after
+    completing what an earlier `execute()` left."""
+    import pyarrow as pa
+
+    from pipeline.ingest.runs import scalar
+    from pipeline.jobs.run import content_parts
+    from pipeline.warehouse.database import fetch_frame, open_for_write
+
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        assert scalar(con.execute("SELECT count(*) FROM range(1000)")) == 1000
+        con.register("rows_after", pa.table({"a": [1]}))  # refused after a result read in part
+        con.unregister("rows_after")
+        assert content_parts(con)  # a relation right after
+        con.execute("SELECT * FROM range(100000)")  # a caller that reads nothing of its result
+        assert fetch_frame(con, "SELECT 1 AS one")["one"].to_list() == [1]
+    finally:
+        con.close()

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import BinaryIO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import polars as pl
 
+from pipeline.core.limits import PastLimit, inflated_past, limit
 from pipeline.sources.errors import SourceError
 
 _PROBE_BYTES = 256 * 1024
@@ -40,17 +43,24 @@ class LogFile:
         with open(self.path, "rb") as fh:
             return fh.read(2) == b"\x1f\x8b"
 
+    def open_bytes(self) -> BinaryIO:
+        """The file's bytes, gzip transparently: a gzip member that inflates past the limit's ratio
+        (pipeline/core/limits.py) raises PastLimit as it is read, before its bytes are parsed."""
+        if self.gzipped:
+            return io.BufferedReader(_Inflating(open(self.path, "rb")), 1 << 20)
+        return open(self.path, "rb")
+
     def open_text(self):
         """Text lines, gzip transparently; undecodable bytes replaced, never fatal."""
-        if self.gzipped:
-            return gzip.open(self.path, "rt", encoding="utf-8", errors="replace", newline="")
-        return open(self.path, encoding="utf-8", errors="replace", newline="")
+        return io.TextIOWrapper(self.open_bytes(), encoding="utf-8", errors="replace", newline="")
 
     def lines(self) -> Iterator[str]:
         """The file's lines without their ends: LF, CR LF, a lone CR, and CR CR… LF (one end, not an
         empty line more: a line number must not depend on how many CRs a writer put before the LF).
         Bytes that are not UTF-8 at a line's end are dropped (a character cut by the writer is no text
-        of a record), elsewhere read as U+FFFD; the lines that had any are counted in `undecodable`."""
+        of a record), elsewhere read as U+FFFD; the lines that had any are counted in `undecodable`.
+        A line longer than the line limit (pipeline/core/limits.py) comes back cut to it, the rest of it
+        read past, never held."""
         self.undecodable[0] = 0
         for line in self._ended_lines():
             if "\ufffd" in line:
@@ -59,10 +69,16 @@ class LogFile:
             yield line
 
     def _ended_lines(self) -> Iterator[str]:
+        most = limit().line_bytes
         with self.open_text() as fh:
             held: str | None = None  # a line ended by a lone CR, which CRs and then an LF may still continue
             crs = 0  # lone CRs after it
-            for raw in fh:
+            while raw := fh.readline(most):
+                if len(raw) == most and not raw.endswith(("\n", "\r")):  # (characters: at least as many bytes)
+                    rest = ""
+                    while (rest := fh.readline(most)) and not rest.endswith(("\n", "\r")):
+                        pass
+                    raw += rest[-2:] if rest.endswith("\r\n") else rest[-1:]  # the cut line keeps its end
                 if held is not None:
                     if raw == "\r":
                         crs += 1
@@ -81,6 +97,15 @@ class LogFile:
                 yield held
                 yield from [""] * crs
 
+    def read_whole(self) -> str:
+        """The file's text, for a reader that parses it whole; PastLimit past the limit of such a file."""
+        most = limit().whole_file_bytes
+        with self.open_text() as fh:
+            text = fh.read(most + 1)
+        if len(text) > most:
+            raise PastLimit(f"longer than {most:,} characters, the most read whole (limit: pipeline/core/limits.py)")
+        return text
+
     def head(self, size: int = _PROBE_BYTES) -> str:
         try:
             with self.open_text() as fh:
@@ -98,6 +123,28 @@ class LogFile:
             if n >= number and line.strip():
                 return line_hash(line)
         return None
+
+
+class _Inflating(io.RawIOBase):
+    """A gzip stream that counts what it inflates against what it reads (`limits.inflated_past`)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw, self._gz, self._inflated = raw, gzip.GzipFile(fileobj=raw, mode="rb"), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._gz.readinto(buffer)
+        self._inflated += n
+        if (why := inflated_past(self._inflated, self._raw.tell())) is not None:
+            raise PastLimit(why)
+        return n
+
+    def close(self) -> None:
+        self._gz.close()
+        self._raw.close()
+        super().close()
 
 
 @dataclass

@@ -216,8 +216,7 @@ def _documents(text: str):
 
 def parse_poc(file: LogFile, host: str) -> ParsedPoc:
     out = ParsedPoc()
-    with file.open_text() as fh:
-        text = fh.read()
+    text = file.read_whole()
     out.lines = text.count("\n") + 1
     if "[validate] n_total=" in text:
         for number, line in enumerate(text.splitlines(), 1):

@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.gcpause import gc_paused
+from pipeline.core.limits import limit
 from pipeline.sources.logs import catalogue
 from pipeline.sources.logs.catalogue import DEATH, ENGINE_DEAD, FATAL, OOM, WORKER_DIED
 from pipeline.sources.logs.files import LogFile, LogTimezone
@@ -265,6 +266,7 @@ class VllmStream:
     # the collector prefixes seen before an envelope so far (shapes, file order), and one regex of them
     learned: list[str] = field(default_factory=list)
     learned_rx: re.Pattern | None = None
+    cut: int = 0  # lines past the line limit (each also unparsed, in quarantine)
 
     def learn(self, shape: str) -> None:
         if len(self.learned) < MAX_LEARNED and shape not in self.learned:
@@ -280,10 +282,12 @@ class VllmStream:
 def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
     """The file in blocks of whole lines (a block ends at a \n, or at the end of the file; never between two
     lines of one message, see `_cut`); what follows a block's end starts the next one. The first blocks are
-    smaller (doubling up to `chunk_bytes`), so that the first rows come early."""
-    import gzip
+    smaller (doubling up to `chunk_bytes`), so that the first rows come early.
 
-    with gzip.open(file.path, "rb") if file.gzipped else open(file.path, "rb") as fh:
+    A line longer than the line limit (pipeline/core/limits.py) is never held whole: past the limit, only its
+    first `line_bytes + 1` bytes are kept and the rest is read past; `_scan_chunk` cuts and counts it."""
+    most = limit().line_bytes
+    with file.open_bytes() as fh:
         carry = b""
         size = min(chunk_bytes, FIRST_CHUNK_BYTES)
         while True:
@@ -295,12 +299,27 @@ def _chunks(file: LogFile, chunk_bytes: int) -> Iterator[bytes]:
                 return
             data = carry + data if carry else data
             end = _cut(data)
+            if end == 0 and len(data) > most and data.find(b"\n") < 0:  # one line past the limit: read past it
+                carry = _past_line(fh, data[: most + 1], size)
+                continue
+            if end == 0 and len(data) > 2 * max(chunk_bytes, CHUNK_BYTES):  # one message that long: cut it anyway
+                end = data.rfind(b"\n") + 1
             if end == 0:  # no line end in this read (or one message throughout): read on
                 carry = data
                 continue
             block, carry = [data[:end]], data[end:]
             del data
             yield block.pop()  # held here no longer than it takes to hand it on (see `_scanned`)
+
+
+def _past_line(fh, head: bytes, size: int) -> bytes:
+    """The kept head of an over-long line, with what follows the line's end: the rest of the line is read
+    and dropped, a block at a time."""
+    while more := fh.read(size):
+        end = more.find(b"\n")
+        if end >= 0:
+            return head + more[end:]
+    return head
 
 
 _HEADER = re.compile(
@@ -340,10 +359,6 @@ def _cut(data: bytes, max_back: int = 10_000) -> int:
 
 
 _CR_LF = re.compile(r"\r+\n")
-
-
-def _split(data: bytes) -> pl.Series:
-    return _split_counted(data)[0]
 
 
 def _split_counted(data: bytes) -> tuple[pl.Series, int]:
@@ -391,6 +406,23 @@ def _split_counted(data: bytes) -> tuple[pl.Series, int]:
     if not undecodable:
         return raw, 0
     return raw.str.strip_chars_end("\ufffd"), int(raw.str.contains("\ufffd", literal=True).sum())
+
+
+def _bounded(data: bytes) -> tuple[pl.Series, list[tuple[int, str]], int]:
+    """The block's lines (`_split_counted`), each longer than the line limit made blank, (line in the block,
+    why) of those: they are quarantined, not parsed; and the lines with bytes that are not UTF-8. One look
+    at the lines' lengths, no pass over them."""
+    raw, undecodable = _split_counted(data)
+    most = limit().line_bytes
+    if raw.len() == 0 or raw.str.len_bytes().max() <= most:  # type: ignore[operator]
+        return raw, [], undecodable
+    over = (raw.str.len_bytes() > most).arg_true()
+    heads = raw.gather(over).str.slice(0, 200).to_list()
+    cut = [
+        (i + 1, f"longer than {most:,} bytes (the line limit, pipeline/core/limits.py), cut: {head}")
+        for i, head in zip(over.to_list(), heads, strict=True)
+    ]
+    return raw.scatter(over, ""), cut, undecodable
 
 
 def _head(text: pl.Series) -> pl.DataFrame:
@@ -640,7 +672,6 @@ _UNPARSED_SCHEMA = {"line": pl.Int64, "text": pl.String}
 
 
 @dataclass
-@dataclass
 class _Chunk:
     """One chunk as the record walk (`_walk`) needs it."""
 
@@ -655,6 +686,7 @@ class _Chunk:
     env_lines: pl.DataFrame | None = None  # line and stamp of every envelope line
     startup: pl.DataFrame | None = None  # line, level, proc, stamp, part, key, value (`vllm_config.start_facts`)
     prefixes: pl.DataFrame | None = None  # shape, line: each collector prefix shape before an envelope, first line
+    cut: list[tuple[int, str]] = field(default_factory=list)  # (line, why) of lines past the line limit
 
 
 def _parse_chunk(chunk: _Chunk, st: VllmStream) -> VllmBatch:
@@ -665,7 +697,11 @@ def _parse_chunk(chunk: _Chunk, st: VllmStream) -> VllmBatch:
         st.undecodable += chunk.undecodable
         chunk = _place(chunk, st)
         st.lines += chunk.lines
-        return _finish(st, *_walk(chunk, st), startup=chunk.startup)
+        spec, stats, events, unparsed = _walk(chunk, st)
+        if chunk.cut:  # lines past the limit: quarantined as unparsed lines, with why
+            st.cut += len(chunk.cut)
+            unparsed = sorted(unparsed + chunk.cut)
+        return _finish(st, spec, stats, events, unparsed, startup=chunk.startup)
 
 
 def _scan_chunk(box: list[bytes]) -> _Chunk:
@@ -673,7 +709,7 @@ def _scan_chunk(box: list[bytes]) -> _Chunk:
     through the Polars expressions, on its own: lines numbered from 1 and year rollovers counted from 0
     within the chunk (`_place` shifts both). Needs no state, so the next chunks are scanned in threads
     while this one is walked (Polars runs without the GIL)."""
-    raw, undecodable = _split_counted(box.pop())
+    raw, cut, undecodable = _bounded(box.pop())
     df = _lines_frame(raw, 1)
     is_env = pl.col("level").is_not_null()
     # year rollovers within the chunk: a month that falls back by more than six
@@ -727,6 +763,7 @@ def _scan_chunk(box: list[bytes]) -> _Chunk:
         prefixes=None
         if "shape" not in df.columns
         else df.group_by("shape").agg(pl.col("line").min()).drop_nulls().sort("line"),
+        cut=cut,
     )
 
 
@@ -760,6 +797,7 @@ def _place(chunk: _Chunk, st: VllmStream) -> _Chunk:
         chunk.lines,
         startup=None if chunk.startup is None else with_at(moved(chunk.startup, ("line",)), st.base, st.tz),
         prefixes=None if chunk.prefixes is None else moved(chunk.prefixes, ("line",)),
+        cut=[(line + offset, why) for line, why in chunk.cut],
     )
 
 
@@ -1063,7 +1101,7 @@ def scan_years(file: LogFile, chunk_bytes: int = CHUNK_BYTES) -> tuple[int, tupl
     """(rollovers, stamp of the last record): the first pass when no --year is given."""
     rollovers, last_month, last = 0, None, None
     for block in _chunks(file, chunk_bytes):
-        df = _lines_frame(_split(block), 0, stamps_only=True).filter(pl.col("level").is_not_null()).drop("level")
+        df = _lines_frame(_bounded(block)[0], 0, stamps_only=True).filter(pl.col("level").is_not_null()).drop("level")
         if not df.height:
             continue
         prev = pl.col("month").shift(1)

@@ -23,13 +23,14 @@ from pathlib import Path
 import msgspec
 import zstandard
 
+from pipeline.core.limits import LIMITS, in_int64
 from pipeline.core.paths import sql_text
 from pipeline.sources.files import FileReadError, read_regular_file
 
 NUMBER = re.compile(r"^\d+$")
 # The largest payload file one read may take: answers of tens of thousands of tokens with top-20
 # logprobs stay far below it, and it bounds the memory a single file can claim.
-MAX_PAYLOAD_FILE_BYTES = 256 * 2**20
+MAX_PAYLOAD_FILE_BYTES = LIMITS.payload_bytes  # (pipeline/core/limits.py)
 
 
 PAYLOAD_FORMATS = ("postgres", "json", "json_zst")  # answer_checks.payload_format
@@ -114,7 +115,7 @@ class PayloadFile:
 def _payload_name(name: str) -> tuple[int, str] | None:
     """(inference id, format) of a payload file's name, None for any other name."""
     for suffix, fmt in SUFFIXES:
-        if name.endswith(suffix) and NUMBER.match(name[: -len(suffix)]):
+        if name.endswith(suffix) and NUMBER.match(name[: -len(suffix)]) and in_int64(name[: -len(suffix)]):
             return int(name[: -len(suffix)]), fmt
     return None
 
@@ -128,7 +129,7 @@ def payload_files(
     if not root.is_dir():
         return
     for epoch_dir in sorted(root.iterdir()):
-        if not (epoch_dir.is_dir() and NUMBER.match(epoch_dir.name)):
+        if not (epoch_dir.is_dir() and NUMBER.match(epoch_dir.name) and in_int64(epoch_dir.name)):
             listing.strays.append(epoch_dir.name)
             continue
         for escrow_dir in sorted(epoch_dir.iterdir()):
