@@ -222,12 +222,12 @@ def warehouse_state(con: duckdb.DuckDBPyConnection) -> str:
         "SELECT list(column_name ORDER BY column_index) FROM duckdb_columns() "
         "WHERE table_name = ? AND database_name = current_database() AND NOT internal",
         [META_TABLE],
-    ).fetchone()
+    ).fetchall()
     is_table = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE table_name = ? AND database_name = current_database()",
         [META_TABLE],
-    ).fetchone()
-    if not is_table or not is_table[0] or not columns or columns[0] != ["key", "value"]:
+    ).fetchall()
+    if not is_table[0][0] or columns[0][0] != ["key", "value"]:
         return "foreign"
     rows = con.execute(f"SELECT value FROM {META_TABLE} WHERE key = 'schema_version'").fetchall()
     return "warehouse" if rows else "foreign"
