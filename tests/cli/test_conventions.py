@@ -18,7 +18,7 @@ from pipeline import __version__
 from tests.factories import sample_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
 
 
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:

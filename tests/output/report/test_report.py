@@ -24,7 +24,7 @@ from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
 GOLDEN = Path(__file__).parents[2] / "golden" / "report-epoch-3.md"
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +216,7 @@ def test_findings_of_a_host_with_one_build_and_of_a_host_without_data(sample_dir
     builds; a host with nothing in the epoch gets one "not measured" line per finding, no empty bullet."""
     from pipeline.output.report import build_epoch_report, render_report_markdown
 
-    v1_host = "gonka1h2aeruh3tq2uvu3ehetjnngp4fcc2kdv92tr2y"  # a V1 validator of data-samples/builds.toml
+    v1_host = "gonka1h2aeruh3tq2uvu3ehetjnngp4fcc2kdv4nxajn"  # a V1 validator of data-samples/builds.toml
     con = duckdb.connect(str(sample_dir / "warehouse.duckdb"), read_only=True)
     try:
         v1 = _findings_block(render_report_markdown(build_epoch_report(con, 3, v1_host)))
