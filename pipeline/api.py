@@ -73,6 +73,7 @@ __all__ = [
     "ingest",
     "ingest_json",
     "infer_builds",
+    "init_config",
     "ingest_logs",
     "load_builds",
     "named_queries",
@@ -620,6 +621,21 @@ def infer_builds(host: str | None = None, out: str | Path | None = None, warehou
     if out is not None:
         Path(out).write_text(text, encoding="utf-8")
     return text
+
+
+def init_config(
+    host: str,
+    *,
+    config: str | Path = "gonka-evidence.toml",
+    sources: Iterable[str] = (),
+    vllm: str | None = None,
+    builds: str | None = None,
+) -> Path:
+    """`gonka-evidence init`: write a commented run configuration for `host` to `config` (never over an
+    existing file); see `pipeline.jobs.init`."""
+    from pipeline.jobs.init import write_config
+
+    return write_config(Path(config), host, sources=list(sources), vllm=vllm, builds=builds)
 
 
 def check_builds(
