@@ -378,14 +378,20 @@ class Warehouse:
     def infer_builds(self, host: str | None = None) -> str:
         """A proposed builds.toml (text) from the start cycles of the vLLM logs (`builds infer`)."""
         from pipeline.evidence.buildcheck import infer
+        from pipeline.evidence.request import check_host
 
+        if host is not None:  # a typo must not read as "no start cycles"
+            check_host(self._con, host)
         return infer(self._con, host)
 
     def check_builds(self, file: str | Path | None = None, host: str | None = None) -> BuildCheck:
         """A builds.toml (default: the loaded timeline) against the vLLM logs' start cycles (`builds check`)."""
         from pipeline.evidence.buildcheck import check, loaded_timeline
+        from pipeline.evidence.request import check_host
         from pipeline.ingest.builds import read_builds
 
+        if host is not None:  # a typo must not read as "not checked" or "consistent"
+            check_host(self._con, host)
         timeline = read_builds(Path(file)) if file is not None else loaded_timeline(self._con)
         return check(self._con, timeline, host)
 

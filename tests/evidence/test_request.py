@@ -149,6 +149,8 @@ def test_the_commands_exit_1_with_one_line_and_print_no_table(warehouse):
         (["evidence", "votes-by-build", "--host", _neighbour(FOCAL)], "is not in the warehouse; it holds 10 hosts"),
         (["report", "epoch", "99", "--host", FOCAL], f"epoch 99 is not in the warehouse: it holds {HELD}"),
         (["report", "epoch", "3", "--host", _neighbour(FOCAL)], f"closest: {FOCAL}, "),
+        (["builds", "check", "--host", _neighbour(FOCAL)], f"closest: {FOCAL}, "),
+        (["builds", "infer", "--host", "gonka1nobody"], "is not a gonka1… address"),
     ]
     for args, expected in cases:
         done = _cli(*args, "--warehouse", str(warehouse), cwd=warehouse.parent)
