@@ -54,8 +54,10 @@ DATA = BENCH / "data"
 RESULTS = BENCH / "results"
 sys.path.insert(0, str(ROOT))
 
+from pipeline.core.address import sample_address  # noqa: E402 (the checkout, on sys.path above)
+
 UTC = UTC
-HOST = "gonka1logbench00000000000000000000000000"
+HOST = sample_address("l0gvench")
 YEAR = 2025  # year of the file's first record (--year)
 START = datetime(2025, 9, 1, 8, 0, 0, tzinfo=UTC)
 # What the parser dispatches on (vllm_logs.parse_vllm_log / _events / OOM / iter_records' traceback folding).

@@ -76,6 +76,7 @@ __all__ = [
     "ingest",
     "ingest_json",
     "infer_builds",
+    "init_config",
     "ingest_logs",
     "load_builds",
     "named_queries",
@@ -408,14 +409,20 @@ class Warehouse:
     def infer_builds(self, host: str | None = None) -> str:
         """A proposed builds.toml (text) from the start cycles of the vLLM logs (`builds infer`)."""
         from pipeline.evidence.buildcheck import infer
+        from pipeline.evidence.request import check_host
 
+        if host is not None:  # a typo must not read as "no start cycles"
+            check_host(self._con, host)
         return infer(self._con, host)
 
     def check_builds(self, file: str | Path | None = None, host: str | None = None) -> BuildCheck:
         """A builds.toml (default: the loaded timeline) against the vLLM logs' start cycles (`builds check`)."""
         from pipeline.evidence.buildcheck import check, loaded_timeline
+        from pipeline.evidence.request import check_host
         from pipeline.ingest.builds import read_builds
 
+        if host is not None:  # a typo must not read as "not checked" or "consistent"
+            check_host(self._con, host)
         timeline = read_builds(Path(file)) if file is not None else loaded_timeline(self._con)
         return check(self._con, timeline, host)
 
@@ -659,6 +666,21 @@ def infer_builds(host: str | None = None, out: str | Path | None = None, warehou
             with output_file(Path(out)) as sink:
                 sink.write(text.encode("utf-8"))
     return text
+
+
+def init_config(
+    host: str,
+    *,
+    config: str | Path = "gonka-evidence.toml",
+    sources: Iterable[str] = (),
+    vllm: str | None = None,
+    builds: str | None = None,
+) -> Path:
+    """`gonka-evidence init`: write a commented run configuration for `host` to `config` (never over an
+    existing file); see `pipeline.jobs.init`."""
+    from pipeline.jobs.init import write_config
+
+    return write_config(Path(config), host, sources=list(sources), vllm=vllm, builds=builds)
 
 
 def check_builds(

@@ -96,3 +96,32 @@ def build_at(builds, host: str, at) -> str | None:
         if window.host == host and window.since <= at.timestamp():
             label = window.label
     return label
+
+
+def idle_host(con, epoch: int) -> str:
+    """A host the warehouse holds (it holds slots) that holds none in ``epoch``'s escrows: present, with
+    nothing there (a host the warehouse does not hold at all is an error, not an empty table)."""
+    rows = con_frame(
+        con,
+        "SELECT address FROM escrow_slots GROUP BY address "
+        "HAVING count(*) FILTER (epoch_id = $epoch) = 0 ORDER BY address",
+        {"epoch": epoch},
+    )
+    assert rows.height, f"the samples have a host with no slot in epoch {epoch}"
+    return rows["address"][0]
+
+
+def quiet_window(con, host: str) -> tuple:
+    """A ``(since, until)`` inside the warehouse's data in which ``host`` neither started an answer nor cast
+    a verdict: from the data's first instant to the host's first act."""
+    from pipeline.core.paths import sql_text
+
+    first = con_frame(con, sql_text("evidence/held_span.sql"))["first_at"][0]
+    acts = con_frame(
+        con,
+        "SELECT least((SELECT min(started_at) FROM inferences WHERE executor = $host), "
+        "(SELECT min(event_at) FROM validations WHERE validator = $host)) AS at",
+        {"host": host},
+    )["at"][0]
+    assert first < acts, "the host's first act is after the data's first instant"
+    return first, acts

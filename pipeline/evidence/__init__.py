@@ -4,9 +4,9 @@
     result = compute("votes-by-build", con, host="gonka1…", epoch=437)
 
 `compute` checks the request against the table's spec, runs the table on the warehouse views
-and attaches the provenance footer. User errors raise `EvidenceError` with a one-line message.
-A host that executed or validated nothing is not an error: the table is empty and says so in
-its notes.
+and attaches the provenance footer. User errors raise `EvidenceError` with a one-line message,
+among them a host or window the warehouse does not hold (`request.py`). A held host that executed
+or validated nothing in a held window is not an error: the table is empty and says so in its notes.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import duckdb
 
 from pipeline.evidence.provenance import provenance
 from pipeline.evidence.registry import load_specs
+from pipeline.evidence.request import check_request
 from pipeline.evidence.result import EvidenceResult, Provenance
 from pipeline.evidence.spec import EvidenceSpec, Option, ReportContext, ReportSection
 from pipeline.evidence.window import EvidenceError, Window
@@ -58,6 +59,7 @@ def compute(
     for key in chosen:
         if spec.option(key) is None:
             raise EvidenceError(f"--{key.replace('_', '-')} is not available for {name}")
+    check_request(con, host, window)
     result = spec.compute(con, host, window, **chosen)
     if command is None:
         command = reproducing_command(name, host, epoch=epoch, since=since, until=until, **chosen)

@@ -29,9 +29,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.address import sample_address
+
 UTC = UTC
-HOST = "gonka1loghost0000000000000000000000000000"
-EXECUTOR = "gonka1executor000000000000000000000000000"
+HOST = sample_address("l0gh0st")
+EXECUTOR = sample_address("execut0r")
 K = 5
 BUILDS = [  # (host, label, since)
     (HOST, "A", datetime(2025, 12, 31, 0, 0, tzinfo=UTC)),

@@ -13,7 +13,7 @@ from pipeline.core.paths import DATA_SAMPLES_DIR
 from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
 BAD = f"""
 [[builds]]
 host = "{HOST}"

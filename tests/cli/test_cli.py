@@ -188,5 +188,5 @@ def test_a_new_command_is_one_module(tmp_path, monkeypatch):
     fresh = typer.Typer()
     commands.register_all(fresh)
     names = [c.name or c.callback.__name__ for c in fresh.registered_commands]
-    assert names[:3] == ["ingest", "hello", "builds"]  # ORDER 15: between ingest (10) and builds (20)
+    assert names[:4] == ["init", "ingest", "hello", "builds"]  # ORDER 15: between ingest (10) and builds (20)
     assert CliRunner().invoke(fresh, ["hello"]).stdout == "hello\n"

@@ -18,7 +18,7 @@ from pipeline import __version__
 from tests.factories import sample_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
 
 
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -166,9 +166,10 @@ def test_shell_completion_of_evidence_names_named_queries_and_formats():
     assert _complete("gonka-evidence evidence tracker --format ") == list(FORMATS)
 
 
-def test_query_and_evidence_take_host_and_warehouse_from_the_config(tmp_path, warehouse):
+def test_query_and_evidence_take_host_and_warehouse_from_the_config(tmp_path, warehouse, timeline):
+    host = timeline.focal_host  # a host the warehouse holds (one it does not is an error)
     config = tmp_path / "gonka-evidence.toml"
-    config.write_text(f'warehouse = "{warehouse}"\nhost = "{HOST}"\n')
+    config.write_text(f'warehouse = "{warehouse}"\nhost = "{host}"\n')
     here = cli("query", "SELECT count(*) AS n FROM escrows", "--format", "json", cwd=tmp_path)
     assert here.returncode == 0, here.stderr
     assert json.loads(here.stdout)[0]["n"] > 0
@@ -178,7 +179,7 @@ def test_query_and_evidence_take_host_and_warehouse_from_the_config(tmp_path, wa
     assert named.returncode == 0 and named.stdout.startswith("n\n"), named.stderr
     evidence = cli("evidence", "peer-invalidation", "--format", "json", cwd=tmp_path)
     assert evidence.returncode == 0, evidence.stderr
-    assert f"--host {HOST}" not in evidence.stdout  # the host came from the config, not the command line
+    assert f"--host {host}" not in evidence.stdout  # the host came from the config, not the command line
     assert json.loads(evidence.stdout)["evidence"] == "peer-invalidation"
     # No config here: no host is assumed, and the warehouse is ./warehouse.duckdb.
     bare = cli("evidence", "peer-invalidation", "-w", str(warehouse), cwd=elsewhere)
@@ -187,21 +188,22 @@ def test_query_and_evidence_take_host_and_warehouse_from_the_config(tmp_path, wa
     assert missing.returncode == 1 and "no such config file" in missing.stderr
 
 
-def test_a_host_from_the_environment_is_named_in_the_reproducing_command(tmp_path, warehouse):
+def test_a_host_from_the_environment_is_named_in_the_reproducing_command(tmp_path, warehouse, timeline):
+    host = timeline.focal_host  # a host the warehouse holds (one it does not is an error)
     # As a warehouse from GONKA_EVIDENCE_WAREHOUSE is: the footer must reproduce the table without the variable.
     from_env = cli(
         "evidence",
         "votes-by-build",
         "--epoch",
         "3",
-        env={"GONKA_EVIDENCE_HOST": HOST, "GONKA_EVIDENCE_WAREHOUSE": str(warehouse)},
+        env={"GONKA_EVIDENCE_HOST": host, "GONKA_EVIDENCE_WAREHOUSE": str(warehouse)},
         cwd=tmp_path,
     )
     assert from_env.returncode == 0, from_env.stderr
     (command,) = [line for line in from_env.stdout.splitlines() if line.startswith("- command: ")]
     assert (
         command
-        == f"- command: `gonka-evidence evidence votes-by-build --epoch 3 --host {HOST} --warehouse {warehouse}`"
+        == f"- command: `gonka-evidence evidence votes-by-build --epoch 3 --host {host} --warehouse {warehouse}`"
     )
     again = cli(*command.removeprefix("- command: `gonka-evidence ").rstrip("`").split(), cwd=tmp_path)
     assert (again.returncode, again.stdout) == (0, from_env.stdout), again.stderr

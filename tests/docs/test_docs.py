@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PREFIX = "/srv/gonka-evidence"  # the install prefix the deployment files and the README's examples use
-FOCAL_HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
+FOCAL_HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
 runner = CliRunner()
 
 

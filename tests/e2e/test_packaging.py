@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from pipeline.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[2]
-FOCAL_HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # the samples' focal host (data-samples/builds.toml)
+FOCAL_HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # the samples' focal host (data-samples/builds.toml)
 runner = CliRunner()
 
 

@@ -16,8 +16,8 @@ from pipeline.ingest.builds import read_builds
 from pipeline.warehouse.database import open_read_only
 from tests.factories import data_samples_warehouse
 
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/, the one with the log
-OTHER = "gonka1h2aeruh3tq2uvu3ehetjnngp4fcc2kdv92tr2y"
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/, the one with the log
+OTHER = "gonka1h2aeruh3tq2uvu3ehetjnngp4fcc2kdv4nxajn"
 
 
 @pytest.fixture(scope="module")

@@ -16,12 +16,14 @@ import polars as pl
 import pytest
 from scipy import stats as scipy_stats
 
+from pipeline.core.times import iso_utc
 from pipeline.evidence import EVIDENCE, EvidenceError, compute
 from pipeline.evidence.stats import wilson_interval
 from pipeline.ingest.builds import load_builds
 from pipeline.output.render import render
 from pipeline.warehouse.database import fetch_frame, open_for_write, open_read_only
 from tests.factories import sample_warehouse
+from tests.helpers import idle_host, quiet_window
 
 UTC = dt.UTC
 LAST_EPOCH = 4
@@ -362,9 +364,13 @@ def test_epoch_summary_matches_the_truth(loaded, window):
 
 
 def test_epoch_summary_of_an_epoch_without_the_host_is_empty_with_a_note(loaded):
-    result = run(loaded, "epoch-summary", epoch=99)
+    # A host of the warehouse that holds no slot in epoch 3; an epoch the warehouse lacks is an error.
+    idle = idle_host(loaded.con, 3)
+    result = run(loaded, "epoch-summary", host=idle, epoch=3)
     assert result.rows.height == 0
-    assert any(f"host {loaded.focal} executed nothing in epoch 99" in note for note in result.notes)
+    assert any(f"host {idle} executed nothing in epoch 3" in note for note in result.notes)
+    with pytest.raises(EvidenceError, match=r"^epoch 99 is not in the warehouse: it holds epochs 2–4 \("):
+        run(loaded, "epoch-summary", epoch=99)
 
 
 def test_the_answer_window_is_half_open_on_started_at(loaded):
@@ -492,23 +498,32 @@ def test_the_focal_host_is_invalidated_more_than_its_peers_in_the_raw_window(loa
 
 
 @pytest.mark.parametrize("name", ["votes-by-build", "epoch-summary", "peer-invalidation"])
-def test_a_host_in_no_escrow_gives_an_empty_table_and_a_note(loaded, name):
-    result = run(loaded, name, host="gonka1nobodyhere")
+def test_a_host_in_no_escrow_of_the_window_gives_an_empty_table_and_a_note(loaded, name):
+    # Held by the warehouse (slots in other epochs), in no escrow of epoch 3; one it does not hold is an error.
+    idle = idle_host(loaded.con, 3)
+    result = run(loaded, name, host=idle, epoch=3)
     assert result.rows.height == 0
-    assert any(note.startswith("host gonka1nobodyhere ") and "nothing" in note for note in result.notes)
+    assert any(note.startswith(f"host {idle} ") and "nothing" in note for note in result.notes)
     assert result.stats == {}
     assert "_no rows_" in render(result, "markdown")
+    with pytest.raises(EvidenceError, match="is not a gonka1… address"):
+        run(loaded, name, host="gonka1nobodyhere")
 
 
 @pytest.mark.parametrize("name", ["epoch-summary", "peer-invalidation"])
 def test_a_window_without_answers_gives_an_empty_table_and_a_note(loaded, name):
-    result = run(loaded, name, since="2030-01-01T00:00:00Z", until="2030-02-01T00:00:00Z")
+    since, until = quiet_window(loaded.con, loaded.focal)  # inside the data, before the host's first act
+    result = run(loaded, name, since=since, until=until)
     assert result.rows.height == 0
-    assert any("[2030-01-01T00:00:00Z, 2030-02-01T00:00:00Z)" in note for note in result.notes)
+    window = f"[{iso_utc(since)}, {iso_utc(until)})"
+    assert any(window in note for note in result.notes), result.notes
+    with pytest.raises(EvidenceError, match="is not in the warehouse: it holds epochs 2–4"):
+        run(loaded, name, since="2030-01-01T00:00:00Z", until="2030-02-01T00:00:00Z")
 
 
 def test_a_window_without_verdicts_keeps_every_build_at_zero(loaded):
-    result = run(loaded, "votes-by-build", since="2030-01-01", until="2030-02-01")
+    since, until = quiet_window(loaded.con, loaded.focal)
+    result = run(loaded, "votes-by-build", since=since, until=until)
     assert result.rows["build"].unique(maintain_order=True).to_list() == focal_labels(loaded)
     assert result.rows["total"].sum() == 0 and result.rows["invalid_rate"].null_count() == result.rows.height
     assert any("validated nothing" in note for note in result.notes)

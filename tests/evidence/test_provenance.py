@@ -22,7 +22,7 @@ from pipeline.warehouse.database import open_read_only
 from tests.factories import data_samples_warehouse
 from tests.helpers import frame, ingest
 
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 
 
 def _warehouse_of(root: Path) -> Path:

@@ -13,6 +13,7 @@ import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
+from pipeline.core.address import sample_address
 from pipeline.evidence import compute
 from pipeline.evidence.stats import wilson_interval
 from pipeline.ingest.builds import load_builds
@@ -23,6 +24,8 @@ from pipeline.samples.logs import HOST, SIMILARITY_THRESHOLD, write_log_samples
 from pipeline.sources.logs.files import expand
 from pipeline.sources.logs.metrics import is_scrape, read_scrape
 from pipeline.warehouse.database import fetch_frame, open_for_write
+
+VALIDATOR = sample_address("vdat0r")  # a made-up validator of its own validator log
 
 UTC = dt.UTC
 
@@ -398,16 +401,16 @@ def test_similarity_threshold_parameter_for_a_model_without_a_known_one(tmp_path
     ]
     (tmp_path / "dapi.log").write_text("\n".join(lines) + "\n")
     con = open_for_write(tmp_path / "w.duckdb")
-    ingest_logs(con, [tmp_path / "dapi.log"], host="gonka1validator", kind="validator")
-    plain = compute("similarity", con, host="gonka1validator", command="x").rows.row(0, named=True)
+    ingest_logs(con, [tmp_path / "dapi.log"], host=VALIDATOR, kind="validator")
+    plain = compute("similarity", con, host=VALIDATOR, command="x").rows.row(0, named=True)
     assert (plain["n"], plain["judged"], plain["passed"], plain["passed_share"]) == (4, 0, 0, None)
-    given = compute("similarity", con, host="gonka1validator", command="x", threshold=0.95)
+    given = compute("similarity", con, host=VALIDATOR, command="x", threshold=0.95)
     row = given.rows.row(0, named=True)
     assert (row["n"], row["judged"], row["passed"], row["passed_share"]) == (4, 4, 2, 0.5)
     assert (row["ci_low"], row["ci_high"]) == pytest.approx(wilson_interval(2, 4))
     assert given.params["threshold"] == 0.95
     with pytest.raises(EvidenceError, match="--threshold"):
-        compute("similarity", con, host="gonka1validator", command="x", threshold=1.5)
+        compute("similarity", con, host=VALIDATOR, command="x", threshold=1.5)
     con.close()
 
 

@@ -20,7 +20,7 @@ from pipeline.evidence import EVIDENCE
 from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 
 
 @pytest.fixture(scope="module")

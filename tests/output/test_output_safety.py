@@ -21,7 +21,7 @@ from pipeline.core.paths import DATA_SAMPLES_DIR
 from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # the samples' focal host (data-samples/builds.toml)
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # the samples' focal host (data-samples/builds.toml)
 
 
 def _digest(path: Path) -> str:

@@ -25,6 +25,7 @@ from pipeline.core.paths import sql_text
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceResult, EvidenceSpec, Provenance, ReportContext, compute
 from pipeline.evidence.provenance import command_path, evidence_command
 from pipeline.evidence.provenance import provenance as provenance_of
+from pipeline.evidence.request import check_request
 from pipeline.evidence.window import Window
 from pipeline.output.query import named_queries
 from pipeline.output.render.csv import render_csv
@@ -81,8 +82,12 @@ def build_epoch_report(
     out_arg: str | None = None,
 ) -> EpochReport:
     """Every section of the epoch report; ``warehouse_arg``/``out_arg`` go into the reproducing commands."""
+    try:  # a host or epoch the warehouse lacks: an error, not a report
+        check_request(con, host, Window(epoch=epoch))
+    except duckdb.OutOfMemoryException:
+        raise out_of_memory("the report") from None
     closure = epoch_closure(con, finality_lag).filter(pl.col("epoch_id") == epoch)
-    if closure.height == 0:
+    if closure.height == 0:  # held by the tracker's ledger only: a report needs the epoch's escrows
         raise EvidenceError(f"epoch {epoch}: no escrows of this epoch in the warehouse")
     c = closure.row(0, named=True)
     closure_info = Closure(c["escrows"], c["escrows_settled"], c["last_settled_at"], c["closed_at"], c["closed_by"])

@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from pipeline.core.address import sample_address
 from pipeline.evidence import compute
 from pipeline.evidence.tables.answer_integrity import CAP_S, TOLERANCE_S
 from pipeline.ingest.logs import ingest_logs
@@ -26,7 +27,7 @@ from tests.factories import sample_warehouse
 UTC = UTC
 OLD_NOTE = "Empty answers are not yet matched against engine deaths or PoC windows"
 NEW = ["empty_answers_in_engine_death", "empty_answers_in_poc", "empty_answers_unexplained"]
-OTHER_HOST = "gonka1otherhost000000000000000000000000000"
+OTHER_HOST = sample_address("0thersh0st")
 API = "(APIServer pid=1) "
 CORE = "(EngineCore_DP0 pid=412) "
 

@@ -12,7 +12,7 @@ from pipeline.warehouse.database import open_read_only
 from tests.factories import data_samples_warehouse
 from tests.helpers import evidence as run
 
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pipeline.evidence import EVIDENCE, EvidenceError
 from pipeline.evidence.stats import wilson_interval
 from pipeline.output.render import render
 from tests.helpers import approx_equal as close
-from tests.helpers import build_at
+from tests.helpers import build_at, quiet_window
 from tests.helpers import con_frame as frame
 from tests.helpers import evidence as run
 
@@ -171,7 +171,8 @@ def test_a_timeline_of_too_many_buckets_is_a_one_line_error(sample, monkeypatch)
 
 def test_timeline_of_an_idle_window_is_empty_with_a_note(sample):
     con, focal, _ = sample
-    result = run(con, "timeline", focal, since="2030-01-01", until="2030-01-02")
+    since, until = quiet_window(con, focal)  # inside the data, before the host's first act
+    result = run(con, "timeline", focal, since=since, until=until)
     assert result.rows.height == 0 and result.stats == {}
     assert "nothing to show" in result.notes[0]
     assert orjson.loads(render(result, "json"))["rows"] == []

@@ -17,7 +17,7 @@ from pipeline.jobs.run import run_job
 from pipeline.output.render.text import format_number, format_rate
 from tests.output.report.test_report import _Html, render_in_chromium
 
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 
 
 def _run(directory: Path):

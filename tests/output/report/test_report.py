@@ -19,12 +19,13 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
-from pipeline.evidence import EVIDENCE, EvidenceResult
+from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceResult
 from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
 GOLDEN = Path(__file__).parents[2] / "golden" / "report-epoch-3.md"
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"  # focal host of data-samples/
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
+IDLE = "gonka1vd2rragg2cycdlzhqzdakt3cuhqj3cd8f9kwme"  # holds slots of data-samples/ in epoch 2 only
 
 
 @pytest.fixture(scope="module")
@@ -213,14 +214,15 @@ def test_main_findings_match_an_independent_count_of_the_samples():
 
 def test_findings_of_a_host_with_one_build_and_of_a_host_without_data(sample_dir):
     """Degenerate cases say what they are: one escrow, no challenge, a test that needs two strata or two
-    builds; a host with nothing in the epoch gets one "not measured" line per finding, no empty bullet."""
+    builds; a host with nothing in the epoch gets one "not measured" line per finding, no empty bullet (a
+    host of the warehouse that holds no slot in epoch 3: one that is not in it at all is an error)."""
     from pipeline.output.report import build_epoch_report, render_report_markdown
 
-    v1_host = "gonka1h2aeruh3tq2uvu3ehetjnngp4fcc2kdv92tr2y"  # a V1 validator of data-samples/builds.toml
+    v1_host = "gonka1h2aeruh3tq2uvu3ehetjnngp4fcc2kdv4nxajn"  # a V1 validator of data-samples/builds.toml
     con = duckdb.connect(str(sample_dir / "warehouse.duckdb"), read_only=True)
     try:
         v1 = _findings_block(render_report_markdown(build_epoch_report(con, 3, v1_host)))
-        nobody = _findings_block(render_report_markdown(build_epoch_report(con, 3, "gonka1nobody")))
+        nobody = _findings_block(render_report_markdown(build_epoch_report(con, 3, IDLE)))
     finally:
         con.close()
     assert v1[1].endswith("ended invalidated; none challenged")
@@ -236,14 +238,13 @@ def test_findings_of_a_host_with_one_build_and_of_a_host_without_data(sample_dir
     )
     assert nobody == [
         "- [The host's answers against the other executors](#4-peer-invalidation-in-the-epochs-escrows): not measured: "
-        "host gonka1nobody executed no answers in epoch 3; nothing to compare",
-        "- [The host's inferences](#2-epoch-summary): not measured: host gonka1nobody executed nothing in epoch 3",
-        "- [The host's verdicts by build](#6-votes-by-build): not measured: "
-        "host gonka1nobody validated nothing in epoch 3",
-        "- [Engine deaths and OOMs](#11-engine-stability): not measured: no vLLM log records for host gonka1nobody in "
+        f"host {IDLE} executed no answers in epoch 3; nothing to compare",
+        f"- [The host's inferences](#2-epoch-summary): not measured: host {IDLE} executed nothing in epoch 3",
+        f"- [The host's verdicts by build](#6-votes-by-build): not measured: host {IDLE} validated nothing in epoch 3",
+        f"- [Engine deaths and OOMs](#11-engine-stability): not measured: no vLLM log records for host {IDLE} in "
         "epoch 3 (`gonka-evidence ingest-logs` first)",
-        "- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): not measured: "
-        "no speculative-decoding windows for host gonka1nobody in epoch 3 "
+        f"- [Speculative-decoding acceptance](#8-speculative-decoding-acceptance): not measured: "
+        f"no speculative-decoding windows for host {IDLE} in epoch 3 "
         "(`gonka-evidence ingest-logs` vLLM logs or /metrics scrapes first)",
     ]
 
@@ -440,7 +441,9 @@ def test_unknown_epoch_and_missing_warehouse_are_one_line_errors(sample_dir, tmp
         ["report", "epoch", "99", "--host", HOST, "-w", str(sample_dir / "warehouse.duckdb"), "--out", str(tmp_path)],
     )
     assert result.exit_code == 1
-    assert result.output.strip() == "error: epoch 99: no escrows of this epoch in the warehouse"
+    assert result.output.strip() == (
+        "error: epoch 99 is not in the warehouse: it holds epochs 2–4 (2026-10-19T07:13:23Z to 2026-10-30T03:22:22Z)"
+    )
     missing = runner.invoke(app, ["report", "epoch", "3", "--host", HOST, "-w", str(tmp_path / "none.duckdb")])
     assert missing.exit_code == 1 and "no warehouse here yet" in missing.output
     assert not list(tmp_path.glob("epoch-*"))
@@ -580,7 +583,9 @@ def test_untrusted_build_labels_and_host_cannot_inject_markdown(sample_dir, tmp_
         assert load_builds(con, tmp_path / "builds.toml") == len(labels)
         report = build_epoch_report(con, 3, HOST)
         evidence = render(compute("votes-by-build", con, host=HOST, epoch=3, command="c"), "markdown")
-        stranger = build_epoch_report(con, 3, HOSTILE[1])
+        # A host address from the command line full of HTML is not an address: refused before any output.
+        with pytest.raises(EvidenceError, match=r"^--host '<img src=x onerror=alert\(1\)>' is not a gonka1… address"):
+            build_epoch_report(con, 3, HOSTILE[1])
     finally:
         con.close()
     text = render_report_markdown(report)
@@ -595,10 +600,6 @@ def test_untrusted_build_labels_and_host_cannot_inject_markdown(sample_dir, tmp_
     evidence_tokens = parse_markdown(evidence)
     assert injected(evidence_tokens) == []
     assert {r[0] for r in table_rows(evidence_tokens)[1:]} == set(labels)
-    # A host address from the command line is data too: in the heading, the titles and the notes.
-    stranger_text = render_report_markdown(stranger)
-    assert injected(parse_markdown(stranger_text), allowed_links=("tables/", "charts/", "#")) == []
-    assert stranger_text.startswith("# Epoch 3 report: &lt;img src=x onerror=alert(1)>\n")
     html = render_report_html(report, {})
     assert "<script>alert" not in html and "<img src=x" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.core.address import sample_address
 from pipeline.sources.logs.vllm_config import line_facts
 from pipeline.warehouse.database import open_for_write
 from tests.helpers import con_frame
 
 DATA = Path(__file__).parents[2] / "data" / "vllm_start_lines"
-HOST = "gonka1startlines000000000000000000000000000"
+HOST = sample_address("start")
 
 
 def facts(name: str, line: int = 1) -> dict[str, str]:

@@ -11,11 +11,12 @@ import datetime as dt
 
 import pytest
 
+from pipeline.core.address import sample_address
 from pipeline.evidence import compute
 from pipeline.ingest.logs import ingest_logs
 from pipeline.warehouse.database import fetch_frame, open_for_write
 
-HOST = "gonka1cycles"
+HOST = sample_address("cycles")
 UTC = dt.UTC
 
 

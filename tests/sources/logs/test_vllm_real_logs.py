@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.core.address import sample_address
 from pipeline.evidence import compute
 from pipeline.ingest.logs import ingest_logs
 from pipeline.warehouse.database import fetch_frame, open_for_write
 
 UTC = dt.UTC
 DATA = Path(__file__).parents[2] / "data" / "vllm_real"
-HOST = "gonka1realvllmlogs"
+HOST = sample_address("vllmlgs")  # a made-up host of the real logs
 
 
 def at(*args) -> dt.datetime:
