@@ -227,8 +227,8 @@ def check_poc(d: BuildData) -> Finding:
     return Finding(
         CANNOT_TELL,
         evidence,
-        "a `PoC /generate: …, batch_size=B` line and the max_num_batched_tokens argument in this build's logs, "
-        "or a PoC window's `PoC stopped` line",
+        "a 'PoC /generate: …, batch_size=B' line and the max_num_batched_tokens argument in this build's logs, "
+        "or a PoC window's 'PoC stopped' line",
     )
 
 
@@ -255,7 +255,7 @@ def check_startup(d: BuildData) -> Finding:
     return Finding(
         CANNOT_TELL,
         evidence,
-        "a launch line (the API server's `vLLM API server version`) of this build and what follows it",
+        "a launch line (the API server's 'vLLM API server version') of this build and what follows it",
     )
 
 
@@ -265,7 +265,7 @@ def check_speculative(d: BuildData) -> Finding:
         return Finding(
             CANNOT_TELL,
             "no start line states the speculative config",
-            "an engine start line (`Initializing a V1 LLM engine … speculative_config=…`) of this build",
+            "an engine start line ('Initializing a V1 LLM engine … speculative_config=…') of this build",
         )
     dspark = d.cycles.filter(pl.col("spec_method") == DSPARK_METHOD)
     tokens = sorted({t for t in dspark["spec_tokens"].to_list() if t is not None})
@@ -385,11 +385,11 @@ def preflight(
     counts = {v: int((frame["verdict"] == v).sum()) for v in VERDICTS}
     notes = []
     if not order:
-        notes.append(f"host {host} has no entry in the build timeline (`gonka-evidence builds FILE.toml`).")
+        notes.append(f"host {host} has no entry in the build timeline (gonka-evidence builds FILE.toml).")
     elif not builds:
         notes.append(f"no build of host {host} was in effect in {window.describe()}.")
     notes.append(
-        "Each check answers from the host's own data only: `cannot tell` says what data would decide it, and no "
+        "Each check answers from the host's own data only: 'cannot tell' says what data would decide it, and no "
         "check passes by default. Rules and thresholds: docs/evidence.md#preflight."
     )
     return EvidenceResult(
