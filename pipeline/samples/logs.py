@@ -87,6 +87,9 @@ def _stab(truth: LogTruth, build: str) -> dict:
     )
 
 
+POC_REQUEST_NONCES = 1000  # the nonces a `PoC /generate` request asks for (VllmFile.poc)
+
+
 class VllmFile:
     """Lines of one vLLM log file in the format of `version`, with the truth they carry."""
 
@@ -351,7 +354,7 @@ class VllmFile:
             self.log(
                 "INFO",
                 "routes.py:201",
-                f"PoC /generate: {nonces} nonces, batch_size={batch_size}, chunks=1",
+                f"PoC /generate: {POC_REQUEST_NONCES} nonces, batch_size={batch_size}, chunks=1",
                 proc="APIServer",
             )
         self.advance(60)

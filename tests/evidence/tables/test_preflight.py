@@ -20,7 +20,7 @@ from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence.stats import fisher_exact_2x2
 from pipeline.evidence.window import EvidenceError
 from pipeline.samples.logs import LogTruth, VllmFile
-from pipeline.samples.spec import BUILD_FIX, BUILD_RAW, BUILD_V1
+from pipeline.samples.spec import BUILD_CHUNK, BUILD_FIX, BUILD_RAW, BUILD_V1
 from pipeline.samples.vllm_log import ARGS, ENGINE_CONFIG
 from pipeline.warehouse.database import open_for_write, open_read_only
 from tests.factories import data_samples_warehouse, load_builds_of
@@ -118,7 +118,7 @@ def test_every_build_gets_the_six_checks_in_order(warehouse):
         result = run(con, "preflight", HOST)
     finally:
         con.close()
-    builds = [BUILD_V1, COUPLED, SOUND, SILENT, BUILD_RAW, BUILD_FIX]  # by first start
+    builds = [BUILD_V1, COUPLED, SOUND, SILENT, BUILD_RAW, BUILD_FIX, BUILD_CHUNK]  # by first start
     assert result.rows["build"].to_list() == [b for b in builds for _ in range(6)]
     assert result.rows["name"].to_list()[:6] == ["replay", "logprobs", "memory", "poc", "startup", "speculative"]
     assert set(result.rows["verdict"]) == {"pass", "fail", "cannot tell"}
@@ -198,8 +198,14 @@ def test_one_build_and_the_builds_since_a_time(warehouse):
         one = run(con, "preflight", HOST, build=BUILD_FIX)
         assert set(one.rows["build"]) == {BUILD_FIX} and one.rows.height == 6
         since = run(con, "preflight", HOST, builds_since="2026-10-22T00:00:00Z")
-        assert since.rows["build"].unique(maintain_order=True).to_list() == [BUILD_RAW, BUILD_FIX]
-        assert since.stats["failed"] == [f"{BUILD_RAW}: 1 replay", f"{BUILD_RAW}: 2 logprobs", f"{BUILD_RAW}: 3 memory"]
+        assert since.rows["build"].unique(maintain_order=True).to_list() == [BUILD_RAW, BUILD_FIX, BUILD_CHUNK]
+        assert since.stats["failed"] == [
+            f"{BUILD_RAW}: 1 replay",
+            f"{BUILD_RAW}: 2 logprobs",
+            f"{BUILD_RAW}: 3 memory",
+            f"{BUILD_CHUNK}: 2 logprobs",
+            f"{BUILD_CHUNK}: 4 poc",
+        ]
         with pytest.raises(EvidenceError, match="has no build 'V3'"):
             run(con, "preflight", HOST, build="V3")
         with pytest.raises(EvidenceError, match="not both"):
@@ -236,3 +242,14 @@ def test_one_sided_fisher_is_exact():
     # 29 sampled answers all invalid against 2 greedy all valid: the observed table is the most extreme of C(31, 2)
     assert fisher_exact_2x2(29, 0, 0, 2, alternative="greater").p_value == pytest.approx(1 / 465)
     assert fisher_exact_2x2(29, 0, 0, 2).alternative == "two-sided"
+
+
+def test_the_samples_chunk_build_fails_logprobs_and_poc(verdicts):
+    """The samples' fourth build, deployed after the copy: vLLM's default logprobs mode under DSpark, and a 2048-token
+    chunk that its PoC batch 8 does not fit (its PoC window stops with 0 nonces)."""
+    found = {check: verdicts[(BUILD_CHUNK, check)] for check in ("replay", "logprobs", "memory", "poc", "startup")}
+    assert [v for v, _, _ in found.values()] == ["cannot tell", "fail", "cannot tell", "fail", "pass"]
+    assert "logprobs_mode raw_logprobs" in found["logprobs"][1] and "V2 runner" in found["logprobs"][1]
+    poc = found["poc"][1]
+    assert "PoC batch 8" in poc and "8 x 1024 = 8192 > 2048" in poc and "1 of 1 PoC windows stopped with 0" in poc
+    assert verdict(verdicts, BUILD_CHUNK, "speculative") == "pass"

@@ -93,7 +93,7 @@ FINDINGS = [
     "(50.00%, Wilson score 95%: 9.45–90.55%)",
     "- [Invalid share between builds](#6-votes-by-build): validations: Fisher–Freeman–Halton (two-sided) "
     "p = 6.00e-04 (Holm p = 0.0012), 2 builds; votes: Fisher–Freeman–Halton (two-sided) p = 0.3485 (Holm "
-    "p = 0.3485), 2 builds; no verdicts under V1, no DSpark",
+    "p = 0.3485), 2 builds; no verdicts under V1, no DSpark, V2 + DSpark, vLLM fix, raw_logprobs, chunk 2048",
     "- [Timeouts and misses](#2-epoch-summary): 3 of 52 executed inferences (5.77%, Wilson score 95%: "
     "1.98–15.64%) timed out (refusals, execution timeouts, error misses)",
     # The bundled vLLM log (data-samples/vllm/vllm.log, its truth in tests/samples/test_samples.py): one OOM death.
