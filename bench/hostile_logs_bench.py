@@ -1,8 +1,8 @@
-"""Peak memory and time of `ingest-logs` on hostile logs (issue 38, point 3): a file of one line without a
+"""Peak memory and time of `ingest-logs` on hostile logs: a file of one line without a
 newline, and a small gzip that inflates to newlines only. Each input is made in a temporary directory and
 ingested by the console script in a child process; its peak RSS comes from `getrusage(RUSAGE_CHILDREN)`.
 
-    python bench/hostile_logs_bench.py --size 1GiB        # the issue's case (takes minutes to make the inputs)
+    python bench/hostile_logs_bench.py --size 1GiB        # the 1 GiB case (takes minutes to make the inputs)
     python bench/hostile_logs_bench.py --size 64MiB       # a quick check that it runs
 
 Bounded means: peak RSS under 1 GiB whatever the line holds, and the gzip stopped once it inflates past the

@@ -231,6 +231,11 @@ class Evidence:
     def _repr_markdown_(self) -> str:  # Jupyter shows the Markdown table
         return self.to_markdown()
 
+    @property
+    def failed(self) -> list[str]:
+        """The failed checks of a table that has checks (`preflight`: ``build: number name``); else empty."""
+        return list(self.result.stats.get("failed", []))
+
 
 @dataclass(frozen=True)
 class BuildsLoaded:
@@ -332,6 +337,20 @@ class Warehouse:
         return Evidence(
             compute(name, self._con, host=host, epoch=epoch, since=since, until=until, command=command, **options)
         )
+
+    def preflight(
+        self,
+        host: str | None = None,
+        *,
+        build: str | None = None,
+        since: Any = None,
+        command: str | None = None,
+    ) -> Evidence:
+        """The `preflight` table for `host`: the six checks of what a DSpark host needs, for every build of the
+        host, or only `build`, or only the builds in effect at or after `since`; `.failed` names the failed
+        checks."""
+        since = since.isoformat() if hasattr(since, "isoformat") else since
+        return self.evidence("preflight", host, build=build, builds_since=since, command=command)
 
     def query(self, sql: str, **params: Any) -> pl.DataFrame:
         """The result of `sql` (SQL text or a named query of ``gonka-evidence query --list``) with

@@ -24,8 +24,10 @@ from pipeline.core.roles import Role
 EXIT_USER_ERROR = 1  # bad arguments, missing source, failed query: a one-line message
 # 2 is click's own: the command line itself is wrong (unknown option, missing argument, bad choice).
 EXIT_QUARANTINED = 3  # rows were quarantined and --strict was given
+EXIT_CHECK_FAILED = 3  # a preflight check failed and --strict was given: a data problem reported, as above
 EXIT_CODES_HELP = (
-    "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; 3 rows quarantined with --strict."
+    "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; 3 rows quarantined with "
+    "--strict (preflight --strict: a check failed)."
 )
 
 # The largest epoch number (and any other count) the warehouse can hold: DuckDB's BIGINT. A larger one

@@ -1,4 +1,4 @@
-"""The bounds every input reader holds to, in one place (issue 38).
+"""The bounds every input reader holds to, in one place.
 
 An input past one of them is a counted quarantine or a one-line error naming the file and the limit,
 never a traceback and never memory that grows with what one line, one name or one document holds.

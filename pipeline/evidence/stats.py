@@ -190,8 +190,10 @@ class FisherResult:
         return _stat("Fisher exact", self, **details)
 
 
-def fisher_exact_2x2(a: int, b: int, c: int, d: int) -> FisherResult:
-    """Two-sided Fisher exact test of the table ``[[a, b], [c, d]]``.
+def fisher_exact_2x2(a: int, b: int, c: int, d: int, *, alternative: str = "two-sided") -> FisherResult:
+    """Fisher exact test of the table ``[[a, b], [c, d]]``, two-sided unless ``alternative`` is
+    ``"greater"`` (the odds of the first row are higher: a one-sided question such as "does this build
+    vote INVALID more often than the reference") or ``"less"``.
 
     Exact because evidence tables compare small or very unequal samples (10
     votes against 390) where the chi-square approximation does not hold.
@@ -203,12 +205,14 @@ def fisher_exact_2x2(a: int, b: int, c: int, d: int) -> FisherResult:
     table = np.array([[a, b], [c, d]])
     if np.any(table < 0):
         raise ValueError("2x2 table counts must be non-negative")
-    result = scipy_stats.fisher_exact(table, alternative="two-sided")
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided, greater or less, got {alternative!r}")
+    result = scipy_stats.fisher_exact(table, alternative=alternative)
     odds_ratio = float(result.statistic)
     return FisherResult(
         odds_ratio=odds_ratio,
         p_value=float(result.pvalue),
-        alternative="two-sided",
+        alternative=alternative,
         note=_odds_ratio_note(odds_ratio, table),
     )
 

@@ -328,6 +328,7 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
         if cfg.host:
             write_due_reports(con, cfg, outcome, data)
             write_index_if_due(con, cfg, outcome)
+            print_preflight(con, cfg.host)
         else:
             events.say("no host configured: no reports (set host in the config or GONKA_EVIDENCE_HOST)")
         # The reports write only their own table: the rest was hashed above.
@@ -348,6 +349,22 @@ def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
     for name in ("epoch-summary", "votes-by-build", "peer-invalidation"):
         command = f"gonka-evidence evidence {name} --host {host}"
         events.listener().text(render(compute(name, con, host=host, command=command), "markdown"))
+
+
+def print_preflight(con: duckdb.DuckDBPyConnection, host: str) -> None:
+    """One line per build of the host: the preflight checks that fail or cannot tell on all data (the table
+    is `gonka-evidence preflight --host HOST`; each epoch report has it for its epoch)."""
+    from pipeline.evidence import compute
+
+    rows = compute("preflight", con, host=host, command=f"gonka-evidence preflight --host {host}").rows
+    for build in rows["build"].unique(maintain_order=True).to_list():
+        part = rows.filter(pl.col("build") == build)
+        said = []
+        for verdict in ("fail", "cannot tell"):
+            checks = part.filter(pl.col("verdict") == verdict)
+            if checks.height:
+                said.append(f"{verdict} {', '.join(f'{c} {n}' for c, n in checks.select('check', 'name').rows())}")
+        events.say(f"preflight of {build}: {'; '.join(said) or 'every check passes'}")
 
 
 def report_inputs(

@@ -89,6 +89,9 @@ def _stab(truth: LogTruth, build: str) -> dict:
     )
 
 
+POC_REQUEST_NONCES = 1000  # the nonces a `PoC /generate` request asks for (VllmFile.poc)
+
+
 class VllmFile:
     """Lines of one vLLM log file in the format of `version`, with the truth they carry."""
 
@@ -173,7 +176,9 @@ class VllmFile:
         self.t += timedelta(seconds=seconds)
 
     # -- start-up ---------------------------------------------------------------------------
-    def start(self, ready_after: int) -> None:
+    def start(self, ready_after: int, hang_s: float = 0) -> None:
+        """One start cycle; `hang_s`: seconds between the API server's launch lines and the engine's first line
+        (a start-up that hangs, e.g. on the hub lookup; gonka-ai/gonka#2198 item 5)."""
         build = self.build_at(self.t)
         # A restart: an initialization after the host's logs already show the engine (docs/evidence.md, stability).
         _stab(self.truth, build)["restarts"] += int(self.first is not None or bool(self.truth.spans))
@@ -182,6 +187,7 @@ class VllmFile:
         self.truth.events["launch"] = self.truth.events.get("launch", 0) + 1
         if self.start_args is not None:  # the arguments the operator passed (newer versions print them)
             self.log("INFO", "utils.py:233", f"non-default args: {self.start_args!r}", proc="APIServer")
+        self.advance(hang_s)
         self.log(
             "INFO",
             "core.py:61",
@@ -342,9 +348,17 @@ class VllmFile:
             self.death["oom"] = True
             _stab(self.truth, self.death["build"])["ooms"] += 1
 
-    def poc(self, nonces: int) -> None:
+    def poc(self, nonces: int, batch_size: int | None = None) -> None:
+        """A PoC window; `batch_size`: also the `PoC /generate` request line that states the batch."""
         self.advance(5)
         self.log("INFO", "routes.py:88", "PoC generation started (node 0/1, group 0/1)", proc="APIServer")
+        if batch_size is not None:
+            self.log(
+                "INFO",
+                "routes.py:201",
+                f"PoC /generate: {POC_REQUEST_NONCES} nonces, batch_size={batch_size}, chunks=1",
+                proc="APIServer",
+            )
         self.advance(60)
         self.log("INFO", "routes.py:140", f"Generated: {nonces} nonces ({nonces}/min)", proc="APIServer")
         self.log("INFO", "routes.py:152", f"PoC stopped: {nonces} nonces in 1.0 min", proc="APIServer")

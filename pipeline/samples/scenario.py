@@ -19,7 +19,7 @@ from pipeline.sources.decode import devshard_pb2 as pb
 
 from . import payloads, wire
 from .model import Group
-from .spec import BUILD_FIX, BUILD_RAW, BUILD_V1, CALENDAR_START, EPOCH_SECONDS, MODEL, SampleSpec
+from .spec import BUILD_CHUNK, BUILD_FIX, BUILD_RAW, BUILD_V1, CALENDAR_START, EPOCH_SECONDS, MODEL, SampleSpec
 
 VERSION_TAGS = ("v0.2.3", "v0.2.4", "v0.2.5", "v0.2.6", "v0.2.7")
 UNKNOWN_TX_FIELD = 15
@@ -63,6 +63,8 @@ def cast_for(spec: SampleSpec) -> Cast:
         BuildWindow(focal, BUILD_RAW, CALENDAR_START + EPOCH_SECONDS + 36 * 3600),
         BuildWindow(focal, BUILD_FIX, CALENDAR_START + 2 * EPOCH_SECONDS + 48 * 3600),
         BuildWindow(peer, BUILD_V1, CALENDAR_START - 20 * 86400),
+        # Added last (no earlier entry moves): on the fourth epoch's fourth day, after the bundled copy is taken.
+        BuildWindow(focal, BUILD_CHUNK, CALENDAR_START + 3 * EPOCH_SECONDS + 3 * 86400 + 6 * 3600),
     )
     gateways = tuple(address(spec.seed, "gateway", i) for i in range(spec.n_gateways))
     return Cast(focal, hosts, gateways, builds)

@@ -14,6 +14,9 @@ MODEL = "deepseek-ai/DeepSeek-V4-Flash"
 BUILD_V1 = "V1, no DSpark"
 BUILD_RAW = "V2 + DSpark, raw_logprobs"
 BUILD_FIX = "V2 + DSpark, processed_logprobs, vLLM fix"
+# Deployed after the copy is taken: the fix, but vLLM's default logprobs mode and a 2048-token chunk that PoC
+# batch 8 does not fit (gonka-ai/gonka#2198 items 2 and 4); only its start and a PoC window are logged.
+BUILD_CHUNK = "V2 + DSpark, vLLM fix, raw_logprobs, chunk 2048"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ worker's traceback, the engine core's fatal error whose last line carries the CU
 server's `EngineDeadError` under another pid, the engine core's uncaught traceback without header)
 and the container restarts it; it dies while it serves the copy's latest empty answer of that build,
 which the answer-integrity table then explains by the death. The truth counts one death and one OOM.
+A build deployed within `TAIL` after the last busy window (the bundled copy's `BUILD_CHUNK`) is logged after
+it: its start and, at its PoC batch, a PoC window that yields no nonce.
 """
 
 from __future__ import annotations
@@ -34,12 +36,12 @@ import polars as pl
 
 from .host_copy import copied_nonces
 from .logs import LogTruth, VllmFile
-from .spec import BUILD_FIX, BUILD_RAW, BUILD_V1, MODEL
+from .spec import BUILD_CHUNK, BUILD_FIX, BUILD_RAW, BUILD_V1, MODEL
 
 # The vLLM version and speculative config of each build (a build not listed runs the newest).
-VERSIONS = {BUILD_V1: "0.20.1", BUILD_RAW: "0.23.1", BUILD_FIX: "0.23.1"}
+VERSIONS = {BUILD_V1: "0.20.1", BUILD_RAW: "0.23.1", BUILD_FIX: "0.23.1", BUILD_CHUNK: "0.23.1"}
 DSPARK = "SpeculativeConfig(method='dspark', num_spec_tokens=5)"
-SPEC_CONFIGS = {BUILD_V1: None, BUILD_RAW: DSPARK, BUILD_FIX: DSPARK}
+SPEC_CONFIGS = {BUILD_V1: None, BUILD_RAW: DSPARK, BUILD_FIX: DSPARK, BUILD_CHUNK: DSPARK}
 # What each build's start lines state (docs/sources.md, start-up): the operator's non-default arguments
 # (the raw_logprobs build runs vLLM's default logprobs_mode, so its arguments do not name it) and the
 # engine config line's fields of a V1 start of these versions.
@@ -59,6 +61,7 @@ START_ARGS = {
     BUILD_V1: ARGS,
     BUILD_RAW: ARGS | DSPARK_ARGS,
     BUILD_FIX: ARGS | DSPARK_ARGS | {"logprobs_mode": "processed_logprobs"},
+    BUILD_CHUNK: ARGS | DSPARK_ARGS | {"max_num_batched_tokens": 2048},
 }
 ENGINE_CONFIG = (
     f"tokenizer='{MODEL}', skip_tokenizer_init=False, tokenizer_mode=auto, revision=None, tokenizer_revision=None, "
@@ -72,7 +75,12 @@ ENGINE_CONFIG = (
 )
 # Per-position acceptance rates drawn per window: a mean acceptance length near 2.9 at K = 5.
 ACCEPTANCE = (0.08, 0.66)
-READY_SECONDS = {BUILD_V1: 214, BUILD_RAW: 322, BUILD_FIX: 318}
+READY_SECONDS = {BUILD_V1: 214, BUILD_RAW: 322, BUILD_FIX: 318, BUILD_CHUNK: 316}
+# A build deployed within TAIL after the last busy window is logged too: its start and, for the builds listed
+# here, a PoC window at this batch (its `PoC /generate` line) that yields no nonce, POC_AFTER seconds after ready.
+TAIL = timedelta(hours=6)
+POC_BATCH = {BUILD_CHUNK: 8}
+POC_AFTER = 600
 RESTART_READY_SECONDS = 305  # the container's restart after the OOM death
 BURSTS = (0.1, 0.35, 0.6, 0.85)  # where in each escrow's span the engine logs busy windows
 BURST_WINDOWS = 12  # 10-second windows per burst
@@ -141,6 +149,15 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
                 f"(APIServer pid={API_PID}) INFO:     172.18.0.1:{rng.randint(32768, 60999)} - "
                 '"POST /v1/chat/completions HTTP/1.1" 200 OK'
             )
+    for since in (datetime.fromtimestamp(s, UTC) for s in builds):
+        if windows[-1] < since <= windows[-1] + TAIL:  # the next build, deployed after the copy was taken
+            _shutdown(f, max(f.t + timedelta(seconds=1), since - timedelta(seconds=55)))
+            f.t = since
+            build = build_at(f.t)
+            _start(f, rng, build, READY_SECONDS.get(build, 300))
+            if build in POC_BATCH:  # one forward is batch x 1024 tokens: more than its chunk holds, no nonce
+                f.advance(POC_AFTER)
+                f.poc(0, batch_size=POC_BATCH[build])
     f.write(Path(path))
     truth.files["vllm"] = Path(path)
     assert f.first is not None

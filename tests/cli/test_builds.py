@@ -38,6 +38,7 @@ def test_infer_prints_a_proposal_or_writes_it(warehouse, tmp_path):
     assert [e["since"] for e in tomllib.loads(result.stdout)["builds"]][1:] == [
         "2026-10-20T12:00:00Z",
         "2026-10-25T00:00:00Z",
+        "2026-10-30T06:00:00Z",
     ]
     out = tmp_path / "proposal.toml"
     written = runner.invoke(app, ["builds", "infer", "--host", HOST, "--out", str(out), "-w", warehouse])
@@ -57,8 +58,11 @@ def test_check_exits_0_when_consistent_and_1_with_a_line_per_contradiction(wareh
     result = runner.invoke(app, ["builds", "check", str(bad), "--host", HOST, "-w", warehouse])
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
-    assert len(lines) == 3 and all(line.startswith(f"{HOST}: ") for line in lines)
-    assert "is shifted" in lines[0] and "no boundary near it" in lines[1] and "says no speculative" in lines[2]
+    assert len(lines) == 4 and all(line.startswith(f"{HOST}: ") for line in lines)
+    assert "is shifted" in lines[0] and "says no speculative" in lines[3]
+    # neither the processed_logprobs build nor the samples' chunk-2048 build has an entry
+    assert "2026-10-25T00:00:00Z" in lines[1] and "2026-10-30T06:00:00Z" in lines[2]
+    assert "no boundary near it" in lines[1] and "no boundary near it" in lines[2]
 
 
 def test_load_keeps_both_spellings_and_rejects_what_does_not_go_with_it(tmp_path):
@@ -69,7 +73,7 @@ def test_load_keeps_both_spellings_and_rejects_what_does_not_go_with_it(tmp_path
     ):
         result = runner.invoke(app, [*args, "-w", w])
         assert result.exit_code == 0, result.output
-        assert result.stderr.strip() == f"host_builds: 4 entries from {DATA_SAMPLES_DIR / 'builds.toml'}"
+        assert result.stderr.strip() == f"host_builds: 5 entries from {DATA_SAMPLES_DIR / 'builds.toml'}"
     assert runner.invoke(app, ["builds", "load", "-w", w]).exit_code == 2  # load needs a file
     assert runner.invoke(app, ["builds", str(DATA_SAMPLES_DIR / "builds.toml"), "--out", "x", "-w", w]).exit_code == 2
     missing = runner.invoke(app, ["builds", "check", str(tmp_path / "nope.toml"), "-w", w])

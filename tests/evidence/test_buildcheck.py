@@ -49,13 +49,16 @@ def test_infer_reproduces_the_bundled_boundaries(con, tmp_path):
         == [
             "2026-10-20T12:00:00Z",
             "2026-10-25T00:00:00Z",
+            "2026-10-30T06:00:00Z",
         ]
     )
     assert entries[0]["since"] == "2026-10-19T07:13:23Z" > ours[0]["since"]
+    # the chunk-2048 build differs in max_num_batched_tokens too, so every label names it
     assert [e["label"] for e in entries] == [
-        "vLLM 0.20.1, no spec decode, raw_logprobs",
-        "vLLM 0.23.1, dspark K=5, raw_logprobs",
-        "vLLM 0.23.1, dspark K=5, processed_logprobs",
+        "vLLM 0.20.1, no spec decode, raw_logprobs, max_num_batched_tokens=8192",
+        "vLLM 0.23.1, dspark K=5, raw_logprobs, max_num_batched_tokens=8192",
+        "vLLM 0.23.1, dspark K=5, processed_logprobs, max_num_batched_tokens=8192",
+        "vLLM 0.23.1, dspark K=5, raw_logprobs, max_num_batched_tokens=2048",
     ]
     # each entry says which log lines it rests on; the raw_logprobs build is two start cycles (the OOM restart)
     assert "# rests on vllm.log:1 (vLLM API server version), vllm.log:2 (non-default args), vllm.log:3" in proposal
@@ -81,6 +84,7 @@ def test_a_shifted_boundary_a_missing_build_and_a_wrong_label_are_named_once_eac
         ("V1, no DSpark", "2026-10-05T00:00:00+00:00"),
         ("V2, no DSpark", "2026-10-21T00:00:00+00:00"),  # wrong label (the logs run DSpark) and 12 h late
         # the processed_logprobs build of 2026-10-25 is missing
+        ("V2 + DSpark, chunk 2048", "2026-10-30T06:00:00+00:00"),  # the samples' build deployed after the copy
     )
     assert check(con, bad).contradictions == [
         f"{HOST}: boundary of 'V2, no DSpark' at 2026-10-21T00:00:00Z is shifted: the logs' config changes at the "
@@ -98,6 +102,7 @@ def test_boundaries_near_a_restart_pass_and_far_ones_without_a_config_change_are
         ("V2 + DSpark", "2026-10-20T12:20:00+00:00"),  # 20 min after the restart: within NEAR
         ("V2 + DSpark, processed_logprobs", "2026-10-24T23:45:00+00:00"),
         ("V2 + DSpark, patched image", "2026-10-23T04:16:26+00:00"),  # a restart with the same config: fine
+        ("V2 + DSpark, chunk 2048", "2026-10-30T06:00:00+00:00"),  # the samples' build deployed after the copy
     )
     assert check(con, near).contradictions == []
     extra = timeline(
@@ -105,6 +110,7 @@ def test_boundaries_near_a_restart_pass_and_far_ones_without_a_config_change_are
         ("V2 + DSpark", "2026-10-20T12:00:00+00:00"),
         ("V2 + DSpark, hotfix", "2026-10-22T00:00:00+00:00"),  # no restart anywhere near
         ("V2 + DSpark, processed_logprobs", "2026-10-25T00:00:00+00:00"),
+        ("V2 + DSpark, chunk 2048", "2026-10-30T06:00:00+00:00"),  # the samples' build deployed after the copy
     )
     assert check(con, extra).contradictions == [
         f"{HOST}: boundary of 'V2 + DSpark, hotfix' at 2026-10-22T00:00:00Z has no restart within 30 min in the "
@@ -117,6 +123,7 @@ def test_a_version_or_method_the_logs_contradict(con):
         ("vLLM 0.23, no DSpark", "2026-10-05T00:00:00+00:00"),  # the logs run 0.20.1
         ("vLLM 0.23.1 + EAGLE-3", "2026-10-20T12:00:00+00:00"),  # the logs run dspark
         ("vLLM v0.23.1, DSpark K=5", "2026-10-25T00:00:00+00:00"),
+        ("V2 + DSpark, chunk 2048", "2026-10-30T06:00:00+00:00"),  # the samples' build deployed after the copy
     )
     assert check(con, wrong).contradictions == [
         f"{HOST}: 'vLLM 0.23, no DSpark' says vLLM 0.23; its cycles run 0.20.1",
@@ -126,12 +133,12 @@ def test_a_version_or_method_the_logs_contradict(con):
 
 def test_labels_name_only_what_differs_beyond_version_and_speculation(con):
     segs = segments(con, HOST)
-    assert [len(s.starts) for s in segs] == [1, 2, 1]
+    assert [len(s.starts) for s in segs] == [1, 2, 1, 1]
     same_tp = labels(segs)
     assert not any("TP" in label for label in same_tp)  # every segment runs TP2: not a difference
     segs[0].config["tensor_parallel_size"] = "1"
-    assert labels(segs)[0] == "vLLM 0.20.1, no spec decode, raw_logprobs, TP1"
-    assert labels(segs)[1] == "vLLM 0.23.1, dspark K=5, raw_logprobs, TP2"
+    assert labels(segs)[0] == "vLLM 0.20.1, no spec decode, raw_logprobs, max_num_batched_tokens=8192, TP1"
+    assert labels(segs)[1] == "vLLM 0.23.1, dspark K=5, raw_logprobs, max_num_batched_tokens=8192, TP2"
 
 
 def test_no_logs_no_proposal(tmp_path):
@@ -149,4 +156,4 @@ def test_the_proposal_file_round_trips_through_builds_load(con, tmp_path):
     path: Path = tmp_path / "p.toml"
     path.write_text(infer(con, HOST))
     frame = read_builds(path)
-    assert frame["build"].to_list()[-1] == "vLLM 0.23.1, dspark K=5, processed_logprobs"
+    assert frame["build"].to_list()[-1] == "vLLM 0.23.1, dspark K=5, raw_logprobs, max_num_batched_tokens=2048"

@@ -576,6 +576,7 @@ def test_the_registry_names_the_public_tables_in_report_order():
         "answers-by-sampling",
         "similarity",
         "poc",
+        "preflight",
     ]
     orders = [spec.report.order for spec in EVIDENCE.values()]
     assert orders == sorted(orders) and len(set(orders)) == len(orders)

@@ -17,7 +17,7 @@ from pipeline.warehouse.database import fetch_frame, open_read_only
 from tests.factories import data_samples_warehouse
 
 FOCAL = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # data-samples/builds.toml focal_host
-HELD = "epochs 2–4 (2026-10-19T07:13:23Z to 2026-10-30T03:22:22Z)"  # what data-samples/ holds
+HELD = "epochs 2–4 (2026-10-19T07:13:23Z to 2026-10-30T06:16:21Z)"  # what data-samples/ holds
 
 
 def _neighbour(address: str) -> str:

@@ -1,4 +1,4 @@
-"""Every parser bounded (issue 38, point 3): nesting depth of TOML and JSON, integers in names, the longest log
+"""Every parser bounded: nesting depth of TOML and JSON, integers in names, the longest log
 line, how far a gzip log may inflate. Past a limit of pipeline/core/limits.py an input is a counted quarantine or
 a one-line error naming the file and the limit, never a traceback; the limits are made small here through
 `limits.bounded`, so each case runs in about a second."""
@@ -21,7 +21,7 @@ from pipeline.sources.store.payloads import PayloadListing, payload_files
 from pipeline.warehouse.database import open_for_write
 
 DATA = Path(__file__).resolve().parents[2] / "data-samples"
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkv8m42lk"
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
 
 
 def _quarantine(wh: Path) -> list[tuple[str, str, str]]:

@@ -1,4 +1,4 @@
-"""Every class of hostile input (issue 34, point 5): each is a clear error or a counted quarantine, never a
+"""Every class of hostile input: each is a clear error or a counted quarantine, never a
 silent change, a traceback or a hang. One test per class; the inputs come from the project's sample
 generators, mutated the way a broken writer or copy would."""
 

@@ -1,5 +1,5 @@
 """A column the ingest reads that the copy lacks (renamed in the copy, or an older build's table) is said per
-table and column, in the ingest's output and its run record (issue 38, point 4); it was read as NULL silently."""
+table and column, in the ingest's output and its run record; it was read as NULL silently."""
 
 from __future__ import annotations
 

@@ -189,7 +189,7 @@ def test_forks_and_disagreeing_sealed_rows_are_quarantined(network, tmp_path):
     root, truth, copies = network
     quarantine = lake_quarantine(root / "lake")
     forks = quarantine.filter(pl.col("reason").str.contains("fork"))
-    # one quarantine row per copy holding the forked diff, as in a single warehouse (issue 34)
+    # one quarantine row per copy holding the forked diff, as in a single warehouse
     assert forks.select("table_name", "row_key").unique().rows() == [
         ("diffs", f"{truth.fork['escrow_id']}/{truth.fork['nonce']}")
     ]

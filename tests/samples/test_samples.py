@@ -21,7 +21,7 @@ from google.protobuf import unknown_fields
 from pipeline.samples import SampleSpec, generate_timeline
 from pipeline.samples.model import Status
 from pipeline.samples.postgres_writer import TABLE_NAMES
-from pipeline.samples.spec import BUILD_FIX, BUILD_RAW, BUILD_V1
+from pipeline.samples.spec import BUILD_CHUNK, BUILD_FIX, BUILD_RAW, BUILD_V1
 from pipeline.sources.decode import devshard_pb2 as pb
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -306,7 +306,7 @@ def test_cli_writes_store_and_builds(tmp_path):
     ]
     builds = tomllib.loads((out / "builds.toml").read_text())["builds"]
     labels = [b["label"] for b in builds if b["host"] == focal]
-    assert labels == [BUILD_V1, BUILD_RAW, BUILD_FIX]
+    assert labels == [BUILD_V1, BUILD_RAW, BUILD_FIX, BUILD_CHUNK]  # the fourth deployed after the copies
     assert len({b["host"] for b in builds}) == 2
     assert (out / "vllm" / "vllm.log").is_file()  # the focal host's vLLM log over the copy's epochs
 
@@ -464,7 +464,7 @@ def test_the_shipped_vllm_log_yields_its_truth(tmp_path, timeline):
             t["accepted"],
         )
         assert r["per_position"] == pytest.approx([p / t["drafts"] for p in t["pos"]], rel=1e-12)
-    assert list(ev["stability"]) == [BUILD_V1, BUILD_RAW, BUILD_FIX]
+    assert list(ev["stability"]) == [BUILD_V1, BUILD_RAW, BUILD_FIX, BUILD_CHUNK]  # the last: its start only
     for build, t in truth.stability.items():
         r = ev["stability"][build]
         assert (r["engine_deaths"], r["ooms"], r["restarts"], r["preemptions"]) == (

@@ -5,8 +5,8 @@ the logo's `version X` line,
 `Initializing a V1 LLM engine (vX) with config: k=v, …`, V0's `Initializing an LLM engine (vX) …`), the
 `non-default args: {…}` line of newer versions (the arguments the operator passed), and the start-up facts
 (`Model loading took X GiB and Y seconds`, `Available KV cache memory: X GiB`, `GPU KV cache size: N tokens`,
-`Maximum concurrency for N tokens per request: Xx`, `init engine (…) took X s`) and the PoC window's end
-(`PoC stopped: N nonces in M min`).
+`Maximum concurrency for N tokens per request: Xx`, `init engine (…) took X s`), the PoC window's end
+(`PoC stopped: N nonces in M min`) and a PoC request's batch (`PoC /generate: N nonces, batch_size=B, …`).
 
 The log scanner picks those lines out of a chunk's envelope lines by `START_WORDS` (vectorised, in Rust);
 `start_facts(lines)` turns the few it finds into one row per (line, key, value), with `part` ``config``
@@ -43,6 +43,7 @@ START_WORDS = [
     "Maximum concurrency for ",
     "init engine (profile, create kv cache",
     "PoC stopped: ",
+    "PoC /generate: ",
 ]
 _RX_VERSION = re.compile(rf"(?:Initializing an? (?:V\d )?LLM engine \(v|{RX_LAUNCH})(\d+\.\d+\.\d+[\w.+-]*)")
 _RX_ENGINE = re.compile(r"Initializing an? (?:V\d )?LLM engine (?:\(v[^)]*\) )?with config: (.*)$")
@@ -94,6 +95,8 @@ _STARTUP = (
     ),
     (re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"), ("init_engine_s",)),
     (re.compile(r"PoC stopped: (\d+) nonces in ([\d.]+) min"), ("poc_nonces", "poc_minutes")),
+    # the batch a PoC request runs (gonka-ai/vllm vllm/poc/routes.py): the preflight's PoC coupling check
+    (re.compile(r"PoC /generate: \d+ nonces, batch_size=(\d+)"), ("poc_batch_size",)),
 )
 MAX_ARGS_CHARS = 65536  # a longer "dict" is no argument list vLLM printed (and not worth evaluating)
 FACT_SCHEMA = {"msg": pl.String, "part": pl.String, "key": pl.String, "value": pl.String}

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pipeline.samples.spec import BUILD_FIX, BUILD_RAW, BUILD_V1
+from pipeline.samples.spec import BUILD_CHUNK, BUILD_FIX, BUILD_RAW, BUILD_V1
 from pipeline.samples.vllm_log import READY_SECONDS, RESTART_READY_SECONDS
 from pipeline.warehouse.database import open_read_only
 from tests.factories import data_samples_warehouse
@@ -26,9 +26,9 @@ def con(tmp_path_factory):
 def test_startup_per_build_is_what_the_start_lines_print(con):
     result = run(con, "startup", HOST, since=datetime(2026, 10, 1, tzinfo=UTC), until=datetime(2026, 11, 1, tzinfo=UTC))
     rows = {r["build"]: r for r in result.rows.iter_rows(named=True)}
-    assert list(rows) == [BUILD_V1, BUILD_RAW, BUILD_FIX]  # in the order the builds started
-    assert [rows[b]["cycles"] for b in rows] == [1, 2, 1]  # the raw_logprobs build restarted after its OOM
-    assert result.stats == {"cycles": 4}
+    assert list(rows) == [BUILD_V1, BUILD_RAW, BUILD_FIX, BUILD_CHUNK]  # in the order the builds started
+    assert [rows[b]["cycles"] for b in rows] == [1, 2, 1, 1]  # the raw_logprobs build restarted after its OOM
+    assert result.stats == {"cycles": 5}
     assert rows[BUILD_V1]["time_to_ready_max_s"] == READY_SECONDS[BUILD_V1]
     raw = rows[BUILD_RAW]
     assert raw["time_to_ready_max_s"] == READY_SECONDS[BUILD_RAW]
@@ -37,9 +37,10 @@ def test_startup_per_build_is_what_the_start_lines_print(con):
     assert (
         len(rows[BUILD_FIX]["fingerprints"].split(", ")) == 1 != raw["fingerprints"] == rows[BUILD_RAW]["fingerprints"]
     )
-    for r in rows.values():  # the generator's start lines
+    for build, r in rows.items():  # the generator's start lines; the chunk-2048 build's PoC window yields nothing
         assert (r["model_load_median_s"], r["model_load_gib"], r["kv_cache_gib"]) == (41.11823, 54.2, 21.43)
-        assert (r["kv_cache_tokens"], r["max_concurrency"], r["poc_nonces_per_min"]) == (1160160, 8.85, None)
+        poc = 0.0 if build == BUILD_CHUNK else None
+        assert (r["kv_cache_tokens"], r["max_concurrency"], r["poc_nonces_per_min"]) == (1160160, 8.85, poc)
 
 
 def test_an_epoch_holds_the_cycles_that_began_in_its_span(con):

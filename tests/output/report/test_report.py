@@ -94,7 +94,7 @@ FINDINGS = [
     "(50.00%, Wilson score 95%: 9.45–90.55%)",
     "- [Invalid share between builds](#6-votes-by-build): validations: Fisher–Freeman–Halton (two-sided) "
     "p = 6.00e-04 (Holm p = 0.0012), 2 builds; votes: Fisher–Freeman–Halton (two-sided) p = 0.3485 (Holm "
-    "p = 0.3485), 2 builds; no verdicts under V1, no DSpark",
+    "p = 0.3485), 2 builds; no verdicts under V1, no DSpark, V2 + DSpark, vLLM fix, raw_logprobs, chunk 2048",
     "- [Timeouts and misses](#2-epoch-summary): 3 of 52 executed inferences (5.77%, Wilson score 95%: "
     "1.98–15.64%) timed out (refusals, execution timeouts, error misses)",
     # The bundled vLLM log (data-samples/vllm/vllm.log, its truth in tests/samples/test_samples.py): one OOM death.
@@ -442,7 +442,7 @@ def test_unknown_epoch_and_missing_warehouse_are_one_line_errors(sample_dir, tmp
     )
     assert result.exit_code == 1
     assert result.output.strip() == (
-        "error: epoch 99 is not in the warehouse: it holds epochs 2–4 (2026-10-19T07:13:23Z to 2026-10-30T03:22:22Z)"
+        "error: epoch 99 is not in the warehouse: it holds epochs 2–4 (2026-10-19T07:13:23Z to 2026-10-30T06:16:21Z)"
     )
     missing = runner.invoke(app, ["report", "epoch", "3", "--host", HOST, "-w", str(tmp_path / "none.duckdb")])
     assert missing.exit_code == 1 and "no warehouse here yet" in missing.output

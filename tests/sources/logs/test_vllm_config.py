@@ -74,6 +74,12 @@ def test_start_up_facts():
     assert line_facts("non-default args: {'model': 'x', broken") == []  # unreadable: states nothing
 
 
+def test_a_poc_request_states_its_batch():
+    # gonka-ai/vllm vllm/poc/routes.py: the batch the preflight's PoC coupling check reads
+    assert line_facts("PoC /generate: 1000 nonces, batch_size=8, chunks=1") == [("startup", "poc_batch_size", "8")]
+    assert line_facts("PoC /generate completed: 1000 nonces in 12.0s (83.3/s)") == []
+
+
 @pytest.fixture
 def cycles(tmp_path):
     """The real start lines ingested as one host's logs (year 2025), then its engine_cycles."""

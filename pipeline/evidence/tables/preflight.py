@@ -1,0 +1,534 @@
+"""The `preflight` evidence table: per build of the host, the six ways a plain DSpark setup loses a host its
+answers, votes or epoch (gonka-ai/gonka#2198, "What a host needs"), each checked on the host's own data and
+answered pass, fail or cannot tell, with the counts or log lines that decide it.
+
+Each check's rule and thresholds are defined once, in `CHECKS` and the constants below; the docs
+(docs/evidence.md) and the `preflight` command read them from here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+
+from pipeline.core.paths import sql_text
+from pipeline.core.times import iso_utc
+from pipeline.core.upstream import (
+    CHAIN_LOGPROBS_MODE,
+    DSPARK_BLOCK_SIZE,
+    DSPARK_METHOD,
+    POC_TOKENS_PER_SEQUENCE,
+    VLLM_DEFAULT_LOGPROBS_MODE,
+)
+from pipeline.evidence.log_window import time_bounds
+from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, register
+from pipeline.evidence.stats import fisher_exact_2x2
+from pipeline.evidence.tables.answers_by_sampling import sampling_label
+from pipeline.evidence.tables.stability import stability
+from pipeline.evidence.window import EvidenceError, Window
+from pipeline.evidence.window import _utc as utc_time
+from pipeline.warehouse.database import fetch_frame
+
+NAME = "preflight"
+PASS, FAIL, CANNOT_TELL = "pass", "fail", "cannot tell"
+VERDICTS = (PASS, FAIL, CANNOT_TELL)
+UNATTRIBUTED = "unattributed"
+
+# The thresholds of the rules (docs/evidence.md quotes them from here).
+MIN_VERDICTS = 10  # check 1: verdicts of a build, and of a reference, needed to judge an INVALID share
+NEARLY_ALL = 0.5  # checks 1 and 2: an INVALID (invalidated) share at or above this is "nearly all"
+ALPHA = 0.01  # checks 1 and 2: one-sided Fisher exact p-value below which a share is higher than its reference
+MIN_SAMPLED = 10  # check 2: judged sampled answers needed to see the symptom, or its absence
+MIN_LOG_HOURS = 6.0  # check 3: hours of vLLM log a build needs before "no death" means anything
+NEAR_DEATH_S = 600  # check 3: a prompt is "near" a death when it started this many seconds before it
+LONG_PROMPT_TOKENS = 32768  # check 3: a death with a prompt this long near it is a death during a long prefill
+HANG_S = 300  # check 5: a launch with no engine start line for this long is a start-up hang
+
+
+@dataclass(frozen=True)
+class Finding:
+    verdict: str  # pass, fail or cannot tell
+    evidence: str  # the counts or lines that decide it
+    decide: str = ""  # for cannot tell: what data would decide it
+
+
+@dataclass(frozen=True)
+class BuildData:
+    """What the checks read for one build: its verdicts, judged answers, start cycles, deaths and PoC lines."""
+
+    build: str
+    verdicts: tuple[int, int]  # (valid, invalid) the host cast on other hosts' answers in the window
+    earlier: tuple[str, int, int] | None  # the host's previous build: (label, valid, invalid) over all data
+    network: tuple[int, int]  # other validators' (valid, invalid) on answers of others, in the window
+    answers: pl.DataFrame  # judged answers: sampling, invalidated
+    cycles: pl.DataFrame  # preflight_cycles.sql rows of the build
+    deaths: pl.DataFrame  # preflight_deaths.sql rows of the build
+    poc: dict  # preflight_poc.sql row of the build (empty: no PoC line)
+    log_hours: float  # hours of the host's vLLM log files under the build in the window (`stability`)
+
+
+@dataclass(frozen=True)
+class Check:
+    number: int
+    name: str  # short name, the `check` column
+    needs: str  # what the host needs (the seed's row)
+    rule: str  # pass / fail / cannot tell, with the thresholds (docs)
+    run: Callable[[BuildData], Finding]
+
+
+def _share(invalid: int, total: int) -> str:
+    return f"{invalid} of {total} ({invalid / total:.0%})" if total else "0 of 0"
+
+
+def check_replay(d: BuildData) -> Finding:
+    valid, invalid = d.verdicts
+    total = valid + invalid
+    seen = f"INVALID on {_share(invalid, total)} of its verdicts on other hosts' answers"
+    if total < MIN_VERDICTS:
+        return Finding(CANNOT_TELL, seen, f"at least {MIN_VERDICTS} verdicts of this build on other hosts' answers")
+    references = []
+    if d.earlier is not None and d.earlier[1] + d.earlier[2] >= MIN_VERDICTS:
+        label, ev, ei = d.earlier
+        references.append((f"the host's earlier build {label!r}", ev, ei))
+    nv, ni = d.network
+    if nv + ni >= MIN_VERDICTS:
+        references.append(("the network (other validators on other hosts' answers)", nv, ni))
+    compared = []
+    higher = []
+    for label, rv, ri in references:
+        p = fisher_exact_2x2(invalid, valid, ri, rv, alternative="greater").p_value
+        compared.append(f"{label}: {_share(ri, rv + ri)}, one-sided Fisher exact p = {p:.2g}")
+        higher.append(p < ALPHA)
+    evidence = "; ".join([seen, *compared])
+    if invalid / total < NEARLY_ALL:
+        return Finding(PASS, evidence)
+    if references and all(higher):
+        return Finding(FAIL, evidence)
+    return Finding(
+        CANNOT_TELL,
+        evidence,
+        f"a reference with at least {MIN_VERDICTS} verdicts whose INVALID share is significantly lower "
+        f"(p < {ALPHA}): the host's earlier build or the network in the same window",
+    )
+
+
+def _modes(cycles: pl.DataFrame) -> list[str]:
+    """The logprobs modes the build's cycles run: as stated, or vLLM's default where the cycle's non-default
+    arguments are printed without one; none from a cycle that prints no arguments."""
+    stated = cycles.filter(pl.col("args_stated"))
+    return sorted(set(stated["logprobs_mode"].fill_null(VLLM_DEFAULT_LOGPROBS_MODE).to_list()))
+
+
+def _dspark(cycles: pl.DataFrame) -> bool:
+    return DSPARK_METHOD in cycles["spec_method"].to_list()
+
+
+def check_logprobs(d: BuildData) -> Finding:
+    modes, dspark = _modes(d.cycles), _dspark(d.cycles)
+    a = d.answers
+    greedy, sampled = a.filter(pl.col("sampling") == "greedy"), a.filter(pl.col("sampling") == "sampled")
+    g_inv, s_inv = int(greedy["invalidated"].sum()), int(sampled["invalidated"].sum())
+    parts = [
+        f"logprobs_mode {', '.join(modes)}" if modes else "logprobs_mode not stated (no non-default args line)",
+        f"chain expects {CHAIN_LOGPROBS_MODE}",
+        f"invalidated: sampled {_share(s_inv, sampled.height)}, greedy {_share(g_inv, greedy.height)}",
+    ]
+    symptom = False
+    if sampled.height >= MIN_SAMPLED and greedy.height and s_inv / sampled.height >= NEARLY_ALL:
+        p = fisher_exact_2x2(s_inv, sampled.height - s_inv, g_inv, greedy.height - g_inv, alternative="greater")
+        parts.append(f"sampled vs greedy one-sided Fisher exact p = {p.p_value:.2g}")
+        symptom = p.p_value < ALPHA
+    evidence = "; ".join(parts)
+    wrong = [m for m in modes if m != CHAIN_LOGPROBS_MODE]
+    if symptom or (wrong and dspark):
+        return Finding(
+            FAIL,
+            evidence
+            + ("; DSpark runs on the V2 runner, which ignores the per-request mode" if wrong and dspark else ""),
+        )
+    if modes and not wrong:
+        return Finding(PASS, evidence)
+    if modes and sampled.height >= MIN_SAMPLED and s_inv / sampled.height < NEARLY_ALL:
+        return Finding(PASS, evidence + "; no DSpark: the V1 runner honours the per-request mode")
+    return Finding(
+        CANNOT_TELL,
+        evidence,
+        f"a start line stating --logprobs-mode (vLLM's non-default args), or at least {MIN_SAMPLED} judged "
+        "sampled answers and one greedy",
+    )
+
+
+def _stated(cycles: pl.DataFrame, column: str) -> str:
+    values = sorted({v for v in cycles[column].to_list() if v is not None})
+    return ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values) or "not stated"
+
+
+def check_memory(d: BuildData) -> Finding:
+    hours = d.log_hours
+    settings = (
+        f"gpu_memory_utilization {_stated(d.cycles, 'gpu_memory_utilization')}, "
+        f"max_num_batched_tokens {_stated(d.cycles, 'max_num_batched_tokens')}"
+    )
+    deaths = d.deaths
+    long_near = pl.col("prompt_tokens_near").fill_null(0) >= LONG_PROMPT_TOKENS
+    bad = deaths.filter(pl.col("oom") | long_near)
+    described = []
+    for r in bad.iter_rows(named=True):
+        near = r["prompt_tokens_near"]
+        described.append(
+            f"{'OOM' if r['oom'] else 'engine'} death at {iso_utc(r['at'])} (line {r['record_key']}; longest prompt "
+            f"started in the {NEAR_DEATH_S // 60} min before: {f'{near:,} tokens' if near is not None else 'none'})"
+        )
+    head = f"{deaths.height} engine death(s), {bad.height} by OOM or during a long prefill, in {hours:.1f} h of log"
+    evidence = "; ".join([head, *described, settings])
+    if bad.height:
+        return Finding(FAIL, evidence)
+    if deaths.height:
+        return Finding(
+            CANNOT_TELL,
+            evidence,
+            f"the deaths' cause: none is an OOM and no prompt of {LONG_PROMPT_TOKENS:,} tokens or more started "
+            f"in the {NEAR_DEATH_S // 60} min before one",
+        )
+    if hours >= MIN_LOG_HOURS:
+        return Finding(PASS, evidence)
+    return Finding(CANNOT_TELL, evidence, f"at least {MIN_LOG_HOURS:g} h of this build's vLLM log")
+
+
+def check_poc(d: BuildData) -> Finding:
+    batch = d.poc.get("batch_size")
+    chunks = [v for v in d.cycles["max_num_batched_tokens"].to_list() if v is not None]
+    chunk = min(chunks) if chunks else None
+    windows, empty = int(d.poc.get("windows") or 0), int(d.poc.get("empty_windows") or 0)
+    parts = [
+        f"PoC batch {batch} (line {d.poc.get('batch_record')})" if batch is not None else "PoC batch not stated",
+        f"max_num_batched_tokens {chunk}" if chunk is not None else "max_num_batched_tokens not stated",
+    ]
+    coupled = None
+    if batch is not None and chunk is not None:
+        coupled = batch * POC_TOKENS_PER_SEQUENCE > chunk
+        parts.append(
+            f"{batch} x {POC_TOKENS_PER_SEQUENCE} = {batch * POC_TOKENS_PER_SEQUENCE} "
+            f"{'>' if coupled else '<='} {chunk}"
+        )
+    parts.append(f"{empty} of {windows} PoC windows stopped with 0 nonces or crashed")
+    if empty:
+        parts.append(f"first at {iso_utc(d.poc['first_empty_at'])} (line {d.poc['first_empty_record']})")
+    evidence = "; ".join(parts)
+    if coupled or empty:
+        return Finding(FAIL, evidence)
+    if coupled is False or windows:
+        return Finding(PASS, evidence)
+    return Finding(
+        CANNOT_TELL,
+        evidence,
+        "a 'PoC /generate: …, batch_size=B' line and the max_num_batched_tokens argument in this build's logs, "
+        "or a PoC window's 'PoC stopped' line",
+    )
+
+
+def check_startup(d: BuildData) -> Finding:
+    launched = d.cycles.filter(pl.col("launch_at").is_not_null())
+    offline = "HF_HUB_OFFLINE not stated (vLLM's start lines do not print the environment)"
+    waits = []
+    for r in launched.iter_rows(named=True):
+        end = r["engine_at"] or r["ended_at"]
+        waits.append((max((end - r["launch_at"]).total_seconds(), 0.0), r["engine_at"] is None, r["record_key"]))
+    hung = [w for w in waits if w[0] >= HANG_S]
+    parts = [f"{len(waits)} launch(es) of {d.cycles.height} start cycle(s)"]
+    if waits:
+        parts.append(f"longest wait for the first engine line {max(w[0] for w in waits):.0f} s")
+    parts += [
+        f"{'no engine line in' if never else 'engine line after'} {s:.0f} s (launch line {key})"
+        for s, never, key in hung
+    ]
+    evidence = "; ".join([*parts, offline])
+    if hung:
+        return Finding(FAIL, evidence)
+    if waits:
+        return Finding(PASS, evidence)
+    return Finding(
+        CANNOT_TELL,
+        evidence,
+        "a launch line (the API server's 'vLLM API server version') of this build and what follows it",
+    )
+
+
+def check_speculative(d: BuildData) -> Finding:
+    methods = sorted({m for m in d.cycles["spec_method"].to_list() if m is not None})
+    if not methods:
+        return Finding(
+            CANNOT_TELL,
+            "no start line states the speculative config",
+            "an engine start line ('Initializing a V1 LLM engine … speculative_config=…') of this build",
+        )
+    dspark = d.cycles.filter(pl.col("spec_method") == DSPARK_METHOD)
+    tokens = sorted({t for t in dspark["spec_tokens"].to_list() if t is not None})
+    unset = dspark["spec_tokens"].null_count()
+    evidence = f"speculative method {', '.join(methods)}"
+    if dspark.height == 0:
+        return Finding(PASS, evidence + "; no DSpark, so its block size does not apply")
+    evidence += (
+        f"; num_speculative_tokens {', '.join(map(str, tokens)) or 'unset'}"
+        + (f" (unset in {unset} cycle(s))" if unset and tokens else "")
+        + f"; DSpark block size {DSPARK_BLOCK_SIZE}"
+    )
+    if unset or tokens != [DSPARK_BLOCK_SIZE]:
+        return Finding(FAIL, evidence)
+    return Finding(PASS, evidence)
+
+
+CHECKS = (
+    Check(
+        1,
+        "replay",
+        "V2 runner with the enforced-tokens replay fix (gonka-ai/vllm#124)",
+        f"fail: the build's INVALID share of its verdicts on other hosts' answers is at least {NEARLY_ALL:.0%} "
+        f"and higher than every reference with {MIN_VERDICTS}+ verdicts (the host's previous build, over all data; "
+        f"the network in the window), one-sided Fisher exact p < {ALPHA}; pass: {MIN_VERDICTS}+ verdicts with a "
+        f"share below {NEARLY_ALL:.0%}; cannot tell: fewer verdicts, or a high share no reference is below",
+        check_replay,
+    ),
+    Check(
+        2,
+        "logprobs",
+        f"logprobs mode {CHAIN_LOGPROBS_MODE}, as the chain validates",
+        f"fail: a start line states (or, printing the non-default args without it, defaults to "
+        f"{VLLM_DEFAULT_LOGPROBS_MODE}) a mode other than {CHAIN_LOGPROBS_MODE} under DSpark, or the symptom: "
+        f"{MIN_SAMPLED}+ judged sampled answers, at least {NEARLY_ALL:.0%} invalidated, more than the greedy ones "
+        f"(one-sided Fisher exact p < {ALPHA}); pass: {CHAIN_LOGPROBS_MODE} stated and no symptom, or without "
+        f"DSpark (V1 honours the per-request mode) {MIN_SAMPLED}+ sampled answers mostly valid; else cannot tell",
+        check_logprobs,
+    ),
+    Check(
+        3,
+        "memory",
+        "memory headroom for long prefills",
+        f"fail: an engine death by OOM, or one with a prompt of {LONG_PROMPT_TOKENS:,}+ tokens started in the "
+        f"{NEAR_DEATH_S // 60} minutes before it; pass: no death in {MIN_LOG_HOURS:g}+ hours of the build's vLLM "
+        "log; cannot tell: other deaths, or less log; gpu_memory_utilization and max_num_batched_tokens as stated",
+        check_memory,
+    ),
+    Check(
+        4,
+        "poc",
+        f"POC batch x {POC_TOKENS_PER_SEQUENCE} <= max_num_batched_tokens",
+        f"fail: both stated and batch x {POC_TOKENS_PER_SEQUENCE} > max_num_batched_tokens, or a PoC window that "
+        "stopped with 0 nonces or crashed; pass: both stated and within, or PoC windows that all produced nonces; "
+        "cannot tell: neither",
+        check_poc,
+    ),
+    Check(
+        5,
+        "startup",
+        "no start-up hang (HF_HUB_OFFLINE=1)",
+        f"fail: a launch line with no engine start line for {HANG_S // 60}+ minutes; pass: launches, each "
+        "followed by an engine line sooner; cannot tell: no launch line; whether HF_HUB_OFFLINE is stated is "
+        "reported",
+        check_startup,
+    ),
+    Check(
+        6,
+        "speculative",
+        f"num_speculative_tokens set to the DSpark block size ({DSPARK_BLOCK_SIZE})",
+        f"fail: a DSpark start with num_speculative_tokens unset or not {DSPARK_BLOCK_SIZE}; pass: every DSpark "
+        f"start at {DSPARK_BLOCK_SIZE}, or no DSpark; cannot tell: no start line states the speculative config",
+        check_speculative,
+    ),
+)
+
+COLUMNS = (
+    Column("build", "the host's build (`host_builds`), in the order the builds started"),
+    Column("check", "the failure mode's number in the seed's table (gonka-ai/gonka#2198, \"What a host needs\")"),
+    Column("name", "its short name: " + ", ".join(f"{c.number} `{c.name}`" for c in CHECKS)),
+    Column("needs", "what the host needs against it"),
+    Column("verdict", "`pass`, `fail` or `cannot tell` by the check's rule (below)"),
+    Column("evidence", "the counts, settings and log lines (record keys file_id:line) the verdict rests on"),
+    Column("to_decide", "for `cannot tell`: the data that would decide it; empty otherwise"),
+)
+
+
+def preflight(
+    con: duckdb.DuckDBPyConnection,
+    host: str,
+    window: Window,
+    *,
+    build: str | None = None,
+    builds_since: str | None = None,
+) -> EvidenceResult:
+    """The six checks for every build of the host in effect in the window, or the one named by `build`, or
+    those in effect at or after `builds_since` (an ISO-8601 time)."""
+    if build is not None and builds_since is not None:
+        raise EvidenceError("give either --build or --since (the builds in effect since a time), not both")
+    since, until = time_bounds(con, window)
+    order = fetch_frame(con, sql_text("evidence/host_builds.sql"), {"host": host})["build"].to_list()
+    if build is not None and build not in order:
+        known = ", ".join(repr(b) for b in order) or "none"
+        raise EvidenceError(f"host {host} has no build {build!r} in the build timeline (its builds: {known})")
+    live = _live_builds(con, host, since, until)
+    if builds_since is not None:
+        live &= _live_builds(con, host, utc_time(builds_since, "--since"), None)
+    builds = [b for b in order if (b == build if build is not None else b in live)]
+    data = _build_data(con, host, window, since, until, order)
+    rows = []
+    for label in builds:
+        d = data(label)
+        for check in CHECKS:
+            f = check.run(d)
+            rows.append((label, check.number, check.name, check.needs, f.verdict, f.evidence, f.decide))
+    frame = pl.DataFrame(rows, schema={str(c): t for c, t in zip(COLUMNS, _TYPES, strict=True)}, orient="row")
+    counts = {v: int((frame["verdict"] == v).sum()) for v in VERDICTS}
+    notes = []
+    if not order:
+        notes.append(f"host {host} has no entry in the build timeline (gonka-evidence builds FILE.toml).")
+    elif not builds:
+        notes.append(f"no build of host {host} was in effect in {window.describe()}.")
+    notes.append(
+        "Each check answers from the host's own data only: 'cannot tell' says what data would decide it, and no "
+        "check passes by default. Rules and thresholds: docs/evidence.md#preflight."
+    )
+    return EvidenceResult(
+        evidence=NAME,
+        title=f"Preflight of {host}: what a DSpark host needs, by build ({_describe(window, build, builds_since)})",
+        params={"host": host, **window.params, "build": build, "builds_since": builds_since},
+        rows=frame,
+        stats={
+            "verdicts": counts,
+            "failed": [
+                f"{r['build']}: {r['check']} {r['name']}"
+                for r in frame.filter(pl.col("verdict") == FAIL).iter_rows(named=True)
+            ],
+            "test": f"Fisher exact, one-sided (greater), alpha {ALPHA}",
+        },
+        notes=notes,
+    )
+
+
+_TYPES = (pl.String, pl.Int64, pl.String, pl.String, pl.String, pl.String, pl.String)
+
+
+def _describe(window: Window, build: str | None, builds_since: str | None) -> str:
+    if build is not None:
+        return f"{window.describe()}, build {build!r}"
+    if builds_since is not None:
+        return f"{window.describe()}, builds in effect since {builds_since}"
+    return window.describe()
+
+
+def _live_builds(con, host: str, since: dt.datetime | None, until: dt.datetime | None) -> set[str]:
+    """The builds of the host in effect at some time of ``[since, until)``."""
+    spans = fetch_frame(con, sql_text("evidence/host_build_windows.sql"), {"host": host})
+    return {
+        r["build"]
+        for r in spans.iter_rows(named=True)
+        if (until is None or r["valid_from"] < until)
+        and (since is None or r["valid_to"] is None or r["valid_to"] > since)
+    }
+
+
+def _build_data(con, host: str, window: Window, since, until, order: list[str]) -> Callable[[str], BuildData]:
+    """Load what the checks read once, and cut it per build."""
+    params = {"host": host, **window.params}
+    bounds = {"host": host, "since": since, "until": until}
+    verdicts = fetch_frame(con, sql_text("evidence/host_verdict_counts.sql"), params)
+    overall = fetch_frame(
+        con, sql_text("evidence/host_verdict_counts.sql"), {"host": host, "epoch": None, "since": None, "until": None}
+    )
+    network = fetch_frame(con, sql_text("evidence/preflight_network_verdicts.sql"), params).row(0, named=True)
+    answers = fetch_frame(con, sql_text("evidence/judged_answers.sql"), params).with_columns(
+        sampling=pl.struct("temperature", "top_p").map_elements(
+            lambda s: sampling_label(s["temperature"], s["top_p"], False), return_dtype=pl.String
+        ),
+        invalidated=(pl.col("status") == "invalidated").cast(pl.Int64),
+    )
+    cycles = fetch_frame(con, sql_text("evidence/preflight_cycles.sql"), bounds)
+    deaths = fetch_frame(con, sql_text("evidence/preflight_deaths.sql"), {**bounds, "near_s": NEAR_DEATH_S})
+    hours = stability(con, host, window).rows.select("build", "hours_observed").rows()
+    poc = {
+        r["build"]: r for r in fetch_frame(con, sql_text("evidence/preflight_poc.sql"), bounds).iter_rows(named=True)
+    }
+
+    def counts(frame: pl.DataFrame, label: str) -> tuple[int, int]:
+        part = frame.filter(pl.col("build") == label)
+        return int(part["valid"].sum()), int(part["invalid"].sum())
+
+    def of(label: str) -> BuildData:
+        position = order.index(label)
+        earlier = None
+        if position > 0:
+            previous = order[position - 1]
+            earlier = (previous, *counts(overall, previous))
+        return BuildData(
+            build=label,
+            verdicts=counts(verdicts, label),
+            earlier=earlier,
+            network=(int(network["valid"] or 0), int(network["invalid"] or 0)),
+            answers=answers.filter(pl.col("build") == label),
+            cycles=cycles.filter(pl.col("build") == label),
+            deaths=deaths.filter(pl.col("build") == label),
+            poc=poc.get(label, {}),
+            log_hours=sum(h for b, h in hours if b == label),
+        )
+
+    return of
+
+
+def failed(result: EvidenceResult) -> bool:
+    """Whether any check of the result failed (the `preflight --strict` exit status)."""
+    return bool((result.rows["verdict"] == FAIL).any()) if result.rows.height else False
+
+
+def _view(result: EvidenceResult, context) -> pl.DataFrame:
+    """The report shows the verdicts and what decides them, not the static `needs` column."""
+    return result.rows.drop("needs")
+
+
+SPEC = register(
+    EvidenceSpec(
+        name=NAME,
+        summary="What a DSpark host needs, per build: the seed's six failure modes (replay fix, logprobs mode, "
+        "memory headroom, PoC batch coupling, start-up hang, speculative config), each pass, fail or cannot tell "
+        "from the host's own data.",
+        compute=preflight,
+        columns=COLUMNS,
+        sql=(
+            "evidence/host_builds.sql",
+            "evidence/host_build_windows.sql",
+            "evidence/host_verdict_counts.sql",
+            "evidence/preflight_network_verdicts.sql",
+            "evidence/judged_answers.sql",
+            "evidence/preflight_cycles.sql",
+            "evidence/preflight_deaths.sql",
+            "evidence/preflight_poc.sql",
+            "evidence/log_window_bounds.sql",
+        ),
+        options=(
+            Option("build", "--build", "Only this build (its label in the build timeline).", str, "LABEL"),
+            Option(
+                "builds_since",
+                "--builds-since",
+                "Only the builds in effect at or after this time (ISO-8601; `preflight --since`).",
+                str,
+                "T",
+            ),
+        ),
+        report=ReportSection(order=110, heading="Preflight: what a DSpark host needs", view=_view),
+        description="Six rows per build of the host in effect in the window (`--build LABEL`: that build only): "
+        'the failure modes of a plain DSpark setup that gonka-ai/gonka#2198 lists under "What a host needs", each '
+        "checked on what the warehouse holds. Verdicts and answers honour the window as `votes-by-build` and "
+        "`answers-by-sampling` do; log-based checks read the start cycles, deaths and PoC lines in its time span "
+        "(`--epoch`: the epoch's first to last event); hours of log are `stability`'s `hours_observed`. "
+        "`--builds-since T` keeps the builds in effect at or after T, each checked on the window's data. "
+        "`gonka-evidence preflight` prints the same table (its `--since T` is "
+        "`--builds-since T`) and exits 3 with `--strict` when a check fails.",
+        notes="Rules, in check order (thresholds are constants of `pipeline/evidence/tables/preflight.py`, upstream "
+        "facts those of `pipeline/core/upstream.py`):\n\n"
+        + "\n".join(f"{c.number}. **{c.name}** ({c.needs}): {c.rule}." for c in CHECKS)
+        + "\n\n`stats.verdicts`: rows per verdict; `stats.failed`: `build: number name` of each failed check.",
+    )
+)

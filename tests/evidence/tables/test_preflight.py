@@ -1,0 +1,255 @@
+"""The preflight table and command: each of the six checks passes, fails and cannot tell on sample builds.
+
+The warehouse is data-samples/ with its vLLM log (builds V1, raw_logprobs, processed_logprobs + fix), plus a
+second vLLM log of the focal host written by the sample generator's `VllmFile` for three probe builds laid
+before the samples' data: one whose start hangs on a DSpark config without K, chunk 2048 and PoC batch 8
+(PoC 0 nonces); one with K = 7, chunk 8192 and PoC batch 4 that produced nonces; one with no log at all.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli.app import app
+from pipeline.core.paths import DATA_SAMPLES_DIR
+from pipeline.evidence.stats import fisher_exact_2x2
+from pipeline.evidence.window import EvidenceError
+from pipeline.samples.logs import LogTruth, VllmFile
+from pipeline.samples.spec import BUILD_CHUNK, BUILD_FIX, BUILD_RAW, BUILD_V1
+from pipeline.samples.vllm_log import ARGS, ENGINE_CONFIG
+from pipeline.warehouse.database import open_for_write, open_read_only
+from tests.factories import data_samples_warehouse, load_builds_of
+from tests.helpers import evidence as run
+
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
+COUPLED = "probe: DSpark without K, chunk 2048, PoC batch 8, start-up hang"
+SOUND = "probe: DSpark K 7, chunk 8192, PoC batch 4"
+SILENT = "probe: no vLLM log"
+PROBES = {
+    COUPLED: datetime(2026, 10, 8, tzinfo=UTC),
+    SOUND: datetime(2026, 10, 10, tzinfo=UTC),
+    SILENT: datetime(2026, 10, 12, tzinfo=UTC),
+    BUILD_V1: datetime(2026, 10, 13, tzinfo=UTC),  # the samples' first build again, before its data
+}
+runner = CliRunner()
+
+
+def _probe_log(path) -> None:
+    """Two start cycles of the probes, in the samples' V1 log format (0.23.1 prints its non-default args)."""
+
+    def build_at(at: datetime) -> str:
+        return max((since, label) for label, since in PROBES.items() if since <= at)[1]
+
+    f = VllmFile(
+        LogTruth(host=HOST, executor=""),
+        random.Random(3),
+        "0.23.1",
+        PROBES[COUPLED] + (PROBES[SOUND] - PROBES[COUPLED]) / 2,
+        proc="EngineCore_DP0",
+        api_pid=1,
+        build_at=build_at,
+        stats_proc="APIServer",
+    )
+    f.engine_config = ENGINE_CONFIG
+    f.start_args = ARGS | {
+        "max_num_batched_tokens": 2048,
+        "logprobs_mode": "processed_logprobs",
+        "speculative_config": {"method": "dspark"},
+    }
+    f.spec_config = "SpeculativeConfig(method='dspark')"
+    f.start(ready_after=300, hang_s=900)  # 15 minutes with no engine line, as on the hub lookup
+    f.poc(0, batch_size=8)  # one forward is 8 x 1024 tokens in a 2048-token buffer: no nonce
+    f.t = PROBES[SOUND] + (PROBES[SILENT] - PROBES[SOUND]) / 2
+    f.start_args = ARGS | {
+        "logprobs_mode": "processed_logprobs",
+        "speculative_config": {"method": "dspark", "num_speculative_tokens": 7},
+    }
+    f.spec_config = "SpeculativeConfig(method='dspark', num_spec_tokens=7)"
+    f.start(ready_after=300)
+    f.poc(3000, batch_size=4)
+    f.write(path)
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory):
+    from pipeline.ingest.logs import ingest_logs
+
+    root = tmp_path_factory.mktemp("preflight")
+    path = data_samples_warehouse(root / "w.duckdb", vllm_log_host=HOST)
+    _probe_log(root / "probe" / "vllm.log")
+    con = open_for_write(path)
+    try:
+        ingest_logs(con, [root / "probe" / "vllm.log"], host=HOST, kind="vllm", year=2026)
+    finally:
+        con.close()
+    probes = "".join(
+        f'\n[[builds]]\nhost  = "{HOST}"\nlabel = "{label}"\nsince = "{since:%Y-%m-%dT%H:%M:%SZ}"\n'
+        for label, since in PROBES.items()
+    )
+    (root / "builds.toml").write_text((DATA_SAMPLES_DIR / "builds.toml").read_text() + probes)
+    load_builds_of(path, root / "builds.toml")
+    return path
+
+
+@pytest.fixture(scope="module")
+def verdicts(warehouse):
+    """(build, check name) → (verdict, evidence, to_decide) over all data."""
+    con = open_read_only(warehouse)
+    try:
+        result = run(con, "preflight", HOST)
+    finally:
+        con.close()
+    rows = result.rows.iter_rows(named=True)
+    return {(r["build"], r["name"]): (r["verdict"], r["evidence"], r["to_decide"]) for r in rows}
+
+
+def verdict(verdicts, build: str, check: str) -> str:
+    return verdicts[(build, check)][0]
+
+
+def test_every_build_gets_the_six_checks_in_order(warehouse):
+    con = open_read_only(warehouse)
+    try:
+        result = run(con, "preflight", HOST)
+    finally:
+        con.close()
+    builds = [BUILD_V1, COUPLED, SOUND, SILENT, BUILD_RAW, BUILD_FIX, BUILD_CHUNK]  # by first start
+    assert result.rows["build"].to_list() == [b for b in builds for _ in range(6)]
+    assert result.rows["name"].to_list()[:6] == ["replay", "logprobs", "memory", "poc", "startup", "speculative"]
+    assert set(result.rows["verdict"]) == {"pass", "fail", "cannot tell"}
+    # cannot tell always says what would decide it; pass and fail never leave it open
+    for row in result.rows.iter_rows(named=True):
+        assert bool(row["to_decide"]) == (row["verdict"] == "cannot tell"), row
+
+
+def test_replay_fails_on_nearly_all_invalid_verdicts_against_the_network(verdicts):
+    v, evidence, _ = verdicts[(BUILD_RAW, "replay")]
+    assert v == "fail"
+    assert evidence.startswith("INVALID on 45 of 49 (92%)") and "the network" in evidence and "p = " in evidence
+    v, evidence, _ = verdicts[(BUILD_FIX, "replay")]
+    assert v == "pass" and evidence.startswith("INVALID on 3 of 23 (13%)")
+    assert "earlier build 'V2 + DSpark, raw_logprobs': 45 of 49" in evidence
+    v, evidence, decide = verdicts[(BUILD_V1, "replay")]
+    assert (v, evidence) == ("cannot tell", "INVALID on 1 of 9 (11%) of its verdicts on other hosts' answers")
+    assert decide == "at least 10 verdicts of this build on other hosts' answers"
+
+
+def test_logprobs_fails_on_the_default_mode_under_dspark_and_on_the_sampling_symptom(verdicts):
+    v, evidence, _ = verdicts[(BUILD_RAW, "logprobs")]
+    assert v == "fail"
+    assert "logprobs_mode raw_logprobs" in evidence  # not stated: vLLM's default, since the args line is printed
+    assert "sampled 51 of 51 (100%), greedy 0 of 9 (0%)" in evidence
+    assert verdict(verdicts, BUILD_FIX, "logprobs") == "pass"
+    # V1 without DSpark honours the per-request mode, and 2 judged sampled answers cannot show the symptom
+    v, evidence, decide = verdicts[(BUILD_V1, "logprobs")]
+    assert v == "cannot tell" and "sampled 0 of 2" in evidence and "10 judged sampled answers" in decide
+    assert verdict(verdicts, SILENT, "logprobs") == "cannot tell"
+
+
+def test_memory_fails_on_the_oom_death_and_needs_hours_of_log_to_pass(verdicts):
+    v, evidence, _ = verdicts[(BUILD_RAW, "memory")]
+    assert v == "fail"
+    assert "OOM death at 2026-10-23T04:15:45Z" in evidence
+    assert "gpu_memory_utilization 0.92, max_num_batched_tokens 8192" in evidence
+    assert verdict(verdicts, BUILD_FIX, "memory") == "pass"
+    v, evidence, _ = verdicts[(COUPLED, "memory")]  # the probe file runs a day under it, without a death
+    assert v == "pass" and "in 24.0 h of log" in evidence and "max_num_batched_tokens 2048" in evidence
+    v, evidence, decide = verdicts[(SILENT, "memory")]  # no log under it at all
+    assert v == "cannot tell" and "in 0.0 h of log" in evidence and decide == "at least 6 h of this build's vLLM log"
+
+
+def test_poc_fails_on_batch_coupling_and_empty_windows(verdicts):
+    v, evidence, _ = verdicts[(COUPLED, "poc")]
+    assert v == "fail"
+    assert "PoC batch 8" in evidence and "8 x 1024 = 8192 > 2048" in evidence
+    assert "1 of 1 PoC windows stopped with 0 nonces or crashed" in evidence
+    v, evidence, _ = verdicts[(SOUND, "poc")]
+    assert v == "pass" and "4 x 1024 = 4096 <= 8192" in evidence
+    v, evidence, decide = verdicts[(BUILD_FIX, "poc")]  # the samples' log states no PoC batch and has no window
+    assert v == "cannot tell" and "PoC batch not stated" in evidence and "batch_size=B" in decide
+
+
+def test_startup_fails_on_a_launch_with_no_engine_line_for_minutes(verdicts):
+    v, evidence, _ = verdicts[(COUPLED, "startup")]
+    assert v == "fail" and "engine line after 900 s" in evidence
+    assert "HF_HUB_OFFLINE not stated" in evidence
+    assert verdict(verdicts, SOUND, "startup") == verdict(verdicts, BUILD_FIX, "startup") == "pass"
+    assert verdict(verdicts, SILENT, "startup") == "cannot tell"
+
+
+def test_speculative_fails_when_k_is_unset_or_not_the_block_size(verdicts):
+    assert verdict(verdicts, COUPLED, "speculative") == "fail"
+    assert "num_speculative_tokens unset" in verdicts[(COUPLED, "speculative")][1]
+    assert verdict(verdicts, SOUND, "speculative") == "fail"
+    assert "num_speculative_tokens 7; DSpark block size 5" in verdicts[(SOUND, "speculative")][1]
+    assert verdict(verdicts, BUILD_FIX, "speculative") == "pass"
+    assert verdict(verdicts, BUILD_V1, "speculative") == "pass"  # no DSpark: stated, the rule does not apply
+    assert verdict(verdicts, SILENT, "speculative") == "cannot tell"
+
+
+def test_one_build_and_the_builds_since_a_time(warehouse):
+    con = open_read_only(warehouse)
+    try:
+        one = run(con, "preflight", HOST, build=BUILD_FIX)
+        assert set(one.rows["build"]) == {BUILD_FIX} and one.rows.height == 6
+        since = run(con, "preflight", HOST, builds_since="2026-10-22T00:00:00Z")
+        assert since.rows["build"].unique(maintain_order=True).to_list() == [BUILD_RAW, BUILD_FIX, BUILD_CHUNK]
+        assert since.stats["failed"] == [
+            f"{BUILD_RAW}: 1 replay",
+            f"{BUILD_RAW}: 2 logprobs",
+            f"{BUILD_RAW}: 3 memory",
+            f"{BUILD_CHUNK}: 2 logprobs",
+            f"{BUILD_CHUNK}: 4 poc",
+        ]
+        with pytest.raises(EvidenceError, match="has no build 'V3'"):
+            run(con, "preflight", HOST, build="V3")
+        with pytest.raises(EvidenceError, match="not both"):
+            run(con, "preflight", HOST, build=BUILD_FIX, builds_since="2026-10-22")
+    finally:
+        con.close()
+
+
+def test_the_command_exits_3_with_strict_when_a_check_fails(warehouse):
+    args = ["preflight", "--host", HOST, "--warehouse", str(warehouse)]
+    failing = runner.invoke(app, [*args, "--build", BUILD_RAW, "--strict"])
+    assert failing.exit_code == 3, failing.output
+    assert "| V2 + DSpark, raw_logprobs | 1 | replay |" in failing.stdout
+    assert runner.invoke(app, [*args, "--build", BUILD_RAW]).exit_code == 0  # without --strict: reported only
+    # the processed_logprobs build fails nothing (PoC cannot tell): --strict passes
+    clean = runner.invoke(app, [*args, "--build", BUILD_FIX, "--strict", "--format", "json"])
+    assert clean.exit_code == 0, clean.output
+    document = orjson.loads(clean.stdout)
+    assert document["evidence"] == "preflight" and document["stats"]["failed"] == []
+    assert [r["verdict"] for r in document["rows"]] == ["pass", "pass", "pass", "cannot tell", "pass", "pass"]
+    assert document["provenance"]["command"].startswith("gonka-evidence ")
+
+
+def test_the_command_rejects_build_with_since_and_unknown_builds_in_one_line(warehouse):
+    args = ["preflight", "--host", HOST, "--warehouse", str(warehouse)]
+    both = runner.invoke(app, [*args, "--build", BUILD_FIX, "--since", "2026-10-22"])
+    assert both.exit_code == 2 and "not both" in both.output
+    unknown = runner.invoke(app, [*args, "--build", "V3"])
+    assert unknown.exit_code == 1 and "Traceback" not in unknown.output
+    assert unknown.stderr.strip().splitlines()[-1].startswith("error: host ")
+
+
+def test_one_sided_fisher_is_exact():
+    # 29 sampled answers all invalid against 2 greedy all valid: the observed table is the most extreme of C(31, 2)
+    assert fisher_exact_2x2(29, 0, 0, 2, alternative="greater").p_value == pytest.approx(1 / 465)
+    assert fisher_exact_2x2(29, 0, 0, 2).alternative == "two-sided"
+
+
+def test_the_samples_chunk_build_fails_logprobs_and_poc(verdicts):
+    """The samples' fourth build, deployed after the copy: vLLM's default logprobs mode under DSpark, and a 2048-token
+    chunk that its PoC batch 8 does not fit (its PoC window stops with 0 nonces)."""
+    found = {check: verdicts[(BUILD_CHUNK, check)] for check in ("replay", "logprobs", "memory", "poc", "startup")}
+    assert [v for v, _, _ in found.values()] == ["cannot tell", "fail", "cannot tell", "fail", "pass"]
+    assert "logprobs_mode raw_logprobs" in found["logprobs"][1] and "V2 runner" in found["logprobs"][1]
+    poc = found["poc"][1]
+    assert "PoC batch 8" in poc and "8 x 1024 = 8192 > 2048" in poc and "1 of 1 PoC windows stopped with 0" in poc
+    assert verdict(verdicts, BUILD_CHUNK, "speculative") == "pass"
