@@ -70,6 +70,7 @@ class CopyPlan:
 
     spec: str
     escrows: list[tuple[str, int]]
+    whole: bool = False  # read in one piece all the same
 
     @property
     def weight(self) -> int:
@@ -91,7 +92,11 @@ def plan_copy(spec: str) -> CopyPlan:
     store = open_store(spec)
     try:
         weigh = getattr(store, "escrow_weights", None)
-        return CopyPlan(spec, weigh() if weigh is not None else [])
+        # A SQLite store with a write-ahead log or journal is read from a private copy of its files,
+        # which each piece would make again.
+        path = getattr(store, "path", None) if store.kind == "sqlite" else None
+        live = path is not None and any(p.name.endswith(("-wal", "-journal")) for p in Path(path).iterdir())
+        return CopyPlan(spec, weigh() if weigh is not None else [], whole=live)
     finally:
         store.close()
 
@@ -100,15 +105,19 @@ def cut_copy(plan: CopyPlan, pieces: int, generation: str) -> list[CopyPiece]:
     """`plan`'s copy in at most `pieces` ranges of consecutive escrows holding about the same diffs (an
     escrow is never cut: one larger than a share is a piece of its own)."""
     total = plan.weight
-    pieces = max(1, min(pieces, len(plan.escrows)))
+    pieces = 1 if plan.whole else max(1, min(pieces, len(plan.escrows)))
     if pieces == 1:
         return [CopyPiece(0, 1, generation, weight=total)]
     bounds: list[str] = []
-    weights, done = [0], 0
+    weights, done, start = [0], 0, 0  # start: the diffs before the current piece
     for escrow, n in plan.escrows:
-        if done and done >= total * (len(bounds) + 1) / pieces and len(bounds) < pieces - 1:
+        # A piece ends before the escrow whose middle lies past its share of the diffs left, so that an
+        # escrow larger than a share leaves the rest to be shared by the pieces after it.
+        share = (total - start) / (pieces - len(bounds))
+        if done > start and len(bounds) < pieces - 1 and done + n / 2 - start >= share:
             bounds.append(escrow)
             weights.append(0)
+            start = done
         done += n
         weights[-1] += n
     edges = [None, *bounds, None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -164,6 +165,9 @@ def test_a_copy_cut_into_pieces_writes_the_rows_of_the_whole_copy(layout, sqlite
     assert (a.tables, a.rows, a.source_id) == (b.tables, b.rows, b.source_id)
     if layout == "sqlite":  # the store's files, hashed once
         assert a.input_digest == b.input_digest
+        # A store with a write-ahead log is read from a private copy of its files: not once per piece.
+        next(Path(spec).glob("epoch_*.db")).with_suffix(".db-wal").touch()
+        assert [(p.low, p.below) for p in cut_copy(plan_copy(spec), 3, "g1")] == [(None, None)]
     else:  # the rows read, per piece
         assert a.input_digest != b.input_digest and b.input_digest.startswith("sha256:")
     con = duckdb.connect()
@@ -210,3 +214,19 @@ def test_escrow_ranges_that_meet_read_every_row_once_odd_ids_included(sqlite_cop
     assert len(set_aside) == 2 and sorted(r for rows, _ in parts for r in rows) == sorted(whole)
     assert sorted(p for _, problems in parts for p in problems) == set_aside
     assert [len(problems) for _, problems in parts] == [1, 0, 1]  # NULL first, the blob last
+
+
+def test_a_copy_is_cut_between_escrows_into_pieces_of_about_the_same_diffs():
+    from pipeline.network.copies import CopyPlan, cut_copy
+
+    def cut(weights: list[int], pieces: int) -> list[tuple[str | None, str | None, int]]:
+        plan = CopyPlan("copy", [(f"e{i:02d}", n) for i, n in enumerate(weights)])
+        found = cut_copy(plan, pieces, "g")
+        assert [(p.index, p.count) for p in found] == [(i, len(found)) for i in range(len(found))]
+        return [(p.low, p.below, p.weight) for p in found]
+
+    assert cut([10] * 12, 3) == [(None, "e04", 40), ("e04", "e08", 40), ("e08", None, 40)]
+    # an escrow larger than a share is a piece of its own, and the rest is shared by the pieces after it
+    assert cut([100, 1, 1, 1, 1, 1, 1], 3) == [(None, "e01", 100), ("e01", "e04", 3), ("e04", None, 3)]
+    assert cut([5, 5], 3) == [(None, "e01", 5), ("e01", None, 5)]  # never more pieces than escrows
+    assert cut([5, 5], 1) == [(None, None, 10)]
