@@ -355,8 +355,9 @@ class PostgresStore:
             low, below = escrows
             if low is not None:
                 where.append(f"t.escrow_id >= {_literal(low)}")
-            if below is not None:
-                where.append(f"(t.escrow_id < {_literal(below)} OR t.escrow_id IS NULL)")
+            if below is not None:  # the first range also holds the NULL ids
+                below_sql = f"t.escrow_id < {_literal(below)}"
+                where.append(below_sql if low is not None else f"({below_sql} OR t.escrow_id IS NULL)")
         if where:
             sql += " WHERE " + " AND ".join(where)
         for batch in self._batches(conn, sql, (), batch_rows, f"reading {PREFIX}{table}"):

@@ -471,8 +471,9 @@ def escrow_range_sql(escrows: EscrowRange | None) -> tuple[list[str], tuple]:
     if low is not None:
         where.append("t.escrow_id COLLATE BINARY >= ?")
         params.append(low)
-    if below is not None:
-        where.append("(t.escrow_id COLLATE BINARY < ? OR t.escrow_id IS NULL)")
+    if below is not None:  # the first range also holds the NULL ids
+        below_sql = "t.escrow_id COLLATE BINARY < ?"
+        where.append(below_sql if low is not None else f"({below_sql} OR t.escrow_id IS NULL)")
         params.append(below)
     return where, tuple(params)
 
