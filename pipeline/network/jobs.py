@@ -106,7 +106,7 @@ def network_ingest(
 def _pieces(client, copies: list[str], progress: Progress, piece_rows: int | None) -> list[tuple[int, str, CopyPiece]]:
     """Stage 1's tasks: each copy whole, or cut into pieces of about `piece_rows` diffs (by default the
     network's diffs over PIECES_PER_WORKER tasks per worker, at least MIN_PIECE_ROWS), so that no copy
-    is a task much longer than the others (a copy is the unit of nothing on the critical path)."""
+    is a task much longer than the others and workers beyond the number of copies have work."""
     piece_rows = piece_rows or env_int(PIECE_ROWS_ENV, 0, 1, 10**12, "diff rows") or None
     slots = sum(client.nthreads().values()) if client is not None else 1  # worker threads
     generation = uuid.uuid4().hex[:12]  # every piece of a run writes under one generation (a retry, the same)
