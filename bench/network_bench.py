@@ -15,7 +15,9 @@ into one warehouse (wall time, peak RSS; `--no-sequential` skips it), and `netwo
 copies on a LocalCluster of each worker count, each into a fresh lake (wall time per stage, stage-1 tasks,
 bytes before and after dedupe, peak RSS per worker), with speedup and efficiency against the first worker
 count, and a digest of the evidence tables (executors, concentration, peer-invalidation of the first host)
-of each lake, which must be the same for every worker count and equal the sequential warehouse's.
+of each lake, which must be the same for every worker count and equal the sequential warehouse's (exit 1
+otherwise). `--append` adds the worker counts of this run to the results file of the same network and
+settings (a sweep in parts: `--workers 1,2 --make`, then `--workers 4,8,16 --reuse --append`).
 `--piece-rows N` sets GONKA_EVIDENCE_NETWORK_PIECE_ROWS (stage 1's diffs per task; a huge N reads every
 copy whole). Results: bench/results/network-<size>[-sqlite].json.
 """
@@ -249,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-sequential", action="store_true", help="skip the sequential single-warehouse ingest")
     parser.add_argument("--piece-rows", type=int, help="GONKA_EVIDENCE_NETWORK_PIECE_ROWS for the lake runs")
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="add these worker counts to the results file of the same network and settings (a sweep in parts)",
+    )
+    parser.add_argument("--out", type=Path, help="the results file (default bench/results/network-SIZE.json)")
     args = parser.parse_args(argv)
     if args.piece_rows is not None:
         os.environ["GONKA_EVIDENCE_NETWORK_PIECE_ROWS"] = str(args.piece_rows)
@@ -282,6 +290,19 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(result["lake"][-1]), flush=True)
         shutil.rmtree(work, ignore_errors=True)
     result["loadavg_1m_end"] = os.getloadavg()[0]
+    name = f"network-{args.size}" + ("-sqlite" if args.layout == "sqlite" else "")
+    out = args.out or RESULTS / f"{name}.json"
+    settings = ("size", "layout", "hosts", "buckets", "piece_rows", "escrows_per_copy")
+    if args.append and out.exists():
+        before = json.loads(out.read_text())
+        if any(before.get(k) != result[k] for k in settings):
+            raise SystemExit(f"{out}: made with other settings ({', '.join(settings)}); not appended to")
+        ran = {run["workers"] for run in result["lake"]}
+        result["lake"] = sorted(
+            [run for run in before["lake"] if run["workers"] not in ran] + result["lake"], key=lambda r: r["workers"]
+        )
+        if "sequential" not in result and "sequential" in before:
+            result["sequential"] = before["sequential"]
     base = result["lake"][0]
     for run in result["lake"]:
         run["speedup"] = round(base["seconds"] / run["seconds"], 2)
@@ -290,9 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     result["evidence_equal_across_workers"] = len(digests) == 1
     if "sequential" in result:
         result["evidence_equals_sequential"] = digests == {result["sequential"]["evidence"]}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    name = f"network-{args.size}" + ("-sqlite" if args.layout == "sqlite" else "")
-    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
     print("\nworkers  wall s  stage 1 s  stage 2 s  stage-1 tasks  speedup  efficiency  evidence")
     for run in result["lake"]:
