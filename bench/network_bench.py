@@ -193,7 +193,7 @@ def warehouse_evidence(warehouse: Path, host: str) -> str:
 
 def lake_ingest(copies: list[str], work: Path, workers: int, buckets: int, host: str) -> dict:
     from pipeline.network.cluster import dask_client
-    from pipeline.network.jobs import network_ingest
+    from pipeline.network.jobs import STAGE1, network_ingest
 
     lake = work / f"lake-{workers}"  # a fresh lake per worker count
     marks: dict[str, float] = {}
@@ -210,7 +210,7 @@ def lake_ingest(copies: list[str], work: Path, workers: int, buckets: int, host:
         started = time.monotonic()
         summary = network_ingest(copies, lake, scheduler=scheduler, buckets=buckets, progress=progress)
         peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-    stage1 = marks["copies into the lake"] - started
+    stage1 = marks[STAGE1] - started
     raw = sum(p.stat().st_size for t in ("sessions", "diffs") for p in (lake / t).rglob("*.parquet"))
     result = {
         "workers": workers,
@@ -218,7 +218,7 @@ def lake_ingest(copies: list[str], work: Path, workers: int, buckets: int, host:
         "stage1_s": round(stage1, 1),
         "weigh_s": round(marks["copies weighed"] - started, 2) if "copies weighed" in marks else None,
         "stage2_s": round(summary.elapsed_s - stage1, 1),
-        "stage1_tasks": tasks.get("copies into the lake", 0),
+        "stage1_tasks": tasks.get(STAGE1, 0),
         "partitions": len(summary.partitions),
         "copies_bytes_read": sum(c.bytes_read for c in summary.copies),
         "diffs_before": summary.total("diffs_before"),

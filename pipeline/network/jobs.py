@@ -29,6 +29,7 @@ from pipeline.network.tables import NETWORK_TABLES, NetworkParams
 PIECES_PER_WORKER = 3
 MIN_PIECE_ROWS = 20_000
 PIECE_ROWS_ENV = "GONKA_EVIDENCE_NETWORK_PIECE_ROWS"
+STAGE1 = "copy pieces into the lake"  # its progress counts tasks: a copy read whole is one piece
 
 
 @dataclass
@@ -79,7 +80,7 @@ def network_ingest(
             client,
             write_piece,
             [(root, spec, piece) for _, spec, piece in pieces],
-            "copies into the lake",
+            STAGE1,
             progress,
             _bytes,
             sizes=[piece.weight for _, _, piece in pieces],
