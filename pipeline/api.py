@@ -802,11 +802,14 @@ def network_ingest(
     scheduler: str | None = None,
     buckets: int | None = None,
     memory_limit: str | None = None,
+    piece_rows: int | None = None,
     progress: Progress | None = None,
 ) -> NetworkIngestSummary:
     """`gonka-evidence network ingest`: copies into the lake, then their partitions into partition
     warehouses, on a Dask cluster (a LocalCluster of `workers` processes, or the one at `scheduler`;
-    `workers=0`: in this process). Needs the `network` extra (`pip install gonka-evidence[network]`)."""
+    `workers=0`: in this process). Needs the `network` extra (`pip install gonka-evidence[network]`).
+    `piece_rows`: the diffs of one stage-1 task (a larger copy is read in pieces; default
+    GONKA_EVIDENCE_NETWORK_PIECE_ROWS, else from the network's size and the workers)."""
     from pipeline.core.roles import is_url
     from pipeline.network.jobs import network_ingest as ingest_lake
 
@@ -821,6 +824,7 @@ def network_ingest(
         scheduler=scheduler,
         buckets=buckets,
         memory_limit=memory_limit,
+        piece_rows=piece_rows,
         progress=progress,
     )
 

@@ -4,22 +4,29 @@ Reads the copy through the same store readers as `gonka-evidence ingest` (pipeli
 every layout and release line the ingest knows arrives in the canonical shape; adds each row's bucket
 (and each diff's digest) and writes one file per (table, epoch, bucket) of this copy. Nothing is
 decoded here: decoding happens once per distinct diff, in the partition (pipeline/network/partition.py).
+
+A large copy is read in pieces, each a task: the rows of one range of escrow ids (in the store's own
+order, every table and epoch), cut from the copy's sessions so that the pieces hold about the same
+diffs (`plan_copy`, `cut_copy`). Each piece writes its own files (`<copy>-<generation>-p<i>.parquet`);
+once all of them are written, the copy's manifest names their files together (`commit_copy`), so a
+partition reads the same rows of the copy however it was cut.
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
-from pipeline.network.lake import CACHE_ENTRY, EPOCH_TABLES, CopyManifest, Lake, bucket_of, copy_id_of
+from pipeline.core.digest import PREFIX, DigestingStore, RowDigest, input_digest_before
+from pipeline.network.lake import CACHE_ENTRY, EPOCH_TABLES, LAKE_TABLES, CopyManifest, Lake, bucket_of, copy_id_of
 from pipeline.sources.store import open_store
+from pipeline.sources.store.base import EscrowRange
 
 DIGEST = "diff_digest"  # md5 of txs_proto, the identity of a diff's bytes
 DIFF_BYTES = "diff_bytes"  # its length, so that dedupe counts bytes without reading them
@@ -27,7 +34,7 @@ DIFF_BYTES = "diff_bytes"  # its length, so that dedupe counts bytes without rea
 
 @dataclass
 class CopyWritten:
-    """What one stage-1 task did (returned to the client)."""
+    """What stage 1 did for one copy (all of its pieces)."""
 
     copy_id: str
     label: str
@@ -41,11 +48,90 @@ def copy_label(spec: str, display: str) -> str:
     return Path(spec).name if not spec.startswith(("postgres:", "postgresql:")) and spec != "postgres" else display
 
 
+@dataclass(frozen=True)
+class CopyPiece:
+    """One stage-1 task of a copy: the rows of the escrows in [low, below) (None: no bound)."""
+
+    index: int
+    count: int
+    generation: str
+    low: str | None = None
+    below: str | None = None
+    weight: int = 0  # the diffs its sessions state: the task's size, for the order of submission
+
+    @property
+    def escrows(self) -> EscrowRange | None:
+        return None if self.count == 1 else (self.low, self.below)
+
+
+@dataclass
+class CopyPlan:
+    """What `plan_copy` learns of a copy: its escrows in the store's order, each with its diffs."""
+
+    spec: str
+    escrows: list[tuple[str, int]]
+    whole: bool = False  # read in one piece all the same
+
+    @property
+    def weight(self) -> int:
+        return sum(n for _, n in self.escrows)
+
+
+@dataclass
+class PieceWritten:
+    """What one piece wrote (returned to the client, which commits the copy once every piece is in)."""
+
+    piece: CopyPiece
+    manifest: CopyManifest
+    rows_digest: str | None  # a PostgreSQL copy: the digest of the rows this piece read
+
+
+def plan_copy(spec: str) -> CopyPlan:
+    """A task: the escrows of a copy with their diff counts, from its sessions (a store that cannot tell
+    gives none, and the copy is read whole)."""
+    store = open_store(spec)
+    try:
+        weigh = getattr(store, "escrow_weights", None)
+        # A SQLite store with a write-ahead log or journal is read from a private copy of its files,
+        # which each piece would make again.
+        path = getattr(store, "path", None) if store.kind == "sqlite" else None
+        live = path is not None and any(p.name.endswith(("-wal", "-journal")) for p in Path(path).iterdir())
+        return CopyPlan(spec, weigh() if weigh is not None else [], whole=live)
+    finally:
+        store.close()
+
+
+def cut_copy(plan: CopyPlan, pieces: int, generation: str) -> list[CopyPiece]:
+    """`plan`'s copy in at most `pieces` ranges of consecutive escrows holding about the same diffs (an
+    escrow is never cut: one larger than a share is a piece of its own)."""
+    total = plan.weight
+    pieces = 1 if plan.whole else max(1, min(pieces, len(plan.escrows)))
+    if pieces == 1:
+        return [CopyPiece(0, 1, generation, weight=total)]
+    bounds: list[str] = []
+    weights, done, start = [0], 0, 0  # start: the diffs before the current piece
+    for escrow, n in plan.escrows:
+        # A piece ends before the escrow whose middle lies past its share of the diffs left, so that an
+        # escrow larger than a share leaves the rest to be shared by the pieces after it.
+        share = (total - start) / (pieces - len(bounds))
+        if done > start and len(bounds) < pieces - 1 and done + n / 2 - start >= share:
+            bounds.append(escrow)
+            weights.append(0)
+            start = done
+        done += n
+        weights[-1] += n
+    edges = [None, *bounds, None]
+    return [
+        CopyPiece(i, len(bounds) + 1, generation, edges[i], edges[i + 1], weights[i]) for i in range(len(bounds) + 1)
+    ]
+
+
 class _Writers:
     """One Parquet writer per (table, epoch, bucket) of the copy, under the lake's temporary directory."""
 
-    def __init__(self, lake: Lake, copy_id: str, generation: str):
-        self.lake, self.name = lake, f"{copy_id}-{generation}.parquet"
+    def __init__(self, lake: Lake, copy_id: str, piece: CopyPiece):
+        suffix = f"-p{piece.index}" if piece.count > 1 else ""
+        self.lake, self.name = lake, f"{copy_id}-{piece.generation}{suffix}.parquet"
         self.open: dict[tuple[str, int, int], tuple[pq.ParquetWriter, Path, Path]] = {}
 
     def write(self, table: str, epoch: int, bucket: int, batch: pa.RecordBatch) -> None:
@@ -74,17 +160,25 @@ class _Writers:
 
 
 def write_copy(lake_root: str, spec: str) -> CopyWritten:
-    """Stage 1 for one copy (a PostgreSQL URL or a SQLite store directory): its raw rows into the lake."""
+    """Stage 1 for one copy (a PostgreSQL URL or a SQLite store directory), whole: its raw rows into the lake."""
+    piece = CopyPiece(0, 1, uuid.uuid4().hex[:12])
+    return commit_copy(lake_root, [write_piece(lake_root, spec, piece)])
+
+
+def write_piece(lake_root: str, spec: str, piece: CopyPiece) -> PieceWritten:
+    """A stage-1 task: the rows of one piece of a copy into the lake, under the piece's own file names; the
+    copy's manifest is written by `commit_copy`. A piece run again writes the same files."""
     lake = Lake(lake_root)
     store = open_store(spec)
     try:
         label = copy_label(spec, store.display)
         copy_id = copy_id_of(store.display)
-        digest_before = input_digest_before(store)
-        rows_digest = None if digest_before else RowDigest()
+        # A SQLite store's digest is over its files: the first piece computes it, once for the copy.
+        digest_before = input_digest_before(store) if piece.index == 0 or store.kind != "sqlite" else None
+        hashed = piece.index == 0 or store.kind != "sqlite"
+        rows_digest = RowDigest() if hashed and not digest_before else None
         reader = DigestingStore(store, rows_digest) if rows_digest is not None else store
-        generation = uuid.uuid4().hex[:12]
-        writers = _Writers(lake, copy_id, generation)
+        writers = _Writers(lake, copy_id, piece)
         manifest = CopyManifest(
             copy_id=copy_id,
             label=label,
@@ -92,25 +186,49 @@ def write_copy(lake_root: str, spec: str) -> CopyWritten:
             source_id=store.source_id,
             source_kind=store.kind,
             input_digest=digest_before,
-            generation=generation,
+            generation=piece.generation,
         )
         try:
-            _write_rows(lake, reader, manifest, writers)
+            _write_rows(lake, reader, manifest, writers, piece.escrows)
             manifest.files = writers.close()
         except BaseException:
             writers.abandon()
             raise
-        if rows_digest is not None:
-            manifest.input_digest = rows_digest.hexdigest()
     finally:
         store.close()
+    return PieceWritten(piece, manifest, rows_digest.hexdigest() if rows_digest is not None else None)
+
+
+def commit_copy(lake_root: str, pieces: list[PieceWritten]) -> CopyWritten:
+    """The copy of `pieces` (all of its pieces, every one written) switched to their files: one manifest
+    naming them all, then its earlier generations deleted."""
+    lake = Lake(lake_root)
+    pieces = sorted(pieces, key=lambda p: p.piece.index)
+    first = pieces[0].manifest
+    manifest = CopyManifest(**{**asdict(first), "bytes_read": 0, "rows": {}, "tables": [], "files": []})
+    for written in pieces:
+        part = written.manifest
+        manifest.bytes_read += part.bytes_read
+        for table, n in part.rows.items():
+            manifest.rows[table] = manifest.rows.get(table, 0) + n
+        manifest.tables += part.tables
+        manifest.files += part.files
+    manifest.tables, manifest.files = sorted(set(manifest.tables)), sorted(manifest.files)
+    manifest.rows = {t: manifest.rows[t] for t in LAKE_TABLES if t in manifest.rows}  # one order, however cut
+    if manifest.input_digest is None:  # the rows read (PostgreSQL): of the copy, or of each piece in order
+        digests = [p.rows_digest for p in pieces]
+        if len(pieces) == 1:
+            manifest.input_digest = digests[0]
+        else:
+            ranges = "".join(f"{p.piece.low or ''}\0{p.piece.below or ''}\0{p.rows_digest}\0" for p in pieces)
+            manifest.input_digest = PREFIX + hashlib.sha256(ranges.encode()).hexdigest()
     lake.save_manifest(manifest)  # the switch to this generation
-    for path in lake.stale_files(copy_id):  # its earlier generations (other copies may be mid-write)
+    for path in lake.stale_files(manifest.copy_id):  # its earlier generations (other copies may be mid-write)
         path.unlink(missing_ok=True)
-    return CopyWritten(copy_id, label, manifest.bytes_read, manifest.rows, len(manifest.files))
+    return CopyWritten(manifest.copy_id, manifest.label, manifest.bytes_read, manifest.rows, len(manifest.files))
 
 
-def _write_rows(lake: Lake, store, manifest: CopyManifest, writers: _Writers) -> None:
+def _write_rows(lake: Lake, store, manifest: CopyManifest, writers: _Writers, escrows: EscrowRange | None) -> None:
     buckets: dict[str, int] = {}
 
     def bucket(escrow_id: str) -> int:
@@ -134,19 +252,20 @@ def _write_rows(lake: Lake, store, manifest: CopyManifest, writers: _Writers) ->
             mask = pc.and_(pc.equal(epochs, epoch), pc.equal(keys, key))
             writers.write(table, epoch, key, batch.filter(mask))
 
+    kw = {"escrows": escrows} if escrows is not None else {}  # a piece: its escrows' rows only
     epoch_of: dict[str, int] = {}  # escrow -> the epoch of its session, for the escrow cache
     for epoch in store.epochs():
         for table in EPOCH_TABLES:
             if store.columns(table, epoch) is None:
                 continue
             manifest.tables.append(f"{table}/{epoch}")
-            for batch in store.read(table, epoch):
+            for batch in store.read(table, epoch, **kw):
                 if table == "sessions":
                     epoch_of.update(dict.fromkeys(batch.column("escrow_id").to_pylist(), epoch))
                 put(table, batch, pa.array([epoch] * batch.num_rows, pa.int64()))
     if store.columns("escrow_cache", None) is not None:
         manifest.tables.append(CACHE_ENTRY)
-        for batch in store.read("escrow_cache", None):
+        for batch in store.read("escrow_cache", None, **kw):
             ids, stated = batch.column("escrow_id").to_pylist(), batch.column("epoch_id").to_pylist()
             # An escrow's cache row goes with its session; a row of an escrow without a session
             # with the epoch it states (none: it concerns no partition and is left out).

@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 
+from pipeline.core.env import env_int
 from pipeline.core.events import Progress
 from pipeline.core.version import pipeline_version
 from pipeline.evidence.result import EvidenceResult, Provenance
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.network.cluster import dask_client, run_tasks, worker_memory
-from pipeline.network.copies import CopyWritten, write_copy
+from pipeline.network.copies import CopyPiece, CopyWritten, PieceWritten, commit_copy, cut_copy, plan_copy, write_piece
 from pipeline.network.lake import Lake, LakeError
 from pipeline.network.partition import PartitionBuilt, build_partition
 from pipeline.network.tables import NETWORK_TABLES, NetworkParams
+
+# Stage 1 cuts a copy into pieces of about the network's diffs / (workers x PIECES_PER_WORKER), so that
+# largest-first submission balances the workers; never below MIN_PIECE_ROWS, where a piece's own cost
+# (opening the copy, a query per table and epoch) would show. PIECE_ROWS_ENV sets the size instead.
+PIECES_PER_WORKER = 3
+MIN_PIECE_ROWS = 20_000
+PIECE_ROWS_ENV = "GONKA_EVIDENCE_NETWORK_PIECE_ROWS"
+STAGE1 = "copy pieces into the lake"  # its progress counts tasks: a copy read whole is one piece
 
 
 @dataclass
@@ -51,10 +62,12 @@ def network_ingest(
     scheduler: str | None = None,
     buckets: int | None = None,
     memory_limit: str | None = None,
+    piece_rows: int | None = None,
     progress: Progress | None = None,
 ) -> NetworkIngestSummary:
-    """Stage 1 (each copy into the lake, one task per copy), then stage 2 (each partition whose copies
-    changed into its warehouse, one task per partition), on a Dask cluster."""
+    """Stage 1 (each copy into the lake, a large one in pieces of about `piece_rows` diffs: `_pieces`),
+    then stage 2 (each partition whose copies changed into its warehouse, one task per partition), on a
+    Dask cluster."""
     started = time.monotonic()
     progress = progress or _quiet
     memory_limit = worker_memory(memory_limit)  # refused before the lake is made
@@ -62,9 +75,21 @@ def network_ingest(
     root = str(lake.root.resolve())
     summary = NetworkIngestSummary(str(lake.root), lake.buckets)
     with lake.writer(), dask_client(workers, scheduler, memory_limit) as client:  # one writer at a time
-        summary.copies = run_tasks(
-            client, write_copy, [(root, spec) for spec in copies], "copies into the lake", progress, _bytes
+        pieces = _pieces(client, copies, progress, piece_rows)
+        written = run_tasks(
+            client,
+            write_piece,
+            [(root, spec, piece) for _, spec, piece in pieces],
+            STAGE1,
+            progress,
+            _bytes,
+            sizes=[piece.weight for _, _, piece in pieces],
         )
+        # Each copy's manifest once all of its pieces are in, in the order the copies were named.
+        by_copy: dict[int, list[PieceWritten]] = {}
+        for (i, _, _), piece_written in zip(pieces, written, strict=True):
+            by_copy.setdefault(i, []).append(piece_written)
+        summary.copies = [commit_copy(root, group) for group in by_copy.values()]
         # Largest first, so that the largest partition does not start last and end the stage alone; the
         # summary keeps (epoch, bucket) order.
         sizes = lake.partition_bytes()
@@ -79,10 +104,30 @@ def network_ingest(
     return summary
 
 
-def _bytes(result: CopyWritten | PartitionBuilt) -> int:
+def _pieces(client, copies: list[str], progress: Progress, piece_rows: int | None) -> list[tuple[int, str, CopyPiece]]:
+    """Stage 1's tasks: each copy whole, or cut into pieces of about `piece_rows` diffs (by default the
+    network's diffs over PIECES_PER_WORKER tasks per worker, at least MIN_PIECE_ROWS), so that no copy
+    is a task much longer than the others and workers beyond the number of copies have work."""
+    piece_rows = piece_rows or env_int(PIECE_ROWS_ENV, 0, 1, 10**12, "diff rows") or None
+    slots = sum(client.nthreads().values()) if client is not None else 1  # worker threads
+    generation = uuid.uuid4().hex[:12]  # every piece of a run writes under one generation (a retry, the same)
+    if piece_rows is None and slots < 2:  # one task at a time: pieces would only add their own cost
+        return [(i, spec, CopyPiece(0, 1, generation)) for i, spec in enumerate(copies)]
+    plans = run_tasks(client, plan_copy, [(spec,) for spec in copies], "copies weighed", progress)
+    if piece_rows is None:
+        total = sum(plan.weight for plan in plans)
+        piece_rows = max(MIN_PIECE_ROWS, math.ceil(total / (slots * PIECES_PER_WORKER)))
+    return [
+        (i, plan.spec, piece)
+        for i, plan in enumerate(plans)
+        for piece in cut_copy(plan, math.ceil(plan.weight / piece_rows), generation)
+    ]
+
+
+def _bytes(result: PieceWritten | PartitionBuilt) -> int:
     if isinstance(result, PartitionBuilt):
         return 0 if result.skipped else result.bytes_read
-    return result.bytes_read
+    return result.manifest.bytes_read
 
 
 def partition_partial(lake_root: str, epoch: int, bucket: int, name: str, params: NetworkParams) -> pl.DataFrame:

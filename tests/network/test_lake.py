@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -184,3 +185,96 @@ def test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it(copies, tmp_
     assert len(versions) == 2 and [r for _, r in versions].count(True) == 1
     assert quarantined >= 2 and conflicted == [(True,)]
     assert (versions, quarantined, conflicted, txs) == seen(single)
+
+
+@pytest.mark.parametrize("layout", ["sqlite", "postgres"])
+def test_a_copy_cut_into_pieces_writes_the_rows_of_the_whole_copy(layout, sqlite_copy, pg_copy, tmp_path):
+    """Stage 1 in pieces (ranges of escrow ids, every table and epoch): the lake holds exactly the rows the
+    copy read whole gives, each once; the pieces hold about the same diffs."""
+    import duckdb
+
+    from pipeline.network.copies import commit_copy, cut_copy, plan_copy, write_piece
+
+    spec = str(sqlite_copy()) if layout == "sqlite" else pg_copy()
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    Lake(whole, 2, create=True)
+    Lake(cut, 2, create=True)
+    one = write_copy(str(whole), spec)
+    plan = plan_copy(spec)
+    assert [e for e, _ in plan.escrows] == sorted(e for e, _ in plan.escrows) and len(plan.escrows) > 3
+    pieces = cut_copy(plan, 3, "g0")
+    assert len(pieces) == 3 and pieces[0].low is None and pieces[-1].below is None
+    assert [p.below for p in pieces[:-1]] == [p.low for p in pieces[1:]]
+    assert max(p.weight for p in pieces) < plan.weight / 2
+    three = commit_copy(str(cut), [write_piece(str(cut), spec, p) for p in reversed(pieces)])
+    assert (three.copy_id, three.label, three.rows) == (one.copy_id, one.label, one.rows)
+    (a,), (b,) = Lake(whole).manifests(), Lake(cut).manifests()
+    assert {f.rsplit("-p", 1)[1] for f in b.files} == {"0.parquet", "1.parquet", "2.parquet"}
+    assert (a.tables, a.rows, a.source_id) == (b.tables, b.rows, b.source_id)
+    if layout == "sqlite":  # the store's files, hashed once
+        assert a.input_digest == b.input_digest
+        # A store with a write-ahead log is read from a private copy of its files: not once per piece.
+        next(Path(spec).glob("epoch_*.db")).with_suffix(".db-wal").touch()
+        assert [(p.low, p.below) for p in cut_copy(plan_copy(spec), 3, "g1")] == [(None, None)]
+    else:  # the rows read, per piece
+        assert a.input_digest != b.input_digest and b.input_digest.startswith("sha256:")
+    con = duckdb.connect()
+    for table in LAKE_TABLES:
+        rows = [
+            con.execute(
+                "SELECT * FROM read_parquet(?, hive_partitioning = false) ORDER BY ALL",
+                [[str(lake.root / f) for f in m.files if f.startswith(f"{table}/")]],
+            ).fetchall()
+            if any(f.startswith(f"{table}/") for f in m.files)
+            else []
+            for lake, m in ((Lake(whole), a), (Lake(cut), b))
+        ]
+        assert rows[0] == rows[1], table
+        assert len(rows[0]) == a.rows.get(table, 0) and (table != "diffs" or rows[0])
+
+
+def test_escrow_ranges_that_meet_read_every_row_once_odd_ids_included(sqlite_copy):
+    """A NULL escrow id lies below every bound, a blob above (a number in a TEXT column is stored as text):
+    the pieces' reads together set aside the same rows as the whole read, each once, and keep the same rows."""
+    import sqlite3
+
+    from pipeline.sources.store import open_store
+
+    path = sqlite_copy()
+    epoch_file = sorted(path.glob("epoch_*.db"))[-1]
+    with sqlite3.connect(epoch_file) as db:
+        db.executemany("INSERT INTO diffs (escrow_id, nonce, txs_proto) VALUES (?, 1, x'00')", [(None,), (b"\xff",)])
+    epoch = int(epoch_file.stem.split("_")[1])
+    store = open_store(str(path))
+    try:
+        escrows = [e for e, _ in store.escrow_weights()]
+        bounds = [None, escrows[1], escrows[-1], None]
+        ranges = list(zip(bounds[:-1], bounds[1:], strict=True))
+
+        def read(**kw):
+            rows = [r for b in store.read("diffs", epoch, **kw) for r in zip(*b.to_pydict().values(), strict=True)]
+            return rows, sorted(store.take_rejected())
+
+        whole, set_aside = read()
+        parts = [read(escrows=r) for r in ranges]
+    finally:
+        store.close()
+    assert len(set_aside) == 2 and sorted(r for rows, _ in parts for r in rows) == sorted(whole)
+    assert sorted(p for _, problems in parts for p in problems) == set_aside
+    assert [len(problems) for _, problems in parts] == [1, 0, 1]  # NULL first, the blob last
+
+
+def test_a_copy_is_cut_between_escrows_into_pieces_of_about_the_same_diffs():
+    from pipeline.network.copies import CopyPlan, cut_copy
+
+    def cut(weights: list[int], pieces: int) -> list[tuple[str | None, str | None, int]]:
+        plan = CopyPlan("copy", [(f"e{i:02d}", n) for i, n in enumerate(weights)])
+        found = cut_copy(plan, pieces, "g")
+        assert [(p.index, p.count) for p in found] == [(i, len(found)) for i in range(len(found))]
+        return [(p.low, p.below, p.weight) for p in found]
+
+    assert cut([10] * 12, 3) == [(None, "e04", 40), ("e04", "e08", 40), ("e08", None, 40)]
+    # an escrow larger than a share is a piece of its own, and the rest is shared by the pieces after it
+    assert cut([100, 1, 1, 1, 1, 1, 1], 3) == [(None, "e01", 100), ("e01", "e04", 3), ("e04", None, 3)]
+    assert cut([5, 5], 3) == [(None, "e01", 5), ("e01", None, 5)]  # never more pieces than escrows
+    assert cut([5, 5], 1) == [(None, None, 10)]

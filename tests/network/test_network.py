@@ -112,15 +112,23 @@ def _results(lake: Path, host: str) -> list:
     ]
 
 
-def test_one_or_three_workers_one_or_four_buckets_give_the_same_tables(network, tmp_path):
+def test_one_or_three_workers_one_or_four_buckets_give_the_same_tables(network, tmp_path, monkeypatch):
     root, truth, copies = network
     reference = _results(root / "lake", truth.focal_host)
     network_ingest(copies, tmp_path / "one", workers=1, buckets=1)
     network_ingest(copies, tmp_path / "three", workers=3, buckets=4)
+    # Every copy cut into pieces of about 100 diffs (stage 1's tasks), by the variable as by the argument.
+    monkeypatch.setenv("GONKA_EVIDENCE_NETWORK_PIECE_ROWS", "100")
+    network_ingest(copies, tmp_path / "pieces", workers=2, buckets=4)
     assert len(Lake(tmp_path / "one").partitions()) == 3  # one bucket: a partition per epoch
-    for lake in ("one", "three"):
+    pieces = {m.label: {f.rsplit("-p", 1)[1] for f in m.files} for m in Lake(tmp_path / "pieces").manifests()}
+    assert all(len(found) >= 3 for found in pieces.values()), pieces  # written by several tasks each
+    assert not any("-p" in f for m in Lake(root / "lake").manifests() for f in m.files)  # there, one each
+    for lake in ("one", "three", "pieces"):
         for got, want in zip(_results(tmp_path / lake, truth.focal_host), reference, strict=True):
             _same(got, want)
+            assert got.provenance.sources == want.provenance.sources  # labels, copy times, input digests
+            assert got.provenance.quarantined_rows == want.provenance.quarantined_rows > 0
 
 
 def test_on_one_worker_the_partitions_run_largest_first(network, tmp_path):

@@ -68,9 +68,10 @@ def network_ingest(
         str | None, typer.Option(help="Memory limit per local worker (default 2GB, or GONKA_EVIDENCE_NETWORK_MEMORY).")
     ] = None,
 ) -> None:
-    """Write each copy's raw rows into the lake (one task per copy), then build each partition (epoch,
-    bucket) whose copies changed: duplicates dropped by digest before decoding, forks quarantined, the
-    single-host ingest and derive per partition (one task per partition). Re-running a copy replaces it.
+    """Write each copy's raw rows into the lake (a task per copy, or per piece of a large one), then build
+    each partition (epoch, bucket) whose copies changed: duplicates dropped by digest before decoding, forks
+    quarantined, the single-host ingest and derive per partition (one task per partition). Re-running a copy
+    replaces it.
 
     Example: gonka-evidence network ingest data-samples/network/host-0 data-samples/network/host-1 --lake lake
     """

@@ -331,6 +331,10 @@ class SourceDescription:
 
 # (logical table, epoch or None, cursors or None): the arguments of one SessionStore.read.
 ReadRequest = tuple[str, "int | None", "dict[str, int] | None"]
+# (from, below): the escrows a read keeps, in the store's own order of escrow ids: from `from` (inclusive)
+# to `below` (exclusive), None for no bound. A row whose escrow id is NULL (or, in SQLite, a number) lies
+# below every bound, one whose id is a blob above: ranges that meet cover every row once.
+EscrowRange = tuple["str | None", "str | None"]
 
 
 class SessionStore(Protocol):
@@ -352,7 +356,10 @@ class SessionStore(Protocol):
 
         With `cursors` ({escrow_id: nonce}), an escrow-scoped table yields only the
         rows of those escrows past the cursor (APPEND_ONLY tables: nonce > cursor; other
-        tables: every row of the escrow, because their rows change in place).
+        tables: every row of the escrow, because their rows change in place). The SQLite and
+        PostgreSQL stores also take `escrows=` (an `EscrowRange`): only the rows of the escrows in
+        that range (the network lake's stage 1 reads a large copy in such pieces), and give
+        `escrow_weights()`: every escrow of the sessions in the range order, with its diff count.
         """
 
     def read_many(

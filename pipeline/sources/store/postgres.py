@@ -35,6 +35,7 @@ from pipeline.sources.store.base import (
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
     TABLES,
+    EscrowRange,
     Problem,
     ReadRequest,
     SourceDescription,
@@ -296,12 +297,40 @@ class PostgresStore:
         return self._tables.get(PREFIX + table)
 
     def read(
-        self, table: str, epoch_id: int | None, cursors: dict[str, int] | None = None, batch_rows: int = BATCH_ROWS
+        self,
+        table: str,
+        epoch_id: int | None,
+        cursors: dict[str, int] | None = None,
+        batch_rows: int = BATCH_ROWS,
+        *,
+        escrows: EscrowRange | None = None,
     ) -> Iterator[pa.RecordBatch]:
-        return self._read_on(self._conn, table, epoch_id, cursors, batch_rows)
+        return self._read_on(self._conn, table, epoch_id, cursors, batch_rows, escrows)
+
+    def escrow_weights(self) -> list[tuple[str, int]]:
+        """Every escrow of the sessions, in the database's order of escrow ids (the order of `escrows=`
+        ranges), with its diff count as the sessions state it (latest nonce past the import): what the
+        network lake's stage 1 cuts a copy by."""
+        present = self._tables.get(f"{PREFIX}sessions", [])
+        if "escrow_id" not in present:
+            return []
+        nonce = [f't."{c}"::bigint' for c in ("latest_nonce", "imported_nonce") if c in present]
+        diffs = f"greatest({' - '.join(f'coalesce({n}, 0)' for n in nonce)}, 0)" if nonce else "0"
+        sql = (
+            f'SELECT t.escrow_id AS escrow_id, sum({diffs} + 1)::bigint AS n FROM "{PREFIX}sessions" t '
+            "WHERE t.escrow_id IS NOT NULL GROUP BY t.escrow_id ORDER BY t.escrow_id"
+        )
+        rows = self._query(sql)
+        return list(zip(rows.column("escrow_id").to_pylist(), rows.column("n").to_pylist(), strict=True))
 
     def _read_on(
-        self, conn, table: str, epoch_id: int | None, cursors: dict[str, int] | None, batch_rows: int
+        self,
+        conn,
+        table: str,
+        epoch_id: int | None,
+        cursors: dict[str, int] | None,
+        batch_rows: int,
+        escrows: EscrowRange | None = None,
     ) -> Iterator[pa.RecordBatch]:
         spec = TABLES[table]
         present = self.columns(table, epoch_id)
@@ -317,8 +346,20 @@ class PostgresStore:
             # a nonce that is no count is set aside with its reason, never skipped
             past = " AND (t.nonce > c.value::bigint OR t.nonce IS NULL OR t.nonce <= 0)" if table in APPEND_ONLY else ""
             sql += f" JOIN jsonb_each_text({_literal(json.dumps(cursors))}::jsonb) c ON c.key = t.escrow_id{past}"
+        where = []
         if spec.per_epoch and epoch_id is not None:
-            sql += f" WHERE t.epoch_id = {int(epoch_id)}"
+            where.append(f"t.epoch_id = {int(epoch_id)}")
+        if escrows is not None:
+            # in the column's own collation, the order `escrow_weights` gives (and its index serves);
+            # a NULL id lies below every bound
+            low, below = escrows
+            if low is not None:
+                where.append(f"t.escrow_id >= {_literal(low)}")
+            if below is not None:  # the first range also holds the NULL ids
+                below_sql = f"t.escrow_id < {_literal(below)}"
+                where.append(below_sql if low is not None else f"({below_sql} OR t.escrow_id IS NULL)")
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         for batch in self._batches(conn, sql, (), batch_rows, f"reading {PREFIX}{table}"):
             batch, rejected = split_rejected(batch, spec, f"{PREFIX}{table}")
             self._rejected += rejected

@@ -33,6 +33,7 @@ from pipeline.sources.store.base import (
     KNOWN_NOT_INGESTED,
     KNOWN_UNREAD_COLUMNS,
     TABLES,
+    EscrowRange,
     Problem,
     ReadRequest,
     SourceDescription,
@@ -276,7 +277,13 @@ class SqliteStore:
         return self._physical_columns(*located)
 
     def read(
-        self, table: str, epoch_id: int | None, cursors: dict[str, int] | None = None, batch_rows: int = 65536
+        self,
+        table: str,
+        epoch_id: int | None,
+        cursors: dict[str, int] | None = None,
+        batch_rows: int = 65536,
+        *,
+        escrows: EscrowRange | None = None,
     ) -> Iterator[pa.RecordBatch]:
         spec = TABLES[table]
         located = self._locate(table, epoch_id)
@@ -287,13 +294,43 @@ class SqliteStore:
         if present is None:
             return
         require_columns(spec, present, f"{file.name}: table {physical}")
-        sql, params = _select(spec, physical, present, cursors if table in ESCROW_SCOPED else None)
+        sql, params = _select(spec, physical, present, cursors if table in ESCROW_SCOPED else None, escrows)
         for batch in self.query_file_batches(file, sql, params, batch_rows, what=f"reading {physical}"):
             batch = batch.filter(pc.equal(batch.column("__witness"), 0)).drop_columns(["__witness"])
             batch, rejected = split_rejected(batch, spec, f"{file.name}")
             self._rejected += rejected
             if batch.num_rows:
                 yield conform(batch, spec, epoch_id if spec.per_epoch else None)
+
+    def escrow_weights(self) -> list[tuple[str, int]]:
+        """Every escrow of the sessions, in byte order (the order of `escrows=` ranges), with its diff count
+        as the sessions state it (latest nonce past the import): what the network lake's stage 1 cuts a
+        copy by. An id that is no UTF-8 text is left out (it still lies in some range)."""
+        weights: dict[bytes, int] = {}
+        for epoch in self.epochs():
+            present = self.columns("sessions", epoch) or []
+            if "escrow_id" not in present:
+                continue
+            nonce = [
+                f"coalesce(CASE WHEN typeof({_col(c)}) = 'integer' THEN {_col(c)} END, 0)"
+                for c in ("latest_nonce", "imported_nonce")
+                if c in present
+            ]
+            diffs = f"max({' - '.join(nonce)}, 0)" if nonce else "0"
+            sql = (
+                f"SELECT CAST(t.escrow_id AS BLOB) AS k, {diffs} + 1 AS n FROM sessions t "
+                "WHERE typeof(t.escrow_id) = 'text'"
+            )
+            for batch in self.query_file_batches(self._epoch_files[epoch], sql, what="weighing sessions"):
+                for key, n in zip(batch.column("k").to_pylist(), batch.column("n").to_pylist(), strict=True):
+                    weights[key] = weights.get(key, 0) + n
+        found = []
+        for key in sorted(weights):
+            try:
+                found.append((key.decode("utf-8"), weights[key]))
+            except UnicodeDecodeError:
+                continue
+        return found
 
     def read_orphans(self, table: str, epoch_id: int, escrows: list[str]) -> list[str]:
         """Keys of the rows of an escrow-scoped table of one epoch whose escrow is none of `escrows` (the
@@ -439,7 +476,27 @@ def _check(name: str, storage: str) -> str:
     )
 
 
-def _select(spec, physical: str, present: list[str], cursors: dict[str, int] | None) -> tuple[str, tuple]:
+def escrow_range_sql(escrows: EscrowRange | None) -> tuple[list[str], tuple]:
+    """SQL conditions (and their parameters) keeping the rows of `t` whose escrow lies in `escrows`, by
+    bytes (BINARY, the order `escrow_weights` gives): a NULL or a number lies below every bound (SQLite
+    orders them before text), a blob above, so ranges that meet cover every row once."""
+    if escrows is None:
+        return [], ()
+    low, below = escrows
+    where, params = [], []
+    if low is not None:
+        where.append("t.escrow_id COLLATE BINARY >= ?")
+        params.append(low)
+    if below is not None:  # the first range also holds the NULL ids
+        below_sql = "t.escrow_id COLLATE BINARY < ?"
+        where.append(below_sql if low is not None else f"({below_sql} OR t.escrow_id IS NULL)")
+        params.append(below)
+    return where, tuple(params)
+
+
+def _select(
+    spec, physical: str, present: list[str], cursors: dict[str, int] | None, escrows: EscrowRange | None = None
+) -> tuple[str, tuple]:
     """SELECT of the canonical columns that exist, behind one typed witness row.
 
     A SQLite column holds whatever was written to it, so each value is read only when its storage
@@ -457,12 +514,19 @@ def _select(spec, physical: str, present: list[str], cursors: dict[str, int] | N
     names = ", ".join(f'"{f.name}"' for f in cols)
     inner = f'SELECT {checks} AS p, CAST({key} AS BLOB) AS k, {typed} FROM "{physical}" t'
     params: tuple = ()
+    where = []
     if cursors is not None:
         # diffs and signatures are append-only: only nonces past the cursor (and any nonce that is no
         # count: it is set aside with its reason, never skipped); other escrow tables change in place.
-        past = " WHERE t.nonce > c.value OR typeof(t.nonce) <> 'integer' OR t.nonce <= 0"
-        inner += f" JOIN json_each(?) c ON c.key = t.escrow_id{past if spec.name in APPEND_ONLY else ''}"
+        inner += " JOIN json_each(?) c ON c.key = t.escrow_id"
         params = (json.dumps(cursors),)
+        if spec.name in APPEND_ONLY:
+            where.append("(t.nonce > c.value OR typeof(t.nonce) <> 'integer' OR t.nonce <= 0)")
+    range_sql, range_params = escrow_range_sql(escrows)
+    where += range_sql
+    params += range_params
+    if where:
+        inner += " WHERE " + " AND ".join(where)
     sql = (
         f"SELECT 1 AS __witness, '' AS __problem, X'' AS __key, {witness} UNION ALL "
         f"SELECT 0, p, CASE WHEN p <> '' THEN k END, {names} FROM ({inner})"
