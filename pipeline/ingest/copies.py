@@ -11,8 +11,8 @@ from collections.abc import Callable
 import duckdb
 
 from pipeline.core.events import Progress
+from pipeline.ingest.accounting import MISSING_COLUMNS
 from pipeline.ingest.runs import IngestSummary
-from pipeline.ingest.store import MISSING_COLUMNS
 from pipeline.ingest.unchanged import ingest_unchanged
 from pipeline.sources.store import is_postgres, open_store
 

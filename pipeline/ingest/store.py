@@ -31,7 +31,7 @@ from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.core.env import env_int
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
-from pipeline.ingest.accounting import settle_claims
+from pipeline.ingest.accounting import MISSING_COLUMNS, settle_claims
 from pipeline.ingest.coverage import (
     own_cursors,
     record_copy_diffs,
@@ -186,10 +186,6 @@ def _copy_time(con: duckdb.DuckDBPyConnection, heads: list[pl.DataFrame]) -> dat
         return con.execute(sql_text("warehouse/ingest/copy_time.sql")).fetchall()[0][0]
     finally:
         con.unregister("copy_heads")
-
-
-# The accounting input that names the columns a copy lacks (its note: `table.column (in epoch N, …)`).
-MISSING_COLUMNS = "columns missing, read as NULL"
 
 
 def _set_aside(store: SessionStore, run: IngestRun) -> list[Problem]:

@@ -86,8 +86,9 @@ def test_init_never_overwrites(site):
         "error: gonka-evidence.toml already exists: init never overwrites a configuration (give --config NEW.toml)"
     )
     assert path.read_text() == "# mine\n"
-    (site / "conf").mkdir()  # a directory at the path is refused too
-    assert "already exists" in _one_line_error(cli("init", "--host", FOCAL, "--config", "conf", cwd=site))
+    (site / "conf").mkdir()  # a directory at the path is refused too (by the output-file role, before init runs)
+    line = _one_line_error(cli("init", "--host", FOCAL, "--config", "conf", cwd=site))
+    assert line == "error: --config conf: is a directory; give a file name"
 
 
 def test_init_refuses_a_malformed_address_or_a_source_it_cannot_read(site):
@@ -95,7 +96,7 @@ def test_init_refuses_a_malformed_address_or_a_source_it_cannot_read(site):
     line = _one_line_error(cli("init", "--host", typo, cwd=site))
     assert line == f"error: --host '{typo}' is not a gonka1… address: it fails its bech32 checksum (a typo?)"
     line = _one_line_error(cli("init", "--host", FOCAL, "--source", "nowhere", cwd=site))
-    assert line == "error: --source nowhere: no such file or directory"
+    assert line == "error: --source nowhere: no such directory"
     line = _one_line_error(cli("init", "--host", FOCAL, "--source", "logs", cwd=site))
     assert line.startswith("error: --source logs: cannot tell what this source is")
     assert not (site / "gonka-evidence.toml").exists()  # a refused init writes nothing

@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from pipeline.cli.conventions import user_errors
+from pipeline.cli.paths import role
+from pipeline.core.roles import Role
 
 ORDER = 5
 
@@ -21,14 +23,26 @@ def init(
             "--source",
             help="A copy of your devshard database: a SQLite store directory or a postgresql:// URL "
             "(repeatable; placeholders when none).",
+            parser=role(Role.SOURCE),
         ),
     ] = None,
-    vllm: Annotated[str | None, typer.Option("--vllm", help="Your vLLM server log directory or file.")] = None,
+    vllm: Annotated[
+        str | None,
+        typer.Option("--vllm", help="Your vLLM server log directory or file.", parser=role(Role.INPUT, as_text=True)),
+    ] = None,
     builds: Annotated[
-        str | None, typer.Option("--builds", help="Your builds.toml (a commented placeholder when omitted).")
+        str | None,
+        typer.Option(
+            "--builds",
+            help="Your builds.toml (a commented placeholder when omitted).",
+            parser=role(Role.INPUT_FILE, as_text=True),
+        ),
     ] = None,
     config: Annotated[
-        Path, typer.Option("--config", help="The file to write; an existing one is never overwritten.")
+        Path,
+        typer.Option(
+            "--config", help="The file to write; an existing one is never overwritten.", parser=role(Role.OUTPUT_FILE)
+        ),
     ] = Path("gonka-evidence.toml"),
 ) -> None:
     """Write a commented gonka-evidence.toml for your host: its address, its sources and its build timeline,

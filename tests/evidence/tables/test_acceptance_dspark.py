@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pytest
 
+from pipeline.core.address import sample_address
 from pipeline.evidence import compute
 from pipeline.ingest.logs import ingest_logs
 from pipeline.warehouse.database import open_for_write
 
-HOST = "gonka1dspark"
+HOST = sample_address("dspark")
 MODEL = "deepseek-ai/DeepSeek-V4-Flash-0731"
 SPEC_LINES = {
     7: "SpecDecoding metrics: Mean acceptance length: 1.31, Accepted throughput: 13.40 tokens/s, Drafted throughput: "

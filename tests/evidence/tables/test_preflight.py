@@ -9,6 +9,8 @@ before the samples' data: one whose start hangs on a DSpark config without K, ch
 from __future__ import annotations
 
 import random
+import shlex
+import sys
 from datetime import UTC, datetime
 
 import orjson
@@ -214,19 +216,21 @@ def test_one_build_and_the_builds_since_a_time(warehouse):
         con.close()
 
 
-def test_the_command_exits_3_with_strict_when_a_check_fails(warehouse):
+def test_the_command_exits_3_with_strict_when_a_check_fails(warehouse, monkeypatch):
     args = ["preflight", "--host", HOST, "--warehouse", str(warehouse)]
     failing = runner.invoke(app, [*args, "--build", BUILD_RAW, "--strict"])
     assert failing.exit_code == 3, failing.output
     assert "| V2 + DSpark, raw_logprobs | 1 | replay |" in failing.stdout
     assert runner.invoke(app, [*args, "--build", BUILD_RAW]).exit_code == 0  # without --strict: reported only
     # the processed_logprobs build fails nothing (PoC cannot tell): --strict passes
-    clean = runner.invoke(app, [*args, "--build", BUILD_FIX, "--strict", "--format", "json"])
+    clean_args = [*args, "--build", BUILD_FIX, "--strict", "--format", "json"]
+    monkeypatch.setattr(sys, "argv", ["gonka-evidence", *clean_args])  # as the console script sees it
+    clean = runner.invoke(app, clean_args)
     assert clean.exit_code == 0, clean.output
     document = orjson.loads(clean.stdout)
     assert document["evidence"] == "preflight" and document["stats"]["failed"] == []
     assert [r["verdict"] for r in document["rows"]] == ["pass", "pass", "pass", "cannot tell", "pass", "pass"]
-    assert document["provenance"]["command"].startswith("gonka-evidence ")
+    assert document["provenance"]["command"] == shlex.join(["gonka-evidence", *clean_args])
 
 
 def test_the_command_rejects_build_with_since_and_unknown_builds_in_one_line(warehouse):

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from pipeline.core.address import sample_address
 from pipeline.evidence import compute
 from pipeline.ingest.builds import load_builds
 from pipeline.ingest.logs import ingest_logs
 from pipeline.warehouse.database import open_for_write
 from tests.factories import load_builds_of, sample_warehouse
 
-VALIDATOR = "gonka1validator"
+VALIDATOR = sample_address("vald8t0r")
 
 
 def _builds(path, host: str, *entries: tuple[str, str]):
