@@ -147,10 +147,10 @@ def print_ingest_summary(summary: IngestSummary) -> None:
         )
     if verbosity() >= VERBOSE and summary.accounting:
         print_accounting(summary.accounting)
-    from pipeline.ingest.accounting import MISSING_COLUMNS
+    from pipeline import api
 
     for r in summary.accounting:  # the copy's missing columns, said
-        if r.input == MISSING_COLUMNS and r.note:
+        if r.input == api.MISSING_COLUMNS and r.note:
             warning(f"columns the copy lacks, read as NULL (unknown): {r.note}")
     info(
         f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
