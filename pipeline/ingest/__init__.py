@@ -3,3 +3,6 @@
 `copies.ingest_source` ingests a copy by name (store, ledger, payloads); `logs` and `json_responses`
 the files of one host; `kinds` registers what a run's `[[sources]]` entries may be.
 """
+
+# The accounting input that names the columns a copy lacks (its note: `table.column (in epoch N, …)`).
+MISSING_COLUMNS = "columns missing, read as NULL"

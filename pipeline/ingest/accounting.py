@@ -32,10 +32,6 @@ IDENTITY_VIOLATIONS_SQL = (
 )
 
 
-# The accounting input that names the columns a copy lacks (its note: `table.column (in epoch N, …)`).
-MISSING_COLUMNS = "columns missing, read as NULL"
-
-
 class AccountingError(SourceError):
     """Rows read that are neither used, deduplicated nor quarantined (or counted twice): one line."""
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import duckdb
 
 from pipeline.core.events import Progress
-from pipeline.ingest.accounting import MISSING_COLUMNS
+from pipeline.ingest import MISSING_COLUMNS
 from pipeline.ingest.runs import IngestSummary
 from pipeline.ingest.unchanged import ingest_unchanged
 from pipeline.sources.store import is_postgres, open_store

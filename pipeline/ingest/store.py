@@ -31,7 +31,8 @@ from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.core.env import env_int
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
-from pipeline.ingest.accounting import MISSING_COLUMNS, settle_claims
+from pipeline.ingest import MISSING_COLUMNS
+from pipeline.ingest.accounting import settle_claims
 from pipeline.ingest.coverage import (
     own_cursors,
     record_copy_diffs,

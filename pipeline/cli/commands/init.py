@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import user_errors
+from pipeline.cli.conventions import PATH_METAVAR, user_errors
 from pipeline.cli.paths import role
 from pipeline.core.roles import Role
 
@@ -41,7 +41,10 @@ def init(
     config: Annotated[
         Path,
         typer.Option(
-            "--config", help="The file to write; an existing one is never overwritten.", parser=role(Role.OUTPUT_FILE)
+            "--config",
+            help="The file to write; an existing one is never overwritten.",
+            metavar=PATH_METAVAR,
+            parser=role(Role.OUTPUT_FILE),
         ),
     ] = Path("gonka-evidence.toml"),
 ) -> None:
