@@ -449,13 +449,16 @@ class Warehouse:
     def report(self, epoch: int, host: str | None = None, *, out: str | Path = "out") -> ReportWritten:
         """Write the epoch report to OUT/epoch-N/ (report.md, report.html, charts/, tables/), as
         `gonka-evidence report epoch` does. `host` defaults to the run configuration's host."""
+        from pipeline.core.roles import Role
         from pipeline.jobs.config import load_config
         from pipeline.output.report import build_epoch_report, write_epoch_report
+        from pipeline.output.roles import check_path, claim_output_dir
 
         cfg = load_config(self._config)
         host = _report_host(host or self._host, self._config)
         out = Path(out)
         self.guard().check(out / f"epoch-{epoch}", "--out")
+        check_path(out, Role.OUTPUT_DIR, "--out")  # new, empty or the tool's own, as the CLI's option
         built = build_epoch_report(
             self._con,
             epoch,
@@ -467,6 +470,7 @@ class Warehouse:
         from pipeline.output.safety import OutputError
 
         try:
+            claim_output_dir(out)
             return ReportWritten(epoch, host, write_epoch_report(built, out))
         except OSError as exc:  # --out is a file or a device, or cannot be written
             raise OutputError(f"--out {out}: cannot write the report there ({exc.strerror or exc})") from None

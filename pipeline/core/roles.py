@@ -29,7 +29,8 @@ class Role(StrEnum):
 
 # A directory holding only what the tool writes (reports of `report` and `run`, the run's index, their
 # staging) or a bundle it wrote is its own; any other non-empty directory is someone else's and is never
-# written into. A user may mark a directory as the tool's with this file.
+# written into. The tool leaves this file in every report directory it writes (a user may also mark a
+# directory with it); the content heuristic stays for directories written by older versions.
 OUTPUT_MARKER = ".gonka-evidence-output"
 LAKE_DESCRIPTION = "_lake.json"
 

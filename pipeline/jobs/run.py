@@ -293,11 +293,19 @@ def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
 
 
 def _check_paths(cfg: RunConfig) -> None:
-    """The config's paths in their roles, before any work: the report directory and the warehouse are
-    never a source or inside one, and the report directory is new, empty or the tool's own."""
+    """The config's paths in their roles, before any work: its sources and builds file can be read, the report
+    directory and the warehouse are never a source or inside one, and the report directory is new, empty or
+    the tool's own."""
     from pipeline.core.roles import Role
     from pipeline.output.roles import check_outputs, check_path
 
+    # Each input the run reads in its role, named by its config key: a FIFO, a device, a symlink loop or a
+    # missing path is one line before anything is opened or ingested.
+    for i, source in enumerate(cfg.sources, 1):
+        if "path" in source:
+            check_path(Path(source["path"]), Role.INPUT, f"{cfg.origin}: [[sources]] entry {i} path")
+    if cfg.builds is not None:
+        check_path(cfg.builds, Role.INPUT_FILE, f"{cfg.origin}: builds", noun="builds file")
     inputs = [Path(s["path"]) for s in cfg.sources if "path" in s] + ([cfg.builds] if cfg.builds else [])
     check_outputs({"config output": cfg.output, "config warehouse": cfg.warehouse}, inputs=inputs)
     check_path(cfg.output, Role.OUTPUT_DIR, "config output")
@@ -395,6 +403,7 @@ def write_due_reports(
     `content_parts` now) differ from those it was last built from."""
     from pipeline.output.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
     from pipeline.output.report.index import headline
+    from pipeline.output.roles import claim_output_dir
 
     assert cfg.host is not None  # reports are written only for a configured host
     lag = cfg.finality_lag_delta
@@ -429,6 +438,7 @@ def write_due_reports(
                 )
             continue
         try:
+            claim_output_dir(cfg.output)
             path = write_epoch_report(report, cfg.output)
         except OSError as exc:
             raise RunError(
@@ -462,6 +472,7 @@ def write_index_if_due(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: 
     before headlines were stored gets its headline from its report model once."""
     from pipeline.output.report import build_epoch_report
     from pipeline.output.report.index import headline, write_index
+    from pipeline.output.roles import claim_output_dir
 
     assert cfg.host is not None
     rows = fetch_frame(
@@ -485,6 +496,7 @@ def write_index_if_due(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: 
                 {"h": stored[epoch], "host": cfg.host, "epoch": epoch},
             )
     try:
+        claim_output_dir(cfg.output)
         path = write_index(cfg.host, [json.loads(h) for h in stored.values()], cfg.output)
     except OSError as exc:
         raise RunError(f"{cfg.output / 'index.html'}: cannot write the index ({exc.strerror or exc})") from None

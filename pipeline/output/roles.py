@@ -131,6 +131,16 @@ def _owned(directory: Path) -> bool:
     return is_own_bundle(directory)
 
 
+def claim_output_dir(directory: Path) -> None:
+    """Create `directory` (and its parents) when missing and leave OUTPUT_MARKER in it, so that a later
+    command knows it as this tool's own; callers check it in its role (`check_path`) first."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = directory / OUTPUT_MARKER
+    if not marker.is_file():
+        marker.write_text("written by gonka-evidence: this directory holds its output and may be rewritten by it\n")
+
+
 def _is_lake_or_empty(directory: Path) -> bool:
     try:
         with os.scandir(directory) as it:

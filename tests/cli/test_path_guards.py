@@ -87,6 +87,46 @@ def test_a_config_file_whose_warehouse_is_a_fifo_is_refused(tmp_path):
     assert "a FIFO, not a warehouse file" in line
 
 
+def _special(path: Path, kind: str) -> None:
+    """A path that cannot be read as an input: a FIFO, a device, a symlink loop, or nothing."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path.symlink_to("/dev/zero")
+    elif kind == "loop":
+        path.symlink_to(path.name)
+    # "missing": nothing there
+
+
+SPECIAL = {
+    "fifo": "not a regular file (a FIFO)",
+    "device": "not a regular file (a character device)",
+    "loop": "a symlink loop",
+    "missing": "no such",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SPECIAL))
+def test_a_config_source_that_cannot_be_read_is_one_line_naming_its_key(tmp_path, kind):
+    _special(tmp_path / "src", kind)
+    config = tmp_path / "c.toml"
+    config.write_text('warehouse = "wh.duckdb"\noutput = "out"\n[[sources]]\npath = "src"\nkind = "json"\n')
+    line = _one_line_error(_cli("run", "--config", str(config)))
+    assert f"{config}: [[sources]] entry 1 path {tmp_path / 'src'}: {SPECIAL[kind]}" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["c.toml", *(["src"] if kind != "missing" else [])])
+
+
+@pytest.mark.parametrize("kind", sorted(SPECIAL))
+def test_a_config_builds_file_that_cannot_be_read_is_one_line_naming_its_key(tmp_path, kind):
+    _special(tmp_path / "builds.toml", kind)
+    config = tmp_path / "c.toml"
+    config.write_text('warehouse = "wh.duckdb"\noutput = "out"\nbuilds = "builds.toml"\n')
+    line = _one_line_error(_cli("run", "--config", str(config)))
+    expected = "no such builds file" if kind == "missing" else SPECIAL[kind]
+    assert f"{config}: builds {tmp_path / 'builds.toml'}: {expected}" in line, line
+    assert not (tmp_path / "wh.duckdb").exists() and not (tmp_path / "out").exists()
+
+
 def test_builds_infer_never_writes_over_the_warehouse_or_a_store_file(ingested):
     store, warehouse = ingested
     for target in (warehouse, store / "_meta.db"):
@@ -149,6 +189,29 @@ def test_a_report_epoch_directory_that_is_a_file_is_left_alone(ingested, tmp_pat
     result = runner.invoke(app, ["report", "epoch", "1", "--host", host, "--out", str(out), "-w", str(warehouse)])
     assert "epoch-1" in _one_line_error(result)
     assert (out / "epoch-1").read_text() == "mine\n"
+
+
+def test_report_out_is_marked_as_the_tools_and_a_foreign_directory_is_refused(ingested, tmp_path):
+    from pipeline.core.roles import OUTPUT_MARKER
+
+    _, warehouse = ingested
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        host = con.execute("SELECT min(address) FROM escrow_slots").fetchall()[0][0]
+    report = ["report", "epoch", "1", "--host", host, "-w", str(warehouse), "--out"]
+    out = tmp_path / "out"
+    assert runner.invoke(app, [*report, str(out)]).exit_code == 0
+    assert (out / OUTPUT_MARKER).is_file() and (out / "epoch-1" / "report.md").is_file()
+    # The output of an earlier report (marked) stays the tool's, even with a file the user put beside it.
+    (out / "notes.txt").write_text("mine\n")
+    result = runner.invoke(app, [*report, str(out)])
+    assert result.exit_code == 0, result.output
+    # A non-empty directory the tool did not write is refused, left as it was.
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine\n")
+    before = _digest(foreign)
+    assert "a directory gonka-evidence did not write" in _one_line_error(runner.invoke(app, [*report, str(foreign)]))
+    assert _digest(foreign) == before
 
 
 def _warehouse_with_meta(path: Path, version: str, extra: str | None = None) -> None:

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
+from pipeline.core.roles import OUTPUT_MARKER
 from pipeline.jobs.config import CONFIG_KEYS, load_config, parse_duration, sample_config
 from pipeline.jobs.run import publish_staged, run_job, run_lock, staged_warehouse
 from pipeline.sources.store.base import SourceError
@@ -61,6 +62,7 @@ def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tm
     second = run_job(cfg, None)
     assert (second.written, second.rewritten, second.published) == ([3], [], True)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        OUTPUT_MARKER,  # the run marks the directory it writes as its own
         "epoch-1",
         "epoch-2",
         "epoch-3",
@@ -325,7 +327,8 @@ def _dead_pid() -> int:
 def test_a_failed_run_takes_its_lock_file_with_it(tmp_path, timeline):
     cfg = _config(tmp_path, timeline)
     lock = tmp_path / "wh" / "warehouse.duckdb.run.lock"
-    with pytest.raises(SourceError, match="copy"):  # the copy directory is not there yet
+    (tmp_path / "copy").mkdir()  # empty: not a source of any kind, found once the run holds its lock
+    with pytest.raises(SourceError, match="copy"):
         run_job(cfg, None)
     assert not lock.exists() and not list((tmp_path / "wh").glob("*.tmp*"))
 
@@ -558,6 +561,7 @@ def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
     assert "new reports: epoch 2, epoch 3" in second.output  # the copy of epoch 4 holds epochs 2-4
     assert sorted(p.name for p in wh.parent.iterdir()) == ["warehouse.duckdb"]  # no copy, no lock, no WAL
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        OUTPUT_MARKER,
         "epoch-2",
         "epoch-3",
         "index-charts",
