@@ -118,6 +118,69 @@ def test_ledger_counters_of_pr_1757_checked_against_the_diff_log(both, copy4, la
     assert set(stored.filter(pl.col("protocol_finished").is_not_null())["escrow_id"]) == set(counters)
 
 
+def test_a_validated_count_that_dropped_after_the_ledgers_flush_is_no_disagreement(both, tmp_path):
+    """PR #1757's `validated` loses an inference's credited passes when it is challenged: a ledger flushed before
+    the challenge holds more than the whole diff log gives. The cross-check reads the log up to the ledger's
+    latest_nonce, so that decrease is not a disagreement; a ledger value the log never had still is."""
+    wh = tmp_path / "w.duckdb"
+    shutil.copy(both["sqlite"], wh)
+    con = open_for_write(wh)
+    try:
+        # an inference of a ledger escrow that was passed, then challenged
+        escrow, slot, participant, challenge = con.execute(
+            "SELECT c.escrow_id, c.executor_slot, s.address, c.challenge_nonce FROM inference_counter_nonces c "
+            "JOIN ledger_escrows USING (escrow_id) "
+            "JOIN escrow_slots s ON s.escrow_id = c.escrow_id AND s.slot_id = c.executor_slot "
+            "WHERE len(c.pass_nonces) > 0 AND c.challenge_nonce > c.pass_nonces[1] ORDER BY 1, 4 LIMIT 1"
+        ).fetchone()
+
+        def flush(upto: int) -> None:
+            """The ledger of a #1757 build as flushed at nonce `upto`: its counters and latest_nonce."""
+            con.execute(
+                "UPDATE ledger_host_stats h SET protocol_validated = coalesce(k.validated, 0),"
+                "  protocol_finished = coalesce(k.finished, 0) FROM ledger_host_stats h2 LEFT JOIN ("
+                "  SELECT c.executor_slot AS slot_id,"
+                "         sum(CASE WHEN coalesce(c.challenge_nonce <= $n, FALSE)"
+                "                  THEN coalesce(c.cleared_nonce <= $n, FALSE)::BIGINT"
+                "                  ELSE len(list_filter(c.pass_nonces, lambda x: x <= $n)) END)::BIGINT AS validated,"
+                "         count(*) FILTER (WHERE c.finish_nonce <= $n) AS finished"
+                "  FROM inference_counter_nonces c WHERE c.escrow_id = $e GROUP BY ALL) k USING (slot_id) "
+                "WHERE h.escrow_id = $e AND h2.escrow_id = $e AND h.slot_id = h2.slot_id",
+                {"n": upto, "e": escrow},
+            )
+            con.execute("UPDATE ledger_escrows SET latest_nonce = ? WHERE escrow_id = ?", [upto, escrow])
+
+        def check(name: str) -> tuple:
+            return con.execute(
+                "SELECT tracker, session, agrees FROM tracker_cross_checks "
+                "WHERE escrow_id = ? AND participant = ? AND check_name = ?",
+                [escrow, participant, name],
+            ).fetchone()
+
+        flush(challenge)
+        challenged, _, agrees = check("protocol_validated vs validated")
+        assert agrees
+        flush(challenge - 1)  # the ledger as flushed just before the challenge; the diff log goes on
+        flushed, _, agrees = check("protocol_validated vs validated")
+        assert flushed > challenged  # the challenge took the passes back: the count decreased after the flush
+        assert agrees and check("protocol_finished vs finished")[2]
+        # a real inconsistency: the ledger states one validated more than the log up to its nonce
+        con.execute(
+            "UPDATE ledger_host_stats SET protocol_validated = protocol_validated + 1 "
+            "WHERE escrow_id = ? AND slot_id = ?",
+            [escrow, slot],
+        )
+        tracker, session, agrees = check("protocol_validated vs validated")
+        assert not agrees and tracker - session == 1
+        bad = con.execute(
+            "SELECT check_name FROM tracker_disagreements WHERE escrow_id = ? AND participant = ?",
+            [escrow, participant],
+        ).fetchall()
+        assert ("protocol_validated vs validated",) in bad and ("protocol_finished vs finished",) not in bad
+    finally:
+        con.close()
+
+
 def test_ledger_counters_follow_the_copy_further_along_not_the_greatest(both, tmp_path):
     """`validated` can decrease (a challenge takes an inference's passes back): a later copy's smaller value
     replaces the stored one (docs/sources.md, accounting ledger: merged by nonce, not GREATEST)."""

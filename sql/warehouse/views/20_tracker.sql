@@ -156,10 +156,12 @@ WHERE whole >= 20 AND part > 0 AND part >= warn * whole;
 -- The tracker against session storage, per escrow held by both: protocol_invalid vs inferences
 -- invalidated, protocol_misses vs misses (timeouts and error misses; a record timed out by the
 -- settlement drain is not a miss) with the executor as the participant; on ledgers of PR #1757's
--- build also protocol_validated / protocol_finished vs the same counters from the diff log.
+-- build also protocol_validated / protocol_finished vs the same counters from the diff log up to the
+-- ledger's latest_nonce: validated drops when a challenge takes passes back, so a diff log further along
+-- than the ledger's flush is not a disagreement (docs/sources.md, PR #1757's counters).
 CREATE OR REPLACE VIEW tracker_cross_checks AS
 WITH ledger AS (
-  SELECT e.epoch_id, e.escrow_id, s.address AS participant, (sum(coalesce(h.invalid, 0)))::BIGINT AS protocol_invalid,
+  SELECT e.epoch_id, e.escrow_id, e.latest_nonce AS ledger_nonce, s.address AS participant, (sum(coalesce(h.invalid, 0)))::BIGINT AS protocol_invalid,
          (sum(coalesce(h.missed, 0)))::BIGINT AS protocol_misses,
          sum(h.protocol_validated)::BIGINT AS protocol_validated, sum(h.protocol_finished)::BIGINT AS protocol_finished
   FROM ledger_escrows e JOIN ledger_slots s USING (escrow_id)
@@ -172,12 +174,14 @@ session AS (
          count(*) FILTER (WHERE miss_kind IS NOT NULL) AS timed_out
   FROM d_inferences GROUP BY ALL
 ),
-counters AS (  -- PR #1757's counters from the whole diff log (inference_counter_nonces)
+counters AS (  -- PR #1757's counters from the diff log up to the ledger's nonce (inference_counter_nonces)
   SELECT c.escrow_id, sl.address AS participant,
-         sum(CASE WHEN c.challenge_nonce IS NOT NULL THEN (c.cleared_nonce IS NOT NULL)::BIGINT
-                  ELSE len(c.pass_nonces) END)::BIGINT AS validated,
-         count(c.finish_nonce) AS finished
+         sum(CASE WHEN coalesce(c.challenge_nonce <= n.upto, FALSE) THEN coalesce(c.cleared_nonce <= n.upto, FALSE)::BIGINT
+                  ELSE len(list_filter(c.pass_nonces, lambda x: x <= n.upto)) END)::BIGINT AS validated,
+         count(*) FILTER (WHERE c.finish_nonce <= n.upto) AS finished
   FROM inference_counter_nonces c
+  JOIN (SELECT DISTINCT escrow_id, coalesce(ledger_nonce, 9223372036854775807) AS upto FROM ledger) n
+    ON n.escrow_id = c.escrow_id
   JOIN d_escrow_slots sl ON sl.escrow_id = c.escrow_id AND sl.slot_id = c.executor_slot
   GROUP BY ALL
 )
@@ -213,6 +217,6 @@ LEFT JOIN inferences i ON i.escrow_id = a.escrow_id AND i.inference_id = a.infer
 COMMENT ON VIEW tracker_counter_rows IS 'Accounting-ledger counter rows (summed across writers) and saved accounting-API counters, attributed to (epoch, participant, model) through the escrow slot list; counter_key parsed (known fields as columns, raw JSON in key_json). origin = ledger | api.';
 COMMENT ON VIEW tracker_participants IS 'The gateway tracker''s per-participant record per (epoch, participant, model), summed over every slot the participant holds: assigned_nonces (nonces 1..latest with nonce mod N = slot, protocol-only included), dispositions, delivered (finished_* without warm-up probes), flag counts slow_decode/slow_chunk/slow_receipt (PoC phase and warm-up excluded), clock_drifted/logprobs_decoded (warm-up excluded), protocol_misses / protocol_invalid (host stats), unresolved_challenges; chain_* columns from saved chain REST JSON. origin = ledger (a ledger database) or api (saved API responses, used only where no ledger row exists).';
 COMMENT ON VIEW tracker_findings IS 'Findings recomputed from tracker_participants (never stored upstream): code, severity (warning|critical), part, whole, rate and thresholds of the newer build; no finding when whole < 20.';
-COMMENT ON VIEW tracker_cross_checks IS 'Per escrow held by both the ledger and session storage: the tracker''s protocol_invalid against inferences invalidated and protocol_misses against misses (timeouts and error misses, drained records excluded; executor = participant); on ledgers of PR #1757''s build also protocol_validated and protocol_finished against the same counters from the diff log (inference_counter_nonces); agrees = equal.';
+COMMENT ON VIEW tracker_cross_checks IS 'Per escrow held by both the ledger and session storage: the tracker''s protocol_invalid against inferences invalidated and protocol_misses against misses (timeouts and error misses, drained records excluded; executor = participant); on ledgers of PR #1757''s build also protocol_validated and protocol_finished against the same counters from the diff log up to the ledger''s latest_nonce (inference_counter_nonces; the whole log where the ledger states none), so a validated count that dropped after the ledger''s flush (a challenge took passes back) is no disagreement; agrees = equal.';
 COMMENT ON VIEW tracker_disagreements IS 'The rows of tracker_cross_checks where the tracker and session storage disagree.';
 COMMENT ON VIEW answer_checks IS 'One row per stored answer (payload storage): sampling parameters of the request (absent = API defaults temperature 1, top_p 1; sampling = greedy when temperature is 0), usage.completion_tokens, logprob entries, positions whose top_logprobs repeat a token, NaN / missing logprobs, tokens that are not numeric ids, empty answers, sse = streamed response, complete = parsed to the end; payload_format = where the answer was stored: postgres (payload_storage), json or json_zst (payload files; a .json.zst is read in preference to a .json of the same answer, as upstream does). A file in a payload directory that is no payload is a quarantine row naming it. Bodies are not stored. seed_given, min_tokens, logprobs_mode = what the stored (client''s) request sets of the parameters devshardd injects before execution (logprobs, top_logprobs 5, min_tokens 64, seed = int32(inference_id) unless given, logprobs_mode processed_logprobs).';
