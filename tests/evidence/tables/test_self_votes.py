@@ -1,4 +1,4 @@
-"""Self-verdicts by address (gonka-ai/gonka issue #1573, PR #1757; docs/sources.md, self-verdicts): a vote cast by the
+"""Self-verdicts by address (docs/sources.md, self-verdicts): a vote cast by the
 executor's address from a slot other than the one that ran the answer is flagged as a self-verdict exactly like one
 from its own slot, whichever guard the writing build had."""
 
