@@ -41,8 +41,11 @@ import time
 import uuid
 from pathlib import Path
 
-import psycopg
-from psycopg import sql
+try:  # the PostgreSQL layout's driver: the SQLite layout runs where it is not installed (a bare benchmark machine)
+    import psycopg
+    from psycopg import sql
+except ImportError:
+    psycopg = sql = None  # type: ignore[assignment]
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
