@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.paths import role
+from pipeline.cli.paths import path_option
 from pipeline.cli.process import say_interrupted
 from pipeline.core.roles import Role
 
@@ -34,49 +34,44 @@ EXIT_CODES_HELP = (
 # on the command line is a usage error, not an overflow deep inside a query.
 MAX_BIGINT = 2**63 - 1
 
-PATH_METAVAR = "<path>"  # how --help shows a path option (typer's own for a Path without a parser)
+HostOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="The host address (gonka1…; default: GONKA_EVIDENCE_HOST, else the config's host).",
+        envvar="GONKA_EVIDENCE_HOST",
+    ),
+]
 WarehouseOpt = Annotated[
     Path,
-    typer.Option(
-        "--warehouse",
-        "-w",
-        help="DuckDB warehouse file.",
-        envvar="GONKA_EVIDENCE_WAREHOUSE",
-        parser=role(Role.WAREHOUSE_READ),
-        metavar=PATH_METAVAR,
+    path_option(
+        Role.WAREHOUSE_READ, "--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE"
     ),
 ]
 # For commands that write the warehouse (created when missing).
 WriteWarehouseOpt = Annotated[
     Path,
-    typer.Option(
-        "--warehouse",
-        "-w",
-        help="DuckDB warehouse file.",
-        envvar="GONKA_EVIDENCE_WAREHOUSE",
-        parser=role(Role.WAREHOUSE_WRITE),
-        metavar=PATH_METAVAR,
+    path_option(
+        Role.WAREHOUSE_WRITE, "--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE"
     ),
 ]
 # For commands that fall back to the config file's warehouse when none is given.
 ConfigWarehouseOpt = Annotated[
     Path | None,
-    typer.Option(
+    path_option(
+        Role.WAREHOUSE_READ,
         "--warehouse",
         "-w",
         envvar="GONKA_EVIDENCE_WAREHOUSE",
         help="DuckDB warehouse file (default: the config's warehouse, else ./warehouse.duckdb).",
-        parser=role(Role.WAREHOUSE_READ),
-        metavar=PATH_METAVAR,
     ),
 ]
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option(
+    path_option(
+        Role.INPUT_FILE,
         "--config",
+        noun="config file",
         help="Config file whose host and warehouse are the defaults (default: gonka-evidence.toml here, if any).",
-        parser=role(Role.INPUT_FILE, noun="config file"),
-        metavar=PATH_METAVAR,
     ),
 ]
 

@@ -1,6 +1,7 @@
 """The role of every path parameter, declared where the parameter is, and checked once before a command runs.
 
-A path option says its role with ``parser=role(Role.OUTPUT_FILE)``; `check_paths` (called by
+A path option says its role with ``path_option(Role.OUTPUT_FILE, "--out", help=…)`` (an argument with
+``parser=role(…)``); `check_paths` (called by
 `user_errors` before the command body) runs each value through `pipeline.core.roles.check_path`, then
 refuses an output onto an input of the same command, the warehouse or one of its sources. A path
 parameter without a role fails tests/cli/test_path_roles.py, which runs every role against every kind
@@ -42,6 +43,25 @@ def role(kind: Role, *, keywords: tuple[str, ...] = (), as_text: bool = False, n
     """The `parser=` of a path parameter of this role; `keywords` are words it also takes (`builds infer`),
     `as_text` keeps the value a string (a source that may be a URL), `noun` names it when missing."""
     return RoleParser(kind, keywords, as_text or kind is Role.SOURCE, noun)
+
+
+PATH_METAVAR = "<path>"  # how --help shows a path option (typer's own for a Path without a parser)
+
+
+def path_option(
+    kind: Role,
+    *decls: str,
+    keywords: tuple[str, ...] = (),
+    as_text: bool = False,
+    noun: str | None = None,
+    **options: Any,
+) -> Any:
+    """`typer.Option(*decls, **options)` of a path in this role, shown as <path> in --help."""
+    import typer
+
+    return typer.Option(
+        *decls, parser=role(kind, keywords=keywords, as_text=as_text, noun=noun), metavar=PATH_METAVAR, **options
+    )
 
 
 def declared_roles(func: Callable[..., Any]) -> dict[str, tuple[RoleParser, str]]:

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import PATH_METAVAR, WriteWarehouseOpt, prints_data, user_errors
-from pipeline.cli.paths import role
+from pipeline.cli.conventions import WriteWarehouseOpt, prints_data, user_errors
+from pipeline.cli.paths import path_option, role
 from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
@@ -43,12 +43,7 @@ def builds(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(
-            "--out",
-            help="infer: write the proposal here (default: stdout).",
-            parser=role(Role.OUTPUT_FILE),
-            metavar=PATH_METAVAR,
-        ),
+        path_option(Role.OUTPUT_FILE, "--out", help="infer: write the proposal here (default: stdout)."),
     ] = None,
     warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:

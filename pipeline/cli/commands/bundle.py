@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import MAX_BIGINT, PATH_METAVAR, WarehouseOpt, user_errors
-from pipeline.cli.paths import role
+from pipeline.cli.conventions import MAX_BIGINT, WarehouseOpt, user_errors
+from pipeline.cli.paths import path_option, role
 from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
@@ -19,13 +19,7 @@ ORDER = 110
 def bundle(
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="The bundle directory (new, empty, or an earlier bundle).",
-            parser=role(Role.OUTPUT_DIR),
-            metavar=PATH_METAVAR,
-        ),
+        path_option(Role.OUTPUT_DIR, "--out", "-o", help="The bundle directory (new, empty, or an earlier bundle)."),
     ],
     host: Annotated[str | None, typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")] = None,
     epoch: Annotated[

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import PATH_METAVAR, prints_data, user_errors
-from pipeline.cli.paths import role
+from pipeline.cli.conventions import prints_data, user_errors
+from pipeline.cli.paths import path_option, role
 from pipeline.core.roles import Role
 
 ORDER = 30
@@ -23,15 +23,14 @@ def doctor(
     ],
     warehouse: Annotated[
         Path | None,
-        typer.Option(
+        path_option(
+            Role.WAREHOUSE_READ,
             "--warehouse",
             "-w",
             help="Also show what this warehouse found about the source "
             "(copies that disagree, escrows with a partial diff log, checkpoint cross-checks), whether its "
             "build timeline contradicts its vLLM logs (builds check), and where every row its last ingest "
             "read went (read = used + deduplicated + quarantined).",
-            parser=role(Role.WAREHOUSE_READ),
-            metavar=PATH_METAVAR,
         ),
     ] = None,
 ) -> None:

@@ -11,6 +11,7 @@ from pipeline.cli.conventions import (
     ConfigOpt,
     ConfigWarehouseOpt,
     EvidenceFormat,
+    HostOpt,
     complete_evidence_name,
     prints_data,
     reproducing_command,
@@ -28,13 +29,7 @@ def evidence(
     name: Annotated[
         str, typer.Argument(help="The evidence table (listed below).", autocompletion=complete_evidence_name)
     ],
-    host: Annotated[
-        str | None,
-        typer.Option(
-            help="The host address (gonka1…; default: GONKA_EVIDENCE_HOST, else the config's host).",
-            envvar="GONKA_EVIDENCE_HOST",
-        ),
-    ] = None,
+    host: HostOpt = None,
     epoch: Annotated[int | None, typer.Option(help="The escrows of epoch N.", min=0, max=MAX_BIGINT)] = None,
     since: Annotated[str | None, typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
     until: Annotated[str | None, typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,

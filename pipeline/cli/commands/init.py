@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import PATH_METAVAR, user_errors
-from pipeline.cli.paths import role
+from pipeline.cli.conventions import user_errors
+from pipeline.cli.paths import path_option, role
 from pipeline.core.roles import Role
 
 ORDER = 5
@@ -40,12 +40,7 @@ def init(
     ] = None,
     config: Annotated[
         Path,
-        typer.Option(
-            "--config",
-            help="The file to write; an existing one is never overwritten.",
-            metavar=PATH_METAVAR,
-            parser=role(Role.OUTPUT_FILE),
-        ),
+        path_option(Role.OUTPUT_FILE, "--config", help="The file to write; an existing one is never overwritten."),
     ] = Path("gonka-evidence.toml"),
 ) -> None:
     """Write a commented gonka-evidence.toml for your host: its address, its sources and its build timeline,

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import PATH_METAVAR, EvidenceFormat, prints_data, reproducing_command, user_errors
-from pipeline.cli.paths import role
+from pipeline.cli.conventions import EvidenceFormat, prints_data, reproducing_command, user_errors
+from pipeline.cli.paths import path_option, role
 from pipeline.core.roles import Role
 
 ORDER = 55
@@ -21,21 +21,11 @@ network_app = typer.Typer(
 
 LakeOpt = Annotated[
     Path,
-    typer.Option(
-        "--lake",
-        help="The lake directory (created by `network ingest`).",
-        parser=role(Role.LAKE_READ),
-        metavar=PATH_METAVAR,
-    ),
+    path_option(Role.LAKE_READ, "--lake", help="The lake directory (created by `network ingest`)."),
 ]
 WriteLakeOpt = Annotated[
     Path,
-    typer.Option(
-        "--lake",
-        help="The lake directory (created by `network ingest`).",
-        parser=role(Role.LAKE_WRITE),
-        metavar=PATH_METAVAR,
-    ),
+    path_option(Role.LAKE_WRITE, "--lake", help="The lake directory (created by `network ingest`)."),
 ]
 WorkersOpt = Annotated[
     int | None,
@@ -114,10 +104,8 @@ def network_evidence(
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
     chart: Annotated[
         Path | None,
-        typer.Option(
-            help="Also write the table's chart (executors: a funnel plot): .svg, .png, .json.",
-            parser=role(Role.OUTPUT_FILE),
-            metavar=PATH_METAVAR,
+        path_option(
+            Role.OUTPUT_FILE, help="Also write the table's chart (executors: a funnel plot): .svg, .png, .json."
         ),
     ] = None,
     workers: WorkersOpt = None,

@@ -11,6 +11,7 @@ from pipeline.cli.conventions import (
     ConfigOpt,
     ConfigWarehouseOpt,
     EvidenceFormat,
+    HostOpt,
     prints_data,
     reproducing_command,
     user_errors,
@@ -23,13 +24,7 @@ ORDER = 52
 @prints_data
 def preflight(
     ctx: typer.Context,
-    host: Annotated[
-        str | None,
-        typer.Option(
-            help="The host address (gonka1…; default: GONKA_EVIDENCE_HOST, else the config's host).",
-            envvar="GONKA_EVIDENCE_HOST",
-        ),
-    ] = None,
+    host: HostOpt = None,
     build: Annotated[
         str | None, typer.Option(metavar="LABEL", help="Only this build (its label in the build timeline).")
     ] = None,

@@ -11,14 +11,13 @@ import typer
 
 from pipeline.api import MAX_QUERY_TIMEOUT_S, QUERY_TIMEOUT_S, QueryFormat, terminal_width
 from pipeline.cli.conventions import (
-    PATH_METAVAR,
     ConfigOpt,
     ConfigWarehouseOpt,
     complete_named_query,
     prints_data,
     user_errors,
 )
-from pipeline.cli.paths import role
+from pipeline.cli.paths import path_option
 from pipeline.core.roles import Role
 
 ORDER = 40
@@ -33,9 +32,7 @@ def query(
     ] = None,
     file: Annotated[
         Path | None,
-        typer.Option(
-            "--file", "-f", help="Read the SQL from a file.", parser=role(Role.INPUT_FILE), metavar=PATH_METAVAR
-        ),
+        path_option(Role.INPUT_FILE, "--file", "-f", help="Read the SQL from a file."),
     ] = None,
     fmt: Annotated[QueryFormat, typer.Option("--format", help="Output format.")] = QueryFormat.table,
     vertical: Annotated[
@@ -44,13 +41,7 @@ def query(
     param: Annotated[list[str] | None, typer.Option("--param", "-p", help="k=v, bound to $k in the SQL.")] = None,
     output: Annotated[
         Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Write to a file (required for parquet on a terminal).",
-            parser=role(Role.OUTPUT_FILE),
-            metavar=PATH_METAVAR,
-        ),
+        path_option(Role.OUTPUT_FILE, "--output", "-o", help="Write to a file (required for parquet on a terminal)."),
     ] = None,
     max_rows: Annotated[
         int | None,

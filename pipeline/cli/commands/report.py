@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import MAX_BIGINT, PATH_METAVAR, WarehouseOpt, user_errors
-from pipeline.cli.paths import role
+from pipeline.cli.conventions import MAX_BIGINT, HostOpt, WarehouseOpt, user_errors
+from pipeline.cli.paths import path_option
 from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
@@ -24,22 +24,10 @@ report_app = typer.Typer(
 @user_errors
 def report_epoch(
     epoch: Annotated[int, typer.Argument(help="The epoch number.", min=0, max=MAX_BIGINT)],
-    host: Annotated[
-        str | None,
-        typer.Option(
-            help="The host address (default: GONKA_EVIDENCE_HOST, else the config's host).",
-            envvar="GONKA_EVIDENCE_HOST",
-        ),
-    ] = None,
+    host: HostOpt = None,
     out: Annotated[
         Path,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Output directory; the report goes to OUT/epoch-N/.",
-            parser=role(Role.OUTPUT_DIR),
-            metavar=PATH_METAVAR,
-        ),
+        path_option(Role.OUTPUT_DIR, "--out", "-o", help="Output directory; the report goes to OUT/epoch-N/."),
     ] = Path("out"),
     warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
 ) -> None:

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import PATH_METAVAR, prints_data, user_errors
-from pipeline.cli.paths import role
+from pipeline.cli.conventions import prints_data, user_errors
+from pipeline.cli.paths import path_option
 from pipeline.core.roles import Role
 
 ORDER = 60
@@ -19,21 +19,20 @@ ORDER = 60
 def run(
     config: Annotated[
         Path | None,
-        typer.Option(
+        path_option(
+            Role.INPUT_FILE,
+            noun="config file",
             help="Config file (default: gonka-evidence.toml here, else the bundled samples).",
-            parser=role(Role.INPUT_FILE, noun="config file"),
-            metavar=PATH_METAVAR,
         ),
     ] = None,
     warehouse: Annotated[
         Path | None,
-        typer.Option(
+        path_option(
+            Role.WAREHOUSE_WRITE,
             "--warehouse",
             "-w",
             help="Override the warehouse file.",
             envvar="GONKA_EVIDENCE_WAREHOUSE",
-            parser=role(Role.WAREHOUSE_WRITE),
-            metavar=PATH_METAVAR,
         ),
     ] = None,
 ) -> None:
