@@ -4,15 +4,7 @@
 -- cycle has a `non-default args` line at all (args_stated: without one, an argument left out is not "the
 -- default", it is unknown), and its launch (the API server's version line) and first engine start line.
 -- params: $host, $since, $until (the window's time bounds on started_at, NULL = unbounded)
-WITH c AS (
-  SELECT c.*, coalesce(CASE WHEN b.valid_to IS NULL OR c.started_at < b.valid_to THEN b.build END,
-                       'unattributed') AS build
-  FROM engine_cycles c
-  ASOF LEFT JOIN host_builds_t b ON b.host = c.host AND c.started_at >= b.valid_from
-  WHERE c.host = $host
-    AND ($since::TIMESTAMPTZ IS NULL OR c.started_at >= $since)
-    AND ($until::TIMESTAMPTZ IS NULL OR c.started_at < $until)
-),
+WITH c AS (SELECT * FROM host_build_cycles($host, $since, $until)),
 -- the cycle number of each cycle's first event, to find its launch and engine start lines
 numbered AS (
   SELECT c.record_key, e.file_id, e.cycle

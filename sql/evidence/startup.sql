@@ -2,15 +2,7 @@
 -- host_builds): time to ready, model loading, KV cache, concurrency and PoC throughput as the logs print them.
 -- Medians are quantile_cont (linear interpolation between cycles). params: $host, $since, $until (the
 -- window's time bounds on started_at, NULL = unbounded)
-WITH c AS (
-  SELECT c.*, coalesce(CASE WHEN b.valid_to IS NULL OR c.started_at < b.valid_to THEN b.build END,
-                       'unattributed') AS build
-  FROM engine_cycles c
-  ASOF LEFT JOIN host_builds_t b ON b.host = c.host AND c.started_at >= b.valid_from
-  WHERE c.host = $host
-    AND ($since::TIMESTAMPTZ IS NULL OR c.started_at >= $since)
-    AND ($until::TIMESTAMPTZ IS NULL OR c.started_at < $until)
-)
+WITH c AS (SELECT * FROM host_build_cycles($host, $since, $until))
 SELECT build,
        count(*) AS cycles,
        count(ready_at) AS ready_cycles,

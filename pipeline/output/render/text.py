@@ -130,27 +130,28 @@ def format_rate(rate: float | None, low: float | None = None, high: float | None
     """``0.71%`` or, with an interval, ``0.71% (0.43–1.17%)``."""
     if rate is None or math.isnan(rate):
         return MISSING
-    text = format_percent(rate)
-    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
-        text += f" ({low * 100:.2f}–{format_percent(high)})"
-    return text
+    interval = format_interval(low, high)
+    return format_percent(rate) + ("" if interval == MISSING else f" ({interval})")
 
 
 def format_estimate(value: float | None, low: float | None = None, high: float | None = None) -> str:
     """``2.787 (2.698–2.881)``: a number that is not a share, with its interval."""
     if value is None or math.isnan(value):
         return MISSING
-    text = format_number(value)
-    if low is not None and high is not None and not (math.isnan(low) or math.isnan(high)):
-        text += f" ({format_number(low)}–{format_number(high)})"
-    return text
+    if not _finite_pair(low, high):
+        return format_number(value)
+    return f"{format_number(value)} ({format_number(low)}–{format_number(high)})"  # type: ignore[arg-type]
 
 
 def format_interval(low: float | None, high: float | None) -> str:
     """``35.81–36.31%``: an interval of a share on its own."""
-    if low is None or high is None or math.isnan(low) or math.isnan(high):
+    if not _finite_pair(low, high):
         return MISSING
-    return f"{low * 100:.2f}–{format_percent(high)}"
+    return f"{low * 100:.2f}–{format_percent(high)}"  # type: ignore[operator,arg-type]
+
+
+def _finite_pair(low: float | None, high: float | None) -> bool:
+    return low is not None and high is not None and not (math.isnan(low) or math.isnan(high))
 
 
 def _interval_cell(rate: str, low: str, high: str) -> Callable[[dict[str, Any]], str]:

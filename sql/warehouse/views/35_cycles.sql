@@ -99,3 +99,14 @@ LEFT JOIN log_engine_events e ON e.host = s.host AND e.record_key = s.record_key
 
 COMMENT ON VIEW engine_cycle_starts IS 'Where each start cycle of a host''s vLLM logs begins (the first start event of a launch, engine_events.cycle_start), and the one definition of a restart that engine_cycles, stability and timeline build on: restart = the cycle begins after the host''s logs already show the engine (an engine event, a shutdown line included, or a stats or spec-decode line earlier in time, or earlier in the same file).';
 COMMENT ON VIEW engine_cycles IS 'One row per start cycle of a host''s vLLM logs: started_at (its start line), ended_at (the next cycle''s start in the same file, else the file''s last record), vllm_version, config = JSON of what the start lines state (version, model, spec_method and spec_tokens, parallel sizes, quantization, kv_cache_dtype, the non-default arguments; keys sorted), fingerprint = the first 12 hex digits of md5(config): consecutive cycles with one fingerprint are one build segment. lines = the record keys (file_id:line) of the lines the config rests on. Start-up facts: ready_at and time_to_ready_s (to Application startup complete.), model_load_gib and model_load_s, kv_cache_gib (available KV cache memory, the smallest worker), kv_cache_tokens (GPU KV cache size), max_concurrency (at the printed tokens per request), poc_nonces_per_min (PoC stopped lines: nonces / minutes).';
+
+-- A host's start cycles begun in [since_, until_) (NULL: unbounded), each with the build in effect at its start
+-- (as-of join of the build timeline; 'unattributed' outside it): what the startup, preflight and spec tables read.
+CREATE OR REPLACE MACRO host_build_cycles(host_, since_, until_) AS TABLE
+SELECT c.*, coalesce(CASE WHEN b.valid_to IS NULL OR c.started_at < b.valid_to THEN b.build END,
+                     'unattributed') AS build
+FROM engine_cycles c
+ASOF LEFT JOIN host_builds_t b ON b.host = c.host AND c.started_at >= b.valid_from
+WHERE c.host = host_
+  AND (since_::TIMESTAMPTZ IS NULL OR c.started_at >= since_)
+  AND (until_::TIMESTAMPTZ IS NULL OR c.started_at < until_);
