@@ -210,7 +210,7 @@ def test_the_facade_does_what_the_commands_do_and_prints_nothing(tmp_path, monke
     summary = api.ingest(store, wh_path, label="samples")
     assert summary.new_epochs == [2, 3, 4] and sum(summary.rows.values()) > 0
     loaded = api.load_builds(DATA_SAMPLES_DIR / "builds.toml", wh_path)
-    assert loaded.entries == 4 and loaded.warnings == []
+    assert loaded.entries == 5 and loaded.warnings == []  # five [[build]] entries
     described = api.doctor(store, wh_path)
     assert described.description.epochs == [2, 3, 4] and set(described.findings or {}) >= {"seal_conflicts"}
 
