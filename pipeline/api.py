@@ -663,6 +663,9 @@ def ingest_logs(
     timezone: str | None = None,
 ) -> LogIngestSummary:
     """`gonka-evidence ingest-logs`: see `Warehouse.ingest_logs`."""
+    from pipeline.ingest.logs import check_log_request
+
+    check_log_request(host, kind, year)  # before the warehouse is created
     with open_warehouse(warehouse, write=True) as wh:
         return wh.ingest_logs(files, host=host, kind=kind, year=year, timezone=timezone)
 

@@ -50,6 +50,12 @@ def address_problem(text: str, hrp: str = HRP) -> str | None:
     return None
 
 
+def malformed(option: str, text: str, hrp: str = HRP) -> str | None:
+    """The one-line refusal of ``text`` given as ``option`` when it is no ``gonka1…`` address, else None."""
+    problem = address_problem(text, hrp)
+    return None if problem is None else f"{option} {text!r} is not a {hrp}1… address: it {problem}"
+
+
 def sample_address(readable: str) -> str:
     """A well-formed made-up address that reads as ``readable`` (bech32 characters, padded with 0s):
     for samples and tests, e.g. ``sample_address("l0gh0st")`` is ``gonka1l0gh0st000…`` + its checksum."""

@@ -11,7 +11,7 @@ import datetime as dt
 
 import duckdb
 
-from pipeline.core.address import address_problem
+from pipeline.core.address import malformed
 from pipeline.core.paths import sql_text
 from pipeline.core.times import iso_utc
 from pipeline.evidence.window import EvidenceError, Window
@@ -29,9 +29,9 @@ def check_request(con: duckdb.DuckDBPyConnection, host: str | None, window: Wind
 
 def check_host(con: duckdb.DuckDBPyConnection, host: str) -> None:
     held = fetch_frame(con, sql_text("evidence/held_hosts.sql"), {"host": host})["host"].to_list()
-    if problem := address_problem(host):
+    if refusal := malformed("--host", host):
         closest = f"; closest in the warehouse: {held[0]}" if held else ""
-        raise EvidenceError(f"--host {host!r} is not a gonka1… address: it {problem}{closest}")
+        raise EvidenceError(refusal + closest)
     if host in held:
         return
     if not held:

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import duckdb
 import polars as pl
 
+from pipeline.core.address import malformed
 from pipeline.core.digest import files_digest, sample_digest
 from pipeline.core.limits import PastLimit
 from pipeline.core.paths import sql_text
@@ -96,6 +97,18 @@ class LogJob:
     summary: LogIngestSummary
 
 
+def check_log_request(host: str, kind: str | None, year: int | None) -> None:
+    """Refuse an ingest-logs request that cannot be right, before its warehouse is opened."""
+    if not host or not host.strip():
+        raise SourceError("ingest-logs needs --host ADDR (the host the logs belong to)")
+    if refusal := malformed("--host", host):  # a typo would file the logs under a host that does not exist
+        raise SourceError(refusal)
+    if kind is not None and kind not in LOG_KINDS:
+        raise SourceError(f"unknown --kind {kind!r}; choose one of {', '.join(LOG_KINDS)}")
+    if year is not None and not 1970 <= year <= 9999:
+        raise SourceError(f"--year {year} is not a plausible year")
+
+
 def ingest_logs(
     con: duckdb.DuckDBPyConnection,
     paths: list[Path | str],
@@ -108,12 +121,7 @@ def ingest_logs(
     """Ingest files and directories of one host; ``kind`` None = detected per file; ``timezone`` = the
     zone of the vLLM logs' local times (IANA name or UTC offset, default UTC); ``label`` = the name of the
     source in provenance footers (a config entry's `label`), shown with the time zone."""
-    if not host or not host.strip():
-        raise SourceError("ingest-logs needs --host ADDR (the host the logs belong to)")
-    if kind is not None and kind not in LOG_KINDS:
-        raise SourceError(f"unknown --kind {kind!r}; choose one of {', '.join(LOG_KINDS)}")
-    if year is not None and not 1970 <= year <= 9999:
-        raise SourceError(f"--year {year} is not a plausible year")
+    check_log_request(host, kind, year)
     tz = LogTimezone.parse(timezone)
     files = expand(paths)
     started = time.monotonic()

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.core.address import address_problem
+from pipeline.core.address import malformed
 from pipeline.ingest import kinds
 from pipeline.output.safety import OutputError
 from pipeline.sources.errors import SourceError
@@ -29,8 +29,8 @@ def config_text(
 ) -> str:
     """The configuration file for ``host``; paths are written relative to ``base`` (the file's directory),
     as the loader reads them, and a PostgreSQL URL as given."""
-    if problem := address_problem(host):
-        raise SourceError(f"--host {host!r} is not a gonka1… address: it {problem}")
+    if refusal := malformed("--host", host):
+        raise SourceError(refusal)
     lines = [
         "# gonka-evidence run configuration, written by `gonka-evidence init` (docs/configuration.md).",
         "# `gonka-evidence run --config FILE` ingests what is new in every source, reloads `builds` and writes",

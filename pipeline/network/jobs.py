@@ -12,6 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
+from pipeline.core.address import malformed
 from pipeline.core.env import env_int
 from pipeline.core.events import Progress
 from pipeline.core.version import pipeline_version
@@ -160,6 +161,9 @@ def network_evidence(
         raise EvidenceError(f"unknown network evidence table {name!r}; choose one of {', '.join(NETWORK_TABLES)}")
     if table.needs_host and not host:
         raise EvidenceError(f"{name} needs --host ADDR (the host whose answers are compared)")
+    for option, value in (("--host", host), ("--control", control)):
+        if value and (refusal := malformed(option, value.strip())):
+            raise EvidenceError(refusal)
     lake = Lake(lake_dir)
     window = Window.parse(epoch)
     partitions = [(e, b) for e, b in lake.partitions() if epoch is None or e == epoch]

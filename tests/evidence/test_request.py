@@ -159,3 +159,25 @@ def test_the_commands_exit_1_with_one_line_and_print_no_table(warehouse):
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], (args, done.stderr)
     assert not (warehouse.parent / "out").exists()  # the refused reports wrote nothing
+
+
+def test_a_malformed_host_is_refused_before_logs_or_a_config_are_read(tmp_path):
+    """`ingest-logs` would file the logs under a host no copy names, and `run` would report on it: both
+    refuse a typo in one line, and the warehouse is never created."""
+    from pipeline.core.paths import DATA_SAMPLES_DIR
+
+    typo = FOCAL[:-1] + ("q" if FOCAL[-1] != "q" else "p")  # one character off, the checksum kept
+    warehouse = tmp_path / "w.duckdb"
+    log = str(DATA_SAMPLES_DIR / "vllm" / "vllm.log")
+    config = tmp_path / "c.toml"
+    config.write_text(f'host = "{typo}"\nwarehouse = "w.duckdb"\n')
+    cases = [
+        (["ingest-logs", log, "--host", typo, "--year", "2026", "-w", str(warehouse)], f"--host '{typo}'"),
+        (["run", "--config", str(config)], f"{config}: host '{typo}'"),
+    ]
+    for args, expected in cases:
+        done = _cli(*args, cwd=tmp_path)
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode == 1 and done.stdout == "", (args, done.stderr)
+        assert lines == [f"error: {expected} is not a gonka1… address: it fails its bech32 checksum (a typo?)"], lines
+    assert not warehouse.exists()

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.ingest.accounting import identity_violations
+from pipeline.samples.logs import HOST
 
 DATA = Path(__file__).resolve().parents[2] / "data-samples"
 
@@ -46,9 +47,9 @@ def _one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
 def test_a_fifo_or_dev_zero_given_to_ingest_logs_is_refused(tmp_path):
     fifo = tmp_path / "vllm.log"
     os.mkfifo(fifo)
-    _one_line_error(_cli("ingest-logs", str(fifo), "--host", "h", "-w", str(tmp_path / "w.duckdb")), "a FIFO")
+    _one_line_error(_cli("ingest-logs", str(fifo), "--host", HOST, "-w", str(tmp_path / "w.duckdb")), "a FIFO")
     _one_line_error(
-        _cli("ingest-logs", "/dev/zero", "--host", "h", "-w", str(tmp_path / "w.duckdb")), "character device"
+        _cli("ingest-logs", "/dev/zero", "--host", HOST, "-w", str(tmp_path / "w.duckdb")), "character device"
     )
 
 
@@ -58,7 +59,7 @@ def test_a_fifo_inside_a_log_directory_is_named_and_counted(tmp_path):
     (logs / "vllm.log").write_bytes((DATA / "vllm" / "vllm.log").read_bytes())
     os.mkfifo(logs / "pipe.log")
     wh = tmp_path / "w.duckdb"
-    proc = _cli("ingest-logs", str(logs), "--host", "h", "-w", str(wh), "--strict")
+    proc = _cli("ingest-logs", str(logs), "--host", HOST, "-w", str(wh), "--strict")
     assert proc.returncode == 3, proc.stderr
     assert "pipe.log: not a regular file (a FIFO)" in proc.stderr
     bad, acct = _warehouse(wh)
@@ -73,14 +74,14 @@ def test_a_gzip_log_with_a_bad_crc_is_one_line(tmp_path):
     data[-6] ^= 0xFF  # the CRC32 in the trailer
     bad = tmp_path / "vllm.log.gz"
     bad.write_bytes(bytes(data))
-    _one_line_error(_cli("ingest-logs", str(bad), "--host", "h", "-w", str(tmp_path / "w.duckdb")), "CRC check failed")
+    _one_line_error(_cli("ingest-logs", str(bad), "--host", HOST, "-w", str(tmp_path / "w.duckdb")), "CRC check failed")
 
 
 def test_an_empty_log_gets_a_word_and_strict_exits_3(tmp_path):
     empty = tmp_path / "vllm.log"
     empty.write_text("")
     wh = tmp_path / "w.duckdb"
-    proc = _cli("ingest-logs", str(empty), "--host", "h", "-w", str(wh), "--kind", "vllm", "--strict")
+    proc = _cli("ingest-logs", str(empty), "--host", HOST, "-w", str(wh), "--kind", "vllm", "--strict")
     assert proc.returncode == 3, proc.stderr
     assert "empty (no lines)" in proc.stderr
     bad, acct = _warehouse(wh)
@@ -99,7 +100,7 @@ def test_non_finite_metrics_are_quarantined_not_stored(tmp_path):
         'vllm:kv_cache_usage_perc{model_name="m"} 0.5 99999999999999999999999999999\n'
     )
     wh = tmp_path / "w.duckdb"
-    proc = _cli("ingest-logs", str(scrape), "--host", "h", "-w", str(wh), "--strict")
+    proc = _cli("ingest-logs", str(scrape), "--host", HOST, "-w", str(wh), "--strict")
     assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
     bad, acct = _warehouse(wh)
     reasons = sorted(b[2] for b in bad)
@@ -165,7 +166,7 @@ def _stats_dated(tmp_path, dates: tuple[str, ...], year: int, name: str = "w") -
     log = tmp_path / "vllm.log"
     log.write_text("".join(STATS_LINE.format(date=d) for d in dates))
     wh = tmp_path / f"{name}.duckdb"
-    proc = _cli("ingest-logs", str(log), "--host", "h", "--year", str(year), "-w", str(wh), "--strict")
+    proc = _cli("ingest-logs", str(log), "--host", HOST, "--year", str(year), "-w", str(wh), "--strict")
     bad, acct = _warehouse(wh)
     con = duckdb.connect(str(wh), read_only=True)
     try:

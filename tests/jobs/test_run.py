@@ -624,11 +624,16 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
     assert first[-1] == "warehouse: updated"
     assert f"index of every closed epoch: {tmp_path / 'out' / 'index.html'}" in first
     details = [line for line in first if line.startswith("  ")]  # indented under the ingest line
-    detail_heads = ("  other builds in this copy, read: ", "  warning: columns the copy lacks, read as NULL (unknown): ")
+    detail_heads = (
+        "  other builds in this copy, read: ",
+        "  warning: columns the copy lacks, read as NULL (unknown): ",
+    )
     assert all(line.startswith(detail_heads) for line in details), "\n".join(first)
     # One preflight line per build label of builds.toml (the sample names one label twice), no table.
     preflight = [line for line in first if line.startswith("preflight of ")]
-    assert len(preflight) == 4 and any(line.startswith("preflight of V2 + DSpark, raw_logprobs: fail ") for line in preflight)
+    assert len(preflight) == 4 and any(
+        line.startswith("preflight of V2 + DSpark, raw_logprobs: fail ") for line in preflight
+    )
     assert len(first) - len(details) - len(preflight) <= 8 and not any(line.startswith(("|", "###")) for line in first)
 
     _place_copy(tmp_path, timeline, 4)

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from pipeline.evidence.tables.peer_invalidation import peer_invalidation
-from pipeline.evidence.window import Window
+from pipeline.evidence.window import EvidenceError, Window
 from pipeline.network.jobs import lake_quarantine, network_evidence, network_ingest
 from pipeline.network.lake import Lake
 from pipeline.network.tables import NETWORK_TABLES, NetworkParams
@@ -102,6 +102,14 @@ def test_executors_and_concentration_equal_a_warehouse_of_every_copy(network):
     assert executors.provenance is not None
     assert [s["label"] for s in executors.provenance.sources] == sorted(truth.copies)
     assert all(s["input_digest"].startswith("sha256:") and s["copy_at"] for s in executors.provenance.sources)
+
+
+def test_a_malformed_host_or_control_is_refused_before_the_lake_is_read(network):
+    root, truth, _ = network
+    typo = truth.focal_host[:-1] + ("q" if truth.focal_host[-1] != "q" else "p")  # one character off
+    for option, kwargs in (("--host", {"host": typo}), ("--control", {"host": truth.focal_host, "control": typo})):
+        with pytest.raises(EvidenceError, match=rf"^{option} '{typo}' is not a gonka1… address: it fails its bech32"):
+            network_evidence("peer-invalidation", root / "lake", workers=0, **kwargs)
 
 
 def _results(lake: Path, host: str) -> list:

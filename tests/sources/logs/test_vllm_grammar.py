@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from pipeline.core.address import sample_address
 from pipeline.sources.logs import vllm as vllm_logs
 from pipeline.sources.logs.files import LogFile
 
@@ -587,7 +588,7 @@ def test_v1_tracebacks_with_the_header_on_every_line_are_one_record(tmp_path):
     assert events[3][3].startswith("EngineCore failed to start. — ValueError: Free memory on device (3.22/4.0 GiB)")
     assert out["stats"].height == 1 and out["unparsed"].height == 0
     con = open_for_write(tmp_path / "v1.duckdb")
-    ingest_logs(con, [path], host="gonka1v1", kind="vllm", year=2025)
+    ingest_logs(con, [path], host=sample_address("vhe4dr"), kind="vllm", year=2025)
     keys = fetch_frame(con, "SELECT kind, record_key FROM engine_events WHERE line = 2 ORDER BY kind")
     assert keys["kind"].to_list() == ["fatal", "oom"] and keys["record_key"].n_unique() == 1
     con.close()
