@@ -108,6 +108,7 @@ __all__ = [
 
 WAREHOUSE_ENV, HOST_ENV = "GONKA_EVIDENCE_WAREHOUSE", "GONKA_EVIDENCE_HOST"
 
+
 def __getattr__(name: str) -> Any:
     """The result and error types, which live beside the stage that makes them, looked up on first use
     (importing their modules loads the engines)."""
