@@ -532,21 +532,21 @@ class Warehouse:
         file `output` (whole or not at all; never the warehouse, a source or inside one) or to `sink`.
         `max_rows` 0 means every row, None the default (10,000 for the table format, else every row);
         `timeout_s` None is the default limit (`QUERY_TIMEOUT_S`), 0 none."""
-        from pipeline.output.query import stream_query
-        from pipeline.output.safety import output_file
+        from pipeline.output.query import write_query
 
-        limit = QUERY_TIMEOUT_S if timeout_s is None else timeout_s
-        if output is None:
-            if sink is None:
-                raise ValueError("write_query needs an output file or a sink")
-            return stream_query(
-                self._con, sql, params, fmt, sink, vertical=vertical, width=width, max_rows=max_rows, timeout_s=limit
-            )
-        self.guard().check(Path(output), "--output")
-        with output_file(Path(output)) as file:
-            return stream_query(
-                self._con, sql, params, fmt, file, vertical=vertical, width=width, max_rows=max_rows, timeout_s=limit
-            )
+        return write_query(
+            self._con,
+            self.path,
+            sql,
+            params,
+            fmt,
+            output=Path(output) if output is not None else None,
+            sink=sink,
+            vertical=vertical,
+            width=width,
+            max_rows=max_rows,
+            timeout_s=timeout_s,
+        )
 
     def guard(self) -> OutputGuard:
         """The paths no output may overwrite: this warehouse and every file source ingested into it."""
