@@ -7,13 +7,14 @@ once through their as-of joins.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from pipeline.core.events import warn
+from pipeline.core.events import Listener, listening, warn
 from pipeline.core.paths import sql_text
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest.derive import attribute_builds
@@ -64,6 +65,23 @@ def _utc(value, path: Path, i: int) -> datetime:
     except ValueError:
         raise BuildsError(f"{path}: entry {i} has since = {value!r}, not an ISO-8601 time") from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class BuildsLoaded:
+    """A builds file loaded: its entries, and the warnings (hosts no escrow has as a participant)."""
+
+    file: Path
+    entries: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_builds_file(con: duckdb.DuckDBPyConnection, path: Path) -> BuildsLoaded:
+    """The `builds` task: `load_builds`, its warnings kept in the result instead of said."""
+    warnings: list[str] = []
+    with listening(Listener(warning=warnings.append)):
+        n = load_builds(con, path)
+    return BuildsLoaded(path, n, warnings)
 
 
 def load_builds(con: duckdb.DuckDBPyConnection, path: Path) -> int:

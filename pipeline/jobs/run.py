@@ -36,7 +36,7 @@ import shutil
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from glob import escape as glob_escape
 from pathlib import Path
@@ -542,3 +542,19 @@ def open_epoch_lines(closure: pl.DataFrame, finality_lag: str) -> list[str]:
             f"{iso_utc(e['closes_by_lag_at'])} (finality_lag {finality_lag}) if none settles before; data clock {clock}"
         )
     return lines
+
+
+def run_logged(config_path: Path | None, warehouse: Path | None, listener: events.Listener | None) -> RunOutcome:
+    """The `run` task: `run_job`, its log lines said to `listener.line` as they happen and kept in
+    `RunOutcome.log`; `listener.progress` gives the progress callback of each store ingest."""
+    log: list[str] = []
+    given = listener or events.Listener()
+
+    def line(message: str) -> None:
+        log.append(message)
+        given.line(message)
+
+    with events.listening(replace(given, line=line)):
+        outcome = run_job(config_path, warehouse)
+    outcome.log = log
+    return outcome

@@ -9,12 +9,14 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from pipeline.core.address import malformed
 from pipeline.core.env import env_int
 from pipeline.core.events import Progress
+from pipeline.core.roles import Role, is_url
 from pipeline.core.version import pipeline_version
 from pipeline.evidence.result import EvidenceResult, Provenance
 from pipeline.evidence.window import EvidenceError, Window
@@ -23,6 +25,8 @@ from pipeline.network.copies import CopyPiece, CopyWritten, PieceWritten, commit
 from pipeline.network.lake import Lake, LakeError
 from pipeline.network.partition import PartitionBuilt, build_partition
 from pipeline.network.tables import NETWORK_TABLES, NetworkParams
+from pipeline.output.evidence import Evidence
+from pipeline.output.roles import check_outputs, check_path
 
 # Stage 1 cuts a copy into pieces of about the network's diffs / (workers x PIECES_PER_WORKER), so that
 # largest-first submission balances the workers; never below MIN_PIECE_ROWS, where a piece's own cost
@@ -68,7 +72,9 @@ def network_ingest(
 ) -> NetworkIngestSummary:
     """Stage 1 (each copy into the lake, a large one in pieces of about `piece_rows` diffs: `_pieces`),
     then stage 2 (each partition whose copies changed into its warehouse, one task per partition), on a
-    Dask cluster."""
+    Dask cluster. The lake is never a copy, inside one or holding one; then it is new, empty or a lake."""
+    check_outputs({"lake": Path(lake_dir)}, inputs=[Path(c) for c in copies if not is_url(c)])
+    check_path(Path(lake_dir), Role.LAKE_WRITE, "lake")
     started = time.monotonic()
     progress = progress or _quiet
     memory_limit = worker_memory(memory_limit)  # refused before the lake is made
@@ -190,6 +196,13 @@ def network_evidence(
     result = table.reduce([f for f in frames if f.height], params)
     result.provenance = lake_provenance(lake, window, command)
     return result
+
+
+def network_table(name: str, lake_dir: str | Path, **options: Any) -> Evidence:
+    """The `network evidence` task: `network_evidence` (same options) with its chart, where the table has one."""
+    result = network_evidence(name, lake_dir, **options)
+    chart = NETWORK_TABLES[name].chart
+    return Evidence(result, chart=chart(result) if chart else None)
 
 
 def lake_provenance(lake: Lake, window: Window, command: str) -> Provenance:

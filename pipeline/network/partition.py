@@ -155,9 +155,7 @@ def _diff_rows(lake: Lake, manifest: CopyManifest, epoch: int, bucket: int) -> i
 
 def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False) -> PartitionBuilt:
     """Stage 2 for one partition (see the module docstring); skipped when built from the same copies."""
-    from pipeline.ingest.runs import ingest_run
-    from pipeline.ingest.store import derive_deferred, ingest_store
-    from pipeline.warehouse.database import open_for_write, open_scratch
+    from pipeline.warehouse.database import open_scratch
 
     started = time.monotonic()
     lake = Lake(lake_root)
@@ -176,21 +174,7 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
     scratch = open_scratch()
     try:
         _dedupe(scratch, lake, manifests, epoch, bucket, built)
-        con = open_for_write(tmp)
-        try:
-            summaries = []
-            for rank, manifest in enumerate(manifests):
-                store = LakeCopyStore(lake, manifest, epoch, bucket, rank, scratch)
-                # decoded here: the Dask workers are the parallelism
-                summaries.append(ingest_store(con, store, label=manifest.label, derive=False, decode_workers=0))
-            with ingest_run(con, source_id=DERIVE_SOURCE, kind="lake", display="lake derive") as run:
-                built.derived_escrows = derive_deferred(con, run, summaries)
-            for manifest, summary in zip(manifests, summaries, strict=True):
-                built.copy_at[manifest.copy_id] = summary.copy_at.isoformat() if summary.copy_at else None
-            built.quarantined = int(con.execute("SELECT count(*) FROM quarantine").fetchall()[0][0])
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
+        _ingest_copies(tmp, scratch, lake, manifests, epoch, bucket, built)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, target)
     finally:
@@ -200,6 +184,32 @@ def build_partition(lake_root: str, epoch: int, bucket: int, force: bool = False
     built.elapsed_s = time.monotonic() - started
     write_atomically(lake.partition_info_path(epoch, bucket), json.dumps(asdict(built), indent=1).encode(), lake.tmp)
     return built
+
+
+def _ingest_copies(
+    tmp: Path, scratch, lake: Lake, manifests: list[CopyManifest], epoch: int, bucket: int, built: PartitionBuilt
+) -> None:
+    """The partition's warehouse at `tmp`: each copy's delivered diffs through the single-host ingest, in
+    rank order, then one derive over all of them; each copy's time and the quarantined rows in `built`."""
+    from pipeline.ingest.runs import ingest_run
+    from pipeline.ingest.store import derive_deferred, ingest_store
+    from pipeline.warehouse.database import open_for_write
+
+    con = open_for_write(tmp)
+    try:
+        summaries = []
+        for rank, manifest in enumerate(manifests):
+            store = LakeCopyStore(lake, manifest, epoch, bucket, rank, scratch)
+            # decoded here: the Dask workers are the parallelism
+            summaries.append(ingest_store(con, store, label=manifest.label, derive=False, decode_workers=0))
+        with ingest_run(con, source_id=DERIVE_SOURCE, kind="lake", display="lake derive") as run:
+            built.derived_escrows = derive_deferred(con, run, summaries)
+        for manifest, summary in zip(manifests, summaries, strict=True):
+            built.copy_at[manifest.copy_id] = summary.copy_at.isoformat() if summary.copy_at else None
+        built.quarantined = int(con.execute("SELECT count(*) FROM quarantine").fetchall()[0][0])
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
 
 
 def _dedupe(scratch, lake: Lake, manifests: list[CopyManifest], epoch: int, bucket: int, built: PartitionBuilt) -> None:

@@ -46,6 +46,7 @@ from pipeline.evidence.provenance import evidence_command, provenance, window_ar
 from pipeline.evidence.window import Window
 from pipeline.output.render import render
 from pipeline.output.render.json import to_json_value
+from pipeline.output.safety import OutputGuard
 from pipeline.warehouse.database import out_of_memory
 
 MANIFEST = "MANIFEST.json"
@@ -294,3 +295,59 @@ def verify_bundle(
             status = "ok" if (directory / path).read_bytes() == expected[path] else "differs"
         checks.append(FileCheck(path, status))
     return checks
+
+
+@dataclass(frozen=True)
+class BundleWritten:
+    path: Path
+    files: list[str]  # relative paths, MANIFEST.json included
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A bundle recomputed and compared: one check per file (status ok, differs, missing, unexpected)."""
+
+    checks: list[FileCheck]
+
+    @property
+    def bad(self) -> list[FileCheck]:
+        return [check for check in self.checks if check.status != "ok"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad
+
+
+def bundle_request(
+    host: str | None,
+    epoch: int | None,
+    since: str | None,
+    until: str | None,
+    warehouse_arg: str | None,
+    finality_lag: timedelta | None,
+) -> BundleRequest:
+    """The bundle's request, checked: a missing host or a bad window is a one-line error before anything is
+    computed. `finality_lag` (the epoch report's) is given only with an epoch."""
+    if not host:
+        raise EvidenceError("bundle needs --host ADDR (the host address, gonka1…)")
+    request = BundleRequest(host=host, epoch=epoch, since=since, until=until, warehouse_arg=warehouse_arg)
+    if finality_lag is not None:
+        request = replace(request, finality_lag=finality_lag)
+    _ = request.window  # a bad window is an error here
+    return request
+
+
+def bundle(con: duckdb.DuckDBPyConnection, warehouse: Path, request: BundleRequest, out: Path) -> BundleWritten:
+    """The `bundle` task: every file of `request` built and written to `out` whole (never over the warehouse
+    or a source)."""
+    OutputGuard.of(con, warehouse).check(out, "--out")
+    files = build_bundle(con, request)
+    return BundleWritten(write_bundle(files, out), sorted(files))
+
+
+def verify(con: duckdb.DuckDBPyConnection, directory: Path, finality_lag: timedelta | None) -> Verified:
+    """The `verify` task: the bundle in `directory` recomputed and compared file by file (`finality_lag`:
+    its epoch report's, None when it has none)."""
+    if finality_lag is None:
+        return Verified(verify_bundle(con, directory))
+    return Verified(verify_bundle(con, directory, finality_lag))

@@ -19,6 +19,7 @@ import polars as pl
 from pipeline.core.paths import SQL_DIR
 from pipeline.output import query_format as query_output
 from pipeline.output.query_format import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, TABLE_MAX_ROWS, QueryFormat
+from pipeline.output.safety import OutputGuard, output_file
 from pipeline.warehouse.database import out_of_memory
 from pipeline.warehouse.database import relation as warehouse_relation
 
@@ -232,6 +233,36 @@ def stream_query(
         limit.cancel()
     # Raised here, outside the handler: an error whose context is an interruption reads as a Ctrl-C.
     raise limit.error()
+
+
+def write_query(
+    con: duckdb.DuckDBPyConnection,
+    warehouse: Path,
+    sql: str,
+    params: dict[str, str],
+    fmt: QueryFormat,
+    *,
+    output: Path | None = None,
+    sink: BinaryIO | None = None,
+    vertical: bool = False,
+    width: int | None = None,
+    max_rows: int | None = None,
+    timeout_s: float | None = None,
+) -> RenderedQuery:
+    """The `query` task: `stream_query` to the file `output` (whole or not at all; never the warehouse at
+    `warehouse`, a source or inside one) or to `sink`; `timeout_s` None is DEFAULT_TIMEOUT_S, 0 none."""
+    limit = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
+    if output is None:
+        if sink is None:
+            raise ValueError("write_query needs an output file or a sink")
+        return stream_query(
+            con, sql, params, fmt, sink, vertical=vertical, width=width, max_rows=max_rows, timeout_s=limit
+        )
+    OutputGuard.of(con, warehouse).check(output, "--output")
+    with output_file(output) as file:
+        return stream_query(
+            con, sql, params, fmt, file, vertical=vertical, width=width, max_rows=max_rows, timeout_s=limit
+        )
 
 
 def _stream(

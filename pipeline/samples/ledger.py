@@ -272,40 +272,46 @@ class LedgerCopy:
                     rows["accounting_escrow_protocol_nonces"].append(
                         {"escrow_id": e.escrow_id, "nonce": fact.nonce, "slot_id": fact.slot}
                     )
-            if e.legacy:
-                baseline: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-                for nonce, slot, resolved in e.challenges:
-                    if not resolved:
-                        baseline[slot][0] += 1
-                    else:
-                        rows["accounting_escrow_challenges"].append(
-                            {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot, "resolved": True}
-                        )
-                for nonce, slot in e.invalid:
-                    baseline[slot][1] += 1
-                    rows["accounting_escrow_invalid_nonces"].append(
-                        {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": -1}
-                    )
-                for slot, (open_, invalid) in sorted(baseline.items()):
-                    rows["accounting_escrow_slot_counts"].append(
-                        {
-                            "escrow_id": e.escrow_id,
-                            "writer_id": LEGACY_WRITER,
-                            "slot_id": slot,
-                            "open_challenges": open_,
-                            "invalid_nonces": invalid,
-                        }
-                    )
-            else:
-                for nonce, slot, resolved in e.challenges:
-                    rows["accounting_escrow_challenges"].append(
-                        {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot, "resolved": resolved}
-                    )
-                for nonce, slot in e.invalid:
-                    rows["accounting_escrow_invalid_nonces"].append(
-                        {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot}
-                    )
+            self._challenge_rows(e, rows)
         return rows
+
+    @staticmethod
+    def _challenge_rows(e: EscrowLedger, rows: dict[str, list[dict]]) -> None:
+        """An escrow's challenges and invalid nonces: a legacy writer's as per-slot counts (only resolved
+        challenges as rows, invalid nonces without a slot), a newer one's as rows."""
+        if e.legacy:
+            baseline: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+            for nonce, slot, resolved in e.challenges:
+                if not resolved:
+                    baseline[slot][0] += 1
+                else:
+                    rows["accounting_escrow_challenges"].append(
+                        {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot, "resolved": True}
+                    )
+            for nonce, slot in e.invalid:
+                baseline[slot][1] += 1
+                rows["accounting_escrow_invalid_nonces"].append(
+                    {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": -1}
+                )
+            for slot, (open_, invalid) in sorted(baseline.items()):
+                rows["accounting_escrow_slot_counts"].append(
+                    {
+                        "escrow_id": e.escrow_id,
+                        "writer_id": LEGACY_WRITER,
+                        "slot_id": slot,
+                        "open_challenges": open_,
+                        "invalid_nonces": invalid,
+                    }
+                )
+        else:
+            for nonce, slot, resolved in e.challenges:
+                rows["accounting_escrow_challenges"].append(
+                    {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot, "resolved": resolved}
+                )
+            for nonce, slot in e.invalid:
+                rows["accounting_escrow_invalid_nonces"].append(
+                    {"escrow_id": e.escrow_id, "nonce": nonce, "slot_id": slot}
+                )
 
     # -- SQLite accounting.db ----------------------------------------------------------------
     def sqlite_blobs(self) -> list[dict]:

@@ -218,8 +218,14 @@ class VllmFile:
     def window(self, preemptions: int = 0, level: str = "INFO", idle: bool = False, extra: str = "") -> None:
         """One 10-second window: the stats line and (when drafts happened) the spec line."""
         self.advance(10)
-        rng, v = self.rng, self._v()
         build = self.build_at(self.t)
+        self._stats_line(build, preemptions, level, idle)
+        if idle or self.spec_config is None:
+            return
+        self._spec_line(build, level, extra)
+
+    def _stats_line(self, build: str, preemptions: int, level: str, idle: bool) -> None:
+        rng, v = self.rng, self._v()
         running = 0 if idle else rng.randint(4, 40)
         waiting = 0 if idle else rng.randint(0, 6)
         kv_tenths = 0 if idle else rng.randint(50, 950)
@@ -241,8 +247,9 @@ class VllmFile:
             s["preemptions"] = (s["preemptions"] or 0) + preemptions
         kv = kv_tenths / 1000
         s["max_kv"] = kv if s["max_kv"] is None else max(s["max_kv"], kv)
-        if idle or self.spec_config is None:
-            return
+
+    def _spec_line(self, build: str, level: str, extra: str) -> None:
+        rng, v = self.rng, self._v()
         drafts = rng.choice([100, 200, 500, 1000])
         low, high = self.acceptance
         pos = sorted((rng.randint(int(drafts * low), int(drafts * high)) for _ in range(K)), reverse=True)
@@ -384,8 +391,17 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     directory = Path(directory)
     rng = random.Random(seed)
     truth = LogTruth()
+    _build_a(directory, truth, rng)
+    _build_b(directory, truth, rng)
+    _metrics_scrapes(directory, truth, rng)
+    _dapi_log(directory, truth, rng)
+    _poc_results(directory, truth)
+    _builds_toml(directory, truth)
+    return truth
 
-    # Build A: vLLM 0.8.5 then 0.9.1, one log rotated across the new year.
+
+def _build_a(directory: Path, truth: LogTruth, rng: random.Random) -> None:
+    """Build A: vLLM 0.8.5 then 0.9.1, one log rotated across the new year (also whole, before rotation)."""
     a = VllmFile(truth, rng, "0.8.5", datetime(2025, 12, 31, 23, 50, tzinfo=UTC))
     a.start(ready_after=90)
     for _ in range(30):
@@ -414,7 +430,10 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     truth.files["full_a"] = a.write(directory / "longer" / "vllm-a-full.log")  # the same log before rotation
     _touch(truth.files["full_a"], a.ended() + timedelta(minutes=5))
 
-    # Build B: vLLM 0.10.2 with process prefixes and colour, then 0.11.1 with Preemptions.
+
+def _build_b(directory: Path, truth: LogTruth, rng: random.Random) -> None:
+    """Build B: vLLM 0.10.2 with process prefixes and colour, then 0.11.1 with Preemptions."""
+    vdir = directory / "vllm"
     b = VllmFile(
         truth, rng, "0.10.2", datetime(2026, 1, 2, 9, 0, tzinfo=UTC), proc="EngineCore_DP0", pid=2834, colour=True
     )
@@ -439,7 +458,9 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     truth.files["b"] = b.write(vdir / "vllm-b.log")
     _touch(truth.files["b"], b.ended())
 
-    # Build C: only /metrics scrapes (exact counters), one counter reset (restart) between scrapes.
+
+def _metrics_scrapes(directory: Path, truth: LogTruth, rng: random.Random) -> None:
+    """Build C: only /metrics scrapes (exact counters), one counter reset (restart) between scrapes."""
     mdir = directory / "metrics"
     counters: dict[str, Any] = {"drafts": 0, "tokens": 0, "accepted": 0, "pos": [0] * K, "preempt": 0}
     t = datetime(2026, 1, 4, 6, 0, tzinfo=UTC)
@@ -486,7 +507,9 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
         t += timedelta(minutes=1)
     truth.files["metrics"] = mdir
 
-    # Validator (dapi) log of the host: scores on the executor's answers, text and JSON slog lines.
+
+def _dapi_log(directory: Path, truth: LogTruth, rng: random.Random) -> None:
+    """Validator (dapi) log of the host: scores on the executor's answers, text and JSON slog lines."""
     lines = []
     t = datetime(2026, 1, 2, 12, 0, tzinfo=UTC)
     for i in range(40):
@@ -533,7 +556,9 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     truth.files["dapi"] = directory / "dapi.log"
     truth.files["dapi"].write_text("\n".join(lines) + "\n")
 
-    # PoC validation results: JSON responses with their stat_test, and a golden-vector report line.
+
+def _poc_results(directory: Path, truth: LogTruth) -> None:
+    """PoC validation results: JSON responses with their stat_test, and a golden-vector report line."""
     pdir = directory / "poc"
     pdir.mkdir(parents=True, exist_ok=True)
     stat = {"dist_threshold": 0.4, "p_mismatch": 0.1, "fraud_threshold": 0.01}
@@ -577,6 +602,9 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
     truth.poc = results
     truth.files["poc"] = pdir
 
+
+def _builds_toml(directory: Path, truth: LogTruth) -> None:
+    """The builds file of the samples' timeline."""
     blocks = []
     for host, label, since in BUILDS:
         blocks.append(
@@ -584,4 +612,3 @@ def write_log_samples(directory: str | Path, seed: int = 5) -> LogTruth:
         )
     truth.files["builds"] = directory / "builds.toml"
     truth.files["builds"].write_text("\n".join(blocks))
-    return truth

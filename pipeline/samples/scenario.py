@@ -13,6 +13,7 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from pipeline.core import address as bech32
 from pipeline.sources.decode import devshard_pb2 as pb
@@ -222,44 +223,7 @@ class EscrowPlanner:
         n = group.size
         factor = 0 if (self.position, self.index) == (0, 2) else spec.vote_threshold_factor
         threshold = n * factor // 100 if factor else n // 2
-        config: dict[str, int | str] = {
-            "RefusalTimeout": 60,
-            "ExecutionTimeout": 600,
-            "TokenPrice": spec.token_price,
-            "CreateDevshardFee": 1000,
-            "FeePerNonce": 1,
-            "VoteThreshold": threshold,
-            "ValidationRate": spec.validation_rate,
-            "InferenceSealGraceNonces": max(n, 20),
-            "InferenceSealGraceSeconds": 600,
-            "AutoSealEveryNNonces": 10,
-        }
-        if self.newer:
-            config["LogprobsMode"] = "processed_logprobs" if self.position >= 3 else "raw_logprobs"
-        n_epochs = len(spec.epochs)
-        drains = self.position == min(2, n_epochs - 1) and self.index == 0 and n_epochs > 1
-        # The host ran three release lines over the calendar: in the second epoch the first escrow
-        # settles under the oldest drain rule (sealed unchanged) and the second under the refund
-        # rule; later escrows are paid. The third escrow of the second epoch comes from the build
-        # line that sent error misses as reason-3 timeouts.
-        drain_rule = "paid"
-        if self.position == 1 and n_epochs > 2 and self.index < 2:
-            drains, drain_rule = True, ("unchanged", "refunded")[self.index]
-        error_miss_as_timeout = self.position == 1 and self.index == 2
-        # The oldest escrow of the copy comes from a pre-devshard-v2 build (JSON checkpoint); in the next one
-        # the focal host (two slots) validates one of its own answers from its other slot, which builds that
-        # checked the slot, not the address, accepted. In the last two epochs one escrow's checkpoint carries
-        # per-model host stats and one PR #1757's counters, and one escrow's payload files were written compressed.
-        oldest = self.position == 1 and self.index == 0 and n_epochs > 2
-        host_stats_line = None
-        if n_epochs > 3 and (self.position, self.index) == (n_epochs - 2, 1):
-            host_stats_line = "model_stats"
-        elif n_epochs > 2 and (self.position, self.index) == (n_epochs - 1, 0):
-            host_stats_line = "counters"
-        compress_payloads = n_epochs > 2 and (self.position, self.index) == (n_epochs - 1, 2)
-        finalizes = not (
-            self.position == min(1, n_epochs - 1) and self.index == spec.escrows_per_epoch - 1 and n_epochs > 1
-        )
+        variants = self._variants()
         count = max(30, round(spec.inferences_per_escrow * rng.uniform(0.8, 1.2)))
         epoch_start = CALENDAR_START + self.position * EPOCH_SECONDS
         opened_at = epoch_start + int((self.index + 0.1 + 0.3 * rng.random()) * EPOCH_SECONDS / spec.escrows_per_epoch)
@@ -278,7 +242,7 @@ class EscrowPlanner:
             group=group,
             threshold=threshold,
             vote_threshold_factor=factor,
-            config=config,
+            config=self._config(n, threshold),
             creator=rng.choice(cast.gateways),
             version=None if self.position == 0 else VERSION_TAGS[min(self.position, len(VERSION_TAGS) - 1)],
             initial_balance=5_000_000 + 1000 * rng.randrange(1000),
@@ -286,28 +250,81 @@ class EscrowPlanner:
             created_at_unit="zero" if self.position == 0 else ("ms" if self.position == 2 else "s"),
             opened_at=opened_at,
             nonce_times=times,
-            finalizes=finalizes,
-            drains=drains,
-            drain_rule=drain_rule,
-            error_miss_as_timeout=error_miss_as_timeout,
-            checkpoint_format="json" if oldest else "protobuf",
-            host_stats_line=host_stats_line,
-            compress_payloads=compress_payloads,
-            self_validation=self.position == 1 and self.index == 1 and n_epochs > 2,
+            **variants,
         )
 
         forced = self._forced_stories(starts, group)
         for position, start in enumerate(starts):
             story = forced.get(start)
-            if drains and position >= count - 5:
+            if plan.drains and position >= count - 5:
                 story = ("pending", "pending", "started", "started", "stalled_challenge")[count - 1 - position]
             plan.inferences[start] = self._plan_inference(plan, start, story)
+        self._plan_diffs(plan, starts)
+        return plan
 
+    def _config(self, n: int, threshold: int) -> dict[str, int | str]:
+        """The escrow's devshard config (the newer builds name their logprobs mode)."""
+        config: dict[str, int | str] = {
+            "RefusalTimeout": 60,
+            "ExecutionTimeout": 600,
+            "TokenPrice": self.spec.token_price,
+            "CreateDevshardFee": 1000,
+            "FeePerNonce": 1,
+            "VoteThreshold": threshold,
+            "ValidationRate": self.spec.validation_rate,
+            "InferenceSealGraceNonces": max(n, 20),
+            "InferenceSealGraceSeconds": 600,
+            "AutoSealEveryNNonces": 10,
+        }
+        if self.newer:
+            config["LogprobsMode"] = "processed_logprobs" if self.position >= 3 else "raw_logprobs"
+        return config
+
+    def _variants(self) -> dict[str, Any]:
+        """The escrow's place in the story: which drain rule settles it, whether it finalizes, and the build
+        quirks of its epoch (EscrowPlan's fields by name)."""
+        spec = self.spec
+        n_epochs = len(spec.epochs)
+        drains = self.position == min(2, n_epochs - 1) and self.index == 0 and n_epochs > 1
+        # The host ran three release lines over the calendar: in the second epoch the first escrow
+        # settles under the oldest drain rule (sealed unchanged) and the second under the refund
+        # rule; later escrows are paid. The third escrow of the second epoch comes from the build
+        # line that sent error misses as reason-3 timeouts.
+        drain_rule = "paid"
+        if self.position == 1 and n_epochs > 2 and self.index < 2:
+            drains, drain_rule = True, ("unchanged", "refunded")[self.index]
+        # The oldest escrow of the copy comes from a pre-devshard-v2 build (JSON checkpoint); in the next one
+        # the focal host (two slots) validates one of its own answers from its other slot, which builds that
+        # checked the slot, not the address, accepted. In the last two epochs one escrow's checkpoint carries
+        # per-model host stats and one PR #1757's counters, and one escrow's payload files were written compressed.
+        oldest = self.position == 1 and self.index == 0 and n_epochs > 2
+        host_stats_line = None
+        if n_epochs > 3 and (self.position, self.index) == (n_epochs - 2, 1):
+            host_stats_line = "model_stats"
+        elif n_epochs > 2 and (self.position, self.index) == (n_epochs - 1, 0):
+            host_stats_line = "counters"
+        return {
+            "finalizes": not (
+                self.position == min(1, n_epochs - 1) and self.index == spec.escrows_per_epoch - 1 and n_epochs > 1
+            ),
+            "drains": drains,
+            "drain_rule": drain_rule,
+            "error_miss_as_timeout": self.position == 1 and self.index == 2,
+            "checkpoint_format": "json" if oldest else "protobuf",
+            "host_stats_line": host_stats_line,
+            "compress_payloads": n_epochs > 2 and (self.position, self.index) == (n_epochs - 1, 2),
+            "self_validation": self.position == 1 and self.index == 1 and n_epochs > 2,
+        }
+
+    def _plan_diffs(self, plan: EscrowPlan, starts: list[int]) -> None:
+        """The escrow's diffs, one per nonce: the starts and the planned events, the finalize and a heartbeat
+        after it, an unknown transaction in a newer build's first escrow; bare sealed rows in later epochs."""
+        n = plan.group.size
         end = max(max(self.events), starts[-1])
         finalize_at = None
-        if drains:
+        if plan.drains:
             finalize_at = starts[-1] + 1
-        elif finalizes:
+        elif plan.finalizes:
             finalize_at = end + 1
         last_nonce = finalize_at + n if finalize_at else end + 2
         if self.position > 0 and self.index == 0:
@@ -327,7 +344,6 @@ class EscrowPlanner:
                 plan.unknown_tx.append((nonce, len(txs)))
                 txs.append(wire.unknown_member(UNKNOWN_TX_FIELD, wire.varint(8) + wire.varint(nonce)))
             plan.diffs.append(wire.encode_diff(txs))
-        return plan
 
     def _forced_stories(self, starts: list[int], group: Group) -> dict[int, str]:
         """Every escrow gets each variant early on, so even a copy's cut shows it."""
@@ -359,9 +375,10 @@ class EscrowPlanner:
             msg.protocol_version = "2"
         return pb.DevshardTx(start_inference=msg)
 
-    def _plan_inference(self, plan: EscrowPlan, i: int, story: str | None) -> InferencePlan:
-        rng, group, spec = self.rng, plan.group, self.spec
-        payload_rng = random.Random(f"{spec.seed}:{self.escrow_id}:{i}:payload")
+    def _inference_payload(self, plan: EscrowPlan, i: int) -> InferencePlan:
+        """The request and response of inference `i`, from a generator of its own (payloads never shift the
+        planner's draws)."""
+        payload_rng = random.Random(f"{self.spec.seed}:{self.escrow_id}:{i}:payload")
         roll = payload_rng.random()
         if roll < 0.25:
             temperature, top_p = 0.0, payload_rng.choice([None, 1.0])
@@ -377,10 +394,15 @@ class EscrowPlanner:
         started_at = plan.nonce_times[i - 1]
         prompt = payloads.request_body(payload_rng, MODEL, max_tokens, temperature, top_p, stream)
         response = payloads.response_body(payload_rng, MODEL, i, started_at + 3, input_length, output_tokens, stream)
-        inference = InferencePlan(
+        return InferencePlan(
             i, started_at, temperature, top_p, stream, max_tokens, input_length, output_tokens, prompt, response
         )
 
+    def _plan_inference(self, plan: EscrowPlan, i: int, story: str | None) -> InferencePlan:
+        rng, group, spec = self.rng, plan.group, self.spec
+        inference = self._inference_payload(plan, i)
+        started_at, response = inference.started_at, inference.response
+        input_length, output_tokens = inference.input_length, inference.output_tokens
         executor_slot = i % group.size
         executor = group.slots[executor_slot]
         skew = self.cast.hosts.index(executor) % 3  # the executor's clock runs 0-2 s behind
@@ -436,24 +458,30 @@ class EscrowPlanner:
             ),
         )
         if story == "error_miss":
-            if plan.error_miss_as_timeout:  # the votes first, as for MsgErrorMiss: the same draws
-                tx = self._timeout(group, executor, i, pb.TIMEOUT_REASON_ERROR, plan.threshold)
-                self._emit(finish_at + rng.randint(1, 2), i, tx)
-                return inference
-            votes = self._timeout_votes(group, executor, i, plan.threshold, "error")
-            self._emit(
-                finish_at + rng.randint(1, 2),
-                i,
-                pb.DevshardTx(
-                    error_miss=pb.MsgErrorMiss(
-                        inference_id=i,
-                        votes=[pb.ErrorMissVote(voter_slot=s, accept=a, signature=g) for s, a, g in votes],
-                    )
-                ),
-            )
+            self._plan_error_miss(plan, executor, i, finish_at)
             return inference
         self._plan_validations(plan, inference, executor, finish_at, story)
         return inference
+
+    def _plan_error_miss(self, plan: EscrowPlan, executor: str, i: int, finish_at: int) -> None:
+        """An error miss on a finished answer: MsgErrorMiss, or a reason-3 timeout from the build line that
+        sent them so."""
+        group, rng = plan.group, self.rng
+        if plan.error_miss_as_timeout:  # the votes first, as for MsgErrorMiss: the same draws
+            tx = self._timeout(group, executor, i, pb.TIMEOUT_REASON_ERROR, plan.threshold)
+            self._emit(finish_at + rng.randint(1, 2), i, tx)
+            return
+        votes = self._timeout_votes(group, executor, i, plan.threshold, "error")
+        self._emit(
+            finish_at + rng.randint(1, 2),
+            i,
+            pb.DevshardTx(
+                error_miss=pb.MsgErrorMiss(
+                    inference_id=i,
+                    votes=[pb.ErrorMissVote(voter_slot=s, accept=a, signature=g) for s, a, g in votes],
+                )
+            ),
+        )
 
     def _timeout(self, group, executor, i, reason, threshold) -> pb.DevshardTx:
         votes = self._timeout_votes(group, executor, i, threshold, reason)
@@ -496,17 +524,30 @@ class EscrowPlanner:
     def _plan_validations(
         self, plan: EscrowPlan, inference: InferencePlan, executor: str, finish_at: int, story: str | None
     ) -> None:
+        others = [a for a in plan.group.addresses() if a != executor]
+        validators, challenge, challenger = self._plan_challenge(plan, inference, executor, story, others)
+        checks = self._plan_checks(plan, inference, executor, finish_at, story, validators, challenger)
+        # The tally as the machine will see it: valid weight before the first invalid verdict.
+        first_invalid = next((k for k, c in enumerate(checks) if not c[2]), None)
+        if first_invalid is None or challenge == "stalled":
+            return
+        voters = [a for a in others if a not in validators]
+        self._plan_votes(plan, inference, executor, story, challenge, checks[: first_invalid + 1], voters)
+
+    def _plan_challenge(
+        self, plan: EscrowPlan, inference: InferencePlan, executor: str, story: str | None, others: list[str]
+    ) -> tuple[list[str], str | None, str | None]:
+        """The sampled validators, the planned outcome of a challenge ("cleared", "upheld", "stalled" or None)
+        and its challenger (added to the validators when not sampled)."""
         rng, group, spec, focal = self.rng, plan.group, self.spec, self.cast.focal
-        i = inference.inference_id
         rate = spec.validation_rate / 10000
-        others = [a for a in group.addresses() if a != executor]
         validators = [
             a for a in others if rng.random() < rate * group.weight(a) / (group.size - group.weight(executor))
         ]
-        challenge = None  # planned outcome of a challenge: "cleared", "upheld" or "stalled"
+        challenge = None
         if story == "stalled_challenge":
             challenge = "stalled"  # challenged, and the escrow settles before anyone votes
-        elif executor == focal and self._focal_raw(plan, i):
+        elif executor == focal and self._focal_raw(plan, inference.inference_id):
             if _is_sampled(inference.temperature):
                 challenge = "upheld"
         elif story in ("challenge_cleared", "challenge_upheld"):
@@ -519,8 +560,21 @@ class EscrowPlanner:
             challenger = next((a for a in validators if a in candidates), None) or rng.choice(candidates)
             if challenger not in validators:
                 validators.append(challenger)
+        return validators, challenge, challenger
 
-        # (nonce, address, verdict), in the order the machine will see them.
+    def _plan_checks(
+        self,
+        plan: EscrowPlan,
+        inference: InferencePlan,
+        executor: str,
+        finish_at: int,
+        story: str | None,
+        validators: list[str],
+        challenger: str | None,
+    ) -> list[tuple[int, str, bool]]:
+        """The validations, (nonce, address, verdict) in the order the machine will see them, emitted."""
+        rng, group, spec, focal = self.rng, plan.group, self.spec, self.cast.focal
+        i = inference.inference_id
         checks = []
         for validator in validators:
             at = finish_at + rng.randint(1, 5)
@@ -550,20 +604,30 @@ class EscrowPlanner:
                     )
                 ),
             )
+        return checks
 
-        # The tally as the machine will see it: valid weight before the first invalid verdict.
-        first_invalid = next((k for k, c in enumerate(checks) if not c[2]), None)
-        if first_invalid is None or challenge == "stalled":
-            return
-        votes_valid = sum(group.weight(a) for _, a, v in checks[:first_invalid] if v)
-        votes_invalid = group.weight(checks[first_invalid][1])
+    def _plan_votes(
+        self,
+        plan: EscrowPlan,
+        inference: InferencePlan,
+        executor: str,
+        story: str | None,
+        challenge: str | None,
+        checks: list[tuple[int, str, bool]],
+        voters: list[str],
+    ) -> None:
+        """The challenge's votes after the first invalid verdict (the last of `checks`), one at a time until
+        the tally resolves, sometimes one more after it."""
+        rng, group, spec, focal = self.rng, plan.group, self.spec, self.cast.focal
+        i = inference.inference_id
+        votes_valid = sum(group.weight(a) for _, a, v in checks[:-1] if v)
+        votes_invalid = group.weight(checks[-1][1])
         want_valid = challenge != "upheld"
-        voters = [a for a in others if a not in validators]
         rng.shuffle(voters)
         # Some tallies get one more vote after they resolved: a no-op that still sits in the log.
         # It rides in the same diff as the deciding vote, before any seal can remove the record.
         late_vote = story == "challenge_cleared" or rng.random() < 0.3
-        at, resolved = checks[first_invalid][0], False
+        at, resolved = checks[-1][0], False
         for voter in voters:
             if not resolved:
                 at += 1 if rng.random() < 0.6 else 0

@@ -130,10 +130,7 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
         windows = sorted(set(windows) | {death - timedelta(seconds=10 * k) for k in range(1, BURST_WINDOWS // 2)})
     for at in windows:
         while switches and switches[0] <= at + timedelta(seconds=10):
-            since = switches.pop(0)
-            _shutdown(f, max(f.t + timedelta(seconds=1), since - timedelta(seconds=55)))
-            f.t = since  # the next build starts at its builds.toml boundary
-            _start(f, rng, build_at(f.t), READY_SECONDS.get(build_at(f.t), 300))
+            _redeploy(f, rng, switches.pop(0))
         if death is not None and at >= death:
             f.t = max(f.t, death)
             _oom_death(f, rng)
@@ -151,10 +148,7 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
             )
     for since in (datetime.fromtimestamp(s, UTC) for s in builds):
         if windows[-1] < since <= windows[-1] + TAIL:  # the next build, deployed after the copy was taken
-            _shutdown(f, max(f.t + timedelta(seconds=1), since - timedelta(seconds=55)))
-            f.t = since
-            build = build_at(f.t)
-            _start(f, rng, build, READY_SECONDS.get(build, 300))
+            build = _redeploy(f, rng, since)
             if build in POC_BATCH:  # one forward is batch x 1024 tokens: more than its chunk holds, no nonce
                 f.advance(POC_AFTER)
                 f.poc(0, batch_size=POC_BATCH[build])
@@ -163,6 +157,16 @@ def write_vllm_log(timeline, copy, path: str | Path) -> LogTruth:
     assert f.first is not None
     truth.spans.append((f.first, f.ended()))
     return truth
+
+
+def _redeploy(f: VllmFile, rng: random.Random, since: datetime) -> str:
+    """The host deploys its next build: the running one shuts down a minute before, the next starts at its
+    builds.toml boundary `since`; its label."""
+    _shutdown(f, max(f.t + timedelta(seconds=1), since - timedelta(seconds=55)))
+    f.t = since
+    build = f.build_at(f.t)
+    _start(f, rng, build, READY_SECONDS.get(build, 300))
+    return build
 
 
 def _busy_windows(timeline, last_epoch: int) -> list[datetime]:
@@ -234,6 +238,11 @@ def _shutdown(f: VllmFile, at: datetime) -> None:
     """A deliberate stop (the host deploys its next build): SIGTERM, uvicorn shuts down."""
     f.t = at
     f.log("INFO", "launcher.py:110", "Shutting down FastAPI HTTP server.", proc="APIServer")
+    _uvicorn_shutdown(f)
+
+
+def _uvicorn_shutdown(f: VllmFile) -> None:
+    """uvicorn's shutdown lines of the API server."""
     api = f"(APIServer pid={API_PID}) "
     for text in (
         "INFO:     Shutting down",
@@ -259,9 +268,33 @@ def _oom_death(f: VllmFile, rng: random.Random) -> None:
     build = f.build_at(f.t)
     workers = {f"Worker_TP{i}": f.pid + 66 + i for i in range(2)}
     req = f"chatcmpl-{rng.getrandbits(128):032x}"
+    _worker_oom(f, workers["Worker_TP0"])
+    engine_frames, root = _engine_core_death(f, rng, req)
+    f.died(build, oom=True)
+    f.truth.events["fatal"] = f.truth.events.get("fatal", 0) + 1
+    for name, pid in workers.items():
+        f.raw(
+            f"({name} pid={pid}) INFO {f.t:%m-%d %H:%M:%S} [multiproc_executor.py:558] Parent process exited, "
+            "terminating worker"
+        )
+    _api_server_errors(f)
+    # The engine core's uncaught exception, printed by multiprocessing itself: no logger, no header.
+    core = f"(EngineCore_DP0 pid={f.pid}) "
+    for line in [
+        "Process EngineCore_DP0:",
+        "Traceback (most recent call last):",
+        *_frames(("/usr/lib/python3.12/multiprocessing/process.py", 314, "_bootstrap", "self.run()")),
+        *engine_frames,
+        root,
+    ]:
+        f.raw(core + line)
+    _uvicorn_shutdown(f)
+
+
+def _worker_oom(f: VllmFile, pid: int) -> None:
+    """The worker that ran out of memory logs its exception first, under its own process and pid."""
     saved_proc, saved_pid = f.proc, f.pid
-    # The worker that ran out of memory logs its exception first.
-    f.proc, f.pid = "Worker_TP0", workers["Worker_TP0"]
+    f.proc, f.pid = "Worker_TP0", pid
     f.log(
         "ERROR",
         "multiproc_executor.py:796",
@@ -292,7 +325,11 @@ def _oom_death(f: VllmFile, rng: random.Random) -> None:
         ],
     )
     f.proc, f.pid = saved_proc, saved_pid
-    # The engine core dumps its input and dies; the root cause is in its last line.
+
+
+def _engine_core_death(f: VllmFile, rng: random.Random, req: str) -> tuple[list[str], str]:
+    """The engine core dumps its input and dies; the root cause is in its last line. Its frames and root
+    cause, which multiprocessing prints again."""
     f.log(
         "ERROR",
         "dump_input.py:69",
@@ -328,14 +365,11 @@ def _oom_death(f: VllmFile, rng: random.Random) -> None:
         "EngineCore encountered a fatal error.",
         more=["Traceback (most recent call last):", *engine_frames, root],
     )
-    f.died(build, oom=True)
-    f.truth.events["fatal"] = f.truth.events.get("fatal", 0) + 1
-    for name, pid in workers.items():
-        f.raw(
-            f"({name} pid={pid}) INFO {f.t:%m-%d %H:%M:%S} [multiproc_executor.py:558] Parent process exited, "
-            "terminating worker"
-        )
-    # The API server learns of it a moment later, under its own pid.
+    return engine_frames, root
+
+
+def _api_server_errors(f: VllmFile) -> None:
+    """The API server learns of it a moment later, under its own pid."""
     f.advance(1)
     client = _frames(
         ("vllm/v1/engine/async_llm.py", 439, "output_handler", "outputs = await engine_core.get_output_async()"),
@@ -372,21 +406,3 @@ def _oom_death(f: VllmFile, rng: random.Random) -> None:
             dead,
         ],
     )
-    # The engine core's uncaught exception, printed by multiprocessing itself: no logger, no header.
-    core = f"(EngineCore_DP0 pid={f.pid}) "
-    for line in [
-        "Process EngineCore_DP0:",
-        "Traceback (most recent call last):",
-        *_frames(("/usr/lib/python3.12/multiprocessing/process.py", 314, "_bootstrap", "self.run()")),
-        *engine_frames,
-        root,
-    ]:
-        f.raw(core + line)
-    api = f"(APIServer pid={API_PID}) "
-    for text in (
-        "INFO:     Shutting down",
-        "INFO:     Waiting for application shutdown.",
-        "INFO:     Application shutdown complete.",
-        f"INFO:     Finished server process [{API_PID}]",
-    ):
-        f.raw(api + text)

@@ -41,6 +41,9 @@ import polars as pl
 POS = (pl.col("nonce") * 1_000_000 + pl.col("tx_index")).alias("pos")
 REFUSED, EXECUTION, ERROR = 1, 2, 3
 INF = 2**62
+KIND, ALIVE = pl.col("kind"), pl.col("in_life")  # in_life: before the settlement drain sealed the record
+# A validation that counts: the address's first, while the record is Finished and live.
+LIVE_VALIDATION = (KIND == "validation") & pl.col("first_of_address") & (pl.col("pos") > pl.col("finish_pos")) & ALIVE
 
 
 def _first(cond: pl.Expr, value: str = "pos") -> pl.Expr:
@@ -66,9 +69,31 @@ def replay(
             "checkpoint_finalize_nonce"
         ),
     )
-    tx = txs.join(esc, on="escrow_id", how="inner").with_columns(POS)
+    tx = _with_applied(txs.join(esc, on="escrow_id", how="inner").with_columns(POS), slots)
+    settle = _settlement(tx)
+    # The drain seals every live record after the settlement diff: later transactions are no-ops.
+    tx = tx.join(settle.select("escrow_id", "settlement_nonce"), on="escrow_id", how="left").with_columns(
+        in_life=(pl.col("pos") < (pl.col("settlement_nonce") + 1) * 1_000_000).fill_null(True)
+    )
+    per_inf = tx.filter(pl.col("inference_id").is_not_null())
+    facts = _with_checkpoint(
+        _inference_facts(per_inf), checkpoint, esc, tx.group_by("escrow_id").agg(first_nonce=pl.col("nonce").min())
+    )
+    facts = _with_miss_windows(facts)
+    verdicts = _verdicts(per_inf, slots, facts)
+    facts = _with_challenge(facts, verdicts)
+    verdicts = verdicts.join(
+        facts.select("escrow_id", "inference_id", "challenge_pos", "end_finished", "vote_threshold"),
+        on=["escrow_id", "inference_id"],
+        how="left",
+    )
+    facts = _with_tally(_with_pre_valid(facts, verdicts), verdicts).join(settle, on="escrow_id", how="left")
+    return _inferences(facts), _verdict_rows(verdicts, facts)
 
-    # Vote-backed transitions: weight of the distinct accepting addresses.
+
+def _with_applied(tx: pl.DataFrame, slots: pl.DataFrame) -> pl.DataFrame:
+    """Vote-backed transitions: `applied` when the weight of the distinct accepting addresses exceeds
+    the vote threshold."""
     accept = (
         tx.filter(pl.col("kind").is_in(["timeout", "error_miss"]))
         .select("escrow_id", "nonce", "tx_index", "votes")
@@ -80,12 +105,14 @@ def replay(
         .group_by("escrow_id", "nonce", "tx_index")
         .agg(accept_weight=pl.col("address_slots").sum())
     )
-    tx = tx.join(accept, on=["escrow_id", "nonce", "tx_index"], how="left").with_columns(
+    return tx.join(accept, on=["escrow_id", "nonce", "tx_index"], how="left").with_columns(
         applied=pl.col("accept_weight").fill_null(0) > pl.col("vote_threshold")
     )
 
-    # Settlement drain point per escrow.
-    settle = (
+
+def _settlement(tx: pl.DataFrame) -> pl.DataFrame:
+    """Settlement drain point per escrow: finalize_nonce and settlement_nonce (None until reached)."""
+    return (
         tx.group_by("escrow_id")
         .agg(
             finalize_nonce=pl.coalesce(
@@ -105,39 +132,37 @@ def replay(
         .select("escrow_id", "finalize_nonce", "settlement_nonce")
     )
 
-    # The drain seals every live record after the settlement diff: later transactions are no-ops.
-    tx = tx.join(settle.select("escrow_id", "settlement_nonce"), on="escrow_id", how="left").with_columns(
-        in_life=(pl.col("pos") < (pl.col("settlement_nonce") + 1) * 1_000_000).fill_null(True)
-    )
-    per_inf = tx.filter(pl.col("inference_id").is_not_null())
-    kind = pl.col("kind")
-    alive = pl.col("in_life")
-    facts = per_inf.group_by("escrow_id", "inference_id").agg(
-        start_pos=_first(kind == "start"),
-        start_nonce=_first(kind == "start", "nonce"),
-        confirm_pos=_first((kind == "confirm") & alive),
-        finish_pos=_first((kind == "finish") & alive),
-        refused_pos=_first((kind == "timeout") & pl.col("applied") & alive & (pl.col("timeout_reason") == REFUSED)),
-        execution_pos=_first((kind == "timeout") & pl.col("applied") & alive & (pl.col("timeout_reason") == EXECUTION)),
+
+def _inference_facts(per_inf: pl.DataFrame) -> pl.DataFrame:
+    """Per inference: the first position of each transition while live, and the start, receipt and finish facts."""
+    return per_inf.group_by("escrow_id", "inference_id").agg(
+        start_pos=_first(KIND == "start"),
+        start_nonce=_first(KIND == "start", "nonce"),
+        confirm_pos=_first((KIND == "confirm") & ALIVE),
+        finish_pos=_first((KIND == "finish") & ALIVE),
+        refused_pos=_first((KIND == "timeout") & pl.col("applied") & ALIVE & (pl.col("timeout_reason") == REFUSED)),
+        execution_pos=_first((KIND == "timeout") & pl.col("applied") & ALIVE & (pl.col("timeout_reason") == EXECUTION)),
         errormiss_pos=_first(
-            ((kind == "error_miss") | ((kind == "timeout") & (pl.col("timeout_reason") == ERROR)))
+            ((KIND == "error_miss") | ((KIND == "timeout") & (pl.col("timeout_reason") == ERROR)))
             & pl.col("applied")
-            & alive
+            & ALIVE
         ),
-        model=pl.col("model").filter(kind == "start").first(),
-        started_at=pl.col("started_at").filter(kind == "start").first(),
-        confirmed_at=pl.col("confirmed_at").filter((kind == "confirm") & alive).first(),
-        input_tokens=pl.col("input_tokens").filter((kind == "finish") & alive).first(),
-        output_tokens=pl.col("output_tokens").filter((kind == "finish") & alive).first(),
-        finish_slot=pl.col("slot").filter((kind == "finish") & alive).first(),
-        invalid_validation=((kind == "validation") & alive & ~pl.col("valid").fill_null(False)).any(),
+        model=pl.col("model").filter(KIND == "start").first(),
+        started_at=pl.col("started_at").filter(KIND == "start").first(),
+        confirmed_at=pl.col("confirmed_at").filter((KIND == "confirm") & ALIVE).first(),
+        input_tokens=pl.col("input_tokens").filter((KIND == "finish") & ALIVE).first(),
+        output_tokens=pl.col("output_tokens").filter((KIND == "finish") & ALIVE).first(),
+        finish_slot=pl.col("slot").filter((KIND == "finish") & ALIVE).first(),
+        invalid_validation=((KIND == "validation") & ALIVE & ~pl.col("valid").fill_null(False)).any(),
         group_size=pl.col("group_size").first(),
         vote_threshold=pl.col("vote_threshold").first(),
     )
-    facts = _with_checkpoint(facts, checkpoint, esc, tx.group_by("escrow_id").agg(first_nonce=pl.col("nonce").min()))
-    # A refusal needs Pending (before the receipt); an execution timeout needs Started; an error
-    # miss needs Finished.
-    facts = facts.with_columns(
+
+
+def _with_miss_windows(facts: pl.DataFrame) -> pl.DataFrame:
+    """A refusal needs Pending (before the receipt); an execution timeout needs Started; an error miss
+    needs Finished."""
+    return facts.with_columns(
         errormiss_pos=pl.when(pl.col("errormiss_pos") > pl.col("finish_pos")).then(pl.col("errormiss_pos")),
         timeout_pos=pl.min_horizontal(
             pl.when(pl.col("refused_pos") < pl.col("confirm_pos").fill_null(INF)).then(pl.col("refused_pos")),
@@ -148,9 +173,11 @@ def replay(
         ),
     )
 
-    # Verdicts: one per address per inference (validations and votes share the bitmap).
-    verdicts = (
-        per_inf.filter(kind.is_in(["validation", "vote"]))
+
+def _verdicts(per_inf: pl.DataFrame, slots: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+    """Verdicts: one per address per inference (validations and votes share the bitmap)."""
+    return (
+        per_inf.filter(KIND.is_in(["validation", "vote"]))
         .join(slots, left_on=["escrow_id", "slot"], right_on=["escrow_id", "slot_id"], how="left")
         .join(
             facts.select("escrow_id", "inference_id", "finish_pos", "errormiss_pos"),
@@ -166,15 +193,17 @@ def replay(
             == 1,
         )
     )
-    live_validation = (
-        (kind == "validation") & pl.col("first_of_address") & (pl.col("pos") > pl.col("finish_pos")) & alive
-    )
+
+
+def _with_challenge(facts: pl.DataFrame, verdicts: pl.DataFrame) -> pl.DataFrame:
+    """The first invalid validation while Finished challenges: its position and the challenger's weight,
+    and where the Finished state ends."""
     challenge = (
-        verdicts.filter(live_validation & ~pl.col("valid").fill_null(False))
+        verdicts.filter(LIVE_VALIDATION & ~pl.col("valid").fill_null(False))
         .group_by("escrow_id", "inference_id")
         .agg(challenge_pos=pl.col("pos").min(), challenger_weight=pl.col("weight").sort_by("pos").first())
     )
-    facts = (
+    return (
         facts.join(challenge, on=["escrow_id", "inference_id"], how="left")
         .with_columns(
             # An applied error miss before any challenge ends the Finished state for good.
@@ -191,24 +220,26 @@ def replay(
             .otherwise(0),
         )
     )
-    verdicts = verdicts.join(
-        facts.select("escrow_id", "inference_id", "challenge_pos", "end_finished", "vote_threshold"),
-        on=["escrow_id", "inference_id"],
-        how="left",
-    )
+
+
+def _with_pre_valid(facts: pl.DataFrame, verdicts: pl.DataFrame) -> pl.DataFrame:
+    """The weight of the valid validations while Finished (they count in votes_valid)."""
     pre_valid = (
-        verdicts.filter(live_validation & pl.col("valid").fill_null(False) & (pl.col("pos") < pl.col("end_finished")))
+        verdicts.filter(LIVE_VALIDATION & pl.col("valid").fill_null(False) & (pl.col("pos") < pl.col("end_finished")))
         .group_by("escrow_id", "inference_id")
         .agg(pre_valid=pl.col("weight").sum())
     )
-    facts = facts.join(pre_valid, on=["escrow_id", "inference_id"], how="left").with_columns(
+    return facts.join(pre_valid, on=["escrow_id", "inference_id"], how="left").with_columns(
         pl.col("pre_valid").fill_null(0)
     )
 
-    # The tally after the challenge, vote by vote.
+
+def _with_tally(facts: pl.DataFrame, verdicts: pl.DataFrame) -> pl.DataFrame:
+    """The tally after the challenge, vote by vote: the resolution (the first vote past the threshold) and
+    the totals of every vote."""
     votes = (
         verdicts.filter(
-            (kind == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")) & alive
+            (KIND == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")) & ALIVE
         )
         .join(
             facts.select("escrow_id", "inference_id", "pre_valid", "challenger_weight"),
@@ -242,12 +273,13 @@ def replay(
     tally = votes.group_by("escrow_id", "inference_id").agg(
         all_valid=pl.col("cum_valid").sort_by("pos").last(), all_invalid=pl.col("cum_invalid").sort_by("pos").last()
     )
-    facts = (
-        facts.join(resolution, on=["escrow_id", "inference_id"], how="left")
-        .join(tally, on=["escrow_id", "inference_id"], how="left")
-        .join(settle, on="escrow_id", how="left")
+    return facts.join(resolution, on=["escrow_id", "inference_id"], how="left").join(
+        tally, on=["escrow_id", "inference_id"], how="left"
     )
 
+
+def _inferences(facts: pl.DataFrame) -> pl.DataFrame:
+    """Each inference's status, drain, miss and vote totals from its facts."""
     challenged_now = pl.col("challenge_pos").is_not_null()
     no_finish = pl.col("finish_pos").is_null()
     timed_out = pl.col("timeout_pos").is_not_null() & (pl.col("timeout_pos") < pl.col("finish_pos").fill_null(INF))
@@ -303,7 +335,7 @@ def replay(
         challenged=pl.col("invalid_validation"),
         executor_slot=pl.col("inference_id") % pl.col("group_size"),
     )
-    inferences = facts.select(
+    return facts.select(
         "escrow_id",
         "inference_id",
         "model",
@@ -327,14 +359,17 @@ def replay(
         "finish_slot",
     ).with_columns(cleared=pl.col("challenged") & (pl.col("status") == "validated"))
 
-    counted = ((kind == "validation") & live_validation & (pl.col("pos") <= pl.col("end_finished"))) | (
-        (kind == "vote")
+
+def _verdict_rows(verdicts: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
+    """Every validation and vote, `counted` when it changed the tally and `after_resolution` when it came late."""
+    counted = ((KIND == "validation") & LIVE_VALIDATION & (pl.col("pos") <= pl.col("end_finished"))) | (
+        (KIND == "vote")
         & pl.col("first_of_address")
         & (pl.col("pos") > pl.col("challenge_pos"))
-        & alive
+        & ALIVE
         & (pl.col("pos") <= pl.col("resolved_pos").fill_null(INF))
     )
-    verdict_rows = verdicts.join(
+    return verdicts.join(
         facts.select("escrow_id", "inference_id", "resolved_pos", "group_size"),
         on=["escrow_id", "inference_id"],
         how="left",
@@ -352,7 +387,6 @@ def replay(
         (pl.col("pos") > pl.col("resolved_pos")).fill_null(False).alias("after_resolution"),
         (pl.col("inference_id") % pl.col("group_size")).alias("executor_slot"),
     )
-    return inferences, verdict_rows
 
 
 def _with_checkpoint(

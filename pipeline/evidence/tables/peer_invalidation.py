@@ -57,6 +57,27 @@ def peer_answers(con: duckdb.DuckDBPyConnection, host: str, window: Window, cont
     return fetch_frame(con, sql_text("evidence/peer_answers.sql"), {"host": host, "control": control, **window.params})
 
 
+def _tests(
+    pooled: pl.DataFrame, per_escrow: pl.DataFrame, per_build: dict[str, pl.DataFrame] | None, notes: list[str]
+) -> dict:
+    """The pooled tests, and with `per_build` the per-build ones (a note when there is only one build); Holm's
+    adjustment over the family."""
+    stats = _stats(pooled, per_escrow)
+    if per_build is not None:
+        by = {build: _strata(counts) for build, counts in per_build.items()}
+        stats["cmh_by_build"] = {build: cmh_test(strata).as_stat() for build, strata in by.items()}
+        stats["breslow_day_by_build"] = {build: breslow_day_test(strata).as_stat() for build, strata in by.items()}
+        if len(by) == 1:
+            notes.append(
+                f"every answer falls in one build of the host ({next(iter(by))}): the per-build "
+                "tests repeat the pooled ones (`gonka-evidence builds FILE.toml` loads the timeline)."
+            )
+    if family := holm_adjust(stats):
+        stats["multiple_testing"] = family
+    stats["interval"] = interval_stat("challenged_or_invalidated / answers, per row")
+    return stats
+
+
 def peer_invalidation_of(
     answers: pl.DataFrame,
     host: str,
@@ -103,7 +124,8 @@ def peer_invalidation_of(
     if not by_escrow:
         rows = rows.drop("escrow_id")
 
-    notes, stats = [], {}
+    notes: list[str] = []
+    stats: dict = {}
     if answers.height == 0 and control:
         notes.append(
             f"host {host} and control {control} executed no answers in the same escrows in "
@@ -112,19 +134,7 @@ def peer_invalidation_of(
     elif answers.height == 0:
         notes.append(f"host {host} executed no answers in {window.describe()}; nothing to compare.")
     else:
-        stats = _stats(pooled, per_escrow)
-        if by_build:
-            by = {build: _strata(counts) for build, counts in per_build.items()}
-            stats["cmh_by_build"] = {build: cmh_test(strata).as_stat() for build, strata in by.items()}
-            stats["breslow_day_by_build"] = {build: breslow_day_test(strata).as_stat() for build, strata in by.items()}
-            if len(by) == 1:
-                notes.append(
-                    f"every answer falls in one build of the host ({next(iter(by))}): the per-build "
-                    "tests repeat the pooled ones (`gonka-evidence builds FILE.toml` loads the timeline)."
-                )
-        if family := holm_adjust(stats):
-            stats["multiple_testing"] = family
-        stats["interval"] = interval_stat("challenged_or_invalidated / answers, per row")
+        stats = _tests(pooled, per_escrow, per_build if by_build else None, notes)
     compared = (
         "others = every other executor in the escrows where the host answered."
         if control is None

@@ -82,28 +82,40 @@ def _pieces(spans, builds, since, until, by_day: bool):
     return out
 
 
-def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str | None = None) -> EvidenceResult:
-    """Engine deaths, OOMs, restarts, time to ready and preemptions of the host per build (``by="day"``: per day)."""
-    if by not in (None, "day"):
-        raise EvidenceError(f"--by {by!r} is not available for stability (use --by day)")
-    by_day = by == "day"
-    since, until = time_bounds(con, window)
-    events = fetch_frame(con, sql_text("evidence/stability_events.sql"), {"host": host})
-    deaths = fetch_frame(con, sql_text("evidence/stability_deaths.sql"), {"host": host})
-    stats = fetch_frame(con, sql_text("evidence/stability_stats.sql"), {"host": host})
-    coverage = fetch_frame(con, sql_text("evidence/stability_coverage.sql"), {"host": host})
-    timeline = fetch_frame(con, sql_text("evidence/host_build_windows.sql"), {"host": host})
-
-    starts = events.filter(pl.col("cycle_start"))  # one per launch, not one per data-parallel engine
+def _cycles(events: pl.DataFrame) -> list[tuple[dt.datetime, str, bool, float | None]]:
+    """(at, build, restart, ready_seconds) of each engine cycle: one per launch, not one per data-parallel
+    engine; ready_seconds from its start to the first ready line before the next cycle."""
+    starts = events.filter(pl.col("cycle_start"))
     readies = events.filter(pl.col("kind") == "ready")["at"].to_list()
     start_times = starts["at"].to_list()
-    cycles = []  # (at, build, restart, ready_seconds)
+    cycles = []
     for i, row in enumerate(starts.iter_rows(named=True)):
         nxt = start_times[i + 1] if i + 1 < len(start_times) else None
         ready = None
         if row["kind"] != "ready":  # a cycle begun by its ready line (launch and start lines missing) has no duration
             ready = next((r for r in readies if r >= row["at"] and (nxt is None or r < nxt)), None)
         cycles.append((row["at"], row["build"], row["restart"], (ready - row["at"]).total_seconds() if ready else None))
+    return cycles
+
+
+def _group(groups: dict[tuple, dict], k: tuple) -> dict:
+    return groups.setdefault(
+        k,
+        {
+            "engine_deaths": 0,
+            "ooms": 0,
+            "restarts": 0,
+            "ready": [],
+            "preemptions": None,
+            "max_kv_cache_usage": None,
+            "hours_observed": 0.0,
+        },
+    )
+
+
+def _tally(deaths: pl.DataFrame, cycles: list, stats: pl.DataFrame, since, until, by_day: bool) -> dict[tuple, dict]:
+    """Deaths, OOMs, restarts, ready times, preemptions and KV-cache peaks in the window, per (build, day)
+    (day None unless `by_day`)."""
 
     def in_window(at) -> bool:
         return (since is None or at >= since) and (until is None or at < until)
@@ -112,51 +124,40 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
         return (build, at.astimezone(UTC).date() if by_day else None)
 
     groups: dict[tuple, dict] = {}
-
-    def group(k):
-        return groups.setdefault(
-            k,
-            {
-                "engine_deaths": 0,
-                "ooms": 0,
-                "restarts": 0,
-                "ready": [],
-                "preemptions": None,
-                "max_kv_cache_usage": None,
-                "hours_observed": 0.0,
-            },
-        )
-
     for row in deaths.iter_rows(named=True):
         if in_window(row["at"]):
-            g = group(key(row["build"], row["at"]))
+            g = _group(groups, key(row["build"], row["at"]))
             g["engine_deaths"] += 1
             g["ooms"] += int(row["oom"])
     for at, build, restart, ready in cycles:
         if in_window(at):
-            g = group(key(build, at))
+            g = _group(groups, key(build, at))
             g["restarts"] += int(restart)
             if ready is not None:
                 g["ready"].append(ready)
     for row in stats.iter_rows(named=True):
         if not in_window(row["at"]):
             continue
-        g = group(key(row["build"], row["at"]))
+        g = _group(groups, key(row["build"], row["at"]))
         if row["preemptions"] is not None:
             g["preemptions"] = (g["preemptions"] or 0) + row["preemptions"]
         if row["kv_cache_usage"] is not None:
             g["max_kv_cache_usage"] = max(g["max_kv_cache_usage"] or 0.0, row["kv_cache_usage"])
+    return groups
+
+
+def _build_windows(timeline: pl.DataFrame) -> list[tuple[str, dt.datetime, dt.datetime | None]]:
+    """(build, from, to) of the host's timeline, with the time before its first build as `unattributed`."""
     builds = [(r["build"], r["valid_from"], r["valid_to"]) for r in timeline.iter_rows(named=True)]
     if timeline.height:
         builds.insert(0, ("unattributed", dt.datetime.min.replace(tzinfo=UTC), timeline["valid_from"].min()))
     else:
         builds = [("unattributed", dt.datetime.min.replace(tzinfo=UTC), None)]
-    spans = _union([(r["first_at"], r["last_at"]) for r in coverage.iter_rows(named=True)])
-    for k, seconds in _pieces(spans, builds, since, until, by_day).items():
-        if seconds > 0:
-            group(k)["hours_observed"] += seconds / 3600
+    return builds
 
-    order = build_order(con, host, [b for b, _ in groups])
+
+def _frame(groups: dict[tuple, dict], order: list[str], by_day: bool) -> pl.DataFrame:
+    """One row per (build, day) in build order, then day order."""
     rows = []
     for build in order:
         for (b, day), g in sorted(((k, v) for k, v in groups.items() if k[0] == build), key=lambda kv: str(kv[0][1])):
@@ -185,21 +186,44 @@ def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str
         "preemptions": pl.Int64,
         "max_kv_cache_usage": pl.Float64,
     }
-    frame = pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+    return pl.DataFrame(rows, schema=schema) if rows else pl.DataFrame(schema=schema)
+
+
+NOTE = (
+    "A death is one crash however many processes report it (the engine core, the API server, every "
+    "data-parallel engine; the signals of one engine cycle of a log file); OOMs are deaths whose root "
+    "cause is an out-of-memory error. Restarts are engine cycles (launches of the server) begun after the logs "
+    "already show the engine. "
+    "Hours observed span each log file from its first to its last record: idle periods log at DEBUG, so "
+    "a gap in INFO lines is not downtime. Preemptions are summed from stats lines that report them "
+    "(vLLM ≥ 0.11.1); earlier versions do not."
+)
+
+
+def stability(con: duckdb.DuckDBPyConnection, host: str, window: Window, by: str | None = None) -> EvidenceResult:
+    """Engine deaths, OOMs, restarts, time to ready and preemptions of the host per build (``by="day"``: per day)."""
+    if by not in (None, "day"):
+        raise EvidenceError(f"--by {by!r} is not available for stability (use --by day)")
+    by_day = by == "day"
+    since, until = time_bounds(con, window)
+    events = fetch_frame(con, sql_text("evidence/stability_events.sql"), {"host": host})
+    deaths = fetch_frame(con, sql_text("evidence/stability_deaths.sql"), {"host": host})
+    stats = fetch_frame(con, sql_text("evidence/stability_stats.sql"), {"host": host})
+    coverage = fetch_frame(con, sql_text("evidence/stability_coverage.sql"), {"host": host})
+    timeline = fetch_frame(con, sql_text("evidence/host_build_windows.sql"), {"host": host})
+
+    groups = _tally(deaths, _cycles(events), stats, since, until, by_day)
+    spans = _union([(r["first_at"], r["last_at"]) for r in coverage.iter_rows(named=True)])
+    for k, seconds in _pieces(spans, _build_windows(timeline), since, until, by_day).items():
+        if seconds > 0:
+            _group(groups, k)["hours_observed"] += seconds / 3600
+    frame = _frame(groups, build_order(con, host, [b for b, _ in groups]), by_day)
     notes = []
-    if not rows:
+    if not frame.height:
         notes.append(
             f"no vLLM log records for host {host} in {window.describe()} (`gonka-evidence ingest-logs` first)."
         )
-    notes.append(
-        "A death is one crash however many processes report it (the engine core, the API server, every "
-        "data-parallel engine; the signals of one engine cycle of a log file); OOMs are deaths whose root "
-        "cause is an out-of-memory error. Restarts are engine cycles (launches of the server) begun after the logs "
-        "already show the engine. "
-        "Hours observed span each log file from its first to its last record: idle periods log at DEBUG, so "
-        "a gap in INFO lines is not downtime. Preemptions are summed from stats lines that report them "
-        "(vLLM ≥ 0.11.1); earlier versions do not."
-    )
+    notes.append(NOTE)
     return EvidenceResult(
         evidence=NAME,
         title=f"Engine stability of {host}, by build{' and day' if by_day else ''} ({window.describe()})",

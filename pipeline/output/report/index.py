@@ -285,38 +285,45 @@ def build_bands(headlines: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"build": pl.String, "epoch": pl.Int64, "x0": pl.Float64, "x1": pl.Float64})
 
 
-def charts(headlines: list[dict]) -> dict[str, dict]:
-    """The trend charts (Vega-Lite) by file stem, each over the epochs with the build segments shaded; every
-    plotted estimate with the interval its table reports."""
-    import altair as alt
+class _Trend:
+    """What every trend chart shares: the epoch axis, the builds' colours and their shaded bands."""
 
-    from pipeline.output.render.charts import legible
+    def __init__(self, hs: list[dict]):
+        import altair as alt
 
-    hs = sorted(headlines, key=lambda h: h["epoch"])
-    epochs = [h["epoch"] for h in hs]
-    xscale = alt.Scale(domain=[min(epochs) - 0.5, max(epochs) + 0.5], nice=False, zero=False)
-    x = alt.X("epoch:Q", title="epoch", scale=xscale, axis=alt.Axis(values=epochs, format="d"))
-    builds = [s["build"] for s in build_spans(hs)]
-    builds += sorted(
-        {a["build"] for h in hs for a in h["acceptance"]}
-        | {v["build"] for h in hs for v in h["verdicts"]} - set(builds)
-    )
-    build_scale = alt.Scale(domain=builds, range=[BUILD_COLOURS[i % len(BUILD_COLOURS)] for i in range(len(builds))])
-    build_colour = alt.Color("build:N", title="build", scale=build_scale, sort=builds)
-    bands = build_bands(hs)
+        self.epochs = [h["epoch"] for h in hs]
+        self.xscale = alt.Scale(domain=[min(self.epochs) - 0.5, max(self.epochs) + 0.5], nice=False, zero=False)
+        self.x = alt.X("epoch:Q", title="epoch", scale=self.xscale, axis=alt.Axis(values=self.epochs, format="d"))
+        builds = [s["build"] for s in build_spans(hs)]
+        builds += sorted(
+            {a["build"] for h in hs for a in h["acceptance"]}
+            | {v["build"] for h in hs for v in h["verdicts"]} - set(builds)
+        )
+        scale = alt.Scale(domain=builds, range=[BUILD_COLOURS[i % len(BUILD_COLOURS)] for i in range(len(builds))])
+        self.build_colour = alt.Color("build:N", title="build", scale=scale, sort=builds)
+        self.bands = build_bands(hs)
 
-    def series(field: str, title: str | None, domain: list[str]) -> alt.Color:
+    @staticmethod
+    def series(field: str, title: str | None, domain: list[str]) -> Any:
+        import altair as alt
+
         return alt.Color(
             f"{field}:N", title=title, scale=alt.Scale(domain=domain, range=list(SERIES_COLOURS[: len(domain)]))
         )
 
-    def with_builds(chart: alt.Chart | alt.LayerChart | alt.FacetChart, title: str, shared: bool = False) -> dict:
+    def with_builds(self, chart: Any, title: str, shared: bool = False) -> dict:
+        import altair as alt
+
+        from pipeline.output.render.charts import legible
+
         layers: list[alt.Chart | alt.LayerChart | alt.FacetChart] = [chart]
-        if bands.height:
+        if self.bands.height:
             band = (
-                alt.Chart(bands)
+                alt.Chart(self.bands)
                 .mark_rect(opacity=0.15)
-                .encode(x=alt.X("x0:Q", scale=xscale), x2="x1:Q", color=build_colour, tooltip=["build", "epoch"])
+                .encode(
+                    x=alt.X("x0:Q", scale=self.xscale), x2="x1:Q", color=self.build_colour, tooltip=["build", "epoch"]
+                )
             )
             layers = [band, chart]
         spec = alt.layer(*layers).resolve_scale(color="shared" if shared else "independent")
@@ -326,7 +333,29 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
         assert out is not None
         return out
 
+
+def charts(headlines: list[dict]) -> dict[str, dict]:
+    """The trend charts (Vega-Lite) by file stem, each over the epochs with the build segments shaded; every
+    plotted estimate with the interval its table reports."""
+    hs = sorted(headlines, key=lambda h: h["epoch"])
+    trend = _Trend(hs)
     out: dict[str, dict] = {}
+    for stem, chart in (
+        ("rates", _rates_chart),
+        ("verdicts", _verdicts_chart),
+        ("acceptance", _acceptance_chart),
+        ("stability", _stability_chart),
+        ("tracker", _tracker_chart),
+    ):
+        spec = chart(hs, trend)
+        if spec is not None:
+            out[stem] = spec
+    return out
+
+
+def _rates_chart(hs: list[dict], trend: _Trend) -> dict | None:
+    import altair as alt
+
     rates = _per_epoch(
         hs,
         "rates",
@@ -340,37 +369,49 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
             "high": pl.Float64,
         },
     )
-    if rates.height:
-        base = alt.Chart(rates).encode(x=x, color=series("group", "answers of", ["host", "others"]))
-        out["rates"] = with_builds(
-            alt.layer(
-                base.mark_area(opacity=0.25).encode(
-                    y=alt.Y("low:Q", title="challenged or invalidated", axis=alt.Axis(format="%")), y2="high:Q"
-                ),
-                base.mark_line(point=True).encode(
-                    y="rate:Q", tooltip=["epoch", "group", "bad", "answers", "rate", "low", "high"]
-                ),
+    if not rates.height:
+        return None
+    base = alt.Chart(rates).encode(x=trend.x, color=trend.series("group", "answers of", ["host", "others"]))
+    return trend.with_builds(
+        alt.layer(
+            base.mark_area(opacity=0.25).encode(
+                y=alt.Y("low:Q", title="challenged or invalidated", axis=alt.Axis(format="%")), y2="high:Q"
             ),
-            "Challenged or invalidated: the host against the other executors (Wilson 95%)",
-        )
+            base.mark_line(point=True).encode(
+                y="rate:Q", tooltip=["epoch", "group", "bad", "answers", "rate", "low", "high"]
+            ),
+        ),
+        "Challenged or invalidated: the host against the other executors (Wilson 95%)",
+    )
+
+
+def _verdicts_chart(hs: list[dict], trend: _Trend) -> dict | None:
+    import altair as alt
+
     verdicts = _per_epoch(
         hs,
         "verdicts",
         {"epoch": pl.Int64, "build": pl.String, "kind": pl.String, "total": pl.Int64, "invalid": pl.Int64},
     )
-    if verdicts.height:
-        out["verdicts"] = with_builds(
-            alt.Chart(verdicts)
-            .mark_bar(size=18)
-            .encode(
-                x=x,
-                y=alt.Y("sum(total):Q", title="verdicts cast"),
-                color=build_colour,
-                tooltip=["epoch", "build", "kind", "total", "invalid"],
-            ),
-            "Verdicts the host cast, by build",
-            shared=True,
-        )
+    if not verdicts.height:
+        return None
+    return trend.with_builds(
+        alt.Chart(verdicts)
+        .mark_bar(size=18)
+        .encode(
+            x=trend.x,
+            y=alt.Y("sum(total):Q", title="verdicts cast"),
+            color=trend.build_colour,
+            tooltip=["epoch", "build", "kind", "total", "invalid"],
+        ),
+        "Verdicts the host cast, by build",
+        shared=True,
+    )
+
+
+def _acceptance_chart(hs: list[dict], trend: _Trend) -> dict | None:
+    import altair as alt
+
     acc = _per_epoch(
         hs,
         "acceptance",
@@ -383,20 +424,26 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
             "drafts": pl.Int64,
         },
     )
-    if acc.height:
-        base = alt.Chart(acc).encode(x=x, color=build_colour)
-        out["acceptance"] = with_builds(
-            alt.layer(
-                base.mark_errorbar(ticks=True).encode(
-                    y=alt.Y("low:Q", title="mean acceptance length", scale=alt.Scale(zero=False)), y2="high:Q"
-                ),
-                base.mark_point(filled=True, size=60).encode(
-                    y="mal:Q", tooltip=["epoch", "build", "mal", "low", "high", "drafts"]
-                ),
+    if not acc.height:
+        return None
+    base = alt.Chart(acc).encode(x=trend.x, color=trend.build_colour)
+    return trend.with_builds(
+        alt.layer(
+            base.mark_errorbar(ticks=True).encode(
+                y=alt.Y("low:Q", title="mean acceptance length", scale=alt.Scale(zero=False)), y2="high:Q"
             ),
-            "Mean acceptance length with its bootstrap 95% interval",
-            shared=True,
-        )
+            base.mark_point(filled=True, size=60).encode(
+                y="mal:Q", tooltip=["epoch", "build", "mal", "low", "high", "drafts"]
+            ),
+        ),
+        "Mean acceptance length with its bootstrap 95% interval",
+        shared=True,
+    )
+
+
+def _stability_chart(hs: list[dict], trend: _Trend) -> dict | None:
+    import altair as alt
+
     stab_rows = []
     for h in hs:
         if h["stability"] is None:
@@ -427,20 +474,26 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
             "high": pl.Float64,
         },
     )
-    if stab.height:
-        at = alt.X("at:Q", title="epoch", scale=xscale, axis=alt.Axis(values=epochs, format="d"))
-        base = alt.Chart(stab).encode(x=at, color=series("kind", None, ["deaths", "ooms"]))
-        out["stability"] = with_builds(
-            alt.layer(
-                base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title="per 24 hours of logs"), y2="high:Q"),
-                base.mark_line(point=True).encode(
-                    y="per_24h:Q",
-                    strokeDash=alt.StrokeDash("kind:N", legend=None),
-                    tooltip=["epoch", "kind", "count", "per_24h", "low", "high"],
-                ),
+    if not stab.height:
+        return None
+    at = alt.X("at:Q", title="epoch", scale=trend.xscale, axis=alt.Axis(values=trend.epochs, format="d"))
+    base = alt.Chart(stab).encode(x=at, color=trend.series("kind", None, ["deaths", "ooms"]))
+    return trend.with_builds(
+        alt.layer(
+            base.mark_errorbar(ticks=True).encode(y=alt.Y("low:Q", title="per 24 hours of logs"), y2="high:Q"),
+            base.mark_line(point=True).encode(
+                y="per_24h:Q",
+                strokeDash=alt.StrokeDash("kind:N", legend=None),
+                tooltip=["epoch", "kind", "count", "per_24h", "low", "high"],
             ),
-            f"Engine deaths and OOMs per 24 hours of logs ({POISSON} 95%)",
-        )
+        ),
+        f"Engine deaths and OOMs per 24 hours of logs ({POISSON} 95%)",
+    )
+
+
+def _tracker_chart(hs: list[dict], trend: _Trend) -> dict | None:
+    import altair as alt
+
     tracker_rows = []
     for h in hs:
         if not h["tracker"]:
@@ -470,21 +523,21 @@ def charts(headlines: list[dict]) -> dict[str, dict]:
             "high": pl.Float64,
         },
     )
-    if tracker.height:
-        shares = [k.removesuffix("_share") for k in TRACKER_SHARES]
-        base = alt.Chart(tracker).encode(x=x, color=series("share", "tracker", shares))
-        out["tracker"] = with_builds(
-            alt.layer(
-                base.mark_errorbar(ticks=True).encode(
-                    y=alt.Y("low:Q", title="share (Wilson 95%)", axis=alt.Axis(format="%")), y2="high:Q"
-                ),
-                base.mark_line(point=True).encode(
-                    y="value:Q", tooltip=["epoch", "share", "count", "of", "value", "low", "high"]
-                ),
+    if not tracker.height:
+        return None
+    shares = [k.removesuffix("_share") for k in TRACKER_SHARES]
+    base = alt.Chart(tracker).encode(x=trend.x, color=trend.series("share", "tracker", shares))
+    return trend.with_builds(
+        alt.layer(
+            base.mark_errorbar(ticks=True).encode(
+                y=alt.Y("low:Q", title="share (Wilson 95%)", axis=alt.Axis(format="%")), y2="high:Q"
             ),
-            "What the tracker said, epoch over epoch",
-        )
-    return out
+            base.mark_line(point=True).encode(
+                y="value:Q", tooltip=["epoch", "share", "count", "of", "value", "low", "high"]
+            ),
+        ),
+        "What the tracker said, epoch over epoch",
+    )
 
 
 def render_index_markdown(host: str, headlines: list[dict], chart_stems: list[str]) -> str:

@@ -890,6 +890,37 @@ def _record_rows(chunk: _Chunk, version: int | None, had_record: bool) -> _Rows:
     )
 
 
+def _pending(line: int, level: str, proc, stamp: tuple, msg: str, uvicorn: bool = False) -> dict:
+    """A record that may hold events, open until the next record (its traceback lines fold into it)."""
+    return {
+        "line": line,
+        "level": level,
+        "proc": proc,
+        "stamp": stamp,
+        "msg": msg,
+        "uvicorn": uvicorn,
+        "cause": "",
+        "oom": False,
+        "dead": False,
+    }
+
+
+_WALK_COLS = [  # the rare lines' columns the walk reads, in its order
+    "line",
+    "body",
+    "orig",
+    "proc",
+    "level",
+    "msg",
+    *STAMP_COLS,
+    "p_line",
+    "p_level",
+    *[f"p_{c}" for c in STAMP_COLS],
+    "uv_msg",
+    "trace",
+]
+
+
 def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, list, list]:
     """The record walk over the rare lines (uvicorn records, traceback folding, events, unparsed lines)
     and the state carried to the next chunk; the spec / stats rows get their version and rules."""
@@ -898,34 +929,12 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
     spec, stats, failed, unparsed = rows.spec, rows.stats, rows.failed, rows.unparsed
 
     events: list[tuple] = []
-
-    def flush(cur: _Open | None) -> None:
-        if cur is not None and cur.pending is not None:
-            p = cur.pending
-            for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"]):
-                events.append((p["line"], p["level"], p["proc"], *p["stamp"], kind, detail))
-            cur.pending = None
-
     cur = st.cur
     st.records += chunk.env
     # collector prefixes strip a line only once an envelope line before it had them (file order: every cut of
     # the file into chunks reads each line alike)
     prefixes = [] if chunk.prefixes is None else chunk.prefixes.rows()
     ahead = 0
-    cols = [
-        "line",
-        "body",
-        "orig",
-        "proc",
-        "level",
-        "msg",
-        *STAMP_COLS,
-        "p_line",
-        "p_level",
-        *[f"p_{c}" for c in STAMP_COLS],
-        "uv_msg",
-        "trace",
-    ]
     for (
         line,
         body,
@@ -949,98 +958,93 @@ def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, li
         ps,
         uv_msg,
         trace,
-    ) in zip(*(chunk.rare[c].to_list() for c in cols), strict=True):  # column lists: cheaper than iter_rows
+    ) in zip(*(chunk.rare[c].to_list() for c in _WALK_COLS), strict=True):  # column lists: cheaper than iter_rows
         if level is not None:  # an envelope record that may hold events
-            flush(cur)
+            _flush(cur, events)
             stamp = (r, mo, d, h, mi, s)
             cur = _Open(line, level, stamp)
             if line not in failed:
-                cur.pending = {
-                    "line": line,
-                    "level": level,
-                    "proc": proc,
-                    "stamp": stamp,
-                    "msg": msg,
-                    "uvicorn": False,
-                    "cause": "",
-                    "oom": False,
-                    "dead": False,
-                }
+                cur.pending = _pending(line, level, proc, stamp, msg)
             continue
         if p_line is not None and (cur is None or cur.line < p_line):  # a plain envelope record came in between
-            flush(cur)
+            _flush(cur, events)
             cur = _Open(p_line, p_level, (pr, pmo, pd, ph, pmi, ps))
         if uv_msg is not None:
             if cur is None:
                 continue  # before any timed record: nothing to date it by
-            flush(cur)
+            _flush(cur, events)
             st.records += 1
             cur = _Open(line, "INFO", cur.stamp)
-            cur.pending = {
-                "line": line,
-                "level": "INFO",
-                "proc": proc,
-                "stamp": cur.stamp,
-                "msg": uv_msg,
-                "uvicorn": True,
-                "cause": "",
-                "oom": False,
-                "dead": False,
-            }
+            cur.pending = _pending(line, "INFO", proc, cur.stamp, uv_msg, uvicorn=True)
             continue
         while ahead < len(prefixes) and prefixes[ahead][1] < line:
             st.learn(prefixes[ahead][0])
             ahead += 1
         if not trace and st.learned_rx is not None and (found := st.learned_rx.match(body)):
-            # under the prefix the file's records carry (a logging wrapper's, a compose service's): the line
-            # reads as if the prefix were not there
-            orig, body = orig if orig is not None else body, body[found.end() :]
-            process = _PROCESS.match(body)
-            if process:
-                proc, body = process.group(1), body[process.end() :]
-            trace = _TRACE.match(body) is not None
+            orig, body, proc, trace = _unprefixed(orig, body, proc, found.end())
         if cur is not None and (cur.level_err or cur.more or trace):
-            cur.more = True
-            launch = "version" in body and LAUNCH.match(body) is not None
-            if cur.pending is None and (launch or OOM.search(body) or DEATH.search(body)):
-                # a plain record (its message holds no event) whose traceback ends the engine: V0 prints
-                # tracebacks without the header after whatever record came before; or the logo a launch
-                # prints from 0.15, one message over several lines, its version on the second
-                cur.pending = {
-                    "line": cur.line,
-                    "level": cur.level,
-                    "proc": proc,
-                    "stamp": cur.stamp,
-                    "msg": body if launch else "",
-                    "uvicorn": False,
-                    "cause": "",
-                    "oom": False,
-                    "dead": False,
-                }
-            if cur.pending is not None:
-                if not body.startswith(" ") and body.strip() and (not cur.pending["cause"] or EXCEPTION.match(body)):
-                    cur.pending["cause"] = body.strip()  # the exception line, else the first unindented one
-                if not cur.pending["oom"] and OOM.search(body):
-                    cur.pending["oom"] = True
-                    cur.pending["cause"] = cur.pending["cause"] or body.strip()  # an indented `raise …(` line
-                if not cur.pending["dead"] and DEATH.search(body):
-                    cur.pending["dead"] = True
-                    cur.pending["cause"] = cur.pending["cause"] or body.strip()
+            _fold(cur, body, proc)
             continue
         unparsed.append((line, (orig if orig is not None else body)[:500]))
     for shape, _ in prefixes[ahead:]:
         st.learn(shape)
-    if chunk.last is not None:  # the chunk's last record may be a plain one after the last rare line
+    st.cur = _close_chunk(chunk, st, cur, events)
+    return spec, stats, events, sorted(unparsed)
+
+
+def _unprefixed(orig: str | None, body: str, proc, end: int) -> tuple[str, str, object, bool]:
+    """A line under the prefix the file's records carry (a logging wrapper's, a compose service's), read as
+    if the prefix were not there: (orig, body, proc, trace)."""
+    orig, body = orig if orig is not None else body, body[end:]
+    process = _PROCESS.match(body)
+    if process:
+        proc, body = process.group(1), body[process.end() :]
+    return orig, body, proc, _TRACE.match(body) is not None
+
+
+def _fold(cur: _Open, body: str, proc) -> None:
+    """A continuation line (a traceback's, an error record's) folded into the open record: its cause, OOM
+    and engine death."""
+    cur.more = True
+    launch = "version" in body and LAUNCH.match(body) is not None
+    if cur.pending is None and (launch or OOM.search(body) or DEATH.search(body)):
+        # a plain record (its message holds no event) whose traceback ends the engine: V0 prints
+        # tracebacks without the header after whatever record came before; or the logo a launch
+        # prints from 0.15, one message over several lines, its version on the second
+        cur.pending = _pending(cur.line, cur.level, proc, cur.stamp, body if launch else "")
+    if cur.pending is not None:
+        if not body.startswith(" ") and body.strip() and (not cur.pending["cause"] or EXCEPTION.match(body)):
+            cur.pending["cause"] = body.strip()  # the exception line, else the first unindented one
+        if not cur.pending["oom"] and OOM.search(body):
+            cur.pending["oom"] = True
+            cur.pending["cause"] = cur.pending["cause"] or body.strip()  # an indented `raise …(` line
+        if not cur.pending["dead"] and DEATH.search(body):
+            cur.pending["dead"] = True
+            cur.pending["cause"] = cur.pending["cause"] or body.strip()
+
+
+def _flush(cur: _Open | None, events: list[tuple]) -> None:
+    """The events of the open record, once no more lines can fold into it."""
+    if cur is not None and cur.pending is not None:
+        p = cur.pending
+        for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"]):
+            events.append((p["line"], p["level"], p["proc"], *p["stamp"], kind, detail))
+        cur.pending = None
+
+
+def _close_chunk(chunk: _Chunk, st: VllmStream, cur: _Open | None, events: list[tuple]) -> _Open | None:
+    """The record open at the chunk's end (its last record may be a plain one after the last rare line),
+    and the stream's first and last stamps."""
+    if chunk.last is not None:
         line, last_level, stamp = chunk.last
         if cur is None or cur.line < line:
-            flush(cur)
+            _flush(cur, events)
             cur = _Open(line, last_level, stamp)
         if st.first is None:
             st.first = chunk.first
         st.last = stamp
         st.rollovers, st.last_month = int(stamp[0]), int(stamp[1])
-    st.cur = cur
-    return spec, stats, events, sorted(unparsed)
+    return cur
 
 
 def _with_version(rows: pl.DataFrame, versions: pl.DataFrame, prior: int | None) -> pl.DataFrame:
