@@ -82,6 +82,9 @@ class CopyManifest:
     # missing in the copy is told apart from one without rows in a partition.
     tables: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # paths relative to the lake
+    # Escrows with session rows in more than one epoch of the copy -> those epochs. All of such an escrow's
+    # rows lie in the partition of its first epoch, whose ingest quarantines them as a single warehouse does.
+    split_escrows: dict[str, list[int]] = field(default_factory=dict)
 
     def holds(self, table: str, epoch: int | None) -> bool:
         return (CACHE_ENTRY if epoch is None else f"{table}/{epoch}") in self.tables

@@ -1,0 +1,95 @@
+"""The lake reports what a single warehouse of the same copy reports: an escrow whose session lies in two
+epoch files of one SQLite copy is a conflict (its session rows and its other rows quarantined, the escrow not
+counted), not an escrow counted once per epoch; a forked diff is in the command's output and in quarantine."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.network.copies import write_copy
+from pipeline.network.jobs import lake_quarantine
+from pipeline.network.lake import Lake
+from pipeline.network.partition import build_partition
+from tests.helpers import frame, ingest
+
+DATA = Path(__file__).resolve().parents[2] / "data-samples"
+
+
+def _lake(tmp_path: Path, copies: list[Path], buckets: int = 2) -> Lake:
+    lake_dir = tmp_path / "lake"
+    Lake(lake_dir, buckets, create=True)
+    for copy in copies:
+        write_copy(str(lake_dir), str(copy))
+    lake = Lake(lake_dir)
+    for epoch, bucket in lake.partitions():
+        build_partition(str(lake_dir), epoch, bucket)
+    return lake
+
+
+def _lake_frame(lake: Lake, sql: str) -> pl.DataFrame:
+    frames = [frame(lake.warehouse_path(e, b), sql) for e, b in lake.partitions()]
+    return pl.concat([f for f in frames if f.height]) if any(f.height for f in frames) else frames[0]
+
+
+def test_an_escrow_in_two_epoch_files_is_a_conflict_in_the_lake_as_in_a_warehouse(tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(DATA / "store", store)
+    with sqlite3.connect(store / "epoch_2.db") as a:
+        escrow = a.execute("SELECT min(escrow_id) FROM sessions").fetchone()[0]
+        cursor = a.execute("SELECT * FROM sessions WHERE escrow_id = ?", (escrow,))
+        row, cols = cursor.fetchone(), [d[0] for d in cursor.description]
+    a.close()
+    with sqlite3.connect(store / "epoch_3.db") as b:
+        b.execute(f"INSERT INTO sessions ({', '.join(cols)}) VALUES ({', '.join('?' * len(row))})", row)
+    b.close()
+    single = tmp_path / "single.duckdb"
+    ingest(single, store)
+    lake = _lake(tmp_path, [store])
+
+    count = "SELECT escrow_id FROM escrows ORDER BY 1"
+    assert sorted(_lake_frame(lake, count)["escrow_id"].to_list()) == frame(single, count)["escrow_id"].to_list()
+    assert escrow not in frame(single, count)["escrow_id"].to_list()
+    named = (
+        f"SELECT table_name, row_key, reason FROM quarantine WHERE row_key LIKE '%{escrow}%' "
+        "AND table_name IN ('sessions', 'diffs', 'sealed_inferences', 'snapshots') ORDER BY ALL"
+    )
+    expected = frame(single, named)
+    assert expected.filter(pl.col("table_name") == "sessions").height == 2
+    assert expected.filter(pl.col("table_name") == "diffs").height > 0
+    assert _lake_frame(lake, named).sort(pl.all()).rows() == expected.rows()
+
+
+def test_a_forked_diff_is_said_by_network_ingest_and_kept_in_quarantine(tmp_path):
+    # Two copies of the bundled store, one diff's bytes changed in the second: a fork of that (escrow, nonce).
+    first, second = tmp_path / "host-a", tmp_path / "host-b"
+    shutil.copytree(DATA / "store", first)
+    shutil.copytree(DATA / "store", second)
+    with sqlite3.connect(second / "epoch_3.db") as db:
+        escrow, nonce, blob = db.execute(
+            "SELECT escrow_id, nonce, txs_proto FROM diffs ORDER BY escrow_id, nonce DESC LIMIT 1"
+        ).fetchone()
+        forked = blob + b"\x12\x00"  # one more (empty) transaction: other bytes that still decode
+        db.execute("UPDATE diffs SET txs_proto = ? WHERE escrow_id = ? AND nonce = ?", (forked, escrow, nonce))
+    db.close()
+    single = tmp_path / "single.duckdb"
+    for copy in (first, second):
+        ingest(single, copy)
+    entry = str(Path(sys.executable).with_name("gonka-evidence"))
+    lake_dir = tmp_path / "lake"
+    args = [entry, "network", "ingest", str(first), str(second), "--lake", str(lake_dir), "--workers", "0"]
+    result = subprocess.run([*args, "--buckets", "2"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    said = "\n".join([result.stdout, result.stderr])
+    assert "forks: 1;" in said, said
+    key = f"{escrow}/{nonce}"
+    forks = lake_quarantine(lake_dir).filter((pl.col("table_name") == "diffs") & (pl.col("row_key") == key))
+    held = f"SELECT source_id, reason FROM quarantine WHERE table_name = 'diffs' AND row_key = '{key}'"
+    expected = frame(single, held)
+    assert forks.height == expected.height == 2
+    assert sorted(forks["reason"].to_list()) == sorted(expected["reason"].to_list())
