@@ -24,9 +24,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.digest import PREFIX, DigestingStore, RowDigest, input_digest_before
-from pipeline.network.lake import CACHE_ENTRY, EPOCH_TABLES, LAKE_TABLES, CopyManifest, Lake, bucket_of, copy_id_of
+from pipeline.network.lake import (
+    CACHE_ENTRY,
+    EPOCH_TABLES,
+    LAKE_TABLES,
+    REJECTED,
+    CopyManifest,
+    Lake,
+    bucket_of,
+    copy_id_of,
+)
 from pipeline.sources.store import open_store
-from pipeline.sources.store.base import EscrowRange
+from pipeline.sources.store.base import TABLES, EscrowRange
+from pipeline.sources.store.columns import refuse_absent_columns
 
 DIGEST = "diff_digest"  # md5 of txs_proto, the identity of a diff's bytes
 DIFF_BYTES = "diff_bytes"  # its length, so that dedupe counts bytes without reading them
@@ -178,6 +188,7 @@ def write_piece(lake_root: str, spec: str, piece: CopyPiece) -> PieceWritten:
         hashed = piece.index == 0 or store.kind != "sqlite"
         rows_digest = RowDigest() if hashed and not digest_before else None
         reader = DigestingStore(store, rows_digest) if rows_digest is not None else store
+        refuse_absent_columns(store)  # as the ingest: a column no row can be read without, before any file
         writers = _Writers(lake, copy_id, piece)
         manifest = CopyManifest(
             copy_id=copy_id,
@@ -278,6 +289,20 @@ def _write_rows(
             mask = pc.and_(pc.equal(epochs, epoch), pc.equal(keys, key))
             writers.write(table, epoch, key, batch.filter(mask))
 
+    def set_aside(epoch: int | None) -> None:
+        """The rows the last read set aside, into the partition of their escrow, whose ingest quarantines
+        them as a single warehouse does (a cache row of an escrow without a session: left out, as below)."""
+        rows: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
+        for table, key, why in store.take_rejected() if hasattr(store, "take_rejected") else []:
+            escrow = key.rsplit("/", len(TABLES[table].key) - 1)[0] if table in TABLES else key
+            at = home.get(escrow, epoch) if epoch is not None else epoch_of.get(escrow)
+            if at is not None:
+                rows.setdefault((at, bucket(escrow)), []).append((table, key, why))
+        for (at, key), found in sorted(rows.items()):
+            names = ("table_name", "row_key", "reason")
+            batch = pa.RecordBatch.from_arrays([pa.array(c, pa.string()) for c in zip(*found, strict=True)], names)
+            writers.write(REJECTED, at, key, batch)
+
     epoch_of: dict[str, int] = {}  # escrow -> the epoch of its session, for the escrow cache
     for epoch in store.epochs():
         for table in EPOCH_TABLES:
@@ -288,6 +313,7 @@ def _write_rows(
                 if table == "sessions":
                     epoch_of.update({e: home.get(e, epoch) for e in batch.column("escrow_id").to_pylist()})
                 put(table, batch, pa.array([epoch] * batch.num_rows, pa.int64()))
+            set_aside(epoch)
     if store.columns("escrow_cache", None) is not None:
         manifest.tables.append(CACHE_ENTRY)
         for batch in store.read("escrow_cache", None, **kw):
@@ -298,4 +324,5 @@ def _write_rows(
             keep = pa.array([e is not None for e in epochs])
             kept = batch.filter(keep)
             put("escrow_cache", kept, pa.array([e for e in epochs if e is not None], pa.int64()))
+        set_aside(None)
     manifest.tables = sorted(set(manifest.tables))

@@ -44,6 +44,8 @@ EPOCH_TABLES = (
     "snapshots",
 )
 LAKE_TABLES = (*EPOCH_TABLES, "escrow_cache")
+# The rows stage 1's read set aside (table_name, row_key, reason), per partition: its ingest quarantines them.
+REJECTED = "rejected"
 CACHE_ENTRY = "escrow_cache/all"  # CopyManifest.tables: the copy holds an escrow cache
 
 
@@ -222,7 +224,7 @@ class Lake:
     def stale_files(self, copy_id: str) -> Iterator[Path]:
         """The copy's Parquet files its manifest does not name (an older generation, or a killed run's)."""
         named = {self.root / f for m in self.manifests() if m.copy_id == copy_id for f in m.files}
-        for table in LAKE_TABLES:
+        for table in (*LAKE_TABLES, REJECTED):
             for path in (self.root / table).glob(f"epoch=*/bucket=*/{copy_id}-*.parquet"):
                 if path not in named:
                     yield path

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.network.copies import DIFF_BYTES, DIGEST
-from pipeline.network.lake import CopyManifest, Lake, bucket_of, write_atomically
+from pipeline.network.lake import REJECTED, CopyManifest, Lake, bucket_of, write_atomically
 from pipeline.sources.store.base import TABLES, ReadRequest, SourceDescription, row_key
 
 # Rows reach the ingest in key order whatever the file layout (the first report of a problem row wins).
@@ -89,6 +89,7 @@ class LakeCopyStore:
         # (so the ingest does not hash the rows again).
         self.input_digest = manifest.input_digest
         self._scratch = scratch
+        self._rejected_taken = False
 
     def epochs(self) -> list[int]:
         """The partition's epoch, and the other epochs of the escrows whose sessions lie in two epochs of
@@ -139,6 +140,19 @@ class LakeCopyStore:
             reader = con.sql(sql, params=[files, *params]).to_arrow_reader(batch_rows)
             for batch in reader:
                 yield batch.cast(schema) if batch.schema != schema else batch
+        finally:
+            con.close()
+
+    def take_rejected(self) -> list[tuple[str, str, str]]:
+        """The rows stage 1's read of the copy set aside in this partition (table, key, reason), once."""
+        files = [str(p) for p in self.lake.files(self.manifest, REJECTED, self.epoch, self.bucket)]
+        if self._rejected_taken or not files:
+            return []
+        self._rejected_taken = True
+        con = self._scratch.cursor()
+        try:
+            sql = "SELECT table_name, row_key, reason FROM read_parquet(?) ORDER BY ALL"
+            return con.sql(sql, params=[files]).fetchall()
         finally:
             con.close()
 

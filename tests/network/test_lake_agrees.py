@@ -11,11 +11,13 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from pipeline.network.copies import write_copy
 from pipeline.network.jobs import lake_quarantine
 from pipeline.network.lake import Lake
 from pipeline.network.partition import build_partition
+from pipeline.sources.errors import SourceError
 from tests.helpers import frame, ingest
 
 DATA = Path(__file__).resolve().parents[2] / "data-samples"
@@ -93,3 +95,39 @@ def test_a_forked_diff_is_said_by_network_ingest_and_kept_in_quarantine(tmp_path
     expected = frame(single, held)
     assert forks.height == expected.height == 2
     assert sorted(forks["reason"].to_list()) == sorted(expected["reason"].to_list())
+
+
+def test_rows_stage_1_sets_aside_are_quarantined_by_the_lake_as_by_a_warehouse(tmp_path):
+    # A diff whose bytes a copy holds as text (SQLite `||` makes text), and a copy without sessions.settled_at:
+    # the reader sets the diff and the settled sessions aside; the lake dropped them unsaid.
+    store = tmp_path / "store"
+    shutil.copytree(DATA / "store", store)
+    with sqlite3.connect(store / "epoch_3.db") as db:
+        escrow, nonce = db.execute("SELECT escrow_id, max(nonce) FROM diffs GROUP BY 1 ORDER BY 1 LIMIT 1").fetchone()
+        db.execute("UPDATE diffs SET txs_proto = txs_proto || X'00' WHERE escrow_id = ? AND nonce = ?", (escrow, nonce))
+    db.close()
+    with sqlite3.connect(store / "epoch_2.db") as db:
+        db.execute("ALTER TABLE sessions RENAME COLUMN settled_at TO settled_at_v2")
+    db.close()
+    single = tmp_path / "single.duckdb"
+    ingest(single, store)
+    lake = _lake(tmp_path, [store])
+    # the lake keeps no signatures (only compared between copies by a warehouse): their orphans are not its own
+    named = "SELECT table_name, row_key, reason FROM quarantine WHERE table_name <> 'signatures' ORDER BY ALL"
+    expected = frame(single, named)
+    assert (escrow and f"{escrow}/{nonce}") in expected.filter(pl.col("table_name") == "diffs")["row_key"].to_list()
+    assert expected.filter(pl.col("reason").str.contains("sessions.settled_at is absent")).height == 2
+    assert _lake_frame(lake, named).sort(pl.all()).rows() == expected.rows()
+
+
+def test_a_copy_without_a_column_no_row_can_be_read_without_is_refused_before_the_lake_is_written(tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(DATA / "store", store)
+    with sqlite3.connect(store / "epoch_4.db") as db:
+        db.execute("ALTER TABLE sessions DROP COLUMN latest_nonce")
+    db.close()
+    lake_dir = tmp_path / "lake"
+    Lake(lake_dir, 2, create=True)
+    with pytest.raises(SourceError, match=r"lacks required column\(s\) sessions\.latest_nonce \(in epoch 4\)"):
+        write_copy(str(lake_dir), str(store))
+    assert Lake(lake_dir).manifests() == [] and not list(lake_dir.glob("*/epoch=*/bucket=*/*.parquet"))
