@@ -101,7 +101,7 @@ def ingest_store(
     per core for a copy with at least MIN_WORKER_DIFFS new diffs; 0: this process)."""
     started = time.monotonic()
     progress = progress or (lambda *_: None)
-    refuse_absent_columns(store)  # a column no row can be read without: refused before anything is written
+    refuse_absent_columns(store, TABLES)  # a column no row can be read without: refused before anything is written
     known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
     state = {
         r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
@@ -234,7 +234,7 @@ def _refused_inputs(store: SessionStore, run: IngestRun) -> list[Problem]:
                     run.accounting.note("columns not read", f"{name}.{column}", unit="columns")
     # Columns the ingest reads that the copy lacks (pipeline/sources/store/columns.py): said per table and
     # column, never filled with a default; the rows that need one were set aside by the read.
-    for (table, column, needed), parts in absent_columns(store).items():
+    for (table, column, needed), parts in absent_columns(store, TABLES).items():
         name = MISSING_COLUMNS_QUARANTINED if needed else MISSING_COLUMNS
         run.accounting.note(name, f"{table}.{column} (in {', '.join(parts)})", unit="columns")
     return problems

@@ -188,7 +188,7 @@ def write_piece(lake_root: str, spec: str, piece: CopyPiece) -> PieceWritten:
         hashed = piece.index == 0 or store.kind != "sqlite"
         rows_digest = RowDigest() if hashed and not digest_before else None
         reader = DigestingStore(store, rows_digest) if rows_digest is not None else store
-        refuse_absent_columns(store)  # as the ingest: a column no row can be read without, before any file
+        refuse_absent_columns(store, TABLES)  # as the ingest: a column no row can be read without, before any file
         writers = _Writers(lake, copy_id, piece)
         manifest = CopyManifest(
             copy_id=copy_id,

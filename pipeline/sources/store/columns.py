@@ -13,8 +13,8 @@ Every canonical column of the tables read falls in exactly one class; none is ev
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -105,13 +105,12 @@ class _Store(Protocol):
     def columns(self, table: str, epoch_id: int | None) -> list[str] | None: ...
 
 
-def absent_columns(store: _Store) -> dict[tuple[str, str, bool], list[str]]:
+def absent_columns(store: _Store, tables: Mapping[str, Any]) -> dict[tuple[str, str, bool], list[str]]:
     """(table, column, whether rows need it) -> where the copy lacks it (`epoch N` or `the store`), for every
-    column the ingest reads of the tables the copy has (a table it does not have is named elsewhere)."""
-    from pipeline.sources.store.base import TABLES
-
+    column the ingest reads of the tables the copy has (`tables`: base.TABLES, which imports this module;
+    a table the copy does not have is named elsewhere)."""
     lacking: dict[tuple[str, str, bool], list[str]] = {}
-    for name, spec in TABLES.items():
+    for name, spec in tables.items():
         for e in store.epochs() if spec.per_epoch else [None]:
             present = store.columns(name, e)
             if present is None:
@@ -123,15 +122,13 @@ def absent_columns(store: _Store) -> dict[tuple[str, str, bool], list[str]]:
     return lacking
 
 
-def refuse_absent_columns(store: _Store) -> None:
+def refuse_absent_columns(store: _Store, tables: Mapping[str, Any]) -> None:
     """A one-line SourceError naming every table and column the copy lacks that its rows cannot be read
     without (class REFUSED or a table's `required`): raised before anything is written."""
-    from pipeline.sources.store.base import TABLES
-
     refused = [
         f"{table}.{column} (in {', '.join(where)})"
-        for (table, column, _), where in absent_columns(store).items()
-        if column in TABLES[table].required or (table, column) in REFUSED
+        for (table, column, _), where in absent_columns(store, tables).items()
+        if column in tables[table].required or (table, column) in REFUSED
     ]
     if refused:
         raise SourceError(
