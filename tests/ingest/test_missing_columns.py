@@ -176,6 +176,18 @@ def test_settled_sessions_of_a_copy_without_settled_at_are_quarantined(tmp_path)
     assert quarantined == 3
 
 
+def test_rows_quarantined_for_a_missing_column_are_a_warning_of_ingest(tmp_path):
+    store = _store(tmp_path, 3, "ALTER TABLE sessions RENAME COLUMN settled_at TO settled_at_v2")
+    entry = str(Path(sys.executable).with_name("gonka-evidence"))
+    result = subprocess.run(
+        [entry, "ingest", str(store), "-w", str(tmp_path / "w.duckdb")], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr
+    said = "warning: columns the copy lacks, the rows that need them quarantined: sessions.settled_at (in epoch 3)"
+    assert said in result.stderr
+    assert "read as NULL (unknown)" not in result.stderr
+
+
 def test_rich_seals_of_a_postgres_copy_without_sealed_status_are_quarantined(tmp_path, pg_copy):
     url = _pg(pg_copy, "ALTER TABLE devshard_sealed_inferences DROP COLUMN sealed_status")
     with psycopg.connect(url) as conn:
