@@ -217,7 +217,15 @@ def commit_copy(lake_root: str, pieces: list[PieceWritten]) -> CopyWritten:
     pieces = sorted(pieces, key=lambda p: p.piece.index)
     first = pieces[0].manifest
     manifest = CopyManifest(
-        **{**asdict(first), "bytes_read": 0, "rows": {}, "tables": [], "files": [], "split_escrows": {}}
+        **{
+            **asdict(first),
+            "bytes_read": 0,
+            "rows": {},
+            "tables": [],
+            "files": [],
+            "split_escrows": {},
+            "absent_columns": {},
+        }
     )
     for written in pieces:
         part = written.manifest
@@ -227,6 +235,7 @@ def commit_copy(lake_root: str, pieces: list[PieceWritten]) -> CopyWritten:
         manifest.tables += part.tables
         manifest.files += part.files
         manifest.split_escrows.update(part.split_escrows)  # a piece holds every epoch of its escrows
+        manifest.absent_columns.update(part.absent_columns)
     manifest.tables, manifest.files = sorted(set(manifest.tables)), sorted(manifest.files)
     manifest.rows = {t: manifest.rows[t] for t in LAKE_TABLES if t in manifest.rows}  # one order, however cut
     if manifest.input_digest is None:  # the rows read (PostgreSQL): of the copy, or of each piece in order
@@ -303,10 +312,19 @@ def _write_rows(
             batch = pa.RecordBatch.from_arrays([pa.array(c, pa.string()) for c in zip(*found, strict=True)], names)
             writers.write(REJECTED, at, key, batch)
 
+    def held(table: str, epoch: int | None) -> bool:
+        """Whether the copy has the table; its columns the ingest reads and it lacks, in the manifest."""
+        present = store.columns(table, epoch)
+        if present is not None:
+            absent = [c for c in TABLES[table].schema.names if c not in present and c != "epoch_id"]
+            if absent:
+                manifest.absent_columns[CACHE_ENTRY if epoch is None else f"{table}/{epoch}"] = absent
+        return present is not None
+
     epoch_of: dict[str, int] = {}  # escrow -> the epoch of its session, for the escrow cache
     for epoch in store.epochs():
         for table in EPOCH_TABLES:
-            if store.columns(table, epoch) is None:
+            if not held(table, epoch):
                 continue
             manifest.tables.append(f"{table}/{epoch}")
             for batch in store.read(table, epoch, **kw):
@@ -314,7 +332,7 @@ def _write_rows(
                     epoch_of.update({e: home.get(e, epoch) for e in batch.column("escrow_id").to_pylist()})
                 put(table, batch, pa.array([epoch] * batch.num_rows, pa.int64()))
             set_aside(epoch)
-    if store.columns("escrow_cache", None) is not None:
+    if held("escrow_cache", None):
         manifest.tables.append(CACHE_ENTRY)
         for batch in store.read("escrow_cache", None, **kw):
             ids, stated = batch.column("escrow_id").to_pylist(), batch.column("epoch_id").to_pylist()

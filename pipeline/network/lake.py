@@ -87,6 +87,9 @@ class CopyManifest:
     # Escrows with session rows in more than one epoch of the copy -> those epochs. All of such an escrow's
     # rows lie in the partition of its first epoch, whose ingest quarantines them as a single warehouse does.
     split_escrows: dict[str, list[int]] = field(default_factory=dict)
+    # "<table>/<epoch>" (or CACHE_ENTRY) -> the columns the ingest reads that the copy's table lacks (read as
+    # NULL in the files): a partition's ingest names them as a single warehouse's does.
+    absent_columns: dict[str, list[str]] = field(default_factory=dict)
 
     def holds(self, table: str, epoch: int | None) -> bool:
         return (CACHE_ENTRY if epoch is None else f"{table}/{epoch}") in self.tables

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.network.copies import DIFF_BYTES, DIGEST
-from pipeline.network.lake import REJECTED, CopyManifest, Lake, bucket_of, write_atomically
+from pipeline.network.lake import CACHE_ENTRY, REJECTED, CopyManifest, Lake, bucket_of, write_atomically
 from pipeline.sources.store.base import TABLES, ReadRequest, SourceDescription, row_key
 
 # Rows reach the ingest in key order whatever the file layout (the first report of a problem row wins).
@@ -108,7 +108,8 @@ class LakeCopyStore:
     def columns(self, table: str, epoch_id: int | None) -> list[str] | None:
         if not self.manifest.holds(table, epoch_id) or (epoch_id is not None and epoch_id not in self.epochs()):
             return None
-        return TABLES[table].schema.names
+        absent = self.manifest.absent_columns.get(CACHE_ENTRY if epoch_id is None else f"{table}/{epoch_id}", [])
+        return [c for c in TABLES[table].schema.names if c not in absent]  # the files hold them as NULL
 
     def _files(self, table: str) -> list[str]:
         return [str(p) for p in self.lake.files(self.manifest, table, self.epoch, self.bucket)]

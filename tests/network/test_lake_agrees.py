@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from pipeline.ingest import MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED
 from pipeline.network.copies import write_copy
 from pipeline.network.jobs import lake_quarantine
 from pipeline.network.lake import Lake
@@ -131,3 +132,23 @@ def test_a_copy_without_a_column_no_row_can_be_read_without_is_refused_before_th
     with pytest.raises(SourceError, match=r"lacks required column\(s\) sessions\.latest_nonce \(in epoch 4\)"):
         write_copy(str(lake_dir), str(store))
     assert Lake(lake_dir).manifests() == [] and not list(lake_dir.glob("*/epoch=*/bucket=*/*.parquet"))
+
+
+def test_a_partition_names_the_columns_its_copy_lacks_in_its_run_record(tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(DATA / "store", store)
+    with sqlite3.connect(store / "epoch_3.db") as db:
+        db.execute("ALTER TABLE sessions RENAME COLUMN version TO version_v2")
+        db.execute("ALTER TABLE sessions RENAME COLUMN settled_at TO settled_at_v2")
+    db.close()
+    single = tmp_path / "single.duckdb"
+    ingest(single, store)
+    lake = _lake(tmp_path, [store])
+    notes = "SELECT DISTINCT input, note FROM ingest_accounting WHERE input LIKE 'columns missing%' ORDER BY ALL"
+    expected = frame(single, notes).rows()
+    assert expected == [
+        (MISSING_COLUMNS, "sessions.version (in epoch 3)"),
+        (MISSING_COLUMNS_QUARANTINED, "sessions.settled_at (in epoch 3)"),
+    ]
+    for epoch, bucket in lake.partitions():
+        assert frame(lake.warehouse_path(epoch, bucket), notes).rows() == (expected if epoch == 3 else [])
