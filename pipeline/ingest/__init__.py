@@ -6,3 +6,5 @@ the files of one host; `kinds` registers what a run's `[[sources]]` entries may 
 
 # The accounting input that names the columns a copy lacks (its note: `table.column (in epoch N, …)`).
 MISSING_COLUMNS = "columns missing, read as NULL"
+# The input that names the columns a copy lacks that some of its rows need (those rows are quarantined).
+MISSING_COLUMNS_QUARANTINED = "columns missing, rows that need them quarantined"

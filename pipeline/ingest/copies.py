@@ -11,7 +11,7 @@ from collections.abc import Callable
 import duckdb
 
 from pipeline.core.events import Progress
-from pipeline.ingest import MISSING_COLUMNS
+from pipeline.ingest import MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED
 from pipeline.ingest.runs import IngestSummary
 from pipeline.ingest.unchanged import ingest_unchanged
 from pipeline.sources.store import is_postgres, open_store
@@ -66,6 +66,8 @@ def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> In
     for r in summary.accounting:
         if r.input == MISSING_COLUMNS and r.note:
             events.say(f"  warning: columns the copy lacks, read as NULL (unknown): {r.note}")
+        if r.input == MISSING_COLUMNS_QUARANTINED and r.note:
+            events.say(f"  warning: columns the copy lacks, the rows that need them quarantined: {r.note}")
     if line := other_builds_line(con, summary.source_id):
         events.say(f"  {line}")
     return summary

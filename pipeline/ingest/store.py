@@ -31,7 +31,7 @@ from pipeline.core.digest import DigestingStore, RowDigest, input_digest_before
 from pipeline.core.env import env_int
 from pipeline.core.events import Progress
 from pipeline.core.paths import sql_text
-from pipeline.ingest import MISSING_COLUMNS
+from pipeline.ingest import MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED
 from pipeline.ingest.accounting import settle_claims
 from pipeline.ingest.coverage import (
     own_cursors,
@@ -44,6 +44,7 @@ from pipeline.ingest.planes import PLANE_INGESTERS
 from pipeline.ingest.runs import IngestRun, IngestSummary, Problem, ingest_run, scalar
 from pipeline.ingest.unchanged import stamp_ingest
 from pipeline.sources.store.base import ESCROW_SCOPED, TABLES, SessionStore
+from pipeline.sources.store.columns import absent_columns, refuse_absent_columns
 from pipeline.warehouse.database import fetch_frame, ingest_memory, transaction
 
 if TYPE_CHECKING:
@@ -100,6 +101,7 @@ def ingest_store(
     per core for a copy with at least MIN_WORKER_DIFFS new diffs; 0: this process)."""
     started = time.monotonic()
     progress = progress or (lambda *_: None)
+    refuse_absent_columns(store, TABLES)  # a column no row can be read without: refused before anything is written
     known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
     state = {
         r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
@@ -230,19 +232,11 @@ def _refused_inputs(store: SessionStore, run: IngestRun) -> list[Problem]:
             for column in store.columns(name, e) or []:
                 if column not in spec.schema.names:
                     run.accounting.note("columns not read", f"{name}.{column}", unit="columns")
-    # Columns the ingest reads that the copy lacks (an older build, or one renamed in the copy): read as NULL,
-    # never a default, and said per table and column. Once per table, from its reflected columns.
-    lacking: dict[str, list[str]] = {}
-    for name, spec in TABLES.items():
-        for e in store.epochs() if spec.per_epoch else [None]:
-            present = store.columns(name, e)
-            if present is None:  # a table the copy does not have is named elsewhere
-                continue
-            for column in spec.schema.names:
-                if column not in present and not (column == "epoch_id" and spec.per_epoch):
-                    lacking.setdefault(f"{name}.{column}", []).append("the store" if e is None else f"epoch {e}")
-    for column, parts in lacking.items():
-        run.accounting.note(MISSING_COLUMNS, f"{column} (in {', '.join(parts)})", unit="columns")
+    # Columns the ingest reads that the copy lacks (pipeline/sources/store/columns.py): said per table and
+    # column, never filled with a default; the rows that need one were set aside by the read.
+    for (table, column, needed), parts in absent_columns(store, TABLES).items():
+        name = MISSING_COLUMNS_QUARANTINED if needed else MISSING_COLUMNS
+        run.accounting.note(name, f"{table}.{column} (in {', '.join(parts)})", unit="columns")
     return problems
 
 

@@ -24,9 +24,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.core.digest import PREFIX, DigestingStore, RowDigest, input_digest_before
-from pipeline.network.lake import CACHE_ENTRY, EPOCH_TABLES, LAKE_TABLES, CopyManifest, Lake, bucket_of, copy_id_of
+from pipeline.network.lake import (
+    CACHE_ENTRY,
+    EPOCH_TABLES,
+    LAKE_TABLES,
+    REJECTED,
+    CopyManifest,
+    Lake,
+    bucket_of,
+    copy_id_of,
+)
 from pipeline.sources.store import open_store
-from pipeline.sources.store.base import EscrowRange
+from pipeline.sources.store.base import TABLES, EscrowRange
+from pipeline.sources.store.columns import refuse_absent_columns
 
 DIGEST = "diff_digest"  # md5 of txs_proto, the identity of a diff's bytes
 DIFF_BYTES = "diff_bytes"  # its length, so that dedupe counts bytes without reading them
@@ -178,6 +188,7 @@ def write_piece(lake_root: str, spec: str, piece: CopyPiece) -> PieceWritten:
         hashed = piece.index == 0 or store.kind != "sqlite"
         rows_digest = RowDigest() if hashed and not digest_before else None
         reader = DigestingStore(store, rows_digest) if rows_digest is not None else store
+        refuse_absent_columns(store, TABLES)  # as the ingest: a column no row can be read without, before any file
         writers = _Writers(lake, copy_id, piece)
         manifest = CopyManifest(
             copy_id=copy_id,
@@ -189,7 +200,7 @@ def write_piece(lake_root: str, spec: str, piece: CopyPiece) -> PieceWritten:
             generation=piece.generation,
         )
         try:
-            _write_rows(lake, reader, manifest, writers, piece.escrows)
+            _write_rows(lake, reader, manifest, writers, piece.escrows, scan=store)
             manifest.files = writers.close()
         except BaseException:
             writers.abandon()
@@ -205,7 +216,17 @@ def commit_copy(lake_root: str, pieces: list[PieceWritten]) -> CopyWritten:
     lake = Lake(lake_root)
     pieces = sorted(pieces, key=lambda p: p.piece.index)
     first = pieces[0].manifest
-    manifest = CopyManifest(**{**asdict(first), "bytes_read": 0, "rows": {}, "tables": [], "files": []})
+    manifest = CopyManifest(
+        **{
+            **asdict(first),
+            "bytes_read": 0,
+            "rows": {},
+            "tables": [],
+            "files": [],
+            "split_escrows": {},
+            "absent_columns": {},
+        }
+    )
     for written in pieces:
         part = written.manifest
         manifest.bytes_read += part.bytes_read
@@ -213,6 +234,8 @@ def commit_copy(lake_root: str, pieces: list[PieceWritten]) -> CopyWritten:
             manifest.rows[table] = manifest.rows.get(table, 0) + n
         manifest.tables += part.tables
         manifest.files += part.files
+        manifest.split_escrows.update(part.split_escrows)  # a piece holds every epoch of its escrows
+        manifest.absent_columns.update(part.absent_columns)
     manifest.tables, manifest.files = sorted(set(manifest.tables)), sorted(manifest.files)
     manifest.rows = {t: manifest.rows[t] for t in LAKE_TABLES if t in manifest.rows}  # one order, however cut
     if manifest.input_digest is None:  # the rows read (PostgreSQL): of the copy, or of each piece in order
@@ -228,8 +251,28 @@ def commit_copy(lake_root: str, pieces: list[PieceWritten]) -> CopyWritten:
     return CopyWritten(manifest.copy_id, manifest.label, manifest.bytes_read, manifest.rows, len(manifest.files))
 
 
-def _write_rows(lake: Lake, store, manifest: CopyManifest, writers: _Writers, escrows: EscrowRange | None) -> None:
+def _split_escrows(store, kw: dict) -> dict[str, list[int]]:
+    """The escrows with session rows in more than one epoch of the copy, with those epochs."""
+    epochs: dict[str, set[int]] = {}
+    for epoch in store.epochs():
+        if store.columns("sessions", epoch) is not None:
+            for batch in store.read("sessions", epoch, **kw):
+                for escrow in batch.column("escrow_id").to_pylist():
+                    epochs.setdefault(escrow, set()).add(epoch)
+    if hasattr(store, "take_rejected"):
+        store.take_rejected()  # the rows this scan set aside are set aside again by the read that writes them
+    return {escrow: sorted(found) for escrow, found in sorted(epochs.items()) if len(found) > 1}
+
+
+def _write_rows(
+    lake: Lake, store, manifest: CopyManifest, writers: _Writers, escrows: EscrowRange | None, scan=None
+) -> None:
+    """The copy's rows (of the escrows in `escrows`) into the writers; `scan`, the store unhashed, finds the
+    escrows whose sessions lie in two epochs: all their rows go to the partition of their first epoch."""
     buckets: dict[str, int] = {}
+    kw = {"escrows": escrows} if escrows is not None else {}  # a piece: its escrows' rows only
+    manifest.split_escrows = _split_escrows(scan if scan is not None else store, kw)
+    home = {escrow: found[0] for escrow, found in manifest.split_escrows.items()}
 
     def bucket(escrow_id: str) -> int:
         if escrow_id not in buckets:
@@ -247,23 +290,49 @@ def _write_rows(lake: Lake, store, manifest: CopyManifest, writers: _Writers, es
             ]
             batch = batch.append_column(DIGEST, pa.array(digests, pa.binary()))
             batch = batch.append_column(DIFF_BYTES, pc.binary_length(batch.column("txs_proto")).cast(pa.int64()))
-        keys = pa.array([bucket(e) for e in batch.column("escrow_id").to_pylist()], pa.int64())
+        ids = batch.column("escrow_id").to_pylist()
+        keys = pa.array([bucket(e) for e in ids], pa.int64())
+        if home:  # a split escrow's rows, of every epoch, in the partition of its first epoch
+            epochs = pa.array([home.get(e, ep) for e, ep in zip(ids, epochs.to_pylist(), strict=True)], pa.int64())
         for epoch, key in sorted(set(zip(epochs.to_pylist(), keys.to_pylist(), strict=True))):
             mask = pc.and_(pc.equal(epochs, epoch), pc.equal(keys, key))
             writers.write(table, epoch, key, batch.filter(mask))
 
-    kw = {"escrows": escrows} if escrows is not None else {}  # a piece: its escrows' rows only
+    def set_aside(epoch: int | None) -> None:
+        """The rows the last read set aside, into the partition of their escrow, whose ingest quarantines
+        them as a single warehouse does (a cache row of an escrow without a session: left out, as below)."""
+        rows: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
+        for table, key, why in store.take_rejected() if hasattr(store, "take_rejected") else []:
+            escrow = key.rsplit("/", len(TABLES[table].key) - 1)[0] if table in TABLES else key
+            at = home.get(escrow, epoch) if epoch is not None else epoch_of.get(escrow)
+            if at is not None:
+                rows.setdefault((at, bucket(escrow)), []).append((table, key, why))
+        for (at, key), found in sorted(rows.items()):
+            names = ("table_name", "row_key", "reason")
+            batch = pa.RecordBatch.from_arrays([pa.array(c, pa.string()) for c in zip(*found, strict=True)], names)
+            writers.write(REJECTED, at, key, batch)
+
+    def held(table: str, epoch: int | None) -> bool:
+        """Whether the copy has the table; its columns the ingest reads and it lacks, in the manifest."""
+        present = store.columns(table, epoch)
+        if present is not None:
+            absent = [c for c in TABLES[table].schema.names if c not in present and c != "epoch_id"]
+            if absent:
+                manifest.absent_columns[CACHE_ENTRY if epoch is None else f"{table}/{epoch}"] = absent
+        return present is not None
+
     epoch_of: dict[str, int] = {}  # escrow -> the epoch of its session, for the escrow cache
     for epoch in store.epochs():
         for table in EPOCH_TABLES:
-            if store.columns(table, epoch) is None:
+            if not held(table, epoch):
                 continue
             manifest.tables.append(f"{table}/{epoch}")
             for batch in store.read(table, epoch, **kw):
                 if table == "sessions":
-                    epoch_of.update(dict.fromkeys(batch.column("escrow_id").to_pylist(), epoch))
+                    epoch_of.update({e: home.get(e, epoch) for e in batch.column("escrow_id").to_pylist()})
                 put(table, batch, pa.array([epoch] * batch.num_rows, pa.int64()))
-    if store.columns("escrow_cache", None) is not None:
+            set_aside(epoch)
+    if held("escrow_cache", None):
         manifest.tables.append(CACHE_ENTRY)
         for batch in store.read("escrow_cache", None, **kw):
             ids, stated = batch.column("escrow_id").to_pylist(), batch.column("epoch_id").to_pylist()
@@ -273,4 +342,5 @@ def _write_rows(lake: Lake, store, manifest: CopyManifest, writers: _Writers, es
             keep = pa.array([e is not None for e in epochs])
             kept = batch.filter(keep)
             put("escrow_cache", kept, pa.array([e for e in epochs if e is not None], pa.int64()))
+        set_aside(None)
     manifest.tables = sorted(set(manifest.tables))

@@ -44,6 +44,8 @@ EPOCH_TABLES = (
     "snapshots",
 )
 LAKE_TABLES = (*EPOCH_TABLES, "escrow_cache")
+# The rows stage 1's read set aside (table_name, row_key, reason), per partition: its ingest quarantines them.
+REJECTED = "rejected"
 CACHE_ENTRY = "escrow_cache/all"  # CopyManifest.tables: the copy holds an escrow cache
 
 
@@ -82,6 +84,12 @@ class CopyManifest:
     # missing in the copy is told apart from one without rows in a partition.
     tables: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # paths relative to the lake
+    # Escrows with session rows in more than one epoch of the copy -> those epochs. All of such an escrow's
+    # rows lie in the partition of its first epoch, whose ingest quarantines them as a single warehouse does.
+    split_escrows: dict[str, list[int]] = field(default_factory=dict)
+    # "<table>/<epoch>" (or CACHE_ENTRY) -> the columns the ingest reads that the copy's table lacks (read as
+    # NULL in the files): a partition's ingest names them as a single warehouse's does.
+    absent_columns: dict[str, list[str]] = field(default_factory=dict)
 
     def holds(self, table: str, epoch: int | None) -> bool:
         return (CACHE_ENTRY if epoch is None else f"{table}/{epoch}") in self.tables
@@ -219,7 +227,7 @@ class Lake:
     def stale_files(self, copy_id: str) -> Iterator[Path]:
         """The copy's Parquet files its manifest does not name (an older generation, or a killed run's)."""
         named = {self.root / f for m in self.manifests() if m.copy_id == copy_id for f in m.files}
-        for table in LAKE_TABLES:
+        for table in (*LAKE_TABLES, REJECTED):
             for path in (self.root / table).glob(f"epoch=*/bucket=*/{copy_id}-*.parquet"):
                 if path not in named:
                     yield path

@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.network.copies import DIFF_BYTES, DIGEST
-from pipeline.network.lake import CopyManifest, Lake, write_atomically
-from pipeline.sources.store.base import TABLES, ReadRequest, SourceDescription
+from pipeline.network.lake import CACHE_ENTRY, REJECTED, CopyManifest, Lake, bucket_of, write_atomically
+from pipeline.sources.store.base import TABLES, ReadRequest, SourceDescription, row_key
 
 # Rows reach the ingest in key order whatever the file layout (the first report of a problem row wins).
 _ORDER = {
@@ -89,14 +89,27 @@ class LakeCopyStore:
         # (so the ingest does not hash the rows again).
         self.input_digest = manifest.input_digest
         self._scratch = scratch
+        self._rejected_taken = False
 
     def epochs(self) -> list[int]:
-        return [self.epoch] if self.manifest.holds("sessions", self.epoch) else []
+        """The partition's epoch, and the other epochs of the escrows whose sessions lie in two epochs of
+        the copy and whose rows are all here (pipeline/network/copies.py): the ingest then finds the same
+        conflict a single warehouse finds."""
+        if not self.manifest.holds("sessions", self.epoch):
+            return []
+        others = {
+            e
+            for escrow, found in self.manifest.split_escrows.items()
+            if found[0] == self.epoch and bucket_of(escrow, self.lake.buckets) == self.bucket
+            for e in found[1:]
+        }
+        return [self.epoch, *sorted(others)]
 
     def columns(self, table: str, epoch_id: int | None) -> list[str] | None:
-        if not self.manifest.holds(table, epoch_id) or (epoch_id is not None and epoch_id != self.epoch):
+        if not self.manifest.holds(table, epoch_id) or (epoch_id is not None and epoch_id not in self.epochs()):
             return None
-        return TABLES[table].schema.names
+        absent = self.manifest.absent_columns.get(CACHE_ENTRY if epoch_id is None else f"{table}/{epoch_id}", [])
+        return [c for c in TABLES[table].schema.names if c not in absent]  # the files hold them as NULL
 
     def _files(self, table: str) -> list[str]:
         return [str(p) for p in self.lake.files(self.manifest, table, self.epoch, self.bucket)]
@@ -106,12 +119,15 @@ class LakeCopyStore:
     ) -> Iterator[pa.RecordBatch]:
         schema = TABLES[table].schema
         files = self._files(table)
-        if not files or (epoch_id is not None and epoch_id != self.epoch):
+        if not files or (epoch_id is not None and epoch_id not in self.epochs()):
             return
         con = self._scratch.cursor()
         try:
             select = ", ".join(f'd."{c}"' for c in schema.names)
             where, params = ["TRUE"], []
+            if epoch_id is not None:  # a split escrow's rows of its other epochs lie here too
+                where.append("d.epoch_id = ?")
+                params.append(epoch_id)
             if table == "diffs":
                 where.append(
                     "EXISTS (SELECT 1 FROM delivered a WHERE a.escrow_id = d.escrow_id AND a.nonce = d.nonce "
@@ -127,6 +143,38 @@ class LakeCopyStore:
                 yield batch.cast(schema) if batch.schema != schema else batch
         finally:
             con.close()
+
+    def take_rejected(self) -> list[tuple[str, str, str]]:
+        """The rows stage 1's read of the copy set aside in this partition (table, key, reason), once."""
+        files = [str(p) for p in self.lake.files(self.manifest, REJECTED, self.epoch, self.bucket)]
+        if self._rejected_taken or not files:
+            return []
+        self._rejected_taken = True
+        con = self._scratch.cursor()
+        try:
+            sql = "SELECT table_name, row_key, reason FROM read_parquet(?) ORDER BY ALL"
+            return con.sql(sql, params=[files]).fetchall()
+        finally:
+            con.close()
+
+    def read_orphans(self, table: str, epoch_id: int, escrows: list[str]) -> list[str]:
+        """Keys of the copy's rows of a table and epoch whose escrow is none of `escrows` (the sessions the
+        ingest uses), as the SQLite store names them: quarantined by the ingest, as in a single warehouse."""
+        files = self._files(table)
+        if not files or epoch_id not in self.epochs():
+            return []
+        con = self._scratch.cursor()
+        try:
+            con.register("used", pa.table({"escrow_id": pa.array(sorted(escrows), pa.string())}))
+            key = ", ".join(f'd."{c}"' for c in TABLES[table].key)
+            rows = con.sql(
+                f"SELECT {key} FROM read_parquet(?) d WHERE d.epoch_id = ? "
+                "AND d.escrow_id NOT IN (SELECT escrow_id FROM used) ORDER BY ALL",
+                params=[files, epoch_id],
+            ).fetchall()
+        finally:
+            con.close()
+        return [row_key(list(r)) for r in rows]
 
     @contextmanager
     def read_many(self, requests: Sequence[ReadRequest], batch_rows: int = 65536):

@@ -142,7 +142,7 @@ def test_missing_table_is_a_one_line_error(tmp_path, sqlite_copy):
     with sqlite3.connect(_newest_epoch_file(store)) as db:
         db.execute("ALTER TABLE diffs RENAME COLUMN txs_proto TO payload")
     line = _one_line_error(cli("ingest", str(store), "-w", str(tmp_path / "w.duckdb")))
-    assert "lacks required column(s) txs_proto" in line
+    assert "lacks required column(s) diffs.txs_proto (in epoch " in line
 
 
 def test_missing_optional_table_is_tolerated(tmp_path, sqlite_copy):

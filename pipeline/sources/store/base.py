@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.sources.errors import SourceError, one_line  # noqa: F401  (re-exported: every reader raises it)
+from pipeline.sources.store.columns import needed_absent
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,8 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
             for i, value in enumerate(batch.column(name).is_null().to_pylist()):
                 if value and i not in reasons:
                     reasons[i].append(f"{name} is NULL")
+    for i, why in needed_absent(batch, table.name):  # a column the copy lacks that the row needs
+        reasons[i].append(why)
     for name in NON_NEGATIVE:
         if name in names and pa.types.is_integer(batch.column(name).type):
             column = batch.column(name)
