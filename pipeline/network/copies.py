@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -51,6 +51,16 @@ class CopyWritten:
     bytes_read: int
     rows: dict[str, int]
     files: int
+    absent_columns: dict[str, list[str]] = field(default_factory=dict)  # "table/epoch" -> columns it lacks
+
+    def missing(self) -> str:
+        """The copy's columns the ingest reads and it lacks, per table and column with their epochs ('' if none)."""
+        found: dict[str, list[str]] = {}
+        for entry, columns in self.absent_columns.items():
+            table, _, epoch = entry.partition("/")
+            for column in columns:
+                found.setdefault(f"{table}.{column}", []).append("all" if epoch == "all" else f"epoch {epoch}")
+        return "; ".join(f"{name} (in {', '.join(dict.fromkeys(at))})" for name, at in sorted(found.items()))
 
 
 def copy_label(spec: str, display: str) -> str:
@@ -248,7 +258,14 @@ def commit_copy(lake_root: str, pieces: list[PieceWritten]) -> CopyWritten:
     lake.save_manifest(manifest)  # the switch to this generation
     for path in lake.stale_files(manifest.copy_id):  # its earlier generations (other copies may be mid-write)
         path.unlink(missing_ok=True)
-    return CopyWritten(manifest.copy_id, manifest.label, manifest.bytes_read, manifest.rows, len(manifest.files))
+    return CopyWritten(
+        manifest.copy_id,
+        manifest.label,
+        manifest.bytes_read,
+        manifest.rows,
+        len(manifest.files),
+        manifest.absent_columns,
+    )
 
 
 def _split_escrows(store, kw: dict) -> dict[str, list[int]]:

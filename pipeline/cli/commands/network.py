@@ -66,7 +66,7 @@ def network_ingest(
     Example: gonka-evidence network ingest data-samples/network/host-0 data-samples/network/host-1 --lake lake
     """
     from pipeline import api
-    from pipeline.cli.console import info, ingest_progress
+    from pipeline.cli.console import info, ingest_progress, warning
 
     with ingest_progress() as progress:
         summary = api.network_ingest(
@@ -80,6 +80,8 @@ def network_ingest(
         )
     for copy in summary.copies:
         info(f"copy {copy.label}: {sum(copy.rows.values()):,} rows, {copy.bytes_read:,} bytes read, {copy.files} files")
+        if missing := copy.missing():  # as `ingest` says them; each partition's run record names the class
+            warning(f"copy {copy.label} lacks columns, read as NULL or their rows quarantined: {missing}")
     info(
         f"lake {summary.lake}: {len(summary.partitions)} partitions ({summary.built} built, "
         f"{len(summary.partitions) - summary.built} unchanged) in {summary.buckets} buckets per epoch; diffs "
