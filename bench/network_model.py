@@ -42,6 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "bench" / "results"
+# What a results file keeps of the measurement (`--measured` models it again).
+MEASURED = ("date", "size", "hosts", "buckets", "piece_rows", "cores", "loadavg_1m_start", "loadavg_1m_end")
+MEASURED += ("runs", "threads")
 STAGES = ("plan_copy", "write_piece", "build_partition")  # task key prefixes: weighing, stage 1, stage 2
 # What network_ingest cuts stage 1 by (pipeline/network/jobs.py): the model's defaults, checked against
 # the module's own values when it has them.
@@ -240,6 +243,14 @@ def _cluster_run(copies: list[str], lake: Path, workers: int, buckets: int, piec
             task["id"], task["size"] = f"{a[1]}/{a[2]}", bytes_of[(a[1], a[2])]
         task["seconds"] = task["stop"] - task["start"]
         tasks.append(task)
+    weights: dict[str, int] = {}  # a weighed copy's size: the diffs of its pieces
+    for t in tasks:
+        if t["stage"] == "write_piece":
+            copy = t["id"].split("#")[0]
+            weights[copy] = weights.get(copy, 0) + t["size"]
+    for t in tasks:
+        if t["stage"] == "plan_copy":
+            t["size"] = weights[t["id"]]
     origin = min(t["start"] for t in tasks)
     span = {s: max(t["stop"] for t in tasks if t["stage"] == s) - min(t["start"] for t in tasks if t["stage"] == s)
             for s in STAGES if any(t["stage"] == s for t in tasks)}  # fmt: skip
@@ -330,15 +341,7 @@ def measured_model(one: dict, two: dict) -> dict:
     extra time per worker and the time outside the stages."""
     fits = {}
     for stage in STAGES:
-        tasks = [t for t in one["tasks"] if t["stage"] == stage]
-        if stage == "plan_copy":  # the 1-worker run weighs too (fixed --piece-rows): size = the copy's diffs
-            weights: dict[str, int] = {}
-            for t in one["tasks"]:
-                if t["stage"] == "write_piece":
-                    copy = t["id"].split("#")[0]
-                    weights[copy] = weights.get(copy, 0) + t["size"]
-            for t in tasks:
-                t["size"] = weights[t["id"]]
+        tasks = [t for t in one["tasks"] if t["stage"] == stage]  # the 1-worker run weighs too (--piece-rows)
         fits[stage] = fit_line([t["size"] for t in tasks], [t["seconds"] for t in tasks])
     slowdown = {}
     for stage in STAGES:
@@ -397,28 +400,8 @@ def _check_constants() -> None:
             print(f"warning: pipeline.network.jobs.{name} = {theirs}, the model assumes {value}", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="250000", help="the measured network")
-    parser.add_argument("--hosts", type=int, default=16)
-    parser.add_argument("--buckets", type=int, default=64)
-    parser.add_argument("--piece-rows", type=int, default=30_000, help="stage 1's diffs per task in both runs")
-    parser.add_argument("--model-size", default="1m", help="the network the sweep is predicted for")
-    parser.add_argument("--model-workers", default="1,2,4,8,16")
-    parser.add_argument("--old-slowdown", type=float, default=1.45, help="a task slowdown to show as well")
-    parser.add_argument("--thread-rounds", type=int, default=2, help="rounds of the 1-vs-2-thread task (0: none)")
-    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "gonka-bench")
-    parser.add_argument("--out", type=Path, help="default bench/results/network_model_<date>.json")
-    args = parser.parse_args(argv)
-    _check_constants()
-    from bench.network_bench import host_copies_sqlite
-
-    if not (args.data / f"gonka_bench_{args.size}" / "_meta.db").exists():
-        from bench.scale_copy import generate_sqlite
-
-        generate_sqlite(args.size, args.data, workers=max(2, os.cpu_count() or 2))
-    made = host_copies_sqlite(args.data, args.size, args.hosts, reuse=True)
-    copies = [path for _, path, _ in made]
+def measure(args: argparse.Namespace, copies: list[str]) -> dict:
+    """The 1- and 2-worker lake runs (every task), then the stage-2 task with its pools forced to 1 and 2."""
     result: dict = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "size": args.size,
@@ -439,12 +422,48 @@ def main(argv: list[str] | None = None) -> int:
                 f"cluster start {run['cluster_start_s']} s, {len(run['tasks'])} tasks",
                 flush=True,
             )
-        one, two = result["runs"]
-        largest = max((t for t in one["tasks"] if t["stage"] == "build_partition"), key=lambda t: t["size"])
+        largest = max(
+            (t for t in result["runs"][0]["tasks"] if t["stage"] == "build_partition"), key=lambda t: t["size"]
+        )
         if args.thread_rounds:
             epoch, bucket = (int(x) for x in largest["id"].split("/"))
             result["threads"] = threads_run(Path(tmp) / "lake-2", (epoch, bucket), args.thread_rounds)
     result["loadavg_1m_end"] = os.getloadavg()[0]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="250000", help="the measured network")
+    parser.add_argument("--hosts", type=int, default=16)
+    parser.add_argument("--buckets", type=int, default=64)
+    parser.add_argument("--piece-rows", type=int, default=30_000, help="stage 1's diffs per task in both runs")
+    parser.add_argument("--model-size", default="1m", help="the network the sweep is predicted for")
+    parser.add_argument("--model-workers", default="1,2,4,8,16")
+    parser.add_argument("--old-slowdown", type=float, default=1.45, help="a task slowdown to show as well")
+    parser.add_argument("--thread-rounds", type=int, default=2, help="rounds of the 1-vs-2-thread task (0: none)")
+    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "gonka-bench")
+    parser.add_argument("--measured", type=Path, help="a results file: its runs modelled again, nothing measured")
+    parser.add_argument("--out", type=Path, help="default bench/results/network_model_<date>.json")
+    args = parser.parse_args(argv)
+    _check_constants()
+    from bench.network_bench import host_copies_sqlite
+
+    if not (args.data / f"gonka_bench_{args.size}" / "_meta.db").exists():
+        from bench.scale_copy import generate_sqlite
+
+        generate_sqlite(args.size, args.data, workers=max(2, os.cpu_count() or 2))
+    made = host_copies_sqlite(args.data, args.size, args.hosts, reuse=True)
+    copies = [path for _, path, _ in made]
+    out = args.out or RESULTS / f"network_model_{datetime.now(UTC):%Y-%m-%d}.json"
+    if args.measured:  # the model again on runs measured before (same network and settings)
+        before = json.loads(args.measured.read_text())
+        result = {k: before[k] for k in MEASURED if k in before}
+    else:
+        result = measure(args, copies)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")  # the measurement kept, whatever follows
+    one, two = result["runs"]
     model = measured_model(one, two)
     result["model"] = model
     from bench.scale_copy import SIZES, plan_escrows
@@ -460,9 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     # The model on the measured network itself, with the runs' own cut: against the measured walls.
     check = model_network(args.size, args.hosts, args.buckets, per_inference, per_row)
     result["check"] = {
-        "copies_equal": check["copies"] == measured_plans,
+        "escrows_equal": [[e for e, _ in c] for c in check["copies"]] == [[e for e, _ in c] for c in measured_plans],
         "measured": [{k: run[k] for k in ("workers", "wall_s", "span_s")} for run in result["runs"]],
         "predicted": [simulate(model, check, w, piece_rows=args.piece_rows) for w in (1, 2)],
+        "predicted_slowed": simulate(model, check, 2, model["slowdown_tasks"], args.piece_rows),
     }
     counts = [int(n) for n in args.model_workers.split(",")]
     net = model_network(args.model_size, args.hosts, args.buckets, per_inference, per_row)
@@ -480,9 +500,8 @@ def main(argv: list[str] | None = None) -> int:
         {"slowdown": f, **sweep(model, net, [counts[0], top], f)[-1]}
         for f in (model["slowdown_tasks"], args.old_slowdown)
     ]
-    out = args.out or RESULTS / f"network_model_{datetime.now(UTC):%Y-%m-%d}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, default=float) + "\n")
+    out.write_text(json.dumps(result, indent=1) + "\n")
     print(report(result))
     print(f"results: {out}")
     return 0
@@ -515,13 +534,15 @@ def report(result: dict) -> str:
     for row in result.get("threads", []):
         lines.append(f"stage-2 task, pools forced to {row['threads']}: {row['seconds']} s, worker pools {row['pools']}")
     check = result["check"]
-    lines.append(f"\ncheck on the measured network (copies as planned: {check['copies_equal']}):")
+    lines.append(f"\ncheck on the measured network (each copy's escrows as modelled: {check['escrows_equal']}):")
     for meas, pred in zip(check["measured"], check["predicted"], strict=True):
         lines.append(
             f"  {meas['workers']} worker(s): measured wall {meas['wall_s']} s {meas['span_s']}, predicted "
             f"{pred['wall_s']:.1f} s (weighing {pred['weigh_s']:.1f}, stage 1 {pred['stage1_s']:.1f}, "
             f"stage 2 {pred['stage2_s']:.1f})"
         )
+    slowed = check["predicted_slowed"]
+    lines.append(f"  2 workers, every task {m['slowdown_tasks']:.2f}x slower: predicted {slowed['wall_s']:.1f} s")
     net = result["model_network"]
     lines.append(
         f"\npredicted sweep, {net['size']} network, {len(net['copy_diffs'])} copies of {min(net['copy_diffs']):,}–"
