@@ -84,12 +84,15 @@ def bound(durations: Sequence[float], workers: int) -> float:
 
 
 def fit_line(xs: Sequence[float], ys: Sequence[float]) -> dict:
-    """Least squares y = overhead + rate x: overhead, rate, R² and the number of points."""
+    """Least squares y = overhead + rate x with overhead >= 0 (a task costs no less than nothing: where the
+    free fit's overhead is negative, the fit through the origin): overhead, rate, R² and the points."""
     n = len(xs)
     mx, my = sum(xs) / n, sum(ys) / n
     sxx = sum((x - mx) ** 2 for x in xs)
     rate = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
     overhead = my - rate * mx
+    if overhead < 0:
+        overhead, rate = 0.0, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
     total = sum((y - my) ** 2 for y in ys)
     residual = sum((y - overhead - rate * x) ** 2 for x, y in zip(xs, ys, strict=True))
     return {"overhead_s": overhead, "rate_s_per_unit": rate, "r2": 1 - residual / total if total else 1.0, "n": n}
@@ -155,6 +158,20 @@ def sweep(model: dict, network: dict, counts: Sequence[int], slowdown: float = 1
     return rows
 
 
+def slowdown_for(model: dict, network: dict, counts: Sequence[int], efficiency: float) -> float:
+    """The task slowdown at the last worker count that leaves it `efficiency` against the first (bisection)."""
+    low, high = 1.0, 10.0
+    if sweep(model, network, [counts[0], counts[-1]])[-1]["efficiency"] < efficiency:
+        return 1.0
+    for _ in range(40):
+        mid = (low + high) / 2
+        if sweep(model, network, [counts[0], counts[-1]], mid)[-1]["efficiency"] >= efficiency:
+            low = mid
+        else:
+            high = mid
+    return low
+
+
 # -- the network at the model's size ----------------------------------------------------------------
 
 
@@ -207,7 +224,9 @@ class _Args:
         scheduler.add_plugin(Plugin(), name="network-model-args")
 
 
-def _cluster_run(copies: list[str], lake: Path, workers: int, buckets: int, piece_rows: int) -> dict:
+def _cluster_run(
+    copies: list[str], weights: dict[str, int], lake: Path, workers: int, buckets: int, piece_rows: int | None
+) -> dict:
     """One lake ingest on a fresh LocalCluster of `workers`: every task (stage, size, seconds, worker)."""
     from distributed import get_task_stream
 
@@ -238,18 +257,13 @@ def _cluster_run(copies: list[str], lake: Path, workers: int, buckets: int, piec
         if stage == "plan_copy":
             task["id"] = a[0]
         elif stage == "write_piece":
-            task["id"], task["size"] = f"{a[1]}#{a[2].index}/{a[2].count}", a[2].weight
+            task["id"], task["size"] = f"{a[1]}#{a[2].index}/{a[2].count}", a[2].weight or weights[a[1]]
         else:
             task["id"], task["size"] = f"{a[1]}/{a[2]}", bytes_of[(a[1], a[2])]
         task["seconds"] = task["stop"] - task["start"]
         tasks.append(task)
-    weights: dict[str, int] = {}  # a weighed copy's size: the diffs of its pieces
     for t in tasks:
-        if t["stage"] == "write_piece":
-            copy = t["id"].split("#")[0]
-            weights[copy] = weights.get(copy, 0) + t["size"]
-    for t in tasks:
-        if t["stage"] == "plan_copy":
+        if t["stage"] == "plan_copy":  # a weighed copy's size: its diffs
             t["size"] = weights[t["id"]]
     origin = min(t["start"] for t in tasks)
     span = {s: max(t["stop"] for t in tasks if t["stage"] == s) - min(t["start"] for t in tasks if t["stage"] == s)
@@ -259,6 +273,7 @@ def _cluster_run(copies: list[str], lake: Path, workers: int, buckets: int, piec
         t["seconds"] = round(t["seconds"], 4)
     return {
         "workers": workers,
+        "piece_rows": piece_rows,
         "cluster_start_s": round(start_s, 2),
         "wall_s": round(wall, 2),
         "span_s": {s: round(v, 2) for s, v in span.items()},
@@ -336,12 +351,14 @@ def threads_run(lake: Path, partition: tuple[int, int], rounds: int) -> list[dic
     return out
 
 
-def measured_model(one: dict, two: dict) -> dict:
-    """The fits (1-worker run), the 2-worker slowdown of the same tasks, the dispatch gap, the first task's
-    extra time per worker and the time outside the stages."""
+def measured_model(runs: list[dict]) -> dict:
+    """The fits (the 1-worker runs: in pieces and with every copy whole), the 2-worker slowdown of the same
+    tasks (the runs in pieces), the dispatch gap, the first task's extra time per worker and the time
+    outside the stages."""
+    one, two = runs[0], runs[1]
     fits = {}
     for stage in STAGES:
-        tasks = [t for t in one["tasks"] if t["stage"] == stage]  # the 1-worker run weighs too (--piece-rows)
+        tasks = [t for run in runs if run["workers"] == 1 for t in run["tasks"] if t["stage"] == stage]
         fits[stage] = fit_line([t["size"] for t in tasks], [t["seconds"] for t in tasks])
     slowdown = {}
     for stage in STAGES:
@@ -351,7 +368,7 @@ def measured_model(one: dict, two: dict) -> dict:
         slowdown[stage] = statistics.median(ratios) if ratios else None
     # a worker's first stage-1 task against the fit: what a fresh worker pays once
     extra = []
-    for run in (one, two):
+    for run in runs:
         firsts: dict[str, dict] = {}
         for t in run["tasks"]:
             firsts.setdefault(t["worker"], t)
@@ -360,7 +377,7 @@ def measured_model(one: dict, two: dict) -> dict:
                 extra.append(t["seconds"] - predict_time(fits["write_piece"], t["size"]))
             elif t["stage"] == "plan_copy":
                 extra.append(t["seconds"] - predict_time(fits["plan_copy"], t["size"]))
-    gaps = _gaps(one) + _gaps(two)
+    gaps = [g for run in runs for g in _gaps(run)]
     both = [x for s in ("write_piece", "build_partition") if (x := slowdown[s]) is not None]
     return {
         "fits": fits,
@@ -368,7 +385,7 @@ def measured_model(one: dict, two: dict) -> dict:
         "slowdown_tasks": statistics.median(both) if both else 1.0,
         "dispatch_gap_s": statistics.median(gaps) if gaps else 0.0,
         "first_task_extra_s": max(0.0, statistics.median(extra)) if extra else 0.0,
-        "outside_s": statistics.median([one["outside_s"], two["outside_s"]]),
+        "outside_s": statistics.median(run["outside_s"] for run in runs),
     }
 
 
@@ -402,6 +419,9 @@ def _check_constants() -> None:
 
 def measure(args: argparse.Namespace, copies: list[str]) -> dict:
     """The 1- and 2-worker lake runs (every task), then the stage-2 task with its pools forced to 1 and 2."""
+    from pipeline.network.copies import plan_copy
+
+    weights = {c: plan_copy(c).weight for c in copies}  # a copy read whole: its task's size
     result: dict = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "size": args.size,
@@ -413,12 +433,14 @@ def measure(args: argparse.Namespace, copies: list[str]) -> dict:
         "runs": [],
     }
     with tempfile.TemporaryDirectory(prefix="gonka-net-model-") as tmp:
-        for workers in (1, 2):
-            lake = Path(tmp) / f"lake-{workers}"
-            run = _cluster_run(copies, lake, workers, args.buckets, args.piece_rows)
+        # 1 and 2 workers with the same pieces, then 1 worker with every copy whole (its default cut)
+        for workers, piece_rows in ((1, args.piece_rows), (2, args.piece_rows), (1, None)):
+            lake = Path(tmp) / f"lake-{workers}-{piece_rows}"
+            run = _cluster_run(copies, weights, lake, workers, args.buckets, piece_rows)
             result["runs"].append(run)
             print(
-                f"{workers} worker(s): wall {run['wall_s']} s, stages {run['span_s']}, outside {run['outside_s']} s, "
+                f"{workers} worker(s), piece rows {piece_rows}: wall {run['wall_s']} s, stages {run['span_s']}, "
+                f"outside {run['outside_s']} s, "
                 f"cluster start {run['cluster_start_s']} s, {len(run['tasks'])} tasks",
                 flush=True,
             )
@@ -427,7 +449,9 @@ def measure(args: argparse.Namespace, copies: list[str]) -> dict:
         )
         if args.thread_rounds:
             epoch, bucket = (int(x) for x in largest["id"].split("/"))
-            result["threads"] = threads_run(Path(tmp) / "lake-2", (epoch, bucket), args.thread_rounds)
+            result["threads"] = threads_run(
+                Path(tmp) / f"lake-2-{args.piece_rows}", (epoch, bucket), args.thread_rounds
+            )
     result["loadavg_1m_end"] = os.getloadavg()[0]
     return result
 
@@ -463,8 +487,8 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(args, copies)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=1) + "\n")  # the measurement kept, whatever follows
-    one, two = result["runs"]
-    model = measured_model(one, two)
+    one, two = result["runs"][:2]
+    model = measured_model(result["runs"])
     result["model"] = model
     from bench.scale_copy import SIZES, plan_escrows
     from pipeline.network.copies import plan_copy
@@ -480,8 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     check = model_network(args.size, args.hosts, args.buckets, per_inference, per_row)
     result["check"] = {
         "escrows_equal": [[e for e, _ in c] for c in check["copies"]] == [[e for e, _ in c] for c in measured_plans],
-        "measured": [{k: run[k] for k in ("workers", "wall_s", "span_s")} for run in result["runs"]],
-        "predicted": [simulate(model, check, w, piece_rows=args.piece_rows) for w in (1, 2)],
+        "measured": [{k: run[k] for k in ("workers", "piece_rows", "wall_s", "span_s")} for run in result["runs"]],
+        "predicted": [simulate(model, check, run["workers"], piece_rows=run["piece_rows"]) for run in result["runs"]],
         "predicted_slowed": simulate(model, check, 2, model["slowdown_tasks"], args.piece_rows),
     }
     counts = [int(n) for n in args.model_workers.split(",")]
@@ -500,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         {"slowdown": f, **sweep(model, net, [counts[0], top], f)[-1]}
         for f in (model["slowdown_tasks"], args.old_slowdown)
     ]
+    result["slowdown_for_0.8"] = slowdown_for(model, net, counts, 0.8)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(report(result))
@@ -531,13 +556,17 @@ def report(result: dict) -> str:
     )
     for run in result["runs"]:
         lines.append(f"cluster start, {run['workers']} worker(s): {run['cluster_start_s']} s (not in the wall)")
+    for run in result["runs"]:
+        sizes = [t["size"] for t in run["tasks"] if t["stage"] == "write_piece"]
+        lines.append(f"stage-1 tasks, {run['workers']} worker(s): {len(sizes)} of {min(sizes):,}–{max(sizes):,} diffs")
     for row in result.get("threads", []):
         lines.append(f"stage-2 task, pools forced to {row['threads']}: {row['seconds']} s, worker pools {row['pools']}")
     check = result["check"]
     lines.append(f"\ncheck on the measured network (each copy's escrows as modelled: {check['escrows_equal']}):")
     for meas, pred in zip(check["measured"], check["predicted"], strict=True):
         lines.append(
-            f"  {meas['workers']} worker(s): measured wall {meas['wall_s']} s {meas['span_s']}, predicted "
+            f"  {meas['workers']} worker(s), piece rows {meas['piece_rows']}: measured wall {meas['wall_s']} s "
+            f"{meas['span_s']}, predicted "
             f"{pred['wall_s']:.1f} s (weighing {pred['weigh_s']:.1f}, stage 1 {pred['stage1_s']:.1f}, "
             f"stage 2 {pred['stage2_s']:.1f})"
         )
@@ -554,6 +583,10 @@ def report(result: dict) -> str:
             f"every task {s['slowdown']:.2f}x slower at {s['workers']} workers: wall {s['wall_s']:.1f} s, "
             f"efficiency {s['efficiency']:.2f}"
         )
+    lines.append(
+        f"efficiency 0.8 at {result['predicted'][-1]['workers']} workers holds up to tasks "
+        f"{result['slowdown_for_0.8']:.2f}x slower"
+    )
     return "\n".join(lines)
 
 

@@ -64,3 +64,11 @@ def test_a_sweep_of_equal_tasks():
     # 4 workers: 12 pieces of 1 s and 8 partitions of 1 s, each twice as slow: 3 + 2 rounds of 2 s
     assert rows[1]["stage1_tasks"] == 12 and rows[1]["wall_s"] == 2.0 + 6.0 + 4.0
     assert rows[1]["efficiency"] == pytest.approx(14.0 / (4 * 12.0))
+
+
+def test_a_negative_overhead_is_fitted_through_the_origin():
+    from network_model import fit_line
+
+    # the free fit is -1.5 + 2x; no task costs less than nothing: y = 1.1 x
+    fit = fit_line([1.0, 2.0], [0.5, 2.5])
+    assert fit["overhead_s"] == 0.0 and fit["rate_s_per_unit"] == pytest.approx(1.1)
