@@ -3,14 +3,15 @@
     python bench/network_model.py        # = --size 250000 --hosts 16 --buckets 64 --model-size 1m
 
 Measures the lake ingest (`network_ingest`) of SQLite host copies (`network_bench.host_copies_sqlite`,
-the network made with `--make` when missing) on a LocalCluster of 1 and of 2 workers, both with the same
-`--piece-rows` so that both runs have the same tasks. Every task's time comes from Dask's task stream,
-its stage from its key (plan_copy: the weighing round, write_piece: stage 1, build_partition: stage 2)
-and its size from its arguments (a piece's weight in diffs; a partition's Parquet bytes). Fits
-time = overhead + rate x size per stage on the 1-worker run (least squares, with R²), and takes the
-median ratio of the same task's time at 2 workers to 1 (the slowdown of a task under a second worker).
-Then forces the worker's thread pools (Polars, Arrow, DuckDB) to 2 against 1 and times one stage-2 task
-on a 1-worker cluster, with what the worker reports for its pools.
+the network made when missing) on a LocalCluster of 1 and of 2 workers, both with the same `--piece-rows`
+so that both runs have the same tasks, then of 1 worker with every copy whole (its default cut). Every
+task's time comes from Dask's task stream, its stage from its key (plan_copy: the weighing round,
+write_piece: stage 1, build_partition: stage 2) and its size from its arguments (a piece's weight in
+diffs; a partition's Parquet bytes). Fits time = overhead + rate x size per stage on the 1-worker runs
+(least squares, overhead >= 0, with R²), and takes the median ratio of the same task's time at 2 workers
+to 1 (the slowdown of a task under a second worker). Then forces the worker's thread pools (Polars,
+Arrow, DuckDB) to 2 against 1 and times one stage-2 task on a 1-worker cluster, with what the worker
+reports for its pools. `--measured FILE` models a results file again without measuring.
 
 The model: the `--model-size` network with `--hosts` hosts (escrows and their hosts from the generator's
 `plan_escrows`, the hosts holding most escrows as network_bench chooses them), its copies cut as
@@ -483,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.measured:  # the model again on runs measured before (same network and settings)
         before = json.loads(args.measured.read_text())
         result = {k: before[k] for k in MEASURED if k in before}
+        for run in result["runs"]:  # a file of the first version: both runs cut at its piece rows
+            run.setdefault("piece_rows", result["piece_rows"])
     else:
         result = measure(args, copies)
         out.parent.mkdir(parents=True, exist_ok=True)
