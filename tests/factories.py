@@ -6,6 +6,9 @@ and a throwaway PostgreSQL database lives as long as that fixture.
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -65,10 +68,28 @@ def load_builds_of(warehouse: Path, builds_toml: Path) -> None:
         con.close()
 
 
+# Warehouses of the bundled store, built once per test process (per vLLM log host) and copied for each caller:
+# copying the DuckDB file costs a fraction of the ingest. data-samples/ is never written during a run (conftest).
+_BUNDLED: dict[str | None, Path] = {}
+
+
 def data_samples_warehouse(warehouse: Path, store: Path | None = None, *, vllm_log_host: str | None = None) -> Path:
     """``warehouse`` built from a copy of data-samples/ (``store``, default the bundled one), labelled
     data-samples, with the samples' build timeline and, given ``vllm_log_host``, the bundled vLLM log
-    as that host's: what the bundled `run` ingests."""
+    as that host's: what the bundled `run` ingests. The bundled store's warehouse is a copy of one built
+    once per process; a ``store`` of the caller's is always ingested afresh."""
+    if store is None:
+        if vllm_log_host not in _BUNDLED:
+            built = Path(tempfile.mkdtemp(prefix="gonka-test-samples-"))
+            atexit.register(shutil.rmtree, built, ignore_errors=True)
+            _BUNDLED[vllm_log_host] = _data_samples_warehouse(built / "warehouse.duckdb", None, vllm_log_host)
+        warehouse.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_BUNDLED[vllm_log_host], warehouse)  # closed, so checkpointed: no .wal beside it
+        return warehouse
+    return _data_samples_warehouse(warehouse, store, vllm_log_host)
+
+
+def _data_samples_warehouse(warehouse: Path, store: Path | None, vllm_log_host: str | None) -> Path:
     from pipeline.core.paths import DATA_SAMPLES_DIR
 
     ingest(warehouse, store or DATA_SAMPLES_DIR / "store", label="data-samples")

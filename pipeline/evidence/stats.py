@@ -513,10 +513,7 @@ def holm_adjust(stats: dict[str, Any]) -> dict[str, Any] | None:
             members += [(f"{name} ({key})", item) for key, item in value.items() if _is_test(item)]
     if len(members) < 2:
         return None
-    from statsmodels.stats.multitest import multipletests
-
-    adjusted = multipletests([m["p_value"] for _, m in members], method="holm")[1]
-    for (_, member), p in zip(members, adjusted, strict=True):
+    for (_, member), p in zip(members, _holm([m["p_value"] for _, m in members]), strict=True):
         member["p_holm"] = float(p)
     return {
         "method": "Holm",
@@ -524,6 +521,16 @@ def holm_adjust(stats: dict[str, Any]) -> dict[str, Any] | None:
         "tests": len(members),
         "family": [name for name, _ in members],
     }
+
+
+def _holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, computed as statsmodels' ``multipletests(method="holm")`` computes
+    them (the tests compare the two); that call runs a full gc.collect() each time, a tenth of a second or more."""
+    p = np.asarray(p_values, dtype=float)
+    order = np.argsort(p)
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(np.maximum.accumulate(p[order] * np.arange(len(p), 0, -1)), 1.0)
+    return adjusted.tolist()
 
 
 def _is_test(value: Any) -> bool:

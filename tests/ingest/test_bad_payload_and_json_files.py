@@ -318,11 +318,13 @@ def fuzz_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("fuzz-json")
 
 
-@settings(
-    max_examples=40,
+JSON_FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+@settings(JSON_FUZZ, max_examples=12)  # the heavy tier runs 40 (below)
 @given(data=_files())
 def test_ingest_json_fuzz_never_a_traceback(fuzz_dir, data):
     path = fuzz_dir / "input.json"
@@ -335,3 +337,10 @@ def test_ingest_json_fuzz_never_a_traceback(fuzz_dir, data):
         assert len(lines) == 1 and lines[0].startswith("error: "), result.output
     else:
         assert result.output.strip().splitlines()[-1].startswith("ingested 1 file(s): "), result.output
+
+
+@pytest.mark.heavy  # test_ingest_json_fuzz_never_a_traceback stands for it in the default tier, on 12 examples
+@settings(JSON_FUZZ, max_examples=40)
+@given(data=_files())
+def test_ingest_json_fuzz_never_a_traceback_heavy(fuzz_dir, data):
+    test_ingest_json_fuzz_never_a_traceback.hypothesis.inner_test(fuzz_dir, data)

@@ -77,26 +77,41 @@ def test_verify_passes_on_an_untouched_bundle(workdir, bundle):
     assert "all " in result.output and "files match" in result.output
 
 
-def test_verify_names_the_file_in_which_one_number_changed(workdir, bundle):
+@pytest.fixture(scope="module")
+def tampered(workdir, tmp_path_factory):
+    """`verify` of a copy of the bundle with one number changed, one file deleted and one added: one verify
+    (a whole recomputation) for the tests below, each of which checks its files and that no other is named."""
+    bundle = tmp_path_factory.mktemp("tampered") / "bundle"
+    shutil.copytree(workdir / "bundle", bundle)
     csv = bundle / "tables" / "votes-by-build.csv"
-    text = csv.read_text()
-    header, first, rest = text.split("\n", 2)
+    header, first, rest = csv.read_text().split("\n", 2)
     changed = re.sub(r"(?<=,)(\d+)(?=,|$)", lambda m: str(int(m.group(1)) + 1), first, count=1)
     assert changed != first
     csv.write_text(f"{header}\n{changed}\n{rest}")
-    result = _run(workdir, ["verify", str(bundle)])
-    assert result.exit_code == 1
-    assert "1 of " in result.output and "tables/votes-by-build.csv (differs)" in result.output
-    assert re.search(r"^\s+ok  tables/votes-by-build\.md$", result.output, flags=re.M)
-
-
-def test_verify_names_a_missing_and_an_unexpected_file(workdir, bundle):
     (bundle / "report" / "report.md").unlink()
     (bundle / "tables" / "extra.md").write_text("not from the pipeline\n")
     result = _run(workdir, ["verify", str(bundle)])
+    statuses = dict((path, status) for status, path in re.findall(r"^ *(\w+)  (\S+)$", result.output, flags=re.M))
+    return result, {path: status for path, status in statuses.items() if status != "ok"}
+
+
+def test_verify_names_the_file_in_which_one_number_changed(tampered):
+    result, flagged = tampered
+    assert result.exit_code == 1
+    assert flagged["tables/votes-by-build.csv"] == "differs" and "tables/votes-by-build.csv (differs)" in result.output
+    assert re.search(r"^\s+ok  tables/votes-by-build\.md$", result.output, flags=re.M)
+
+
+def test_verify_names_a_missing_and_an_unexpected_file(tampered):
+    result, flagged = tampered
     assert result.exit_code == 1
     assert "report/report.md (missing)" in result.output and "tables/extra.md (unexpected)" in result.output
-    assert "2 of " in result.output
+    # Only the three files tampered with are named: the summary counts them, and every other line says ok.
+    assert "3 of " in result.output and flagged == {
+        "report/report.md": "missing",
+        "tables/extra.md": "unexpected",
+        "tables/votes-by-build.csv": "differs",
+    }
 
 
 def test_verify_of_a_directory_without_manifest_is_a_one_line_error(workdir, tmp_path):

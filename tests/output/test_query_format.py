@@ -300,9 +300,10 @@ def read_csv(checker, text: str, tmp_path) -> list[tuple]:
 # --- the property ----------------------------------------------------------------------------------
 
 
-@settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+ROUND_TRIP = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@settings(ROUND_TRIP, max_examples=40)  # the heavy tier runs 120 (below)
 @given(results())
 def test_every_value_round_trips_through_every_format(sandbox, checker, tmp_path, result):
     names, columns = result
@@ -370,6 +371,13 @@ def test_every_value_round_trips_through_every_format(sandbox, checker, tmp_path
                     f"FROM read_parquet($p) LIMIT 1 OFFSET {r}",
                     {"p": str(parquet_path)},
                 ).fetchone()[0], (where, parquet_types[c])
+
+
+@pytest.mark.heavy  # test_every_value_round_trips_through_every_format stands for it in the default tier, on 40
+@settings(ROUND_TRIP, max_examples=120)
+@given(results())
+def test_every_value_round_trips_through_every_format_heavy(sandbox, checker, tmp_path, result):
+    test_every_value_round_trips_through_every_format.hypothesis.inner_test(sandbox, checker, tmp_path, result)
 
 
 # --- specific cases --------------------------------------------------------------------------------
