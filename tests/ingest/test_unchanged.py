@@ -312,3 +312,34 @@ def test_without_a_second_connection_in_the_snapshot_no_stamp_is_left(pg_copy, t
         with psycopg.connect(pg_copy, autocommit=True) as pg:
             pg.execute(f"DROP OWNED BY {role}")
             pg.execute(f"DROP ROLE {role}")
+
+
+def test_a_connect_waits_for_the_slot_a_closing_connection_still_holds(pg_copy):
+    """A role allowed one connection: while its last connection's server process has not yet exited, a
+    connect is retried (briefly) instead of failing the ingest; one that never frees is one line."""
+    import threading
+
+    from pipeline.sources.errors import SourceError
+    from pipeline.sources.store.postgres_address import CONNECTION_SLOT_WAIT, PostgresAddress
+
+    role = f"ge_one_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_copy, autocommit=True) as pg:
+        pg.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1")
+    try:
+        parts = urlsplit(pg_copy)
+        url = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}"))
+        address = PostgresAddress(url)
+        held = psycopg.connect(url)
+        threading.Timer(0.5, held.close).start()  # the slot frees half a second later
+        address.connect(lambda: psycopg.connect(url)).close()
+        held = psycopg.connect(url)
+        try:
+            with pytest.raises(SourceError, match="cannot connect .*too many connections"):
+                address.connect(lambda: psycopg.connect(url))
+        finally:
+            held.close()
+        assert 0 < CONNECTION_SLOT_WAIT <= 10  # a real refusal is said within seconds
+    finally:
+        with psycopg.connect(pg_copy, autocommit=True) as pg:
+            pg.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role])
+            pg.execute(f"DROP ROLE {role}")

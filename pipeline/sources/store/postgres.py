@@ -133,10 +133,7 @@ class PostgresStore:
         self.source_id = self._address.source_id(self.lineage_id)
 
     def _connect(self):
-        try:
-            return adbc_pg.connect(self._address.url)
-        except Exception as exc:
-            raise self._address.cannot_connect(exc) from None
+        return self._address.connect(lambda: adbc_pg.connect(self._address.url))
 
     def _export_snapshot(self) -> str | None:
         try:
@@ -150,7 +147,7 @@ class PostgresStore:
         while self._snapshot is not None and len(self._readers) < READ_CONNECTIONS - 1:
             conn = None
             try:
-                conn = self._connect()
+                conn = adbc_pg.connect(self._address.url)  # no wait for a slot: without one, read sequentially
                 cur = conn.cursor()
                 try:  # must be the transaction's first statement (REPEATABLE READ READ ONLY by options)
                     cur.execute(f"SET TRANSACTION SNAPSHOT {_literal(self._snapshot)}")

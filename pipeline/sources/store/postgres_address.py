@@ -8,6 +8,9 @@ reads first (pipeline/sources/store/postgres_markers.py); it loads no driver and
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import quote
 
 from pipeline.core.secrets import HIDDEN, libpq_url, redact_url, scrub, secret_values
@@ -19,6 +22,11 @@ CONNECT_TIMEOUT_SECONDS = 10
 # A driver message is also searched for the password itself, but only a password this long: starring
 # every "a" of a message would reveal a one-letter password rather than hide it.
 MIN_LITERAL_SECRET = 4
+# A role's connection limit counts a closed connection until its server process has exited: a connect
+# right after a close is retried for this long (seconds) when the server says "too many connections".
+CONNECTION_SLOT_WAIT = 5.0
+
+T = TypeVar("T")
 
 
 def redact(url: str) -> str:
@@ -44,6 +52,18 @@ class PostgresAddress:
         if "connect_timeout=" not in url and "PGCONNECTTIMEOUT" not in os.environ:
             url += f"&connect_timeout={CONNECT_TIMEOUT_SECONDS}"
         return url
+
+    def connect(self, open_connection: Callable[[], T]) -> T:
+        """`open_connection()`, retried while the role's last connection still holds its slot; any
+        other failure, or one that outlasts CONNECTION_SLOT_WAIT, is `cannot_connect`'s one line."""
+        deadline = time.monotonic() + CONNECTION_SLOT_WAIT
+        while True:
+            try:
+                return open_connection()
+            except Exception as exc:
+                if "too many connections" not in str(exc) or time.monotonic() > deadline:
+                    raise self.cannot_connect(exc) from None
+                time.sleep(0.05)
 
     def cannot_connect(self, exc: BaseException) -> SourceError:
         """The one-line error of a failed connection, without the password."""

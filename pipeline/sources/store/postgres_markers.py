@@ -84,11 +84,12 @@ def read_markers(url: str, duckdb_connection: Callable[[], Any]) -> CopyMarkers 
     import adbc_driver_postgresql
 
     address = PostgresAddress(url)
-    try:
+
+    def open_connection() -> tuple:
         database = adbc_driver_postgresql.connect(address.url)
-        connection = adbc_driver_manager.AdbcConnection(database)
-    except adbc_driver_manager.Error as exc:
-        raise address.cannot_connect(exc) from None
+        return database, adbc_driver_manager.AdbcConnection(database)
+
+    database, connection = address.connect(open_connection)
     try:
         # One transaction (REPEATABLE READ by the URL's options): the catalog and the markers come
         # from one snapshot.
