@@ -133,7 +133,11 @@ def test_evidence_after_a_failed_ingest_warns_in_the_footer(tmp_path):
     good, bad = tmp_path / "good" / "store", tmp_path / "bad" / "store"
     shutil.copytree(DATA_SAMPLES_DIR / "store", good)
     shutil.copytree(DATA_SAMPLES_DIR / "store", bad)
-    (bad / "epoch_4.db").write_bytes(b"not a SQLite file" * 100)
+    # Its schema pages kept and its tables' pages garbled: the columns read, the first table read fails midway
+    # (a file that is no SQLite at all is refused before the run starts, and leaves no failed run).
+    data = bytearray((bad / "epoch_4.db").read_bytes())
+    data[8192:] = b"\xa5" * (len(data) - 8192)
+    (bad / "epoch_4.db").write_bytes(bytes(data))
     warehouse = tmp_path / "w.duckdb"
     ingest(warehouse, good)
     with pytest.raises(SourceError):
