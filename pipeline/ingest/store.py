@@ -430,7 +430,8 @@ def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, pro
         for epoch_id, chunk, cursors in plan:
             progress(f"epoch {epoch_id} diffs", 0, int(chunk["new_nonces"].sum()))
             read = _read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress)
-            _ingest_chunk(con, store, read, run, summary, progress, derive)
+            with transaction(con):
+                _ingest_chunk(con, store, read, run, summary, progress, derive)
 
 
 @dataclass
@@ -470,20 +471,20 @@ def _read_chunk(
 
 
 def _ingest_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSummary, progress, derive) -> None:
+    """Write one chunk read and derive its escrows (inside the caller's transaction)."""
     escrow_ids = read.chunk["escrow_id"].to_list()
-    with transaction(con):
-        # The chunk's rows are freed when `_store_chunk` returns, and Arrow's allocator hands their pages
-        # back, before the derive (Polars and DuckDB memory, not Arrow's) makes the ingest's peak.
-        bad = _store_chunk(con, store, read, run, summary, progress)
-        pa.default_memory_pool().release_unused()
-        if derive:
-            derived = _derive(con, escrow_ids)
-            bad += derived.quarantined
-            run.count("inferences", derived.inferences)
-            summary.disagreements += derived.disagreements
-        else:
-            summary.to_derive.update(escrow_ids)
-        run.quarantine(bad)
+    # The chunk's rows are freed when `_store_chunk` returns, and Arrow's allocator hands their pages
+    # back, before the derive (Polars and DuckDB memory, not Arrow's) makes the ingest's peak.
+    bad = _store_chunk(con, store, read, run, summary, progress)
+    pa.default_memory_pool().release_unused()
+    if derive:
+        derived = _derive(con, escrow_ids)
+        bad += derived.quarantined
+        run.count("inferences", derived.inferences)
+        summary.disagreements += derived.disagreements
+    else:
+        summary.to_derive.update(escrow_ids)
+    run.quarantine(bad)
 
 
 def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSummary, progress) -> list[Problem]:
@@ -549,7 +550,8 @@ def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSu
         _register(con, "new_diff_digests", held)
         _register(con, "new_diffs", diffs)
         deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
-        written = scalar(con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id}))
+        insert = "insert_diffs" if deduplicated or forked else "insert_all_diffs"  # nothing held: no conflict
+        written = scalar(con.execute(sql_text(f"warehouse/ingest/{insert}.sql"), {"run_id": run.run_id}))
         acct.used("diffs", written)
         acct.deduplicated("diffs", deduplicated)  # the warehouse held them with the same bytes
         # a fork whose stored version stays (its digest sorts first) is set aside, quarantined with both digests
@@ -561,7 +563,9 @@ def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSu
             con.execute(sql_text("warehouse/ingest/insert_all_txs.sql"))
         else:
             con.execute(sql_text("warehouse/ingest/insert_txs.sql"), {"run_id": run.run_id})
-    sealed_written = scalar(con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id}))
+    held_sealed = scalar(con.execute(sql_text("warehouse/ingest/sealed_held.sql")))
+    upsert = "upsert_sealed" if held_sealed else "insert_all_sealed"  # nothing held: nothing to rank against
+    sealed_written = scalar(con.execute(sql_text(f"warehouse/ingest/{upsert}.sql"), {"source_id": store.source_id}))
     acct.used("sealed_inferences", sealed_written)
     # not written: another copy's seal of the key stays (further along, or a conflict it wins, quarantined)
     acct.deduplicated("sealed_inferences", sealed_dedup + sealed.num_rows - sealed_written)
