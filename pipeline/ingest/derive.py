@@ -75,28 +75,9 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         diffs = _read(con, "diffs")
         times = event_times(diffs, txs)
         sealed = _read(con, "sealed")
-        with_created_at = diffs.filter(pl.col("created_at") > 0)["escrow_id"].unique().implode()
         live = _read(con, "snapshot_live")
         checkpoints = _read(con, "snapshots")
-        # The finalize nonce from the log, else from the checkpoint (an escrow joined by import after
-        # its finalize has no diff holding the finalize transaction).
-        escrows = (
-            frames.escrows.join(
-                txs.filter(pl.col("kind") == "finalize")
-                .group_by("escrow_id")
-                .agg(finalize_nonce=pl.col("nonce").min()),
-                on="escrow_id",
-                how="left",
-            )
-            .join(checkpoints.drop("checkpoint_phase"), on="escrow_id", how="left")
-            .with_columns(
-                finalize_nonce=pl.coalesce("finalize_nonce", "checkpoint_finalize_nonce"),
-                time_source=pl.when(pl.col("escrow_id").is_in(with_created_at))
-                .then(pl.lit("created_at"))
-                .otherwise(pl.lit("nonce_clock")),
-            )
-            .drop("checkpoint_finalize_nonce")
-        )
+        escrows = _escrows(frames.escrows, txs, diffs, checkpoints)
         inferences, verdicts = replay(
             txs, escrows, frames.slots, live.select("escrow_id", "inference_id", "snapshot_nonce", "status")
         )
@@ -112,29 +93,7 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         )
         disagreements = pl.concat([disagreements, drain_disagreements])
         inferences = _with_times(inferences, times)
-        validations = (
-            verdicts.join(times, on=["escrow_id", "nonce"], how="left")
-            .join(
-                frames.slots.select(
-                    "escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")
-                ),
-                on=["escrow_id", "executor_slot"],
-                how="left",
-            )
-            .drop("executor_slot")
-            # The judged inference's outcome and start travel with each verdict, so evidence
-            # tables filter and count verdicts without joining the inferences back.
-            .join(
-                inferences.select(
-                    "escrow_id",
-                    "inference_id",
-                    pl.col("status").alias("final_status"),
-                    pl.col("started_at").alias("inference_started_at"),
-                ),
-                on=["escrow_id", "inference_id"],
-                how="left",
-            )
-        )
+        validations = _validations(verdicts, times, frames.slots, inferences)
         con.execute(sql_text("warehouse/derive/clear.sql"))
         insert(con, "d_escrows", escrows)
         insert(con, "d_escrow_slots", frames.slots)
@@ -149,6 +108,55 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
     finally:
         con.unregister("chunk_escrows")
     return outcome
+
+
+def _escrows(escrows: pl.DataFrame, txs: pl.DataFrame, diffs: pl.DataFrame, checkpoints: pl.DataFrame) -> pl.DataFrame:
+    """The escrows with their finalize nonce and the source of their event times."""
+    with_created_at = diffs.filter(pl.col("created_at") > 0)["escrow_id"].unique().implode()
+    # The finalize nonce from the log, else from the checkpoint (an escrow joined by import after
+    # its finalize has no diff holding the finalize transaction).
+    return (
+        escrows.join(
+            txs.filter(pl.col("kind") == "finalize").group_by("escrow_id").agg(finalize_nonce=pl.col("nonce").min()),
+            on="escrow_id",
+            how="left",
+        )
+        .join(checkpoints.drop("checkpoint_phase"), on="escrow_id", how="left")
+        .with_columns(
+            finalize_nonce=pl.coalesce("finalize_nonce", "checkpoint_finalize_nonce"),
+            time_source=pl.when(pl.col("escrow_id").is_in(with_created_at))
+            .then(pl.lit("created_at"))
+            .otherwise(pl.lit("nonce_clock")),
+        )
+        .drop("checkpoint_finalize_nonce")
+    )
+
+
+def _validations(
+    verdicts: pl.DataFrame, times: pl.DataFrame, slots: pl.DataFrame, inferences: pl.DataFrame
+) -> pl.DataFrame:
+    """The verdicts with their event time, their executor's address, and the judged inference's outcome."""
+    return (
+        verdicts.join(times, on=["escrow_id", "nonce"], how="left")
+        .join(
+            slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
+            on=["escrow_id", "executor_slot"],
+            how="left",
+        )
+        .drop("executor_slot")
+        # The judged inference's outcome and start travel with each verdict, so evidence
+        # tables filter and count verdicts without joining the inferences back.
+        .join(
+            inferences.select(
+                "escrow_id",
+                "inference_id",
+                pl.col("status").alias("final_status"),
+                pl.col("started_at").alias("inference_started_at"),
+            ),
+            on=["escrow_id", "inference_id"],
+            how="left",
+        )
+    )
 
 
 def attribute_builds(con: duckdb.DuckDBPyConnection, escrows_relation: str) -> None:
