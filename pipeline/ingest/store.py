@@ -560,15 +560,14 @@ def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSu
         summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
     for name in CHUNK_RELATIONS:
         con.unregister(name)  # a no-op for names this chunk did not register
-    run.count("sessions", chunk.height)
-    run.count("diffs", diffs.num_rows if diffs is not None else 0)
     # Diffs of this copy the warehouse already held (the same bytes or a fork), for the run's accounting.
     summary.diffs_deduplicated += deduplicated
     summary.diff_forks += forked
-    run.count("txs", txs.num_rows if txs is not None else 0)
-    run.count("sealed_inferences", sealed.num_rows)
-    run.count("validation_obs", obs_rows)
-    run.count("snapshots", snapshots.snapshots.num_rows)
+    rows = {"sessions": chunk.height, "diffs": diffs.num_rows if diffs is not None else 0}
+    rows |= {"txs": txs.num_rows if txs is not None else 0, "sealed_inferences": sealed.num_rows}
+    rows |= {"validation_obs": obs_rows, "snapshots": snapshots.snapshots.num_rows}
+    for table, n in rows.items():
+        run.count(table, n)
     return bad
 
 
