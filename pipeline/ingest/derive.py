@@ -75,28 +75,9 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         diffs = _read(con, "diffs")
         times = event_times(diffs, txs)
         sealed = _read(con, "sealed")
-        with_created_at = diffs.filter(pl.col("created_at") > 0)["escrow_id"].unique().implode()
         live = _read(con, "snapshot_live")
         checkpoints = _read(con, "snapshots")
-        # The finalize nonce from the log, else from the checkpoint (an escrow joined by import after
-        # its finalize has no diff holding the finalize transaction).
-        escrows = (
-            frames.escrows.join(
-                txs.filter(pl.col("kind") == "finalize")
-                .group_by("escrow_id")
-                .agg(finalize_nonce=pl.col("nonce").min()),
-                on="escrow_id",
-                how="left",
-            )
-            .join(checkpoints.drop("checkpoint_phase"), on="escrow_id", how="left")
-            .with_columns(
-                finalize_nonce=pl.coalesce("finalize_nonce", "checkpoint_finalize_nonce"),
-                time_source=pl.when(pl.col("escrow_id").is_in(with_created_at))
-                .then(pl.lit("created_at"))
-                .otherwise(pl.lit("nonce_clock")),
-            )
-            .drop("checkpoint_finalize_nonce")
-        )
+        escrows = _escrows(frames.escrows, txs, diffs, checkpoints)
         inferences, verdicts = replay(
             txs, escrows, frames.slots, live.select("escrow_id", "inference_id", "snapshot_nonce", "status")
         )
@@ -112,29 +93,7 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         )
         disagreements = pl.concat([disagreements, drain_disagreements])
         inferences = _with_times(inferences, times)
-        validations = (
-            verdicts.join(times, on=["escrow_id", "nonce"], how="left")
-            .join(
-                frames.slots.select(
-                    "escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")
-                ),
-                on=["escrow_id", "executor_slot"],
-                how="left",
-            )
-            .drop("executor_slot")
-            # The judged inference's outcome and start travel with each verdict, so evidence
-            # tables filter and count verdicts without joining the inferences back.
-            .join(
-                inferences.select(
-                    "escrow_id",
-                    "inference_id",
-                    pl.col("status").alias("final_status"),
-                    pl.col("started_at").alias("inference_started_at"),
-                ),
-                on=["escrow_id", "inference_id"],
-                how="left",
-            )
-        )
+        validations = _validations(verdicts, times, frames.slots, inferences)
         con.execute(sql_text("warehouse/derive/clear.sql"))
         insert(con, "d_escrows", escrows)
         insert(con, "d_escrow_slots", frames.slots)
@@ -149,6 +108,55 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
     finally:
         con.unregister("chunk_escrows")
     return outcome
+
+
+def _escrows(escrows: pl.DataFrame, txs: pl.DataFrame, diffs: pl.DataFrame, checkpoints: pl.DataFrame) -> pl.DataFrame:
+    """The escrows with their finalize nonce and the source of their event times."""
+    with_created_at = diffs.filter(pl.col("created_at") > 0)["escrow_id"].unique().implode()
+    # The finalize nonce from the log, else from the checkpoint (an escrow joined by import after
+    # its finalize has no diff holding the finalize transaction).
+    return (
+        escrows.join(
+            txs.filter(pl.col("kind") == "finalize").group_by("escrow_id").agg(finalize_nonce=pl.col("nonce").min()),
+            on="escrow_id",
+            how="left",
+        )
+        .join(checkpoints.drop("checkpoint_phase"), on="escrow_id", how="left")
+        .with_columns(
+            finalize_nonce=pl.coalesce("finalize_nonce", "checkpoint_finalize_nonce"),
+            time_source=pl.when(pl.col("escrow_id").is_in(with_created_at))
+            .then(pl.lit("created_at"))
+            .otherwise(pl.lit("nonce_clock")),
+        )
+        .drop("checkpoint_finalize_nonce")
+    )
+
+
+def _validations(
+    verdicts: pl.DataFrame, times: pl.DataFrame, slots: pl.DataFrame, inferences: pl.DataFrame
+) -> pl.DataFrame:
+    """The verdicts with their event time, their executor's address, and the judged inference's outcome."""
+    return (
+        verdicts.join(times, on=["escrow_id", "nonce"], how="left")
+        .join(
+            slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
+            on=["escrow_id", "executor_slot"],
+            how="left",
+        )
+        .drop("executor_slot")
+        # The judged inference's outcome and start travel with each verdict, so evidence
+        # tables filter and count verdicts without joining the inferences back.
+        .join(
+            inferences.select(
+                "escrow_id",
+                "inference_id",
+                pl.col("status").alias("final_status"),
+                pl.col("started_at").alias("inference_started_at"),
+            ),
+            on=["escrow_id", "inference_id"],
+            how="left",
+        )
+    )
 
 
 def attribute_builds(con: duckdb.DuckDBPyConnection, escrows_relation: str) -> None:
@@ -178,6 +186,55 @@ def _with_sealed(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Attach sealed-row facts, add inferences known only from sealed rows or from the checkpoint's
     live records, list disagreements."""
+    merged = _with_partial_records(_with_store_facts(_joined_records(inferences, sealed, live, escrows)))
+    merged = merged.join(
+        slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
+        on=["escrow_id", "executor_slot"],
+        how="left",
+    )
+    return merged.select(*INFERENCE_COLUMNS), _sealed_disagreements(merged)
+
+
+INFERENCE_COLUMNS = (
+    "epoch_id",
+    "escrow_id",
+    "inference_id",
+    "model",
+    "executor",
+    "executor_slot",
+    "status",
+    "sealed",
+    "challenged",
+    "cleared",
+    "finished",
+    "drained",
+    "pre_drain_status",
+    "miss_kind",
+    "miss_nonce",
+    "votes_valid",
+    "votes_invalid",
+    "input_tokens",
+    "output_tokens",
+    "started_at",
+    "confirmed_at",
+    "resolved_nonce",
+    "sealed_nonce",
+    "sealed_status",
+    "obs_present",
+    "in_diff_log",
+    "start_nonce",
+    "finish_slot",
+)
+# A row without obs_present comes from the old 3-column sealed_inferences (id and seal nonce only):
+# it is bare, like obs_present = false (docs/sources.md, session store migrations).
+_RICH_SEAL = (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(False)
+
+
+def _joined_records(
+    inferences: pl.DataFrame, sealed: pl.DataFrame, live: pl.DataFrame, escrows: pl.DataFrame
+) -> pl.DataFrame:
+    """The replayed inferences fully joined with the sealed rows and the checkpoint's live records, with
+    their escrow's epoch, group size and finalize nonce."""
     sealed = sealed.with_columns(sealed_status_name=_status_name("sealed_status"))
     merged = inferences.with_columns(in_diff_log=pl.lit(True)).join(
         sealed.select(
@@ -227,9 +284,12 @@ def _with_sealed(
         on="escrow_id",
         how="inner",
     )
-    # A row without obs_present comes from the old 3-column sealed_inferences (id and seal nonce only):
-    # it is bare, like obs_present = false (docs/sources.md, session store migrations).
-    rich_seal = (pl.col("sealed_nonce").fill_null(0) > 0) & pl.col("obs_present").fill_null(False)
+    return merged
+
+
+def _with_store_facts(merged: pl.DataFrame) -> pl.DataFrame:
+    """`store_*` columns: the store's own record of each fact (full sealed row, else live record)."""
+    rich_seal = _RICH_SEAL
 
     def store_fact(fact: str) -> pl.Expr:
         """The store's own record of a fact: its full sealed row, else the checkpoint's live record."""
@@ -251,6 +311,12 @@ def _with_sealed(
             )
         },
     )
+    return merged
+
+
+def _with_partial_records(merged: pl.DataFrame) -> pl.DataFrame:
+    """Records whose start the log lacks take the store's record; drain-sealed records are marked."""
+    rich_seal = _RICH_SEAL
     # Without its start in the log (an escrow joined by import has no diffs before imported_nonce, and
     # inferences sealed before it have no diffs at all) the replay saw only part of the record's life;
     # the store's record, which carries the whole of it, knows better.
@@ -338,12 +404,12 @@ def _with_sealed(
         )
         .otherwise(pl.col("miss_kind")),
     )
+    return merged
+
+
+def _sealed_disagreements(merged: pl.DataFrame) -> pl.DataFrame:
+    """Where the replay and the real, full seals disagree, and finish slots that are not the executor's."""
     rich = pl.col("obs_present").fill_null(False)
-    merged = merged.join(
-        slots.select("escrow_id", pl.col("slot_id").alias("executor_slot"), pl.col("address").alias("executor")),
-        on=["escrow_id", "executor_slot"],
-        how="left",
-    )
     # Compare only real seals with full records (bare rows and live obs rows carry defaults).
     # A drained record's final status is the drain's doing (checked in drain_outcomes), not the log's.
     comparable = merged.filter(
@@ -391,43 +457,23 @@ def _with_sealed(
         )
     )
     disagreements = pl.concat(parts)
-    inferences_out = merged.select(
-        "epoch_id",
-        "escrow_id",
-        "inference_id",
-        "model",
-        "executor",
-        "executor_slot",
-        "status",
-        "sealed",
-        "challenged",
-        "cleared",
-        "finished",
-        "drained",
-        "pre_drain_status",
-        "miss_kind",
-        "miss_nonce",
-        "votes_valid",
-        "votes_invalid",
-        "input_tokens",
-        "output_tokens",
-        "started_at",
-        "confirmed_at",
-        "resolved_nonce",
-        "sealed_nonce",
-        "sealed_status",
-        "obs_present",
-        "in_diff_log",
-        "start_nonce",
-        "finish_slot",
-    )
-    return inferences_out, disagreements
+    return disagreements
 
 
 # What a full sealed row of a drained record says the drain did: sealed as it was (0 pending,
 # 1 started), refunded (6 timed out) or paid (2 finished). Anything else is not a drain outcome.
 DRAIN_OUTCOME_BY_SEALED_STATUS = {0: "unchanged", 1: "unchanged", 6: "refunded", 2: "paid"}
 STATUS_AFTER_DRAIN = {"refunded": "timed_out", "paid": "finished"}
+
+
+# A drained record with a full sealed row: its sealed status shows the drain's outcome.
+_OBSERVED_ROW = (
+    pl.col("drained")
+    & (pl.col("sealed_nonce").fill_null(0) > 0)
+    & pl.col("obs_present").fill_null(False)
+    & pl.col("sealed_status").is_not_null()
+)
+_PENDING = pl.col("pre_drain_status") == "pending"
 
 
 def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -440,51 +486,14 @@ def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[p
     escrow contradict each other, or two copies disagree about a record's seal, the contradiction is
     listed and the outcome is left NULL (unknown) rather than resolved by newest-wins.
     """
-    code = pl.col("sealed_status")
-    observed_row = (
-        pl.col("drained")
-        & (pl.col("sealed_nonce").fill_null(0) > 0)
-        & pl.col("obs_present").fill_null(False)
-        & code.is_not_null()
-    )
-    pending = pl.col("pre_drain_status") == "pending"
+    observed_row, pending = _OBSERVED_ROW, _PENDING
     if "checkpoint_status" not in inferences.columns:
         inferences = inferences.with_columns(checkpoint_status=pl.lit(None, pl.Int64))
     # Without a full sealed row, a record still live in the settlement checkpoint in its pre-drain
     # status shows the drain left it unchanged.
     live_unchanged = pl.col("drained") & (pl.col("checkpoint_status") == pl.when(pending).then(0).otherwise(1))
-    frame = inferences.with_columns(
-        observed=pl.when(observed_row)
-        .then(code.replace_strict(DRAIN_OUTCOME_BY_SEALED_STATUS, default="unexpected", return_dtype=pl.String))
-        .when(live_unchanged)
-        .then(pl.lit("unchanged")),
-    ).with_columns(
-        # The outcome must fit the record: unchanged keeps the pre-drain status, and only a Pending
-        # record can be refunded.
-        observed=pl.when(
-            ((pl.col("observed") == "unchanged") & (pl.col("sealed_status") != pl.when(pending).then(0).otherwise(1)))
-            | ((pl.col("observed") == "refunded") & ~pending)
-        )
-        .then(pl.lit("unexpected"))
-        .otherwise(pl.col("observed")),
-    )
-    rules = (
-        frame.filter(pl.col("observed").is_not_null())
-        .group_by("escrow_id")
-        .agg(
-            unchanged=(pl.col("observed") == "unchanged").any(),
-            refund=((pl.col("observed") == "refunded") & pending).any(),
-            pay_pending=((pl.col("observed") == "paid") & pending).any(),
-            pay_started=((pl.col("observed") == "paid") & ~pending).any(),
-        )
-        .with_columns(
-            contradicts=(
-                pl.col("unchanged").cast(pl.Int8) + pl.col("refund").cast(pl.Int8) + pl.col("pay_pending").cast(pl.Int8)
-                > 1
-            )
-            | (pl.col("unchanged") & pl.col("pay_started")),
-        )
-    )
+    frame = _observed_drains(inferences, live_unchanged)
+    rules = _drain_rules(frame)
     frame = frame.join(rules, on="escrow_id", how="left")
     conflicted = conflicts.select("escrow_id", "inference_id").unique().with_columns(copies_disagree=pl.lit(True))
     frame = frame.join(conflicted, on=["escrow_id", "inference_id"], how="left").with_columns(
@@ -522,6 +531,55 @@ def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[p
             )
         ),
     )
+    disagreements = _drain_disagreements(frame, conflicts)
+    keep = [c for c in inferences.columns if c not in ("obs_present", "checkpoint_status")] + ["drain_outcome"]
+    return frame.select(keep), disagreements
+
+
+def _observed_drains(inferences: pl.DataFrame, live_unchanged: pl.Expr) -> pl.DataFrame:
+    """`observed`: the drain outcome a record's own full sealed row (or its live checkpoint record) shows."""
+    code, observed_row, pending = pl.col("sealed_status"), _OBSERVED_ROW, _PENDING
+    return inferences.with_columns(
+        observed=pl.when(observed_row)
+        .then(code.replace_strict(DRAIN_OUTCOME_BY_SEALED_STATUS, default="unexpected", return_dtype=pl.String))
+        .when(live_unchanged)
+        .then(pl.lit("unchanged")),
+    ).with_columns(
+        # The outcome must fit the record: unchanged keeps the pre-drain status, and only a Pending
+        # record can be refunded.
+        observed=pl.when(
+            ((pl.col("observed") == "unchanged") & (pl.col("sealed_status") != pl.when(pending).then(0).otherwise(1)))
+            | ((pl.col("observed") == "refunded") & ~pending)
+        )
+        .then(pl.lit("unexpected"))
+        .otherwise(pl.col("observed")),
+    )
+
+
+def _drain_rules(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per escrow, which drain rule its observed outcomes show, and whether they contradict each other."""
+    pending = _PENDING
+    return (
+        frame.filter(pl.col("observed").is_not_null())
+        .group_by("escrow_id")
+        .agg(
+            unchanged=(pl.col("observed") == "unchanged").any(),
+            refund=((pl.col("observed") == "refunded") & pending).any(),
+            pay_pending=((pl.col("observed") == "paid") & pending).any(),
+            pay_started=((pl.col("observed") == "paid") & ~pending).any(),
+        )
+        .with_columns(
+            contradicts=(
+                pl.col("unchanged").cast(pl.Int8) + pl.col("refund").cast(pl.Int8) + pl.col("pay_pending").cast(pl.Int8)
+                > 1
+            )
+            | (pl.col("unchanged") & pl.col("pay_started")),
+        )
+    )
+
+
+def _drain_disagreements(frame: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFrame:
+    """Drained records whose outcome is unexpected or contradicted, and drained records copies disagree on."""
     unexpected = frame.filter(
         (pl.col("observed") == "unexpected") | (pl.col("observed").is_not_null() & pl.col("contradicts"))
     )
@@ -570,5 +628,4 @@ def drain_outcomes(inferences: pl.DataFrame, conflicts: pl.DataFrame) -> tuple[p
             .select("epoch_id", "escrow_id", "inference_id", "field", "replayed", "sealed"),
         ]
     )
-    keep = [c for c in inferences.columns if c not in ("obs_present", "checkpoint_status")] + ["drain_outcome"]
-    return frame.select(keep), disagreements
+    return disagreements

@@ -277,7 +277,10 @@ class _Collector:
             "dispositions": json.dumps(dispositions),
             "extra": json.dumps({k: v for k, v in rec.items() if k not in known}, default=str),
         }
-        counters = rec.get("counters") or []
+        self._counters(rec.get("counters") or [], epoch, participant, model, version)
+
+    def _counters(self, counters: object, epoch: int, participant: str, model: str, version: int | None) -> None:
+        """A record's counter entries, summed per counter into `self.counters`."""
         if not isinstance(counters, list):  # one problem row for the field; the record's other fields stand
             self.accounting.read("json api_counters", 1)  # quarantined with its problem (_count_problems)
             self.problems.append(("api_counters", f"{self.name}:{epoch}/{participant}", "counters is not a list"))

@@ -102,12 +102,6 @@ def ingest_store(
     started = time.monotonic()
     progress = progress or (lambda *_: None)
     refuse_absent_columns(store, TABLES)  # a column no row can be read without: refused before anything is written
-    known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
-    state = {
-        r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
-    }
-
-    own = own_cursors(con, store.source_id)  # small: nonce ranges, not nonces
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
     # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
     # otherwise the rows as they are read.
@@ -126,23 +120,7 @@ def ingest_store(
                 with transaction(con):
                     run.quarantine(_refused_inputs(store, run))
                 _ingest_escrow_cache(con, store, run)
-                epoch_sessions, conflicted = _epoch_sessions(con, store, run)
-                plan: list[tuple[int, pl.DataFrame, dict[str, int]]] = []  # (epoch, chunk, cursors)
-                for epoch_id, sessions in epoch_sessions.items():
-                    if epoch_id not in known_epochs and sessions.height:
-                        summary.new_epochs.append(epoch_id)
-                    heads.append(sessions.select("escrow_id", "latest_nonce"))
-                    changed, cursors = _changed_escrows(sessions, state, store.source_id, own)
-                    summary.escrows_changed += len(changed)
-                    summary.escrows_unchanged += sessions.height - len(changed)
-                    run.accounting.used("sessions", len(changed))
-                    run.accounting.deduplicated("sessions", sessions.height - len(changed))  # held as they are
-                    if changed or epoch_id not in known_epochs:
-                        _orphans(con, store, epoch_id, sessions["escrow_id"].to_list(), conflicted, run)
-                    plan += [
-                        (epoch_id, chunk, cursors)
-                        for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors)
-                    ]
+                plan = _plan_chunks(con, store, run, summary, heads)
                 new_diffs = sum(int(chunk["new_nonces"].sum()) for _, chunk, _ in plan)
                 if decode_workers is None and new_diffs < MIN_WORKER_DIFFS:
                     decode_workers = 0  # starting the workers would cost more than they save
@@ -150,13 +128,7 @@ def ingest_store(
                 for plane in PLANE_INGESTERS:
                     plane(con, store, run)
                 if derive:
-                    found = fetch_frame(
-                        con, sql_text("warehouse/ingest/snapshot_disagreements.sql"), {"source_id": store.source_id}
-                    ).row(0, named=True)
-                    summary.snapshot_disagreements, summary.snapshot_disagreements_imported = (
-                        found["slots"],
-                        found["imported"],
-                    )
+                    _snapshot_disagreements(con, store.source_id, summary)
             if derive:
                 run.copy_at = summary.copy_at = _copy_time(con, heads)
             else:
@@ -170,6 +142,43 @@ def ingest_store(
     if derive:  # without its derive, the copy time and findings a stamp keeps are not known yet
         stamp_ingest(con, store, summary)  # what lets the next ingest of an unchanged copy stop at its markers
     return summary
+
+
+def _plan_chunks(
+    con: duckdb.DuckDBPyConnection, store: SessionStore, run: IngestRun, summary: IngestSummary, heads: list
+) -> list[tuple[int, pl.DataFrame, dict[str, int]]]:
+    """The chunks to read, epoch by epoch: (epoch, the chunk's sessions, the diff cursors). Counts the
+    sessions used and held as they are, names the epoch's orphan rows, and adds each epoch's heads."""
+    known_epochs = set(fetch_frame(con, "SELECT DISTINCT epoch_id FROM raw_sessions")["epoch_id"].to_list())
+    state = {
+        r["escrow_id"]: r for r in fetch_frame(con, sql_text("warehouse/ingest/escrow_state.sql")).iter_rows(named=True)
+    }
+    own = own_cursors(con, store.source_id)  # small: nonce ranges, not nonces
+    epoch_sessions, conflicted = _epoch_sessions(con, store, run)
+    plan: list[tuple[int, pl.DataFrame, dict[str, int]]] = []  # (epoch, chunk, cursors)
+    for epoch_id, sessions in epoch_sessions.items():
+        if epoch_id not in known_epochs and sessions.height:
+            summary.new_epochs.append(epoch_id)
+        heads.append(sessions.select("escrow_id", "latest_nonce"))
+        changed, cursors = _changed_escrows(sessions, state, store.source_id, own)
+        summary.escrows_changed += len(changed)
+        summary.escrows_unchanged += sessions.height - len(changed)
+        run.accounting.used("sessions", len(changed))
+        run.accounting.deduplicated("sessions", sessions.height - len(changed))  # held as they are
+        if changed or epoch_id not in known_epochs:
+            _orphans(con, store, epoch_id, sessions["escrow_id"].to_list(), conflicted, run)
+        plan += [
+            (epoch_id, chunk, cursors)
+            for chunk in _chunks(sessions.filter(pl.col("escrow_id").is_in(changed)), cursors)
+        ]
+    return plan
+
+
+def _snapshot_disagreements(con: duckdb.DuckDBPyConnection, source_id: str, summary: IngestSummary) -> None:
+    """The copy's checkpoints that disagree with the replay (read from the derived rows), into the summary."""
+    params = {"source_id": source_id}
+    found = fetch_frame(con, sql_text("warehouse/ingest/snapshot_disagreements.sql"), params).row(0, named=True)
+    summary.snapshot_disagreements, summary.snapshot_disagreements_imported = found["slots"], found["imported"]
 
 
 def source_findings(con: duckdb.DuckDBPyConnection, source_id: str) -> dict[str, int]:
@@ -203,41 +212,66 @@ def _set_aside(store: SessionStore, run: IngestRun) -> list[Problem]:
 def _refused_inputs(store: SessionStore, run: IngestRun) -> list[Problem]:
     """What the copy holds and the ingest does not read, named: the store directory's files that are
     not read (each with the reason), the rows of detached partitions, the known tables not read."""
-    problems: list[Problem] = []
-    files: dict[str, str | None] = getattr(store, "files", {})
-    if files:
-        run.accounting.read("store files", len(files), unit="files")
-        run.accounting.used("store files", sum(1 for why in files.values() if why is None))
-        refused = [("store_files", name, why) for name, why in files.items() if why is not None]
-        run.accounting.quarantined("store files", len(refused))
-        problems += refused
-    if hasattr(store, "detached_rows"):
-        for table, key, why in store.detached_rows():
-            run.accounting.read(ACCOUNT_AS.get(table, table), 1)
-            run.accounting.quarantined(ACCOUNT_AS.get(table, table), 1)
-            problems.append((table, key, why))
-    not_a_table = getattr(store, "not_a_table", lambda *_: None)
-    for name, spec in TABLES.items():  # a view in place of a table is never read: named, not skipped
-        for e in [*store.epochs()] if spec.per_epoch else [None]:
-            if name not in REQUIRED_PER_EPOCH and (why := not_a_table(name, e)) is not None:
-                problems.append((name, f"epoch {e}" if e is not None else "store", why))
-    where: dict[tuple[str, str], list[str]] = {}
-    for table, part, why in store.tables_not_read() if hasattr(store, "tables_not_read") else []:
-        where.setdefault((table, why), []).append(part)
-    for (table, why), parts in where.items():
-        run.accounting.note("tables not read", f"{table} in {', '.join(parts)} ({why})", unit="tables")
-    epochs = [*store.epochs(), None]
-    for name, spec in TABLES.items():  # columns of the tables read that no evidence reads
-        for e in epochs if spec.per_epoch else [None]:
-            for column in store.columns(name, e) or []:
-                if column not in spec.schema.names:
-                    run.accounting.note("columns not read", f"{name}.{column}", unit="columns")
+    problems = _files_not_read(store, run) + _detached_rows(store, run) + _views_for_tables(store)
+    _note_tables_not_read(store, run)
+    _note_columns_not_read(store, run)
     # Columns the ingest reads that the copy lacks (pipeline/sources/store/columns.py): said per table and
     # column, never filled with a default; the rows that need one were set aside by the read.
     for (table, column, needed), parts in absent_columns(store, TABLES).items():
         name = MISSING_COLUMNS_QUARANTINED if needed else MISSING_COLUMNS
         run.accounting.note(name, f"{table}.{column} (in {', '.join(parts)})", unit="columns")
     return problems
+
+
+def _files_not_read(store: SessionStore, run: IngestRun) -> list[Problem]:
+    """The store directory's entries, counted; those not read, each with its reason."""
+    files: dict[str, str | None] = getattr(store, "files", {})
+    if not files:
+        return []
+    run.accounting.read("store files", len(files), unit="files")
+    run.accounting.used("store files", sum(1 for why in files.values() if why is None))
+    refused = [("store_files", name, why) for name, why in files.items() if why is not None]
+    run.accounting.quarantined("store files", len(refused))
+    return refused
+
+
+def _detached_rows(store: SessionStore, run: IngestRun) -> list[Problem]:
+    """The rows of detached partitions: counted as read and quarantined."""
+    problems: list[Problem] = []
+    for table, key, why in store.detached_rows() if hasattr(store, "detached_rows") else []:
+        run.accounting.read(ACCOUNT_AS.get(table, table), 1)
+        run.accounting.quarantined(ACCOUNT_AS.get(table, table), 1)
+        problems.append((table, key, why))
+    return problems
+
+
+def _views_for_tables(store: SessionStore) -> list[Problem]:
+    """A view in place of a table is never read: named, not skipped."""
+    not_a_table = getattr(store, "not_a_table", lambda *_: None)
+    problems: list[Problem] = []
+    for name, spec in TABLES.items():
+        for e in [*store.epochs()] if spec.per_epoch else [None]:
+            if name not in REQUIRED_PER_EPOCH and (why := not_a_table(name, e)) is not None:
+                problems.append((name, f"epoch {e}" if e is not None else "store", why))
+    return problems
+
+
+def _note_tables_not_read(store: SessionStore, run: IngestRun) -> None:
+    where: dict[tuple[str, str], list[str]] = {}
+    for table, part, why in store.tables_not_read() if hasattr(store, "tables_not_read") else []:
+        where.setdefault((table, why), []).append(part)
+    for (table, why), parts in where.items():
+        run.accounting.note("tables not read", f"{table} in {', '.join(parts)} ({why})", unit="tables")
+
+
+def _note_columns_not_read(store: SessionStore, run: IngestRun) -> None:
+    """Columns of the tables read that no evidence reads."""
+    epochs = [*store.epochs(), None]
+    for name, spec in TABLES.items():
+        for e in epochs if spec.per_epoch else [None]:
+            for column in store.columns(name, e) or []:
+                if column not in spec.schema.names:
+                    run.accounting.note("columns not read", f"{name}.{column}", unit="columns")
 
 
 def _ingest_escrow_cache(con: duckdb.DuckDBPyConnection, store: SessionStore, run: IngestRun) -> None:
@@ -424,7 +458,8 @@ def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, pro
         for epoch_id, chunk, cursors in plan:
             progress(f"epoch {epoch_id} diffs", 0, int(chunk["new_nonces"].sum()))
             read = _read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress)
-            _ingest_chunk(con, store, read, run, summary, progress, derive)
+            with transaction(con):
+                _ingest_chunk(con, store, read, run, summary, progress, derive)
 
 
 @dataclass
@@ -464,68 +499,41 @@ def _read_chunk(
 
 
 def _ingest_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSummary, progress, derive) -> None:
+    """Write one chunk read and derive its escrows (inside the caller's transaction)."""
     escrow_ids = read.chunk["escrow_id"].to_list()
-    with transaction(con):
-        # The chunk's rows are freed when `_store_chunk` returns, and Arrow's allocator hands their pages
-        # back, before the derive (Polars and DuckDB memory, not Arrow's) makes the ingest's peak.
-        bad = _store_chunk(con, store, read, run, summary, progress)
-        pa.default_memory_pool().release_unused()
-        if derive:
-            derived = _derive(con, escrow_ids)
-            bad += derived.quarantined
-            run.count("inferences", derived.inferences)
-            summary.disagreements += derived.disagreements
-        else:
-            summary.to_derive.update(escrow_ids)
-        run.quarantine(bad)
+    # The chunk's rows are freed when `_store_chunk` returns, and Arrow's allocator hands their pages
+    # back, before the derive (Polars and DuckDB memory, not Arrow's) makes the ingest's peak.
+    bad = _store_chunk(con, store, read, run, summary, progress)
+    pa.default_memory_pool().release_unused()
+    if derive:
+        derived = _derive(con, escrow_ids)
+        bad += derived.quarantined
+        run.count("inferences", derived.inferences)
+        summary.disagreements += derived.disagreements
+    else:
+        summary.to_derive.update(escrow_ids)
+    run.quarantine(bad)
 
 
 def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSummary, progress) -> list[Problem]:
     """Settle and write a chunk's rows (inside the caller's transaction); returns the problems found, for
     the caller's quarantine. Takes the read's rows: they are freed when this returns."""
     from pipeline.sources.decode.snapshots import decode_snapshots
-    from pipeline.sources.decode.txs import EMPTY_DIGEST
 
     acct, epoch_id, chunk = run.accounting, read.epoch_id, read.chunk
-    tx_parts, diff_parts, digest_parts, bad = [], [], [], list(read.set_aside)
-    decode_bad: list[tuple[str, str]] = []
-    for decoding, rows in read.decodings:
-        decoded = decoding.result()
-        tx_parts.append(decoded.txs)
-        diff_parts.append(decoded.diffs)
-        digest_parts.append(decoded.held)  # every diff the copy holds, decoded or not
-        decode_bad += decoded.quarantined
-        progress(f"epoch {epoch_id} diffs", rows, 0)
+    bad = list(read.set_aside)
+    decoded = _decoded(read, progress)
     sealed_batches, obs, snapshot_batches, signature_parts = read.sealed, read.obs, read.snapshots, read.signatures
     read.decodings, read.sealed, read.obs, read.snapshots, read.signatures = [], [], [], [], []
-    # (escrow_id, nonce, digest) of every diff row read: the claims to settle, and the nonces the copy holds
-    claims = _frame(pa.concat_tables(digest_parts)) if digest_parts else None
-    txs, diffs, diff_dedup, diff_bad = _settle_diffs(claims, tx_parts, diff_parts, decode_bad)
-    acct.read("diffs", claims.height if claims is not None else 0)
-    # An empty DiffContent encodes as no bytes: a diff without transactions, used as such and said.
-    empty = int((claims["digest"] == EMPTY_DIGEST).sum()) if claims is not None else 0
-    acct.flag("diffs", "with an empty txs_proto (diffs without transactions)", empty)
-    acct.quarantined("diffs", len(diff_bad))
-    bad += diff_bad
-    # the nonces the copy holds, once each (rows claiming one key are settled above)
-    held = claims.unique(maintain_order=True).to_arrow() if claims is not None else None
+    txs, diffs, held, diff_dedup = _settle_chunk_diffs(decoded, acct, bad)
     signature_rows = sum(t.num_rows for t in signature_parts)
     acct.read("signatures", signature_rows)
     acct.used("signatures", signature_rows)  # each compared with the other copies' (pipeline/ingest/coverage.py)
-    sealed = _table(sealed_batches, TABLES["sealed_inferences"].schema)
-    acct.read("sealed_inferences", sealed.num_rows)
-    sealed, sealed_dedup, sealed_claims = _settled(
-        sealed, ["escrow_id", "inference_id"], "sealed_inferences", f"epoch {epoch_id}"
+    where = f"epoch {epoch_id}"
+    sealed, sealed_dedup = _settle_table(
+        sealed_batches, "sealed_inferences", ["escrow_id", "inference_id"], where, acct, bad
     )
-    acct.quarantined("sealed_inferences", len(sealed_claims))
-    bad += sealed_claims
-    checkpoints = _table(snapshot_batches, TABLES["snapshots"].schema)
-    acct.read("snapshots", checkpoints.num_rows)
-    checkpoints, snapshot_dedup, snapshot_claims = _settled(
-        checkpoints, ["escrow_id"], "snapshots", f"epoch {epoch_id}"
-    )
-    acct.quarantined("snapshots", len(snapshot_claims))
-    bad += snapshot_claims
+    checkpoints, snapshot_dedup = _settle_table(snapshot_batches, "snapshots", ["escrow_id"], where, acct, bad)
     snapshots = decode_snapshots(checkpoints)
     acct.quarantined("snapshots", len(snapshots.quarantined))
     bad += [("snapshots", key, reason) for key, reason in snapshots.quarantined]
@@ -537,30 +545,139 @@ def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSu
     _register(con, "new_sessions", sessions)
     bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copies stored before this one
     con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
-    deduplicated = forked = 0
     acct.deduplicated("diffs", diff_dedup)
-    if diffs is not None and txs is not None and held is not None:
-        _register(con, "new_diff_digests", held)
-        _register(con, "new_diffs", diffs)
-        deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
-        written = scalar(con.execute(sql_text("warehouse/ingest/insert_diffs.sql"), {"run_id": run.run_id}))
-        acct.used("diffs", written)
-        acct.deduplicated("diffs", deduplicated)  # the warehouse held them with the same bytes
-        # a fork whose stored version stays (its digest sorts first) is set aside, quarantined with both digests
-        acct.quarantined("diffs", diffs.num_rows - written - deduplicated)
-        # As a stream, read once: DuckDB keeps a registered table until the transaction ends, so the
-        # transactions (the chunk's largest rows) would still be held by the derive, where the ingest peaks.
-        _register(con, "new_txs", pa.RecordBatchReader.from_batches(txs.schema, txs.to_batches()))
-        if written == diffs.num_rows:
-            con.execute(sql_text("warehouse/ingest/insert_all_txs.sql"))
-        else:
-            con.execute(sql_text("warehouse/ingest/insert_txs.sql"), {"run_id": run.run_id})
-    sealed_written = scalar(con.execute(sql_text("warehouse/ingest/upsert_sealed.sql"), {"source_id": store.source_id}))
-    acct.used("sealed_inferences", sealed_written)
+    deduplicated, forked = _write_diffs(con, run, txs, diffs, held)
+    _write_sealed(con, store.source_id, acct, sealed, sealed_dedup)
+    _write_snapshots(con, store.source_id, acct, snapshots, snapshot_dedup)
+    _write_obs(con, acct, obs, obs_rows)
+    if signature_parts:
+        summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
+    for name in CHUNK_RELATIONS:
+        con.unregister(name)  # a no-op for names this chunk did not register
+    # Diffs of this copy the warehouse already held (the same bytes or a fork), for the run's accounting.
+    summary.diffs_deduplicated += deduplicated
+    summary.diff_forks += forked
+    rows = {"sessions": chunk.height, "diffs": diffs.num_rows if diffs is not None else 0}
+    rows |= {"txs": txs.num_rows if txs is not None else 0, "sealed_inferences": sealed.num_rows}
+    rows |= {"validation_obs": obs_rows, "snapshots": snapshots.snapshots.num_rows}
+    for table, n in rows.items():
+        run.count(table, n)
+    return bad
+
+
+# The relations a chunk registers with DuckDB, unregistered when it is written.
+CHUNK_RELATIONS = (
+    "new_sessions",
+    "new_diff_digests",
+    "new_diffs",
+    "new_txs",
+    "new_sealed",
+    "new_obs",
+    "new_snapshots",
+    "new_snapshot_host_stats",
+    "new_snapshot_model_stats",
+    "new_snapshot_live",
+)
+
+
+@dataclass
+class _Decoded:
+    """A chunk's decoded diff batches: transactions, diffs, every diff row's digest, and the diffs refused."""
+
+    txs: list[pa.Table] = field(default_factory=list)
+    diffs: list[pa.Table] = field(default_factory=list)
+    digests: list[pa.Table] = field(default_factory=list)  # every diff the copy holds, decoded or not
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (row key, reason)
+
+
+def _decoded(read: _ChunkRead, progress) -> _Decoded:
+    """The decoders' answers for the chunk's diff batches, in read order."""
+    out = _Decoded()
+    for decoding, rows in read.decodings:
+        decoded = decoding.result()
+        out.txs.append(decoded.txs)
+        out.diffs.append(decoded.diffs)
+        out.digests.append(decoded.held)
+        out.refused += decoded.quarantined
+        progress(f"epoch {read.epoch_id} diffs", rows, 0)
+    return out
+
+
+def _settle_chunk_diffs(
+    decoded: _Decoded, acct, bad: list[Problem]
+) -> tuple[pa.Table | None, pa.Table | None, pa.Table | None, int]:
+    """The chunk's diffs with their claims settled and counted: (transactions, diffs, the nonces the copy holds
+    once each with their digests, rows deduplicated); the rows set aside go to `bad`."""
+    from pipeline.sources.decode.txs import EMPTY_DIGEST
+
+    # (escrow_id, nonce, digest) of every diff row read: the claims to settle, and the nonces the copy holds
+    claims = _frame(pa.concat_tables(decoded.digests)) if decoded.digests else None
+    txs, diffs, diff_dedup, diff_bad = _settle_diffs(claims, decoded.txs, decoded.diffs, decoded.refused)
+    acct.read("diffs", claims.height if claims is not None else 0)
+    # An empty DiffContent encodes as no bytes: a diff without transactions, used as such and said.
+    empty = int((claims["digest"] == EMPTY_DIGEST).sum()) if claims is not None else 0
+    acct.flag("diffs", "with an empty txs_proto (diffs without transactions)", empty)
+    acct.quarantined("diffs", len(diff_bad))
+    bad += diff_bad
+    # the nonces the copy holds, once each (rows claiming one key are settled above)
+    held = claims.unique(maintain_order=True).to_arrow() if claims is not None else None
+    return txs, diffs, held, diff_dedup
+
+
+def _settle_table(
+    batches: list[pa.RecordBatch], table: str, key: list[str], where: str, acct, bad: list[Problem]
+) -> tuple[pa.Table, int]:
+    """A chunk's rows of `table`, read, counted and settled (`_settled`); the rows set aside go to `bad`.
+    Returns the rows and how many were deduplicated."""
+    rows = _table(batches, TABLES[table].schema)
+    acct.read(table, rows.num_rows)
+    rows, dedup, claims = _settled(rows, key, table, where)
+    acct.quarantined(table, len(claims))
+    bad += claims
+    return rows, dedup
+
+
+def _write_diffs(
+    con, run: IngestRun, txs: pa.Table | None, diffs: pa.Table | None, held: pa.Table | None
+) -> tuple[int, int]:
+    """The chunk's new diffs and their transactions, with the copy's nonce ranges and forks recorded
+    (`record_copy_diffs`). Returns the diffs the warehouse held already: (with the same bytes, forked)."""
+    if diffs is None or txs is None or held is None:
+        return 0, 0
+    acct = run.accounting
+    _register(con, "new_diff_digests", held)
+    _register(con, "new_diffs", diffs)
+    deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
+    insert = "insert_diffs" if deduplicated or forked else "insert_all_diffs"  # nothing held: no conflict
+    written = scalar(con.execute(sql_text(f"warehouse/ingest/{insert}.sql"), {"run_id": run.run_id}))
+    acct.used("diffs", written)
+    acct.deduplicated("diffs", deduplicated)  # the warehouse held them with the same bytes
+    # a fork whose stored version stays (its digest sorts first) is set aside, quarantined with both digests
+    acct.quarantined("diffs", diffs.num_rows - written - deduplicated)
+    # As a stream, read once: DuckDB keeps a registered table until the transaction ends, so the
+    # transactions (the chunk's largest rows) would still be held by the derive, where the ingest peaks.
+    _register(con, "new_txs", pa.RecordBatchReader.from_batches(txs.schema, txs.to_batches()))
+    if written == diffs.num_rows:
+        con.execute(sql_text("warehouse/ingest/insert_all_txs.sql"))
+    else:
+        con.execute(sql_text("warehouse/ingest/insert_txs.sql"), {"run_id": run.run_id})
+    return deduplicated, forked
+
+
+def _write_sealed(con, source_id: str, acct, sealed: pa.Table, dedup: int) -> None:
+    """The chunk's sealed rows (`new_sealed`), each kept where it ranks first (upsert_sealed.sql)."""
+    held_sealed = scalar(con.execute(sql_text("warehouse/ingest/sealed_held.sql")))
+    upsert = "upsert_sealed" if held_sealed else "insert_all_sealed"  # nothing held: nothing to rank against
+    written = scalar(con.execute(sql_text(f"warehouse/ingest/{upsert}.sql"), {"source_id": source_id}))
+    acct.used("sealed_inferences", written)
     # not written: another copy's seal of the key stays (further along, or a conflict it wins, quarantined)
-    acct.deduplicated("sealed_inferences", sealed_dedup + sealed.num_rows - sealed_written)
+    acct.deduplicated("sealed_inferences", dedup + sealed.num_rows - written)
+
+
+def _write_snapshots(con, source_id: str, acct, snapshots, dedup: int) -> None:
+    """The chunk's decoded checkpoints where they are newer than the ones the warehouse holds."""
     snapshot_rows = snapshots.snapshots.append_column(
-        "source_id", pa.array([store.source_id] * snapshots.snapshots.num_rows, pa.string())
+        "source_id", pa.array([source_id] * snapshots.snapshots.num_rows, pa.string())
     )
     for name, table in (
         ("new_snapshots", snapshot_rows),
@@ -572,37 +689,17 @@ def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSu
     winning = scalar(con.execute(sql_text("warehouse/ingest/winning_snapshots.sql")))
     con.execute(sql_text("warehouse/ingest/upsert_snapshots.sql"))
     acct.used("snapshots", winning)  # the others are older than the checkpoint the warehouse holds
-    acct.deduplicated("snapshots", snapshot_dedup + snapshots.snapshots.num_rows - winning)
-    if obs:
-        _register(con, "new_obs", pa.Table.from_batches(obs))
-        obs_written = scalar(con.execute(sql_text("warehouse/ingest/insert_obs.sql")))
-        acct.used("validation_obs", obs_written)
-        acct.deduplicated("validation_obs", obs_rows - obs_written)  # already held, or in both tables
-    if signature_parts:
-        summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
-    for name in (
-        "new_sessions",
-        "new_diff_digests",
-        "new_diffs",
-        "new_txs",
-        "new_sealed",
-        "new_obs",
-        "new_snapshots",
-        "new_snapshot_host_stats",
-        "new_snapshot_model_stats",
-        "new_snapshot_live",
-    ):
-        con.unregister(name)  # a no-op for names this chunk did not register
-    run.count("sessions", chunk.height)
-    run.count("diffs", diffs.num_rows if diffs is not None else 0)
-    # Diffs of this copy the warehouse already held (the same bytes or a fork), for the run's accounting.
-    summary.diffs_deduplicated += deduplicated
-    summary.diff_forks += forked
-    run.count("txs", txs.num_rows if txs is not None else 0)
-    run.count("sealed_inferences", sealed.num_rows)
-    run.count("validation_obs", obs_rows)
-    run.count("snapshots", snapshots.snapshots.num_rows)
-    return bad
+    acct.deduplicated("snapshots", dedup + snapshots.snapshots.num_rows - winning)
+
+
+def _write_obs(con, acct, obs: list[pa.RecordBatch], obs_rows: int) -> None:
+    """The chunk's validation observations the warehouse lacks (both tables into raw_validation_obs)."""
+    if not obs:
+        return
+    _register(con, "new_obs", pa.Table.from_batches(obs))
+    written = scalar(con.execute(sql_text("warehouse/ingest/insert_obs.sql")))
+    acct.used("validation_obs", written)
+    acct.deduplicated("validation_obs", obs_rows - written)  # already held, or in both tables
 
 
 def _settled(rows: pa.Table, key: list[str], table: str, where: str) -> tuple[pa.Table, int, list[Problem]]:

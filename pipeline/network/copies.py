@@ -286,19 +286,49 @@ def _write_rows(
 ) -> None:
     """The copy's rows (of the escrows in `escrows`) into the writers; `scan`, the store unhashed, finds the
     escrows whose sessions lie in two epochs: all their rows go to the partition of their first epoch."""
-    buckets: dict[str, int] = {}
     kw = {"escrows": escrows} if escrows is not None else {}  # a piece: its escrows' rows only
     manifest.split_escrows = _split_escrows(scan if scan is not None else store, kw)
-    home = {escrow: found[0] for escrow, found in manifest.split_escrows.items()}
+    rows = _RowsOfCopy(lake, store, manifest, writers)
+    for epoch in store.epochs():
+        for table in EPOCH_TABLES:
+            if not rows.held(table, epoch):
+                continue
+            manifest.tables.append(f"{table}/{epoch}")
+            for batch in store.read(table, epoch, **kw):
+                if table == "sessions":
+                    rows.epoch_of.update({e: rows.home.get(e, epoch) for e in batch.column("escrow_id").to_pylist()})
+                rows.put(table, batch, pa.array([epoch] * batch.num_rows, pa.int64()))
+            rows.set_aside(epoch)
+    if rows.held("escrow_cache", None):
+        manifest.tables.append(CACHE_ENTRY)
+        for batch in store.read("escrow_cache", None, **kw):
+            ids, stated = batch.column("escrow_id").to_pylist(), batch.column("epoch_id").to_pylist()
+            # An escrow's cache row goes with its session; a row of an escrow without a session
+            # with the epoch it states (none: it concerns no partition and is left out).
+            epochs = [rows.epoch_of.get(e, s) for e, s in zip(ids, stated, strict=True)]
+            keep = pa.array([e is not None for e in epochs])
+            rows.put("escrow_cache", batch.filter(keep), pa.array([e for e in epochs if e is not None], pa.int64()))
+        rows.set_aside(None)
+    manifest.tables = sorted(set(manifest.tables))
 
-    def bucket(escrow_id: str) -> int:
-        if escrow_id not in buckets:
-            buckets[escrow_id] = bucket_of(escrow_id, lake.buckets)
-        return buckets[escrow_id]
 
-    def put(table: str, batch: pa.RecordBatch, epochs: pa.Array) -> None:
-        manifest.bytes_read += batch.nbytes
-        manifest.rows[table] = manifest.rows.get(table, 0) + batch.num_rows
+class _RowsOfCopy:
+    """Where `_write_rows` puts each batch: the partition (epoch, bucket) of its escrow."""
+
+    def __init__(self, lake: Lake, store, manifest: CopyManifest, writers: _Writers):
+        self.lake, self.store, self.manifest, self.writers = lake, store, manifest, writers
+        self.home = {escrow: found[0] for escrow, found in manifest.split_escrows.items()}
+        self.epoch_of: dict[str, int] = {}  # escrow -> the epoch of its session, for the escrow cache
+        self._buckets: dict[str, int] = {}
+
+    def bucket(self, escrow_id: str) -> int:
+        if escrow_id not in self._buckets:
+            self._buckets[escrow_id] = bucket_of(escrow_id, self.lake.buckets)
+        return self._buckets[escrow_id]
+
+    def put(self, table: str, batch: pa.RecordBatch, epochs: pa.Array) -> None:
+        self.manifest.bytes_read += batch.nbytes
+        self.manifest.rows[table] = self.manifest.rows.get(table, 0) + batch.num_rows
         if batch.num_rows == 0:
             return
         if table == "diffs":
@@ -308,56 +338,33 @@ def _write_rows(
             batch = batch.append_column(DIGEST, pa.array(digests, pa.binary()))
             batch = batch.append_column(DIFF_BYTES, pc.binary_length(batch.column("txs_proto")).cast(pa.int64()))
         ids = batch.column("escrow_id").to_pylist()
-        keys = pa.array([bucket(e) for e in ids], pa.int64())
-        if home:  # a split escrow's rows, of every epoch, in the partition of its first epoch
-            epochs = pa.array([home.get(e, ep) for e, ep in zip(ids, epochs.to_pylist(), strict=True)], pa.int64())
+        keys = pa.array([self.bucket(e) for e in ids], pa.int64())
+        if self.home:  # a split escrow's rows, of every epoch, in the partition of its first epoch
+            epochs = pa.array([self.home.get(e, ep) for e, ep in zip(ids, epochs.to_pylist(), strict=True)], pa.int64())
         for epoch, key in sorted(set(zip(epochs.to_pylist(), keys.to_pylist(), strict=True))):
             mask = pc.and_(pc.equal(epochs, epoch), pc.equal(keys, key))
-            writers.write(table, epoch, key, batch.filter(mask))
+            self.writers.write(table, epoch, key, batch.filter(mask))
 
-    def set_aside(epoch: int | None) -> None:
+    def set_aside(self, epoch: int | None) -> None:
         """The rows the last read set aside, into the partition of their escrow, whose ingest quarantines
-        them as a single warehouse does (a cache row of an escrow without a session: left out, as below)."""
+        them as a single warehouse does (a cache row of an escrow without a session: left out, as above)."""
         rows: dict[tuple[int, int], list[tuple[str, str, str]]] = {}
-        for table, key, why in store.take_rejected() if hasattr(store, "take_rejected") else []:
+        taken = self.store.take_rejected() if hasattr(self.store, "take_rejected") else []
+        for table, key, why in taken:
             escrow = key.rsplit("/", len(TABLES[table].key) - 1)[0] if table in TABLES else key
-            at = home.get(escrow, epoch) if epoch is not None else epoch_of.get(escrow)
+            at = self.home.get(escrow, epoch) if epoch is not None else self.epoch_of.get(escrow)
             if at is not None:
-                rows.setdefault((at, bucket(escrow)), []).append((table, key, why))
+                rows.setdefault((at, self.bucket(escrow)), []).append((table, key, why))
         for (at, key), found in sorted(rows.items()):
             names = ("table_name", "row_key", "reason")
             batch = pa.RecordBatch.from_arrays([pa.array(c, pa.string()) for c in zip(*found, strict=True)], names)
-            writers.write(REJECTED, at, key, batch)
+            self.writers.write(REJECTED, at, key, batch)
 
-    def held(table: str, epoch: int | None) -> bool:
+    def held(self, table: str, epoch: int | None) -> bool:
         """Whether the copy has the table; its columns the ingest reads and it lacks, in the manifest."""
-        present = store.columns(table, epoch)
+        present = self.store.columns(table, epoch)
         if present is not None:
             absent = [c for c in TABLES[table].schema.names if c not in present and c != "epoch_id"]
             if absent:
-                manifest.absent_columns[CACHE_ENTRY if epoch is None else f"{table}/{epoch}"] = absent
+                self.manifest.absent_columns[CACHE_ENTRY if epoch is None else f"{table}/{epoch}"] = absent
         return present is not None
-
-    epoch_of: dict[str, int] = {}  # escrow -> the epoch of its session, for the escrow cache
-    for epoch in store.epochs():
-        for table in EPOCH_TABLES:
-            if not held(table, epoch):
-                continue
-            manifest.tables.append(f"{table}/{epoch}")
-            for batch in store.read(table, epoch, **kw):
-                if table == "sessions":
-                    epoch_of.update({e: home.get(e, epoch) for e in batch.column("escrow_id").to_pylist()})
-                put(table, batch, pa.array([epoch] * batch.num_rows, pa.int64()))
-            set_aside(epoch)
-    if held("escrow_cache", None):
-        manifest.tables.append(CACHE_ENTRY)
-        for batch in store.read("escrow_cache", None, **kw):
-            ids, stated = batch.column("escrow_id").to_pylist(), batch.column("epoch_id").to_pylist()
-            # An escrow's cache row goes with its session; a row of an escrow without a session
-            # with the epoch it states (none: it concerns no partition and is left out).
-            epochs = [epoch_of.get(e, s) for e, s in zip(ids, stated, strict=True)]
-            keep = pa.array([e is not None for e in epochs])
-            kept = batch.filter(keep)
-            put("escrow_cache", kept, pa.array([e for e in epochs if e is not None], pa.int64()))
-        set_aside(None)
-    manifest.tables = sorted(set(manifest.tables))

@@ -12,6 +12,7 @@ empty. Counter keys stay raw JSON here; `pipeline.ingest.ledger` parses them. No
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,99 +150,14 @@ def read_postgres_ledger(store) -> LedgerRead | None:
     read.writers = table("accounting_writers", "SELECT writer_id, updated_at, writer_errors FROM accounting_writers")
     read.count("accounting_meta", None, len(meta_rows))
     read.count("accounting_writers", None, len(read.writers))
-    states = table("accounting_escrow_state", sql_text("sources/postgres/accounting_state.sql"))
-    known = set()
-    for s in states:
-        read.count("accounting_escrow_state", s["escrow_id"])
-        m = _meta(s["meta_json"], s["escrow_id"], read.problems)
-        known.add(s["escrow_id"])
-        read.escrows.append(
-            {
-                "escrow_id": s["escrow_id"],
-                "epoch_id": s["creation_epoch"],
-                "model": s["model"] or m.get("model"),
-                "phase": s["phase"],
-                "phase_rank": s["phase_rank"],
-                "latest_nonce": s["latest_nonce"] or 0,
-                "slots": _slots(m),
-            }
-        )
-    for c in table("accounting_escrow_counters", sql_text("sources/postgres/accounting_counters.sql")):
-        read.count("accounting_escrow_counters", c["escrow_id"], c["source_rows"])
-        if c["escrow_id"] in known:
-            read.counters.append(c)
-    # PR #1757 builds add protocol_validated / protocol_finished (NULL where the ledger has no such columns).
-    host_columns = store.table_columns("accounting_escrow_host_stats") or []
-    counters = ", ".join(c if c in host_columns else f"NULL::bigint AS {c}" for c in PROTOCOL_COUNTERS)
-    for h in table(
-        "accounting_escrow_host_stats",
-        "SELECT escrow_id, slot_id, missed, invalid, cost, "
-        f"required_validations, completed_validations, {counters} FROM accounting_escrow_host_stats",
-    ):
-        read.count("accounting_escrow_host_stats", h["escrow_id"])
-        if h["escrow_id"] in known:
-            read.host_stats.append(h)
+    known = _pg_escrow_states(read, table)
+    _pg_counters(read, table, known)
+    _pg_host_stats(read, store, table, known)
     sets: dict[tuple[str, int], dict] = {}
-
-    def slot_row(escrow_id: str, slot_id: int) -> dict:
-        return sets.setdefault(
-            (escrow_id, slot_id),
-            {
-                "escrow_id": escrow_id,
-                "slot_id": slot_id,
-                "protocol_nonces": 0,
-                "challenges": 0,
-                "open_challenges": 0,
-                "invalid_transitions": 0,
-            },
-        )
-
-    if store.table_columns("accounting_escrow_protocol_nonces") is not None:
-        for r in table(
-            "accounting_escrow_protocol_nonces",
-            "SELECT escrow_id, slot_id, count(*)::bigint AS n FROM accounting_escrow_protocol_nonces GROUP BY 1, 2",
-        ):
-            read.count("accounting_escrow_protocol_nonces", r["escrow_id"], r["n"])
-            if r["escrow_id"] in known:
-                slot_row(r["escrow_id"], r["slot_id"])["protocol_nonces"] += r["n"]
-    for r in table(
-        "accounting_escrow_challenges",
-        "SELECT escrow_id, slot_id, count(*)::bigint AS n, "
-        "count(*) FILTER (WHERE NOT coalesce(resolved, false))::bigint AS open "
-        "FROM accounting_escrow_challenges GROUP BY 1, 2",
-    ):
-        read.count("accounting_escrow_challenges", r["escrow_id"], r["n"])
-        if r["escrow_id"] in known:
-            row = slot_row(r["escrow_id"], r["slot_id"])
-            row["challenges"] += r["n"]
-            row["open_challenges"] += r["open"]
-    invalid_columns = store.table_columns("accounting_escrow_invalid_nonces") or []
-    if "slot_id" in invalid_columns:
-        invalid_sql = (
-            "SELECT escrow_id, slot_id, count(*)::bigint AS n FROM accounting_escrow_invalid_nonces GROUP BY 1, 2"
-        )
-    else:  # ledgers before the slot column: the executor of a nonce is its slot nonce mod N
-        invalid_sql = "SELECT escrow_id, nonce, 1::bigint AS n FROM accounting_escrow_invalid_nonces"
-    group_sizes = {e["escrow_id"]: len(e["slots"]) for e in read.escrows}
-    for r in table("accounting_escrow_invalid_nonces", invalid_sql):
-        read.count("accounting_escrow_invalid_nonces", r["escrow_id"], r["n"])
-        if "slot_id" in r and r["slot_id"] < 0:  # invalid rows of no slot: upstream counts them for none
-            read.unattributed += r["n"] if r["escrow_id"] in known else 0
-            continue
-        if r["escrow_id"] in known:
-            slot = r["slot_id"] if "slot_id" in r else r["nonce"] % max(group_sizes.get(r["escrow_id"]) or 1, 1)
-            slot_row(r["escrow_id"], slot)["invalid_transitions"] += r["n"]
-    for r in table(
-        "accounting_escrow_slot_counts",
-        "SELECT escrow_id, slot_id, sum(open_challenges)::bigint AS open, "
-        "sum(invalid_nonces)::bigint AS invalid, count(*)::bigint AS n "
-        "FROM accounting_escrow_slot_counts GROUP BY 1, 2",
-    ):
-        read.count("accounting_escrow_slot_counts", r["escrow_id"], r["n"])
-        if r["escrow_id"] in known:
-            row = slot_row(r["escrow_id"], r["slot_id"])
-            row["open_challenges"] += r["open"] or 0
-            row["invalid_transitions"] += r["invalid"] or 0
+    _pg_protocol_nonces(read, table, known, sets)
+    _pg_challenges(read, table, known, sets)
+    _pg_invalid_nonces(read, store, table, known, sets)
+    _pg_slot_counts(read, table, known, sets)
     read.slot_sets = list(sets.values())
     for name, by_escrow in read.rows.items():  # rows of an escrow without a state row: not read further, named
         read.problems += [
@@ -259,6 +175,123 @@ def read_postgres_ledger(store) -> LedgerRead | None:
             )
         )
     return read
+
+
+_Table = Callable[[str, str], list[dict]]  # (table name, SQL) -> its rows; none where the copy lacks the table
+
+
+def _pg_escrow_states(read: LedgerRead, table: _Table) -> set[str]:
+    """The escrows of the ledger (`accounting_escrow_state`), into `read.escrows`; returns their ids."""
+    known = set()
+    for s in table("accounting_escrow_state", sql_text("sources/postgres/accounting_state.sql")):
+        read.count("accounting_escrow_state", s["escrow_id"])
+        m = _meta(s["meta_json"], s["escrow_id"], read.problems)
+        known.add(s["escrow_id"])
+        read.escrows.append(
+            {
+                "escrow_id": s["escrow_id"],
+                "epoch_id": s["creation_epoch"],
+                "model": s["model"] or m.get("model"),
+                "phase": s["phase"],
+                "phase_rank": s["phase_rank"],
+                "latest_nonce": s["latest_nonce"] or 0,
+                "slots": _slots(m),
+            }
+        )
+    return known
+
+
+def _pg_counters(read: LedgerRead, table: _Table, known: set[str]) -> None:
+    for c in table("accounting_escrow_counters", sql_text("sources/postgres/accounting_counters.sql")):
+        read.count("accounting_escrow_counters", c["escrow_id"], c["source_rows"])
+        if c["escrow_id"] in known:
+            read.counters.append(c)
+
+
+def _pg_host_stats(read: LedgerRead, store, table: _Table, known: set[str]) -> None:
+    # PR #1757 builds add protocol_validated / protocol_finished (NULL where the ledger has no such columns).
+    host_columns = store.table_columns("accounting_escrow_host_stats") or []
+    counters = ", ".join(c if c in host_columns else f"NULL::bigint AS {c}" for c in PROTOCOL_COUNTERS)
+    for h in table(
+        "accounting_escrow_host_stats",
+        "SELECT escrow_id, slot_id, missed, invalid, cost, "
+        f"required_validations, completed_validations, {counters} FROM accounting_escrow_host_stats",
+    ):
+        read.count("accounting_escrow_host_stats", h["escrow_id"])
+        if h["escrow_id"] in known:
+            read.host_stats.append(h)
+
+
+def _slot_row(sets: dict[tuple[str, int], dict], escrow_id: str, slot_id: int) -> dict:
+    """The per-slot counts of (escrow, slot), started at zero."""
+    return sets.setdefault(
+        (escrow_id, slot_id),
+        {
+            "escrow_id": escrow_id,
+            "slot_id": slot_id,
+            "protocol_nonces": 0,
+            "challenges": 0,
+            "open_challenges": 0,
+            "invalid_transitions": 0,
+        },
+    )
+
+
+def _pg_protocol_nonces(read: LedgerRead, table: _Table, known: set[str], sets: dict) -> None:
+    for r in table(
+        "accounting_escrow_protocol_nonces",
+        "SELECT escrow_id, slot_id, count(*)::bigint AS n FROM accounting_escrow_protocol_nonces GROUP BY 1, 2",
+    ):
+        read.count("accounting_escrow_protocol_nonces", r["escrow_id"], r["n"])
+        if r["escrow_id"] in known:
+            _slot_row(sets, r["escrow_id"], r["slot_id"])["protocol_nonces"] += r["n"]
+
+
+def _pg_challenges(read: LedgerRead, table: _Table, known: set[str], sets: dict) -> None:
+    for r in table(
+        "accounting_escrow_challenges",
+        "SELECT escrow_id, slot_id, count(*)::bigint AS n, "
+        "count(*) FILTER (WHERE NOT coalesce(resolved, false))::bigint AS open "
+        "FROM accounting_escrow_challenges GROUP BY 1, 2",
+    ):
+        read.count("accounting_escrow_challenges", r["escrow_id"], r["n"])
+        if r["escrow_id"] in known:
+            row = _slot_row(sets, r["escrow_id"], r["slot_id"])
+            row["challenges"] += r["n"]
+            row["open_challenges"] += r["open"]
+
+
+def _pg_invalid_nonces(read: LedgerRead, store, table: _Table, known: set[str], sets: dict) -> None:
+    invalid_columns = store.table_columns("accounting_escrow_invalid_nonces") or []
+    if "slot_id" in invalid_columns:
+        invalid_sql = (
+            "SELECT escrow_id, slot_id, count(*)::bigint AS n FROM accounting_escrow_invalid_nonces GROUP BY 1, 2"
+        )
+    else:  # ledgers before the slot column: the executor of a nonce is its slot nonce mod N
+        invalid_sql = "SELECT escrow_id, nonce, 1::bigint AS n FROM accounting_escrow_invalid_nonces"
+    group_sizes = {e["escrow_id"]: len(e["slots"]) for e in read.escrows}
+    for r in table("accounting_escrow_invalid_nonces", invalid_sql):
+        read.count("accounting_escrow_invalid_nonces", r["escrow_id"], r["n"])
+        if "slot_id" in r and r["slot_id"] < 0:  # invalid rows of no slot: upstream counts them for none
+            read.unattributed += r["n"] if r["escrow_id"] in known else 0
+            continue
+        if r["escrow_id"] in known:
+            slot = r["slot_id"] if "slot_id" in r else r["nonce"] % max(group_sizes.get(r["escrow_id"]) or 1, 1)
+            _slot_row(sets, r["escrow_id"], slot)["invalid_transitions"] += r["n"]
+
+
+def _pg_slot_counts(read: LedgerRead, table: _Table, known: set[str], sets: dict) -> None:
+    for r in table(
+        "accounting_escrow_slot_counts",
+        "SELECT escrow_id, slot_id, sum(open_challenges)::bigint AS open, "
+        "sum(invalid_nonces)::bigint AS invalid, count(*)::bigint AS n "
+        "FROM accounting_escrow_slot_counts GROUP BY 1, 2",
+    ):
+        read.count("accounting_escrow_slot_counts", r["escrow_id"], r["n"])
+        if r["escrow_id"] in known:
+            row = _slot_row(sets, r["escrow_id"], r["slot_id"])
+            row["open_challenges"] += r["open"] or 0
+            row["invalid_transitions"] += r["invalid"] or 0
 
 
 def read_sqlite_ledger(store) -> LedgerRead | None:

@@ -236,19 +236,44 @@ def _castable(column: pa.Array, to: pa.DataType) -> list[bool] | None:
         return ok
 
 
+Reasons = defaultdict[int, list[str]]  # by row, only rows with a problem (most batches: none)
+
+
 def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tuple[pa.RecordBatch, list[Problem]]:
     """The rows of a batch that are what their columns claim, and the others as problems with the reason.
 
     Checked for every engine: text that is not UTF-8, a NULL in a required column, a negative count key,
     a nonce 0 in a diff log. A `__problem` column (the SQLite reader's type checks, "" when none) adds its
     reason, and a `__key` column (binary) names rows whose key columns could not be read as typed."""
-    n = batch.num_rows
     names = batch.schema.names
-    reasons: defaultdict[int, list[str]] = defaultdict(list)  # by row, only rows with a problem (most batches: none)
-    if "__problem" in names and pc.any(pc.not_equal(batch.column("__problem"), "")).as_py():
+    reasons: Reasons = defaultdict(list)
+    _reader_problems(batch, reasons)
+    bad_text = _invalid_text(batch, reasons)
+    _uncastable(batch, table, reasons)
+    _null_required(batch, table, reasons)
+    _negative_counts(batch, reasons)
+    _zero_nonces(batch, table, reasons)
+    clean = batch.drop_columns([c for c in ("__problem", "__key") if c in names])
+    if not reasons:
+        return clean, []
+    problems = [
+        (table.name, _rejected_key(batch, table, i, bad_text), f"{where}: {'; '.join(reasons[i])}")
+        for i in sorted(reasons)
+    ]
+    keep = pa.array([i not in reasons for i in range(batch.num_rows)], pa.bool_())
+    return clean.filter(keep), problems
+
+
+def _reader_problems(batch: pa.RecordBatch, reasons: Reasons) -> None:
+    """The reasons of the `__problem` column, where the reader wrote one."""
+    if "__problem" in batch.schema.names and pc.any(pc.not_equal(batch.column("__problem"), "")).as_py():
         for i, text in enumerate(batch.column("__problem").to_pylist()):
             if text:
                 reasons[i].append(text.rstrip("; "))
+
+
+def _invalid_text(batch: pa.RecordBatch, reasons: Reasons) -> dict[str, list[bool]]:
+    """Text that is not UTF-8; returns, per string column holding any, which rows are valid."""
     bad_text: dict[str, list[bool]] = {}
     for f in batch.schema:
         if pa.types.is_string(f.type) and (ok := _valid_utf8(batch.column(f.name))) is not None:
@@ -256,52 +281,62 @@ def split_rejected(batch: pa.RecordBatch, table: LogicalTable, where: str) -> tu
             for i, good in enumerate(ok):
                 if not good:
                     reasons[i].append(f"{f.name} is not valid UTF-8")
-    for f in table.schema:  # a column of another type (a PostgreSQL copy's own DDL) must cast value by value
+    return bad_text
+
+
+def _uncastable(batch: pa.RecordBatch, table: LogicalTable, reasons: Reasons) -> None:
+    """A column of another type (a PostgreSQL copy's own DDL) must cast value by value."""
+    names = batch.schema.names
+    for f in table.schema:
         if f.name in names and batch.column(f.name).type != f.type and (ok := _castable(batch.column(f.name), f.type)):
             for i, good in enumerate(ok):
                 if not good:
                     reasons[i].append(f"{f.name} does not fit {f.type}")
+
+
+def _null_required(batch: pa.RecordBatch, table: LogicalTable, reasons: Reasons) -> None:
     for name in table.required:
-        if name in names and batch.column(name).null_count:
+        if name in batch.schema.names and batch.column(name).null_count:
             for i, value in enumerate(batch.column(name).is_null().to_pylist()):
                 if value and i not in reasons:
                     reasons[i].append(f"{name} is NULL")
     for i, why in needed_absent(batch, table.name):  # a column the copy lacks that the row needs
         reasons[i].append(why)
+
+
+def _negative_counts(batch: pa.RecordBatch, reasons: Reasons) -> None:
     for name in NON_NEGATIVE:
-        if name in names and pa.types.is_integer(batch.column(name).type):
+        if name in batch.schema.names and pa.types.is_integer(batch.column(name).type):
             column = batch.column(name)
             if pc.any(pc.less(column, 0)).as_py():
                 for i, value in enumerate(column.to_pylist()):
                     if value is not None and value < 0:
                         reasons[i].append(f"{name} is negative ({value})")
+
+
+def _zero_nonces(batch: pa.RecordBatch, table: LogicalTable, reasons: Reasons) -> None:
+    """A diff log's nonces start at 1: a nonce 0 is below every cursor, so it is named here, not skipped."""
+    names = batch.schema.names
     if table.name in APPEND_ONLY and "nonce" in names and pa.types.is_integer(batch.column("nonce").type):
-        # a diff log's nonces start at 1: a nonce 0 is below every cursor, so it is named here, not skipped
         zero = pc.equal(batch.column("nonce"), 0)
         if pc.any(zero).as_py():  # the usual batch has none: no per-row pass
             for i, value in enumerate(zero.to_pylist()):
                 if value:
                     reasons[i].append("nonce is 0 (a diff log's nonces start at 1)")
-    bad = sorted(reasons)
-    clean = batch.drop_columns([c for c in ("__problem", "__key") if c in names])
-    if not bad:
-        return clean, []
-    raw_keys = batch.column("__key").to_pylist() if "__key" in names else [None] * n
-    problems = []
-    for i in bad:
-        if (raw := raw_keys[i]) is not None:
-            key = raw.decode("utf-8", "backslashreplace")
-        else:
-            values = []
-            for c in table.key:
-                value = batch.column(c)[i].as_py() if c in names else None
-                if c in bad_text and not bad_text[c][i]:
-                    value = batch.column(c).view(pa.binary())[i].as_py()
-                values.append(value)
-            key = row_key(values)
-        problems.append((table.name, key, f"{where}: {'; '.join(reasons[i])}"))
-    keep = pa.array([i not in reasons for i in range(n)], pa.bool_())
-    return clean.filter(keep), problems
+
+
+def _rejected_key(batch: pa.RecordBatch, table: LogicalTable, i: int, bad_text: dict[str, list[bool]]) -> str:
+    """Row i's key: the reader's `__key` where it wrote one, else the key columns (invalid text as bytes)."""
+    names = batch.schema.names
+    if "__key" in names and (raw := batch.column("__key")[i].as_py()) is not None:
+        return raw.decode("utf-8", "backslashreplace")
+    values = []
+    for c in table.key:
+        value = batch.column(c)[i].as_py() if c in names else None
+        if c in bad_text and not bad_text[c][i]:
+            value = batch.column(c).view(pa.binary())[i].as_py()
+        values.append(value)
+    return row_key(values)
 
 
 @dataclass

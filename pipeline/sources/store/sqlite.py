@@ -117,32 +117,14 @@ class SqliteStore:
     def _inventory(self) -> dict[int, Path]:
         """The epoch files to read; every other entry of the directory gets its reason in `files`."""
         claims: dict[int, list[Path]] = {}
-        entries = sorted(self.path.iterdir())
-        for p in entries:
+        for p in sorted(self.path.iterdir()):
             self.files[p.name] = None
             if p.name.endswith(COMPANIONS) and (self.path / p.name.rsplit("-", 1)[0]).exists():
                 continue  # judged with its database below
             if (m := EPOCH_FILE.match(p.name)) is not None:
-                epoch = int(m.group(1))
-                if epoch > INT64_MAX:
-                    self.files[p.name] = f"epoch number {m.group(1)} is out of range (past 64 bits): not read"
-                elif (why := self._unusable(p)) is not None:
-                    self.files[p.name] = why
-                else:
-                    claims.setdefault(epoch, []).append(p)
-            elif p.name == "payloads":
-                self.files[p.name] = _not_a_payload_directory(p)
-            elif p.name in READ_FILES:
-                if (why := self._unusable(p)) is not None:
-                    self.files[p.name] = why
-            elif p.name in NOT_READ_FILES:
-                self.files[p.name] = f"not read: {NOT_READ_FILES[p.name]}"
-            elif MIGRATED_FILE.match(p.name):
-                self.files[p.name] = "migrated to PostgreSQL: not read"
-            elif p.name == LEGACY_STORE_FILE:
-                self.files[p.name] = f"not read, {LEGACY_STORE_REASON}"
+                self._claim_epoch(p, m.group(1), claims)
             else:
-                self.files[p.name] = "not part of a devshard store: not read"
+                self.files[p.name] = self._other_entry(p)
         epochs = {}
         for epoch, paths in claims.items():
             if len(paths) == 1:
@@ -156,6 +138,30 @@ class SqliteStore:
                 if why is not None and f"{name}{suffix}" in self.files:
                     self.files[f"{name}{suffix}"] = f"companion of {name}, which is not read"
         return dict(sorted(epochs.items()))
+
+    def _claim_epoch(self, p: Path, number: str, claims: dict[int, list[Path]]) -> None:
+        """An epoch file claims its epoch when it can be read; otherwise its reason goes to `files`."""
+        epoch = int(number)
+        if epoch > INT64_MAX:
+            self.files[p.name] = f"epoch number {number} is out of range (past 64 bits): not read"
+        elif (why := self._unusable(p)) is not None:
+            self.files[p.name] = why
+        else:
+            claims.setdefault(epoch, []).append(p)
+
+    def _other_entry(self, p: Path) -> str | None:
+        """Why an entry of the store directory that is not an epoch file is not read (None: it is read)."""
+        if p.name == "payloads":
+            return _not_a_payload_directory(p)
+        if p.name in READ_FILES:
+            return self._unusable(p)
+        if p.name in NOT_READ_FILES:
+            return f"not read: {NOT_READ_FILES[p.name]}"
+        if MIGRATED_FILE.match(p.name):
+            return "migrated to PostgreSQL: not read"
+        if p.name == LEGACY_STORE_FILE:
+            return f"not read, {LEGACY_STORE_REASON}"
+        return "not part of a devshard store: not read"
 
     def _unusable(self, file: Path) -> str | None:
         """Why a database file (with its -wal/-shm/-journal) cannot be read, or None."""
@@ -384,24 +390,7 @@ class SqliteStore:
                 f"{file.name}: {r['type']} {r['name']} (a copy's views and triggers are never read)"
                 for r in others.to_pylist()
             ]
-            names = self._query(file, "SELECT name FROM sqlite_master WHERE type = 'table'").column("name").to_pylist()
-            for name in names:
-                if name.startswith("sqlite_"):
-                    continue
-                cols = self._physical_columns(file, name) or []
-                count = self._query(file, f"SELECT count(*) AS n FROM {quote_ident(name)}").column("n")[0].as_py()
-                logical = next((t for t, (_, phys) in PHYSICAL.items() if phys == name), name)
-                rep = reports.setdefault(name, TableReport(name, {}, cols))
-                rep.rows_by_epoch[epoch] = count
-                if logical in TABLES:
-                    canon = TABLES[logical].schema.names
-                    where = f"{file.name}: " if epoch is not None else ""
-                    missing = [c for c in canon if c not in cols and c != "epoch_id"]
-                    extra = [c for c in cols if c not in canon and c not in KNOWN_UNREAD_COLUMNS]
-                    rep.missing_columns += [f"{where}{', '.join(missing)}"] if missing else []
-                    rep.extra_columns += [f"{where}{', '.join(extra)}"] if extra else []
-                elif logical not in KNOWN_NOT_INGESTED:
-                    unrecognised.append(f"{file.name}: table {name}")
+            unrecognised += self._report_tables(file, epoch, reports)
         unrecognised += [f"{name}: {why}" for name, why in self.files.items() if why is not None]
         planes = ["session storage"]
         accounting = self.path / "accounting.db"
@@ -432,6 +421,30 @@ class SqliteStore:
             release_lines=lines,
             snapshots=snapshots,
         )
+
+    def _report_tables(self, file: Path, epoch: int | None, reports: dict[str, TableReport]) -> list[str]:
+        """Each table of `file` into its report (rows in this epoch, columns missing and extra); returns
+        the tables that are not part of a store."""
+        unrecognised = []
+        names = self._query(file, "SELECT name FROM sqlite_master WHERE type = 'table'").column("name").to_pylist()
+        for name in names:
+            if name.startswith("sqlite_"):
+                continue
+            cols = self._physical_columns(file, name) or []
+            count = self._query(file, f"SELECT count(*) AS n FROM {quote_ident(name)}").column("n")[0].as_py()
+            logical = next((t for t, (_, phys) in PHYSICAL.items() if phys == name), name)
+            rep = reports.setdefault(name, TableReport(name, {}, cols))
+            rep.rows_by_epoch[epoch] = count
+            if logical in TABLES:
+                canon = TABLES[logical].schema.names
+                where = f"{file.name}: " if epoch is not None else ""
+                missing = [c for c in canon if c not in cols and c != "epoch_id"]
+                extra = [c for c in cols if c not in canon and c not in KNOWN_UNREAD_COLUMNS]
+                rep.missing_columns += [f"{where}{', '.join(missing)}"] if missing else []
+                rep.extra_columns += [f"{where}{', '.join(extra)}"] if extra else []
+            elif logical not in KNOWN_NOT_INGESTED:
+                unrecognised.append(f"{file.name}: table {name}")
+        return unrecognised
 
     def close(self) -> None:
         for conn in self._conns.values():
