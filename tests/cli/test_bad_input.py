@@ -145,6 +145,15 @@ def test_missing_table_is_a_one_line_error(tmp_path, sqlite_copy):
     assert "lacks required column(s) diffs.txs_proto (in epoch " in line
 
 
+def test_an_epoch_file_of_random_bytes_is_one_line_and_nothing_after_it(tmp_path, sqlite_copy):
+    """The driver's half-open connection is closed with the error: no finalizer traceback at exit."""
+    store = sqlite_copy(4)
+    _newest_epoch_file(store).write_bytes(bytes(range(256)) * 400)
+    line = _one_line_error(cli("ingest", str(store), "-w", str(tmp_path / "w.duckdb")))
+    assert line.endswith("cannot be read as SQLite (INVALID_ARGUMENT: Failed to prepare query: file is not a "
+                         "database query: SELECT count(*) FROM sqlite_master)")  # fmt: skip
+
+
 def test_missing_optional_table_is_tolerated(tmp_path, sqlite_copy):
     store = sqlite_copy(4)
     with sqlite3.connect(_newest_epoch_file(store)) as db:

@@ -195,6 +195,7 @@ class SqliteStore:
             uri = sqlite_uri(private, "mode=rw")
         else:
             uri = sqlite_uri(file, "mode=ro&immutable=1")
+        conn = cur = None
         try:
             conn = adbc_sqlite.connect(uri)
             cur = conn.cursor()
@@ -202,6 +203,7 @@ class SqliteStore:
             cur.fetchall()
             cur.close()
         except Exception as exc:  # the driver's error names the file; keep it to one line
+            _close_quietly(cur, conn)  # else the driver's finalizer prints a traceback on exit
             raise SourceError(f"{file}: cannot be read as SQLite ({one_line(exc)})") from None
         self._conns[key] = conn
         return conn
@@ -545,3 +547,13 @@ def _select(
         f"SELECT 0, p, CASE WHEN p <> '' THEN k END, {names} FROM ({inner})"
     )
     return sql, params
+
+
+def _close_quietly(*handles) -> None:
+    """Close a failed open's cursor, then its connection (the driver refuses the reverse order)."""
+    for handle in handles:
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # already broken: nothing left to release
+                pass
