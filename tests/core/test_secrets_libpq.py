@@ -28,7 +28,7 @@ def _credentials(conninfo: str) -> set[str]:
     """What libpq reads as a credential in `conninfo` (nothing when it cannot parse it)."""
     try:
         parsed = conninfo_to_dict(conninfo)
-    except psycopg.ProgrammingError:
+    except (psycopg.ProgrammingError, UnicodeDecodeError):  # %a7: no UTF-8 behind the escape
         return set()
     return {str(v) for k, v in parsed.items() if k in CREDENTIAL_KEYS and v}
 
@@ -86,6 +86,7 @@ def _leaks(text: str, conninfo: str, meant: set[str]) -> list[str]:
 @example(("postgresql://reader@127.0.0.1:1/db?pass%77ord=Zqsecret1&ssl%70assword=Zqsecret2", {"Zqsecret1"}))
 @example(("postgresql://reader@127.0.0.1:1/db?%70assword=Zqsecret3", {"Zqsecret3"}))
 @example(("postgresql://reader:Zq/se@cr:et@127.0.0.1:1/db", {"Zq/se@cr:et"}))
+@example(("postgresql://reader:Zq0%a7@127.0.0.1:1/db?sslmode=disable", {"Zq0%a7"}))  # hypothesis found it
 def test_no_credential_libpq_reads_survives_redaction(case):
     conninfo, meant = case
     for shown in (redact_url(conninfo), scrub(f"error: cannot use {conninfo} today")):
