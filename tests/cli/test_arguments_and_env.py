@@ -176,6 +176,8 @@ def _in_full_tmpfs(size: str, argv: list[str], cwd: Path) -> subprocess.Complete
     return result
 
 
+# a real full tmpfs; stands in the default tier:
+# tests/output/test_output_safety.py::test_an_unwritable_output_is_one_line
 @pytest.mark.heavy
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) to mount a private tmpfs")
 @pytest.mark.parametrize(

@@ -124,7 +124,10 @@ def _seconds(text: str) -> str:
     return re.sub(r"\b\d+(\.\d+)? s$", "N s", text, flags=re.M)
 
 
-@pytest.mark.heavy  # a whole run end to end: the heavy tier (.ci/run runs it)
+# a whole run end to end (.ci/run runs it); stands in the default tier:
+# tests/jobs/test_run.py::test_the_bundled_run_reports_the_samples_and_their_vllm_log,
+# tests/docs/test_docs.py::test_the_commands_the_docs_name_exist
+@pytest.mark.heavy
 def test_the_readme_examples_print_what_it_shows(install):
     """Each ```console block is `$ COMMAND` and its output, run in order in the checkout (here a stand-in)."""
     examples = re.findall(r"```console\n\$ (.*?)\n(.*?)```", README, re.S)
@@ -185,6 +188,9 @@ def _code_block(text: str, lang: str, containing: str) -> str:
     return blocks[0]
 
 
+# two whole runs; stands in the default tier:
+# tests/jobs/test_run.py::test_the_shipped_config_is_the_no_configuration_default,
+# tests/jobs/test_run.py::test_the_bundled_run_reports_the_samples_and_their_vllm_log
 @pytest.mark.heavy
 def test_the_deployment_files_are_in_the_docs_and_their_commands_work(tmp_path):
     deployment = _page("deployment.md")

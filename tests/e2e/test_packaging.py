@@ -43,7 +43,7 @@ def wheel(tmp_path_factory) -> Path:
     return found
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # no default-tier stand-in: it builds the wheel
 def test_the_wheel_carries_the_assets_and_no_local_debris(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     for asset in [
@@ -61,7 +61,7 @@ def test_the_wheel_carries_the_assets_and_no_local_debris(wheel):
     assert not [n for n in names if n.endswith(("-wal", "-shm", "-journal", ".pyc"))]
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # no default-tier stand-in: it installs the wheel into a fresh venv
 def test_an_installed_wheel_works_from_an_empty_directory_without_the_checkout(wheel, tmp_path):
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=tmp_path, env=dict(os.environ))

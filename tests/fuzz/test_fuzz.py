@@ -230,7 +230,7 @@ def test_fuzz_sqlite_store(tmp_path_factory, changes):
     _fuzz_store(tmp_path_factory.getbasetemp() / "fuzz-store", changes)
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # a larger budget; stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_sqlite_store
 @LARGE
 @given(mutations)
 def test_fuzz_sqlite_store_heavy(tmp_path_factory, changes):
@@ -338,7 +338,7 @@ def test_fuzz_postgres_store(pg_template, tmp_path_factory, changes):
     _fuzz_postgres(pg_template, tmp_path_factory.getbasetemp() / "fuzz-pg", changes)
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # a larger budget; stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_postgres_store
 @settings(LARGE, max_examples=40)
 @given(pg_changes)
 def test_fuzz_postgres_store_heavy(pg_template, tmp_path_factory, changes):
@@ -392,7 +392,7 @@ def test_fuzz_logs(tmp_path_factory, lines, kind, strict):
     _fuzz_logs(tmp_path_factory.getbasetemp() / "fuzz-logs", lines, kind, strict)
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # a larger budget; stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_logs
 @LARGE
 @given(*log_cases)
 def test_fuzz_logs_heavy(tmp_path_factory, lines, kind, strict):
@@ -443,7 +443,7 @@ def test_fuzz_json(tmp_path_factory, documents, raw):
     _fuzz_json(tmp_path_factory.getbasetemp() / "fuzz-json", documents, raw)
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # a larger budget; stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_json
 @LARGE
 @given(st.lists(json_documents, min_size=1, max_size=3), st.one_of(st.none(), st.binary(max_size=40)))
 def test_fuzz_json_heavy(tmp_path_factory, documents, raw):
@@ -538,7 +538,7 @@ def test_fuzz_arguments(warehouse, tmp_path_factory, argv, env):
     _fuzz_arguments(warehouse, tmp_path_factory.getbasetemp() / "fuzz-args-work", argv, env)
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # a larger budget; stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_arguments
 @settings(LARGE, max_examples=300)
 @given(arguments, environments)
 def test_fuzz_arguments_heavy(warehouse, tmp_path_factory, argv, env):

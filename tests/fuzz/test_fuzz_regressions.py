@@ -33,12 +33,19 @@ from tests.fuzz.test_fuzz import (
             [SetValue(4, 5, 0, 0, "X'FF00FE'")],
             id="blob-escrow-id",
         ),
+        # stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_sqlite_store
         pytest.param([FileKind(2, "padded-duplicate")], id="two-files-claim-one-epoch", marks=pytest.mark.heavy),
+        # stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_sqlite_store
         pytest.param([DuplicateRows(4, 5)], id="duplicated-session-rows", marks=pytest.mark.heavy),
         pytest.param(
-            [SetValue(4, 5, 2, 0, "1180591620717411303424")], id="2-to-the-70-in-sessions", marks=pytest.mark.heavy
+            [SetValue(4, 5, 2, 0, "1180591620717411303424")],
+            id="2-to-the-70-in-sessions",
+            # stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_sqlite_store
+            marks=pytest.mark.heavy,
         ),
+        # stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_sqlite_store
         pytest.param([PayloadFile(3, b"\xff\xfe")], id="payload-not-utf8", marks=pytest.mark.heavy),
+        # stands in the default tier: tests/fuzz/test_fuzz.py::test_fuzz_sqlite_store
         pytest.param([FileKind(3, "garbage")], id="epoch-file-of-random-bytes", marks=pytest.mark.heavy),
     ],
 )
@@ -52,6 +59,9 @@ def test_a_json_case_the_fuzzer_found(tmp_path):
     _fuzz_json(tmp_path / "json2", [[RECORD | {"model": [None]}]], None)  # a model that is no string
 
 
+# a whole report per case; stands in the default tier:
+# tests/output/test_output_safety.py::test_an_unwritable_output_is_one_line,
+# tests/fuzz/test_fuzz.py::test_fuzz_arguments
 @pytest.mark.heavy
 @pytest.mark.parametrize("out", ["/dev/null", "\n"], ids=["a-device", "a-newline"])
 def test_an_argument_case_the_fuzzer_found(tmp_path, out):

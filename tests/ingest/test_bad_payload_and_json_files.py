@@ -339,7 +339,9 @@ def test_ingest_json_fuzz_never_a_traceback(fuzz_dir, data):
         assert result.output.strip().splitlines()[-1].startswith("ingested 1 file(s): "), result.output
 
 
-@pytest.mark.heavy  # test_ingest_json_fuzz_never_a_traceback stands for it in the default tier, on 12 examples
+# 40 examples; stands in the default tier: the same on 12 examples,
+# tests/ingest/test_bad_payload_and_json_files.py::test_ingest_json_fuzz_never_a_traceback
+@pytest.mark.heavy
 @settings(JSON_FUZZ, max_examples=40)
 @given(data=_files())
 def test_ingest_json_fuzz_never_a_traceback_heavy(fuzz_dir, data):

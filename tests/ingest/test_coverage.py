@@ -109,7 +109,9 @@ def test_an_imported_copy_and_a_full_copy_fill_each_other_in_either_order(tmp_pa
         assert_keys_unique(wh)
 
 
-@pytest.mark.heavy  # 19 ingests (about 12 s of CPU): the heavy tier (.ci/run runs it)
+# 19 ingests (about 12 s of CPU, .ci/run runs it); stands in the default tier:
+# tests/ingest/test_coverage.py::test_an_imported_copy_and_a_full_copy_fill_each_other_in_either_order
+@pytest.mark.heavy
 def test_three_copies_in_all_six_orders_give_identical_views_and_evidence(tmp_path, copies, small_timeline):
     host = small_timeline.focal_host
     first_views, first_evidence = None, None

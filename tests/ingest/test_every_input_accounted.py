@@ -96,7 +96,10 @@ def test_every_file_table_column_and_row_of_a_bundled_sample_store_is_accounted_
 
 
 @pytest.mark.parametrize(
-    "line", [pytest.param(n, marks=[] if n == DEFAULT_LINE else [pytest.mark.heavy]) for n in SAMPLE_LINES]
+    "line",
+    # stands in the default tier: its DEFAULT_LINE case,
+    # tests/ingest/test_every_input_accounted.py::test_every_input_of_a_generated_copy_is_accounted_for_in_both_layouts
+    [pytest.param(n, marks=[] if n == DEFAULT_LINE else [pytest.mark.heavy]) for n in SAMPLE_LINES],
 )
 def test_every_input_of_a_generated_copy_is_accounted_for_in_both_layouts(tmp_path, timeline, pg_database, line):
     copy = timeline.copy(last_epoch=4, line=line)

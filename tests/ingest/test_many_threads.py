@@ -14,7 +14,9 @@ from pipeline.samples import SampleSpec, generate_timeline
 from pipeline.warehouse.database import fetch_frame, ingest_budget, open_for_write
 from tests.helpers import ingest, views
 
-pytestmark = pytest.mark.heavy  # three ingests of ~25 MB copies, up to 128 threads on this machine's cores
+# three ingests of ~25 MB copies, up to 128 threads on this machine's cores; stands in the default tier:
+# tests/core/test_resources.py::test_the_memory_limit_grows_with_the_threads
+pytestmark = pytest.mark.heavy
 
 # Ten times the default escrows: chunks large enough that 128 threads need more than the 200MB the
 # ingest's memory limit was fixed at before it grew with the threads (275MB measured).

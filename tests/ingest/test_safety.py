@@ -104,7 +104,8 @@ def _ingest_cmd(warehouse, store) -> list[str]:
     return [sys.executable, "-m", "pipeline.cli", "ingest", str(store), "--warehouse", str(warehouse)]
 
 
-# One instant in the default tier, the others in the heavy one (each kill and re-run takes a while).
+# One instant in the default tier, the others in the heavy one (each kill and re-run takes a while);
+# stands in the default tier: tests/ingest/test_safety.py::test_sigkill_then_rerun_equals_a_clean_run (delay 0.3)
 @pytest.mark.parametrize("delay", [0.3, *(pytest.param(d, marks=pytest.mark.heavy) for d in (0.0, 0.6, 0.9, 1.5))])
 def test_sigkill_then_rerun_equals_a_clean_run(tmp_path, sqlite_copy, delay):
     """Kill at several instants after the warehouse file appears (schema creation, mid-chunk, between chunks)."""

@@ -35,6 +35,7 @@ def _parts(tmp_path: Path, source: str | Path) -> dict[str, str]:
         con.close()
 
 
+# no default-tier stand-in: the golden digest needs two whole ingests (SQLite samples, PostgreSQL timeline)
 @pytest.mark.heavy
 def test_the_samples_warehouse_is_the_recorded_one(tmp_path, pg_copy):
     store = tmp_path / "store"

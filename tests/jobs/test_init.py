@@ -102,7 +102,8 @@ def test_init_refuses_a_malformed_address_or_a_source_it_cannot_read(site):
     assert not (site / "gonka-evidence.toml").exists()  # a refused init writes nothing
 
 
-@pytest.mark.heavy  # a whole run: the heavy tier
+# a whole run; stands in the default tier: tests/jobs/test_init.py::test_init_writes_a_config_the_loader_reads_back
+@pytest.mark.heavy
 def test_a_run_on_the_written_config_reports_the_host(site):
     done = cli("init", "--host", FOCAL, "--source", "copies/store", "--builds", "builds.toml", cwd=site)
     assert done.returncode == 0, done.stderr

@@ -47,7 +47,9 @@ def _snapshot(dir: Path) -> dict[str, int]:
     return {str(p.relative_to(dir)): p.stat().st_mtime_ns for p in sorted((dir / "out").rglob("*")) if p.is_file()}
 
 
-@pytest.mark.heavy  # a whole run end to end: the heavy tier (.ci/run runs it)
+# a whole run end to end (.ci/run runs it); stands in the default tier:
+# tests/jobs/test_run.py::test_finality_lag_decides_epochs_with_an_unsettled_escrow
+@pytest.mark.heavy
 def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tmp_path, timeline):
     cfg = _config(tmp_path, timeline)
     _place_copy(tmp_path, timeline, 3)
@@ -91,7 +93,8 @@ def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tm
     assert frame(wh, "SELECT rewrites FROM epoch_reports WHERE epoch_id = 3")["rewrites"][0] == 1
 
 
-@pytest.mark.heavy  # a whole run end to end: the heavy tier (.ci/run runs it)
+# no default-tier stand-in: the newest report's rebuild rule needs whole runs over moved inputs (.ci/run runs it)
+@pytest.mark.heavy
 def test_a_run_builds_the_newest_report_again_only_when_its_inputs_moved(tmp_path, timeline, monkeypatch):
     """The newest closed epoch's report is built again to see whether it changed only when what it is
     built from moved (data, data clock, host, lag, warehouse, version); a run whose inputs are those of
@@ -268,6 +271,8 @@ while not os.path.exists(stop):
 """
 
 
+# a reader process beside a real run; stands in the default tier:
+# tests/jobs/test_run.py::test_a_warehouse_changed_by_another_writer_is_not_overwritten (the staged copy)
 @pytest.mark.heavy
 def test_analysts_read_the_old_or_the_new_state_while_a_run_writes(tmp_path, timeline):
     cfg = _config(tmp_path, timeline)
@@ -516,6 +521,9 @@ FULL_OR_READ_ONLY = {
 }
 
 
+# a real full or read-only tmpfs; stands in the default tier:
+# tests/jobs/test_run.py::test_a_bad_config_or_builds_file_stops_the_run_with_one_line,
+# tests/output/test_output_safety.py::test_an_unwritable_output_is_one_line
 @pytest.mark.heavy
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare(1) to mount a private tmpfs")
 @pytest.mark.parametrize("case", sorted(FULL_OR_READ_ONLY))
@@ -537,6 +545,8 @@ def test_a_full_disk_or_a_read_only_directory_stops_the_run_with_one_line_and_no
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["builds.toml", "c.toml", "copy", mount])
 
 
+# a real run killed; stands in the default tier:
+# tests/jobs/test_run.py::test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_aborted
 @pytest.mark.heavy
 def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
     import signal
@@ -574,7 +584,10 @@ def test_a_run_killed_mid_way_is_cleaned_up_by_the_next_one(tmp_path, timeline):
 BOX_DRAWING = set("─━│┃┌┐└┘├┤┬┴┼╇╈┡┩")
 
 
-@pytest.mark.heavy  # a whole run end to end: the heavy tier (.ci/run runs it)
+# a whole run end to end (.ci/run runs it); stands in the default tier:
+# tests/api/test_api.py::test_run_says_its_lines_to_the_listener_and_keeps_them,
+# tests/cli/test_conventions.py::test_data_on_stdout_notices_on_stderr_quiet_and_verbose
+@pytest.mark.heavy
 def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path, timeline):
     import polars as pl
 
@@ -705,7 +718,10 @@ def _left_out_cases() -> dict[str, tuple[list[str], dict[int, list[str]]]]:
     return cases
 
 
-@pytest.mark.heavy  # a whole run per case: the heavy tier
+# a whole run per case; stands in the default tier:
+# tests/jobs/test_run.py::test_the_warehouse_layer_never_meets_an_unfinished_result,
+# tests/jobs/test_run.py::test_config_keys_env_overrides_and_errors
+@pytest.mark.heavy
 @pytest.mark.parametrize("case", sorted(_left_out_cases()))
 def test_a_config_without_an_optional_key_still_writes_the_reports(tmp_path, monkeypatch, case):
     """The config a new host writes first (host, warehouse, output, one store source) ended `run` in a DuckDB
@@ -729,7 +745,9 @@ def test_a_config_without_an_optional_key_still_writes_the_reports(tmp_path, mon
     assert sorted(p.parent.name for p in out.glob("epoch-*/report.md")) == ["epoch-2", "epoch-3"], outcome
 
 
-@pytest.mark.heavy  # a whole run: the heavy tier
+# a whole run; stands in the default tier:
+# tests/jobs/test_run.py::test_the_warehouse_layer_never_meets_an_unfinished_result
+@pytest.mark.heavy
 def test_a_postgres_only_config_writes_the_reports(tmp_path, monkeypatch, timeline, pg_database):
     """host, warehouse, output and one PostgreSQL source (no builds, no logs) ended like the store-only config,
     in DuckDB's ResourceInUseException."""

@@ -21,6 +21,9 @@ from pipeline.samples.network import write_network
 from pipeline.warehouse.database import open_read_only
 from tests.helpers import ingest
 
+# a real Dask LocalCluster per module; stands in the default tier:
+# tests/network/test_lake.py::test_a_copy_cut_into_pieces_writes_the_rows_of_the_whole_copy,
+# tests/network/test_lake_agrees.py::test_an_escrow_in_two_epoch_files_is_a_conflict_in_the_lake_as_in_a_warehouse
 pytestmark = pytest.mark.heavy
 
 

@@ -373,7 +373,9 @@ def test_every_value_round_trips_through_every_format(sandbox, checker, tmp_path
                 ).fetchone()[0], (where, parquet_types[c])
 
 
-@pytest.mark.heavy  # test_every_value_round_trips_through_every_format stands for it in the default tier, on 40
+# 120 examples; stands in the default tier: the same on 40 examples,
+# tests/output/test_query_format.py::test_every_value_round_trips_through_every_format
+@pytest.mark.heavy
 @settings(ROUND_TRIP, max_examples=120)
 @given(results())
 def test_every_value_round_trips_through_every_format_heavy(sandbox, checker, tmp_path, result):
