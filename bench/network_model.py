@@ -47,10 +47,6 @@ RESULTS = ROOT / "bench" / "results"
 MEASURED = ("date", "size", "hosts", "buckets", "piece_rows", "cores", "loadavg_1m_start", "loadavg_1m_end")
 MEASURED += ("runs", "threads")
 STAGES = ("plan_copy", "write_piece", "build_partition")  # task key prefixes: weighing, stage 1, stage 2
-# What network_ingest cuts stage 1 by (pipeline/network/jobs.py): the model's defaults, checked against
-# the module's own values when it has them.
-PIECES_PER_WORKER = 3
-MIN_PIECE_ROWS = 20_000
 # Forced to one thread in each worker (pipeline/network/cluster.py WORKER_ENV); the thread run sets them to 2.
 THREAD_VARS = ("POLARS_MAX_THREADS", "OMP_NUM_THREADS", "ARROW_IO_THREADS", "GONKA_EVIDENCE_THREADS")
 
@@ -106,15 +102,15 @@ def predict_time(fit: dict, size: float) -> float:
 def piece_weights(copies: Sequence[Sequence[tuple[str, int]]], slots: int, piece_rows: int | None = None) -> list[int]:
     """The stage-1 tasks' weights (diffs) as network_ingest's `_pieces` cuts `copies` (each its escrows with
     their diffs, in the store's order) for `slots` worker slots: whole copies at one slot, else pieces of
-    the network's diffs / (slots x PIECES_PER_WORKER), at least MIN_PIECE_ROWS (or `piece_rows`)."""
+    `jobs.piece_size` (or `piece_rows`)."""
     from pipeline.network.copies import CopyPlan, cut_copy
+    from pipeline.network.jobs import piece_size
 
     plans = [CopyPlan(f"copy-{i}", list(escrows)) for i, escrows in enumerate(copies)]
     if piece_rows is None and slots < 2:
         return [plan.weight for plan in plans]
     if piece_rows is None:
-        total = sum(plan.weight for plan in plans)
-        piece_rows = max(MIN_PIECE_ROWS, math.ceil(total / (slots * PIECES_PER_WORKER)))
+        piece_rows = piece_size(sum(plan.weight for plan in plans), slots)
     return [p.weight for plan in plans for p in cut_copy(plan, math.ceil(plan.weight / piece_rows), "model")]
 
 
@@ -408,16 +404,6 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _check_constants() -> None:
-    """The cut the model assumes is network_ingest's own (a warning where jobs.py says otherwise)."""
-    from pipeline.network import jobs
-
-    for name, value in (("PIECES_PER_WORKER", PIECES_PER_WORKER), ("MIN_PIECE_ROWS", MIN_PIECE_ROWS)):
-        theirs = getattr(jobs, name, value)
-        if theirs != value:
-            print(f"warning: pipeline.network.jobs.{name} = {theirs}, the model assumes {value}", file=sys.stderr)
-
-
 def measure(args: argparse.Namespace, copies: list[str]) -> dict:
     """The 1- and 2-worker lake runs (every task), then the stage-2 task with its pools forced to 1 and 2."""
     from pipeline.network.copies import plan_copy
@@ -471,7 +457,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measured", type=Path, help="a results file: its runs modelled again, nothing measured")
     parser.add_argument("--out", type=Path, help="default bench/results/network_model_<date>.json")
     args = parser.parse_args(argv)
-    _check_constants()
     from bench.network_bench import host_copies_sqlite
 
     if not (args.data / f"gonka_bench_{args.size}" / "_meta.db").exists():

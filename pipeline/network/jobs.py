@@ -111,6 +111,12 @@ def network_ingest(
     return summary
 
 
+def piece_size(total_diffs: int, slots: int) -> int:
+    """Stage 1's default piece (diffs): the network's diffs over PIECES_PER_WORKER tasks per worker slot,
+    at least MIN_PIECE_ROWS."""
+    return max(MIN_PIECE_ROWS, math.ceil(total_diffs / (slots * PIECES_PER_WORKER)))
+
+
 def _pieces(client, copies: list[str], progress: Progress, piece_rows: int | None) -> list[tuple[int, str, CopyPiece]]:
     """Stage 1's tasks: each copy whole, or cut into pieces of about `piece_rows` diffs (by default the
     network's diffs over PIECES_PER_WORKER tasks per worker, at least MIN_PIECE_ROWS), so that no copy
@@ -122,8 +128,7 @@ def _pieces(client, copies: list[str], progress: Progress, piece_rows: int | Non
         return [(i, spec, CopyPiece(0, 1, generation)) for i, spec in enumerate(copies)]
     plans = run_tasks(client, plan_copy, [(spec,) for spec in copies], "copies weighed", progress)
     if piece_rows is None:
-        total = sum(plan.weight for plan in plans)
-        piece_rows = max(MIN_PIECE_ROWS, math.ceil(total / (slots * PIECES_PER_WORKER)))
+        piece_rows = piece_size(sum(plan.weight for plan in plans), slots)
     return [
         (i, plan.spec, piece)
         for i, plan in enumerate(plans)

@@ -905,20 +905,7 @@ def _pending(line: int, level: str, proc, stamp: tuple, msg: str, uvicorn: bool 
     }
 
 
-_WALK_COLS = [  # the rare lines' columns the walk reads, in its order
-    "line",
-    "body",
-    "orig",
-    "proc",
-    "level",
-    "msg",
-    *STAMP_COLS,
-    "p_line",
-    "p_level",
-    *[f"p_{c}" for c in STAMP_COLS],
-    "uv_msg",
-    "trace",
-]
+_WALK_COLS = [*(c for c in _RARE_COLS if c != "n_env_before"), "uv_msg", "trace"]  # what the walk reads, in order
 
 
 def _walk(chunk: _Chunk, st: VllmStream) -> tuple[pl.DataFrame, pl.DataFrame, list, list]:
