@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from pipeline.core.events import Listener, Progress
 from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
-from pipeline.ingest import MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED  # noqa: F401  (the CLI's warnings name them)
+from pipeline.ingest import missing_column_warnings  # noqa: F401  (the CLI says them)
 from pipeline.output.evidence import Evidence
 from pipeline.output.query_format import DEFAULT_TIMEOUT_S as QUERY_TIMEOUT_S
 from pipeline.output.query_format import MAX_TIMEOUT_S as MAX_QUERY_TIMEOUT_S

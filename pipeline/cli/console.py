@@ -149,11 +149,8 @@ def print_ingest_summary(summary: IngestSummary) -> None:
         print_accounting(summary.accounting)
     from pipeline import api
 
-    for r in summary.accounting:  # the copy's missing columns, said
-        if r.input == api.MISSING_COLUMNS and r.note:
-            warning(f"columns the copy lacks, read as NULL (unknown): {r.note}")
-        if r.input == api.MISSING_COLUMNS_QUARANTINED and r.note:
-            warning(f"columns the copy lacks, the rows that need them quarantined: {r.note}")
+    for line in api.missing_column_warnings(summary.accounting):  # the copy's missing columns, said
+        warning(line)
     info(
         f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
         f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; "

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import duckdb
 
 from pipeline.core.events import Progress
-from pipeline.ingest import MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED
+from pipeline.ingest import missing_column_warnings
 from pipeline.ingest.runs import IngestSummary
 from pipeline.ingest.unchanged import ingest_unchanged
 from pipeline.sources.store import is_postgres, open_store
@@ -63,11 +63,8 @@ def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> In
         f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
         + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
     )
-    for r in summary.accounting:
-        if r.input == MISSING_COLUMNS and r.note:
-            events.say(f"  warning: columns the copy lacks, read as NULL (unknown): {r.note}")
-        if r.input == MISSING_COLUMNS_QUARANTINED and r.note:
-            events.say(f"  warning: columns the copy lacks, the rows that need them quarantined: {r.note}")
+    for said in missing_column_warnings(summary.accounting):
+        events.say(f"  warning: {said}")
     if line := other_builds_line(con, summary.source_id):
         events.say(f"  {line}")
     return summary
