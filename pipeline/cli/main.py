@@ -13,6 +13,8 @@ from pipeline.cli import process
 
 
 def main() -> None:
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored Ctrl-C stays ignored
+        signal.signal(signal.SIGINT, process.on_interrupt)
     try:
         from pipeline.cli.app import app
 

@@ -24,6 +24,19 @@ def say_interrupted() -> None:
         sys.stderr.flush()
 
 
+def on_interrupt(signum: int, frame: object) -> None:
+    """SIGINT's handler for the console script: a KeyboardInterrupt, as Python's own, after which clean-up
+    that the interrupt broke part way (a generator closed over a connection already closed, a driver
+    handle still open at exit) is not printed as "Exception ignored" tracebacks: the one line says it."""
+    sys.unraisablehook = _after_interrupt
+    raise KeyboardInterrupt
+
+
+def _after_interrupt(unraisable: object) -> None:
+    """Nothing: the process is ending on a Ctrl-C, and what it could not close is the warehouse's
+    transactions' business (each committed whole or not at all)."""
+
+
 def skip_teardown() -> None:
     """Let this process end without the interpreter's teardown once the command has returned.
     Only for a command that has closed its warehouse connection and its source, and holds no open

@@ -66,3 +66,32 @@ def test_a_ctrl_c_that_duckdb_reports_is_an_interrupt_however_it_is_wrapped():
     assert _is_interrupt(chained(RuntimeError("Query interrupted"), aborted))
     assert not _is_interrupt(chained(duckdb.InvalidInputException("failed: ValueError: bad"), aborted))
     assert not _is_interrupt(aborted)
+
+
+def test_clean_up_that_a_ctrl_c_breaks_prints_nothing_after_the_one_line():
+    """A Ctrl-C leaves a generator suspended whose clean-up fails once the process ends (seen under load:
+    `ingest_memory` resetting a setting on a connection already closed, the SQLite driver's open
+    statement): the script ends with the one line and 130, and no "Exception ignored" traceback."""
+    import subprocess
+    import sys
+
+    script = """
+import os, signal, sys, time
+import pipeline.cli.app
+from pipeline.cli import main
+
+def setting_reset():
+    try:
+        yield
+    finally:
+        raise RuntimeError("Connection Error: Connection already closed!")
+
+held = setting_reset()
+next(held)
+pipeline.cli.app.app = lambda **_: (os.kill(os.getpid(), signal.SIGINT), time.sleep(30))
+main.main()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    from pipeline.cli.process import INTERRUPTED
+
+    assert (done.returncode, done.stderr) == (130, f"error: {INTERRUPTED}\n")
