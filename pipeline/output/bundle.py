@@ -134,9 +134,10 @@ def _chart(spec: EvidenceSpec, result) -> dict | None:
 
 
 def _chart_files(stem: str, chart: dict) -> dict[str, bytes]:
-    import vl_convert as vlc
+    from pipeline.output.render.images import svg_and_png
 
-    return {f"{stem}.svg": vlc.vegalite_to_svg(chart).encode(), f"{stem}.png": vlc.vegalite_to_png(chart, scale=2)}
+    svg, png = svg_and_png(chart)
+    return {f"{stem}.svg": svg.encode(), f"{stem}.png": png}
 
 
 def _report_files(con, request: BundleRequest, epoch: int) -> dict[str, bytes]:

@@ -604,7 +604,7 @@ def write_index(host: str, headlines: list[dict], out_dir: Path) -> Path:
     """Write OUT/index.md, index.html and index-charts/ (SVG and PNG of each trend chart, headlines.json):
     everything is written beside its place first and renamed into it, so a failure (a full disk, Ctrl-C)
     leaves the previous index whole and no temporary file behind."""
-    import vl_convert as vlc
+    from pipeline.output.render.images import svg_and_png
 
     out_dir.mkdir(parents=True, exist_ok=True)
     specs = charts(headlines) if headlines else {}
@@ -616,9 +616,9 @@ def write_index(host: str, headlines: list[dict], out_dir: Path) -> Path:
         staging.mkdir()
         svgs = {}
         for stem, spec in specs.items():
-            svgs[stem] = vlc.vegalite_to_svg(spec)
+            svgs[stem], png = svg_and_png(spec)
             (staging / f"{stem}.svg").write_text(svgs[stem])
-            (staging / f"{stem}.png").write_bytes(vlc.vegalite_to_png(spec, scale=2))
+            (staging / f"{stem}.png").write_bytes(png)
         ordered = sorted(headlines, key=lambda h: h["epoch"])
         (staging / "headlines.json").write_text(json.dumps(ordered, indent=1) + "\n")
         pages["index.md"].write_text(render_index_markdown(host, headlines, list(specs)))

@@ -123,7 +123,7 @@ def write_epoch_report(report: EpochReport, out_dir: Path) -> Path:
 
 
 def _write_files(report: EpochReport, staging: Path) -> None:
-    import vl_convert as vlc
+    from pipeline.output.render.images import svg_and_png
 
     (staging / "charts").mkdir(parents=True)
     (staging / "tables").mkdir()
@@ -132,9 +132,9 @@ def _write_files(report: EpochReport, staging: Path) -> None:
         if section.csv is not None:
             (staging / "tables" / f"{section.key}.csv").write_text(section.csv + "\n")
         if section.chart is not None:
-            svg = vlc.vegalite_to_svg(section.chart)
+            svg, png = svg_and_png(section.chart)
             (staging / "charts" / f"{section.key}.svg").write_text(svg)
-            (staging / "charts" / f"{section.key}.png").write_bytes(vlc.vegalite_to_png(section.chart, scale=2))
+            (staging / "charts" / f"{section.key}.png").write_bytes(png)
             svgs[section.key] = svg
     (staging / "report.md").write_text(render_report_markdown(report))
     (staging / "report.html").write_text(render_report_html(report, svgs))
