@@ -134,7 +134,8 @@ def test_votes_split_by_version(request, timeline, tmp_path):
     finally:
         con.close()
     other = VALIDATOR  # the build of a host of no escrow: the focal host's verdicts stay by date
-    load_builds_of(built.path, _versions(tmp_path / "b.toml", other, "x", "2026-01-01T00:00:00Z", **{"v0.2.6": "#1487"}))
+    builds = _versions(tmp_path / "b.toml", other, "x", "2026-01-01T00:00:00Z", **{"v0.2.6": "#1487"})
+    load_builds_of(built.path, builds)
     con = open_for_write(built.path)
     try:
         after = compute("votes-by-build", con, host=focal, command="test").rows.filter(pl.col("total") > 0)
@@ -152,8 +153,7 @@ def test_unknown_rule_set_is_a_one_line_error(tmp_path):
             load_builds(con, path)
         except BuildsError as e:
             assert str(e) == (
-                f"{path}: devshard_versions names rule set 'newest', not one of #1487, before #1487, "
-                "short-output #1955"
+                f"{path}: devshard_versions names rule set 'newest', not one of #1487, before #1487, short-output #1955"
             )
         else:
             raise AssertionError("an unknown rule set was accepted")
