@@ -27,7 +27,8 @@ class BuildsError(Exception):
 
 def read_builds_document(path: Path) -> dict:
     """The parsed file, checked: a non-empty [[builds]] array of tables whose host and label are
-    strings and whose since is a time; `focal_host`, when given, a string."""
+    strings and whose since is a time; `focal_host`, when given, a string; [[devshard_versions]], when given,
+    tables of a version and its verdict rule set (strings)."""
     doc = read_toml(path, BuildsError)
     entries = doc.get("builds")
     if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
@@ -40,7 +41,29 @@ def read_builds_document(path: Path) -> dict:
             raise BuildsError(f"{path}: entry {i} lacks {', '.join(missing)}")
         for key in ("host", "label"):
             require_string(entry[key], BuildsError, f"{path}: entry {i}: {key}")
+    for i, entry in enumerate(_version_entries(doc, path), 1):
+        for key in ("version", "rules"):
+            if key not in entry:
+                raise BuildsError(f"{path}: devshard_versions entry {i} lacks {key}")
+            require_string(entry[key], BuildsError, f"{path}: devshard_versions entry {i}: {key}")
     return doc
+
+
+def _version_entries(doc: dict, path: Path) -> list[dict]:
+    entries = doc.get("devshard_versions", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise BuildsError(f"{path}: devshard_versions is not an array of tables ([[devshard_versions]])")
+    return entries
+
+
+def read_version_rules(path: Path) -> pl.DataFrame:
+    """The verdict rule set each devshard version runs ([[devshard_versions]]: version, rules), as stated."""
+    doc = read_builds_document(path)
+    rows = [{"version": e["version"], "rule": e["rules"]} for e in _version_entries(doc, path)]
+    frame = pl.DataFrame(rows, schema={"version": pl.String, "rule": pl.String})
+    if (dupes := frame.filter(pl.col("version").is_duplicated())).height:
+        raise BuildsError(f"{path}: devshard version {dupes['version'][0]} is given twice")
+    return frame
 
 
 def read_builds(path: Path) -> pl.DataFrame:
@@ -86,7 +109,17 @@ def load_builds_file(con: duckdb.DuckDBPyConnection, path: Path) -> BuildsLoaded
 
 def load_builds(con: duckdb.DuckDBPyConnection, path: Path) -> int:
     frame = read_builds(path)
+    versions = read_version_rules(path)
+    known = set(fetch_frame(con, "SELECT rule FROM verdict_rules")["rule"].to_list())
+    if unknown := sorted(set(versions["rule"].to_list()) - known):
+        names = ", ".join(sorted(known))
+        raise BuildsError(f"{path}: devshard_versions names rule set {unknown[0]!r}, not one of {names}")
     with transaction(con):
+        con.execute("DELETE FROM devshard_version_rules_t")
+        if versions.height:
+            con.register("new_versions", versions.to_arrow())
+            con.execute("INSERT INTO devshard_version_rules_t BY NAME (SELECT * FROM new_versions)")
+            con.unregister("new_versions")
         con.execute("DELETE FROM host_builds_t")
         con.register("new_builds", frame.to_arrow())
         con.execute("INSERT INTO host_builds_t BY NAME (SELECT * FROM new_builds)")

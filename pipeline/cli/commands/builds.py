@@ -24,7 +24,8 @@ def builds(
         str,
         typer.Argument(
             metavar="[load|infer|check] FILE.toml",
-            help="[[builds]] host, label, since entries: the builds.toml to load (`load FILE` says the same); "
+            help="[[builds]] host, label, since entries (and optional [[devshard_versions]] version, rules: the "
+            "verdict rule set each devshard version runs): the builds.toml to load (`load FILE` says the same); "
             "or `infer` (propose one from the logs) or `check [FILE]` (FILE, default the loaded timeline, against "
             "the logs).",
             parser=role(Role.INPUT_FILE, keywords=ACTIONS, as_text=True),

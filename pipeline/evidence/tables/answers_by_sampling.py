@@ -7,6 +7,7 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.scoring import SHORT_OUTPUT
 from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, column_group, register
 from pipeline.evidence.stats import (
     breslow_day_test,
@@ -35,17 +36,20 @@ COLUMNS = (
     Column(
         "injected",
         "the parameters devshardd set on the row's stored requests before execution, with how many answers each: "
-        "`logprobs` (client's not true), `top_logprobs` (absent or below 5), `min_tokens` (absent or below 64), "
+        "`logprobs` (client's not true), `top_logprobs` (absent or below 5), `min_tokens` (absent or below 64, "
+        "except on an escrow whose devshard version runs short-output #1955, which injects no floor), "
         "`seed` (absent: int32(inference_id)), `logprobs_mode` (not processed_logprobs); the grouping is by the "
         "client's values",
     ),
 )
 # What devshardd sets on a request before it reaches vLLM, unless the client already asked for it (gonka-ai/vllm
-# docs/gonka-infval-old-vs-new-gumbel.md, 2026-10-01, devshard v5.0.2): (name, injected-when expression).
+# docs/gonka-infval-old-vs-new-gumbel.md, 2026-10-01, devshard v5.0.2): (name, injected-when expression). The
+# short-output version (gonka#1955, devshard/docs/proposals/short-output-validation.md @fd475011) injects no
+# min_tokens floor and keeps max_tokens and stop_token_ids; an escrow of unknown version is taken as before it.
 INJECTED = (
     ("logprobs", pl.col("logprobs_requested").fill_null(False).not_()),
     ("top_logprobs", pl.col("top_logprobs").fill_null(0) < 5),
-    ("min_tokens", pl.col("min_tokens").fill_null(0) < 64),
+    ("min_tokens", (pl.col("min_tokens").fill_null(0) < 64) & (pl.col("escrow_rules").fill_null("") != SHORT_OUTPUT)),
     ("seed", pl.col("seed_given").fill_null(False).not_()),
     ("logprobs_mode", pl.col("logprobs_mode").fill_null("") != "processed_logprobs"),
 )
@@ -125,7 +129,9 @@ def answers_by_sampling(
         "Sampling is the client's: devshardd stores the request as the client sent it (gonka-ai/gonka "
         "decentralized-api/internal/devshard/shared_runtime.go) and then sets logprobs, top_logprobs 5, min_tokens "
         "64, seed = int32(inference_id) and logprobs_mode processed_logprobs where the client did not (gonka-ai/vllm "
-        "docs/gonka-infval-old-vs-new-gumbel.md, devshard v5.0.2); `injected` counts them per row."
+        "docs/gonka-infval-old-vs-new-gumbel.md, devshard v5.0.2); `injected` counts them per row. The short-output "
+        "devshard version (gonka#1955) injects no min_tokens floor, so its escrows' answers (where the builds file "
+        "names the version's rule set) never count min_tokens; escrows of unknown version are counted as before it."
     )
     return EvidenceResult(
         evidence=NAME,

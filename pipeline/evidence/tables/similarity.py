@@ -8,6 +8,7 @@ import polars as pl
 from pipeline.core.paths import sql_text
 from pipeline.evidence.log_window import time_bounds
 from pipeline.evidence.result import EvidenceResult
+from pipeline.evidence.scoring import LEGACY_RULES, SHORT_OUTPUT
 from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, column_group, register
 from pipeline.evidence.stats import interval_stat, with_wilson
 from pipeline.evidence.window import EvidenceError, Window
@@ -49,6 +50,9 @@ def similarity(
         {"host": host, "since": since, "until": until, "threshold": threshold},
     )
     votes = fetch_frame(con, sql_text("evidence/similarity_votes.sql"), {"host": host, **window.params})
+    rejections = fetch_frame(
+        con, sql_text("evidence/similarity_rejections.sql"), {"host": host, "since": since, "until": until}
+    )
     keys = ["answers_build", "validator_build", "validation_rule", "rule_by"]
     score_rows = (
         scores.group_by(keys)
@@ -87,22 +91,11 @@ def similarity(
             f"no similarity scores for host {host} in {window.describe()} "
             "(`gonka-evidence ingest-logs --kind validator` the dapi logs first)."
         )
-    rules = sorted(set(scores["validation_rule"].to_list()) | set(votes["validation_rule"].to_list()))
-    if rules:
-        notes.append(
-            f"Verdict rule(s) applied: {', '.join(rules)}. Under 'before #1487' a 400/422 from the validator's own "
-            "re-run counted as valid without a score line, and an executor answer without logprobs scored 1.0 "
-            "against one with them; under '#1487' (gonka-ai/gonka, merged 2026-07-20) both are invalid. "
-            "rule_by: 'build' = by the validator's build (deployed before or after the change), 'date' = by the "
-            "verdict's date (build unknown)."
-        )
+    rules = sorted(set(scores["validation_rule"].drop_nulls()) | set(votes["validation_rule"].drop_nulls()))
+    notes.extend(_rule_notes(rules))
+    notes.extend(_rejection_notes(rejections))
     notes.append(DEEPSEEK_NOTE)
-    notes.append(
-        "Scores are the dapi's `cosineSimValue` (a logprob similarity, 0 for different tokens/length); "
-        "passed = strictly above the model's validation threshold. Short answers score higher (the "
-        "distance is padded to 100 tokens): compare like with like. votes rows: field verdicts from the "
-        "devshard diff log, split by both builds."
-    )
+    notes.append(SEES_NOTE)
     return EvidenceResult(
         evidence=NAME,
         title=f"Validation similarity around {host}: answers build × validator build ({window.describe()})",
@@ -111,10 +104,61 @@ def similarity(
         stats={
             "scores": scores.height,
             "votes": votes.height,
+            "rejections": int(rejections.filter(pl.col("result") == "rejected")["n"].sum()),
             **({"interval": interval_stat("passed / judged, per row")} if frame.height else {}),
         },
         notes=notes,
     )
+
+
+SCORE_NOTES = {
+    "legacy": "Under {rules} the score is 1 − Σd/max(100, N) over the N output positions (gonka-ai/gonka "
+    "common/validation/validation.go): below 100 positions the missing slots count as agreement, so short answers "
+    "score higher; compare like with like.",
+    SHORT_OUTPUT: "Under 'short-output #1955' (a devshard version of its own; gonka-ai/gonka "
+    "common/validation/scoring.go) the score is 1 − max(Σd/N − 0.10/√N, Σd/max(100, N)): never above the legacy "
+    "score, equal to it from N = 100 on, so short answers no longer score higher; per-position ceiling and "
+    "sampler-support checks reject without a score on DeepSeek-V4-Flash-0731 and GLM-5.3-Flash and only log "
+    "elsewhere.",
+}
+SEES_NOTE = (
+    "Scores are the dapi's `cosineSimValue` (a logprob similarity, 0 for different tokens/length), logged by the "
+    "mainnet validation path (`Cosine similarity validation result`); the devshard path logs no similarity value "
+    "(EvaluateValidationResult returns the verdict only), so devshard verdicts appear here as votes rows and, when "
+    "rejected with a reason, as rejections; a devshard score below its threshold leaves no line. passed = strictly "
+    "above the model's validation threshold. votes rows: field verdicts from the devshard diff log, split by both "
+    "builds."
+)
+
+
+def _rule_notes(rules: list[str]) -> list[str]:
+    """What the applied rule sets mean and how each score is computed (pipeline.evidence.scoring)."""
+    if not rules:
+        return []
+    notes = [
+        f"Verdict rule(s) applied: {', '.join(rules)}. Under 'before #1487' a 400/422 from the validator's own "
+        "re-run counted as valid without a score line, and an executor answer without logprobs scored 1.0 "
+        "against one with them; under '#1487' (gonka-ai/gonka, merged 2026-07-20) both are invalid. "
+        "rule_by: 'version' = the escrow's devshard version names the rule set (devshard_version_rules); "
+        "assumed otherwise: 'build' = by the validator's build (deployed before or after #1487), 'date' = by the "
+        "verdict's date (build unknown)."
+    ]
+    if legacy := [r for r in rules if r in LEGACY_RULES]:
+        notes.append(SCORE_NOTES["legacy"].format(rules=", ".join(f"'{r}'" for r in legacy)))
+    if SHORT_OUTPUT in rules:
+        notes.append(SCORE_NOTES[SHORT_OUTPUT])
+    return notes
+
+
+def _rejection_notes(rejections: pl.DataFrame) -> list[str]:
+    """Rejection lines by reason (invalid verdicts without a score) and log-only check failures (no verdict)."""
+    notes = []
+    for result, what in (("rejected", "rejected without a score"), ("log_only", "logged as would fail (log-only)")):
+        part = rejections.filter(pl.col("result") == result)
+        if part.height:
+            reasons = "; ".join(f"{r['reason']} ({r['n']})" for r in part.iter_rows(named=True))
+            notes.append(f"{int(part['n'].sum())} validation(s) {what}, by reason: {reasons}.")
+    return notes
 
 
 SPEC = register(
@@ -134,12 +178,14 @@ SPEC = register(
             Column(
                 "validation_rule",
                 "the verdict rule the validator ran (view `verdict_rules`): `before #1487` (a 400/422 of its own "
-                "re-run and an executor answer without logprobs pass) or `#1487` (both invalid)",
+                "re-run and an executor answer without logprobs pass), `#1487` (both invalid) or `short-output "
+                "#1955` (the short-output score and checks of its devshard version)",
             ),
             Column(
                 "rule_by",
-                "how the rule is known: `build` (the validator's build was deployed before or after the change) or "
-                "`date` (its build is unknown: the verdict's date)",
+                "how the rule is known: `version` (the escrow's devshard version, view `devshard_version_rules`); "
+                "assumed: `build` (the validator's build was deployed before or after #1487) or `date` (its build "
+                "is unknown: the verdict's date)",
             ),
             Column("n", "score lines / verdicts"),
             *column_group("min", "median", meaning="of the similarity values (`scores` only)"),
@@ -151,7 +197,12 @@ SPEC = register(
             Column("passed", "`scores`: value strictly above the threshold; `votes`: valid verdicts"),
             *column_group("passed_share", "ci_low", "ci_high", meaning="`passed / judged`, Wilson 95%"),
         ),
-        sql=("evidence/log_window_bounds.sql", "evidence/similarity_scores.sql", "evidence/similarity_votes.sql"),
+        sql=(
+            "evidence/log_window_bounds.sql",
+            "evidence/similarity_scores.sql",
+            "evidence/similarity_votes.sql",
+            "evidence/similarity_rejections.sql",
+        ),
         options=(
             Option(
                 "threshold",
@@ -168,12 +219,21 @@ SPEC = register(
         notes="`--threshold T` judges the scores that have no threshold of their own and none known for their model "
         "(DeepSeek-V4-Flash's is not known): a score passes when strictly above T; a line's or its model's own "
         "threshold wins. A value is the dapi's `cosineSimValue` (a logprob similarity), 0 for different-length, "
-        "different-tokens and invalid results. Short answers score higher (distances are averaged over at least 100 "
-        "tokens): compare like with like. `stats.interval` names the interval of `passed_share`. **Verdict rules by "
-        "version.** Rows are split by the rule the validator ran (`validation_rule`, `rule_by`): before gonka-ai/gonka "
-        "#1487 (merged 2026-07-20) a 400/422 of the validator's own re-run passed without a score line and an "
-        "executor answer without logprobs scored 1.0; from it both are invalid, so `votes` rows of the two rules "
-        "are not comparable. The DeepSeek-V4-Flash threshold (0.900) and sampling rate (10%) of the notes are "
+        "different-tokens and invalid results. **What the table sees.** Score lines come from the mainnet validation "
+        "path; the devshard path logs no similarity value (gonka-ai/gonka "
+        "decentralized-api/internal/devshard/shared_runtime.go: EvaluateValidationResult returns the verdict only), "
+        "so a devshard verdict is seen as a `votes` row, and its cause only where a rejection line names one "
+        "(`validation failed: …`, a short-output check's `… failed: …`; counted in the notes and `stats.rejections`, "
+        "per verdict in view `validation_rejections`); a devshard score below its threshold leaves no line. "
+        "**Scores by rule set.** Under `before #1487` and `#1487` a score is 1 − Σd/max(100, N), so short answers "
+        "score higher (compare like with like); under `short-output #1955` it is 1 − max(Σd/N − 0.10/√N, "
+        "Σd/max(100, N)), never above the legacy score and equal to it from N = 100 on. `stats.interval` names the "
+        "interval of `passed_share`. **Verdict rules by version.** Rows are split by the rule the validator ran "
+        "(`validation_rule`, `rule_by`): the escrow's devshard version where the builds file names its rule set "
+        "(`version`), else, assumed, the validator's build or the verdict's date: before gonka-ai/gonka #1487 "
+        "(merged 2026-07-20) a 400/422 of the validator's own re-run passed without a score line and an executor "
+        "answer without logprobs scored 1.0; from it both are invalid, so `votes` rows of the two rules are not "
+        "comparable. The DeepSeek-V4-Flash threshold (0.900) and sampling rate (10%) of the notes are "
         "gonka-ai/vllm's account of devshard v5.0.2.",
     )
 )

@@ -42,11 +42,13 @@ COLUMNS = (
     Column(
         "validation_rule",
         "the verdict rule the host ran (view `verdict_rules`): `before #1487` (a 400/422 of its own re-run and an "
-        "executor answer without logprobs are valid) or `#1487` (both invalid), ` + `-joined when the row's verdicts "
+        "executor answer without logprobs are valid), `#1487` (both invalid) or `short-output #1955` (the escrow's "
+        "devshard version runs the short-output score and checks), ` + `-joined when the row's verdicts "
         "fall under both; null without verdicts",
     ),
     Column(
         "rule_by",
+        "`version` (the escrow's devshard version names its rule set, view `devshard_version_rules`); assumed: "
         "`build` (by when the host's build was deployed) or `date` (build unknown: by the verdict's date)",
     ),
 )

@@ -8,6 +8,11 @@ Lines are Go slog records, in text (``time=… level=… msg="…" k=v``) or JSO
 Optional attributes are taken when a build logs them: ``inferenceId``, ``escrowId``,
 ``executor``, ``threshold``, ``model``. Lines mentioning a score that cannot be read
 are unparsed (reported), never fatal.
+
+Rejection lines name why a validation failed without a score (docs/sources.md, validator logs):
+``validation failed: <reason>`` (devshard prefixes ``devshard`` / ``devshardd`` on older builds),
+``<check> failed: <reason>`` of the short-output checks (result ``rejected``, no value) and
+``<check> would fail (log-only): <reason>`` (result ``log_only``: no verdict, the mean-distance check decides).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ SCHEMA = pl.Schema(
         "inference_id": pl.String(),
         "executor": pl.String(),
         "model": pl.String(),
+        "reason": pl.String(),
         "file_id": pl.String(),
         "line": pl.Int64(),
     }
@@ -48,6 +54,18 @@ RESULTS = {
     "Different tokens validation result": "different_tokens",
     "Invalid inference result": "invalid",
 }
+# Rejections without a score (gonka-ai/gonka common/validation/validation.go @72770819 and @d2343c05,
+# common/validation/scoring.go @d2343c05, decentralized-api/internal/devshard/shared_runtime.go @dd8711ab):
+# "[devshard |devshardd ]validation failed: <reason>" and the short-output checks' "<check> failed: <reason>" reject;
+# "<check> would fail (log-only): <reason>" only logs. The reason is the text after the colon.
+CHECKS = ("sampler-support check", "per-position ceiling check")
+REJECTION = re.compile(
+    r"^(?:(?:devshardd?) )?(?:validation failed: (?P<failed>.+)|(?P<check>"
+    + "|".join(re.escape(c) for c in CHECKS)
+    + r") (?P<how>failed|would fail \(log-only\)): (?P<reason>.+))$",
+    re.S,
+)
+REJECTION_WORDS = ("validation failed: ", " check failed: ", "would fail (log-only): ")
 ALIASES = {
     "inference_id": ("inferenceId", "inference_id", "inferenceID"),
     "escrow_id": ("escrowId", "escrow_id", "escrowID", "escrow"),
@@ -83,6 +101,34 @@ def _attrs(line: str) -> dict | None:
     return attrs
 
 
+def _rejection(msg: object) -> tuple[str, str] | None:
+    """(result, reason) of a rejection or log-only check line, else None."""
+    m = REJECTION.match(msg) if isinstance(msg, str) else None
+    if m is None:
+        return None
+    if m["failed"] is not None:
+        return "rejected", m["failed"]
+    return ("rejected" if m["how"] == "failed" else "log_only"), f"{m['check']}: {m['reason']}"
+
+
+def _read(attrs: dict | None, rejection: tuple[str, str] | None) -> tuple[str, float | None, str | None] | None:
+    """(result, value, reason) of a line, None when it cannot be read. A rejection has no value; the mainnet
+    path's ``Invalid inference result`` names its reason in ``reason``."""
+    if rejection is not None:
+        return rejection[0], None, rejection[1]
+    msg = (attrs or {}).get("msg")
+    result = RESULTS.get(msg) if isinstance(msg, str) else None
+    if attrs is None or result is None:
+        return None
+    if result != "similarity":
+        reason = attrs.get("reason") if result == "invalid" else None
+        return result, 0.0, str(reason) if reason not in (None, "") else None
+    try:
+        return result, float(attrs["cosineSimValue"]), None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _time(value) -> datetime | None:
     if not isinstance(value, str):
         return None
@@ -98,7 +144,8 @@ def parse_validator_log(file: LogFile, validator: str) -> ParsedScores:
     seen: dict[str, int] = {}
     for number, raw in enumerate(file.lines(), 1):
         out.lines = number
-        if "validation result" not in raw and "Invalid inference result" not in raw and "cosineSimValue" not in raw:
+        scored = "validation result" in raw or "Invalid inference result" in raw or "cosineSimValue" in raw
+        if not scored and not any(w in raw for w in REJECTION_WORDS):
             continue
         line = ANSI.sub("", raw) if "\x1b" in raw else raw
         h = line_hash(line)
@@ -107,25 +154,22 @@ def parse_validator_log(file: LogFile, validator: str) -> ParsedScores:
         key = f"{h}:{n}"
         attrs = _attrs(line)
         msg = (attrs or {}).get("msg")
-        result = RESULTS.get(msg) if isinstance(msg, str) else None
+        rejection = _rejection(msg)
+        if rejection is None and not scored:
+            continue  # another message that only quotes a rejection's words
+        read = _read(attrs, rejection)
         at = _time((attrs or {}).get("time"))
-        if attrs is None or result is None or at is None:
+        if attrs is None or read is None or at is None:
             out.unparsed.append((number, key, line[:500]))
             continue
-        if result == "similarity":
-            try:
-                value = float(attrs["cosineSimValue"])
-            except (KeyError, TypeError, ValueError):
-                out.unparsed.append((number, key, line[:500]))
-                continue
-        else:
-            value = 0.0
+        result, value, reason = read
         row: dict[str, Any] = {
             "validator": validator,
             "record_key": key,
             "at": at,
             "value": value,
             "result": result,
+            "reason": reason,
             "line": number,
         }
         for column, names in ALIASES.items():

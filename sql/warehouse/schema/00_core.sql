@@ -137,3 +137,6 @@ CREATE TABLE IF NOT EXISTS raw_snapshot_live (
 CREATE TABLE IF NOT EXISTS d_replay_disagreements (
   epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, field VARCHAR, replayed VARCHAR, sealed VARCHAR,
   PRIMARY KEY (escrow_id, inference_id, field));
+
+-- Verdict rule set per devshard version, loaded with the builds file ([[devshard_versions]]).
+CREATE TABLE IF NOT EXISTS devshard_version_rules_t (version VARCHAR PRIMARY KEY, rule VARCHAR NOT NULL);

@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS log_validation_scores (
   validator VARCHAR NOT NULL, record_key VARCHAR NOT NULL, "at" TIMESTAMPTZ NOT NULL, result VARCHAR, value DOUBLE,
   threshold DOUBLE, escrow_id VARCHAR, inference_id VARCHAR, executor VARCHAR, model VARCHAR, file_id VARCHAR,
   line BIGINT, run_id VARCHAR, PRIMARY KEY (validator, record_key));
+-- the reason a rejection line names (validation failed: …, a short-output check's failure), or an invalid result's
+ALTER TABLE log_validation_scores ADD COLUMN IF NOT EXISTS reason VARCHAR;
 
 CREATE TABLE IF NOT EXISTS poc_results_t (
   host VARCHAR NOT NULL, result_key VARCHAR NOT NULL, "at" TIMESTAMPTZ, request_id VARCHAR, validator VARCHAR,

@@ -3,29 +3,50 @@
 CREATE OR REPLACE VIEW host_builds AS
 SELECT host, build, valid_from, valid_to FROM host_builds_t;
 
--- Verdict rules upstream changed (docs/sources.md, inference lifecycle, verdict rules by version): from
--- gonka-ai/gonka #1487 (merged 2026-07-20) devshard's EvaluateValidationResponse makes a 400/422 of the
--- validator's own re-run, and an executor answer without logprobs judged against one with them, invalid; before,
--- both passed. A verdict or score follows the rule of the validator's build: a build deployed before the change
--- runs the old rule, one deployed after it the new; where the validator's build is unknown, the verdict's date.
+-- Verdict rule sets of devshard validation (docs/sources.md, inference lifecycle, verdict rules by version), each with
+-- its upstream source. From gonka-ai/gonka #1487 (merged 2026-07-20) devshard's EvaluateValidationResponse makes a
+-- 400/422 of the validator's own re-run, and an executor answer without logprobs judged against one with them,
+-- invalid; before, both passed. Short-output validation (gonka#1955) ships as a new devshard version of its own
+-- (no date: versiond keeps a session on one version): score 1 - max(sum/N - 0.10/sqrt(N), sum/max(100, N)),
+-- per-position ceiling and sampler-support checks, no min_tokens floor. by_date = the rule can be chosen by time.
 CREATE OR REPLACE VIEW verdict_rules AS
 SELECT * FROM (VALUES ('before #1487', NULL::TIMESTAMPTZ, TIMESTAMPTZ '2026-07-20 00:00:00+00',
-                       'a 400/422 of the validator''s re-run, and an executor answer without logprobs, pass'),
+                       'a 400/422 of the validator''s re-run, and an executor answer without logprobs, pass',
+                       'gonka-ai/gonka decentralized-api/internal/devshard/shared_runtime.go @dd8711ab', TRUE),
                       ('#1487', TIMESTAMPTZ '2026-07-20 00:00:00+00', NULL::TIMESTAMPTZ,
-                       'a 400/422 of the validator''s re-run, and an executor answer without logprobs, are invalid'))
-  AS t(rule, valid_from, valid_to, meaning);
+                       'a 400/422 of the validator''s re-run, and an executor answer without logprobs, are invalid',
+                       'gonka-ai/gonka #1487 (decentralized-api/internal/devshard/validation_failopen_test.go)', TRUE),
+                      ('short-output #1955', NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ,
+                       'similarity 1 - max(sum/N - 0.10/sqrt(N), sum/max(100, N)); ceiling and sampler-support checks '
+                       'reject on DeepSeek-V4-Flash-0731 and GLM-5.3-Flash, log only elsewhere; no min_tokens floor',
+                       'gonka-ai/gonka devshard/docs/proposals/short-output-validation.md @fd475011, '
+                       'common/validation/scoring.go @d2343c05', FALSE))
+  AS t(rule, valid_from, valid_to, meaning, source, by_date);
+
+-- Which rule set each devshard version runs, as the operator states it (builds file, [[devshard_versions]]).
+CREATE OR REPLACE VIEW devshard_version_rules AS
+SELECT version, rule FROM devshard_version_rules_t;
 
 -- The time whose rule a verdict of `validator_` at `at_` follows: its build's start where the build is known.
 CREATE OR REPLACE MACRO verdict_rule_time(validator_, at_) AS
   coalesce((SELECT max(b.valid_from) FROM host_builds_t b WHERE b.host = validator_ AND b.valid_from <= at_), at_);
 CREATE OR REPLACE MACRO verdict_rule(validator_, at_) AS
   (SELECT r.rule FROM verdict_rules r
-   WHERE verdict_rule_time(validator_, at_) >= coalesce(r.valid_from, '-infinity'::TIMESTAMPTZ)
+   WHERE r.by_date AND verdict_rule_time(validator_, at_) >= coalesce(r.valid_from, '-infinity'::TIMESTAMPTZ)
      AND verdict_rule_time(validator_, at_) < coalesce(r.valid_to, 'infinity'::TIMESTAMPTZ));
 -- 'build' when the validator's build at `at_` is known, else 'date'
 CREATE OR REPLACE MACRO verdict_rule_by(validator_, at_) AS
   CASE WHEN EXISTS (SELECT 1 FROM host_builds_t b WHERE b.host = validator_ AND b.valid_from <= at_)
        THEN 'build' ELSE 'date' END;
+-- The rule set of the escrow's devshard version (escrows.version) where the version's rules are known, else NULL.
+CREATE OR REPLACE MACRO escrow_rule(escrow_) AS
+  (SELECT max(r.rule) FROM d_escrows e JOIN devshard_version_rules_t r ON r.version = e.version
+   WHERE e.escrow_id = escrow_);
+-- A verdict's rule set: its escrow's version's where known ('version'), else by build or date as above (assumed).
+CREATE OR REPLACE MACRO verdict_rule_of(escrow_, validator_, at_) AS
+  coalesce(escrow_rule(escrow_), verdict_rule(validator_, at_));
+CREATE OR REPLACE MACRO verdict_rule_by_of(escrow_, validator_, at_) AS
+  CASE WHEN escrow_rule(escrow_) IS NOT NULL THEN 'version' ELSE verdict_rule_by(validator_, at_) END;
 
 CREATE OR REPLACE VIEW escrows AS
 SELECT e.epoch_id, e.escrow_id, e.model, e.version, e.status, e.group_size, e.vote_threshold, e.validation_rate,
@@ -83,7 +104,8 @@ COMMENT ON VIEW escrow_slots IS 'Group membership: one row per slot with the add
 COMMENT ON VIEW txs IS 'Every transaction of the diff log, deduplicated across copies and hosts on (escrow_id, nonce, tx_index). kind in start, confirm, finish, timeout, validation, vote, error_miss, finalize, other; reason = timeout reason (refused 1, execution 2, error 3: a reason-3 timeout is an error miss), or the oneof member / field number of kind other. event_at = diffs.created_at when set, else the escrow nonce clock.';
 COMMENT ON VIEW inferences IS 'One row per inference, status from replaying the diff log under the devshard state machine (sealed rows only confirm it). sealed = a sealed row with sealed_nonce > 0; challenged = ever received an invalid MsgValidation; cleared = challenged then validated; finished = has a finish transaction; drained = still pending or started when the escrow entered settlement (no finish, timeout or error-miss transaction before it): never an answer, never a miss; pre_drain_status = pending | started (NULL when not drained); drain_outcome = unchanged (sealed as it was) | refunded (pending -> timed_out, cost back to the creator) | paid (-> finished at reserved cost), NULL when the copy does not tell or copies disagree; status stays what the store says; miss_kind = refused | execution | error_miss (MsgErrorMiss or a reason-3 timeout) for the inferences that are misses. executor_build from an as-of join of host_builds on event_at.';
 COMMENT ON VIEW validations IS 'Every verdict in the diff log: kind validation (MsgValidation, the sampled check) or vote (MsgValidationVote after a challenge). counted = the verdict added weight to the tally; after_resolution = cast after the inference was validated or invalidated (a no-op); final_status and inference_started_at = the judged inference''s final status and start; self_verdict = the validator''s address is the executor''s (another slot of the same host validating its answer, or a vote on its own challenge): replayed as upstream did when the copy was written (such verdicts counted), and flagged. Builds from as-of joins of host_builds on event_at.';
-COMMENT ON VIEW verdict_rules IS 'Verdict rules of devshard validation by the time they applied (docs/sources.md, verdict rules by version): rule before #1487 (a 400/422 of the validator''s own re-run and an executor answer without logprobs pass) until gonka-ai/gonka #1487 (merged 2026-07-20), rule #1487 (both invalid) after. A verdict follows the rule of its validator''s build (the build''s start; the verdict''s time where the build is unknown): macros verdict_rule(validator, at) and verdict_rule_by(validator, at) = build or date.';
+COMMENT ON VIEW verdict_rules IS 'Verdict rule sets of devshard validation, each with its upstream source (docs/sources.md, verdict rules by version): before #1487 (a 400/422 of the validator''s own re-run and an executor answer without logprobs pass) until gonka-ai/gonka #1487 (merged 2026-07-20), #1487 (both invalid) after; short-output #1955 (similarity 1 - max(sum/N - 0.10/sqrt(N), sum/max(100, N)), per-position ceiling and sampler-support checks that reject on DeepSeek-V4-Flash-0731 and GLM-5.3-Flash, no min_tokens floor), a devshard version of its own with no date (by_date false). A verdict follows the rule set of its escrow''s devshard version where devshard_version_rules names it (rule_by version); else, assumed, the rule of its validator''s build (the build''s start; rule_by build) or of the verdict''s time (rule_by date): macros verdict_rule_of(escrow, validator, at) and verdict_rule_by_of(escrow, validator, at); verdict_rule(validator, at) and verdict_rule_by(validator, at) give the dated choice alone.';
+COMMENT ON VIEW devshard_version_rules IS 'The verdict rule set (verdict_rules.rule) each devshard version (escrows.version) runs, as the builds file states it ([[devshard_versions]]): upstream names the version only at build time (devshardd -X main.Version, approved_versions.name), so the warehouse cannot know it otherwise.';
 COMMENT ON VIEW host_builds IS 'Build timeline of hosts (gonka-evidence builds FILE.toml): each entry lasts from valid_from until the host''s next entry (valid_to, NULL = open).';
 COMMENT ON VIEW replay_disagreements IS 'Inferences whose replayed facts differ from the copy''s sealed row (status, votes, executor slot, tokens); field drain_outcome = a drained record sealed with a status no drain rule gives (or the escrow''s drained rows contradict each other); field drained_between_copies = two copies of the escrow hold different seals of a drained record (replayed = the stored copy, sealed = the other copy).';
 COMMENT ON TABLE ingest_runs IS 'One row per ingest run: source id (lineage UUID, or the SQLite store''s directory name), kind, copy time, rows per table (JSON), status (running, then ok or failed; aborted when a killed writer left it running), pipeline version, input digest (sha256 of what the run read).';

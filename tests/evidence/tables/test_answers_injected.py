@@ -11,6 +11,8 @@ import polars as pl
 
 from pipeline.evidence import compute
 from pipeline.transforms.answer_scan import scan_request
+from pipeline.warehouse.database import open_for_write
+from tests.factories import load_builds_of, sample_warehouse
 
 
 def test_the_clients_injected_parameters_are_read_from_the_stored_request():
@@ -32,3 +34,45 @@ def test_answers_by_sampling_names_what_devshardd_injected(sample):
         n = row["judged"]
         assert row["injected"] == f"min_tokens {n}, seed {n}, logprobs_mode {n}", row
     assert set(rows["sampling"]) <= {"greedy", "sampled", "unknown"}
+
+
+def _injected(rows: pl.DataFrame, name: str) -> int:
+    """How many answers of all rows `injected` counts for `name`."""
+    total = 0
+    for text in rows["injected"].drop_nulls():
+        total += sum(int(part.split()[-1]) for part in text.split(", ") if part.startswith(f"{name} "))
+    return total
+
+
+def test_no_min_tokens_floor_under_the_short_output_version(request, timeline, tmp_path):
+    """devshard/docs/proposals/short-output-validation.md @fd475011: the short-output version injects no
+    min_tokens floor. Once the builds file names v0.2.5 as short-output #1955, that version's judged answers no
+    longer count min_tokens as injected (their seed still is); other versions' answers are counted as before."""
+    built = sample_warehouse(request, timeline.copy(last_epoch=4), label="short-output")
+    focal = timeline.focal_host
+    con = open_for_write(built.path)
+    try:
+        before = compute("answers-by-sampling", con, host=focal, command="test").rows
+        (short,) = con.execute(
+            "SELECT count(*) FROM answer_checks_t a JOIN escrows e USING (escrow_id) "
+            "JOIN inferences i ON i.escrow_id = a.escrow_id AND i.inference_id = a.inference_id "
+            "WHERE e.version = 'v0.2.5' AND i.executor = ? AND i.finished AND i.status <> 'timed_out' "
+            "AND EXISTS (SELECT 1 FROM validations v WHERE v.escrow_id = i.escrow_id "
+            "AND v.inference_id = i.inference_id AND v.kind = 'validation')",
+            [focal],
+        ).fetchone()
+    finally:
+        con.close()
+    assert short > 0
+    (tmp_path / "b.toml").write_text(
+        f'[[builds]]\nhost = "{focal}"\nlabel = "one"\nsince = "2026-01-01T00:00:00Z"\n\n'
+        '[[devshard_versions]]\nversion = "v0.2.5"\nrules = "short-output #1955"\n'
+    )
+    load_builds_of(built.path, tmp_path / "b.toml")
+    con = open_for_write(built.path)
+    try:
+        after = compute("answers-by-sampling", con, host=focal, command="test").rows
+    finally:
+        con.close()
+    assert _injected(after, "seed") == _injected(before, "seed")
+    assert _injected(after, "min_tokens") == _injected(before, "min_tokens") - short

@@ -10,7 +10,7 @@ import polars as pl
 
 from pipeline.core.address import sample_address
 from pipeline.evidence import compute
-from pipeline.ingest.builds import load_builds
+from pipeline.ingest.builds import BuildsError, load_builds
 from pipeline.ingest.logs import ingest_logs
 from pipeline.warehouse.database import open_for_write
 from tests.factories import load_builds_of, sample_warehouse
@@ -83,3 +83,79 @@ def test_votes_follow_the_validators_build(request, timeline, tmp_path):
     got = {(r["build"], r["validation_rule"], r["rule_by"]) for r in rows.iter_rows(named=True)}
     assert got == {("pre-fix", "before #1487", "build"), ("fixed", "#1487", "build")}
     assert rows["total"].sum() == plain["total"].sum()
+
+
+def _versions(path, host: str, label: str, since: str, **rules: str):
+    """A builds file with one build of `host` and [[devshard_versions]] entries version = rule set."""
+    body = f'[[builds]]\nhost = "{host}"\nlabel = "{label}"\nsince = "{since}"\n\n'
+    body += "".join(f'[[devshard_versions]]\nversion = "{v}"\nrules = "{r}"\n\n' for v, r in rules.items())
+    path.write_text(body)
+    return path
+
+
+def test_rule_set_follows_the_escrows_devshard_version_on_the_same_date(request, timeline, tmp_path):
+    """Two escrows of different devshard versions judged at the same time: the one whose version the builds file
+    names as short-output #1955 gets that rule set (rule_by version); the other keeps the dated rule (assumed)."""
+    built = sample_warehouse(request, timeline.copy(last_epoch=4), label="rules")
+    focal = timeline.focal_host
+    load_builds_of(
+        built.path,
+        _versions(tmp_path / "b.toml", focal, "fixed", "2026-10-01T00:00:00Z", **{"v0.2.5": "short-output #1955"}),
+    )
+    con = open_for_write(built.path)
+    try:
+        new, old = (
+            con.execute(f"SELECT min(escrow_id) FROM escrows WHERE version = '{v}'").fetchone()[0]
+            for v in ("v0.2.5", "v0.2.4")
+        )
+        same = "TIMESTAMPTZ '2026-10-24 12:00:00+00'"
+        got = con.execute(
+            f"SELECT verdict_rule_of('{new}', '{focal}', {same}), verdict_rule_by_of('{new}', '{focal}', {same}), "
+            f"verdict_rule_of('{old}', '{focal}', {same}), verdict_rule_by_of('{old}', '{focal}', {same})"
+        ).fetchone()
+        assert got == ("short-output #1955", "version", "#1487", "build")
+        rows = compute("votes-by-build", con, host=focal, command="test").rows.filter(pl.col("total") > 0)
+        sources = con.execute("SELECT rule, source FROM verdict_rules ORDER BY rule").fetchall()
+    finally:
+        con.close()
+    # the v0.2.5 escrows' verdicts (23-25 October) under #1955 by version, the others under #1487 by build
+    assert set(rows["validation_rule"]) == {"#1487 + short-output #1955"}
+    assert set(rows["rule_by"]) == {"build + version"}
+    assert dict(sources)["short-output #1955"].startswith("gonka-ai/gonka devshard/docs/proposals/")
+
+
+def test_votes_split_by_version(request, timeline, tmp_path):
+    """Mapping one version to the #1487 rule explicitly moves its verdicts from 'date' to 'version'; totals hold."""
+    built = sample_warehouse(request, timeline.copy(last_epoch=4), label="rules")
+    focal = timeline.focal_host
+    con = open_for_write(built.path)
+    try:
+        before = compute("votes-by-build", con, host=focal, command="test").rows
+    finally:
+        con.close()
+    other = VALIDATOR  # the build of a host of no escrow: the focal host's verdicts stay by date
+    builds = _versions(tmp_path / "b.toml", other, "x", "2026-01-01T00:00:00Z", **{"v0.2.6": "#1487"})
+    load_builds_of(built.path, builds)
+    con = open_for_write(built.path)
+    try:
+        after = compute("votes-by-build", con, host=focal, command="test").rows.filter(pl.col("total") > 0)
+    finally:
+        con.close()
+    assert set(after["rule_by"]) == {"date + version"}
+    assert after["total"].sum() == before["total"].sum()
+
+
+def test_unknown_rule_set_is_a_one_line_error(tmp_path):
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        path = _versions(tmp_path / "b.toml", VALIDATOR, "x", "2026-01-01T00:00:00Z", **{"v9": "newest"})
+        try:
+            load_builds(con, path)
+        except BuildsError as e:
+            assert str(e) == (
+                f"{path}: devshard_versions names rule set 'newest', not one of #1487, before #1487, short-output #1955"
+            )
+        else:
+            raise AssertionError("an unknown rule set was accepted")
+    finally:
+        con.close()
