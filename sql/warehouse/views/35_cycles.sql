@@ -27,18 +27,25 @@ WITH s AS (
 ),
 -- the API server prints its version and non-default args (parts server, args) before the engine's start
 -- line: they belong to the cycle of the next engine start line (whichever line the cycle rule starts the
--- cycle at, that start's cycle is the latest cycle start at or before it); every other line belongs to the
--- cycle it follows
+-- cycle at, that start's cycle is the latest cycle start at or before it) — unless another cycle starts
+-- before that start line, or none follows: a launch that never started its engine (vLLM refused the
+-- configuration) keeps its own lines; every other line belongs to the cycle it follows
 next_start AS (
   SELECT f.*, st.line AS start_line
   FROM (SELECT * FROM log_start_facts WHERE part IN ('server', 'args')) f
-  ASOF JOIN (SELECT host, file_id, line FROM log_engine_events WHERE kind = 'start') st
+  ASOF LEFT JOIN (SELECT host, file_id, line FROM log_engine_events WHERE kind = 'start') st
     ON st.host = f.host AND st.file_id = f.file_id AND f.line < st.line
 ),
-before AS (
-  SELECT f.* EXCLUDE (start_line), pv.line AS cycle_line
+anchored AS (
+  SELECT f.* EXCLUDE (start_line),
+         CASE WHEN f.start_line IS NULL OR nc.line < f.start_line THEN f.line ELSE f.start_line END AS anchor
   FROM next_start f
-  ASOF JOIN engine_cycle_starts pv ON pv.host = f.host AND pv.file_id = f.file_id AND f.start_line >= pv.line
+  ASOF LEFT JOIN engine_cycle_starts nc ON nc.host = f.host AND nc.file_id = f.file_id AND f.line < nc.line
+),
+before AS (
+  SELECT f.* EXCLUDE (anchor), pv.line AS cycle_line
+  FROM anchored f
+  ASOF JOIN engine_cycle_starts pv ON pv.host = f.host AND pv.file_id = f.file_id AND f.anchor >= pv.line
 ),
 after AS (
   SELECT f.*, pv.line AS cycle_line
