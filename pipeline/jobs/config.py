@@ -197,13 +197,16 @@ def _chain_entries(entries: object, path: Path) -> list[ChainParam]:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise SourceError(f"{where}: value must be a string or a number, not {toml_type(value)}")
         try:
-            CHAIN_PARAMS[name](value)
+            if CHAIN_PARAMS[name] is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            typed = CHAIN_PARAMS[name](value)
         except ValueError:
-            raise SourceError(f"{where}: value {value!r} is not a {CHAIN_PARAMS[name].__name__}") from None
+            kind = {int: "a whole number", float: "a number"}.get(CHAIN_PARAMS[name], "a string")
+            raise SourceError(f"{where}: value {value!r} is not {kind}") from None
         model = require_string(e["model"], SourceError, f"{where}: model") if "model" in e else None
         source = require_string(e["source"], SourceError, f"{where}: source") if "source" in e else f"config {path}"
         since = _chain_since(e["since"], where) if "since" in e else None
-        out.append(ChainParam(name, model, str(value), since, source, assumed=False))
+        out.append(ChainParam(name, model, str(typed), since, source, assumed=False))
     return out
 
 

@@ -391,3 +391,28 @@ def test_a_start_up_error_naming_the_speculative_config_fails_check_6(attributed
     assert "1 validation error for SpeculativeConfig" in row["evidence"]
     startup = result.rows.filter(result.rows["name"] == "startup").row(0, named=True)
     assert "1 launch(es)" in startup["evidence"]  # a launch, and no engine line after it
+
+
+def test_a_chain_value_from_the_config_is_named_by_its_source_not_assumed(warehouse, tmp_path):
+    import shutil
+
+    from pipeline.core.chain import ChainParam
+    from pipeline.ingest.chain import load_chain_params
+
+    path = tmp_path / "w.duckdb"
+    shutil.copyfile(warehouse, path)
+    con = open_for_write(path)
+    try:
+        load_chain_params(con, [ChainParam("poc_seq_len", None, "256", None, "gov 12", assumed=False)])
+    finally:
+        con.close()
+    con = open_read_only(path)
+    try:
+        result = run(con, "preflight", HOST, build=COUPLED)
+    finally:
+        con.close()
+    poc = result.rows.filter(result.rows["name"] == "poc").row(0, named=True)
+    assert "8 x 256 = 2048 <= 2048 (PoC seq_len 256 (gov 12))" in poc["evidence"] and "assumed" not in poc["evidence"]
+    assert poc["verdict"] == "fail"  # its PoC window still stopped with 0 nonces
+    logprobs = result.rows.filter(result.rows["name"] == "logprobs").row(0, named=True)
+    assert "chain expects processed_logprobs (assumed)" in logprobs["evidence"]  # no entry: the default
