@@ -199,7 +199,7 @@ def test_speculative_fails_when_k_is_unset_and_flags_k_above_the_block(verdicts)
     assert verdict(verdicts, COUPLED, "speculative") == "fail"
     assert "num_speculative_tokens unset" in verdicts[(COUPLED, "speculative")][1]
     # K = 7 on the 5-token block: the engine started (vLLM refuses only K below the block): not a failure,
-    # the acceptance table's flag (changed on purpose: issue 44, item 6)
+    # the acceptance table's flag (changed on purpose: a failure was reported for an engine that started)
     v, evidence, _ = verdicts[(SOUND, "speculative")]
     assert v == "pass" and "num_speculative_tokens 7; DSpark block size 5" in evidence
     assert "K above the block starts" in evidence and "`k_off_block`" in evidence
@@ -273,7 +273,7 @@ def test_the_samples_chunk_build_fails_logprobs_and_poc(verdicts):
     assert verdict(verdicts, BUILD_CHUNK, "speculative") == "pass"
 
 
-# Builds attributed as `builds check` does (issue 44, item 6): the next build's first start line comes 2 minutes
+# Builds attributed as `builds check` does: the next build's first start line comes 2 minutes
 # before its declared since, which `builds check` accepts; and a DSpark start vLLM refused for want of K.
 EARLY_V1 = "probe: V1, processed_logprobs"
 EARLY_V2 = "probe: V2 + DSpark, raw_logprobs"
