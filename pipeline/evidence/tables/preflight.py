@@ -330,7 +330,9 @@ CHECKS = (
         f"fail: the build's INVALID share of its verdicts on other hosts' answers is at least {NEARLY_ALL:.0%} "
         f"and higher than every reference with {MIN_VERDICTS}+ verdicts (the host's previous build, over all data; "
         f"the network in the window), one-sided Fisher exact p < {ALPHA}; pass: {MIN_VERDICTS}+ verdicts with a "
-        f"share below {NEARLY_ALL:.0%}; cannot tell: fewer verdicts, or a high share no reference is below",
+        f"share below {NEARLY_ALL:.0%}; cannot tell: fewer verdicts, or a high share no reference is below; the "
+        "runner the build's start lines state (a worker's 'Using V2 Model Runner', else V1 where the model loaded) "
+        "is reported",
         check_replay,
     ),
     Check(
