@@ -145,7 +145,8 @@ SHUTDOWN = ("Shutting down FastAPI HTTP server", "[shutdown] API server: shuttin
 EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
 # a traceback's exception line that names the speculative config: pydantic's `…ValidationError: 1 validation
 # error for SpeculativeConfig` (vLLM's configs are pydantic dataclasses), or an error about num_speculative_tokens
-SPEC_ERROR = re.compile(r"speculative|num_spec", re.IGNORECASE)
+# or DSpark
+SPEC_ERROR = re.compile(r"speculative|num_spec|dspark", re.IGNORECASE)
 
 
 def _spec_error(body: str) -> bool:

@@ -148,7 +148,6 @@ def line_facts(msg: str) -> list[tuple[str, str, str]]:
         if m:
             values = m.groups() or ("V2",)  # the runner line states V2 by being printed
             out += [("startup", k, v.replace(",", "")) for k, v in zip(keys, values, strict=True)]
-            break
     return out
 
 

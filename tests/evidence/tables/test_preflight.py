@@ -24,7 +24,7 @@ from pipeline.evidence.window import EvidenceError
 from pipeline.samples.logs import LogTruth, VllmFile
 from pipeline.samples.spec import BUILD_CHUNK, BUILD_FIX, BUILD_RAW, BUILD_V1
 from pipeline.samples.vllm_log import ARGS, ENGINE_CONFIG
-from pipeline.warehouse.database import open_for_write, open_read_only
+from pipeline.warehouse.database import fetch_frame, open_for_write, open_read_only
 from tests.factories import data_samples_warehouse, load_builds_of
 from tests.helpers import evidence as run
 
@@ -318,6 +318,10 @@ def _attribution_log(path) -> None:
     f.start_args = ARGS | {"speculative_config": {"method": "dspark", "num_speculative_tokens": 5}}
     f.spec_config, f.v2_runner = "SpeculativeConfig(method='dspark', num_spec_tokens=5)", True
     f.start(ready_after=300)
+    f.advance(600)  # serving: an error that names DSpark after the server was ready is no start-up error
+    f.log("ERROR", "core.py:842", "Request chatcmpl-1 failed")
+    f.raw("Traceback (most recent call last):")
+    f.raw("RuntimeError: dspark proposer: draft tokens out of range")
     f.t = EARLY[REFUSED] + timedelta(minutes=1)
     f.log("INFO", "api_server.py:1043", "vLLM API server version 0.23.1", proc="APIServer")
     f.log(
@@ -374,7 +378,7 @@ def test_a_start_line_before_its_builds_since_is_that_builds_as_builds_check_say
     v2 = rows[(EARLY_V2, "logprobs")]
     assert v2["verdict"] == "fail" and "logprobs_mode raw_logprobs" in v2["evidence"]
     assert "runner V2 ('Using V2 Model Runner')" in v2["evidence"]
-    assert rows[(EARLY_V2, "speculative")]["verdict"] == "pass"
+    assert rows[(EARLY_V2, "speculative")]["verdict"] == "pass"  # its DSpark error came after ready
 
 
 def test_a_start_up_error_naming_the_speculative_config_fails_check_6(attributed):
@@ -389,6 +393,13 @@ def test_a_start_up_error_naming_the_speculative_config_fails_check_6(attributed
     assert "num_speculative_tokens unset" in row["evidence"]  # the launch's own non-default args, K left out
     assert "start-up error naming the speculative config (line " in row["evidence"]
     assert "1 validation error for SpeculativeConfig" in row["evidence"]
+    con = open_read_only(path)
+    try:  # the serving error after ready is a config_error event too; only the start-up one fails check 6
+        kinds = fetch_frame(con, "SELECT detail FROM engine_events WHERE kind = 'config_error' ORDER BY \"at\"", {})
+    finally:
+        con.close()
+    assert kinds["detail"].to_list()[0].endswith("RuntimeError: dspark proposer: draft tokens out of range")
+    assert len(kinds) == 2
     startup = result.rows.filter(result.rows["name"] == "startup").row(0, named=True)
     assert "1 launch(es)" in startup["evidence"]  # a launch, and no engine line after it
 
