@@ -6,15 +6,14 @@ upstream changes in one place.
 
 from __future__ import annotations
 
-# The logprobs mode validation expects for DeepSeek-V4-Flash: the executor's devshardd rewrites every request
-# with `logprobs_mode=processed_logprobs` (gonka-ai/vllm docs/gonka-infval-old-vs-new-gumbel.md, section 1).
-CHAIN_LOGPROBS_MODE = "processed_logprobs"
+# Chain parameters (the logprobs mode validation expects, thresholds, the PoC sequence length) are data, with
+# their sources: pipeline/core/chain.py.
+
 # vLLM's engine-wide default when --logprobs-mode is not passed (vllm/config/model.py, `logprobs_mode`).
 VLLM_DEFAULT_LOGPROBS_MODE = "raw_logprobs"
 # The DSpark block size of the DeepSeek-V4-Flash-0731 draft checkpoint: vLLM rejects num_speculative_tokens
 # below it (vllm-project/vllm#47419), and the seed evidence (gonka-ai/gonka#2198, item 6) sets K to it.
 DSPARK_METHOD = "dspark"
 DSPARK_BLOCK_SIZE = 5
-# One PoC forward pass is batch x 1024 tokens, in a buffer sized by --max-num-batched-tokens
-# (gonka-ai/vllm vllm/v1/attention/backend.py: `assert buffer.shape[0] >= num_output_tokens`).
-POC_TOKENS_PER_SEQUENCE = 1024
+# One PoC forward pass is batch x seq_len tokens (the chain's `poc_seq_len`), in a buffer sized by
+# --max-num-batched-tokens (gonka-ai/vllm vllm/v1/attention/backend.py: `assert buffer.shape[0] >= num_output_tokens`).

@@ -230,16 +230,51 @@ def _check_host(host: str, entries: pl.DataFrame, segs: list[Segment], result: B
             f"{host}: the restart of {iso_utc(seg.starts[0])} changes the config "
             f"({_changes(prev.config, seg.config)}) but the timeline has no boundary near it"
         )
-    for i, e in enumerate(rows):
-        until = rows[i + 1]["valid_from"] if i + 1 < len(rows) else None
-        configs = [
-            s.config
-            for s in segs
-            for t in s.starts
-            if t >= e["valid_from"] - NEAR and (until is None or t < until - NEAR)
-        ]
+    for span in build_spans(entries, starts):  # the start cycles of each entry, as `preflight` attributes them
+        configs = [s.config for s in segs for t in s.starts if t >= span.start and (span.end is None or t < span.end)]
         if configs:
-            result.contradictions += [f"{host}: {line}" for line in _label_contradictions(e["build"], configs)]
+            result.contradictions += [f"{host}: {line}" for line in _label_contradictions(span.build, configs)]
+
+
+@dataclass(frozen=True)
+class BuildSpan:
+    """Where an entry of a host's timeline is in effect in the logs: from its boundary to the next one's."""
+
+    build: str
+    start: datetime  # the start cycle its boundary is at (`build_spans`), else its declared since
+    end: datetime | None  # the next entry's start, or the entry's own valid_to; None: open
+
+
+def build_spans(entries: pl.DataFrame, starts: list[datetime]) -> list[BuildSpan]:
+    """The one attribution of a host's start cycles (and what they log) to its builds, for `builds check` and
+    `preflight` alike: an entry's boundary with start cycles within `NEAR` of it (which `check` accepts as
+    consistent) is at the nearest of them, else at its declared `since`; each entry lasts until the next
+    one's boundary (or its own `valid_to` when that ends it earlier). `entries`: build, valid_from (valid_to
+    optional) of one host; `starts`: the start times of all its cycles."""
+    rows = sorted(entries.iter_rows(named=True), key=lambda e: e["valid_from"])
+    bounds: list[datetime] = []
+    for e in rows:
+        declared = e["valid_from"]
+        near = [t for t in starts if abs(t - declared) <= NEAR]
+        at = min(near, key=lambda t: (abs(t - declared), t)) if near else declared
+        bounds.append(at if not bounds or at > bounds[-1] else declared)  # never before the previous boundary
+    spans = []
+    for i, e in enumerate(rows):
+        end = bounds[i + 1] if i + 1 < len(rows) else None
+        own = e.get("valid_to")
+        if own is not None and (i + 1 >= len(rows) or own < rows[i + 1]["valid_from"]):
+            end = own  # the entry ends before the next begins
+        spans.append(BuildSpan(e["build"], bounds[i], end))
+    return spans
+
+
+def attribute(times: list[datetime | None], spans: list[BuildSpan]) -> list[str | None]:
+    """The build in effect at each time by `build_spans` (None outside every span)."""
+    out: list[str | None] = []
+    for t in times:
+        span = None if t is None else next((s for s in reversed(spans) if s.start <= t), None)
+        out.append(span.build if span is not None and t is not None and (span.end is None or t < span.end) else None)
+    return out
 
 
 def _pair(at: datetime, changes: list[tuple[Segment, Segment]], matched: list[datetime]):

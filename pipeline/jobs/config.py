@@ -15,6 +15,12 @@ any of these, e.g. `GONKA_EVIDENCE_FINALITY_LAG=2h`.
     url   = "postgresql://reader@db-copy/devshard"   # or path = "copies/latest/"
     kind  = "postgres"                   # optional: auto-detected when omitted
     label = "db-copy"                    # optional: name in provenance footers
+    [[chain]]                            # optional: a chain parameter the defaults have wrong
+    name  = "validation_threshold"       # pipeline/core/chain.py PARAMS
+    model = "GLM-5.2-FP8"                # optional: every model when left out
+    value = 0.8
+    since = "2026-11-01T00:00:00Z"       # optional: from the start of the data when left out
+    source = "governance proposal 42"    # optional: the config file when left out
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.address import malformed
+from pipeline.core.chain import PARAMS as CHAIN_PARAMS
+from pipeline.core.chain import ChainParam
 from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest import kinds
@@ -54,6 +62,7 @@ class RunConfig:
     builds: Path | None = None
     finality_lag: str = "6h"
     sources: list[dict] = field(default_factory=list)
+    chain: list[ChainParam] = field(default_factory=list)  # [[chain]]: overrides of the chain parameters
     origin: str = "data-samples"
 
     @property
@@ -120,11 +129,13 @@ def load_config(path: Path | None) -> RunConfig:
         path = DEFAULT_CONFIG_FILE
     doc = read_toml(path, SourceError, "config file")
     base = path.parent
-    unknown = set(doc) - set(CONFIG_KEYS) - {"sources"}
+    unknown = set(doc) - set(CONFIG_KEYS) - {"sources", "chain"}
     if unknown:
         raise SourceError(
-            f"{path}: unknown key(s) {', '.join(sorted(unknown))} (keys: {', '.join(CONFIG_KEYS)}, [[sources]])"
+            f"{path}: unknown key(s) {', '.join(sorted(unknown))} "
+            f"(keys: {', '.join(CONFIG_KEYS)}, [[sources]], [[chain]])"
         )
+    cfg_chain = _chain_entries(doc.get("chain", []), path)
     cfg = RunConfig(origin=str(path))
     for key in PATH_KEYS:
         if key in doc:
@@ -161,7 +172,54 @@ def load_config(path: Path | None) -> RunConfig:
         if "path" in entry:
             entry["path"] = str(base / entry["path"])
         cfg.sources.append(entry)
+    cfg.chain = cfg_chain
     return _checked(_env_overrides(cfg))
+
+
+CHAIN_KEYS = ("name", "model", "value", "since", "source")
+
+
+def _chain_entries(entries: object, path: Path) -> list[ChainParam]:
+    """The config's [[chain]] entries (pipeline/core/chain.py), each checked: a known name, a value of its
+    type, an ISO-8601 `since`."""
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise SourceError(f"{path}: chain must be [[chain]] tables")
+    out = []
+    for i, e in enumerate(entries, 1):
+        where = f"{path}: [[chain]] entry {i}"
+        bad = set(e) - set(CHAIN_KEYS)
+        if bad:
+            raise SourceError(f"{where} has unknown key(s) {', '.join(sorted(bad))} (keys: {', '.join(CHAIN_KEYS)})")
+        name = e.get("name")
+        if name not in CHAIN_PARAMS:
+            raise SourceError(f"{where}: name {name!r} is not one of {', '.join(CHAIN_PARAMS)}")
+        value = e.get("value")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise SourceError(f"{where}: value must be a string or a number, not {toml_type(value)}")
+        try:
+            if CHAIN_PARAMS[name] is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            typed = CHAIN_PARAMS[name](value)
+        except ValueError:
+            kind = {int: "a whole number", float: "a number"}.get(CHAIN_PARAMS[name], "a string")
+            raise SourceError(f"{where}: value {value!r} is not {kind}") from None
+        model = require_string(e["model"], SourceError, f"{where}: model") if "model" in e else None
+        source = require_string(e["source"], SourceError, f"{where}: source") if "source" in e else f"config {path}"
+        since = _chain_since(e["since"], where) if "since" in e else None
+        out.append(ChainParam(name, model, str(typed), since, source, assumed=False))
+    return out
+
+
+def _chain_since(value: object, where: str):
+    from datetime import UTC, datetime
+
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    try:
+        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise SourceError(f"{where}: since {value!r} is not an ISO-8601 time") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def _year(value: object, where: str) -> int:

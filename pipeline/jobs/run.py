@@ -314,6 +314,7 @@ def _check_paths(cfg: RunConfig) -> None:
 def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -> None:
     """Steps 3–5 of a run, on the staged copy of the warehouse."""
     from pipeline.ingest.builds import load_builds
+    from pipeline.ingest.chain import load_chain_params
     from pipeline.output.query import named_queries, run_query
 
     con = open_for_write(staged.path, abort_abandoned=False)
@@ -328,6 +329,7 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
         if cfg.builds is not None:
             n = load_builds(con, cfg.builds)
             events.say(f"host_builds: {n} entries from {cfg.builds}")
+        load_chain_params(con, cfg.chain)
         if events.verbose():  # the tables behind the reports; by default the summary only
             events.listener().table(run_query(con, named_queries()["epoch_summary"].sql, {}), "per-epoch summary")
             if cfg.host:

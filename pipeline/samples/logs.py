@@ -89,7 +89,8 @@ def _stab(truth: LogTruth, build: str) -> dict:
     )
 
 
-POC_REQUEST_NONCES = 1000  # the nonces a `PoC /generate` request asks for (VllmFile.poc)
+# the PoC round a mining window's `PoC /init/generate` line names (VllmFile.poc)
+POC_BLOCK_HASH, POC_BLOCK_HEIGHT = "0x" + "5c" * 32, 1_204_400
 
 
 class VllmFile:
@@ -131,6 +132,7 @@ class VllmFile:
         # a fuller start (vllm_log.py): the non-default args line, these config fields before `seed=0` in the
         # engine's config line ("k=v, " each), the KV-cache memory and concurrency lines
         self.start_args: dict | None = None
+        self.v2_runner = False  # the workers print `Using V2 Model Runner` (vllm/v1/worker/gpu_worker.py)
         self.engine_config = ""
 
     def ended(self) -> datetime:
@@ -195,6 +197,8 @@ class VllmFile:
             f"speculative_config={self.spec_config}, {self.engine_config}seed=0",
         )
         self.truth.events["start"] = self.truth.events.get("start", 0) + 1
+        if self.v2_runner:  # the worker picks its runner before it loads the model
+            self.log("INFO", "gpu_worker.py:500", "Using V2 Model Runner")
         self.advance(ready_after / 2)
         self.log("INFO", "gpu_model_runner.py:1595", "Model loading took 54.2 GiB and 41.118230 seconds")
         if self.start_args is not None:
@@ -356,19 +360,22 @@ class VllmFile:
             _stab(self.truth, self.death["build"])["ooms"] += 1
 
     def poc(self, nonces: int, batch_size: int | None = None) -> None:
-        """A PoC window; `batch_size`: also the `PoC /generate` request line that states the batch."""
+        """A PoC window on the mining path, in the lines of gonka-ai/gonka-vllm-plugins
+        src/gonka_poc/poc/routes.py @04ae0271; `batch_size`: also the `PoC /init/generate` request line that
+        states the batch (left out: a log that did not keep it)."""
         self.advance(5)
-        self.log("INFO", "routes.py:88", "PoC generation started (node 0/1, group 0/1)", proc="APIServer")
         if batch_size is not None:
             self.log(
                 "INFO",
-                "routes.py:201",
-                f"PoC /generate: {POC_REQUEST_NONCES} nonces, batch_size={batch_size}, chunks=1",
+                "routes.py:468",
+                f"PoC /init/generate: block_hash={POC_BLOCK_HASH} block_height={POC_BLOCK_HEIGHT} node=0/1 "
+                f"group=0/1 batch_size={batch_size} url=True poc_stronger_rng=False",
                 proc="APIServer",
             )
+        self.log("INFO", "routes.py:395", "PoC generation started (node 0/1, group 0/1)", proc="APIServer")
         self.advance(60)
-        self.log("INFO", "routes.py:140", f"Generated: {nonces} nonces ({nonces}/min)", proc="APIServer")
-        self.log("INFO", "routes.py:152", f"PoC stopped: {nonces} nonces in 1.0 min", proc="APIServer")
+        self.log("INFO", "routes.py:436", f"Generated: {nonces} nonces ({nonces}/min)", proc="APIServer")
+        self.log("INFO", "routes.py:445", f"PoC stopped: {nonces} nonces in {1.0:.2f}min", proc="APIServer")
         self.truth.events["poc_start"] = self.truth.events.get("poc_start", 0) + 1
         self.truth.events["poc_stop"] = self.truth.events.get("poc_stop", 0) + 1
 

@@ -77,7 +77,8 @@ ENGINE_CONFIG = (
 ACCEPTANCE = (0.08, 0.66)
 READY_SECONDS = {BUILD_V1: 214, BUILD_RAW: 322, BUILD_FIX: 318, BUILD_CHUNK: 316}
 # A build deployed within TAIL after the last busy window is logged too: its start and, for the builds listed
-# here, a PoC window at this batch (its `PoC /generate` line) that yields no nonce, POC_AFTER seconds after ready.
+# here, a mining PoC window at this batch (its `PoC /init/generate` line) that yields no nonce, POC_AFTER
+# seconds after ready.
 TAIL = timedelta(hours=6)
 POC_BATCH = {BUILD_CHUNK: 8}
 POC_AFTER = 600
@@ -230,6 +231,7 @@ def _start(f: VllmFile, rng: random.Random, build: str, ready_after: int) -> Non
     f.version = VERSIONS.get(build, VERSIONS[BUILD_FIX])
     f.spec_config = SPEC_CONFIGS.get(build, DSPARK)
     f.start_args, f.engine_config = START_ARGS.get(build, START_ARGS[BUILD_FIX]), ENGINE_CONFIG
+    f.v2_runner = build != BUILD_V1  # the DSpark builds run vLLM's V2 model runner (their labels say "V2")
     f.pid = rng.randint(120, 400)
     f.start(ready_after=ready_after)
 

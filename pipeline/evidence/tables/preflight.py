@@ -15,15 +15,12 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
+from pipeline.core.chain import DEFAULTS as CHAIN_DEFAULTS
+from pipeline.core.chain import ChainValue, chain_value
 from pipeline.core.paths import sql_text
 from pipeline.core.times import iso_utc
-from pipeline.core.upstream import (
-    CHAIN_LOGPROBS_MODE,
-    DSPARK_BLOCK_SIZE,
-    DSPARK_METHOD,
-    POC_TOKENS_PER_SEQUENCE,
-    VLLM_DEFAULT_LOGPROBS_MODE,
-)
+from pipeline.core.upstream import DSPARK_BLOCK_SIZE, DSPARK_METHOD, VLLM_DEFAULT_LOGPROBS_MODE
+from pipeline.evidence.buildcheck import attribute, build_spans
 from pipeline.evidence.log_window import time_bounds
 from pipeline.evidence.result import EvidenceResult
 from pipeline.evidence.spec import Column, EvidenceSpec, Option, ReportSection, register
@@ -32,6 +29,7 @@ from pipeline.evidence.tables.answers_by_sampling import sampling_label
 from pipeline.evidence.tables.stability import stability
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.evidence.window import _utc as utc_time
+from pipeline.ingest.chain import read_chain_params
 from pipeline.warehouse.database import fetch_frame
 
 NAME = "preflight"
@@ -48,6 +46,9 @@ MIN_LOG_HOURS = 6.0  # check 3: hours of vLLM log a build needs before "no death
 NEAR_DEATH_S = 600  # check 3: a prompt is "near" a death when it started this many seconds before it
 LONG_PROMPT_TOKENS = 32768  # check 3: a death with a prompt this long near it is a death during a long prefill
 HANG_S = 300  # check 5: a launch with no engine start line for this long is a start-up hang
+# The chain values the checks compare with, as the defaults state them (docs; a check names the value it used)
+CHAIN_MODE = chain_value("logprobs_mode", table=CHAIN_DEFAULTS).value
+SEQ_LEN = chain_value("poc_seq_len", table=CHAIN_DEFAULTS).value
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,10 @@ class BuildData:
     answers: pl.DataFrame  # judged answers: sampling, invalidated
     cycles: pl.DataFrame  # preflight_cycles.sql rows of the build
     deaths: pl.DataFrame  # preflight_deaths.sql rows of the build
-    poc: dict  # preflight_poc.sql row of the build (empty: no PoC line)
+    poc: dict  # the build's PoC lines: windows, empty_windows, first_empty_*, batch_size, batch_record
     log_hours: float  # hours of the host's vLLM log files under the build in the window (`stability`)
+    chain_mode: ChainValue  # the logprobs mode the chain validates with (`chain_params`)
+    seq_len: ChainValue  # the chain's PoC sequence length for the build's model
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,11 @@ def check_replay(d: BuildData) -> Finding:
     total = valid + invalid
     seen = f"INVALID on {_share(invalid, total)} of its verdicts on other hosts' answers"
     if total < MIN_VERDICTS:
-        return Finding(CANNOT_TELL, seen, f"at least {MIN_VERDICTS} verdicts of this build on other hosts' answers")
+        return Finding(
+            CANNOT_TELL,
+            f"{seen}; {_runner(d.cycles)}",
+            f"at least {MIN_VERDICTS} verdicts of this build on other hosts' answers",
+        )
     references = []
     if d.earlier is not None and d.earlier[1] + d.earlier[2] >= MIN_VERDICTS:
         label, ev, ei = d.earlier
@@ -104,7 +111,7 @@ def check_replay(d: BuildData) -> Finding:
         p = fisher_exact_2x2(invalid, valid, ri, rv, alternative="greater").p_value
         compared.append(f"{label}: {_share(ri, rv + ri)}, one-sided Fisher exact p = {p:.2g}")
         higher.append(p < ALPHA)
-    evidence = "; ".join([seen, *compared])
+    evidence = "; ".join([seen, *compared, _runner(d.cycles)])
     if invalid / total < NEARLY_ALL:
         return Finding(PASS, evidence)
     if references and all(higher):
@@ -124,18 +131,33 @@ def _modes(cycles: pl.DataFrame) -> list[str]:
     return sorted(set(stated["logprobs_mode"].fill_null(VLLM_DEFAULT_LOGPROBS_MODE).to_list()))
 
 
-def _dspark(cycles: pl.DataFrame) -> bool:
-    return DSPARK_METHOD in cycles["spec_method"].to_list()
+def _runners(cycles: pl.DataFrame) -> list[str]:
+    """The model runners the build's cycles state (engine_cycles.model_runner: `Using V2 Model Runner`)."""
+    return sorted({r for r in cycles["model_runner"].to_list() if r is not None})
+
+
+def _runner(cycles: pl.DataFrame) -> str:
+    runners = _runners(cycles)
+    if not runners:
+        return "runner not stated (no 'Using V2 Model Runner' line and no model loading line)"
+    said = {"V2": "V2 ('Using V2 Model Runner')", "V1": "V1 (the model loaded without 'Using V2 Model Runner')"}
+    return "runner " + ", ".join(said[r] for r in runners)
+
+
+def _chain(value: ChainValue) -> str:
+    """A chain value as a check's evidence names it: assumed when it is this release's default."""
+    return f"{value.value} ({'assumed' if value.assumed else value.source})"
 
 
 def check_logprobs(d: BuildData) -> Finding:
-    modes, dspark = _modes(d.cycles), _dspark(d.cycles)
+    modes, runners, chain = _modes(d.cycles), _runners(d.cycles), d.chain_mode
     a = d.answers
     greedy, sampled = a.filter(pl.col("sampling") == "greedy"), a.filter(pl.col("sampling") == "sampled")
     g_inv, s_inv = int(greedy["invalidated"].sum()), int(sampled["invalidated"].sum())
     parts = [
         f"logprobs_mode {', '.join(modes)}" if modes else "logprobs_mode not stated (no non-default args line)",
-        f"chain expects {CHAIN_LOGPROBS_MODE}",
+        f"chain expects {_chain(chain)}",
+        _runner(d.cycles),
         f"invalidated: sampled {_share(s_inv, sampled.height)}, greedy {_share(g_inv, greedy.height)}",
     ]
     symptom = False
@@ -144,22 +166,22 @@ def check_logprobs(d: BuildData) -> Finding:
         parts.append(f"sampled vs greedy one-sided Fisher exact p = {p.p_value:.2g}")
         symptom = p.p_value < ALPHA
     evidence = "; ".join(parts)
-    wrong = [m for m in modes if m != CHAIN_LOGPROBS_MODE]
-    if symptom or (wrong and dspark):
-        return Finding(
-            FAIL,
-            evidence
-            + ("; DSpark runs on the V2 runner, which ignores the per-request mode" if wrong and dspark else ""),
-        )
+    wrong = [m for m in modes if m != chain.value]
+    v2 = "V2" in runners
+    if symptom or (wrong and v2):
+        return Finding(FAIL, evidence + ("; the V2 runner ignores the per-request mode" if wrong and v2 else ""))
     if modes and not wrong:
         return Finding(PASS, evidence)
     if modes and sampled.height >= MIN_SAMPLED and s_inv / sampled.height < NEARLY_ALL:
-        return Finding(PASS, evidence + "; no DSpark: the V1 runner honours the per-request mode")
+        return Finding(
+            PASS, evidence + ("; the V1 runner honours the per-request mode" if runners == ["V1"] else "; no symptom")
+        )
     return Finding(
         CANNOT_TELL,
         evidence,
-        f"a start line stating --logprobs-mode (vLLM's non-default args), or at least {MIN_SAMPLED} judged "
-        "sampled answers and one greedy",
+        f"a start line stating --logprobs-mode (vLLM's non-default args) and, for another mode than the chain's, "
+        f"the runner (a worker's 'Using V2 Model Runner', or the model loading line without it); or at least "
+        f"{MIN_SAMPLED} judged sampled answers and one greedy",
     )
 
 
@@ -205,18 +227,21 @@ def check_poc(d: BuildData) -> Finding:
     chunks = [v for v in d.cycles["max_num_batched_tokens"].to_list() if v is not None]
     chunk = min(chunks) if chunks else None
     windows, empty = int(d.poc.get("windows") or 0), int(d.poc.get("empty_windows") or 0)
+    seq = int(d.seq_len.value)
     parts = [
         f"PoC batch {batch} (line {d.poc.get('batch_record')})" if batch is not None else "PoC batch not stated",
         f"max_num_batched_tokens {chunk}" if chunk is not None else "max_num_batched_tokens not stated",
     ]
     coupled = None
     if batch is not None and chunk is not None:
-        coupled = batch * POC_TOKENS_PER_SEQUENCE > chunk
+        coupled = batch * seq > chunk
         parts.append(
-            f"{batch} x {POC_TOKENS_PER_SEQUENCE} = {batch * POC_TOKENS_PER_SEQUENCE} "
-            f"{'>' if coupled else '<='} {chunk}"
+            f"{batch} x {seq} = {batch * seq} {'>' if coupled else '<='} {chunk} (PoC seq_len {_chain(d.seq_len)})"
         )
     parts.append(f"{empty} of {windows} PoC windows stopped with 0 nonces or crashed")
+    rates = [v for v in d.cycles["poc_nonces_per_min"].to_list() if v is not None]
+    if rates:
+        parts.append(f"PoC rate {', '.join(f'{v:g}' for v in sorted(set(rates)))} nonces/min ('PoC stopped' lines)")
     if empty:
         parts.append(f"first at {iso_utc(d.poc['first_empty_at'])} (line {d.poc['first_empty_record']})")
     evidence = "; ".join(parts)
@@ -227,8 +252,8 @@ def check_poc(d: BuildData) -> Finding:
     return Finding(
         CANNOT_TELL,
         evidence,
-        "a 'PoC /generate: …, batch_size=B' line and the max_num_batched_tokens argument in this build's logs, "
-        "or a PoC window's 'PoC stopped' line",
+        "a line stating the PoC batch ('PoC /init/generate: … batch_size=B …' or 'PoC /generate: … batch_size=B …') "
+        "and the max_num_batched_tokens argument in this build's logs, or a PoC window's 'PoC stopped' line",
     )
 
 
@@ -261,7 +286,12 @@ def check_startup(d: BuildData) -> Finding:
 
 def check_speculative(d: BuildData) -> Finding:
     methods = sorted({m for m in d.cycles["spec_method"].to_list() if m is not None})
-    if not methods:
+    errors = d.cycles.filter(pl.col("spec_error").is_not_null())
+    said = [
+        f"start-up error naming the speculative config (line {r['spec_error_record']}): {r['spec_error'][:200]}"
+        for r in errors.iter_rows(named=True)
+    ]
+    if not methods and not said:
         return Finding(
             CANNOT_TELL,
             "no start line states the speculative config",
@@ -270,16 +300,25 @@ def check_speculative(d: BuildData) -> Finding:
     dspark = d.cycles.filter(pl.col("spec_method") == DSPARK_METHOD)
     tokens = sorted({t for t in dspark["spec_tokens"].to_list() if t is not None})
     unset = dspark["spec_tokens"].null_count()
-    evidence = f"speculative method {', '.join(methods)}"
+    parts = [f"speculative method {', '.join(methods) or 'not stated'}"]
+    if dspark.height:
+        parts.append(
+            f"num_speculative_tokens {', '.join(map(str, tokens)) or 'unset'}"
+            + (f" (unset in {unset} cycle(s))" if unset and tokens else "")
+            + f"; DSpark block size {DSPARK_BLOCK_SIZE}"
+        )
+    evidence = "; ".join(parts + said)
+    below, above = [k for k in tokens if k < DSPARK_BLOCK_SIZE], [k for k in tokens if k > DSPARK_BLOCK_SIZE]
+    if unset or below or said:  # what vLLM refuses: K unset or below the block; or the start-up error itself
+        return Finding(FAIL, evidence)
     if dspark.height == 0:
         return Finding(PASS, evidence + "; no DSpark, so its block size does not apply")
-    evidence += (
-        f"; num_speculative_tokens {', '.join(map(str, tokens)) or 'unset'}"
-        + (f" (unset in {unset} cycle(s))" if unset and tokens else "")
-        + f"; DSpark block size {DSPARK_BLOCK_SIZE}"
-    )
-    if unset or tokens != [DSPARK_BLOCK_SIZE]:
-        return Finding(FAIL, evidence)
+    if above:
+        return Finding(
+            PASS,
+            evidence + "; K above the block starts (vLLM refuses only K below it): flagged in the acceptance table "
+            "(`k_off_block`)",
+        )
     return Finding(PASS, evidence)
 
 
@@ -291,18 +330,22 @@ CHECKS = (
         f"fail: the build's INVALID share of its verdicts on other hosts' answers is at least {NEARLY_ALL:.0%} "
         f"and higher than every reference with {MIN_VERDICTS}+ verdicts (the host's previous build, over all data; "
         f"the network in the window), one-sided Fisher exact p < {ALPHA}; pass: {MIN_VERDICTS}+ verdicts with a "
-        f"share below {NEARLY_ALL:.0%}; cannot tell: fewer verdicts, or a high share no reference is below",
+        f"share below {NEARLY_ALL:.0%}; cannot tell: fewer verdicts, or a high share no reference is below; the "
+        "runner the build's start lines state (a worker's 'Using V2 Model Runner', else V1 where the model loaded) "
+        "is reported",
         check_replay,
     ),
     Check(
         2,
         "logprobs",
-        f"logprobs mode {CHAIN_LOGPROBS_MODE}, as the chain validates",
+        f"logprobs mode {CHAIN_MODE}, as the chain validates",
         f"fail: a start line states (or, printing the non-default args without it, defaults to "
-        f"{VLLM_DEFAULT_LOGPROBS_MODE}) a mode other than {CHAIN_LOGPROBS_MODE} under DSpark, or the symptom: "
+        f"{VLLM_DEFAULT_LOGPROBS_MODE}) a mode other than the chain's (`chain_params` logprobs_mode, default "
+        f"{CHAIN_MODE}, assumed) on the V2 runner (a worker's 'Using V2 Model Runner' line), or the symptom: "
         f"{MIN_SAMPLED}+ judged sampled answers, at least {NEARLY_ALL:.0%} invalidated, more than the greedy ones "
-        f"(one-sided Fisher exact p < {ALPHA}); pass: {CHAIN_LOGPROBS_MODE} stated and no symptom, or without "
-        f"DSpark (V1 honours the per-request mode) {MIN_SAMPLED}+ sampled answers mostly valid; else cannot tell",
+        f"(one-sided Fisher exact p < {ALPHA}); pass: the chain's mode stated and no symptom, or "
+        f"{MIN_SAMPLED}+ sampled answers mostly valid (the V1 runner honours the per-request mode); else cannot "
+        "tell",
         check_logprobs,
     ),
     Check(
@@ -317,10 +360,12 @@ CHECKS = (
     Check(
         4,
         "poc",
-        f"POC batch x {POC_TOKENS_PER_SEQUENCE} <= max_num_batched_tokens",
-        f"fail: both stated and batch x {POC_TOKENS_PER_SEQUENCE} > max_num_batched_tokens, or a PoC window that "
-        "stopped with 0 nonces or crashed; pass: both stated and within, or PoC windows that all produced nonces; "
-        "cannot tell: neither",
+        f"POC batch x seq_len ({SEQ_LEN}) <= max_num_batched_tokens",
+        f"fail: both stated and batch x seq_len (`chain_params` poc_seq_len, default {SEQ_LEN}, assumed) > "
+        "max_num_batched_tokens, or a PoC window that stopped with 0 nonces or crashed; pass: both stated and "
+        "within, or PoC windows that all produced nonces; cannot tell: neither. The batch is read from the mining "
+        "path's 'PoC /init/generate' and 'PoC /generate: block_hash=…' lines and the wait path's 'PoC /generate: N "
+        "nonces, …' line",
         check_poc,
     ),
     Check(
@@ -336,8 +381,10 @@ CHECKS = (
         6,
         "speculative",
         f"num_speculative_tokens set to the DSpark block size ({DSPARK_BLOCK_SIZE})",
-        f"fail: a DSpark start with num_speculative_tokens unset or not {DSPARK_BLOCK_SIZE}; pass: every DSpark "
-        f"start at {DSPARK_BLOCK_SIZE}, or no DSpark; cannot tell: no start line states the speculative config",
+        f"fail: what vLLM refuses: a DSpark start with num_speculative_tokens unset or below {DSPARK_BLOCK_SIZE}, "
+        "or a start-up traceback naming the speculative config (`config_error`); pass: every DSpark start at "
+        f"{DSPARK_BLOCK_SIZE} or above (above: flagged in the acceptance table, `k_off_block`), or no DSpark; "
+        "cannot tell: no start line states the speculative config",
         check_speculative,
     ),
 )
@@ -446,12 +493,24 @@ def _build_data(con, host: str, window: Window, since, until, order: list[str]) 
         ),
         invalidated=(pl.col("status") == "invalidated").cast(pl.Int64),
     )
-    cycles = fetch_frame(con, sql_text("evidence/preflight_cycles.sql"), bounds)
-    deaths = fetch_frame(con, sql_text("evidence/preflight_deaths.sql"), {**bounds, "near_s": NEAR_DEATH_S})
+    # start cycles, deaths and PoC lines belong to builds as `builds check` attributes them (build_spans)
+    spans = build_spans(
+        fetch_frame(con, sql_text("evidence/host_build_windows.sql"), {"host": host}),
+        fetch_frame(con, sql_text("evidence/host_cycle_starts.sql"), {"host": host})["started_at"].to_list(),
+    )
+
+    def attributed(frame: pl.DataFrame, at: str) -> pl.DataFrame:
+        builds = pl.Series("build", attribute(frame[at].to_list(), spans), dtype=pl.String).fill_null(UNATTRIBUTED)
+        return frame.with_columns(builds)
+
+    cycles = attributed(fetch_frame(con, sql_text("evidence/preflight_cycles.sql"), bounds), "started_at")
+    deaths = attributed(
+        fetch_frame(con, sql_text("evidence/preflight_deaths.sql"), {**bounds, "near_s": NEAR_DEATH_S}), "at"
+    )
     hours = stability(con, host, window).rows.select("build", "hours_observed").rows()
-    poc = {
-        r["build"]: r for r in fetch_frame(con, sql_text("evidence/preflight_poc.sql"), bounds).iter_rows(named=True)
-    }
+    poc_lines = fetch_frame(con, sql_text("evidence/preflight_poc.sql"), bounds)
+    poc_lines = attributed(poc_lines, "at") if poc_lines.height else poc_lines.with_columns(build=pl.lit(None))
+    chain = read_chain_params(con)
 
     def counts(frame: pl.DataFrame, label: str) -> tuple[int, int]:
         part = frame.filter(pl.col("build") == label)
@@ -463,19 +522,38 @@ def _build_data(con, host: str, window: Window, since, until, order: list[str]) 
         if position > 0:
             previous = order[position - 1]
             earlier = (previous, *counts(overall, previous))
+        mine = cycles.filter(pl.col("build") == label)
+        models = [m for m in mine["model"].to_list() if m is not None]
+        at = max(mine["started_at"].to_list(), default=None)
         return BuildData(
             build=label,
             verdicts=counts(verdicts, label),
             earlier=earlier,
             network=(int(network["valid"] or 0), int(network["invalid"] or 0)),
             answers=answers.filter(pl.col("build") == label),
-            cycles=cycles.filter(pl.col("build") == label),
+            cycles=mine,
             deaths=deaths.filter(pl.col("build") == label),
-            poc=poc.get(label, {}),
+            poc=_poc(poc_lines.filter(pl.col("build") == label)),
             log_hours=sum(h for b, h in hours if b == label),
+            chain_mode=chain_value("logprobs_mode", models[-1] if models else None, at, chain),
+            seq_len=chain_value("poc_seq_len", models[-1] if models else None, at, chain),
         )
 
     return of
+
+
+def _poc(lines: pl.DataFrame) -> dict:
+    """A build's PoC lines (preflight_poc.sql rows): its windows, those that stopped empty (the first one's time
+    and record) and the largest batch stated (and its record)."""
+    stops, batches = lines.filter(pl.col("what") == "stop"), lines.filter(pl.col("what") == "batch")
+    empty = stops.filter(pl.col("empty"))
+    out: dict = {"windows": stops.height, "empty_windows": empty.height}
+    if empty.height:
+        out |= {"first_empty_at": empty["at"][0], "first_empty_record": empty["record_key"][0]}
+    if batches.drop_nulls("batch_size").height:
+        top = batches.drop_nulls("batch_size").sort("batch_size", "at", descending=[True, False]).row(0, named=True)
+        out |= {"batch_size": top["batch_size"], "batch_record": top["record_key"]}
+    return out
 
 
 def failed(result: EvidenceResult) -> bool:
@@ -505,6 +583,7 @@ SPEC = register(
             "evidence/preflight_cycles.sql",
             "evidence/preflight_deaths.sql",
             "evidence/preflight_poc.sql",
+            "evidence/host_cycle_starts.sql",
             "evidence/log_window_bounds.sql",
         ),
         options=(

@@ -31,7 +31,7 @@ COLUMNS = (
     Column("kv_cache_gib", "median over cycles of `Available KV cache memory` (GiB, the smallest worker)"),
     Column("kv_cache_tokens", "median of `GPU KV cache size: N tokens`"),
     Column("max_concurrency", "median of `Maximum concurrency for N tokens per request: Xx`"),
-    Column("poc_nonces_per_min", "median over cycles of PoC nonces per minute (`PoC stopped: N nonces in M min`)"),
+    Column("poc_nonces_per_min", "median over cycles of PoC nonces per minute (`PoC stopped: N nonces in M.MMmin`)"),
 )
 
 

@@ -69,6 +69,22 @@ class ParsedLog:
 
 
 def _events(
+    msg: str,
+    uvicorn: bool = False,
+    more_cause: str = "",
+    more_oom: bool = False,
+    more_dead: bool = False,
+    more_spec: str = "",
+) -> list[tuple[str, str]]:
+    """`_record_events`, and a `config_error` when ``more_spec`` (the folded exception line that names the
+    speculative config: a start-up that vLLM refused, e.g. DSpark without num_speculative_tokens) is given."""
+    events = _record_events(msg, uvicorn, more_cause, more_oom, more_dead)
+    if more_spec:
+        events.append(("config_error", ((msg.strip()[:200] + " — ") if msg.strip() else "") + more_spec[:400]))
+    return events
+
+
+def _record_events(
     msg: str, uvicorn: bool = False, more_cause: str = "", more_oom: bool = False, more_dead: bool = False
 ) -> list[tuple[str, str]]:
     """(kind, detail) of the engine events a record holds (kinds: docs/data-model.md, logs, metrics and PoC results).
@@ -127,6 +143,16 @@ def _folded(msg: str, more_cause: str, more_oom: bool, more_dead: bool) -> list[
 # the server was running, so a launch after it is a restart even when nothing else of that run was collected
 SHUTDOWN = ("Shutting down FastAPI HTTP server", "[shutdown] API server: shutting down FastAPI HTTP server")
 EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.OutOfMemoryError: …`
+# a traceback's exception line that names the speculative config: pydantic's `…ValidationError: 1 validation
+# error for SpeculativeConfig` (vLLM's configs are pydantic dataclasses), or an error about num_speculative_tokens
+# or DSpark
+SPEC_ERROR = re.compile(r"speculative|num_spec|dspark", re.IGNORECASE)
+
+
+def _spec_error(body: str) -> bool:
+    return EXCEPTION.match(body) is not None and SPEC_ERROR.search(body) is not None
+
+
 # Every record `_events` can return something for contains one of these (a superset filter, run in Rust).
 EVENT_WORDS = [
     "LLM engine (v",
@@ -902,6 +928,7 @@ def _pending(line: int, level: str, proc, stamp: tuple, msg: str, uvicorn: bool 
         "cause": "",
         "oom": False,
         "dead": False,
+        "spec": "",  # the exception line naming the speculative config, if one folds in
     }
 
 
@@ -994,7 +1021,7 @@ def _fold(cur: _Open, body: str, proc) -> None:
     and engine death."""
     cur.more = True
     launch = "version" in body and LAUNCH.match(body) is not None
-    if cur.pending is None and (launch or OOM.search(body) or DEATH.search(body)):
+    if cur.pending is None and (launch or OOM.search(body) or DEATH.search(body) or _spec_error(body)):
         # a plain record (its message holds no event) whose traceback ends the engine: V0 prints
         # tracebacks without the header after whatever record came before; or the logo a launch
         # prints from 0.15, one message over several lines, its version on the second
@@ -1008,13 +1035,15 @@ def _fold(cur: _Open, body: str, proc) -> None:
         if not cur.pending["dead"] and DEATH.search(body):
             cur.pending["dead"] = True
             cur.pending["cause"] = cur.pending["cause"] or body.strip()
+        if not cur.pending["spec"] and _spec_error(body):
+            cur.pending["spec"] = body.strip()
 
 
 def _flush(cur: _Open | None, events: list[tuple]) -> None:
     """The events of the open record, once no more lines can fold into it."""
     if cur is not None and cur.pending is not None:
         p = cur.pending
-        for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"]):
+        for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"], p["spec"]):
             events.append((p["line"], p["level"], p["proc"], *p["stamp"], kind, detail))
         cur.pending = None
 
@@ -1140,7 +1169,7 @@ def iter_vllm_batches(
         p, st.cur.pending = st.cur.pending, None
         events = [
             (p["line"], p["level"], p["proc"], *p["stamp"], kind, detail)
-            for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"])
+            for kind, detail in _events(p["msg"], p["uvicorn"], p["cause"], p["oom"], p["dead"], p["spec"])
         ]
         if events:
             yield _finish(st, None, None, events, [])

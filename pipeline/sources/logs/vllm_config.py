@@ -5,8 +5,11 @@ the logo's `version X` line,
 `Initializing a V1 LLM engine (vX) with config: k=v, …`, V0's `Initializing an LLM engine (vX) …`), the
 `non-default args: {…}` line of newer versions (the arguments the operator passed), and the start-up facts
 (`Model loading took X GiB and Y seconds`, `Available KV cache memory: X GiB`, `GPU KV cache size: N tokens`,
-`Maximum concurrency for N tokens per request: Xx`, `init engine (…) took X s`), the PoC window's end
-(`PoC stopped: N nonces in M min`) and a PoC request's batch (`PoC /generate: N nonces, batch_size=B, …`).
+`Maximum concurrency for N tokens per request: Xx`, `init engine (…) took X s`), the runner the worker
+chose (`Using V2 Model Runner`), the PoC window's end (`PoC stopped: N nonces in M.MMmin`) and the PoC batch
+of the mining path (`PoC /init/generate: … batch_size=B …`, `PoC /generate: block_hash=… batch_size=B
+nonces=N …`) and of the wait path (`PoC /generate: N nonces, batch_size=B, chunks=C`); the PoC lines as
+gonka-ai/gonka-vllm-plugins src/gonka_poc/poc/routes.py @04ae0271 prints them.
 
 The log scanner picks those lines out of a chunk's envelope lines by `START_WORDS` (vectorised, in Rust);
 `start_facts(lines)` turns the few it finds into one row per (line, key, value), with `part` ``config``
@@ -44,6 +47,8 @@ START_WORDS = [
     "init engine (profile, create kv cache",
     "PoC stopped: ",
     "PoC /generate: ",
+    "PoC /init/generate: ",
+    "Using V2 Model Runner",
 ]
 _RX_VERSION = re.compile(rf"(?:Initializing an? (?:V\d )?LLM engine \(v|{RX_LAUNCH})(\d+\.\d+\.\d+[\w.+-]*)")
 _RX_ENGINE = re.compile(r"Initializing an? (?:V\d )?LLM engine (?:\(v[^)]*\) )?with config: (.*)$")
@@ -94,10 +99,21 @@ _STARTUP = (
         ("concurrency_tokens", "max_concurrency"),
     ),
     (re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"), ("init_engine_s",)),
-    (re.compile(r"PoC stopped: (\d+) nonces in ([\d.]+) min"), ("poc_nonces", "poc_minutes")),
-    # the batch a PoC request runs (gonka-ai/vllm vllm/poc/routes.py): the preflight's PoC coupling check
+    # gonka-ai/gonka-vllm-plugins src/gonka_poc/poc/routes.py @04ae0271 (`_generation_loop`):
+    # f"PoC stopped: {n} nonces in {elapsed_min:.2f}min" (no space before `min`; a space is read too)
+    (re.compile(r"PoC stopped: (\d+) nonces in (\d+(?:\.\d+)?) ?min\b"), ("poc_nonces", "poc_minutes")),
+    # the PoC batch (the preflight's PoC coupling check), same file: the mining path's `init_generate`
+    # (f"PoC /init/generate: block_hash=… block_height=… node=… group=… batch_size={B} url=… …") and `generate`
+    # (f"PoC /generate: block_hash=… node=… batch_size={B} nonces={N} wait=… …"), and the wait path
+    # (f"PoC /generate: {N} nonces, batch_size={B}, chunks={C}")
+    (re.compile(r"PoC /init/generate: block_hash=\S* .*?\bbatch_size=(\d+)\b"), ("poc_batch_size",)),
+    (re.compile(r"PoC /generate: block_hash=\S* .*?\bbatch_size=(\d+) nonces=\d+\b"), ("poc_batch_size",)),
     (re.compile(r"PoC /generate: \d+ nonces, batch_size=(\d+)"), ("poc_batch_size",)),
+    # the worker's runner: vLLM prints this line (vllm/v1/worker/gpu_worker.py) only when it selects the V2
+    # model runner (VLLM_USE_V2_MODEL_RUNNER=1, or its default for supported configurations from vLLM 0.29)
+    (re.compile(r"^Using V2 Model Runner\b"), ("model_runner",)),
 )
+
 MAX_ARGS_CHARS = 65536  # a longer "dict" is no argument list vLLM printed (and not worth evaluating)
 FACT_SCHEMA = {"msg": pl.String, "part": pl.String, "key": pl.String, "value": pl.String}
 
@@ -130,7 +146,8 @@ def line_facts(msg: str) -> list[tuple[str, str, str]]:
     for rx, keys in _STARTUP:
         m = rx.search(msg)
         if m:
-            out += [("startup", k, v.replace(",", "")) for k, v in zip(keys, m.groups(), strict=True)]
+            values = m.groups() or ("V2",)  # the runner line states V2 by being printed
+            out += [("startup", k, v.replace(",", "")) for k, v in zip(keys, values, strict=True)]
     return out
 
 

@@ -27,18 +27,25 @@ WITH s AS (
 ),
 -- the API server prints its version and non-default args (parts server, args) before the engine's start
 -- line: they belong to the cycle of the next engine start line (whichever line the cycle rule starts the
--- cycle at, that start's cycle is the latest cycle start at or before it); every other line belongs to the
--- cycle it follows
+-- cycle at, that start's cycle is the latest cycle start at or before it) — unless another cycle starts
+-- before that start line, or none follows: a launch that never started its engine (vLLM refused the
+-- configuration) keeps its own lines; every other line belongs to the cycle it follows
 next_start AS (
   SELECT f.*, st.line AS start_line
   FROM (SELECT * FROM log_start_facts WHERE part IN ('server', 'args')) f
-  ASOF JOIN (SELECT host, file_id, line FROM log_engine_events WHERE kind = 'start') st
+  ASOF LEFT JOIN (SELECT host, file_id, line FROM log_engine_events WHERE kind = 'start') st
     ON st.host = f.host AND st.file_id = f.file_id AND f.line < st.line
 ),
-before AS (
-  SELECT f.* EXCLUDE (start_line), pv.line AS cycle_line
+anchored AS (
+  SELECT f.* EXCLUDE (start_line),
+         CASE WHEN f.start_line IS NULL OR nc.line < f.start_line THEN f.line ELSE f.start_line END AS anchor
   FROM next_start f
-  ASOF JOIN engine_cycle_starts pv ON pv.host = f.host AND pv.file_id = f.file_id AND f.start_line >= pv.line
+  ASOF LEFT JOIN engine_cycle_starts nc ON nc.host = f.host AND nc.file_id = f.file_id AND f.line < nc.line
+),
+before AS (
+  SELECT f.* EXCLUDE (anchor), pv.line AS cycle_line
+  FROM anchored f
+  ASOF JOIN engine_cycle_starts pv ON pv.host = f.host AND pv.file_id = f.file_id AND f.anchor >= pv.line
 ),
 after AS (
   SELECT f.*, pv.line AS cycle_line
@@ -61,7 +68,12 @@ config AS (
          max(TRY_CAST(value AS DOUBLE)) FILTER (key = 'model_load_s') AS model_load_s,
          min(TRY_CAST(value AS DOUBLE)) FILTER (key = 'kv_cache_gib') AS kv_cache_gib,
          min(TRY_CAST(value AS BIGINT)) FILTER (key = 'kv_cache_tokens') AS kv_cache_tokens,
-         min(TRY_CAST(value AS DOUBLE)) FILTER (key = 'max_concurrency') AS max_concurrency
+         min(TRY_CAST(value AS DOUBLE)) FILTER (key = 'max_concurrency') AS max_concurrency,
+         -- the runner: V2 where a worker printed `Using V2 Model Runner`, V1 where the cycle loaded its model
+         -- without that line (the worker chooses its runner before it loads the model), else not stated
+         CASE WHEN bool_or(key = 'model_runner') THEN 'V2' WHEN bool_or(key = 'model_load_s') THEN 'V1' END
+           AS model_runner,
+         any_value(TRY_CAST(value AS BIGINT)) FILTER (key = 'poc_batch_size') AS poc_batch_size
   FROM kv GROUP BY ALL
 ),
 lines AS (
@@ -88,7 +100,8 @@ SELECT s.host, s."at" AS started_at, coalesce(s.next_at, f.last_at) AS ended_at,
        s.record_key, s.file_id, s.line, coalesce(l.lines, []) AS lines,
        r.ready_at, epoch(r.ready_at - s."at") AS time_to_ready_s,
        c.model_load_gib, c.model_load_s, c.kv_cache_gib, c.kv_cache_tokens, c.max_concurrency,
-       CASE WHEN p.minutes > 0 THEN p.nonces / p.minutes END AS poc_nonces_per_min
+       CASE WHEN p.minutes > 0 THEN p.nonces / p.minutes END AS poc_nonces_per_min,
+       c.poc_batch_size, c.model_runner
 FROM s
 LEFT JOIN config c ON c.host = s.host AND c.file_id = s.file_id AND c.cycle_line = s.line
 LEFT JOIN lines l ON l.host = s.host AND l.file_id = s.file_id AND l.cycle_line = s.line
@@ -98,7 +111,7 @@ LEFT JOIN files f ON f.host = s.host AND f.file_id = s.file_id
 LEFT JOIN log_engine_events e ON e.host = s.host AND e.record_key = s.record_key AND e.kind = 'start';
 
 COMMENT ON VIEW engine_cycle_starts IS 'Where each start cycle of a host''s vLLM logs begins (the first start event of a launch, engine_events.cycle_start), and the one definition of a restart that engine_cycles, stability and timeline build on: restart = the cycle begins after the host''s logs already show the engine (an engine event, a shutdown line included, or a stats or spec-decode line earlier in time, or earlier in the same file).';
-COMMENT ON VIEW engine_cycles IS 'One row per start cycle of a host''s vLLM logs: started_at (its start line), ended_at (the next cycle''s start in the same file, else the file''s last record), vllm_version, config = JSON of what the start lines state (version, model, spec_method and spec_tokens, parallel sizes, quantization, kv_cache_dtype, the non-default arguments; keys sorted), fingerprint = the first 12 hex digits of md5(config): consecutive cycles with one fingerprint are one build segment. lines = the record keys (file_id:line) of the lines the config rests on. Start-up facts: ready_at and time_to_ready_s (to Application startup complete.), model_load_gib and model_load_s, kv_cache_gib (available KV cache memory, the smallest worker), kv_cache_tokens (GPU KV cache size), max_concurrency (at the printed tokens per request), poc_nonces_per_min (PoC stopped lines: nonces / minutes).';
+COMMENT ON VIEW engine_cycles IS 'One row per start cycle of a host''s vLLM logs: started_at (its start line), ended_at (the next cycle''s start in the same file, else the file''s last record), vllm_version, config = JSON of what the start lines state (version, model, spec_method and spec_tokens, parallel sizes, quantization, kv_cache_dtype, the non-default arguments; keys sorted), fingerprint = the first 12 hex digits of md5(config): consecutive cycles with one fingerprint are one build segment. lines = the record keys (file_id:line) of the lines the config rests on. Start-up facts: ready_at and time_to_ready_s (to Application startup complete.), model_load_gib and model_load_s, kv_cache_gib (available KV cache memory, the smallest worker), kv_cache_tokens (GPU KV cache size), max_concurrency (at the printed tokens per request), poc_nonces_per_min (PoC stopped lines: nonces / minutes), poc_batch_size (the batch_size of its last PoC /init/generate or PoC /generate line), model_runner (V2 where a worker printed Using V2 Model Runner, V1 where the model loaded without it, NULL when neither is logged).';
 
 -- A host's start cycles begun in [since_, until_) (NULL: unbounded), each with the build in effect at its start
 -- (as-of join of the build timeline; 'unattributed' outside it): what the startup, preflight and spec tables read.

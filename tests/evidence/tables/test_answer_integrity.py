@@ -202,7 +202,8 @@ class VllmLog:
         self.line(start, "PoC generation started (node 0/1, group 0/1)", src="routes.py:88", proc=API)
         if stop is not None:
             minutes = (stop - start).total_seconds() / 60
-            self.line(stop, f"PoC stopped: {nonces} nonces in {minutes:.1f} min", src="routes.py:152", proc=API)
+            # gonka-ai/gonka-vllm-plugins src/gonka_poc/poc/routes.py @04ae0271: f"… nonces in {elapsed_min:.2f}min"
+            self.line(stop, f"PoC stopped: {nonces} nonces in {minutes:.2f}min", src="routes.py:445", proc=API)
         return self
 
     def ingest(self, con, path: Path, host: str) -> None:

@@ -43,6 +43,19 @@ def test_startup_per_build_is_what_the_start_lines_print(con):
         assert (r["kv_cache_tokens"], r["max_concurrency"], r["poc_nonces_per_min"]) == (1160160, 8.85, poc)
 
 
+def test_cycles_state_their_runner_and_poc_batch(con):
+    """The generator's `Using V2 Model Runner` lines (the DSpark builds) and the chunk build's mining-path
+    `PoC /init/generate: … batch_size=8 …` and `PoC stopped: 0 nonces in 1.00min` (routes.py @04ae0271)."""
+    from tests.helpers import con_frame
+
+    rows = con_frame(con, "SELECT * FROM host_build_cycles($host, NULL, NULL) ORDER BY started_at", {"host": HOST})
+    runners = dict(zip(rows["build"], rows["model_runner"], strict=False))
+    assert runners == {BUILD_V1: "V1", BUILD_RAW: "V2", BUILD_FIX: "V2", BUILD_CHUNK: "V2"}
+    chunk = rows.filter(rows["build"] == BUILD_CHUNK).row(0, named=True)
+    assert (chunk["poc_batch_size"], chunk["poc_nonces_per_min"]) == (8, 0.0)
+    assert rows.filter(rows["build"] != BUILD_CHUNK)["poc_batch_size"].null_count() == rows.height - 1
+
+
 def test_an_epoch_holds_the_cycles_that_began_in_its_span(con):
     rows = run(con, "startup", HOST, epoch=3).rows
     # epoch 3 runs from 2026-10-23 to 2026-10-25T23:30: the OOM restart and the processed_logprobs build's start

@@ -67,17 +67,55 @@ def test_start_up_facts():
         ("startup", "concurrency_tokens", "131072"),
         ("startup", "max_concurrency", "8.85"),
     ]
-    assert line_facts("PoC stopped: 6000 nonces in 2.5 min") == [
-        ("startup", "poc_nonces", "6000"),
-        ("startup", "poc_minutes", "2.5"),
-    ]
     assert line_facts("non-default args: {'model': 'x', broken") == []  # unreadable: states nothing
 
 
-def test_a_poc_request_states_its_batch():
-    # gonka-ai/vllm vllm/poc/routes.py: the batch the preflight's PoC coupling check reads
-    assert line_facts("PoC /generate: 1000 nonces, batch_size=8, chunks=1") == [("startup", "poc_batch_size", "8")]
-    assert line_facts("PoC /generate completed: 1000 nonces in 12.0s (83.3/s)") == []
+# The PoC lines as gonka-ai/gonka-vllm-plugins src/gonka_poc/poc/routes.py @04ae0271 writes them, each test's
+# message built from the format string with upstream's own formatting (the f-string's spec applied here).
+def test_a_poc_window_end_is_read_as_upstream_prints_it():
+    # routes.py @04ae0271, `_generation_loop`: f"PoC stopped: {stats['total_processed']} nonces in {elapsed_min:.2f}min"
+    msg = f"PoC stopped: {642} nonces in {3.1:.2f}min"
+    assert msg == "PoC stopped: 642 nonces in 3.10min"  # no space before `min`
+    assert line_facts(msg) == [("startup", "poc_nonces", "642"), ("startup", "poc_minutes", "3.10")]
+    assert line_facts("PoC stopped: 6000 nonces in 2.5 min")[1] == ("startup", "poc_minutes", "2.5")  # older text
+    assert line_facts("PoC stopped: 642 nonces in 3.10minutes later") == []  # not a minutes unit
+
+
+def test_the_mining_path_states_its_batch():
+    # routes.py @04ae0271, `init_generate`: f"PoC /init/generate: block_hash={body.block_hash} "
+    # f"block_height={body.block_height} node={body.node_id}/{body.node_count} "
+    # f"group={body.group_id}/{body.n_groups} batch_size={body.batch_size} "
+    # f"url={bool(body.url)} poc_stronger_rng={body.poc_stronger_rng}"
+    init = (
+        f"PoC /init/generate: block_hash={'0xabc'} block_height={1204400} node={0}/{2} group={0}/{1} "
+        f"batch_size={32} url={True} poc_stronger_rng={False}"
+    )
+    assert line_facts(init) == [("startup", "poc_batch_size", "32")]
+    # routes.py @04ae0271, `generate`: f"PoC /generate: block_hash={body.block_hash} "
+    # f"block_height={body.block_height} node={body.node_id}/{body.node_count} "
+    # f"batch_size={body.batch_size} nonces={len(body.nonces)} "
+    # f"wait={body.wait} validation={bool(body.validation)} url={bool(body.url)} poc_stronger_rng={...}"
+    generate = (
+        f"PoC /generate: block_hash={'0xabc'} block_height={1204400} node={1}/{2} batch_size={16} nonces={1000} "
+        f"wait={False} validation={False} url={True} poc_stronger_rng={False}"
+    )
+    assert line_facts(generate) == [("startup", "poc_batch_size", "16")]
+
+
+def test_the_wait_path_states_its_batch():
+    # routes.py @04ae0271, `generate` (wait=True): f"PoC /generate: {total_nonces} nonces, batch_size={B}, chunks={C}"
+    assert line_facts(f"PoC /generate: {1000} nonces, batch_size={8}, chunks={125}") == [
+        ("startup", "poc_batch_size", "8")
+    ]
+    # routes.py @04ae0271: f"PoC /generate completed: {total_nonces} nonces in {elapsed:.2f}s ({rate:.0f}/s)"
+    assert line_facts(f"PoC /generate completed: {1000} nonces in {12.0:.2f}s ({83.3:.0f}/s)") == []
+
+
+def test_the_v2_runner_line_states_the_runner():
+    # vLLM's worker (vllm/v1/worker/gpu_worker.py; MRV2 default for supported configurations from v0.29.0)
+    # logs the literal "Using V2 Model Runner" when it selects the V2 model runner
+    assert line_facts("Using V2 Model Runner") == [("startup", "model_runner", "V2")]
+    assert line_facts("Using V1 Model Runner is not a line vLLM prints") == []
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ cycle (`engine_deaths`) and restarts by the stability table.
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -261,3 +262,37 @@ def test_a_start_failure_right_after_the_launch_line_is_a_death(load):
     )
     assert cycles(con) == [(1, "engine_dead", False, 1), (1, "launch", True, 1)]
     assert fetch_frame(con, "SELECT line, kinds FROM engine_deaths").rows() == [(1, ["engine_dead"])]
+
+
+def test_a_refused_start_keeps_its_own_arguments_and_its_config_error(load):
+    """A launch whose speculative config vLLM refused: its non-default args and the traceback's exception line
+    (pydantic's `ValidationError: 1 validation error for SpeculativeConfig`; vLLM's configs are pydantic
+    dataclasses) stay with that launch, not with the next launch's cycle; the error is no death."""
+    args = "(APIServer pid=1) INFO 12-03 {t} [utils.py:233] non-default args: {{'model': 'm', {spec}}}"
+    refused = [
+        launch("10:00:00", "0.23.1"),
+        args.format(t="10:00:00", spec="'speculative_config': {'method': 'dspark'}"),
+        "(APIServer pid=1) Traceback (most recent call last):",
+        '(APIServer pid=1)   File "/usr/lib/vllm/engine/arg_utils.py", line 1370, in create_speculative_config',
+        "(APIServer pid=1) pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
+        "(APIServer pid=1)   Value error, num_speculative_tokens must be set [type=value_error]",
+    ]
+    again = [
+        launch("10:05:00", "0.23.1"),
+        args.format(t="10:05:00", spec="'speculative_config': {'method': 'dspark', 'num_speculative_tokens': 5}"),
+        start("10:05:10"),
+        ready(),
+    ]
+    con = load(refused + again)
+    events = fetch_frame(con, "SELECT line, kind, detail FROM engine_events WHERE kind = 'config_error'").rows()
+    assert events == [
+        (2, "config_error", "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig")
+    ]
+    rows = fetch_frame(con, "SELECT line, config FROM engine_cycles ORDER BY line").rows()
+    configs = [(line, json.loads(config)) for line, config in rows]
+    assert [(line, c.get("spec_method"), c.get("spec_tokens")) for line, c in configs] == [
+        (1, "dspark", None),
+        (7, "dspark", "5"),
+    ]
+    # no death, no OOM; the second launch is a restart, ready 10 s after its start
+    assert table(con) == [(0, 0, 1, 10.0)]
