@@ -157,6 +157,10 @@ def print_ingest_summary(summary: IngestSummary) -> None:
         f"quarantined rows: {summary.quarantined:,}; replay/sealed disagreements: {summary.disagreements:,}; "
         f"elapsed {summary.elapsed_s:.1f} s"
     )
+    from pipeline.ingest.derive import rule_set_lines
+
+    for line in rule_set_lines(list(summary.rule_sets.values()), every=verbosity() >= VERBOSE):
+        info(line)
     _line(
         sys.stdout,
         f"snapshot host stats disagreeing with the diff log or the ledger: {summary.snapshot_disagreements:,} slots "

@@ -137,3 +137,10 @@ CREATE TABLE IF NOT EXISTS raw_snapshot_live (
 CREATE TABLE IF NOT EXISTS d_replay_disagreements (
   epoch_id BIGINT, escrow_id VARCHAR, inference_id BIGINT, field VARCHAR, replayed VARCHAR, sealed VARCHAR,
   PRIMARY KEY (escrow_id, inference_id, field));
+
+-- The replay rule set each escrow's derived rows follow, and how many of its seals it reproduced
+-- (pipeline/transforms/rule_sets.py).
+CREATE TABLE IF NOT EXISTS d_escrow_rule_sets (
+  epoch_id BIGINT, escrow_id VARCHAR PRIMARY KEY, version VARCHAR, rule_set VARCHAR NOT NULL, chosen_by VARCHAR NOT NULL,
+  seals_compared BIGINT NOT NULL, seals_reproduced BIGINT NOT NULL, reproduced_by VARCHAR,
+  best_rule_set VARCHAR, best_reproduced BIGINT);

@@ -78,6 +78,23 @@ FROM d_validations;
 CREATE OR REPLACE VIEW replay_disagreements AS
 SELECT epoch_id, escrow_id, inference_id, field, replayed, sealed FROM d_replay_disagreements;
 
+-- Replay rule sets (pipeline/transforms/rule_sets.py; docs/sources.md, replay rule sets): rules of the devshard
+-- state machine that changed upstream, oldest first.
+CREATE OR REPLACE VIEW replay_rule_sets AS
+SELECT * FROM (VALUES
+    (1, 'finished-only', 'gonka-ai/gonka devshard/state/machine.go @39854687 (applyValidation)',
+     'a MsgValidation counts only while the record is finished; one arriving while it is challenged adds nothing'),
+    (2, 'late-validation', 'gonka-ai/gonka devshard/state/machine.go @d5fbfa38 (applyValidation)',
+     'a MsgValidation arriving while the record is challenged adds its address''s weight to the challenge tally like a vote, and can resolve it'))
+  AS t(ordinal, rule_set, source, meaning);
+
+CREATE OR REPLACE VIEW escrow_rule_sets AS
+SELECT epoch_id, escrow_id, version, rule_set, chosen_by, seals_compared, seals_reproduced, reproduced_by,
+       best_rule_set, best_reproduced
+FROM d_escrow_rule_sets;
+
+COMMENT ON VIEW replay_rule_sets IS 'The replay''s rule sets, oldest first (ordinal): each names a version of a devshard state-machine rule that changed upstream, with its upstream source (repository path @commit) and what it does. escrow_rule_sets says which one each escrow''s inferences and validations follow.';
+COMMENT ON VIEW escrow_rule_sets IS 'Per escrow, the replay rule set (replay_rule_sets) its inferences (status, votes, resolved_nonce, cleared) and validations (counted, after_resolution) follow, and how it was chosen: chosen_by = seals (the only rule set whose outcomes reproduce every compared seal), seals_tie (several do, the seals do not tell them apart: the one the escrow''s version is known to use, else the newest of them), none_reproduces (no rule set reproduces every seal: the newest is used and the escrow is flagged; reproduced_by is NULL), assumed_version (no seals: the rule set every escrow of the same devshard version chose by seals), assumed (no seals and no such version: the newest). A seal is compared where the copy holds a full sealed row (sealed_nonce > 0) of a record the diff log holds from its start and that the settlement drain did not seal; it is reproduced when its status and the vote counts it has are equal. seals_compared = seals compared; seals_reproduced = how many the chosen rule set reproduced; reproduced_by = the rule sets that reproduce all of them (comma-separated, oldest first); best_rule_set and best_reproduced = the rule set that reproduces the most seals (the newest of equals) and how many (NULL without seals). No upstream source ties a devshard version to a rule set (the version is a build stamp and the change is undated), so versions are tied only through seals.';
 COMMENT ON VIEW escrows IS 'One row per escrow (devshard session): epoch, model, runtime version, status (active/settled), group size N, VoteThreshold (tallies must exceed it), validation rate in basis points, creator (gateway), settlement time (UTC). Newest copy wins. held_ranges = the nonce ranges of its diff log the warehouse holds (all copies together); missing_nonces / missing_ranges = nonces of 1 .. latest_nonce that no copy held; complete = none missing; conflicted = copies disagree on a diff''s bytes (forked_nonces, see diff_forks) or on a real seal (conflicting_seals) or a host signature (conflicting_signatures); escrow_coverage has the ranges per copy.';
 COMMENT ON VIEW escrow_slots IS 'Group membership: one row per slot with the address holding it; address_slots = vote weight of that address in the escrow.';
 COMMENT ON VIEW txs IS 'Every transaction of the diff log, deduplicated across copies and hosts on (escrow_id, nonce, tx_index). kind in start, confirm, finish, timeout, validation, vote, error_miss, finalize, other; reason = timeout reason (refused 1, execution 2, error 3: a reason-3 timeout is an error miss), or the oneof member / field number of kind other. event_at = diffs.created_at when set, else the escrow nonce clock.';
