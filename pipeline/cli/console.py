@@ -157,9 +157,7 @@ def print_ingest_summary(summary: IngestSummary) -> None:
         f"quarantined rows: {summary.quarantined:,}; replay/sealed disagreements: {summary.disagreements:,}; "
         f"elapsed {summary.elapsed_s:.1f} s"
     )
-    from pipeline.ingest.derive import rule_set_lines
-
-    for line in rule_set_lines(list(summary.rule_sets.values()), every=verbosity() >= VERBOSE):
+    for line in api.rule_set_lines(list(summary.rule_sets.values()), every=verbosity() >= VERBOSE):
         info(line)
     _line(
         sys.stdout,
