@@ -25,7 +25,7 @@ VERSION_RULE_SETS: dict[str, str] = {}
 # How the rule set of an escrow was chosen (d_escrow_rule_sets.chosen_by, view escrow_rule_sets).
 BY_SEALS = "seals"  # exactly one rule set reproduces every compared seal
 SEALS_TIE = "seals_tie"  # several do (no seal tells them apart): the version's, else the newest of them
-NONE_REPRODUCES = "none_reproduces"  # no rule set reproduces every seal: the newest, flagged
+NONE_REPRODUCES = "none_reproduces"  # no rule set reproduces every seal: the one reproducing most, flagged
 ASSUMED_VERSION = "assumed_version"  # no seals: the rule set the escrow's version is known to use
 ASSUMED = "assumed"  # no seals and no known version: the newest
 
@@ -94,12 +94,14 @@ def choose(
     version_full = pl.coalesce(*[pl.when(full[r] & (pl.col("version_rule") == r)).then(pl.lit(r)) for r in RULE_SETS])
     no_seals = pl.col("seals_compared") == 0
     best = pl.max_horizontal(*[pl.col(f"n_{r}") for r in RULE_SETS])
+    # The rule set reproducing the most seals (the newest of equals).
+    best_rule = pl.coalesce(*[pl.when(pl.col(f"n_{r}") == best).then(pl.lit(r)) for r in reversed(RULE_SETS)])
     return frame.with_columns(
         rule_set=pl.when(no_seals)
         .then(pl.coalesce("version_rule", pl.lit(NEWEST)))
         .when(pl.col("n_full") >= 1)
         .then(pl.coalesce(version_full, newest_full))
-        .otherwise(pl.lit(NEWEST)),
+        .otherwise(best_rule),
         chosen_by=pl.when(no_seals & pl.col("version_rule").is_not_null())
         .then(pl.lit(ASSUMED_VERSION))
         .when(no_seals)
@@ -117,10 +119,7 @@ def choose(
         # How many seals the chosen rule set reproduced.
         seals_reproduced=pl.coalesce(*[pl.when(pl.col("rule_set") == r).then(pl.col(f"n_{r}")) for r in RULE_SETS]),
         reproduced_by=pl.col("reproduced_by"),
-        # The rule set reproducing the most seals (the newest of equals), for an escrow none reproduces.
-        best_rule_set=pl.when(~no_seals).then(
-            pl.coalesce(*[pl.when(pl.col(f"n_{r}") == best).then(pl.lit(r)) for r in reversed(RULE_SETS)])
-        ),
+        best_rule_set=pl.when(~no_seals).then(best_rule),
         best_reproduced=best,
     )
 

@@ -65,46 +65,64 @@ EXPECTED = {
 }
 
 
-def _plan(
-    base, planner: EscrowPlanner, escrow_id: str, after_finish: list, rule: str, version: str | None, settle=True
-):
-    """An escrow of the spec's group whose log is inference 1's start, receipt and finish, then `after_finish`,
-    then (with `settle`) the finalize and the N diffs to settlement; seals written under `rule`."""
-    inference = planner._inference_payload(base, 1)
+def _inference(planner: EscrowPlanner, base, escrow_id: str, i: int):
+    """Inference `i`'s plan and its start, receipt and finish (executor slot i mod 5), as the generator writes them."""
+    inference = planner._inference_payload(base, i)
     start = pb.MsgStartInference(
-        inference_id=1,
+        inference_id=i,
         prompt_hash=hashlib.sha256(inference.prompt).digest(),
         model=MODEL,
         input_length=inference.input_length,
         max_tokens=inference.max_tokens,
         started_at=inference.started_at,
     )
+    confirm = pb.MsgConfirmStart(
+        inference_id=i, executor_sig=wire.signature(escrow_id, i), confirmed_at=start.started_at
+    )
     finish = pb.MsgFinishInference(
-        inference_id=1,
+        inference_id=i,
         response_hash=hashlib.sha256(inference.response).digest(),
         input_tokens=inference.input_length,
         output_tokens=inference.output_tokens,
-        executor_slot=1,
-        proposer_sig=wire.signature(escrow_id, "finish"),
+        executor_slot=i % base.group.size,
+        proposer_sig=wire.signature(escrow_id, i, "finish"),
         escrow_id=escrow_id,
     )
-    confirm = pb.MsgConfirmStart(
-        inference_id=1, executor_sig=wire.signature(escrow_id), confirmed_at=inference.started_at
-    )
-    diffs = [[pb.DevshardTx(start_inference=start)], [pb.DevshardTx(confirm_start=confirm)]]
-    diffs += [[pb.DevshardTx(finish_inference=finish)], *after_finish]
+    txs = [pb.DevshardTx(start_inference=start), pb.DevshardTx(confirm_start=confirm)]
+    return inference, [*txs, pb.DevshardTx(finish_inference=finish)]
+
+
+def _plan(base, planner: EscrowPlanner, escrow: tuple, after_finish: list):
+    """An escrow of the spec's group whose log is inference 1's start, receipt and finish, then `after_finish`,
+    then (when settled) the finalize and the N diffs to settlement; seals written under the escrow's rule.
+    With `second`, inference 2 is started in diff 2 and finished in diff 3 (no verdict on it)."""
+    escrow_id, _, rule, version, settle, *second = escrow
+    first, (start, confirm, finish) = _inference(planner, base, escrow_id, 1)
+    diffs = [[start], [confirm], [finish]]
+    inferences = {1: first}
+    if second:
+        inferences[2], (start2, confirm2, finish2) = _inference(planner, base, escrow_id, 2)
+        diffs[1].append(start2)
+        diffs[2] += [confirm2, finish2]
+    diffs += [list(txs) for txs in after_finish]
     if settle:
         diffs += [[pb.DevshardTx(finalize_round=pb.MsgFinalizeRound())]] + [[] for _ in range(base.group.size)]
+    encoded = []
     for txs in diffs:
-        for tx in txs:
-            member = getattr(tx, tx.WhichOneof("tx"))
+        own = []
+        for tx in txs:  # copies: the scenarios' messages are shared by every escrow
+            copied = pb.DevshardTx()
+            copied.CopyFrom(tx)
+            member = getattr(copied, copied.WhichOneof("tx"))
             if hasattr(member, "escrow_id"):
                 member.escrow_id = escrow_id
+            own.append(copied)
+        encoded.append(wire.encode_diff(own))
     return dataclasses.replace(
         base,
         escrow_id=escrow_id,
-        diffs=[wire.encode_diff(txs) for txs in diffs],
-        inferences={1: inference},
+        diffs=encoded,
+        inferences=inferences,
         bare_sealed_ids=frozenset(),
         unknown_tx=[],
         finalizes=settle,
@@ -117,15 +135,12 @@ def _plan(
     )
 
 
-def _timeline(escrows: list[tuple[str, str, str, str | None, bool]]) -> Timeline:
-    """A timeline of the given escrows: (escrow id, scenario, rule the writer applied, version, settled)."""
+def _timeline(escrows: list[tuple]) -> Timeline:
+    """A timeline of the given escrows: (escrow id, scenario, rule the writer applied, version, settled[, second])."""
     base_timeline = generate_timeline(SPEC)
     base = base_timeline.escrows[0]
     planner = EscrowPlanner(SPEC, base_timeline.cast, base.epoch_id, 0)
-    plans = tuple(
-        _plan(base, planner, escrow_id, SCENARIOS[scenario], rule, version, settle)
-        for escrow_id, scenario, rule, version, settle in escrows
-    )
+    plans = tuple(_plan(base, planner, escrow, SCENARIOS[escrow[1]]) for escrow in escrows)
     # Written by a build with the full sealed_inferences (the spec's first epoch is the narrow old file).
     own = tuple(dataclasses.replace(p, legacy_build=False) for p in base_timeline.escrows)
     return Timeline(SPEC, base_timeline.cast, plans + own)
@@ -134,9 +149,9 @@ def _timeline(escrows: list[tuple[str, str, str, str | None, bool]]) -> Timeline
 def _results(wh) -> tuple[dict, dict, pl.DataFrame]:
     inferences = {
         r["escrow_id"]: r
-        for r in frame(wh, "SELECT escrow_id, status, votes_valid, votes_invalid, sealed FROM inferences").iter_rows(
-            named=True
-        )
+        for r in frame(
+            wh, "SELECT escrow_id, status, votes_valid, votes_invalid, sealed FROM inferences WHERE inference_id = 1"
+        ).iter_rows(named=True)
     }
     rules = {r["escrow_id"]: r for r in frame(wh, "SELECT * FROM escrow_rule_sets").iter_rows(named=True)}
     verdicts = frame(
@@ -212,7 +227,7 @@ def test_a_late_validator_cannot_vote_again():
 def mixed_store(request):
     """Older escrows whose writer counted validations only while Finished (v0.2.3), newer ones whose writer
     counts late validations (v0.2.7), one open escrow of each version and one of a version no seal ties,
-    and one settled escrow whose seal no rule set reproduces (its stored votes tampered with)."""
+    and two settled escrows whose seals no rule set reproduces all of (stored votes tampered with)."""
     escrows = []
     for k, name in enumerate(SCENARIOS):
         escrows.append((f"31{k:02d}", name, "finished-only", "v0.2.3", True))
@@ -222,10 +237,12 @@ def mixed_store(request):
         ("3301", "late_invalid_later_diff", "late-validation", "v0.2.7", False),
         ("3302", "late_invalid_later_diff", "late-validation", "v0.9.9", False),
         ("3303", "late_valid_then_valid_votes", "late-validation", "v0.2.7", True),
+        ("3304", "late_invalid_later_diff", "finished-only", "v0.2.3", True, "second"),
     ]
     copy = _timeline(escrows).copy(last_epoch=2)
+    tampered = {("3303", 1): {"sealed_votes_invalid": 9}, ("3304", 2): {"sealed_votes_valid": 7}}
     sealed = [
-        r | {"sealed_votes_invalid": 9} if r["escrow_id"] == "3303" and r.get("sealed_nonce") else r
+        r | tampered.get((r["escrow_id"], r["inference_id"]), {}) if r.get("sealed_nonce") else r
         for r in copy.tables["sealed_inferences"]
     ]
     copy = dataclasses.replace(copy, tables={**copy.tables, "sealed_inferences": sealed})
@@ -274,6 +291,18 @@ def test_seals_no_rule_set_reproduces_are_said_not_picked_silently(mixed_store):
     )
     # Status validated matches under late-validation only, but neither gives 9 invalid votes.
     assert (flagged["seals_compared"], flagged["seals_reproduced"], flagged["best_reproduced"]) == (1, 0, 0)
+    # Two seals: inference 1's follows the older rule, inference 2's no rule: the older rule set reproduces
+    # more of them than the newest, and is used (flagged).
+    flagged = rules["3304"]
+    assert (flagged["chosen_by"], flagged["rule_set"], flagged["best_rule_set"]) == (
+        "none_reproduces",
+        "finished-only",
+        "finished-only",
+    )
+    assert (flagged["seals_compared"], flagged["seals_reproduced"], flagged["best_reproduced"]) == (2, 1, 1)
+    inferences, _, _ = _results(mixed_store.path)
+    assert (inferences["3304"]["status"], inferences["3304"]["votes_invalid"]) == ("challenged", 2)
     lines = rule_set_lines(list(mixed_store.summary.rule_sets.values()))
-    assert "seals reproduced by no rule set: 1 escrows" in lines[0]
-    assert lines[1].startswith("  escrow 3303: no rule set reproduces its 1 seals")
+    assert "seals reproduced by no rule set: 2 escrows" in lines[0]
+    assert lines[1].startswith("  escrow 3303: no rule set reproduces its 1 seals (best late-validation, 0)")
+    assert lines[2].startswith("  escrow 3304: no rule set reproduces its 2 seals (best finished-only, 1)")
