@@ -306,3 +306,15 @@ def test_seals_no_rule_set_reproduces_are_said_not_picked_silently(mixed_store):
     assert "seals reproduced by no rule set: 2 escrows" in lines[0]
     assert lines[1].startswith("  escrow 3303: no rule set reproduces its 1 seals (best late-validation, 0)")
     assert lines[2].startswith("  escrow 3304: no rule set reproduces its 2 seals (best finished-only, 1)")
+
+
+def test_a_counted_late_validation_is_not_a_pass_of_pr_1757s_counter(upstream_scenarios):
+    # PR #1757's validated counter counts passing validations while Finished (docs/sources.md): slot 2's late
+    # valid validation goes to the challenge tally (counted) but is no pass; the clearing is.
+    ids, wh = upstream_scenarios
+    row = frame(
+        wh.path,
+        "SELECT pass_nonces, challenge_nonce, cleared_nonce FROM inference_counter_nonces "
+        f"WHERE escrow_id = '{ids['late_valid_then_valid_votes']}'",
+    ).row(0, named=True)
+    assert (row["pass_nonces"], row["challenge_nonce"], row["cleared_nonce"]) == ([], 4, 6)
