@@ -58,6 +58,7 @@ AFTER_CHALLENGE = (
 )
 # Which of those each rule set counts (pipeline/transforms/rule_sets.py).
 COUNTS_AFTER_CHALLENGE = {"finished-only": KIND == "vote", "late-validation": pl.lit(True)}
+assert tuple(COUNTS_AFTER_CHALLENGE) == RULE_SETS, "one tally rule per rule set, in order"
 
 
 def _first(cond: pl.Expr, value: str = "pos") -> pl.Expr:
