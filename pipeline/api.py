@@ -99,6 +99,7 @@ __all__ = [
     "report",
     "resolve_sql",
     "resolve_warehouse",
+    "rule_set_lines",
     "run",
     "terminal_width",
     "user_error",
@@ -107,6 +108,13 @@ __all__ = [
 ]
 
 WAREHOUSE_ENV, HOST_ENV = "GONKA_EVIDENCE_WAREHOUSE", "GONKA_EVIDENCE_HOST"
+
+
+def rule_set_lines(choices: list[dict], every: bool = False) -> list[str]:
+    """The ingest summary's lines on the replay rule sets its escrows follow (pipeline/ingest/derive.py)."""
+    from pipeline.ingest.derive import rule_set_lines as lines
+
+    return lines(choices, every)
 
 
 def __getattr__(name: str) -> Any:

@@ -157,6 +157,9 @@ def print_ingest_summary(summary: IngestSummary) -> None:
         f"quarantined rows: {summary.quarantined:,}; replay/sealed disagreements: {summary.disagreements:,}; "
         f"elapsed {summary.elapsed_s:.1f} s"
     )
+    if summary.rule_sets:  # escrows were derived (a no-op ingest imports neither Polars nor the derive)
+        for line in api.rule_set_lines(list(summary.rule_sets.values()), every=verbosity() >= VERBOSE):
+            info(line)
     _line(
         sys.stdout,
         f"snapshot host stats disagreeing with the diff log or the ledger: {summary.snapshot_disagreements:,} slots "

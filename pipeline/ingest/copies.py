@@ -63,6 +63,11 @@ def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> In
         f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
         + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
     )
+    if summary.rule_sets:  # escrows were derived (a no-op ingest imports no derive)
+        from pipeline.ingest.derive import rule_set_lines
+
+        for said in rule_set_lines(list(summary.rule_sets.values()), every=events.verbose()):
+            events.say(f"  {said}")
     for said in missing_column_warnings(summary.accounting):
         events.say(f"  warning: {said}")
     if line := other_builds_line(con, summary.source_id):

@@ -14,6 +14,7 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.ingest.runs import insert
+from pipeline.transforms import rule_sets
 from pipeline.transforms.clock import to_utc_datetime_expr, unix_seconds_expr
 from pipeline.transforms.escrows import escrow_frames
 from pipeline.transforms.replay import replay
@@ -28,6 +29,8 @@ class DeriveOutcome:
     inferences: int = 0
     disagreements: int = 0
     quarantined: list[tuple[str, str, str]] = field(default_factory=list)  # (table, key, reason)
+    # Per escrow: the replay rule set used and how it was chosen (rule_sets.CHOICE_SCHEMA columns).
+    rule_sets: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=rule_sets.CHOICE_SCHEMA))
 
 
 def _read(con: duckdb.DuckDBPyConnection, name: str) -> pl.DataFrame:
@@ -78,9 +81,7 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         live = _read(con, "snapshot_live")
         checkpoints = _read(con, "snapshots")
         escrows = _escrows(frames.escrows, txs, diffs, checkpoints)
-        inferences, verdicts = replay(
-            txs, escrows, frames.slots, live.select("escrow_id", "inference_id", "snapshot_nonce", "status")
-        )
+        inferences, verdicts, choice = _replayed(con, txs, escrows, frames.slots, live, sealed)
         del txs, diffs  # the replay's inputs: freed before the joins below, where the ingest peaks
         inferences, disagreements = _with_sealed(inferences, sealed, live, escrows, frames.slots)
         # Records still live in a checkpoint taken in the Settlement phase were left as they were by the
@@ -101,13 +102,33 @@ def derive_escrows(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> Der
         insert(con, "d_inferences", inferences)
         insert(con, "d_validations", validations)
         insert(con, "d_replay_disagreements", disagreements)
+        insert(con, "d_escrow_rule_sets", _rule_set_rows(choice, escrows))
         attribute_builds(con, "chunk_escrows")
         outcome.escrows = escrows.height
         outcome.inferences = inferences.height
         outcome.disagreements = disagreements.height
+        outcome.rule_sets = choice.select(*rule_sets.CHOICE_SCHEMA)
     finally:
         con.unregister("chunk_escrows")
     return outcome
+
+
+def _replayed(
+    con: duckdb.DuckDBPyConnection,
+    txs: pl.DataFrame,
+    escrows: pl.DataFrame,
+    slots: pl.DataFrame,
+    live: pl.DataFrame,
+    sealed: pl.DataFrame,
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """The replay's inferences and verdicts under each escrow's rule set (the one whose outcomes reproduce
+    its own seals: pipeline/transforms/rule_sets.py), and the choice."""
+    inferences, verdicts = replay(
+        txs, escrows, slots, live.select("escrow_id", "inference_id", "snapshot_nonce", "status")
+    )
+    choice = rule_sets.choose(inferences, sealed, escrows, _read(con, "rule_sets"))
+    inferences, verdicts = rule_sets.apply(inferences, verdicts, choice)
+    return inferences, verdicts, choice
 
 
 def _escrows(escrows: pl.DataFrame, txs: pl.DataFrame, diffs: pl.DataFrame, checkpoints: pl.DataFrame) -> pl.DataFrame:
@@ -129,6 +150,48 @@ def _escrows(escrows: pl.DataFrame, txs: pl.DataFrame, diffs: pl.DataFrame, chec
             .otherwise(pl.lit("nonce_clock")),
         )
         .drop("checkpoint_finalize_nonce")
+    )
+
+
+def rule_set_lines(choices: list[dict], every: bool = False) -> list[str]:
+    """Summary lines of the replay rule sets the derived escrows follow: one line of counts, one line per escrow
+    whose seals no rule set reproduces, and with `every` one line per escrow."""
+    if not choices:
+        return []
+    counts: dict[str, dict[str, int]] = {}
+    for c in choices:
+        by = counts.setdefault(c["rule_set"], {})
+        by[c["chosen_by"]] = by.get(c["chosen_by"], 0) + 1
+    parts = [
+        f"{sum(by.values()):,} {name} ({', '.join(f'{how} {n:,}' for how, n in sorted(by.items()))})"
+        for name, by in sorted(counts.items())
+    ]
+    unreproduced = [c for c in choices if c["chosen_by"] == rule_sets.NONE_REPRODUCES]
+    lines = [
+        f"replay rule sets (escrows): {'; '.join(parts)}; seals reproduced by no rule set: {len(unreproduced):,} "
+        "escrows (view escrow_rule_sets)"
+    ]
+    for c in sorted(unreproduced if not every else choices, key=lambda c: c["escrow_id"]):
+        lines.append(f"  escrow {c['escrow_id']}: {_rule_set_said(c)}")
+    return lines
+
+
+def _rule_set_said(c: dict) -> str:
+    """How one escrow's rule set was chosen, in words."""
+    if c["chosen_by"] == rule_sets.NONE_REPRODUCES:
+        return (
+            f"no rule set reproduces its {c['seals_compared']:,} seals (best {c['best_rule_set']}, "
+            f"{c['best_reproduced']:,}); {c['rule_set']} used, flagged"
+        )
+    if c["chosen_by"] in (rule_sets.ASSUMED, rule_sets.ASSUMED_VERSION):
+        return f"{c['rule_set']}, {c['chosen_by']} (no seals to compare)"
+    return f"{c['rule_set']}, {c['seals_reproduced']:,} of {c['seals_compared']:,} seals reproduced ({c['chosen_by']})"
+
+
+def _rule_set_rows(choice: pl.DataFrame, escrows: pl.DataFrame) -> pl.DataFrame:
+    """d_escrow_rule_sets: the choice with the escrow's epoch and devshard version."""
+    return choice.join(escrows.select("escrow_id", "epoch_id", "version"), on="escrow_id", how="left").select(
+        "epoch_id", "escrow_id", "version", *[c for c in rule_sets.CHOICE_SCHEMA if c != "escrow_id"]
     )
 
 

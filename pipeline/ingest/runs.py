@@ -161,6 +161,8 @@ class IngestSummary:
     escrows_changed: int = 0
     escrows_unchanged: int = 0
     disagreements: int = 0
+    # Per escrow derived: its replay rule set and how it was chosen (rule_sets.CHOICE_SCHEMA, by escrow_id).
+    rule_sets: dict[str, dict] = field(default_factory=dict)
     snapshot_disagreements: int = 0  # checkpoint slots whose host stats differ from the log or the ledger
     snapshot_disagreements_imported: int = 0  # of those, in escrows joined by import
     diffs_deduplicated: int = 0  # diffs of the copy the warehouse already held with the same bytes

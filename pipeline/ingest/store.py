@@ -510,6 +510,7 @@ def _ingest_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestS
         bad += derived.quarantined
         run.count("inferences", derived.inferences)
         summary.disagreements += derived.disagreements
+        summary.rule_sets.update((r["escrow_id"], r) for r in derived.rule_sets.iter_rows(named=True))
     else:
         summary.to_derive.update(escrow_ids)
     run.quarantine(bad)

@@ -399,6 +399,7 @@ class _CopyBuilder:
             plan.config["InferenceSealGraceNonces"],
             plan.config["AutoSealEveryNNonces"],
             drain_rule=plan.drain_rule,
+            validation_rule=plan.validation_rule,
         )
 
     def _session_rows(

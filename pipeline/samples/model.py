@@ -127,6 +127,9 @@ class EscrowMachine:
     seal_grace_nonces: int
     auto_seal_every: int
     drain_rule: str = "paid"
+    # What a MsgValidation does while Challenged (pipeline/transforms/rule_sets.py): "finished-only" (older
+    # builds: nothing) or "late-validation" (newer builds: it goes to the challenge tally like a vote).
+    validation_rule: str = "finished-only"
     records: dict[int, Record] = field(default_factory=dict)
     host_stats: dict[int, HostStats] = field(default_factory=dict)
     latest_nonce: int = 0
@@ -248,7 +251,9 @@ class EscrowMachine:
         if msg.valid:
             for slot in self.group.slots_of(address):
                 record.validated_by |= 1 << slot
-        if record.status is Status.FINISHED:
+        if record.status is Status.CHALLENGED and self.validation_rule == "late-validation":
+            self._challenge_vote(record, address, msg.valid)
+        elif record.status is Status.FINISHED:
             stats = self.stats(record.executor_slot)
             if msg.valid:
                 record.votes_valid += self.group.weight(address)
@@ -267,7 +272,12 @@ class EscrowMachine:
             return False  # after resolution, or a second voice of one address: silent no-op
         record.participants.add(address)
         record.obs_slots.append(msg.voter_slot)
-        if msg.vote_valid:
+        self._challenge_vote(record, address, msg.vote_valid)
+        return True
+
+    def _challenge_vote(self, record: Record, address: str, valid: bool) -> None:
+        """The address's weight to the challenge tally, and the resolution once a side exceeds the threshold."""
+        if valid:
             record.votes_valid += self.group.weight(address)
         else:
             record.votes_invalid += self.group.weight(address)
@@ -279,7 +289,6 @@ class EscrowMachine:
         elif record.votes_valid > self.threshold:
             record.status = Status.VALIDATED
             self.stats(record.executor_slot).validated += 1
-        return True
 
     def _finalize_round(self, nonce: int, msg: pb.MsgFinalizeRound) -> None:
         if self.finalize_nonce is not None:

@@ -118,6 +118,8 @@ class EscrowPlan:
     # One sampled validation cast by the focal host on its own answer from another of its slots (older
     # builds checked the slot, not the address; gonka-ai/gonka#1573).
     self_validation: bool = False
+    # The writer build's rule for a MsgValidation while Challenged (model.EscrowMachine.validation_rule).
+    validation_rule: str = "finished-only"
 
     def created_at(self, nonce: int) -> int:
         at = self.nonce_times[nonce - 1]

@@ -10,11 +10,17 @@ confirm it. Rules (newest build; docs/data-model.md, replay):
   VoteThreshold → TimedOut.
 - MsgValidation counts once per address: while Finished a valid verdict adds the
   address weight to votes_valid, an invalid one adds it to votes_invalid and
-  challenges; later validations add nothing.
+  challenges. What a validation does while Challenged depends on the rule set
+  (pipeline/transforms/rule_sets.py): `finished-only` (older builds) adds nothing,
+  `late-validation` (newer builds) adds its weight to the challenge tally like a vote.
 - MsgValidationVote (while Challenged, once per address, not by an address that
   already validated) adds weight; then votes_invalid > T → Invalidated, else
   votes_valid > T → Validated (votes_valid includes the pre-challenge
-  validations). Votes after resolution are in the log but change nothing.
+  validations). Votes and validations after resolution are in the log but change nothing.
+- The outcomes that depend on the rule set (status, votes, resolution, `counted`,
+  `after_resolution`) come once per rule set, in columns `<name>@<rule set>`, from the
+  same passes; the plain columns hold the rule set of the escrow's `rule_set` column
+  (the newest where there is none). rule_sets.py chooses per escrow by its seals.
 - A timeout with reason 3 (ERROR, one build line) is an error miss: it applies to a
   Finished record like MsgErrorMiss does.
 - Settlement (latest nonce ≥ finalize nonce + N) drains the records still Pending or
@@ -37,6 +43,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from pipeline.transforms.rule_sets import NEWEST, RULE_SETS, RULED_INFERENCE_COLUMNS, RULED_VERDICT_COLUMNS, pick, ruled
+
 # Orders transactions within an escrow: nonce first, then position in the diff.
 POS = (pl.col("nonce") * 1_000_000 + pl.col("tx_index")).alias("pos")
 REFUSED, EXECUTION, ERROR = 1, 2, 3
@@ -44,6 +52,13 @@ INF = 2**62
 KIND, ALIVE = pl.col("kind"), pl.col("in_life")  # in_life: before the settlement drain sealed the record
 # A validation that counts: the address's first, while the record is Finished and live.
 LIVE_VALIDATION = (KIND == "validation") & pl.col("first_of_address") & (pl.col("pos") > pl.col("finish_pos")) & ALIVE
+# A verdict after the challenge that may go to its tally: the address's first, while live.
+AFTER_CHALLENGE = (
+    KIND.is_in(["vote", "validation"]) & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")) & ALIVE
+)
+# Which of those each rule set counts (pipeline/transforms/rule_sets.py).
+COUNTS_AFTER_CHALLENGE = {"finished-only": KIND == "vote", "late-validation": pl.lit(True)}
+assert tuple(COUNTS_AFTER_CHALLENGE) == RULE_SETS, "one tally rule per rule set, in order"
 
 
 def _first(cond: pl.Expr, value: str = "pos") -> pl.Expr:
@@ -58,7 +73,9 @@ def replay(
     txs: tx_log rows; escrows: escrow_id, group_size, vote_threshold, latest_nonce, and optionally
     finalize_nonce (the checkpoint's, used where the log lacks the finalize transaction);
     slots: escrow_id, slot_id, address, address_slots; checkpoint: the records live at each escrow's
-    checkpoint (escrow_id, inference_id, snapshot_nonce, status code).
+    checkpoint (escrow_id, inference_id, snapshot_nonce, status code); an optional `rule_set` column of
+    `escrows` names the rule set of the plain columns (the newest where absent). Every rule set's
+    outcome is also returned, in the `<name>@<rule set>` columns.
     """
     esc = escrows.select(
         "escrow_id",
@@ -88,7 +105,17 @@ def replay(
         how="left",
     )
     facts = _with_tally(_with_pre_valid(facts, verdicts), verdicts).join(settle, on="escrow_id", how="left")
-    return _inferences(facts), _verdict_rows(verdicts, facts)
+    rules = escrows.select("escrow_id", "rule_set") if "rule_set" in escrows.columns else esc.select("escrow_id")
+    return _with_rule_set(_inferences(facts), rules, RULED_INFERENCE_COLUMNS), _with_rule_set(
+        _verdict_rows(verdicts, facts), rules, RULED_VERDICT_COLUMNS
+    )
+
+
+def _with_rule_set(frame: pl.DataFrame, rules: pl.DataFrame, columns: tuple[str, ...]) -> pl.DataFrame:
+    """The plain `columns` from each escrow's rule set, keeping every rule set's own columns."""
+    joined = frame.join(rules, on="escrow_id", how="left")
+    rule_set = pl.col("rule_set") if "rule_set" in joined.columns else pl.lit(NEWEST)
+    return pick(joined, columns, rule_set, keep=True).drop("rule_set", strict=False)
 
 
 def _with_applied(tx: pl.DataFrame, slots: pl.DataFrame) -> pl.DataFrame:
@@ -235,46 +262,46 @@ def _with_pre_valid(facts: pl.DataFrame, verdicts: pl.DataFrame) -> pl.DataFrame
 
 
 def _with_tally(facts: pl.DataFrame, verdicts: pl.DataFrame) -> pl.DataFrame:
-    """The tally after the challenge, vote by vote: the resolution (the first vote past the threshold) and
-    the totals of every vote."""
-    votes = (
-        verdicts.filter(
-            (KIND == "vote") & pl.col("first_of_address") & (pl.col("pos") > pl.col("challenge_pos")) & ALIVE
-        )
+    """The tally after the challenge, verdict by verdict, once per rule set: the resolution (the first
+    counted verdict past the threshold) and the totals of every counted verdict."""
+    valid = pl.col("valid").fill_null(False)
+    tally = (
+        verdicts.filter(AFTER_CHALLENGE)
         .join(
             facts.select("escrow_id", "inference_id", "pre_valid", "challenger_weight"),
             on=["escrow_id", "inference_id"],
         )
         .sort("escrow_id", "inference_id", "pos")
-        .with_columns(
-            cum_valid=pl.col("pre_valid")
-            + (pl.col("weight") * pl.col("valid").cast(pl.Int64)).cum_sum().over("escrow_id", "inference_id"),
-            cum_invalid=pl.col("challenger_weight")
-            + (pl.col("weight") * (~pl.col("valid")).cast(pl.Int64)).cum_sum().over("escrow_id", "inference_id"),
-        )
-        .with_columns(
-            invalidates=pl.col("cum_invalid") > pl.col("vote_threshold"),
-            validates=pl.col("cum_valid") > pl.col("vote_threshold"),
-        )
     )
-    resolution = (
-        votes.filter(pl.col("invalidates") | pl.col("validates"))
-        .group_by("escrow_id", "inference_id")
-        .agg(
-            resolved_pos=pl.col("pos").min(),
-            resolved_nonce=pl.col("nonce").sort_by("pos").first(),
-            outcome=pl.when(pl.col("invalidates").sort_by("pos").first())
-            .then(pl.lit("invalidated"))
-            .otherwise(pl.lit("validated")),
-            res_valid=pl.col("cum_valid").sort_by("pos").first(),
-            res_invalid=pl.col("cum_invalid").sort_by("pos").first(),
+    columns, aggregates = [], []
+    for rule, counts in COUNTS_AFTER_CHALLENGE.items():
+        weight = pl.col("weight") * counts.cast(pl.Int64)
+        cum_valid = pl.col("pre_valid") + (weight * valid.cast(pl.Int64)).cum_sum().over("escrow_id", "inference_id")
+        cum_invalid = pl.col("challenger_weight") + (weight * (~valid).cast(pl.Int64)).cum_sum().over(
+            "escrow_id", "inference_id"
         )
-    )
-    tally = votes.group_by("escrow_id", "inference_id").agg(
-        all_valid=pl.col("cum_valid").sort_by("pos").last(), all_invalid=pl.col("cum_invalid").sort_by("pos").last()
-    )
-    return facts.join(resolution, on=["escrow_id", "inference_id"], how="left").join(
-        tally, on=["escrow_id", "inference_id"], how="left"
+        columns += [cum_valid.alias(ruled("cum_valid", rule)), cum_invalid.alias(ruled("cum_invalid", rule))]
+        invalidates = pl.col(ruled("cum_invalid", rule)) > pl.col("vote_threshold")
+        resolves = counts & (invalidates | (pl.col(ruled("cum_valid", rule)) > pl.col("vote_threshold")))
+        # Rows keep their order (by position) within each group.
+        aggregates += [
+            pl.col("pos").filter(resolves).first().alias(ruled("resolved_pos", rule)),
+            pl.col("nonce").filter(resolves).first().alias(ruled("resolved_nonce", rule)),
+            invalidates.filter(resolves).first().alias(ruled("invalidates", rule)),
+            pl.col(ruled("cum_valid", rule)).filter(resolves).first().alias(ruled("res_valid", rule)),
+            pl.col(ruled("cum_invalid", rule)).filter(resolves).first().alias(ruled("res_invalid", rule)),
+            pl.col(ruled("cum_valid", rule)).last().alias(ruled("all_valid", rule)),
+            pl.col(ruled("cum_invalid", rule)).last().alias(ruled("all_invalid", rule)),
+        ]
+    per_inference = tally.with_columns(columns).group_by("escrow_id", "inference_id").agg(aggregates)
+    return facts.join(per_inference, on=["escrow_id", "inference_id"], how="left").with_columns(
+        pl.when(pl.col(ruled("resolved_pos", rule)).is_null())
+        .then(None)
+        .when(pl.col(ruled("invalidates", rule)))
+        .then(pl.lit("invalidated"))
+        .otherwise(pl.lit("validated"))
+        .alias(ruled("outcome", rule))
+        for rule in RULE_SETS
     )
 
 
@@ -307,40 +334,16 @@ def _inferences(facts: pl.DataFrame) -> pl.DataFrame:
         .when(error_missed)
         .then(pl.col("errormiss_pos") // 1_000_000),
     ).with_columns(
-        # A drained record keeps the status the log last gave it; derive.py applies the drain outcome.
-        status=pl.when(timed_out)
-        .then(pl.lit("timed_out"))
-        .when(no_finish & pl.col("confirm_pos").is_not_null())
-        .then(pl.lit("started"))
-        .when(no_finish)
-        .then(pl.lit("pending"))
-        .when(pl.col("errormiss_pos").is_not_null() & ~challenged_now)
-        .then(pl.lit("timed_out"))
-        .when(challenged_now & pl.col("outcome").is_not_null())
-        .then(pl.col("outcome"))
-        .when(challenged_now)
-        .then(pl.lit("challenged"))
-        .otherwise(pl.lit("finished")),
-        votes_valid=pl.when(pl.col("outcome").is_not_null())
-        .then(pl.col("res_valid"))
-        .when(pl.col("all_valid").is_not_null())
-        .then(pl.col("all_valid"))
-        .otherwise(pl.col("pre_valid")),
-        votes_invalid=pl.when(pl.col("outcome").is_not_null())
-        .then(pl.col("res_invalid"))
-        .when(pl.col("all_invalid").is_not_null())
-        .then(pl.col("all_invalid"))
-        .otherwise(pl.col("challenger_weight")),
         finished=~no_finish,
         challenged=pl.col("invalid_validation"),
         executor_slot=pl.col("inference_id") % pl.col("group_size"),
+        **{k: v for rule in RULE_SETS for k, v in _ruled_outcome(rule, timed_out, no_finish, challenged_now).items()},
     )
     return facts.select(
         "escrow_id",
         "inference_id",
         "model",
         "executor_slot",
-        "status",
         "challenged",
         "finished",
         "drained",
@@ -348,29 +351,64 @@ def _inferences(facts: pl.DataFrame) -> pl.DataFrame:
         "miss_kind",
         "miss_nonce",
         "settlement_nonce",
-        "votes_valid",
-        "votes_invalid",
         "input_tokens",
         "output_tokens",
         "started_at",
         "confirmed_at",
-        "resolved_nonce",
         "start_nonce",
         "finish_slot",
-    ).with_columns(cleared=pl.col("challenged") & (pl.col("status") == "validated"))
+        *[ruled(c, r) for c in RULED_INFERENCE_COLUMNS for r in RULE_SETS],
+    )
+
+
+def _ruled_outcome(rule: str, timed_out: pl.Expr, no_finish: pl.Expr, challenged_now: pl.Expr) -> dict[str, pl.Expr]:
+    """Status, vote totals, resolution nonce and `cleared` as the rule set `rule` gives them."""
+    outcome = pl.col(ruled("outcome", rule))
+    # A drained record keeps the status the log last gave it; derive.py applies the drain outcome.
+    status = (
+        pl.when(timed_out)
+        .then(pl.lit("timed_out"))
+        .when(no_finish & pl.col("confirm_pos").is_not_null())
+        .then(pl.lit("started"))
+        .when(no_finish)
+        .then(pl.lit("pending"))
+        .when(pl.col("errormiss_pos").is_not_null() & ~challenged_now)
+        .then(pl.lit("timed_out"))
+        .when(challenged_now & outcome.is_not_null())
+        .then(outcome)
+        .when(challenged_now)
+        .then(pl.lit("challenged"))
+        .otherwise(pl.lit("finished"))
+    )
+    return {
+        ruled("status", rule): status,
+        ruled("votes_valid", rule): pl.when(outcome.is_not_null())
+        .then(pl.col(ruled("res_valid", rule)))
+        .when(pl.col(ruled("all_valid", rule)).is_not_null())
+        .then(pl.col(ruled("all_valid", rule)))
+        .otherwise(pl.col("pre_valid")),
+        ruled("votes_invalid", rule): pl.when(outcome.is_not_null())
+        .then(pl.col(ruled("res_invalid", rule)))
+        .when(pl.col(ruled("all_invalid", rule)).is_not_null())
+        .then(pl.col(ruled("all_invalid", rule)))
+        .otherwise(pl.col("challenger_weight")),
+        ruled("resolved_nonce", rule): pl.col(ruled("resolved_nonce", rule)),
+        ruled("cleared", rule): pl.col("invalid_validation") & (status == "validated"),
+    }
 
 
 def _verdict_rows(verdicts: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
-    """Every validation and vote, `counted` when it changed the tally and `after_resolution` when it came late."""
-    counted = ((KIND == "validation") & LIVE_VALIDATION & (pl.col("pos") <= pl.col("end_finished"))) | (
-        (KIND == "vote")
-        & pl.col("first_of_address")
-        & (pl.col("pos") > pl.col("challenge_pos"))
-        & ALIVE
-        & (pl.col("pos") <= pl.col("resolved_pos").fill_null(INF))
-    )
+    """Every validation and vote, per rule set `counted` when it changed the tally and `after_resolution`
+    when it came after the inference was resolved."""
+    before_challenge = (KIND == "validation") & LIVE_VALIDATION & (pl.col("pos") <= pl.col("end_finished"))
+    ruled_flags = {}
+    for rule, counts in COUNTS_AFTER_CHALLENGE.items():
+        resolved = pl.col(ruled("resolved_pos", rule))
+        in_tally = AFTER_CHALLENGE & counts & (pl.col("pos") <= resolved.fill_null(INF))
+        ruled_flags[ruled("counted", rule)] = (before_challenge | in_tally).fill_null(False)
+        ruled_flags[ruled("after_resolution", rule)] = (pl.col("pos") > resolved).fill_null(False)
     return verdicts.join(
-        facts.select("escrow_id", "inference_id", "resolved_pos", "group_size"),
+        facts.select("escrow_id", "inference_id", "group_size", *[ruled("resolved_pos", r) for r in RULE_SETS]),
         on=["escrow_id", "inference_id"],
         how="left",
     ).select(
@@ -383,9 +421,8 @@ def _verdict_rows(verdicts: pl.DataFrame, facts: pl.DataFrame) -> pl.DataFrame:
         pl.col("address").alias("validator"),
         pl.col("slot").alias("validator_slot"),
         "valid",
-        counted.fill_null(False).alias("counted"),
-        (pl.col("pos") > pl.col("resolved_pos")).fill_null(False).alias("after_resolution"),
         (pl.col("inference_id") % pl.col("group_size")).alias("executor_slot"),
+        *[ruled_flags[ruled(c, r)].alias(ruled(c, r)) for c in RULED_VERDICT_COLUMNS for r in RULE_SETS],
     )
 
 

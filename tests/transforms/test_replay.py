@@ -304,3 +304,40 @@ def test_records_of_an_import_start_from_the_checkpoint_state_where_the_log_begi
     assert inf[2]["status"] == "finished" and inf[2]["votes_valid"] == 1 and verdicts["counted"].to_list() == [True]
     assert inf[3]["status"] == "timed_out" and inf[3]["miss_kind"] == "refused"
     assert inf[1]["drained"] and inf[1]["pre_drain_status"] == "started" and inf[1]["miss_kind"] is None
+
+
+def test_a_late_validation_can_itself_resolve_the_challenge_under_the_newer_rule_set():
+    # gonka-ai/gonka devshard/state/machine.go @d5fbfa38: applyValidation while Challenged calls
+    # addChallengeVoteLocked, which checks the threshold after adding the weight. Inference 1 (executor B):
+    # A challenges (1), D votes invalid (2), C's late invalid validation makes 3 > 2 → invalidated at nonce 6.
+    txs = log(
+        [start(1)],
+        [confirm(1)],
+        [finish(1, 1)],
+        [validation(1, 0, False)],
+        [vote(1, 4, False)],
+        [validation(1, 3, False)],
+    )
+    inf, verdicts = run(txs)
+    assert (inf[1]["status"], inf[1]["votes_invalid"], inf[1]["resolved_nonce"]) == ("invalidated", 3, 6)
+    assert verdicts.filter(pl.col("validator") == "C")["counted"].to_list() == [True]
+    # Under the older rule set (machine.go @39854687) the late validation adds nothing.
+    assert (inf[1]["status@finished-only"], inf[1]["votes_invalid@finished-only"]) == ("challenged", 2)
+    assert verdicts.filter(pl.col("validator") == "C")["counted@finished-only"].to_list() == [False]
+
+
+def test_the_rule_set_column_of_the_escrows_picks_the_plain_columns():
+    txs = log(
+        [start(1)],
+        [confirm(1)],
+        [finish(1, 1)],
+        [validation(1, 0, False)],
+        [validation(1, 3, False)],
+        [vote(1, 4, False)],
+    )
+    old = escrow(6).with_columns(rule_set=pl.lit("finished-only"))
+    inferences, verdicts = replay(txs, old, SLOTS)
+    row = inferences.row(0, named=True)
+    assert (row["status"], row["votes_invalid"]) == ("challenged", 2)
+    assert (row["status@late-validation"], row["votes_invalid@late-validation"]) == ("invalidated", 3)
+    assert verdicts.filter(pl.col("validator") == "C")["counted"].to_list() == [False]

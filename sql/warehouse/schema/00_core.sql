@@ -140,3 +140,10 @@ CREATE TABLE IF NOT EXISTS d_replay_disagreements (
 
 -- Verdict rule set per devshard version, loaded with the builds file ([[devshard_versions]]).
 CREATE TABLE IF NOT EXISTS devshard_version_rules_t (version VARCHAR PRIMARY KEY, rule VARCHAR NOT NULL);
+
+-- The replay rule set each escrow's derived rows follow, and how many of its seals it reproduced
+-- (pipeline/transforms/rule_sets.py).
+CREATE TABLE IF NOT EXISTS d_escrow_rule_sets (
+  epoch_id BIGINT, escrow_id VARCHAR PRIMARY KEY, version VARCHAR, rule_set VARCHAR NOT NULL, chosen_by VARCHAR NOT NULL,
+  seals_compared BIGINT NOT NULL, seals_reproduced BIGINT NOT NULL, reproduced_by VARCHAR,
+  best_rule_set VARCHAR, best_reproduced BIGINT);

@@ -10,11 +10,21 @@ CREATE OR REPLACE VIEW inference_counter_nonces AS
 WITH finishes AS (
   SELECT escrow_id, inference_id, min(nonce) AS finish_nonce FROM tx_log WHERE kind = 'finish' GROUP BY ALL
 ),
+-- The challenge: the first counted invalid validation, by position in the log (nonce, then tx_index).
+challenges AS (
+  SELECT escrow_id, inference_id, min(nonce * 1000000 + tx_index) AS challenge_pos
+  FROM d_validations WHERE kind = 'validation' AND NOT valid AND counted GROUP BY ALL
+),
+-- Passes are the valid validations counted before the challenge: under the late-validation rule set a
+-- validation while Challenged is counted too, but in the challenge tally, not as a pass.
 checks AS (
-  SELECT escrow_id, inference_id,
-         list(nonce ORDER BY nonce) FILTER (WHERE kind = 'validation' AND valid AND counted) AS pass_nonces,
-         min(nonce) FILTER (WHERE kind = 'validation' AND NOT valid AND counted) AS challenge_nonce
-  FROM d_validations GROUP BY ALL
+  SELECT v.escrow_id, v.inference_id,
+         list(v.nonce ORDER BY v.nonce) FILTER (
+           WHERE v.kind = 'validation' AND v.valid AND v.counted
+             AND v.nonce * 1000000 + v.tx_index < coalesce(c.challenge_pos, 9223372036854775807)
+         ) AS pass_nonces,
+         any_value(c.challenge_pos // 1000000) AS challenge_nonce
+  FROM d_validations v LEFT JOIN challenges c USING (escrow_id, inference_id) GROUP BY ALL
 )
 SELECT i.escrow_id, i.inference_id, i.executor_slot, f.finish_nonce, coalesce(c.pass_nonces, []) AS pass_nonces,
        c.challenge_nonce, CASE WHEN i.status = 'validated' AND c.challenge_nonce IS NOT NULL THEN i.resolved_nonce END
