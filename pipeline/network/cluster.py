@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline.core.env import MIN_SIZE_BYTES, env_size, size_bytes
 from pipeline.core.events import Progress
-from pipeline.core.resources import POLARS_THREADS_ENV, cores, worker_env
+from pipeline.core.resources import POOL_VARIABLES, cores, worker_env
 
 # A worker holds one partition's DuckDB session (buffer pool GONKA_EVIDENCE_INGEST_MEMORY, 200 MB) plus
 # the Arrow batches of one chunk: 2 GB leaves room at the 2M scale (bench/BENCHMARKS.md, network).
@@ -92,25 +92,29 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
 
 @contextmanager
 def _before_spawn(env: dict[str, str]) -> Iterator[None]:
-    """Polars' pool size in the worker processes' environment as they are spawned. A nanny sets its `env`
-    in the new process only after the process has imported this program's `__main__` (which may import
-    Polars, sizing its pool to the machine: measured, two threads a worker on 2 cores where one was set);
-    Dask's pre-spawn variables are set in this process, before the spawn. This process's own Polars is
-    imported first, so its pool keeps its size; the variable is restored when the cluster ends."""
+    """The pools' variables in the worker processes' environment as they are spawned. A nanny sets its
+    `env` in the new process only after the process has imported this program's `__main__` (which may
+    import Polars, sizing its pool to the machine: measured, two threads a worker on 2 cores where one was
+    set); Dask's pre-spawn variables are set in this process, before each spawn (Dask's own include
+    OMP_NUM_THREADS=1). This process's Polars and Arrow pools are sized first, so they keep their size,
+    and every variable the spawns set here is restored when the cluster ends."""
     import dask
-    import polars  # noqa: F401  (sized now, before the variable changes here)
+    import polars  # noqa: F401  (sized now, before the variables change here)
+    import pyarrow
 
-    before = os.environ.get(POLARS_THREADS_ENV)
+    pyarrow.cpu_count(), pyarrow.io_thread_count()  # Arrow's pools made now, sized by this process's variables
     key = "distributed.nanny.pre-spawn-environ"
-    pre_spawn = dict(dask.config.get(key, {})) | {POLARS_THREADS_ENV: env[POLARS_THREADS_ENV]}
+    pre_spawn = dict(dask.config.get(key, {})) | {name: env[name] for name in POOL_VARIABLES}
+    before = {name: os.environ.get(name) for name in pre_spawn}
     try:
         with dask.config.set({key: pre_spawn}):
             yield
     finally:
-        if before is None:
-            os.environ.pop(POLARS_THREADS_ENV, None)
-        else:
-            os.environ[POLARS_THREADS_ENV] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def run_tasks(

@@ -14,8 +14,9 @@ from pipeline.samples import SampleSpec, generate_timeline
 from pipeline.warehouse.database import data_bytes, fetch_frame, ingest_budget, open_for_write
 from tests.helpers import ingest, views
 
-# three ingests of ~25 MB copies, up to 128 threads on this machine's cores; stands in the default tier:
-# tests/core/test_resources.py::test_the_memory_limit_grows_with_the_threads
+# ingests of ~25 MB copies, up to 128 threads on this machine's cores; stands in the default tier:
+# tests/core/test_resources.py::test_the_memory_limit_grows_with_the_threads,
+# tests/core/test_resources.py::test_the_ingest_budget_counts_the_warehouse_data
 pytestmark = pytest.mark.heavy
 
 # Ten times the default escrows: chunks large enough that 128 threads need more than the 200MB the
