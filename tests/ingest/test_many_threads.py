@@ -54,7 +54,7 @@ def test_many_threads_ingest_the_same_warehouse_as_two(copies, two_threads, tmp_
     con = open_for_write(warehouse)
     try:
         assert fetch_frame(con, "SELECT current_setting('threads') AS t")["t"][0] == threads
-        # the base, 4MB a thread and the warehouse's data (issue 45: no longer 200MB + 4MB a thread)
+        # the base, 4MB a thread and the warehouse's data (no longer the base and the threads alone)
         assert ingest_budget(con).memory_limit == f"{200 + 4 * threads + data_bytes(con) // 10**6}MB"
         statuses = fetch_frame(con, "SELECT status FROM ingest_runs")["status"].to_list()
         assert statuses == ["ok"] * len(EPOCHS)
