@@ -47,7 +47,8 @@ RESULTS = ROOT / "bench" / "results"
 MEASURED = ("date", "size", "hosts", "buckets", "piece_rows", "cores", "loadavg_1m_start", "loadavg_1m_end")
 MEASURED += ("runs", "threads")
 STAGES = ("plan_copy", "write_piece", "build_partition")  # task key prefixes: weighing, stage 1, stage 2
-# Forced to one thread in each worker (pipeline/network/cluster.py WORKER_ENV); the thread run sets them to 2.
+# Sized to the worker's share in each worker (pipeline/core/resources.py worker_env: one thread at one worker
+# per core); the thread run forces them to 2.
 THREAD_VARS = ("POLARS_MAX_THREADS", "OMP_NUM_THREADS", "ARROW_IO_THREADS", "GONKA_EVIDENCE_THREADS")
 
 

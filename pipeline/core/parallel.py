@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import TypeVar
 
+from pipeline.core import resources
 from pipeline.core.env import EnvError
 
 WORKERS_ENV = "GONKA_EVIDENCE_WORKERS"
@@ -116,10 +117,21 @@ class BatchPool:
             if self.preload:
                 # a no-op once the fork server runs; `__main__` kept so workers do not each import it
                 context.set_forkserver_preload(["__main__", *self.preload])
-            self._executor = ProcessPoolExecutor(self.workers, mp_context=context)
+            # Each worker sized to its share of the cores (DuckDB, Arrow: `resources.worker_env`).
+            share = resources.worker_env(self.workers)
+            self._executor = ProcessPoolExecutor(
+                self.workers, mp_context=context, initializer=_enter_share, initargs=(share,)
+            )
             for ready in [self._executor.submit(int) for _ in range(self.workers)]:
                 ready.result()  # the pool spawns workers on demand: make them all exist now
         return self._executor
+
+
+def _enter_share(env: dict[str, str]) -> None:
+    """A worker's start: its share of the machine in its environment, Arrow's pools sized to it (Polars'
+    pool was sized when the fork server imported it: the fork server's environment is this process's)."""
+    os.environ.update(env)
+    resources.size_pools()
 
 
 def _batches(items: Iterator[T], weight: Callable[[T], int], batch_bytes: int) -> Iterator[tuple[list[T], int]]:

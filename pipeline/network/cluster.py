@@ -2,7 +2,9 @@
 
 By default a `LocalCluster` on this machine: one worker process per core, one thread each, a memory
 limit per worker. The worker processes are the parallelism, so within one the thread pools of Polars,
-Arrow and DuckDB run one thread each (`WORKER_ENV`, unless this process's environment sets them). With
+Arrow and DuckDB are sized to the worker's share of the machine, its cores divided by the workers
+(`pipeline.core.resources.worker_env`; one thread each at one worker per core), unless this process's
+environment sets them. With
 a scheduler address, the workers of an existing cluster (docs/network.md shows how to start one); they
 need gonka-evidence installed and the lake directory at the same path (a shared file system).
 
@@ -20,15 +22,12 @@ from typing import Any
 
 from pipeline.core.env import MIN_SIZE_BYTES, env_size, size_bytes
 from pipeline.core.events import Progress
-from pipeline.core.resources import THREADS_ENV, cores
+from pipeline.core.resources import POOL_VARIABLES, cores, worker_env
 
 # A worker holds one partition's DuckDB session (buffer pool GONKA_EVIDENCE_INGEST_MEMORY, 200 MB) plus
 # the Arrow batches of one chunk: 2 GB leaves room at the 2M scale (bench/BENCHMARKS.md, network).
 MEMORY_ENV, DEFAULT_MEMORY_LIMIT = "GONKA_EVIDENCE_NETWORK_MEMORY", "2GB"
-# Set in each worker process as it starts, before it imports Polars (which sizes its pool on import):
-# Polars, Arrow's CPU and I/O pools, every DuckDB connection (pipeline/core/resources.py).
-WORKER_ENV = {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "ARROW_IO_THREADS": "1", THREADS_ENV: "1"}
-# Imported by each local worker as it starts, after WORKER_ENV is set: the task modules and their engines,
+# Imported by each local worker as it starts, after `worker_env` is set: the task modules and their engines,
 # which a worker's first task would otherwise pay for (bench/BENCHMARKS.md, network lake).
 WORKER_PRELOAD = "pipeline.network.worker"
 
@@ -73,13 +72,15 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
     if workers is not None and workers < 0:
         raise ClusterError("--workers must be 0 (this process) or more")
     n = workers or cores()
+    env = worker_env(n, memory_limit)
     with (
+        _before_spawn(env),
         LocalCluster(
             n_workers=n,
             threads_per_worker=1,
             processes=True,
             memory_limit=memory_limit,
-            env={name: os.environ.get(name, value) for name, value in WORKER_ENV.items()},
+            env=env,
             preload=[WORKER_PRELOAD],
             dashboard_address=":0",  # a free port: no clash with another cluster on this machine
             silence_logs=logging.ERROR,
@@ -87,6 +88,33 @@ def dask_client(workers: int | None = None, scheduler: str | None = None, memory
         Client(cluster) as client,
     ):
         yield client
+
+
+@contextmanager
+def _before_spawn(env: dict[str, str]) -> Iterator[None]:
+    """The pools' variables in the worker processes' environment as they are spawned. A nanny sets its
+    `env` in the new process only after the process has imported this program's `__main__` (which may
+    import Polars, sizing its pool to the machine: measured, two threads a worker on 2 cores where one was
+    set); Dask's pre-spawn variables are set in this process, before each spawn (Dask's own include
+    OMP_NUM_THREADS=1). This process's Polars and Arrow pools are sized first, so they keep their size,
+    and every variable the spawns set here is restored when the cluster ends."""
+    import dask
+    import polars  # noqa: F401  (sized now, before the variables change here)
+    import pyarrow
+
+    pyarrow.cpu_count(), pyarrow.io_thread_count()  # Arrow's pools made now, sized by this process's variables
+    key = "distributed.nanny.pre-spawn-environ"
+    pre_spawn = dict(dask.config.get(key, {})) | {name: env[name] for name in POOL_VARIABLES}
+    before = {name: os.environ.get(name) for name in pre_spawn}
+    try:
+        with dask.config.set({key: pre_spawn}):
+            yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def run_tasks(

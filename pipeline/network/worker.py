@@ -2,8 +2,9 @@
 cluster of your own, `dask worker --preload pipeline.network.worker`, docs/network.md).
 
 The modules the lake's tasks run, with Polars, Arrow and DuckDB: otherwise each worker's first task pays
-for them (bench/BENCHMARKS.md, network lake). The worker's environment (`cluster.WORKER_ENV`) is set
-before this runs, so the thread pools these imports size are one thread each.
+for them (bench/BENCHMARKS.md, network lake). The worker's environment (`resources.worker_env`) is set
+before this runs; Arrow's pools are sized to the worker's share here (`POOLS`: the threads of each pool),
+and DuckDB's connections take theirs from the share as they open.
 """
 
 from __future__ import annotations
@@ -24,3 +25,6 @@ import pipeline.sources.decode.workers  # noqa: F401
 import pipeline.sources.store.postgres  # noqa: F401  (the copies a stage-1 task reads)
 import pipeline.sources.store.sqlite  # noqa: F401
 import pipeline.warehouse.database  # noqa: F401
+from pipeline.core.resources import size_pools
+
+POOLS = size_pools()

@@ -32,10 +32,11 @@ SCHEMA_DIGEST_KEY = "schema_digest"
 # warehouse size (it spills to disk instead). Each is a base: the pool grows with the threads
 # (pipeline/core/resources.py), and the variable, when set, is the limit itself.
 MEMORY_ENV, DEFAULT_MEMORY_LIMIT = "GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB"
-# While ingesting. The pool keeps the newest table blocks cached up to its limit, so with the general
-# 1GB an ingest's RSS grew with the warehouse (2M copy: 280 MB of cached blocks at the end, peak 1.21 GiB
-# vs 0.99 at 500k). A chunk's statements touch one chunk of rows, so a small pool costs nothing
-# (measured: 2M ingest 95 -> 82 s, peak 0.90 GiB at both sizes).
+# While ingesting: a base, plus the threads' and the warehouse's share (`ingest_budget`). The pool keeps
+# the newest table blocks cached up to its limit, so with the general 1GB an ingest's RSS grew with the
+# warehouse (2M copy: 280 MB of cached blocks at the end, peak 1.21 GiB vs 0.99 at 500k). A chunk's
+# statements touch one chunk of rows, so a small base costs nothing (measured: 2M ingest 95 -> 82 s, peak
+# 0.90 GiB at both sizes); the warehouse's part makes room for the rows they join against.
 INGEST_MEMORY_ENV, DEFAULT_INGEST_MEMORY = "GONKA_EVIDENCE_INGEST_MEMORY", "200MB"
 
 
@@ -116,6 +117,9 @@ def _apply(con: duckdb.DuckDBPyConnection, budget: DuckDBBudget) -> None:
     # Together: DuckDB's default is a thread per core of the machine, each needing memory of its own.
     con.execute(f"SET threads = {budget.threads}")
     con.execute(f"SET memory_limit = '{budget.memory_limit}'")
+    # DuckDB 2's asynchronous I/O pool starts 8 threads per database whatever the cores: as many as the
+    # connection's threads instead (measured: 9 threads a database at threads = 1, 2 with this).
+    con.execute(f"SET async_threads = {budget.threads}")
 
 
 def open_scratch() -> duckdb.DuckDBPyConnection:
@@ -126,8 +130,19 @@ def open_scratch() -> duckdb.DuckDBPyConnection:
 
 
 def ingest_budget(con: duckdb.DuckDBPyConnection) -> DuckDBBudget:
-    """The ingest's memory limit for the threads `con` runs."""
-    return duckdb_budget(INGEST_MEMORY_ENV, DEFAULT_INGEST_MEMORY, int(_setting(con, "threads")))
+    """The ingest's memory limit for the threads `con` runs and the warehouse it writes: each chunk's
+    statements join the chunk to the warehouse's rows and every thread pins blocks of the tables it scans,
+    so the limit grows with the warehouse's data (the 1M network's copies one after another at 16 threads:
+    the fifth ran out at 264MB, with 229MB of warehouse) up to the process's share (`duckdb_budget`)."""
+    return duckdb_budget(INGEST_MEMORY_ENV, DEFAULT_INGEST_MEMORY, int(_setting(con, "threads")), data_bytes(con))
+
+
+def data_bytes(con: duckdb.DuckDBPyConnection) -> int:
+    """The bytes of the blocks that `con`'s database holds data in (0 for a new one)."""
+    row = con.execute(
+        "SELECT used_blocks * block_size FROM pragma_database_size() WHERE database_name = current_database()"
+    ).fetchall()
+    return int(row[0][0] or 0) if row else 0
 
 
 @contextmanager

@@ -77,6 +77,8 @@ def test_a_bucket_wider_than_any_window_is_one_line(warehouse):
         ("GONKA_EVIDENCE_WORKERS", "many", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
         ("GONKA_EVIDENCE_THREADS", "many", ["query", "SELECT 1"]),
         ("GONKA_EVIDENCE_THREADS", "0", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
+        ("GONKA_EVIDENCE_PROCESSES", "none", ["ingest", str(DATA_SAMPLES_DIR / "store")]),
+        ("GONKA_EVIDENCE_MEMORY", "plenty", ["query", "SELECT 1"]),
         ("GONKA_EVIDENCE_FINALITY_LAG", "soon", ["run"]),
         ("GONKA_EVIDENCE_NETWORK_MEMORY", "lots", ["network", "ingest", str(DATA_SAMPLES_DIR / "network" / "host-0")]),
     ],

@@ -41,6 +41,22 @@ def test_large_input_goes_to_workers_in_order_and_in_batches():
     assert [item for item, _, _ in again] == items
 
 
+def share_seen(batch: list[int]) -> list[tuple[str | None, int]]:
+    import pyarrow
+
+    return [(os.environ.get("GONKA_EVIDENCE_PROCESSES"), pyarrow.cpu_count()) for _ in batch]
+
+
+def test_each_worker_takes_its_share_of_the_cores(monkeypatch):
+    for name in ("GONKA_EVIDENCE_PROCESSES", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    from pipeline.core.resources import this_machine
+
+    with BatchPool(workers=2, batch_bytes=1, min_bytes=0) as pool:
+        seen = set(pool.map(share_seen, range(20), lambda _: 1))
+    assert seen == {("2", max(1, this_machine().cores // 2))}
+
+
 def test_one_worker_maps_here_without_processes():
     with BatchPool(workers=1, batch_bytes=2, min_bytes=0) as pool:
         assert [x for x, _, _ in pool.map(tag_with_pid, range(9), lambda _: 1)] == list(range(9))

@@ -10,7 +10,17 @@ import pytest
 
 from pipeline.core import resources
 from pipeline.core.env import EnvError
-from pipeline.core.resources import PER_THREAD_BYTES, cgroup_cpus, cgroup_memory, duckdb_budget
+from pipeline.core.resources import (
+    PER_THREAD_BYTES,
+    Machine,
+    Share,
+    cgroup_cpus,
+    cgroup_memory,
+    duckdb_budget,
+    machine,
+    share,
+    worker_env,
+)
 
 V1_UNLIMITED = "9223372036854771712"
 
@@ -113,3 +123,99 @@ def test_bad_threads_are_an_env_error_naming_the_variable(monkeypatch, value):
     monkeypatch.setenv("GONKA_EVIDENCE_THREADS", value)
     with pytest.raises(EnvError, match="GONKA_EVIDENCE_THREADS"):
         duckdb_budget("GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB")
+
+
+# -- a worker's share of the machine --------------------------------------------------------------------
+
+
+def _share_env(monkeypatch, **values: str) -> None:
+    names = ("GONKA_EVIDENCE_PROCESSES", "GONKA_EVIDENCE_MEMORY", "GONKA_EVIDENCE_THREADS")
+    for name in (*names, "POLARS_MAX_THREADS", "OMP_NUM_THREADS", "ARROW_IO_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_machine_is_the_affinity_and_ram_at_most_the_cgroup_limits(tmp_path):
+    limits = {"user.slice/cpu.max": "600000 100000", "user.slice/memory.max": "8000000000"}
+    root = _files(tmp_path, {"cgroup.controllers": "cpu memory"} | limits)
+    assert machine(root, "0::/user.slice\n", cpus=16, ram=64 * 10**9) == Machine(6, 8 * 10**9)
+    assert machine(root, "0::/user.slice\n", cpus=4, ram=2 * 10**9) == Machine(4, 2 * 10**9)  # under the limits
+    v1 = _files(tmp_path / "v1", {"cpu/cpu.cfs_quota_us": "250000", "cpu/cpu.cfs_period_us": "100000"})
+    assert machine(v1, "3:cpu:/\n", cpus=16, ram=10**9) == Machine(3, 10**9)  # 2.5 CPUs rounded up
+
+
+def test_a_worker_gets_the_machine_divided_by_the_workers(tmp_path, monkeypatch):
+    root = _files(tmp_path, {"cgroup.controllers": "cpu memory", "cpu.max": "1600000 100000", "memory.max": "max"})
+    sixteen = machine(root, "0::/\n", cpus=64, ram=64 * 10**9)  # a 16-CPU quota on a 64-core host
+    _share_env(monkeypatch)
+    assert share(sixteen) == Share(1, 16, 64 * 10**9)  # not a worker: the whole machine
+    monkeypatch.setenv("GONKA_EVIDENCE_PROCESSES", "4")
+    assert share(sixteen) == Share(4, 4, 16 * 10**9)
+    monkeypatch.setenv("GONKA_EVIDENCE_PROCESSES", "32")
+    assert share(sixteen) == Share(32, 1, 2 * 10**9)  # more workers than cores: one each
+    monkeypatch.setenv("GONKA_EVIDENCE_MEMORY", "3GB")  # set: the memory as given
+    assert share(sixteen) == Share(32, 1, 3 * 10**9)
+
+
+def test_worker_env_sizes_the_pools_to_the_share_and_keeps_what_is_set(monkeypatch):
+    monkeypatch.setattr(resources, "this_machine", lambda: Machine(16, 64 * 10**9))
+    _share_env(monkeypatch)
+    pools = {"POLARS_MAX_THREADS": "4", "OMP_NUM_THREADS": "4", "ARROW_IO_THREADS": "4"}
+    assert worker_env(4) == {"GONKA_EVIDENCE_PROCESSES": "4"} | pools
+    assert worker_env(16, "2GB")["GONKA_EVIDENCE_MEMORY"] == "2GB" and worker_env(16)["POLARS_MAX_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # an override: kept in every worker
+    assert worker_env(4)["OMP_NUM_THREADS"] == "3" and worker_env(4)["POLARS_MAX_THREADS"] == "4"
+    # A worker that starts workers: they share its share (2 of 2 of 16 cores: 4 each).
+    monkeypatch.setenv("GONKA_EVIDENCE_PROCESSES", "2")
+    assert worker_env(2)["GONKA_EVIDENCE_PROCESSES"] == "4" and worker_env(2)["POLARS_MAX_THREADS"] == "4"
+
+
+def test_duckdb_in_a_worker_takes_its_share_unless_the_threads_are_set(monkeypatch):
+    monkeypatch.setattr(resources, "this_machine", lambda: Machine(16, 64 * 10**9))
+    _share_env(monkeypatch, GONKA_EVIDENCE_PROCESSES="8")
+    assert (resources.cores(), resources.memory_available()) == (2, 8 * 10**9)
+    assert duckdb_budget("GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB").threads == 2
+    assert resources.pool_threads("POLARS_MAX_THREADS") == 2
+    monkeypatch.setenv("GONKA_EVIDENCE_THREADS", "16")  # the override wins over the share
+    assert duckdb_budget("GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB").threads == 16
+    monkeypatch.setenv("POLARS_MAX_THREADS", "5")
+    assert resources.pool_threads("POLARS_MAX_THREADS") == 5
+
+
+@pytest.mark.parametrize(("name", "value"), [("GONKA_EVIDENCE_PROCESSES", "0"), ("GONKA_EVIDENCE_MEMORY", "lots")])
+def test_a_bad_share_variable_is_an_env_error_naming_it(monkeypatch, name, value):
+    _share_env(monkeypatch, **{name: value})
+    with pytest.raises(EnvError, match=name):
+        share(Machine(2, 10**9))
+
+
+def test_the_limit_grows_with_the_work_up_to_the_share(monkeypatch):
+    _share_env(monkeypatch, GONKA_EVIDENCE_THREADS="16")
+    monkeypatch.delenv("GONKA_EVIDENCE_INGEST_MEMORY", raising=False)
+    monkeypatch.setattr(resources, "this_machine", lambda: Machine(16, 64 * 10**9))
+    assert duckdb_budget("GONKA_EVIDENCE_INGEST_MEMORY", "200MB").memory_limit == "264MB"  # no work: as before
+    budget = duckdb_budget("GONKA_EVIDENCE_INGEST_MEMORY", "200MB", work_bytes=229 * 10**6)
+    assert budget.memory_limit == "493MB"  # the fifth of the 1M network's copies: 229MB of warehouse
+    # A worker of 64 on the machine: its share (1GB) caps the limit at half of it.
+    monkeypatch.setenv("GONKA_EVIDENCE_PROCESSES", "64")
+    assert duckdb_budget("GONKA_EVIDENCE_INGEST_MEMORY", "200MB", work_bytes=4 * 10**9).memory_limit == "500MB"
+    monkeypatch.setenv("GONKA_EVIDENCE_INGEST_MEMORY", "300MB")  # set: the limit as given, whatever the work
+    assert duckdb_budget("GONKA_EVIDENCE_INGEST_MEMORY", "200MB", work_bytes=4 * 10**9).memory_limit == "300MB"
+
+
+def test_the_ingest_budget_counts_the_warehouse_data(tmp_path, monkeypatch):
+    from pipeline.warehouse.database import data_bytes, ingest_budget, open_for_write
+
+    _share_env(monkeypatch, GONKA_EVIDENCE_THREADS="4")
+    monkeypatch.delenv("GONKA_EVIDENCE_INGEST_MEMORY", raising=False)
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        assert data_bytes(con) == 0 and ingest_budget(con).memory_limit == "216MB"
+        con.execute("CREATE TABLE filler AS SELECT range AS i, md5(range::VARCHAR) AS s FROM range(300000)")
+        con.execute("CHECKPOINT")
+        held = data_bytes(con)
+        assert held > 5 * 10**6
+        assert ingest_budget(con).memory_limit == f"{216 + held // 10**6}MB"
+    finally:
+        con.close()

@@ -253,6 +253,37 @@ def test_inside_a_worker_polars_arrow_and_duckdb_run_one_thread_each():
         assert run_tasks(client, pools, [(0,), (1,)], "pools", lambda *_: None) == [(1, 1, 1, 1)] * 2
 
 
+def test_a_worker_takes_its_share_of_the_cores_in_every_pool(monkeypatch):
+    """One worker on this machine has every core (each pool took one before, whatever the share); an override
+    set here (GONKA_EVIDENCE_THREADS for DuckDB) reaches the worker. Polars' pool is sized at the spawn."""
+    from pipeline.core.resources import this_machine
+    from pipeline.network.cluster import dask_client, run_tasks
+
+    def pools(_: int) -> tuple[int, ...]:
+        import polars
+        import pyarrow
+
+        from pipeline.warehouse.database import open_scratch
+
+        con = open_scratch()
+        try:
+            ((threads, io),) = con.execute(
+                "SELECT current_setting('threads'), current_setting('async_threads')"
+            ).fetchall()
+        finally:
+            con.close()
+        return polars.thread_pool_size(), pyarrow.cpu_count(), pyarrow.io_thread_count(), int(threads), int(io)
+
+    for name in ("GONKA_EVIDENCE_THREADS", "POLARS_MAX_THREADS", "OMP_NUM_THREADS", "ARROW_IO_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    cores = this_machine().cores
+    with dask_client(workers=1) as client:
+        assert run_tasks(client, pools, [(0,)], "pools", lambda *_: None) == [(cores,) * 5]
+    monkeypatch.setenv("GONKA_EVIDENCE_THREADS", "3")
+    with dask_client(workers=1) as client:
+        assert run_tasks(client, pools, [(0,)], "pools", lambda *_: None) == [(cores, cores, cores, 3, 3)]
+
+
 def test_a_worker_has_imported_the_task_modules_before_its_first_task():
     """The local cluster's workers preload the task modules and engines, so no first task pays for them."""
     from pipeline.network.cluster import dask_client

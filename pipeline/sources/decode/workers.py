@@ -83,13 +83,14 @@ def _read_frame(stream) -> pa.Buffer | None:
 
 
 class _Worker:
-    """One worker process; a thread writes its requests, so `submit` never waits on a busy worker."""
+    """One worker process of `workers`; a thread writes its requests, so `submit` never waits on a busy worker."""
 
-    def __init__(self) -> None:
+    def __init__(self, workers: int) -> None:
         package_root = str(Path(__file__).resolve().parents[3])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
-        # one decode thread per worker: the workers are the parallelism
-        env |= {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        # The workers are the parallelism: each one's pools sized to its share of the cores (one thread at
+        # one worker per core), set before it imports Polars and Arrow.
+        env |= resources.worker_env(workers)
         # What the worker says on stderr (a failed start, a crash) is kept, not shown: its last line goes
         # into the one-line error.
         self.stderr = tempfile.TemporaryFile()
@@ -208,7 +209,7 @@ class DiffDecoder:
         if self.workers < 1:
             return Decoding(None, txs.decode_diffs(batch))  # looked up now: tests and bench/ wrap it
         if not self._pool:
-            self._pool = [_Worker() for _ in range(self.workers)]
+            self._pool = [_Worker(self.workers) for _ in range(self.workers)]
         worker = self._pool[self._next % len(self._pool)]
         self._next += 1
         worker.requests.put(_ipc(batch.select(list(DIFF_COLUMNS))))

@@ -75,6 +75,30 @@ def test_a_worker_that_cannot_start_says_why_in_the_one_line(sqlite_copy, tmp_pa
     assert str(failed.value) == "a diff decode worker ended unexpectedly (exit code 3: ImportError: no pyarrow)"
 
 
+def test_each_worker_is_sized_to_its_share_of_the_cores(sqlite_copy, monkeypatch):
+    """A worker of N starts with its pools sized to the machine's cores / N (one thread each here, where
+    2 workers share 2 cores; each pool took every core before): Polars and Arrow read these at import."""
+    for name in ("GONKA_EVIDENCE_PROCESSES", "POLARS_MAX_THREADS", "OMP_NUM_THREADS", "ARROW_IO_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(workers.resources, "this_machine", lambda: workers.resources.Machine(8, 16 * 10**9))
+    monkeypatch.setenv("ARROW_IO_THREADS", "3")  # set here: an override every worker keeps
+    with DiffDecoder(workers=2) as decoder:
+        decoder.submit(_diff_batches(sqlite_copy())[0]).result()
+        environs = [
+            dict(
+                item.split("=", 1) for item in open(f"/proc/{w.process.pid}/environ").read().split("\0") if "=" in item
+            )
+            for w in decoder._pool
+        ]
+    wanted = {
+        "GONKA_EVIDENCE_PROCESSES": "2",
+        "POLARS_MAX_THREADS": "4",
+        "OMP_NUM_THREADS": "4",
+        "ARROW_IO_THREADS": "3",
+    }
+    assert [{k: env.get(k) for k in wanted} for env in environs] == [wanted] * 2
+
+
 def test_decode_workers_default_to_the_cores_and_read_their_variable(monkeypatch):
     monkeypatch.setattr(workers.resources, "cores", lambda: 1)
     assert workers.decode_workers() == 0  # one core: decoded in this process
@@ -101,7 +125,7 @@ def test_an_ingest_decoded_by_workers_equals_one_decoded_here(tmp_path, pg_copy,
     monkeypatch.setattr(store_mod, "CHUNK_NONCES", 60)
     url = pg_copy()
     started = []
-    monkeypatch.setattr(workers, "_Worker", lambda real=workers._Worker: started.append(1) or real())
+    monkeypatch.setattr(workers, "_Worker", lambda n, real=workers._Worker: started.append(1) or real(n))
 
     def ingest(path, decode_workers):
         con, store = open_for_write(path), open_store(url)
