@@ -19,7 +19,6 @@ from pipeline.core.paths import sql_text
 from pipeline.core.times import iso_utc
 from pipeline.core.upstream import (
     CHAIN_LOGPROBS_MODE,
-    DSPARK_BLOCK_SIZE,
     DSPARK_METHOD,
     POC_TOKENS_PER_SEQUENCE,
     VLLM_DEFAULT_LOGPROBS_MODE,
@@ -273,13 +272,22 @@ def check_speculative(d: BuildData) -> Finding:
     evidence = f"speculative method {', '.join(methods)}"
     if dspark.height == 0:
         return Finding(PASS, evidence + "; no DSpark, so its block size does not apply")
+    # the block size of each DSpark cycle's model, looked up as the acceptance table's block_size is
+    blocks = sorted({b for b in dspark["block_size"].to_list() if b is not None})
+    models = sorted({m for m in dspark.filter(pl.col("block_size").is_null())["model"].to_list() if m is not None})
     evidence += (
         f"; num_speculative_tokens {', '.join(map(str, tokens)) or 'unset'}"
         + (f" (unset in {unset} cycle(s))" if unset and tokens else "")
-        + f"; DSpark block size {DSPARK_BLOCK_SIZE}"
+        + f"; DSpark block size {', '.join(map(str, blocks)) or 'unknown'}"
     )
-    if unset or tokens != [DSPARK_BLOCK_SIZE]:
+    if unset or (blocks and tokens != blocks):
         return Finding(FAIL, evidence)
+    if len(blocks) != 1 or dspark["block_size"].null_count():
+        return Finding(
+            CANNOT_TELL,
+            evidence + (f" (model {', '.join(models)} not in view dspark_block_sizes)" if models else ""),
+            "the DSpark block size of the build's model (view dspark_block_sizes)",
+        )
     return Finding(PASS, evidence)
 
 
@@ -335,9 +343,11 @@ CHECKS = (
     Check(
         6,
         "speculative",
-        f"num_speculative_tokens set to the DSpark block size ({DSPARK_BLOCK_SIZE})",
-        f"fail: a DSpark start with num_speculative_tokens unset or not {DSPARK_BLOCK_SIZE}; pass: every DSpark "
-        f"start at {DSPARK_BLOCK_SIZE}, or no DSpark; cannot tell: no start line states the speculative config",
+        "num_speculative_tokens set to the DSpark block size of the model (view dspark_block_sizes, the "
+        "acceptance table's block_size; 5 for DeepSeek-V4-Flash)",
+        "fail: a DSpark start with num_speculative_tokens unset or not its model's block size; pass: every "
+        "DSpark start at its model's block size, or no DSpark; cannot tell: no start line states the speculative "
+        "config, or the model's block size is not known",
         check_speculative,
     ),
 )

@@ -125,7 +125,7 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
     statuses = fetch_frame(con, sql_text("evidence/report_statuses.sql"), {"epoch": epoch, "host": host})
     total, by_host = int(statuses["inferences"].sum() or 0), int(statuses["by_host"].sum() or 0)
     table = statuses.select(
-        pl.col("status"),
+        pl.col("final_status"),
         pl.col("inferences"),
         pl.lit(total, pl.Int64).alias("of_all"),
         (pl.col("inferences") / total if total else pl.lit(None, pl.Float64)).alias("share"),
@@ -149,8 +149,12 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
         csv=table.write_csv().rstrip("\n"),
         sql=("evidence/report_statuses.sql",),
         notes=[
-            "share = inferences / of_all; host_share = executed_by_host / of_host "
-            "(final status from the diff-log replay)."
+            "share = inferences / of_all; host_share = executed_by_host / of_host (final status from the "
+            "diff-log replay; drained = still pending or started when the escrow entered settlement, under no "
+            "other status). Each inference counts once, under its final status: the epoch summary's finished (every "
+            "inference with a finish transaction, whatever followed) and challenged (ever challenged, "
+            "cleared and invalidated included) are other counts, and its validated, invalidated and "
+            "timed_out are these."
         ],
     )
     return section, summary
