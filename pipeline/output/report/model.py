@@ -149,12 +149,13 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
         csv=table.write_csv().rstrip("\n"),
         sql=("evidence/report_statuses.sql",),
         notes=[
-            "share = inferences / of_all; host_share = executed_by_host / of_host (final status from the "
-            "diff-log replay; drained = still pending or started when the escrow entered settlement, under no "
-            "other status). Each inference counts once, under its final status: the epoch summary's finished (every "
-            "inference with a finish transaction, whatever followed) and challenged (ever challenged, "
-            "cleared and invalidated included) are other counts, and its validated, invalidated and "
-            "timed_out are these."
+            "share = inferences / of_all; host_share = executed_by_host / of_host. Each inference counts once, "
+            "under its final status from the diff-log replay: finished_no_verdict = finished, no verdict settled it "
+            "(status finished); challenged_unresolved = challenged, the vote had not resolved it (status "
+            "challenged); drained = still pending or started when the escrow entered settlement, under no other "
+            "status. The epoch summary's finished (every inference with a finish transaction, whatever followed) "
+            "and challenged (ever challenged, cleared and invalidated included) are other counts; its validated, "
+            "invalidated and timed_out are these."
         ],
     )
     return section, summary
