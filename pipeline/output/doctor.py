@@ -13,8 +13,8 @@ from pipeline.ingest.coverage import source_escrow_findings
 from pipeline.ingest.store import source_findings
 from pipeline.output.query import named_queries
 from pipeline.output.render.text import escrow_finding_lines
-from pipeline.warehouse.database import fetch_frame
 from pipeline.sources.store.base import SourceDescription
+from pipeline.warehouse.database import fetch_frame
 
 if TYPE_CHECKING:
     import duckdb

@@ -79,9 +79,7 @@ def labelled_figures(md: str) -> dict[str, set[tuple[str, str]]]:
         for header, rows in _tables(body):
             label_col = next((c for c in LABEL_COLUMNS if c in header), None)
             if label_col is not None:
-                count_col, of_col = (
-                    ("executed_by_host", "of_host") if "executed_by_host" in header else ("count", "of")
-                )
+                count_col, of_col = ("executed_by_host", "of_host") if "executed_by_host" in header else ("count", "of")
                 for row in rows:
                     cells = dict(zip(header, row, strict=True))
                     found[cells[label_col]].add((f"{cells[count_col]} of {cells[of_col]}", where))
@@ -132,7 +130,8 @@ def test_every_labelled_figure_that_appears_twice_agrees(report_md):
     disagree = {
         label: sorted(figs)
         for label, figs in twice.items()
-        if len({f.split(" of ")[0] for f, _ in figs}) > 1 or len({f.split(" of ")[1] for f, _ in figs if " of " in f}) > 1
+        if len({f.split(" of ")[0] for f, _ in figs}) > 1
+        or len({f.split(" of ")[1] for f, _ in figs if " of " in f}) > 1
     }
     assert disagree == {}, disagree
 
