@@ -1,4 +1,4 @@
-"""Values never cut (issue 46): `evidence` and `preflight --format table` piped print every cell whole;
+"""Values never cut: `evidence` and `preflight --format table` piped print every cell whole;
 `query -o FILE` takes its format from the extension and refuses a --format the extension contradicts."""
 
 from __future__ import annotations

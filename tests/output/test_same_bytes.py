@@ -1,4 +1,4 @@
-"""A bundle made on one machine verifies on another (issue 46): other fonts, another time zone and locale,
+"""A bundle made on one machine verifies on another: other fonts, another time zone and locale,
 other source labels for the same copies; the charts name the shipped font and their times are UTC."""
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ def test_index_charts_draw_the_intervals_and_keep_equal_series_apart(out):
 
 
 def test_build_bands_start_at_build_boundaries_and_marks_sit_in_their_builds_band(out):
-    """Issue 46: the bands are drawn where the build timeline switches inside an epoch, and the epoch-3 OOM
+    """The bands are drawn where the build timeline switches inside an epoch, and the epoch-3 OOM
     (the stability table's, under V2 + DSpark, raw_logprobs) sits in that build's band."""
     from datetime import UTC, datetime
 

@@ -1,4 +1,4 @@
-"""One word, one number (issue 46): every labelled figure of a samples report that appears twice agrees, over
+"""One word, one number: every labelled figure of a samples report that appears twice agrees, over
 every section; and the same counts under the same names in `query`, `doctor` and `preflight`."""
 
 from __future__ import annotations

@@ -679,7 +679,7 @@ def test_one_unit_per_quantity_in_the_report_tables(report_dir):
     # tokens, which its notes call too narrow, is its own column; the MAL carries its bootstrap interval
     acceptance = _md_table_after(_md_section(text, "Speculative-decoding acceptance"), "**")
     assert "rate_boot_low" not in acceptance.columns and "mal_boot_low" not in acceptance.columns
-    # two methods in one table: each header names its own (issue 46)
+    # two methods in one table: each header names its own
     rate, wilson, mal = (
         "acceptance_rate (bootstrap 95%)",
         "ci_low–ci_high (Wilson 95%)",
