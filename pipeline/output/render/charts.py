@@ -13,7 +13,7 @@ import altair as alt
 import duckdb
 
 from pipeline.evidence.tables.acceptance import acceptance_chart  # noqa: F401  (drawn by its table)
-from pipeline.output.render.fonts import FONT_FAMILY
+from pipeline.output.render.fonts import FONT_STACK
 from pipeline.warehouse.database import fetch_frame
 
 
@@ -99,7 +99,7 @@ def save_chart(chart: alt.TopLevelMixin, stem: Path | str) -> list[Path]:
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".svg"), stem.with_suffix(".png")]
     register_shipped_font()
-    chart = chart.configure(font=FONT_FAMILY)
+    chart = chart.configure(font=FONT_STACK)
     for path in paths:
         chart.save(str(path))
     return paths

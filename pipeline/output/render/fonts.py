@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 FONT_FAMILY = "Gonka Evidence Sans"
+FONT_STACK = "Gonka Evidence Sans, sans-serif"
 FONT_DIR = Path(__file__).resolve().parent / "font_files"
 _registered = False
 
@@ -28,7 +29,8 @@ def register_shipped_font() -> None:
 
 def with_shipped_font(spec: Any) -> Any:
     """``spec`` (a Vega-Lite dict) with every text in the shipped font: config.font (axes, legends, titles,
-    text marks), unless the spec names one of its own."""
+    text marks), unless the spec names one of its own. The renderer always finds the shipped font; the generic
+    fallback after it is for a browser showing the SVG without it."""
     if isinstance(spec, dict):
-        spec.setdefault("config", {}).setdefault("font", FONT_FAMILY)
+        spec.setdefault("config", {}).setdefault("font", FONT_STACK)
     return spec
