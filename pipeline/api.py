@@ -96,6 +96,7 @@ __all__ = [
     "network_tables",
     "open_warehouse",
     "parse_params",
+    "query_output_format",
     "report",
     "resolve_sql",
     "resolve_warehouse",
@@ -905,6 +906,14 @@ def resolve_sql(sql: str | None, file: Path | None = None) -> str:
     from pipeline.output.query import resolve_sql
 
     return resolve_sql(sql, file)
+
+
+def query_output_format(fmt: QueryFormat | None, output: str | Path | None) -> QueryFormat:
+    """The format `query` writes: ``fmt``, else the one ``output``'s extension names, else the table;
+    a ``fmt`` the extension contradicts raises QueryError."""
+    from pipeline.output.query import output_format
+
+    return output_format(fmt, Path(output) if output is not None else None)
 
 
 def parse_params(items: list[str]) -> dict[str, str]:

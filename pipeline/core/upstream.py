@@ -11,9 +11,8 @@ from __future__ import annotations
 
 # vLLM's engine-wide default when --logprobs-mode is not passed (vllm/config/model.py, `logprobs_mode`).
 VLLM_DEFAULT_LOGPROBS_MODE = "raw_logprobs"
-# The DSpark block size of the DeepSeek-V4-Flash-0731 draft checkpoint: vLLM rejects num_speculative_tokens
-# below it (vllm-project/vllm#47419), and the seed evidence (gonka-ai/gonka#2198, item 6) sets K to it.
+# The speculative method of DSpark in vLLM's start lines. The draft block size of each DSpark checkpoint is the
+# view dspark_block_sizes (sql/warehouse/views/30_logs.sql), read by acceptance and preflight alike.
 DSPARK_METHOD = "dspark"
-DSPARK_BLOCK_SIZE = 5
 # One PoC forward pass is batch x seq_len tokens (the chain's `poc_seq_len`), in a buffer sized by
 # --max-num-batched-tokens (gonka-ai/vllm vllm/v1/attention/backend.py: `assert buffer.shape[0] >= num_output_tokens`).

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,27 @@ from pipeline.evidence.result import Provenance
 from pipeline.evidence.spec import EvidenceSpec
 from pipeline.evidence.window import Window
 from pipeline.warehouse.database import fetch_frame
+
+# Labels to show in place of the warehouse's, by source id (`verify`: a bundle's own labels for the same copies).
+_LABELS: ContextVar[dict[str, str | None] | None] = ContextVar("source_labels", default=None)
+
+
+@contextmanager
+def labelled_as(labels: dict[str, str | None]) -> Iterator[None]:
+    """Within the block, provenance and the report's quarantine name each source in ``labels`` (source id →
+    label) by that label: a label is a name given at ingest, not evidence, so `verify` recomputes a bundle
+    under the bundle's own labels."""
+    token = _LABELS.set(labels)
+    try:
+        yield
+    finally:
+        _LABELS.reset(token)
+
+
+def source_label(source_id: str, label: str | None) -> str | None:
+    """The label to show for ``source_id`` (its own, unless `labelled_as` says otherwise)."""
+    labels = _LABELS.get()
+    return labels[source_id] if labels is not None and source_id in labels else label
 
 
 def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> Provenance:
@@ -31,8 +55,9 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
     """
     sources = fetch_frame(con, sql_text("evidence/sources.sql"))
     quarantined = fetch_frame(con, "SELECT count(*) AS n FROM quarantine")["n"][0]
+    listed = sources.select("source_id", "source_kind", "label", "copy_at", "input_digest").to_dicts()
     return Provenance(
-        sources=sources.select("source_id", "source_kind", "label", "copy_at", "input_digest").to_dicts(),
+        sources=[source | {"label": source_label(source["source_id"], source["label"])} for source in listed],
         run_ids=[run for runs in sources["run_ids"].to_list() for run in runs],
         window=window.as_dict(),
         quarantined_rows=int(quarantined),

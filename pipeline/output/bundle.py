@@ -32,7 +32,7 @@ import os
 import shlex
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -40,14 +40,15 @@ from typing import Any
 import duckdb
 import orjson
 
+from pipeline.core.paths import sql_text
 from pipeline.core.version import pipeline_version
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute
-from pipeline.evidence.provenance import evidence_command, provenance, window_args
+from pipeline.evidence.provenance import evidence_command, labelled_as, provenance, window_args
 from pipeline.evidence.window import Window
 from pipeline.output.render import render
 from pipeline.output.render.json import to_json_value
 from pipeline.output.safety import OutputGuard
-from pipeline.warehouse.database import out_of_memory
+from pipeline.warehouse.database import fetch_frame, out_of_memory
 
 MANIFEST = "MANIFEST.json"
 BUNDLE_FORMAT = 1
@@ -283,8 +284,19 @@ def verify_bundle(
 ) -> list[FileCheck]:
     """Recompute the bundle in ``directory`` from the warehouse behind ``con`` (its epoch report with
     `finality_lag`) and compare every file byte for byte, the manifest included; in path order."""
+    return verify_bundle_labelled(con, directory, finality_lag)[0]
+
+
+def verify_bundle_labelled(
+    con: duckdb.DuckDBPyConnection, directory: Path, finality_lag: timedelta = timedelta(hours=6)
+) -> tuple[list[FileCheck], list[str]]:
+    """`verify_bundle`, and the sources whose label here differs from the bundle's, one line each. A label is
+    a name given at ingest, not evidence: the bundle is recomputed under its own labels for the copies whose
+    input digest the warehouse holds, so only a difference in the evidence fails."""
     directory = Path(directory)
-    expected = build_bundle(con, replace(read_request(directory), finality_lag=finality_lag))
+    relabel, differences = _bundle_labels(con, directory)
+    with labelled_as(relabel):
+        expected = build_bundle(con, replace(read_request(directory), finality_lag=finality_lag))
     present = {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
     checks = []
     for path in sorted(present | set(expected)):
@@ -295,7 +307,27 @@ def verify_bundle(
         else:
             status = "ok" if (directory / path).read_bytes() == expected[path] else "differs"
         checks.append(FileCheck(path, status))
-    return checks
+    return checks, differences
+
+
+def _bundle_labels(con: duckdb.DuckDBPyConnection, directory: Path) -> tuple[dict[str, str | None], list[str]]:
+    """Source id here → the bundle's label, for every source whose input digest the bundle's manifest lists
+    under another label; and one line per such source."""
+    try:
+        inputs = orjson.loads((directory / MANIFEST).read_bytes()).get("inputs") or []
+        theirs = {i["input_digest"]: i.get("label") for i in inputs if isinstance(i, dict) and i.get("input_digest")}
+    except (OSError, orjson.JSONDecodeError, AttributeError, TypeError):
+        return {}, []  # read_request names a bad manifest
+    relabel: dict[str, str | None] = {}
+    lines = []
+    for source in fetch_frame(con, sql_text("evidence/sources.sql")).to_dicts():  # the warehouse's own labels
+        digest = source.get("input_digest")
+        if digest in theirs and theirs[digest] != source.get("label"):
+            relabel[source["source_id"]] = theirs[digest]
+            lines.append(
+                f"{source['source_id']}: labelled {source.get('label')!r} here, {theirs[digest]!r} in the bundle"
+            )
+    return relabel, lines
 
 
 @dataclass(frozen=True)
@@ -309,6 +341,8 @@ class Verified:
     """A bundle recomputed and compared: one check per file (status ok, differs, missing, unexpected)."""
 
     checks: list[FileCheck]
+    # sources whose label differs from the bundle's (compared under the bundle's labels), one line each
+    label_differences: list[str] = field(default_factory=list)
 
     @property
     def bad(self) -> list[FileCheck]:
@@ -350,5 +384,5 @@ def verify(con: duckdb.DuckDBPyConnection, directory: Path, finality_lag: timede
     """The `verify` task: the bundle in `directory` recomputed and compared file by file (`finality_lag`:
     its epoch report's, None when it has none)."""
     if finality_lag is None:
-        return Verified(verify_bundle(con, directory))
-    return Verified(verify_bundle(con, directory, finality_lag))
+        return Verified(*verify_bundle_labelled(con, directory))
+    return Verified(*verify_bundle_labelled(con, directory, finality_lag))

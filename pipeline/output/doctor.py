@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from pipeline.evidence.buildcheck import BuildCheck, check, loaded_timeline
 from pipeline.ingest.accounting import AccountingRow, last_source_accounting
 from pipeline.ingest.coverage import source_escrow_findings
 from pipeline.ingest.store import source_findings
+from pipeline.output.query import named_queries
 from pipeline.output.render.text import escrow_finding_lines
 from pipeline.sources.store.base import SourceDescription
+from pipeline.warehouse.database import fetch_frame
 
 if TYPE_CHECKING:
     import duckdb
@@ -29,6 +33,23 @@ class SourceReport:
     escrow_lines: list[str] = field(default_factory=list)
     # With a warehouse: the newest run of the source that read it, and where every row it read went.
     accounting: tuple[str, list[AccountingRow]] | None = None
+    # With a warehouse: the source's rows in `quarantine` (what `run`, footers and the report's Quarantine
+    # count as "quarantined rows"), per (table, reason).
+    quarantine: list[tuple[str, str, int]] | None = None
+
+    def quarantine_lines(self) -> list[str]:
+        """The source's quarantined rows under the name `run`, footers and reports give them, and how they
+        relate to the accounting's quarantined column (input rows set aside whole)."""
+        if self.quarantine is None:
+            return []
+        total = sum(n for _, _, n in self.quarantine)
+        parts = "; ".join(f"{table}: {n:,} ({reason})" for table, reason, n in self.quarantine)
+        return [
+            f"quarantined rows: {total:,}" + (f" ({parts})" if parts else "") + " (table quarantine, as `run`, the "
+            "footers and the report's Quarantine count them; the accounting's quarantined column counts the input "
+            "rows its last ingest set aside whole, so a transaction quarantined inside a diff record it used is "
+            "in this count, not in that column)"
+        ]
 
 
 def source_report(store: SessionStore, con: duckdb.DuckDBPyConnection | None) -> SourceReport:
@@ -40,4 +61,8 @@ def source_report(store: SessionStore, con: duckdb.DuckDBPyConnection | None) ->
     lines = escrow_finding_lines(source_escrow_findings(con, store.source_id))
     builds = check(con, loaded_timeline(con), None)
     accounting = last_source_accounting(con, store.source_id)
-    return SourceReport(store.describe(), findings, builds, lines, accounting)
+    quarantined = fetch_frame(con, named_queries()["quarantine_summary"].sql).filter(
+        pl.col("source_id") == store.source_id
+    )
+    by_reason = [(t, r, int(n)) for t, r, n in quarantined.select("table_name", "reason", "rows").iter_rows()]
+    return SourceReport(store.describe(), findings, builds, lines, accounting, by_reason)

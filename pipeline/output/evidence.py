@@ -31,8 +31,13 @@ class Evidence:
             raise ValueError(f"{self.name} has no chart")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        kind = alt.LayerChart if "layer" in self.chart else alt.Chart
-        kind.from_dict(self.chart).save(str(path))
+        from pipeline.output.render.charts import utc_times
+        from pipeline.output.render.fonts import register_shipped_font, with_shipped_font
+
+        register_shipped_font()  # the same bytes on any machine: the shipped font, times in UTC
+        spec = with_shipped_font(utc_times(dict(self.chart)))
+        kind = alt.LayerChart if "layer" in spec else alt.Chart
+        kind.from_dict(spec).save(str(path))
         return path
 
     @property

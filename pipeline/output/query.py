@@ -41,6 +41,31 @@ class NamedQuery:
     sql: str
 
 
+# What an output file's extension says it holds; any other extension says nothing.
+FORMAT_OF_EXTENSION = {
+    ".csv": QueryFormat.csv,
+    ".json": QueryFormat.json,
+    ".md": QueryFormat.markdown,
+    ".markdown": QueryFormat.markdown,
+    ".parquet": QueryFormat.parquet,
+}
+
+
+def output_format(fmt: QueryFormat | None, output: Path | None) -> QueryFormat:
+    """The format to write: ``fmt`` when given, else the one ``output``'s extension names, else the table.
+    A given ``fmt`` that contradicts the extension is refused (a .csv file of JSON misleads its reader)."""
+    name = Path(output).name if output is not None else ""
+    implied = FORMAT_OF_EXTENSION.get(Path(name).suffix.lower())
+    if fmt is None:
+        return implied or QueryFormat.table
+    if implied is not None and implied is not fmt:
+        raise QueryError(
+            f"--format {fmt.value} contradicts {name}'s extension ({implied.value}): "
+            f"leave out --format, or name the file for {fmt.value}"
+        )
+    return fmt
+
+
 def named_queries() -> dict[str, NamedQuery]:
     found = {}
     for path in sorted(QUERIES_DIR.glob("*.sql")):

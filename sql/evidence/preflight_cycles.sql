@@ -1,7 +1,7 @@
 -- The host's vLLM start cycles for the preflight checks, one row per cycle that began in the window, with the
 -- build at its start (as-of join of host_builds) and what its start lines state: the arguments the checks read
--- (logprobs_mode, gpu_memory_utilization, max_num_batched_tokens, the speculative method and K), whether the
--- cycle has a `non-default args` line at all (args_stated: without one, an argument left out is not "the
+-- (logprobs_mode, gpu_memory_utilization, max_num_batched_tokens, the speculative method and K, the model and its
+-- DSpark block size as acceptance reads it), whether the cycle has a `non-default args` line at all (args_stated: without one, an argument left out is not "the
 -- default", it is unknown), its launch (the API server's version line) and first engine start line, its runner
 -- (engine_cycles.model_runner), PoC batch and rate, and the first start-up error naming the speculative config
 -- (a `config_error` event of the cycle before it was ready: its record and text). The build column is the as-of join; `preflight`
@@ -38,9 +38,12 @@ SELECT c.build, c.started_at, c.ended_at, c.record_key,
        json_extract_string(c.config, '$.logprobs_mode') AS logprobs_mode,
        json_extract_string(c.config, '$.spec_method') AS spec_method,
        TRY_CAST(json_extract_string(c.config, '$.spec_tokens') AS BIGINT) AS spec_tokens,
+       coalesce(c.config->>'model', c.config->>'served_model_name', c.config->>'model_tag') AS model,
+       dspark_block_size(coalesce(c.config->>'model', c.config->>'served_model_name', c.config->>'model_tag'))
+         AS block_size,
        TRY_CAST(json_extract_string(c.config, '$.gpu_memory_utilization') AS DOUBLE) AS gpu_memory_utilization,
        TRY_CAST(json_extract_string(c.config, '$.max_num_batched_tokens') AS BIGINT) AS max_num_batched_tokens,
-       json_extract_string(c.config, '$.model') AS model, c.model_runner, c.poc_batch_size, c.poc_nonces_per_min,
+       c.model_runner, c.poc_batch_size, c.poc_nonces_per_min,
        m.launch_at, m.engine_at, x.spec_error_record, x.spec_error
 FROM c
 LEFT JOIN marks m ON m.record_key = c.record_key

@@ -7,8 +7,6 @@ WITH c AS (
   FROM host_build_cycles($host, NULL, NULL)
 )
 SELECT c.build, c.spec_method, c.spec_tokens, c.model,
-       CASE WHEN c.spec_method = 'dspark' THEN
-         (SELECT max(d.block_size) FROM dspark_block_sizes d WHERE c.model ILIKE '%' || d.model_pattern || '%') END
-         AS block_size
+       CASE WHEN c.spec_method = 'dspark' THEN dspark_block_size(c.model) END AS block_size
 FROM c
 ORDER BY c.started_at

@@ -1,6 +1,9 @@
 -- name: epoch_summary
 -- description: Per epoch: escrows, inferences by status, drained records, and validation verdicts (valid / invalid).
--- Records drained at settlement are counted only under drained, whatever status the drain left them in.
+-- Records drained at settlement are counted only under drained, whatever status the drain left them in, as the
+-- epoch report's overview counts them. finished and challenged here are final statuses (the overview's
+-- finished_no_verdict and challenged_unresolved), not evidence epoch-summary's finished (a finish transaction)
+-- and challenged (ever challenged).
 -- params: none
 WITH s AS (
   SELECT epoch_id,

@@ -64,6 +64,14 @@ def verify(
     checks, bad = verified.checks, verified.bad
     for check in checks:
         console.print(f"{check.status:>10}  {check.path}", markup=False, highlight=False)
+    if verified.label_differences:  # names given at ingest, not evidence: said, and compared under the bundle's
+        console.print(
+            "source labels differ from the bundle's (compared under the bundle's labels): "
+            + "; ".join(verified.label_differences),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     if bad:
         console.print(
             f"{len(bad)} of {len(checks)} files do not match: " + ", ".join(f"{c.path} ({c.status})" for c in bad),

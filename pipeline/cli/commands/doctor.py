@@ -50,6 +50,8 @@ def doctor(
         out.print(f"build timeline: {verdict}", markup=False, highlight=False)
         for line in found.builds.contradictions:
             out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    for line in found.quarantine_lines():
+        print_text(line)
     if found.accounting is not None:
         run_id, rows = found.accounting
         print_accounting(rows, stderr=False, title=f"accounting of its last ingest that read it ({run_id})")

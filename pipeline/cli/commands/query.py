@@ -34,7 +34,15 @@ def query(
         Path | None,
         path_option(Role.INPUT_FILE, "--file", "-f", help="Read the SQL from a file."),
     ] = None,
-    fmt: Annotated[QueryFormat, typer.Option("--format", help="Output format.")] = QueryFormat.table,
+    fmt: Annotated[
+        QueryFormat | None,
+        typer.Option(
+            "--format",
+            help="Output format. Default: the one --output's extension names (.csv, .json, .md, .parquet), "
+            "else table; a --format the extension contradicts is refused.",
+            show_default=False,
+        ),
+    ] = None,
     vertical: Annotated[
         bool, typer.Option("--vertical", "-x", help="Table format as one block per record (every column shown).")
     ] = False,
@@ -86,6 +94,7 @@ def query(
         for q in api.named_queries(required=True).values():
             out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False, highlight=False)
         return
+    fmt = api.query_output_format(fmt, output)  # from --output's extension when not given
     # Command lines that cannot be right: usage errors (exit 2), like a missing argument.
     if vertical and fmt is not QueryFormat.table:
         raise typer.BadParameter(

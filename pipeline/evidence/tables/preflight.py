@@ -19,7 +19,7 @@ from pipeline.core.chain import DEFAULTS as CHAIN_DEFAULTS
 from pipeline.core.chain import ChainValue, chain_value
 from pipeline.core.paths import sql_text
 from pipeline.core.times import iso_utc
-from pipeline.core.upstream import DSPARK_BLOCK_SIZE, DSPARK_METHOD, VLLM_DEFAULT_LOGPROBS_MODE
+from pipeline.core.upstream import DSPARK_METHOD, VLLM_DEFAULT_LOGPROBS_MODE
 from pipeline.evidence.buildcheck import attribute, build_spans
 from pipeline.evidence.log_window import time_bounds
 from pipeline.evidence.result import EvidenceResult
@@ -300,19 +300,30 @@ def check_speculative(d: BuildData) -> Finding:
     dspark = d.cycles.filter(pl.col("spec_method") == DSPARK_METHOD)
     tokens = sorted({t for t in dspark["spec_tokens"].to_list() if t is not None})
     unset = dspark["spec_tokens"].null_count()
+    # the block size of each DSpark cycle's model, looked up as the acceptance table's block_size is
+    blocks = sorted({b for b in dspark["block_size"].to_list() if b is not None})
+    models = sorted({m for m in dspark.filter(pl.col("block_size").is_null())["model"].to_list() if m is not None})
     parts = [f"speculative method {', '.join(methods) or 'not stated'}"]
     if dspark.height:
         parts.append(
             f"num_speculative_tokens {', '.join(map(str, tokens)) or 'unset'}"
             + (f" (unset in {unset} cycle(s))" if unset and tokens else "")
-            + f"; DSpark block size {DSPARK_BLOCK_SIZE}"
+            + f"; DSpark block size {', '.join(map(str, blocks)) or 'unknown'}"
         )
     evidence = "; ".join(parts + said)
-    below, above = [k for k in tokens if k < DSPARK_BLOCK_SIZE], [k for k in tokens if k > DSPARK_BLOCK_SIZE]
+    known = dspark.filter(pl.col("block_size").is_not_null() & pl.col("spec_tokens").is_not_null())
+    below = known.filter(pl.col("spec_tokens") < pl.col("block_size")).height
+    above = known.filter(pl.col("spec_tokens") > pl.col("block_size")).height
     if unset or below or said:  # what vLLM refuses: K unset or below the block; or the start-up error itself
         return Finding(FAIL, evidence)
     if dspark.height == 0:
         return Finding(PASS, evidence + "; no DSpark, so its block size does not apply")
+    if dspark["block_size"].null_count():
+        return Finding(
+            CANNOT_TELL,
+            evidence + (f" (model {', '.join(models)} not in view dspark_block_sizes)" if models else ""),
+            "the DSpark block size of the build's model (view dspark_block_sizes)",
+        )
     if above:
         return Finding(
             PASS,
@@ -380,11 +391,12 @@ CHECKS = (
     Check(
         6,
         "speculative",
-        f"num_speculative_tokens set to the DSpark block size ({DSPARK_BLOCK_SIZE})",
-        f"fail: what vLLM refuses: a DSpark start with num_speculative_tokens unset or below {DSPARK_BLOCK_SIZE}, "
-        "or a start-up traceback naming the speculative config (`config_error`); pass: every DSpark start at "
-        f"{DSPARK_BLOCK_SIZE} or above (above: flagged in the acceptance table, `k_off_block`), or no DSpark; "
-        "cannot tell: no start line states the speculative config",
+        "num_speculative_tokens set to the DSpark block size of the model (view dspark_block_sizes, the "
+        "acceptance table's block_size; 5 for DeepSeek-V4-Flash)",
+        "fail: what vLLM refuses: a DSpark start with num_speculative_tokens unset or below its model's block size, "
+        "or a start-up traceback naming the speculative config (`config_error`); pass: every DSpark start at its "
+        "model's block size or above (above: flagged in the acceptance table, `k_off_block`), or no DSpark; "
+        "cannot tell: no start line states the speculative config, or the model's block size is not known",
         check_speculative,
     ),
 )

@@ -7,12 +7,13 @@ save_chart(acceptance_chart(result), out_dir / "acceptance")   # acceptance.svg 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import altair as alt
 import duckdb
-import polars as pl
 
 from pipeline.evidence.tables.acceptance import acceptance_chart  # noqa: F401  (drawn by its table)
+from pipeline.output.render.fonts import FONT_STACK
 from pipeline.warehouse.database import fetch_frame
 
 
@@ -27,18 +28,18 @@ def engine_events_chart(con: duckdb.DuckDBPyConnection, host: str) -> alt.LayerC
         '(SELECT max("at") FROM engine_events WHERE host = $host))) AS valid_to FROM host_builds WHERE host = $host',
         {"host": host},
     )
-    strip = lambda frame, cols: frame.with_columns(pl.col(c).dt.replace_time_zone(None) for c in cols).to_pandas()  # noqa: E731
+    # times keep their zone (UTC): a time without one would be read in the renderer's local time
     shade = (
-        alt.Chart(strip(builds, ["valid_from", "valid_to"]))
+        alt.Chart(builds.to_pandas())
         .mark_rect(opacity=0.15)
         .encode(
-            x=alt.X("valid_from:T", title="time (UTC)"),
+            x=alt.X("valid_from:T", title="time (UTC)", scale=alt.Scale(type="utc")),
             x2="valid_to:T",
             color=alt.Color("build:N", title="build"),
         )
     )
     points = (
-        alt.Chart(strip(events, ["at"]))
+        alt.Chart(events.to_pandas())
         .mark_point(filled=True, size=70)
         .encode(
             x="at:T",
@@ -63,20 +64,42 @@ LEGIBLE = {
 
 
 def legible(spec: dict | None) -> dict | None:
-    """``spec`` (a Vega-Lite dict) with the `LEGIBLE` settings; a chart's own settings win."""
+    """``spec`` (a Vega-Lite dict) with the `LEGIBLE` settings (a chart's own settings win), its times on UTC
+    scales (`utc_times`) and its text in the shipped font (`pipeline.output.render.fonts`)."""
     if spec is None:
         return None
+    from pipeline.output.render.fonts import with_shipped_font
+
     config = spec.setdefault("config", {})
     for key, values in LEGIBLE.items():
         config[key] = {**values, **config.get(key, {})}
+    return with_shipped_font(utc_times(spec))
+
+
+def utc_times(spec: Any) -> Any:
+    """Every temporal encoding of ``spec`` on a UTC scale: its ticks and labels in UTC whatever the renderer's
+    time zone (`TZ`), as the axis titles say. The data's times carry their zone, so they parse the same way."""
+    if isinstance(spec, dict):
+        if spec.get("type") == "temporal" and "field" in spec:
+            scale = spec.get("scale") or {}
+            spec["scale"] = {**scale, "type": "utc"}
+        for value in spec.values():
+            utc_times(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            utc_times(value)
     return spec
 
 
 def save_chart(chart: alt.TopLevelMixin, stem: Path | str) -> list[Path]:
     """Write ``stem.svg`` and ``stem.png``; returns both paths."""
+    from pipeline.output.render.fonts import register_shipped_font
+
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".svg"), stem.with_suffix(".png")]
+    register_shipped_font()
+    chart = chart.configure(font=FONT_STACK)
     for path in paths:
         chart.save(str(path))
     return paths

@@ -8,5 +8,8 @@ def svg_and_png(spec: dict) -> tuple[str, bytes]:
     own `vegalite_to_png`, without laying the chart out a second time (bench/BENCHMARKS.md, test tier)."""
     import vl_convert as vlc
 
-    svg = vlc.vegalite_to_svg(spec)
+    from pipeline.output.render.fonts import register_shipped_font, with_shipped_font
+
+    register_shipped_font()
+    svg = vlc.vegalite_to_svg(with_shipped_font(spec))
     return svg, vlc.svg_to_png(svg, scale=2)

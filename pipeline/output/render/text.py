@@ -178,7 +178,8 @@ def table_cells(rows: pl.DataFrame) -> tuple[list[str], list[bool], list[list[st
     """The header, which columns are numeric (right-aligned), and the cell text
     of ``rows``, with intervals folded into the cells of their estimates: a bootstrap interval where the table
     has one (it resamples whole units), else the rate's Wilson interval, which then keeps a column of its own
-    (``ci_low–ci_high``). Rates, shares and usage fractions in percent."""
+    (``ci_low–ci_high (Wilson 95%)``, the bootstrap columns' headers then saying ``(bootstrap 95%)``). Rates,
+    shares and usage fractions in percent."""
     schema = rows.schema
     wilson = rate_intervals(schema)
     boot = bootstrap_intervals(schema)
@@ -190,14 +191,15 @@ def table_cells(rows: pl.DataFrame) -> tuple[list[str], list[bool], list[list[st
     formatters: list[Callable[[dict[str, Any]], str]] = []
     for name in rows.columns:
         pair = next((p for p in displaced if p[0] == name), None)
-        if pair is not None:  # the displaced interval where its low column stood
-            header.append("–".join(pair))
+        if pair is not None:  # the displaced interval where its low column stood, its method named
+            header.append("–".join(pair) + " (Wilson 95%)")
             numeric.append(True)
             formatters.append(_bare_interval_cell(*pair))
             continue
         if name in folded:
             continue
-        header.append(name)
+        # where a table shows intervals of two methods, each header says which one its bracket holds
+        header.append(name + (" (bootstrap 95%)" if displaced and name in boot else ""))
         numeric.append(schema[name].is_numeric())
         if name in intervals and is_percent_column(name, schema[name]):
             formatters.append(_interval_cell(name, *intervals[name]))

@@ -80,6 +80,11 @@ def headline(report: EpochReport) -> dict[str, Any]:
             "deaths_per_24h": deaths / hours * HOURS_PER_DAY if hours else None,
             "ooms_per_24h": ooms / hours * HOURS_PER_DAY if hours else None,
         }
+        # per build, as the stability table attributes them: the chart marks each in its build's band
+        out["stability_by_build"] = [
+            {"build": r["build"], "hours": float(r["hours_observed"]), "deaths": r["engine_deaths"], "ooms": r["ooms"]}
+            for r in stab.rows.iter_rows(named=True)
+        ]
     if (tracker := results.get("tracker")) is not None and "participant" in tracker.rows.columns:
         mine = tracker.rows.filter((pl.col("participant") == report.host) & (pl.col("epoch") == report.epoch))
         if mine.height:
@@ -100,6 +105,8 @@ def headline(report: EpochReport) -> dict[str, Any]:
     if stab is not None:
         active += stab.rows.filter(pl.col("hours_observed") > 0)["build"].to_list()
     out["builds"] = sorted({b for b in active if b and b != "unattributed"})
+    # where each build was in effect inside the epoch (fractions of its span): the bands' boundaries
+    out["segments"] = [dict(seg) for seg in report.build_segments]
     return out
 
 
@@ -251,10 +258,11 @@ def index_findings(headlines: list[dict]) -> list[dict[str, str]]:
 
 
 def build_spans(headlines: list[dict]) -> list[dict]:
-    """Each build's first and last epoch (the builds its report's sections name), in order of first epoch."""
+    """Each build's first and last epoch (the builds its report's sections name, and those the build timeline
+    puts in the epoch), in order of first epoch."""
     spans: dict[str, list[int]] = {}
     for h in sorted(headlines, key=lambda h: h["epoch"]):
-        for b in h["builds"]:
+        for b in [*(seg["build"] for seg in h.get("segments") or []), *h["builds"]]:
             spans.setdefault(b, [h["epoch"], h["epoch"]])[1] = h["epoch"]
     return [{"build": b, "first": s[0], "last": s[1]} for b, s in sorted(spans.items(), key=lambda kv: kv[1])]
 
@@ -270,19 +278,39 @@ BUILD_COLOURS = ("#4c78a8", "#f58518", "#54a24b", "#b279a2", "#9d755d", "#bab0ac
 SERIES_COLOURS = ("#1b1f23", "#d62728", "#17becf", "#7f7f7f")
 
 
+def epoch_bands(h: dict, order: list[str]) -> list[dict]:
+    """One epoch's build bands inside its column [epoch − ½, epoch + ½]: at the build boundaries, each build
+    over the part of the epoch's span it was in effect (the build timeline); a headline stored without them
+    splits the column evenly between the builds that ran in it (in order of their first epoch)."""
+    epoch = h["epoch"]
+    if h.get("segments"):
+        return [
+            {"build": seg["build"], "epoch": epoch, "x0": epoch - 0.5 + seg["from"], "x1": epoch - 0.5 + seg["to"]}
+            for seg in h["segments"]
+        ]
+    builds = sorted(h["builds"], key=order.index)
+    width = 1 / len(builds) if builds else 1.0
+    return [
+        {"build": b, "epoch": epoch, "x0": epoch - 0.5 + i * width, "x1": epoch - 0.5 + (i + 1) * width}
+        for i, b in enumerate(builds)
+    ]
+
+
 def build_bands(headlines: list[dict]) -> pl.DataFrame:
-    """The shading of the builds: each epoch's column [epoch − ½, epoch + ½] split evenly between the builds
-    that ran in it (in order of their first epoch), so adjacent epochs' bands touch (no sliver between them)
-    and no two bands overlap."""
+    """The shading of the builds: every epoch's `epoch_bands`, so a mark drawn for a build sits in its band,
+    adjacent bands touch and no two overlap."""
     order = [s["build"] for s in build_spans(headlines)]
-    rows = []
-    for h in headlines:
-        builds = sorted(h["builds"], key=order.index)
-        for i, b in enumerate(builds):
-            width = 1 / len(builds)
-            rows.append({"build": b, "epoch": h["epoch"], "x0": h["epoch"] - 0.5 + i * width})
-            rows[-1]["x1"] = rows[-1]["x0"] + width
+    rows = [band for h in headlines for band in epoch_bands(h, order)]
     return pl.DataFrame(rows, schema={"build": pl.String, "epoch": pl.Int64, "x0": pl.Float64, "x1": pl.Float64})
+
+
+def band_centre(h: dict, build: str, order: list[str]) -> float:
+    """Where a mark of ``build`` in epoch ``h`` goes: the middle of its (longest) band, else the epoch."""
+    bands = [b for b in epoch_bands(h, order) if b["build"] == build]
+    if not bands:
+        return float(h["epoch"])
+    widest = max(bands, key=lambda b: b["x1"] - b["x0"])
+    return (widest["x0"] + widest["x1"]) / 2
 
 
 class _Trend:
@@ -295,6 +323,7 @@ class _Trend:
         self.xscale = alt.Scale(domain=[min(self.epochs) - 0.5, max(self.epochs) + 0.5], nice=False, zero=False)
         self.x = alt.X("epoch:Q", title="epoch", scale=self.xscale, axis=alt.Axis(values=self.epochs, format="d"))
         builds = [s["build"] for s in build_spans(hs)]
+        self.order = list(builds)  # builds in order of first epoch: the bands' order
         builds += sorted(
             {a["build"] for h in hs for a in h["acceptance"]}
             | {v["build"] for h in hs for v in h["verdicts"]} - set(builds)
@@ -426,7 +455,15 @@ def _acceptance_chart(hs: list[dict], trend: _Trend) -> dict | None:
     )
     if not acc.height:
         return None
-    base = alt.Chart(acc).encode(x=trend.x, color=trend.build_colour)
+    # each build's estimate in its build's band of the epoch
+    by_epoch = {h["epoch"]: h for h in hs}
+    acc = acc.with_columns(
+        at=pl.struct("epoch", "build").map_elements(
+            lambda r: band_centre(by_epoch[r["epoch"]], r["build"], trend.order), return_dtype=pl.Float64
+        )
+    )
+    at = alt.X("at:Q", title="epoch", scale=trend.xscale, axis=alt.Axis(values=trend.epochs, format="d"))
+    base = alt.Chart(acc).encode(x=at, color=trend.build_colour)
     return trend.with_builds(
         alt.layer(
             base.mark_errorbar(ticks=True).encode(
@@ -448,24 +485,33 @@ def _stability_chart(hs: list[dict], trend: _Trend) -> dict | None:
     for h in hs:
         if h["stability"] is None:
             continue
-        for i, kind in enumerate(("deaths", "ooms")):
-            rate, low, high = _per_24h(h["stability"][kind], h["stability"]["hours"])
-            # deaths left of the epoch, OOMs right: equal values stay two visible series
-            stab_rows.append(
-                {
-                    "epoch": h["epoch"],
-                    "at": h["epoch"] + (i - 0.5) * 0.16,
-                    "kind": kind,
-                    "count": h["stability"][kind],
-                    "per_24h": rate,
-                    "low": low,
-                    "high": high,
-                }
-            )
+        # per build where the headline has them, each in its build's band (as the stability table attributes
+        # deaths and OOMs); an older headline's epoch totals at the epoch
+        parts = h.get("stability_by_build") or [{"build": None, **h["stability"]}]
+        for part in parts:
+            centre = float(h["epoch"]) if part["build"] is None else band_centre(h, part["build"], trend.order)
+            for i, kind in enumerate(("deaths", "ooms")):
+                rate, low, high = _per_24h(part[kind], part["hours"])
+                if rate is None and part["build"] is not None:
+                    continue  # no hours of logs under the build in this epoch
+                # deaths left of the centre, OOMs right: equal values stay two visible series
+                stab_rows.append(
+                    {
+                        "epoch": h["epoch"],
+                        "build": part["build"],
+                        "at": centre + (i - 0.5) * (0.06 if part["build"] is not None else 0.16),
+                        "kind": kind,
+                        "count": part[kind],
+                        "per_24h": rate,
+                        "low": low,
+                        "high": high,
+                    }
+                )
     stab = pl.DataFrame(
         stab_rows,
         schema={
             "epoch": pl.Int64,
+            "build": pl.String,
             "at": pl.Float64,
             "kind": pl.String,
             "count": pl.Int64,
@@ -484,7 +530,7 @@ def _stability_chart(hs: list[dict], trend: _Trend) -> dict | None:
             base.mark_line(point=True).encode(
                 y="per_24h:Q",
                 strokeDash=alt.StrokeDash("kind:N", legend=None),
-                tooltip=["epoch", "kind", "count", "per_24h", "low", "high"],
+                tooltip=["epoch", "build", "kind", "count", "per_24h", "low", "high"],
             ),
         ),
         f"Engine deaths and OOMs per 24 hours of logs ({POISSON} 95%)",

@@ -70,6 +70,9 @@ class EpochReport:
     command: str
     # The main findings, first in the report, each pointing at its section (pipeline/output/report/findings.py).
     findings: list[Finding] = field(default_factory=list)
+    # The host's builds over the epoch's time span: {"build", "from", "to"} as fractions of it, in time order
+    # (where the index draws each build's band inside the epoch's column).
+    build_segments: list[dict] = field(default_factory=list)
 
 
 def build_epoch_report(
@@ -108,7 +111,33 @@ def build_epoch_report(
     findings = epoch_findings(
         {s.key: s.result for s in sections if s.result is not None}, {s.key: s.skipped for s in sections if s.skipped}
     )
-    return EpochReport(epoch, host, closure_info, summary, sections, prov, command, findings)
+    segments = epoch_build_segments(con, host, epoch)
+    return EpochReport(epoch, host, closure_info, summary, sections, prov, command, findings, segments)
+
+
+def epoch_build_segments(con: duckdb.DuckDBPyConnection, host: str, epoch: int) -> list[dict]:
+    """The host's builds in effect over epoch ``epoch``'s time span (the one log-based tables use), each with
+    the fractions of that span where it starts and ends."""
+    from pipeline.evidence.log_window import time_bounds
+
+    try:
+        since, until = time_bounds(con, Window(epoch=epoch))
+    except EvidenceError:
+        return []
+    assert since is not None and until is not None  # an epoch's span is bounded
+    span = (until - since).total_seconds()
+    rows = fetch_frame(
+        con, sql_text("evidence/epoch_build_segments.sql"), {"host": host, "since": since, "until": until}
+    )
+    return [
+        {
+            "build": r["build"],
+            "from": (r["seg_from"] - since).total_seconds() / span,
+            "to": (r["seg_to"] - since).total_seconds() / span,
+        }
+        for r in rows.iter_rows(named=True)
+        if span > 0 and r["seg_to"] > r["seg_from"]
+    ]
 
 
 def epoch_closure(con: duckdb.DuckDBPyConnection, finality_lag: timedelta) -> pl.DataFrame:
@@ -125,7 +154,7 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
     statuses = fetch_frame(con, sql_text("evidence/report_statuses.sql"), {"epoch": epoch, "host": host})
     total, by_host = int(statuses["inferences"].sum() or 0), int(statuses["by_host"].sum() or 0)
     table = statuses.select(
-        pl.col("status"),
+        pl.col("final_status"),
         pl.col("inferences"),
         pl.lit(total, pl.Int64).alias("of_all"),
         (pl.col("inferences") / total if total else pl.lit(None, pl.Float64)).alias("share"),
@@ -149,8 +178,13 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
         csv=table.write_csv().rstrip("\n"),
         sql=("evidence/report_statuses.sql",),
         notes=[
-            "share = inferences / of_all; host_share = executed_by_host / of_host "
-            "(final status from the diff-log replay)."
+            "share = inferences / of_all; host_share = executed_by_host / of_host. Each inference counts once, "
+            "under its final status from the diff-log replay: finished_no_verdict = finished, no verdict settled it "
+            "(status finished); challenged_unresolved = challenged, the vote had not resolved it (status "
+            "challenged); drained = still pending or started when the escrow entered settlement, under no other "
+            "status. The epoch summary's finished (every inference with a finish transaction, whatever followed) "
+            "and challenged (ever challenged, cleared and invalidated included) are other counts; its validated, "
+            "invalidated and timed_out are these."
         ],
     )
     return section, summary
@@ -219,7 +253,14 @@ def _executed_by_epoch(con, host: str, epoch: int) -> dict[int, int]:
 
 
 def _quarantine(con) -> Section:
+    from pipeline.evidence.provenance import source_label
+
     q = fetch_frame(con, named_queries()["quarantine_summary"].sql)
+    q = q.with_columns(  # the label provenance shows (a bundle's own, under `verify`)
+        label=pl.Series(
+            [source_label(s, label) for s, label in q.select("source_id", "label").iter_rows()], dtype=pl.String
+        )
+    )
     sql = ("queries/quarantine_summary.sql", "evidence/report_raw_tables.sql", "evidence/report_table_rows.sql")
     if q.height == 0:
         return Section(key="quarantine", heading="Quarantine", skipped="no quarantined rows in the warehouse.", sql=sql)

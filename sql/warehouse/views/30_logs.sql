@@ -157,9 +157,14 @@ FROM d ASOF LEFT JOIN host_builds_t b ON b.host = d.host AND d."at" >= b.valid_f
 -- The draft block size of DSpark checkpoints (docs/sources.md, vLLM logs, DSpark): vLLM refuses fewer speculative
 -- tokens than the block (vllm-project/vllm #47419), and more was reported to collapse acceptance on the 0731
 -- checkpoint (vllm-project/vllm #41834); unknown models stay NULL. The block size is in the checkpoint's config,
--- not in the logs.
+-- not in the logs. DeepSeek-V4-Flash's DSpark draft is the 0731 checkpoint (block 5; the seed evidence,
+-- gonka-ai/gonka#2198 item 6, sets K to it), and start lines name the served model, so the pattern is the model's.
 CREATE OR REPLACE VIEW dspark_block_sizes AS
-SELECT * FROM (VALUES ('DeepSeek-V4-Flash-0731', 5), ('dspark_qwen3_8b_block7', 7)) AS t(model_pattern, block_size);
+SELECT * FROM (VALUES ('DeepSeek-V4-Flash', 5), ('dspark_qwen3_8b_block7', 7)) AS t(model_pattern, block_size);
+
+-- The one lookup of a start cycle's DSpark block size (acceptance's block_size, preflight's speculative check).
+CREATE OR REPLACE MACRO dspark_block_size(model_) AS
+  (SELECT max(d.block_size) FROM dspark_block_sizes d WHERE model_ ILIKE '%' || d.model_pattern || '%');
 
 -- Thresholds by model when the log line does not carry one (known chain values; docs/sources.md, validator logs); unknown models stay NULL.
 CREATE OR REPLACE VIEW model_validation_thresholds AS

@@ -39,6 +39,7 @@ PROBES = {
     BUILD_V1: datetime(2026, 10, 13, tzinfo=UTC),  # the samples' first build again, before its data
 }
 runner = CliRunner()
+DSPARK_MODEL = "deepseek-ai/DeepSeek-V4-Flash"  # the served model the bundled samples' DSpark builds run
 
 
 def _probe_log(path) -> None:
@@ -67,11 +68,15 @@ def _probe_log(path) -> None:
     f.start(ready_after=300, hang_s=900)  # 15 minutes with no engine line, as on the hub lookup
     f.poc(0, batch_size=8)  # one forward is 8 x 1024 tokens in a 2048-token buffer: no nonce
     f.t = PROBES[SOUND] + (PROBES[SILENT] - PROBES[SOUND]) / 2
+    # DeepSeek-V4-Flash, whose DSpark block size is known (5, view dspark_block_sizes), at K = 7
     f.start_args = ARGS | {
+        "model_tag": DSPARK_MODEL,
+        "model": DSPARK_MODEL,
         "logprobs_mode": "processed_logprobs",
         "speculative_config": {"method": "dspark", "num_speculative_tokens": 7},
     }
     f.spec_config = "SpeculativeConfig(method='dspark', num_spec_tokens=7)"
+    f.model = DSPARK_MODEL
     f.start(ready_after=300)
     f.poc(3000, batch_size=4)
     f.write(path)
@@ -315,8 +320,12 @@ def _attribution_log(path) -> None:
     f.start_args = ARGS | {"logprobs_mode": "processed_logprobs"}  # every V1 start line says processed_logprobs
     f.start(ready_after=300)
     f.t = EARLY[EARLY_V2] - timedelta(minutes=2)  # the next build starts 2 minutes before its declared since
-    f.start_args = ARGS | {"speculative_config": {"method": "dspark", "num_speculative_tokens": 5}}
-    f.spec_config, f.v2_runner = "SpeculativeConfig(method='dspark', num_spec_tokens=5)", True
+    f.start_args = ARGS | {  # DeepSeek-V4-Flash: its DSpark block size is known (5, view dspark_block_sizes)
+        "model_tag": DSPARK_MODEL,
+        "model": DSPARK_MODEL,
+        "speculative_config": {"method": "dspark", "num_speculative_tokens": 5},
+    }
+    f.spec_config, f.v2_runner, f.model = "SpeculativeConfig(method='dspark', num_spec_tokens=5)", True, DSPARK_MODEL
     f.start(ready_after=300)
     f.advance(600)  # serving: an error that names DSpark after the server was ready is no start-up error
     f.log("ERROR", "core.py:842", "Request chatcmpl-1 failed")

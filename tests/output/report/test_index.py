@@ -209,3 +209,39 @@ def test_index_charts_draw_the_intervals_and_keep_equal_series_apart(out):
         edges = sorted(zip(part["x0"], part["x1"], strict=True))
         assert edges[0][0] == pytest.approx(epoch[0] - 0.5) and edges[-1][1] == pytest.approx(epoch[0] + 0.5)
         assert all(a[1] == pytest.approx(b[0]) for a, b in zip(edges, edges[1:], strict=False))
+
+
+def test_build_bands_start_at_build_boundaries_and_marks_sit_in_their_builds_band(out):
+    """The bands are drawn where the build timeline switches inside an epoch, and the epoch-3 OOM
+    (the stability table's, under V2 + DSpark, raw_logprobs) sits in that build's band."""
+    from datetime import UTC, datetime
+
+    from pipeline.output.report.index import build_bands, charts
+
+    headlines = sorted(json.loads((out / "index-charts" / "headlines.json").read_text()), key=lambda h: h["epoch"])
+    bands = build_bands(headlines)
+    raw, fix = "V2 + DSpark, raw_logprobs", "V2 + DSpark, processed_logprobs, vLLM fix"
+    (band,) = bands.filter((bands["epoch"] == 3) & (bands["build"] == raw)).iter_rows(named=True)
+    # epoch 3's span as log evidence bounds it, and the switch to the vLLM fix (data-samples/builds.toml)
+    from pipeline.warehouse.database import open_read_only
+
+    con = open_read_only(out.parent / "warehouse.duckdb")
+    try:
+        since, until = con.execute(
+            "SELECT min(least(started_at, event_at)), max(greatest(confirmed_at, event_at)) + INTERVAL 1 SECOND "
+            "FROM inferences WHERE epoch_id = 3"
+        ).fetchone()
+    finally:
+        con.close()
+    switch = datetime(2026, 10, 25, tzinfo=UTC)
+    assert band["x1"] - 2.5 == pytest.approx((switch - since) / (until - since))
+    assert band["x1"] - 2.5 != pytest.approx(0.5)  # not the even split of the column
+    stability = _csv(out, "3", "stability")
+    assert {r["build"]: r["ooms"] for r in stability} == {raw: "1", fix: "0"}
+    spec = charts(headlines)["stability"]
+    rows = next(v for v in spec["datasets"].values() if v and "kind" in v[0])
+    (oom,) = [r for r in rows if r["epoch"] == 3 and r["kind"] == "ooms" and r["count"] == 1]
+    assert oom["build"] == raw and band["x0"] <= oom["at"] <= band["x1"]
+    for r in rows:  # every mark inside the band of the build it counts
+        (b,) = bands.filter((bands["epoch"] == r["epoch"]) & (bands["build"] == r["build"])).iter_rows(named=True)
+        assert b["x0"] <= r["at"] <= b["x1"], r

@@ -1,0 +1,110 @@
+"""A bundle made on one machine verifies on another: other fonts, another time zone and locale,
+other source labels for the same copies; the charts name the shipped font and their times are UTC."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pipeline.cli.app import app
+from pipeline.core.paths import DATA_SAMPLES_DIR
+from tests.factories import data_samples_warehouse, load_builds_of
+from tests.helpers import ingest
+
+runner = CliRunner()
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(cwd: Path, args: list[str]):
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return runner.invoke(app, args)
+    finally:
+        os.chdir(old)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """./warehouse.duckdb (data-samples/, labelled data-samples, with its builds) and ./bundle of epoch 3."""
+    d = tmp_path_factory.mktemp("same-bytes")
+    data_samples_warehouse(d / "warehouse.duckdb")
+    result = _run(d, ["bundle", "--host", HOST, "--epoch", "3", "--out", "bundle"])
+    assert result.exit_code == 0, result.output
+    return d
+
+
+def test_every_chart_names_the_shipped_font_and_its_times_are_utc(workdir):
+    svgs = sorted((workdir / "bundle").rglob("*.svg"))
+    assert svgs
+    for svg in svgs:
+        families = set(svg.read_text().split('font-family="')[1:])
+        assert {f.split('"')[0].split(",")[0] for f in families} == {"Gonka Evidence Sans"}, svg
+    from pipeline.output.render.charts import legible
+
+    spec = legible({"mark": "point", "encoding": {"x": {"field": "t", "type": "temporal"}}, "data": {"values": []}})
+    assert spec["encoding"]["x"]["scale"] == {"type": "utc"}
+    assert spec["config"]["font"].startswith("Gonka Evidence Sans,")
+
+
+def test_a_bundle_verifies_under_other_fonts_time_zone_and_locale(workdir, tmp_path):
+    # A machine whose fontconfig finds no font at all, in Tokyo: the charts' bytes must not change.
+    (tmp_path / "no-fonts").mkdir()
+    conf = tmp_path / "fonts.conf"
+    conf.write_text(
+        '<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n<fontconfig>\n'
+        f"  <dir>{tmp_path / 'no-fonts'}</dir>\n  <cachedir>{tmp_path / 'fc-cache'}</cachedir>\n</fontconfig>\n"
+    )
+    env = os.environ | {
+        "PYTHONPATH": str(ROOT),
+        "FONTCONFIG_FILE": str(conf),
+        "TZ": "Asia/Tokyo",
+        "LC_ALL": "C.UTF-8",
+        "LANG": "C.UTF-8",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "verify", "bundle", "--warehouse", "warehouse.duckdb"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said[-3000:]
+    assert "files match" in said and "labels differ" not in said
+
+
+@pytest.fixture(scope="module")
+def relabelled(workdir, tmp_path_factory) -> Path:
+    """A reviewer's warehouse: the same copy and builds, ingested under another label."""
+    d = tmp_path_factory.mktemp("reviewer")
+    ingest(d / "warehouse.duckdb", DATA_SAMPLES_DIR / "store", label="reviewer's copy")
+    load_builds_of(d / "warehouse.duckdb", DATA_SAMPLES_DIR / "builds.toml")
+    shutil.copytree(workdir / "bundle", d / "bundle")
+    return d
+
+
+def test_verify_compares_evidence_not_labels(relabelled):
+    result = _run(relabelled, ["verify", "bundle", "--warehouse", "warehouse.duckdb"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "labels differ" in line]
+    assert len(lines) == 1 and "labelled \"reviewer's copy\" here, 'data-samples' in the bundle" in lines[0]
+    assert result.output.rstrip().splitlines()[-1].startswith("all ")
+    # any other difference is still named: one number changed in one table
+    table = relabelled / "bundle" / "tables" / "epoch-summary.json"
+    doc = json.loads(table.read_text())
+    doc["rows"][0]["count"] += 1
+    table.write_text(json.dumps(doc))
+    result = _run(relabelled, ["verify", "bundle", "--warehouse", "warehouse.duckdb"])
+    assert result.exit_code == 1
+    assert "1 of " in result.output and "tables/epoch-summary.json (differs)" in result.output
+    assert "labels differ" in result.output
