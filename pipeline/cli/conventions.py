@@ -41,37 +41,28 @@ HostOpt = Annotated[
         envvar="GONKA_EVIDENCE_HOST",
     ),
 ]
-WarehouseOpt = Annotated[
-    Path,
-    path_option(
-        Role.WAREHOUSE_READ, "--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE"
-    ),
-]
-# For commands that write the warehouse (created when missing).
-WriteWarehouseOpt = Annotated[
-    Path,
-    path_option(
-        Role.WAREHOUSE_WRITE, "--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE"
-    ),
-]
-# For commands that fall back to the config file's warehouse when none is given.
-ConfigWarehouseOpt = Annotated[
-    Path | None,
-    path_option(
-        Role.WAREHOUSE_READ,
-        "--warehouse",
-        "-w",
-        envvar="GONKA_EVIDENCE_WAREHOUSE",
-        help="DuckDB warehouse file (default: the config's warehouse, else ./warehouse.duckdb).",
-    ),
-]
+WAREHOUSE_HELP = (
+    "DuckDB warehouse file (default: GONKA_EVIDENCE_WAREHOUSE, else the config's warehouse, else ./warehouse.duckdb)."
+)
+
+
+def warehouse_option(kind: Role = Role.WAREHOUSE_READ, help: str = WAREHOUSE_HELP) -> typer.models.OptionInfo:
+    """The one warehouse option of every command that touches a warehouse: `--warehouse/-w`, from
+    GONKA_EVIDENCE_WAREHOUSE when not given, else resolved from the config (`pipeline.jobs.settings`)."""
+    return path_option(kind, "--warehouse", "-w", help=help, envvar="GONKA_EVIDENCE_WAREHOUSE")
+
+
+WarehouseOpt = Annotated[Path | None, warehouse_option()]
+# For commands that write the warehouse (created when missing): the same option in the writer's role.
+WriteWarehouseOpt = Annotated[Path | None, warehouse_option(Role.WAREHOUSE_WRITE)]
 ConfigOpt = Annotated[
     Path | None,
     path_option(
         Role.INPUT_FILE,
         "--config",
         noun="config file",
-        help="Config file whose host and warehouse are the defaults (default: gonka-evidence.toml here, if any).",
+        help="Config file whose host and warehouse are the defaults (default: gonka-evidence.toml here, if any; "
+        "docs/configuration.md).",
     ),
 ]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline.core.errors import UserError
 from pipeline.core.events import Listener, listening, warn
 from pipeline.core.paths import sql_text
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
@@ -21,7 +22,7 @@ from pipeline.ingest.derive import attribute_builds
 from pipeline.warehouse.database import fetch_frame, transaction
 
 
-class BuildsError(Exception):
+class BuildsError(UserError):
     """A builds file that cannot be used; one-line message."""
 
 

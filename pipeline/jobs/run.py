@@ -56,6 +56,7 @@ from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used t
     sample_config,
     source_kind,
 )
+from pipeline.jobs.settings import Settings
 from pipeline.warehouse.database import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
 
 # Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
@@ -262,14 +263,15 @@ def _digest(parts: dict[str, str]) -> str:
 # --- the job --------------------------------------------------------------------------------------------
 
 
-def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
-    """One run (see the module docstring). Its log lines go to the caller's listener
-    (`pipeline.core.events`), one fact each; `pipeline.api.run` also keeps them in `RunOutcome.log`."""
+def run_job(config_path: Path | None, warehouse: Path | None, settings: Settings | None = None) -> RunOutcome:
+    """One run (see the module docstring) with `settings` (None: resolved from `config_path` and `warehouse`).
+    Its log lines go to the caller's listener (`pipeline.core.events`), one fact each; `pipeline.api.run`
+    also keeps them in `RunOutcome.log`."""
     run_line = events.say
-    cfg = load_config(config_path)
-    if warehouse is not None:
-        cfg.warehouse = warehouse
+    settings = settings or Settings.resolve(warehouse, config=config_path)
+    cfg = settings.run
     _check_paths(cfg)
+    _check_samples_warehouse(settings)
     run_line(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}")
     outcome = RunOutcome()
     try:
@@ -546,7 +548,29 @@ def open_epoch_lines(closure: pl.DataFrame, finality_lag: str) -> list[str]:
     return lines
 
 
-def run_logged(config_path: Path | None, warehouse: Path | None, listener: events.Listener | None) -> RunOutcome:
+def _check_samples_warehouse(settings: Settings) -> None:
+    """Without a config file the run ingests the bundled samples and reports on their host: only into a new
+    warehouse or the samples' own, never into one that holds other sources (a job started in the wrong
+    directory)."""
+    if settings.config is not None or settings.host or not settings.warehouse.exists():
+        return
+    from pipeline.jobs.settings import WHERE_HOST, is_samples_warehouse
+    from pipeline.warehouse.database import disk_errors, open_sandboxed
+
+    with disk_errors(settings.warehouse):
+        con = open_sandboxed(settings.warehouse)
+    try:
+        own = is_samples_warehouse(con)
+    finally:
+        con.close()
+    if not own:
+        raise RunError(
+            f"{settings.warehouse}: no config file here and this warehouse is not the bundled samples'; "
+            f"give --config FILE (gonka-evidence init writes one), or {WHERE_HOST}"
+        )
+
+
+def run_logged(settings: Settings, listener: events.Listener | None) -> RunOutcome:
     """The `run` task: `run_job`, its log lines said to `listener.line` as they happen and kept in
     `RunOutcome.log`; `listener.progress` gives the progress callback of each store ingest."""
     log: list[str] = []
@@ -557,6 +581,6 @@ def run_logged(config_path: Path | None, warehouse: Path | None, listener: event
         given.line(message)
 
     with events.listening(replace(given, line=line)):
-        outcome = run_job(config_path, warehouse)
+        outcome = run_job(settings.config, settings.warehouse, settings)
     outcome.log = log
     return outcome

@@ -16,6 +16,7 @@ from typing import BinaryIO
 import duckdb
 import polars as pl
 
+from pipeline.core.errors import UserError
 from pipeline.core.paths import SQL_DIR
 from pipeline.output import query_format as query_output
 from pipeline.output.query_format import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, TABLE_MAX_ROWS, QueryFormat
@@ -29,7 +30,7 @@ MAX_SQL_BYTES = 16 * 2**20  # a --file longer than this is not SQL someone wrote
 HEADER = re.compile(r"^--\s*(name|description|params):\s*(.*)$")
 
 
-class QueryError(Exception):
+class QueryError(UserError):
     """A query the user wrote or named that cannot run; one-line message."""
 
 

@@ -8,9 +8,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import WriteWarehouseOpt, prints_data, user_errors
+from pipeline.cli.conventions import ConfigOpt, WriteWarehouseOpt, prints_data, user_errors
 from pipeline.cli.paths import path_option, role
-from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
 ORDER = 20
@@ -46,7 +45,8 @@ def builds(
         Path | None,
         path_option(Role.OUTPUT_FILE, "--out", help="infer: write the proposal here (default: stdout)."),
     ] = None,
-    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WriteWarehouseOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Load, propose (infer) or check the host build timeline.
 
@@ -69,14 +69,14 @@ def builds(
     if action == "infer":
         if toml is not None:
             raise typer.BadParameter(f"`builds infer` takes no file (got {toml}); --out FILE writes the proposal")
-        text = api.infer_builds(host, out, warehouse)
+        text = api.infer_builds(host, out, warehouse, config=config)
         if out is None:
             typer.echo(text, nl=False)
         else:
             info(f"proposed builds.toml written to {out}")
         return
     if action == "check":
-        result = api.check_builds(path, host, warehouse)
+        result = api.check_builds(path, host, warehouse, config=config)
         for note in result.notes:
             info(note)
         for line in result.contradictions:
@@ -89,7 +89,7 @@ def builds(
         raise typer.BadParameter("`builds load` needs a FILE.toml")
     if toml is not None and file not in ACTIONS:
         raise typer.BadParameter(f"one builds file at a time (got {file} and {toml})")
-    loaded = api.load_builds(Path(path), warehouse)
+    loaded = api.load_builds(Path(path), warehouse, config=config)
     for message in loaded.warnings:
         warning(message)
     info(f"host_builds: {loaded.entries} entries from {path}")

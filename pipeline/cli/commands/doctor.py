@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import prints_data, user_errors
-from pipeline.cli.paths import path_option, role
+from pipeline.cli.conventions import prints_data, user_errors, warehouse_option
+from pipeline.cli.paths import role
 from pipeline.core.roles import Role
 
 ORDER = 30
@@ -23,10 +23,7 @@ def doctor(
     ],
     warehouse: Annotated[
         Path | None,
-        path_option(
-            Role.WAREHOUSE_READ,
-            "--warehouse",
-            "-w",
+        warehouse_option(
             help="Also show what this warehouse found about the source "
             "(copies that disagree, escrows with a partial diff log, checkpoint cross-checks), whether its "
             "build timeline contradicts its vLLM logs (builds check), and where every row its last ingest "

@@ -9,9 +9,9 @@ import typer
 from pipeline.cli.conventions import (
     MAX_BIGINT,
     ConfigOpt,
-    ConfigWarehouseOpt,
     EvidenceFormat,
     HostOpt,
+    WarehouseOpt,
     complete_evidence_name,
     prints_data,
     reproducing_command,
@@ -34,7 +34,7 @@ def evidence(
     since: Annotated[str | None, typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
     until: Annotated[str | None, typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
-    warehouse: ConfigWarehouseOpt = None,
+    warehouse: WarehouseOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Print an evidence table with statistics and a provenance footer. The table options

@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import EXIT_QUARANTINED, WriteWarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_QUARANTINED, ConfigOpt, WriteWarehouseOpt, user_errors
 from pipeline.cli.paths import role
-from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
 ORDER = 90
@@ -21,7 +20,8 @@ def ingest_json(
         list[Path],
         typer.Argument(help="Saved JSON responses (accounting API v2–7, chain REST).", parser=role(Role.INPUT_FILE)),
     ],
-    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WriteWarehouseOpt = None,
+    config: ConfigOpt = None,
     strict: Annotated[bool, typer.Option(help="Exit 3 when a file or a record was quarantined.")] = False,
 ) -> None:
     """Ingest saved gateway accounting-API and chain REST JSON responses into the tracker views.
@@ -30,7 +30,7 @@ def ingest_json(
     """
     from pipeline import api
 
-    summary = api.ingest_json(files, warehouse)
+    summary = api.ingest_json(files, warehouse, config=config)
     from pipeline.core.verbosity import NORMAL, verbosity
 
     if verbosity() >= NORMAL:

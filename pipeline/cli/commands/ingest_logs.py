@@ -8,9 +8,8 @@ from typing import Annotated
 import typer
 
 from pipeline.api import log_kind_help
-from pipeline.cli.conventions import EXIT_QUARANTINED, WriteWarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_QUARANTINED, ConfigOpt, HostOpt, WriteWarehouseOpt, user_errors
 from pipeline.cli.paths import role
-from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
 ORDER = 80
@@ -22,7 +21,7 @@ def ingest_logs_command(
         list[Path],
         typer.Argument(help="Log files (gzip accepted) or directories (every file in them).", parser=role(Role.INPUT)),
     ],
-    host: Annotated[str, typer.Option(help="The host the files belong to (gonka1…).", envvar="GONKA_EVIDENCE_HOST")],
+    host: HostOpt = None,
     kind: Annotated[str | None, typer.Option(help=f"{log_kind_help()} (default: detected per file).")] = None,
     year: Annotated[
         int | None, typer.Option(help="Year of the first line of each vLLM log (default: from the file time).")
@@ -34,7 +33,8 @@ def ingest_logs_command(
             "or a UTC offset (+02:00); default UTC."
         ),
     ] = None,
-    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WriteWarehouseOpt = None,
+    config: ConfigOpt = None,
     strict: Annotated[
         bool,
         typer.Option(
@@ -52,7 +52,9 @@ def ingest_logs_command(
     from pipeline import api
     from pipeline.cli.console import err, out
 
-    summary = api.ingest_logs(files, host=host, warehouse=warehouse, kind=kind, year=year, timezone=timezone)
+    summary = api.ingest_logs(
+        files, host=host, warehouse=warehouse, config=config, kind=kind, year=year, timezone=timezone
+    )
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.kinds.items()))
     out.print(
         f"ingest-logs {summary.run_id}: {summary.files} files ({kinds}), {summary.lines:,} lines, "

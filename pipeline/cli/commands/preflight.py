@@ -9,9 +9,9 @@ import typer
 from pipeline.cli.conventions import (
     EXIT_CHECK_FAILED,
     ConfigOpt,
-    ConfigWarehouseOpt,
     EvidenceFormat,
     HostOpt,
+    WarehouseOpt,
     prints_data,
     reproducing_command,
     user_errors,
@@ -34,7 +34,7 @@ def preflight(
     ] = None,
     strict: Annotated[bool, typer.Option(help="Exit 3 when a check fails.")] = False,
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
-    warehouse: ConfigWarehouseOpt = None,
+    warehouse: WarehouseOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Check, per build, the six ways a plain DSpark setup loses a host its answers, votes or epoch
