@@ -381,3 +381,72 @@ def test_no_duckdb_result_is_left_unfinished_by_construction():
                 if node.func.attr == "fetchone" or (node.func.attr == "sql" and name not in RELATION_MAKERS):
                     found.append(f"{name}: .{node.func.attr}() (line {node.lineno})")
     assert found == []
+
+
+# Exceptions that are no user error: each is caught inside the library and becomes a counted quarantine, a
+# user error with the file's name, or (samples) a bug in a scenario; never a one-line refusal of its own.
+INTERNAL_EXCEPTIONS = {
+    "BodyError": "an answer body that is not its format: the scan's verdict",
+    "CounterKeyError": "a counter key of a ledger row: quarantined",
+    "OutOfRange": "a JSON number past its column: quarantined",
+    "Unreadable": "a JSON file that cannot be read: quarantined",
+    "DuplicateKey": "a JSON key given twice: quarantined",
+    "BadResult": "a PoC result out of range: quarantined",
+    "PastLimit": "an input past a limit: quarantined or turned into the reader's SourceError",
+    "ChainParamError": "a chain parameter: the config loader names the entry",
+    "FileReadError": "a file that cannot be used: the caller names it in its own user error",
+    "PlanError": "the sample generator's scenario is wrong (a bug of the samples)",
+}
+BUILTIN_EXCEPTIONS = {"Exception", "ValueError", "RuntimeError", "OSError", "LookupError", "TypeError", "KeyError"}
+
+
+def exception_classes(package_dir: Path) -> dict[str, tuple[str, list[str]]]:
+    """Every class of the package with a base: name → (module file, base names)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for name, path in modules(package_dir).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = [
+                    b.id if isinstance(b, ast.Name) else b.attr
+                    for b in node.bases
+                    if isinstance(b, ast.Name | ast.Attribute)
+                ]
+                found[node.name] = (name, bases)
+    return found
+
+
+def non_user_errors(package_dir: Path, allowed: dict[str, str]) -> list[str]:
+    """The exception classes that derive from neither UserError nor an allowed internal exception."""
+    classes = exception_classes(package_dir)
+
+    def roots(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        if name in BUILTIN_EXCEPTIONS or name not in classes or name in seen:
+            return {name}
+        return set().union(*(roots(b, seen | {name}) for b in classes[name][1])) | {name}
+
+    wrong = []
+    for name, (module, _bases) in classes.items():
+        reached = roots(name)
+        if reached & BUILTIN_EXCEPTIONS and "UserError" not in reached and not reached & set(allowed):
+            wrong.append(f"{module}.{name}")
+    return sorted(wrong)
+
+
+def test_every_one_line_refusal_derives_from_user_error():
+    """One root for user errors (pipeline/core/errors.py): the CLI maps `UserError` to exit code 1 in one
+    place, so an error class outside it would end a command with a traceback."""
+    assert non_user_errors(ROOT / "pipeline", INTERNAL_EXCEPTIONS) == []
+
+
+def test_a_planted_user_error_outside_the_root_is_named(tmp_path):
+    pkg = tmp_path / "pipeline"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "errors.py").write_text("class UserError(Exception):\n    pass\n")
+    (pkg / "core" / "bad.py").write_text(
+        "from pipeline.core.errors import UserError\n\n"
+        "class GoodError(UserError):\n    pass\n\n"
+        "class StrayError(ValueError):\n    pass\n"
+    )
+    assert non_user_errors(pkg, {}) == ["pipeline.core.bad.StrayError"]

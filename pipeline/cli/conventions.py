@@ -21,13 +21,17 @@ from pipeline.cli.paths import path_option
 from pipeline.cli.process import say_interrupted
 from pipeline.core.roles import Role
 
+# The exit codes, one place (docs/cli.md lists them): a user error (pipeline.core.errors.UserError, mapped by
+# `user_errors` below) is not a check that ran and found a problem.
 EXIT_USER_ERROR = 1  # bad arguments, missing source, failed query: a one-line message
 # 2 is click's own: the command line itself is wrong (unknown option, missing argument, bad choice).
-EXIT_QUARANTINED = 3  # rows were quarantined and --strict was given
-EXIT_CHECK_FAILED = 3  # a preflight check failed and --strict was given: a data problem reported, as above
+EXIT_QUARANTINED = 3  # rows were quarantined and --strict was given: a data problem reported
+# A check ran and found a problem, which it reported: `verify` (a file differs), `builds check` (a
+# contradiction), `preflight --strict` (a check failed). A data problem reported, as above.
+EXIT_CHECK_FAILED = 3
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; 3 rows quarantined with "
-    "--strict (preflight --strict: a check failed)."
+    "--strict, or a check found a problem (verify, builds check, preflight --strict): a data problem reported."
 )
 
 # The largest epoch number (and any other count) the warehouse can hold: DuckDB's BIGINT. A larger one

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import ConfigOpt, WriteWarehouseOpt, prints_data, user_errors
+from pipeline.cli.conventions import EXIT_CHECK_FAILED, ConfigOpt, WriteWarehouseOpt, prints_data, user_errors
 from pipeline.cli.paths import path_option, role
 from pipeline.core.roles import Role
 
@@ -53,7 +53,7 @@ def builds(
     `builds FILE` (or `builds load FILE`) replaces the timeline with the entries of FILE; `builds infer`
     proposes a builds.toml from the start cycles of the vLLM logs (engine_cycles), on stdout unless --out;
     `builds check [FILE]` names each place where FILE (or the loaded timeline) contradicts those cycles, one
-    line each, and exits 1 when there is one.
+    line each, and exits 3 when there is one.
 
     Example: gonka-evidence builds data-samples/builds.toml
     """
@@ -82,7 +82,7 @@ def builds(
         for line in result.contradictions:
             typer.echo(line)
         if not result.ok:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_CHECK_FAILED)
         info(f"{path or 'the loaded build timeline'}: consistent with the vLLM logs")
         return
     if path is None:

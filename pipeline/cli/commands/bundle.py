@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import MAX_BIGINT, ConfigOpt, HostOpt, WarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_CHECK_FAILED, MAX_BIGINT, ConfigOpt, HostOpt, WarehouseOpt, user_errors
 from pipeline.cli.paths import path_option, role
 from pipeline.core.roles import Role
 
@@ -54,7 +54,7 @@ def verify(
     config: ConfigOpt = None,
 ) -> None:
     """Recompute a bundle from the warehouse and compare it file by file (exit 0 only when every
-    file matches; exit 1 naming each file that differs, is missing or was not expected).
+    file matches; exit 3 naming each file that differs, is missing or was not expected).
 
     Example: gonka-evidence verify bundle-3 --warehouse warehouse.duckdb
     """
@@ -80,7 +80,7 @@ def verify(
             highlight=False,
             soft_wrap=True,
         )
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_CHECK_FAILED)
     console.print(f"all {len(checks)} files match", markup=False)
 
 
