@@ -40,6 +40,8 @@ from pipeline.output.query_format import MAX_TIMEOUT_S as MAX_QUERY_TIMEOUT_S
 from pipeline.output.query_format import QueryFormat, terminal_width
 
 if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a warehouse opens
+    from datetime import timedelta
+
     import duckdb
     import polars as pl
 
@@ -230,6 +232,19 @@ class Context:
     def host(self) -> str | None:
         """The default host: the one given, else GONKA_EVIDENCE_HOST, else the config's."""
         return self.settings.host
+
+    @property
+    def finality_lag(self) -> timedelta:
+        """The run configuration's finality lag (of the epoch report)."""
+        return self.settings.run.finality_lag_delta
+
+    def report_host(self, host: str | None) -> str:
+        """The host of a report: the one given, else the resolved one; none is an error naming where to set it."""
+        return host or self.settings.host_for(None, "report")
+
+    def bundle_request(self, host: str | None, epoch: int | None, since: str | None, until: str | None) -> Any:
+        """The bundle's request, checked before anything is computed: see `bundle_request`."""
+        return bundle_request(self.settings, host, epoch, since, until)
 
     def open(self, *, write: bool = False) -> Warehouse:
         """The warehouse, read-only and sandboxed, or with `write` open for ingesting (created when
@@ -441,8 +456,9 @@ class Warehouse:
     """A warehouse connection, read-only and sandboxed unless opened with ``write=True``; close it,
     or use it as a context manager. Each method calls one task on the connection."""
 
-    def __init__(self, settings: Settings, con: duckdb.DuckDBPyConnection, *, write: bool = False):
-        self.settings, self.path, self._con, self.writable = settings, settings.warehouse, con, write
+    def __init__(self, context: Settings | Context, con: duckdb.DuckDBPyConnection, *, write: bool = False):
+        self.settings = context.settings if isinstance(context, Context) else context
+        self.path, self._con, self.writable = self.settings.warehouse, con, write
 
     @property
     def host(self) -> str | None:
