@@ -46,6 +46,7 @@ import polars as pl
 
 from pipeline.core import events
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.streams import StandardStreamError
 from pipeline.core.times import iso_utc
 from pipeline.ingest.kinds import SOURCE_KINDS
 from pipeline.ingest.unchanged import STAMP_PREFIX
@@ -283,6 +284,8 @@ def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
             except BaseException:
                 remove_debris(cfg.warehouse, cfg.output, own=True)  # e.g. a report half-written when the disk filled
                 raise
+    except StandardStreamError:  # the run's log could not be written: not the warehouse's fault
+        raise
     except OSError as exc:  # a full disk, a read-only directory: the file and the reason, no traceback
         where = exc.filename or cfg.warehouse
         raise RunError(f"{where}: {exc.strerror or exc}; {NOTHING_REPLACED}") from None

@@ -44,7 +44,7 @@ class NamedQuery:
 def named_queries() -> dict[str, NamedQuery]:
     found = {}
     for path in sorted(QUERIES_DIR.glob("*.sql")):
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         meta = {"name": path.stem, "description": "", "params": ""}
         for line in text.splitlines():
             m = HEADER.match(line.strip())
