@@ -51,11 +51,20 @@ def escrow_findings(con: duckdb.DuckDBPyConnection, window: Window | None = None
 
 def command_path(path: Path | str) -> str:
     """A path as a reproducing command names it: relative to the working directory, so that no
-    command in a footer or report names an absolute path of this machine."""
+    command in a footer or report names an absolute path of this machine. Where there is no working
+    directory (deleted before the command started) the path is kept as given."""
     try:
         return os.path.relpath(path)
     except ValueError:  # another drive (Windows): nothing relative to point at
         return str(path)
+    except OSError:  # the working directory is gone (FileNotFoundError from getcwd)
+        return str(path)
+
+
+def command_line(*args: str) -> str:
+    """A ``gonka-evidence`` command line as a shell reads it back: each argument quoted where needed. The
+    one builder of every reproducing command in footers, reports and bundles."""
+    return shlex.join(["gonka-evidence", *args])
 
 
 def window_args(window: Window) -> list[str]:
@@ -71,11 +80,11 @@ def evidence_command(
     spec: EvidenceSpec, host: str, window: Window, options: dict[str, Any], warehouse_arg: str | None = None
 ) -> str:
     """The ``gonka-evidence evidence`` command that prints `spec`'s table with these options."""
-    args = ["gonka-evidence", "evidence", spec.name, "--host", host, *window_args(window)]
+    args = ["evidence", spec.name, "--host", host, *window_args(window)]
     for name, value in options.items():
         option = spec.option(name)
         assert option is not None, name  # the report's options are the spec's own
         args += [option.flag] + ([] if value is True else [str(value)])
     if warehouse_arg:
         args += ["--warehouse", warehouse_arg]
-    return shlex.join(args)
+    return command_line(*args)

@@ -155,7 +155,8 @@ def last_source_accounting(con: duckdb.DuckDBPyConnection, source_id: str) -> tu
     """The newest run of a source that read anything, and its accounting rows (None: no such run)."""
     found = con.execute(
         "SELECT r.run_id FROM ingest_runs r WHERE r.source_id = ? "
-        "AND EXISTS (SELECT 1 FROM ingest_accounting a WHERE a.run_id = r.run_id) ORDER BY r.started_at DESC LIMIT 1",
+        "AND EXISTS (SELECT 1 FROM ingest_accounting a WHERE a.run_id = r.run_id) "
+        "ORDER BY coalesce(r.run_seq, 0) DESC, r.started_at DESC LIMIT 1",  # run order, not the wall clock
         [source_id],
     ).fetchall()
     return (found[0][0], run_accounting(con, found[0][0])) if found else None

@@ -355,10 +355,11 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
 def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
     """The core evidence tables of the configured (or the samples' focal) host, as Markdown text blocks."""
     from pipeline.evidence import compute
+    from pipeline.evidence.provenance import command_line
     from pipeline.output.render import render
 
     for name in ("epoch-summary", "votes-by-build", "peer-invalidation"):
-        command = f"gonka-evidence evidence {name} --host {host}"
+        command = command_line("evidence", name, "--host", host)
         events.listener().text(render(compute(name, con, host=host, command=command), "markdown"))
 
 
@@ -366,8 +367,9 @@ def print_preflight(con: duckdb.DuckDBPyConnection, host: str) -> None:
     """One line per build of the host: the preflight checks that fail or cannot tell on all data (the table
     is `gonka-evidence preflight --host HOST`; each epoch report has it for its epoch)."""
     from pipeline.evidence import compute
+    from pipeline.evidence.provenance import command_line
 
-    rows = compute("preflight", con, host=host, command=f"gonka-evidence preflight --host {host}").rows
+    rows = compute("preflight", con, host=host, command=command_line("preflight", "--host", host)).rows
     for build in rows["build"].unique(maintain_order=True).to_list():
         part = rows.filter(pl.col("build") == build)
         said = []

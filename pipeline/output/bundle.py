@@ -30,7 +30,6 @@ import ctypes
 import errno
 import hashlib
 import os
-import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -43,7 +42,7 @@ import orjson
 
 from pipeline.core.version import pipeline_version
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute
-from pipeline.evidence.provenance import evidence_command, provenance, window_args
+from pipeline.evidence.provenance import command_line, evidence_command, provenance, window_args
 from pipeline.evidence.window import Window
 from pipeline.output.render import render
 from pipeline.output.render.json import to_json_value
@@ -72,10 +71,10 @@ class BundleRequest:
         """The ``gonka-evidence`` command of kind ``what`` (``bundle``, ``report``) for this request."""
         window = self.window
         if what == "report":
-            args = ["gonka-evidence", "report", "epoch", str(window.epoch), "--host", self.host]
+            args = ["report", "epoch", str(window.epoch), "--host", self.host]
         else:
-            args = ["gonka-evidence", what, "--host", self.host, *window_args(window)]
-        return shlex.join(args + (["--warehouse", self.warehouse_arg] if self.warehouse_arg else []))
+            args = [what, "--host", self.host, *window_args(window)]
+        return command_line(*args, *(["--warehouse", self.warehouse_arg] if self.warehouse_arg else []))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceResult, EvidenceSpec, Provenance, ReportContext, compute
-from pipeline.evidence.provenance import command_path, evidence_command
+from pipeline.evidence.provenance import command_line, command_path, evidence_command
 from pipeline.evidence.provenance import provenance as provenance_of
 from pipeline.evidence.request import check_request
 from pipeline.evidence.window import Window
@@ -93,8 +93,11 @@ def build_epoch_report(
     closure_info = Closure(c["escrows"], c["escrows_settled"], c["last_settled_at"], c["closed_at"], c["closed_by"])
     # Reproduce lines name no absolute path of this machine: paths are relative to the working directory.
     warehouse_arg, out_arg = (command_path(arg) if arg else None for arg in (warehouse_arg, out_arg))
-    w_opt = f" --warehouse {warehouse_arg}" if warehouse_arg else ""
-    command = f"gonka-evidence report epoch {epoch} --host {host}" + (f" --out {out_arg}" if out_arg else "") + w_opt
+    command = command_line(
+        *("report", "epoch", str(epoch), "--host", host),
+        *(("--out", out_arg) if out_arg else ()),
+        *(("--warehouse", warehouse_arg) if warehouse_arg else ()),
+    )
 
     overview, summary = _overview(con, epoch, host, closure_info)
     summary.append(builds_note(con, host))
