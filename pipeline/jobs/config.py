@@ -128,7 +128,7 @@ def load_config(path: Path | None) -> RunConfig:
     cfg = RunConfig(origin=str(path))
     for key in PATH_KEYS:
         if key in doc:
-            setattr(cfg, key, base / require_string(doc[key], SourceError, f"{path}: {key}"))
+            setattr(cfg, key, config_path(base, require_string(doc[key], SourceError, f"{path}: {key}")))
     if "host" in doc:
         cfg.host = require_string(doc["host"], SourceError, f"{path}: host")
         if refusal := malformed(f"{path}: host", cfg.host):
@@ -159,9 +159,16 @@ def load_config(path: Path | None) -> RunConfig:
         if "year" in s:
             entry["year"] = _year(s["year"], f"{path}: [[sources]] entry {i}: year")
         if "path" in entry:
-            entry["path"] = str(base / entry["path"])
+            entry["path"] = str(config_path(base, entry["path"]))
         cfg.sources.append(entry)
     return _checked(_env_overrides(cfg))
+
+
+def config_path(base: Path, text: str) -> Path:
+    """A path of the config (or its environment overrides): ``~`` expanded here, once, as a shell would
+    (a TOML file has no shell), then relative to `base`. Every part of the run then uses this one path:
+    nothing downstream expands it again."""
+    return base / Path(text).expanduser()
 
 
 def _year(value: object, where: str) -> int:
@@ -177,7 +184,7 @@ def _env_overrides(cfg: RunConfig) -> RunConfig:
     for key in CONFIG_KEYS:
         value = os.environ.get(f"{ENV_PREFIX}{key.upper()}")
         if value:
-            setattr(cfg, key, Path(value) if key in PATH_KEYS else value)
+            setattr(cfg, key, config_path(Path("."), value) if key in PATH_KEYS else value)
     return cfg
 
 

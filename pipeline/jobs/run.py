@@ -271,6 +271,8 @@ def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
     if warehouse is not None:
         cfg.warehouse = warehouse
     _check_paths(cfg)
+    if cfg.warehouse.is_symlink():  # the new version replaces the file the link names, never the link
+        cfg.warehouse = Path(os.path.realpath(cfg.warehouse))
     run_line(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}")
     outcome = RunOutcome()
     try:
@@ -310,6 +312,12 @@ def _check_paths(cfg: RunConfig) -> None:
     if cfg.builds is not None:
         check_path(cfg.builds, Role.INPUT_FILE, f"{cfg.origin}: builds", noun="builds file")
     inputs = [Path(s["path"]) for s in cfg.sources if "path" in s] + ([cfg.builds] if cfg.builds else [])
+    warehouse, output = (Path(os.path.realpath(p)) for p in (cfg.warehouse, cfg.output))
+    if warehouse == output or warehouse in output.parents:
+        raise RunError(
+            f"{cfg.origin}: warehouse {cfg.warehouse} and output {cfg.output} name the same path; "
+            "give the reports a directory of their own"
+        )
     check_outputs({"config output": cfg.output, "config warehouse": cfg.warehouse}, inputs=inputs)
     check_path(cfg.output, Role.OUTPUT_DIR, "config output")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import errno
 import hashlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -78,7 +79,8 @@ def disk_errors(path: Path | str) -> Iterator[None]:
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     _refuse_special(path)
     try:
-        con = duckdb.connect(str(path), read_only=read_only)
+        # Absolute: DuckDB would expand a leading "~" that every other part of the pipeline takes literally.
+        con = duckdb.connect(os.path.abspath(path), read_only=read_only)
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():
