@@ -101,6 +101,7 @@ __all__ = [
     "resolve_warehouse",
     "run",
     "terminal_width",
+    "unrecognised_warnings",
     "user_error",
     "user_errors",
     "verify",
@@ -934,6 +935,14 @@ def user_errors() -> tuple[type[Exception], ...]:
         *([lake.LakeError] if lake else []),
         *([cluster.ClusterError] if cluster else []),
     )
+
+
+def unrecognised_warnings(summary: Any) -> list[str]:
+    """The warning for each log file of a log ingest in which nothing was recognised as its kind (said
+    alike by `ingest-logs` and `run`)."""
+    from pipeline.ingest.logs import unrecognised_warnings as warnings
+
+    return warnings(summary)
 
 
 def user_error(exc: Exception) -> Exception | None:

@@ -25,6 +25,10 @@ class BuildsError(Exception):
     """A builds file that cannot be used; one-line message."""
 
 
+DOCUMENT_KEYS = ("builds", "focal_host")  # the file's own keys
+ENTRY_KEYS = ("host", "label", "since")  # the keys of a [[builds]] entry, all required
+
+
 def read_builds_document(path: Path) -> dict:
     """The parsed file, checked: a non-empty [[builds]] array of tables whose host and label are
     strings and whose since is a time; `focal_host`, when given, a string."""
@@ -34,8 +38,14 @@ def read_builds_document(path: Path) -> dict:
         raise BuildsError(f"{path}: no [[builds]] entries")
     if "focal_host" in doc:
         require_string(doc["focal_host"], BuildsError, f"{path}: focal_host")
+    if unknown := sorted(set(doc) - set(DOCUMENT_KEYS)):
+        raise BuildsError(f"{path}: unknown key(s) {', '.join(unknown)} (keys: {', '.join(DOCUMENT_KEYS)})")
     for i, entry in enumerate(entries, 1):
-        missing = [k for k in ("host", "label", "since") if k not in entry]
+        if unknown := sorted(set(entry) - set(ENTRY_KEYS)):  # a typo (`lable`, `until`) is never silently ignored
+            raise BuildsError(
+                f"{path}: entry {i} has unknown key(s) {', '.join(unknown)} (keys: {', '.join(ENTRY_KEYS)})"
+            )
+        missing = [k for k in ENTRY_KEYS if k not in entry]
         if missing:
             raise BuildsError(f"{path}: entry {i} lacks {', '.join(missing)}")
         for key in ("host", "label"):
