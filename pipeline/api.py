@@ -260,9 +260,13 @@ class Context:
         """`gonka-evidence ingest`: ingest a copy into the warehouse, opened for writing once the source
         has answered (a source that cannot be read leaves no new warehouse behind)."""
         from pipeline.core.roles import is_url
+        from pipeline.core.text import label_refusal
         from pipeline.ingest.copies import ingest_source
+        from pipeline.sources.errors import SourceError
         from pipeline.warehouse.database import disk_errors
 
+        if label and (refusal := label_refusal(label, "--label")):
+            raise SourceError(refusal)
         opened: list[Warehouse] = []
 
         def connection() -> duckdb.DuckDBPyConnection:

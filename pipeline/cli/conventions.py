@@ -113,8 +113,9 @@ def _verbosity_options() -> list[inspect.Parameter]:
 def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
     from pipeline.cli.console import err
     from pipeline.core.secrets import scrub
+    from pipeline.core.text import visible
 
-    err.print(f"error: {scrub(' '.join(message.split()))}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"error: {visible(scrub(' '.join(message.split())))}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from pipeline.core.address import malformed
 from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
+from pipeline.core.text import label_refusal
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest import kinds
 from pipeline.sources.store.base import SourceError
@@ -193,7 +194,9 @@ def _checked(cfg: RunConfig) -> RunConfig:
         parse_duration(cfg.finality_lag)
     except SourceError as exc:
         raise SourceError(f"{cfg.origin}: {exc}") from None
-    for s in cfg.sources:
+    for i, s in enumerate(cfg.sources, 1):
+        if refusal := label_refusal(s.get("label") or "", f"{cfg.origin}: [[sources]] entry {i}"):
+            raise SourceError(refusal)
         if s.get("kind") is not None and s["kind"] not in SOURCE_KINDS:
             raise SourceError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")
         if "timezone" in s:

@@ -28,7 +28,7 @@ from pipeline.evidence.provenance import provenance as provenance_of
 from pipeline.evidence.request import check_request
 from pipeline.evidence.window import Window
 from pipeline.output.query import named_queries
-from pipeline.output.render.csv import render_csv
+from pipeline.output.render.csv import frame_csv, render_csv
 from pipeline.output.render.text import format_percent, iso_utc, stat_lines
 from pipeline.output.report.findings import NO_DATA, Finding, epoch_findings
 from pipeline.warehouse.database import fetch_frame, out_of_memory
@@ -149,7 +149,7 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
         heading="Epoch overview",
         title=f"Inferences of epoch {epoch} by final status",
         table=table,
-        csv=table.write_csv().rstrip("\n"),
+        csv=frame_csv(table),
         sql=("evidence/report_statuses.sql",),
         notes=[
             "share = inferences / of_all; host_share = executed_by_host / of_host "
@@ -240,7 +240,7 @@ def _quarantine(con) -> Section:
         heading="Quarantine",
         title="Quarantined rows (whole warehouse, all open)",
         table=table,
-        csv=table.write_csv().rstrip("\n"),
+        csv=frame_csv(table),
         sql=sql,
         notes=[
             "Rows that could not be decoded; rows_in_table = rows of that source table kept in the warehouse "
