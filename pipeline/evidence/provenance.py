@@ -15,7 +15,7 @@ from pipeline.core.version import pipeline_version
 from pipeline.evidence.result import Provenance
 from pipeline.evidence.spec import EvidenceSpec
 from pipeline.evidence.window import Window
-from pipeline.warehouse.database import fetch_frame
+from pipeline.warehouse.database import fetch_frame, run_order
 
 
 def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> Provenance:
@@ -29,7 +29,8 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
     ``failed_runs``: what that run committed before it stopped may be in the table. Escrows of the
     window with a partial diff log or copies that disagree are in ``escrow_findings``.
     """
-    sources = fetch_frame(con, sql_text("evidence/sources.sql"))
+    order = run_order(con)
+    sources = fetch_frame(con, sql_text("evidence/sources.sql").format(run_order=order))
     quarantined = fetch_frame(con, "SELECT count(*) AS n FROM quarantine")["n"][0]
     return Provenance(
         sources=sources.select("source_id", "source_kind", "label", "copy_at", "input_digest").to_dicts(),
@@ -38,7 +39,7 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
         quarantined_rows=int(quarantined),
         command=command,
         pipeline_version=pipeline_version(),
-        failed_runs=fetch_frame(con, sql_text("evidence/failed_runs.sql")).to_dicts(),
+        failed_runs=fetch_frame(con, sql_text("evidence/failed_runs.sql").format(run_order=order)).to_dicts(),
         escrow_findings=escrow_findings(con, window),
     )
 

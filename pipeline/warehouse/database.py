@@ -76,6 +76,16 @@ def disk_errors(path: Path | str) -> Iterator[None]:
         raise WarehouseError(f"{exc.filename or path}: cannot write ({exc.strerror or exc})") from None
 
 
+def run_order(con: duckdb.DuckDBPyConnection, alias: str = "") -> str:
+    """The SQL expression that orders ingest runs as they were made (then by `started_at`): `run_seq`, 0
+    for runs made before it; just 0 in a warehouse made before the column and opened read-only (no
+    upgrade has added it yet)."""
+    found = con.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'ingest_runs' AND column_name = 'run_seq'"
+    ).fetchone()
+    return f"coalesce({alias}run_seq, 0)" if found and found[0] else "0"
+
+
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     _refuse_special(path)
     try:

@@ -3,4 +3,4 @@
 -- params: none
 SELECT run_id, coalesce(label, source_id) AS source, source_kind, copy_at, started_at, finished_at, status, rows
 FROM ingest_runs
-ORDER BY coalesce(run_seq, 0) DESC, started_at DESC
+ORDER BY started_at DESC

@@ -98,3 +98,23 @@ def test_a_working_directory_deleted_before_start_is_no_traceback(tmp_path):
     assert "Traceback" not in done.stderr
     report = (tmp_path / "out" / "epoch-3" / "report.md").read_text(encoding="utf-8")
     assert f"--warehouse {warehouse}" in report
+
+
+def test_a_warehouse_made_before_the_run_order_column_still_reads(tmp_path):
+    """Opened read-only, an older warehouse has no `run_seq` (only a write adds it): its footers order runs
+    by their start time, as before, instead of failing on the missing column."""
+    from pipeline.evidence.provenance import provenance
+    from pipeline.evidence.window import Window
+
+    warehouse = data_samples_warehouse(tmp_path / "w.duckdb")
+    con = open_for_write(warehouse)
+    try:
+        con.execute("ALTER TABLE ingest_runs DROP COLUMN run_seq")
+    finally:
+        con.close()
+    con = open_read_only(warehouse)
+    try:
+        footer = provenance(con, Window(epoch=3), "c")
+        assert [s["label"] for s in footer.sources] == ["data-samples"]
+    finally:
+        con.close()
