@@ -47,10 +47,11 @@ def __getattr__(name: str):
 
 def _line(stream, message: str) -> None:
     """One line as written, never read as markup, no character of it acting on the terminal (an ANSI
-    sequence or a carriage return from a label or a log shows as ``\x1b``, ``\x0d``)."""
+    sequence, a carriage return or a line feed from a label or a log shows as ``\x1b``, ``\x0d``, ``\x0a``:
+    it can never start a line of its own in `run`'s log)."""
     from pipeline.core.text import visible
 
-    stream.write(visible(message) + "\n")
+    stream.write(visible(message, one_line=True) + "\n")
     stream.flush()
 
 
@@ -262,7 +263,7 @@ def warning(message: str) -> None:
     """A warning of the library, on stderr (with --quiet too)."""
     from pipeline.core.text import visible
 
-    _console(True).print(f"warning: {visible(message)}", markup=False, highlight=False, soft_wrap=True)
+    _console(True).print(f"warning: {visible(message, one_line=True)}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_text(text: str) -> None:

@@ -103,6 +103,8 @@ def test_the_terminal_lines_never_carry_a_control_character(capsys):
     for stream in (captured.out, captured.err):
         assert not HIDDEN.search(stream.replace("\n", ""))
     assert "\\x1b[31mred" in captured.out
+    console.run_line("ingested label\nwarehouse: updated")  # a label cannot forge a line of the log
+    assert capsys.readouterr().out == "ingested label\\x0awarehouse: updated\n"
 
 
 def test_a_prompt_quoting_vllms_errors_is_no_engine_event(tmp_path):
