@@ -80,10 +80,10 @@ def run_order(con: duckdb.DuckDBPyConnection, alias: str = "") -> str:
     """The SQL expression that orders ingest runs as they were made (then by `started_at`): `run_seq`, 0
     for runs made before it; just 0 in a warehouse made before the column and opened read-only (no
     upgrade has added it yet)."""
-    found = con.execute(
+    ((found,),) = con.execute(
         "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'ingest_runs' AND column_name = 'run_seq'"
-    ).fetchone()
-    return f"coalesce({alias}run_seq, 0)" if found and found[0] else "0"
+    ).fetchall()
+    return f"coalesce({alias}run_seq, 0)" if found else "0"
 
 
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:

@@ -1,4 +1,4 @@
-"""Text that comes from outside is data, never markup, never an event (issue 46, item 9).
+"""Text that comes from outside is data, never markup, never an event.
 
 Build labels, source labels, file names, ids and what a log line quotes from a client reach the terminal,
 Markdown, CSV, JSON and the run's log: escaped for each, never crashing a renderer, never acting on the
