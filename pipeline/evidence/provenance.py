@@ -8,9 +8,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.core.times import iso_utc
@@ -53,8 +56,7 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
     ``failed_runs``: what that run committed before it stopped may be in the table. Escrows of the
     window with a partial diff log or copies that disagree are in ``escrow_findings``.
     """
-    order = run_order(con)
-    sources = fetch_frame(con, sql_text("evidence/sources.sql").format(run_order=order))
+    sources = latest_sources(con)
     quarantined = fetch_frame(con, "SELECT count(*) AS n FROM quarantine")["n"][0]
     listed = sources.select("source_id", "source_kind", "label", "copy_at", "input_digest").to_dicts()
     return Provenance(
@@ -64,9 +66,14 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
         quarantined_rows=int(quarantined),
         command=command,
         pipeline_version=pipeline_version(),
-        failed_runs=fetch_frame(con, sql_text("evidence/failed_runs.sql").format(run_order=order)).to_dicts(),
+        failed_runs=fetch_frame(con, sql_text("evidence/failed_runs.sql").format(run_order=run_order(con))).to_dicts(),
         escrow_findings=escrow_findings(con, window),
     )
+
+
+def latest_sources(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Each source with a successful ingest run, with its latest run's kind, label, copy time and digest."""
+    return fetch_frame(con, sql_text("evidence/sources.sql").format(run_order=run_order(con)))
 
 
 def escrow_findings(con: duckdb.DuckDBPyConnection, window: Window | None = None) -> list[dict[str, Any]]:

@@ -40,15 +40,21 @@ from typing import Any
 import duckdb
 import orjson
 
-from pipeline.core.paths import sql_text
 from pipeline.core.version import pipeline_version
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute
-from pipeline.evidence.provenance import command_line, evidence_command, labelled_as, provenance, window_args
+from pipeline.evidence.provenance import (
+    command_line,
+    evidence_command,
+    labelled_as,
+    latest_sources,
+    provenance,
+    window_args,
+)
 from pipeline.evidence.window import Window
 from pipeline.output.render import render
 from pipeline.output.render.json import to_json_value
 from pipeline.output.safety import OutputGuard
-from pipeline.warehouse.database import fetch_frame, out_of_memory
+from pipeline.warehouse.database import out_of_memory
 
 MANIFEST = "MANIFEST.json"
 BUNDLE_FORMAT = 1
@@ -341,7 +347,7 @@ def _bundle_labels(con: duckdb.DuckDBPyConnection, directory: Path) -> tuple[dic
         return {}, []  # read_request names a bad manifest
     relabel: dict[str, str | None] = {}
     lines = []
-    for source in fetch_frame(con, sql_text("evidence/sources.sql")).to_dicts():  # the warehouse's own labels
+    for source in latest_sources(con).to_dicts():  # the warehouse's own labels
         digest = source.get("input_digest")
         if digest in theirs and theirs[digest] != source.get("label"):
             relabel[source["source_id"]] = theirs[digest]
