@@ -105,6 +105,7 @@ __all__ = [
     "run",
     "terminal_width",
     "UserError",
+    "unrecognised_warnings",
     "user_error",
     "user_errors",
     "verify",
@@ -261,9 +262,13 @@ class Context:
         """`gonka-evidence ingest`: ingest a copy into the warehouse, opened for writing once the source
         has answered (a source that cannot be read leaves no new warehouse behind)."""
         from pipeline.core.roles import is_url
+        from pipeline.core.text import label_refusal
         from pipeline.ingest.copies import ingest_source
+        from pipeline.sources.errors import SourceError
         from pipeline.warehouse.database import disk_errors
 
+        if label and (refusal := label_refusal(label, "--label")):
+            raise SourceError(refusal)
         opened: list[Warehouse] = []
 
         def connection() -> duckdb.DuckDBPyConnection:
@@ -951,6 +956,14 @@ def user_errors() -> tuple[type[Exception], ...]:
     from pipeline.core.errors import UserError
 
     return (UserError,)
+
+
+def unrecognised_warnings(summary: Any) -> list[str]:
+    """The warning for each log file of a log ingest in which nothing was recognised as its kind (said
+    alike by `ingest-logs` and `run`)."""
+    from pipeline.ingest.logs import unrecognised_warnings as warnings
+
+    return warnings(summary)
 
 
 def user_error(exc: Exception) -> Exception | None:

@@ -45,13 +45,13 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# The control characters Rich's Text drops (bell, backspace, vertical tab, form feed, carriage return).
-_CONTROL = dict.fromkeys(map(ord, "\a\b\v\f\r"))
-
-
 def _line(stream, message: str) -> None:
-    """One line as written, never read as markup (what Rich prints for a `Text` with soft wrap)."""
-    stream.write(message.translate(_CONTROL) + "\n")
+    """One line as written, never read as markup, no character of it acting on the terminal (an ANSI
+    sequence, a carriage return or a line feed from a label or a log shows as ``\x1b``, ``\x0d``, ``\x0a``:
+    it can never start a line of its own in `run`'s log)."""
+    from pipeline.core.text import visible
+
+    stream.write(visible(message, one_line=True) + "\n")
     stream.flush()
 
 
@@ -187,10 +187,18 @@ def print_frame(frame: pl.DataFrame, title: str | None = None) -> None:
     table = Table(title=None if title is None else Text(title), box=box.HEAVY_HEAD if out.is_terminal else None)
     for col in frame.columns:
         table.add_column(Text(col), justify="right" if frame.schema[col].is_numeric() else "left")
-    for row in frame.iter_rows():  # Text cells: a value is never read as Rich markup
+    from pipeline.core.text import visible
+
+    for row in frame.iter_rows():  # Text cells: a value is never read as Rich markup nor acts on the terminal
         table.add_row(
             *[
-                Text("–" if v is None else f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
+                Text(
+                    "–"
+                    if v is None
+                    else f"{v:,}"
+                    if isinstance(v, int) and not isinstance(v, bool)
+                    else visible(str(v), one_line=True)
+                )
                 for v in row
             ]
         )
@@ -207,7 +215,9 @@ def print_description(
 
     # Paths, names and notes come from the source: printed as written (Text, never markup), each line whole.
     def say(text: str | Text) -> None:
-        out.print(text if isinstance(text, Text) else Text(text), highlight=False, soft_wrap=True)
+        from pipeline.core.text import visible
+
+        out.print(text if isinstance(text, Text) else Text(visible(text)), highlight=False, soft_wrap=True)
 
     say(Text.assemble((d.display, "bold"), f"  layout: {d.kind}  source id: {d.source_id}"))
     say(f"lineage id: {d.lineage_id or '– (none; the path is the source id)'}")
@@ -254,7 +264,9 @@ def print_description(
 
 def warning(message: str) -> None:
     """A warning of the library, on stderr (with --quiet too)."""
-    _console(True).print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+    from pipeline.core.text import visible
+
+    _console(True).print(f"warning: {visible(message, one_line=True)}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_text(text: str) -> None:

@@ -6,6 +6,7 @@ one-line errors, never a traceback for a user error (`user_errors`).
 
 from __future__ import annotations
 
+import errno
 import inspect
 import os
 import sys
@@ -29,9 +30,11 @@ EXIT_QUARANTINED = 3  # rows were quarantined and --strict was given: a data pro
 # A check ran and found a problem, which it reported: `verify` (a file differs), `builds check` (a
 # contradiction), `preflight --strict` (a check failed). A data problem reported, as above.
 EXIT_CHECK_FAILED = 3
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`| head`): quietly, as a process killed by SIGPIPE
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; 3 rows quarantined with "
-    "--strict, or a check found a problem (verify, builds check, preflight --strict): a data problem reported."
+    "--strict, or a check found a problem (verify, builds check, preflight --strict): a data problem reported; "
+    "141 the reader of stdout stopped reading (`| head`)."
 )
 
 # The largest epoch number (and any other count) the warehouse can hold: DuckDB's BIGINT. A larger one
@@ -106,9 +109,32 @@ def _verbosity_options() -> list[inspect.Parameter]:
 def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
     from pipeline.cli.console import err
     from pipeline.core.secrets import scrub
+    from pipeline.core.text import visible
 
-    err.print(f"error: {scrub(' '.join(message.split()))}", markup=False, highlight=False, soft_wrap=True)
+    err.print(f"error: {visible(scrub(' '.join(message.split())))}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _stream_error(exc: BaseException | None) -> OSError | None:
+    """The failed write to stdout behind `exc` (itself, or what it was raised while handling), if any."""
+    from pipeline.core.streams import StandardStreamError
+
+    for _ in range(8):
+        if exc is None or isinstance(exc, StandardStreamError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def stream_failed(exc: OSError) -> None:
+    """stdout could not be written: the reader went away (quietly, 141), or it is closed or full (one line)."""
+    from pipeline.core.streams import quiet_stdout
+
+    quiet_stdout()  # what is still buffered must not fail again at exit
+    if exc.errno == errno.EPIPE:
+        raise typer.Exit(EXIT_BROKEN_PIPE)
+    reason = "it is closed" if exc.errno == errno.EBADF else exc.strerror or str(exc)
+    _fail(f"{getattr(exc, 'stream', 'standard output')}: cannot write ({reason})")
 
 
 def _interrupted() -> None:
@@ -176,8 +202,15 @@ def user_errors(func):
                 from pipeline.cli.paths import check_paths
 
                 check_paths(func, kwargs)  # every path in its role, before any work
-                return func(*args, **kwargs)
+                result = func(*args, **kwargs)
+            sys.stdout.flush()  # here, not at exit: a full or closed stdout is this command's error
+            return result
+        except typer.Exit:  # already said (a stream's failure included)
+            raise
         except Exception as exc:
+            stream_error = _stream_error(exc)
+            if stream_error is not None:
+                stream_failed(stream_error)
             if _is_interrupt(exc):
                 _interrupted()
             error = _one_line_error(exc)

@@ -13,6 +13,9 @@ from pipeline.cli import process
 
 
 def main() -> None:
+    from pipeline.core import streams
+
+    streams.install()  # closed or full streams, a terminal that cannot show UTF-8: never a traceback
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # an ignored Ctrl-C stays ignored
         signal.signal(signal.SIGINT, process.on_interrupt)
     try:

@@ -28,7 +28,10 @@ def on_interrupt(signum: int, frame: object) -> None:
     """SIGINT's handler for the console script: a KeyboardInterrupt, as Python's own, after which clean-up
     that the interrupt broke part way (a generator closed over a connection already closed, a driver
     handle still open at exit) is not printed as "Exception ignored" tracebacks: the one line says it."""
+    from pipeline.core.interrupts import interrupt_all
+
     sys.unraisablehook = _after_interrupt
+    interrupt_all()  # a running query is stopped by DuckDB itself, whatever becomes of the exception below
     raise KeyboardInterrupt
 
 

@@ -239,7 +239,7 @@ def _groups(root: Path, membership: str | None, controller: str) -> list[tuple[i
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text().strip()
+        return path.read_text(encoding="utf-8").strip()
     except OSError:
         return ""
 

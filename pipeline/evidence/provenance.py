@@ -8,9 +8,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
+
+if TYPE_CHECKING:
+    import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.core.times import iso_utc
@@ -18,7 +21,7 @@ from pipeline.core.version import pipeline_version
 from pipeline.evidence.result import Provenance
 from pipeline.evidence.spec import EvidenceSpec
 from pipeline.evidence.window import Window
-from pipeline.warehouse.database import fetch_frame
+from pipeline.warehouse.database import fetch_frame, run_order
 
 # Labels to show in place of the warehouse's, by source id (`verify`: a bundle's own labels for the same copies).
 _LABELS: ContextVar[dict[str, str | None] | None] = ContextVar("source_labels", default=None)
@@ -53,7 +56,7 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
     ``failed_runs``: what that run committed before it stopped may be in the table. Escrows of the
     window with a partial diff log or copies that disagree are in ``escrow_findings``.
     """
-    sources = fetch_frame(con, sql_text("evidence/sources.sql"))
+    sources = latest_sources(con)
     quarantined = fetch_frame(con, "SELECT count(*) AS n FROM quarantine")["n"][0]
     listed = sources.select("source_id", "source_kind", "label", "copy_at", "input_digest").to_dicts()
     return Provenance(
@@ -63,9 +66,14 @@ def provenance(con: duckdb.DuckDBPyConnection, window: Window, command: str) -> 
         quarantined_rows=int(quarantined),
         command=command,
         pipeline_version=pipeline_version(),
-        failed_runs=fetch_frame(con, sql_text("evidence/failed_runs.sql")).to_dicts(),
+        failed_runs=fetch_frame(con, sql_text("evidence/failed_runs.sql").format(run_order=run_order(con))).to_dicts(),
         escrow_findings=escrow_findings(con, window),
     )
+
+
+def latest_sources(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Each source with a successful ingest run, with its latest run's kind, label, copy time and digest."""
+    return fetch_frame(con, sql_text("evidence/sources.sql").format(run_order=run_order(con)))
 
 
 def escrow_findings(con: duckdb.DuckDBPyConnection, window: Window | None = None) -> list[dict[str, Any]]:
@@ -76,11 +84,20 @@ def escrow_findings(con: duckdb.DuckDBPyConnection, window: Window | None = None
 
 def command_path(path: Path | str) -> str:
     """A path as a reproducing command names it: relative to the working directory, so that no
-    command in a footer or report names an absolute path of this machine."""
+    command in a footer or report names an absolute path of this machine. Where there is no working
+    directory (deleted before the command started) the path is kept as given."""
     try:
         return os.path.relpath(path)
     except ValueError:  # another drive (Windows): nothing relative to point at
         return str(path)
+    except OSError:  # the working directory is gone (FileNotFoundError from getcwd)
+        return str(path)
+
+
+def command_line(*args: str) -> str:
+    """A ``gonka-evidence`` command line as a shell reads it back: each argument quoted where needed. The
+    one builder of every reproducing command in footers, reports and bundles."""
+    return shlex.join(["gonka-evidence", *args])
 
 
 def window_args(window: Window) -> list[str]:
@@ -96,11 +113,11 @@ def evidence_command(
     spec: EvidenceSpec, host: str, window: Window, options: dict[str, Any], warehouse_arg: str | None = None
 ) -> str:
     """The ``gonka-evidence evidence`` command that prints `spec`'s table with these options."""
-    args = ["gonka-evidence", "evidence", spec.name, "--host", host, *window_args(window)]
+    args = ["evidence", spec.name, "--host", host, *window_args(window)]
     for name, value in options.items():
         option = spec.option(name)
         assert option is not None, name  # the report's options are the spec's own
         args += [option.flag] + ([] if value is True else [str(value)])
     if warehouse_arg:
         args += ["--warehouse", warehouse_arg]
-    return shlex.join(args)
+    return command_line(*args)

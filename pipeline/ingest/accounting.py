@@ -153,9 +153,12 @@ def run_accounting(con: duckdb.DuckDBPyConnection, run_id: str) -> list[Accounti
 
 def last_source_accounting(con: duckdb.DuckDBPyConnection, source_id: str) -> tuple[str, list[AccountingRow]] | None:
     """The newest run of a source that read anything, and its accounting rows (None: no such run)."""
+    from pipeline.warehouse.database import run_order
+
     found = con.execute(
         "SELECT r.run_id FROM ingest_runs r WHERE r.source_id = ? "
-        "AND EXISTS (SELECT 1 FROM ingest_accounting a WHERE a.run_id = r.run_id) ORDER BY r.started_at DESC LIMIT 1",
+        "AND EXISTS (SELECT 1 FROM ingest_accounting a WHERE a.run_id = r.run_id) "
+        f"ORDER BY {run_order(con, 'r.')} DESC, r.started_at DESC LIMIT 1",  # run order, not the wall clock
         [source_id],
     ).fetchall()
     return (found[0][0], run_accounting(con, found[0][0])) if found else None

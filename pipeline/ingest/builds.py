@@ -17,6 +17,7 @@ import polars as pl
 from pipeline.core.errors import UserError
 from pipeline.core.events import Listener, listening, warn
 from pipeline.core.paths import sql_text
+from pipeline.core.text import label_refusal
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest.derive import attribute_builds
 from pipeline.warehouse.database import fetch_frame, transaction
@@ -24,6 +25,13 @@ from pipeline.warehouse.database import fetch_frame, transaction
 
 class BuildsError(UserError):
     """A builds file that cannot be used; one-line message."""
+
+
+DOCUMENT_KEYS = ("builds", "focal_host", "devshard_versions")  # the file's own keys
+ENTRY_KEYS = ("host", "label", "since")  # the keys of a [[builds]] entry, all required
+# A timeline of more builds than any host runs is refused in one line: every build is a row (and a band)
+# of every per-build table and chart.
+MAX_ENTRIES = 1_000
 
 
 def read_builds_document(path: Path) -> dict:
@@ -36,13 +44,25 @@ def read_builds_document(path: Path) -> dict:
         raise BuildsError(f"{path}: no [[builds]] entries")
     if "focal_host" in doc:
         require_string(doc["focal_host"], BuildsError, f"{path}: focal_host")
+    if len(entries) > MAX_ENTRIES:
+        raise BuildsError(f"{path}: {len(entries):,} [[builds]] entries; at most {MAX_ENTRIES:,} are taken")
+    if unknown := sorted(set(doc) - set(DOCUMENT_KEYS)):
+        raise BuildsError(f"{path}: unknown key(s) {', '.join(unknown)} (keys: {', '.join(DOCUMENT_KEYS)})")
     for i, entry in enumerate(entries, 1):
-        missing = [k for k in ("host", "label", "since") if k not in entry]
+        if unknown := sorted(set(entry) - set(ENTRY_KEYS)):  # a typo (`lable`, `until`) is never silently ignored
+            raise BuildsError(
+                f"{path}: entry {i} has unknown key(s) {', '.join(unknown)} (keys: {', '.join(ENTRY_KEYS)})"
+            )
+        missing = [k for k in ENTRY_KEYS if k not in entry]
         if missing:
             raise BuildsError(f"{path}: entry {i} lacks {', '.join(missing)}")
         for key in ("host", "label"):
             require_string(entry[key], BuildsError, f"{path}: entry {i}: {key}")
+        if refusal := label_refusal(entry["label"], f"{path}: entry {i}"):
+            raise BuildsError(refusal)
     for i, entry in enumerate(_version_entries(doc, path), 1):
+        if unknown := sorted(set(entry) - {"version", "rules"}):
+            raise BuildsError(f"{path}: devshard_versions entry {i} has unknown key(s) {', '.join(unknown)}")
         for key in ("version", "rules"):
             if key not in entry:
                 raise BuildsError(f"{path}: devshard_versions entry {i} lacks {key}")

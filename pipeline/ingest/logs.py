@@ -147,7 +147,9 @@ def ingest_logs(
             # also checkpoint mid-run. Checkpoint every 256MB of WAL instead.
             with duckdb_setting(con, "checkpoint_threshold", "256MB"):
                 _refuse_irregular(con, run, paths, summary)
-                for file in files:
+                empty, files_with_bytes = _split_empty(files)
+                _ingest_empty_files(con, run, empty, kind, job)
+                for file in files_with_bytes:
                     _ingest_file(con, run, file, LOG_KINDS[kind or detect_kind(file)], job)
             run.input_digest = content.result()
         finally:
@@ -217,6 +219,39 @@ def _ingest_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, 
     summary.lines += lines
     summary.unparsed += unparsed
     summary.undecodable += undecodable
+
+
+def _split_empty(files: list[LogFile]) -> tuple[list[LogFile], list[LogFile]]:
+    """The files of no bytes (nothing to read, whatever their kind), and the others, each in order."""
+    empty: list[LogFile] = []
+    rest: list[LogFile] = []
+    for file in files:
+        try:
+            size = file.path.stat().st_size
+        except OSError as exc:
+            raise SourceError(f"{file.path}: cannot read ({one_line(exc)})") from None
+        (empty if size == 0 else rest).append(file)
+    return empty, rest
+
+
+def _ingest_empty_files(
+    con: duckdb.DuckDBPyConnection, run: IngestRun, files: list[LogFile], kind: str | None, job: LogJob
+) -> None:
+    """Files of no bytes, all at once: each named and quarantined as an empty file is one by one (in one
+    transaction, not one each: thousands of empty files cost what one does)."""
+    if not files:
+        return
+    with transaction(con):
+        run.quarantine([("log_file", str(file.path), "empty: no lines") for file in files])
+    acct, summary = run.accounting, job.summary
+    acct.read("log files", len(files), unit="files")
+    acct.quarantined("log files", len(files))
+    acct.read("log lines", 0, unit="lines")
+    for file in files:
+        name = kind or "unknown"  # nothing to detect a kind from
+        summary.kinds[name] = summary.kinds.get(name, 0) + 1
+        summary.not_read.append(f"{file.path}: empty (no lines)")
+    summary.files += len(files)
 
 
 def _refuse_file(con: duckdb.DuckDBPyConnection, run: IngestRun, file: LogFile, why: str, summary) -> None:
@@ -406,9 +441,19 @@ def ingest_keyed_file(
     return FileRead(read.lines, records, unparsed, read.last, file.undecodable[0])
 
 
+def unrecognised_warnings(summary: LogIngestSummary) -> list[str]:
+    """The warning for each file in which nothing was recognised as its kind (a wrong kind, a file of
+    another kind), said alike by `ingest-logs` and `run`."""
+    return [
+        f"{path}: nothing recognised as a {kind} log (wrong --kind?); its unreadable lines are in quarantine"
+        for path, kind in summary.unrecognised
+    ]
+
+
 def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogIngestSummary:
     """`run`'s ingest of an entry of a log kind (pipeline/ingest/kinds.py) as the config's host."""
     from pipeline.core.events import say as run_line
+    from pipeline.core.events import warn
 
     if not cfg.host:
         raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
@@ -425,5 +470,8 @@ def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogI
     run_line(
         f"ingested {source['kind']} logs {source['path']} ({summary.run_id}): {summary.files} files, "
         f"{summary.lines:,} lines; {new}"
+        + (f"; files with nothing recognised: {len(summary.unrecognised):,}" if summary.unrecognised else "")
     )
+    for line in unrecognised_warnings(summary):
+        warn(line)
     return summary

@@ -200,7 +200,8 @@ def ingest_run(
         run = IngestRun(con, run_id, source_id, input_digest=input_digest)
         con.execute(
             "INSERT INTO ingest_runs (run_id, source_id, source_kind, label, source_display, started_at, status, "
-            "pipeline_version, input_digest) VALUES (?, ?, ?, ?, ?, now(), 'running', ?, ?)",
+            "pipeline_version, input_digest, run_seq) VALUES (?, ?, ?, ?, ?, now(), 'running', ?, ?, "
+            "(SELECT coalesce(max(run_seq), 0) + 1 FROM ingest_runs))",
             [run.run_id, source_id, kind, label, display, pipeline_version(), input_digest],
         )
     status = "failed"

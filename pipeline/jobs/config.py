@@ -36,6 +36,7 @@ from pipeline.core.address import malformed
 from pipeline.core.chain import PARAMS as CHAIN_PARAMS
 from pipeline.core.chain import ChainParam
 from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
+from pipeline.core.text import label_refusal
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest import kinds
 from pipeline.sources.store.base import SourceError
@@ -139,7 +140,7 @@ def load_config(path: Path | None) -> RunConfig:
     cfg = RunConfig(origin=str(path))
     for key in PATH_KEYS:
         if key in doc:
-            setattr(cfg, key, base / require_string(doc[key], SourceError, f"{path}: {key}"))
+            setattr(cfg, key, config_path(base, require_string(doc[key], SourceError, f"{path}: {key}")))
     if "host" in doc:
         cfg.host = require_string(doc["host"], SourceError, f"{path}: host")
         if refusal := malformed(f"{path}: host", cfg.host):
@@ -170,10 +171,17 @@ def load_config(path: Path | None) -> RunConfig:
         if "year" in s:
             entry["year"] = _year(s["year"], f"{path}: [[sources]] entry {i}: year")
         if "path" in entry:
-            entry["path"] = str(base / entry["path"])
+            entry["path"] = str(config_path(base, entry["path"]))
         cfg.sources.append(entry)
     cfg.chain = cfg_chain
     return _checked(_env_overrides(cfg))
+
+
+def config_path(base: Path, text: str) -> Path:
+    """A path of the config (or its environment overrides): ``~`` expanded here, once, as a shell would
+    (a TOML file has no shell), then relative to `base`. Every part of the run then uses this one path:
+    nothing downstream expands it again."""
+    return base / Path(text).expanduser()
 
 
 CHAIN_KEYS = ("name", "model", "value", "since", "source")
@@ -235,7 +243,7 @@ def _env_overrides(cfg: RunConfig) -> RunConfig:
     for key in CONFIG_KEYS:
         value = os.environ.get(f"{ENV_PREFIX}{key.upper()}")
         if value:
-            setattr(cfg, key, Path(value) if key in PATH_KEYS else value)
+            setattr(cfg, key, config_path(Path("."), value) if key in PATH_KEYS else value)
     return cfg
 
 
@@ -244,7 +252,9 @@ def _checked(cfg: RunConfig) -> RunConfig:
         parse_duration(cfg.finality_lag)
     except SourceError as exc:
         raise SourceError(f"{cfg.origin}: {exc}") from None
-    for s in cfg.sources:
+    for i, s in enumerate(cfg.sources, 1):
+        if refusal := label_refusal(s.get("label") or "", f"{cfg.origin}: [[sources]] entry {i}"):
+            raise SourceError(refusal)
         if s.get("kind") is not None and s["kind"] not in SOURCE_KINDS:
             raise SourceError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")
         if "timezone" in s:

@@ -46,6 +46,7 @@ import polars as pl
 
 from pipeline.core import events
 from pipeline.core.paths import DEFAULT_WAREHOUSE
+from pipeline.core.streams import StandardStreamError
 from pipeline.core.times import iso_utc
 from pipeline.ingest.kinds import SOURCE_KINDS
 from pipeline.ingest.unchanged import STAMP_PREFIX
@@ -272,6 +273,8 @@ def run_job(config_path: Path | None, warehouse: Path | None, settings: Settings
     cfg = settings.run
     _check_paths(cfg)
     _check_samples_warehouse(settings)
+    if cfg.warehouse.is_symlink():  # the new version replaces the file the link names, never the link
+        cfg.warehouse = Path(os.path.realpath(cfg.warehouse))
     run_line(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}")
     outcome = RunOutcome()
     try:
@@ -285,6 +288,8 @@ def run_job(config_path: Path | None, warehouse: Path | None, settings: Settings
             except BaseException:
                 remove_debris(cfg.warehouse, cfg.output, own=True)  # e.g. a report half-written when the disk filled
                 raise
+    except StandardStreamError:  # the run's log could not be written: not the warehouse's fault
+        raise
     except OSError as exc:  # a full disk, a read-only directory: the file and the reason, no traceback
         where = exc.filename or cfg.warehouse
         raise RunError(f"{where}: {exc.strerror or exc}; {NOTHING_REPLACED}") from None
@@ -309,6 +314,12 @@ def _check_paths(cfg: RunConfig) -> None:
     if cfg.builds is not None:
         check_path(cfg.builds, Role.INPUT_FILE, f"{cfg.origin}: builds", noun="builds file")
     inputs = [Path(s["path"]) for s in cfg.sources if "path" in s] + ([cfg.builds] if cfg.builds else [])
+    warehouse, output = (Path(os.path.realpath(p)) for p in (cfg.warehouse, cfg.output))
+    if warehouse == output or warehouse in output.parents:
+        raise RunError(
+            f"{cfg.origin}: warehouse {cfg.warehouse} and output {cfg.output} name the same path; "
+            "give the reports a directory of their own"
+        )
     check_outputs({"config output": cfg.output, "config warehouse": cfg.warehouse}, inputs=inputs)
     check_path(cfg.output, Role.OUTPUT_DIR, "config output")
 
@@ -356,10 +367,11 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
 def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
     """The core evidence tables of the configured (or the samples' focal) host, as Markdown text blocks."""
     from pipeline.evidence import compute
+    from pipeline.evidence.provenance import command_line
     from pipeline.output.render import render
 
     for name in ("epoch-summary", "votes-by-build", "peer-invalidation"):
-        command = f"gonka-evidence evidence {name} --host {host}"
+        command = command_line("evidence", name, "--host", host)
         events.listener().text(render(compute(name, con, host=host, command=command), "markdown"))
 
 
@@ -367,8 +379,9 @@ def print_preflight(con: duckdb.DuckDBPyConnection, host: str) -> None:
     """One line per build of the host: the preflight checks that fail or cannot tell on all data (the table
     is `gonka-evidence preflight --host HOST`; each epoch report has it for its epoch)."""
     from pipeline.evidence import compute
+    from pipeline.evidence.provenance import command_line
 
-    rows = compute("preflight", con, host=host, command=f"gonka-evidence preflight --host {host}").rows
+    rows = compute("preflight", con, host=host, command=command_line("preflight", "--host", host)).rows
     for build in rows["build"].unique(maintain_order=True).to_list():
         part = rows.filter(pl.col("build") == build)
         said = []

@@ -56,9 +56,9 @@ class Settings:
         run = load_config(file)  # the environment's GONKA_EVIDENCE_<KEY> applied over the file's keys
         env_warehouse = os.environ.get(WAREHOUSE_ENV) or None
         given = warehouse if warehouse not in (None, "") else env_warehouse
-        path = Path(given) if given is not None else (run.warehouse if file is not None else DEFAULT_WAREHOUSE)
-        if warehouse not in (None, "") or env_warehouse:
-            run.warehouse = path
+        # The environment's warehouse is already the run configuration's (`~` expanded as the config's is).
+        path = Path(warehouse) if warehouse not in (None, "") else run.warehouse
+        run.warehouse = path
         configured = run.host if file is not None else os.environ.get(HOST_ENV) or None
         return cls(
             warehouse=path,

@@ -165,7 +165,7 @@ class Lake:
         found = []
         for path in sorted((self.root / "_copies").glob("*.json")):
             try:
-                found.append(CopyManifest(**json.loads(path.read_text())))
+                found.append(CopyManifest(**json.loads(path.read_text(encoding="utf-8"))))
             except (ValueError, TypeError) as exc:
                 raise LakeError(f"{path}: not a copy manifest ({exc})") from None
         return sorted(found, key=lambda m: (m.label, m.copy_id))
@@ -214,7 +214,7 @@ class Lake:
         if not path.exists() or not self.warehouse_path(epoch, bucket).exists():
             return None
         try:
-            return json.loads(path.read_text())
+            return json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             return None
 

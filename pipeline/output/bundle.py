@@ -27,9 +27,9 @@ any warehouse built from the same copies, and names each file that differs.
 from __future__ import annotations
 
 import ctypes
+import errno
 import hashlib
 import os
-import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -40,15 +40,21 @@ from typing import Any
 import duckdb
 import orjson
 
-from pipeline.core.paths import sql_text
 from pipeline.core.version import pipeline_version
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute
-from pipeline.evidence.provenance import evidence_command, labelled_as, provenance, window_args
+from pipeline.evidence.provenance import (
+    command_line,
+    evidence_command,
+    labelled_as,
+    latest_sources,
+    provenance,
+    window_args,
+)
 from pipeline.evidence.window import Window
 from pipeline.output.render import render
 from pipeline.output.render.json import to_json_value
 from pipeline.output.safety import OutputGuard
-from pipeline.warehouse.database import fetch_frame, out_of_memory
+from pipeline.warehouse.database import out_of_memory
 
 MANIFEST = "MANIFEST.json"
 BUNDLE_FORMAT = 1
@@ -72,10 +78,10 @@ class BundleRequest:
         """The ``gonka-evidence`` command of kind ``what`` (``bundle``, ``report``) for this request."""
         window = self.window
         if what == "report":
-            args = ["gonka-evidence", "report", "epoch", str(window.epoch), "--host", self.host]
+            args = ["report", "epoch", str(window.epoch), "--host", self.host]
         else:
-            args = ["gonka-evidence", what, "--host", self.host, *window_args(window)]
-        return shlex.join(args + (["--warehouse", self.warehouse_arg] if self.warehouse_arg else []))
+            args = [what, "--host", self.host, *window_args(window)]
+        return command_line(*args, *(["--warehouse", self.warehouse_arg] if self.warehouse_arg else []))
 
 
 @dataclass(frozen=True)
@@ -187,8 +193,20 @@ def _manifest(
 def write_bundle(files: dict[str, bytes], out: Path) -> Path:
     """Write the bundle into ``out`` whole: staged beside it, then swapped into place in one rename. ``out``
     must be new, an empty directory, or a bundle this pipeline wrote (see `is_own_bundle`); anything
-    else is refused and left as it is."""
+    else is refused and left as it is. A file system that refuses (full, read-only, a mount point that
+    cannot be swapped, a path too long) is a one-line EvidenceError, and nothing is left beside `out`."""
     out = Path(out)
+    try:
+        return _write_bundle(files, out)
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:  # a mount point cannot be renamed: neither swapped nor moved aside
+            raise EvidenceError(
+                f"{out}: a mount point, which cannot be replaced in one step; give a directory inside it"
+            ) from None
+        raise EvidenceError(f"{exc.filename or out}: cannot write the bundle ({exc.strerror or exc})") from None
+
+
+def _write_bundle(files: dict[str, bytes], out: Path) -> Path:
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise EvidenceError(f"{out}: exists and is not a directory; choose a new or empty directory")
     if out.exists() and any(out.iterdir()) and not is_own_bundle(out):
@@ -255,8 +273,17 @@ def _exchange(a: Path, b: Path) -> None:
         if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
             return
     aside = Path(tempfile.mkdtemp(prefix=f".{b.name}.old-", dir=b.parent))
-    os.rename(b, aside / "old")
-    os.rename(a, b)
+    try:
+        os.rename(b, aside / "old")
+    except OSError:  # `b` stays where it was (a mount point cannot move): nothing left beside it
+        aside.rmdir()
+        raise
+    try:
+        os.rename(a, b)
+    except OSError:
+        os.rename(aside / "old", b)  # the old bundle back in its place
+        aside.rmdir()
+        raise
     os.rename(aside / "old", a)
     aside.rmdir()
 
@@ -320,7 +347,7 @@ def _bundle_labels(con: duckdb.DuckDBPyConnection, directory: Path) -> tuple[dic
         return {}, []  # read_request names a bad manifest
     relabel: dict[str, str | None] = {}
     lines = []
-    for source in fetch_frame(con, sql_text("evidence/sources.sql")).to_dicts():  # the warehouse's own labels
+    for source in latest_sources(con).to_dicts():  # the warehouse's own labels
         digest = source.get("input_digest")
         if digest in theirs and theirs[digest] != source.get("label"):
             relabel[source["source_id"]] = theirs[digest]
@@ -376,7 +403,11 @@ def bundle(con: duckdb.DuckDBPyConnection, warehouse: Path, request: BundleReque
     """The `bundle` task: every file of `request` built and written to `out` whole (never over the warehouse
     or a source)."""
     OutputGuard.of(con, warehouse).check(out, "--out")
-    files = build_bundle(con, request)
+    try:
+        files = build_bundle(con, request)
+    except OSError as exc:  # the epoch report is rendered through a temporary directory
+        where = exc.filename or tempfile.gettempdir()
+        raise EvidenceError(f"{where}: cannot write the bundle's epoch report ({exc.strerror or exc})") from None
     return BundleWritten(write_bundle(files, out), sorted(files))
 
 

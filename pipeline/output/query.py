@@ -17,6 +17,7 @@ import duckdb
 import polars as pl
 
 from pipeline.core.errors import UserError
+from pipeline.core.interrupts import on_interrupt
 from pipeline.core.paths import SQL_DIR
 from pipeline.output import query_format as query_output
 from pipeline.output.query_format import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, TABLE_MAX_ROWS, QueryFormat
@@ -70,7 +71,7 @@ def output_format(fmt: QueryFormat | None, output: Path | None) -> QueryFormat:
 def named_queries() -> dict[str, NamedQuery]:
     found = {}
     for path in sorted(QUERIES_DIR.glob("*.sql")):
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         meta = {"name": path.stem, "description": "", "params": ""}
         for line in text.splitlines():
             m = HEADER.match(line.strip())
@@ -196,26 +197,32 @@ class RenderedQuery:
 
 
 class TimeLimit:
-    """Interrupts what runs on `con` once `seconds` have passed (None or 0: never), and again every
-    INTERRUPT_EVERY_S until cancelled: an interrupt lands only while a statement runs, so one that fired before
-    the query started, or between two fetches of its rows, would otherwise be lost."""
+    """Interrupts what runs on `con` once `seconds` have passed (None or 0: never) or a Ctrl-C came
+    (`ctrl_c`), and again every INTERRUPT_EVERY_S until cancelled: an interrupt lands only while a statement
+    runs, so one that fired before the query started, or between two fetches of its rows, would otherwise
+    be lost."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float | None):
-        self.seconds, self.fired, self._done = seconds, threading.Event(), threading.Event()
-        if seconds:
-            threading.Thread(target=self._watch, args=[con], daemon=True).start()
+        self.seconds, self.fired, self.ctrl_c = seconds, threading.Event(), threading.Event()
+        self._done, self._wake = threading.Event(), threading.Event()
+        threading.Thread(target=self._watch, args=[con], daemon=True).start()
 
     def _watch(self, con: duckdb.DuckDBPyConnection) -> None:
-        if self._done.wait(self.seconds):
-            return
-        self.fired.set()
-        while True:
+        if not self._wake.wait(self.seconds or None):
+            self.fired.set()  # the time limit, not a Ctrl-C
+        while not self._done.is_set():
             con.interrupt()
             if self._done.wait(INTERRUPT_EVERY_S):
                 return
 
+    def interrupt(self) -> None:
+        """A Ctrl-C (from the signal handler): stop the query now."""
+        self.ctrl_c.set()
+        self._wake.set()
+
     def cancel(self) -> None:
         self._done.set()
+        self._wake.set()
 
     def error(self) -> QueryError:
         return QueryError(
@@ -248,11 +255,19 @@ def stream_query(
     max_rows = max_rows or None
     limit = TimeLimit(con, timeout_s)
     try:
-        return _stream(con, sql, params, fmt, sink, vertical, width, max_rows)
+        with on_interrupt(limit.interrupt):
+            rendered = _stream(con, sql, params, fmt, sink, vertical, width, max_rows)
+        if limit.ctrl_c.is_set():  # the Ctrl-C came as the last rows went out: still a Ctrl-C
+            raise KeyboardInterrupt
+        return rendered
     except duckdb.InterruptException:
+        if limit.ctrl_c.is_set():
+            raise KeyboardInterrupt from None
         if not limit.fired.is_set():  # not the limit: a Ctrl-C, which the command line reports as such
             raise
     except OSError as exc:  # an interrupt while Arrow fetches the rows: an OSError without errno (a write has one)
+        if exc.errno is None and limit.ctrl_c.is_set():
+            raise KeyboardInterrupt from None
         if exc.errno is not None or not limit.fired.is_set():
             raise
     finally:

@@ -138,7 +138,9 @@ def claim_output_dir(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     marker = directory / OUTPUT_MARKER
     if not marker.is_file():
-        marker.write_text("written by gonka-evidence: this directory holds its output and may be rewritten by it\n")
+        marker.write_text(
+            "written by gonka-evidence: this directory holds its output and may be rewritten by it\n", encoding="utf-8"
+        )
 
 
 def _is_lake_or_empty(directory: Path) -> bool:

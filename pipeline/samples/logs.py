@@ -509,7 +509,7 @@ def _metrics_scrapes(directory: Path, truth: LogTruth, rng: random.Random) -> No
         ]
         path = mdir / f"scrape-{scrape:02d}.prom"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(body) + "\n")
+        path.write_text("\n".join(body) + "\n", encoding="utf-8")
         _touch(path, t)
         t += timedelta(minutes=1)
     truth.files["metrics"] = mdir
@@ -561,7 +561,7 @@ def _dapi_log(directory: Path, truth: LogTruth, rng: random.Random) -> None:
     )
     truth.unparsed += 1
     truth.files["dapi"] = directory / "dapi.log"
-    truth.files["dapi"].write_text("\n".join(lines) + "\n")
+    truth.files["dapi"].write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _poc_results(directory: Path, truth: LogTruth) -> None:
@@ -601,10 +601,11 @@ def _poc_results(directory: Path, truth: LogTruth) -> None:
             "timestamp": "2026-01-04T05:00:00Z",
         }
     )
-    (pdir / "results.json").write_text(json.dumps(results, indent=1))
+    (pdir / "results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     (pdir / "validate_report.txt").write_text(
         "[validate] n_total=1000 n_mismatch=12 p_value=1.0 fraud_detected=False "
-        "-> PASS (with mismatches within stat-test tolerance)\n"
+        "-> PASS (with mismatches within stat-test tolerance)\n",
+        encoding="utf-8",
     )
     truth.poc = results
     truth.files["poc"] = pdir
@@ -618,4 +619,4 @@ def _builds_toml(directory: Path, truth: LogTruth) -> None:
             f'[[builds]]\nhost  = "{host}"\nlabel = "{label}"\nsince = "{since.strftime("%Y-%m-%dT%H:%M:%SZ")}"\n'
         )
     truth.files["builds"] = directory / "builds.toml"
-    truth.files["builds"].write_text("\n".join(blocks))
+    truth.files["builds"].write_text("\n".join(blocks), encoding="utf-8")

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hosts", type=int, default=4)
     args = parser.parse_args(argv)
     truth = write_network(args.out_dir, args.hosts)
-    (args.out_dir / "network.json").write_text(json.dumps(dataclasses.asdict(truth), indent=1) + "\n")
+    (args.out_dir / "network.json").write_text(json.dumps(dataclasses.asdict(truth), indent=1) + "\n", encoding="utf-8")
     print(truth.focal_host)
 
 

@@ -45,7 +45,7 @@ class Timeline:
     def write_builds_toml(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.builds_toml())
+        path.write_text(self.builds_toml(), encoding="utf-8")
         return path
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import errno
 import hashlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -78,10 +79,21 @@ def disk_errors(path: Path | str) -> Iterator[None]:
         raise WarehouseError(f"{exc.filename or path}: cannot write ({exc.strerror or exc})") from None
 
 
+def run_order(con: duckdb.DuckDBPyConnection, alias: str = "") -> str:
+    """The SQL expression that orders ingest runs as they were made (then by `started_at`): `run_seq`, 0
+    for runs made before it; just 0 in a warehouse made before the column and opened read-only (no
+    upgrade has added it yet)."""
+    ((found,),) = con.execute(
+        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'ingest_runs' AND column_name = 'run_seq'"
+    ).fetchall()
+    return f"coalesce({alias}run_seq, 0)" if found else "0"
+
+
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     _refuse_special(path)
     try:
-        con = duckdb.connect(str(path), read_only=read_only)
+        # Absolute: DuckDB would expand a leading "~" that every other part of the pipeline takes literally.
+        con = duckdb.connect(os.path.abspath(path), read_only=read_only)
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():

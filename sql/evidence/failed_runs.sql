@@ -2,7 +2,7 @@
 -- killed. The chunks it committed before it stopped are in the warehouse, so every footer warns.
 SELECT source_id, source_kind, label, run_id, status
 FROM (
-    SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY started_at DESC, run_id DESC) AS recency
+    SELECT *, row_number() OVER (PARTITION BY source_id ORDER BY {run_order} DESC, started_at DESC, run_id DESC) AS recency
     FROM ingest_runs
 )
 WHERE recency = 1 AND status <> 'ok'

@@ -80,14 +80,8 @@ def ingest_logs_command(
             markup=False,
             highlight=False,
         )
-    for path, file_kind in summary.unrecognised:
-        err.print(
-            f"warning: {path}: nothing recognised as a {file_kind} log (wrong --kind?); "
-            f"its unreadable lines are in quarantine",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
+    for line in api.unrecognised_warnings(summary):
+        err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     if summary.unrecognised:
         out.print(f"  files with nothing recognised: {len(summary.unrecognised)}", markup=False, highlight=False)
     for line in summary.not_read:

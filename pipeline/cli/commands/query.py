@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +14,7 @@ from pipeline.cli.conventions import (
     WarehouseOpt,
     complete_named_query,
     prints_data,
+    stream_failed,
     user_errors,
 )
 from pipeline.cli.paths import path_option
@@ -128,11 +128,8 @@ def query(
                     timeout_s=timeout,
                 )
                 sys.stdout.buffer.flush()
-            except BrokenPipeError:  # the reader (`| head`) has had enough: not an error
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-                return
-            except OSError as exc:
-                raise api.OutputError(f"standard output: cannot write ({exc.strerror or exc})") from None
+            except OSError as exc:  # the reader (`| head`) has had enough, or stdout is full or closed
+                stream_failed(exc)
     if rendered.hidden:
         info(
             f"{len(rendered.hidden)} of {rendered.columns} columns left out to fit the terminal: "

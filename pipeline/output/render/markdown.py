@@ -13,6 +13,7 @@ import re
 
 import polars as pl
 
+from pipeline.core.text import HIDDEN_CHARACTERS, visible
 from pipeline.evidence.result import EvidenceResult
 from pipeline.output.render.text import provenance_lines, stat_lines, table_cells
 
@@ -21,7 +22,8 @@ from pipeline.output.render.text import provenance_lines, stat_lines, table_cell
 # which "[x]" and "[x][y]" are plain text). A backslash is escaped too, so that one from the data
 # cannot cancel the escapes that follow it. Everything else ("p < 0.001", "_", "*") stays as is.
 _HTML = {"&": "&amp;", "<": "&lt;"}
-_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|\](?=[(:])|\r\n|[\r\n]")
+# Control characters (an ANSI sequence starts with one) and bidirectional overrides are shown as escapes.
+_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|\](?=[(:])|\r\n|[\r\n]|" + HIDDEN_CHARACTERS)
 
 
 def escape(text: str) -> str:
@@ -35,6 +37,8 @@ def _escaped(match: re.Match) -> str:
         return _HTML[char]
     if char in ("\r\n", "\r", "\n"):
         return " "
+    if char not in ("\\", "]"):
+        return visible(char)
     return "\\" + char  # "\" or "]"
 
 
@@ -45,7 +49,7 @@ def cell(text: str) -> str:
 
 def inline_code(text: str) -> str:
     """``text`` as a code span: literal whatever it holds (a fence longer than any backtick run in it)."""
-    text = " ".join(str(text).splitlines())
+    text = visible(" ".join(str(text).splitlines()), one_line=True)
     fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if "`" in text else ""
     return f"{fence}{pad}{text}{pad}{fence}"

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.core.text import visible
 from pipeline.evidence.result import EvidenceResult
 from pipeline.output.render.text import provenance_lines, stat_lines, table_cells
 
@@ -40,17 +41,17 @@ def render_table(result: EvidenceResult, width: int | None = None) -> str:
         for name, is_numeric in zip(header, numeric, strict=True):
             table.add_column(Text(name), justify="right" if is_numeric else "left", overflow="fold")
         for cells in body:
-            table.add_row(*(Text(cell) for cell in cells))
+            table.add_row(*(Text(visible(cell, one_line=True)) for cell in cells))  # data: never acts on a terminal
         console.print(table)
     remarks = [*stat_lines(result.stats), *result.notes]
     if remarks:
         console.print()
     for line in remarks:
-        console.print(Text(line))
+        console.print(Text(visible(line)))
     if result.provenance is not None:
         console.print()
         for line in provenance_lines(result.provenance):
-            console.print(Text(line))
+            console.print(Text(visible(line)))
     text = buffer.getvalue()
     return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
 

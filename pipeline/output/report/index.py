@@ -631,7 +631,7 @@ def render_index_html(host: str, headlines: list[dict], svgs: dict[str, str]) ->
     from pipeline.core.paths import REPORTS_DIR
 
     env = Environment(
-        loader=FunctionLoader(lambda name: (REPORTS_DIR / name).read_text()),
+        loader=FunctionLoader(lambda name: (REPORTS_DIR / name).read_text(encoding="utf-8")),
         undefined=StrictUndefined,
         autoescape=True,
         trim_blocks=True,
@@ -663,12 +663,12 @@ def write_index(host: str, headlines: list[dict], out_dir: Path) -> Path:
         svgs = {}
         for stem, spec in specs.items():
             svgs[stem], png = svg_and_png(spec)
-            (staging / f"{stem}.svg").write_text(svgs[stem])
+            (staging / f"{stem}.svg").write_text(svgs[stem], encoding="utf-8")
             (staging / f"{stem}.png").write_bytes(png)
         ordered = sorted(headlines, key=lambda h: h["epoch"])
-        (staging / "headlines.json").write_text(json.dumps(ordered, indent=1) + "\n")
-        pages["index.md"].write_text(render_index_markdown(host, headlines, list(specs)))
-        pages["index.html"].write_text(render_index_html(host, headlines, svgs))
+        (staging / "headlines.json").write_text(json.dumps(ordered, indent=1) + "\n", encoding="utf-8")
+        pages["index.md"].write_text(render_index_markdown(host, headlines, list(specs)), encoding="utf-8")
+        pages["index.html"].write_text(render_index_html(host, headlines, svgs), encoding="utf-8")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         for tmp in pages.values():

@@ -23,12 +23,12 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceResult, EvidenceSpec, Provenance, ReportContext, compute
-from pipeline.evidence.provenance import command_path, evidence_command
+from pipeline.evidence.provenance import command_line, command_path, evidence_command
 from pipeline.evidence.provenance import provenance as provenance_of
 from pipeline.evidence.request import check_request
 from pipeline.evidence.window import Window
 from pipeline.output.query import named_queries
-from pipeline.output.render.csv import render_csv
+from pipeline.output.render.csv import frame_csv, render_csv
 from pipeline.output.render.text import format_percent, iso_utc, stat_lines
 from pipeline.output.report.findings import NO_DATA, Finding, epoch_findings
 from pipeline.warehouse.database import fetch_frame, out_of_memory
@@ -96,8 +96,11 @@ def build_epoch_report(
     closure_info = Closure(c["escrows"], c["escrows_settled"], c["last_settled_at"], c["closed_at"], c["closed_by"])
     # Reproduce lines name no absolute path of this machine: paths are relative to the working directory.
     warehouse_arg, out_arg = (command_path(arg) if arg else None for arg in (warehouse_arg, out_arg))
-    w_opt = f" --warehouse {warehouse_arg}" if warehouse_arg else ""
-    command = f"gonka-evidence report epoch {epoch} --host {host}" + (f" --out {out_arg}" if out_arg else "") + w_opt
+    command = command_line(
+        *("report", "epoch", str(epoch), "--host", host),
+        *(("--out", out_arg) if out_arg else ()),
+        *(("--warehouse", warehouse_arg) if warehouse_arg else ()),
+    )
 
     overview, summary = _overview(con, epoch, host, closure_info)
     summary.append(builds_note(con, host))
@@ -175,7 +178,7 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
         heading="Epoch overview",
         title=f"Inferences of epoch {epoch} by final status",
         table=table,
-        csv=table.write_csv().rstrip("\n"),
+        csv=frame_csv(table),
         sql=("evidence/report_statuses.sql",),
         notes=[
             "share = inferences / of_all; host_share = executed_by_host / of_host. Each inference counts once, "
@@ -278,7 +281,7 @@ def _quarantine(con) -> Section:
         heading="Quarantine",
         title="Quarantined rows (whole warehouse, all open)",
         table=table,
-        csv=table.write_csv().rstrip("\n"),
+        csv=frame_csv(table),
         sql=sql,
         notes=[
             "Rows that could not be decoded; rows_in_table = rows of that source table kept in the warehouse "

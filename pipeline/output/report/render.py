@@ -26,7 +26,7 @@ def _environment(html: bool):
 
     env = Environment(
         # Read through the paths module, wherever it finds reports/ (a checkout or an installed package).
-        loader=FunctionLoader(lambda name: (REPORTS_DIR / name).read_text()),
+        loader=FunctionLoader(lambda name: (REPORTS_DIR / name).read_text(encoding="utf-8")),
         undefined=StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -130,11 +130,11 @@ def _write_files(report: EpochReport, staging: Path) -> None:
     svgs = {}
     for section in report.sections:
         if section.csv is not None:
-            (staging / "tables" / f"{section.key}.csv").write_text(section.csv + "\n")
+            (staging / "tables" / f"{section.key}.csv").write_text(section.csv + "\n", encoding="utf-8")
         if section.chart is not None:
             svg, png = svg_and_png(section.chart)
-            (staging / "charts" / f"{section.key}.svg").write_text(svg)
+            (staging / "charts" / f"{section.key}.svg").write_text(svg, encoding="utf-8")
             (staging / "charts" / f"{section.key}.png").write_bytes(png)
             svgs[section.key] = svg
-    (staging / "report.md").write_text(render_report_markdown(report))
-    (staging / "report.html").write_text(render_report_html(report, svgs))
+    (staging / "report.md").write_text(render_report_markdown(report), encoding="utf-8")
+    (staging / "report.html").write_text(render_report_html(report, svgs), encoding="utf-8")

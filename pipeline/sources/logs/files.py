@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import re
 import stat
 from collections.abc import Iterator
@@ -37,6 +38,9 @@ class LogFile:
     mtime: datetime  # UTC; the time of the file's last line unless --year says otherwise
     # lines with bytes that are not UTF-8 in the last full pass of `lines` (a box: the dataclass is frozen)
     undecodable: list[int] = field(default_factory=lambda: [0], compare=False, repr=False)
+    # its size when first opened: every read stops there, so a log still being appended to is read as it
+    # was at the start, not until the reader catches the writer (a box: the dataclass is frozen)
+    size_at_open: list[int | None] = field(default_factory=lambda: [None], compare=False, repr=False)
 
     @property
     def gzipped(self) -> bool:
@@ -46,9 +50,11 @@ class LogFile:
     def open_bytes(self) -> BinaryIO:
         """The file's bytes, gzip transparently: a gzip member that inflates past the limit's ratio
         (pipeline/core/limits.py) raises PastLimit as it is read, before its bytes are parsed."""
+        raw = _UpTo(self.path, self.size_at_open[0])
+        self.size_at_open[0] = raw.end
         if self.gzipped:
-            return io.BufferedReader(_Inflating(open(self.path, "rb")), 1 << 20)
-        return open(self.path, "rb")
+            return io.BufferedReader(_Inflating(raw), 1 << 20)
+        return io.BufferedReader(raw, 1 << 20)
 
     def open_text(self):
         """Text lines, gzip transparently; undecodable bytes replaced, never fatal."""
@@ -123,6 +129,25 @@ class LogFile:
             if n >= number and line.strip():
                 return line_hash(line)
         return None
+
+
+class _UpTo(io.FileIO):
+    """A file read up to `end` bytes (default: its size now), however much is appended meanwhile."""
+
+    def __init__(self, path: Path, end: int | None = None) -> None:
+        super().__init__(path, "rb")
+        self.end = os.fstat(self.fileno()).st_size if end is None else end
+
+    def readinto(self, buffer) -> int:
+        left = self.end - self.tell()
+        return super().readinto(memoryview(buffer).cast("B")[: max(left, 0)]) if left > 0 else 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        left = max(self.end - self.tell(), 0)
+        return super().read(left if size is None or size < 0 else min(size, left))
+
+    def readall(self) -> bytes:
+        return self.read(-1)
 
 
 class _Inflating(io.RawIOBase):

@@ -97,6 +97,8 @@ def _record_events(
     """
     if uvicorn:
         return [("ready", msg)] if msg.startswith("Application startup complete") else []
+    if msg.startswith(CLIENT_TEXT):  # a client's prompt or an answer, quoted: data, never an event of the engine
+        return []
     launch = LAUNCH.match(msg)
     if launch:
         return [("launch", f"vLLM {launch.group('v')}"), *_folded(msg, more_cause, more_oom, more_dead)]
@@ -138,6 +140,11 @@ def _folded(msg: str, more_cause: str, more_oom: bool, more_dead: bool) -> list[
     detail = ((msg.strip() + " — " if msg.strip() else "") + more_cause[:300])[:600]
     return ([("engine_dead", detail)] if more_dead else []) + ([("oom", detail)] if more_oom else [])
 
+
+# vLLM's request log quotes the client's prompt and the answer (`%r`, one line) after these words
+# (vllm/entrypoints/logger.py, RequestLogger.log_inputs / log_outputs): a prompt may quote vLLM's own error
+# texts ("CUDA out of memory", "EngineCore encountered a fatal error"), which are then no event.
+CLIENT_TEXT = ("Received request ", "Generated response ")
 
 # the API server stopping (vllm/entrypoints/launcher.py; the second form from vllm-project/vllm #43707, vLLM 0.23):
 # the server was running, so a launch after it is a restart even when nothing else of that run was collected

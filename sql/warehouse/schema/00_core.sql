@@ -9,6 +9,9 @@ CREATE TABLE IF NOT EXISTS ingest_runs (
   status VARCHAR NOT NULL, rows JSON, pipeline_version VARCHAR, schema_info JSON);
 -- What each run read, as "sha256:…" (pipeline/digest.py); a column added to warehouses made before it.
 ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS input_digest VARCHAR;
+-- The run's place in the order runs were made (1, 2, …): "the latest run" is the highest, whatever the
+-- wall clock said (a clock set back). NULL for runs of warehouses made before it: they came first.
+ALTER TABLE ingest_runs ADD COLUMN IF NOT EXISTS run_seq BIGINT;
 
 -- One row per problem row; keyed so that re-reading the same bad row does not add it twice.
 CREATE TABLE IF NOT EXISTS quarantine (

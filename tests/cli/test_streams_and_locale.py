@@ -1,0 +1,189 @@
+"""The console script whatever its standard streams and locale: stdout closed, full (/dev/full) or cut
+off by `| head`, stderr closed, a terminal whose encoding cannot show UTF-8. Never a traceback, never
+data lost with exit 0, never a stream's error blamed on the warehouse; files are UTF-8 in any locale."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.factories import data_samples_warehouse
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # the samples' focal host (gonka-evidence.toml)
+# A locale whose encoding is ASCII, as a non-UTF-8 locale (LC_ALL=de_DE.ISO-8859-1) is where it is not
+# generated: no coercion to C.UTF-8, no UTF-8 mode. Then open() without an encoding is ASCII, and so is stdout.
+ASCII_LOCALE = {"LC_ALL": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+
+
+def _cli(args, *, cwd, env=None, **streams) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    environ.pop("GONKA_EVIDENCE_HOST", None)
+    environ.pop("GONKA_EVIDENCE_WAREHOUSE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args], cwd=cwd, env=environ, timeout=300, check=False, **streams
+    )
+
+
+@pytest.fixture
+def warehouse(tmp_path) -> Path:
+    return data_samples_warehouse(tmp_path / "w.duckdb")
+
+
+EVIDENCE = ["evidence", "votes-by-build", "--host", HOST, "--epoch", "3", "-w"]
+
+
+def test_closed_stdout_is_one_line_and_exit_1_never_lost_data(tmp_path, warehouse):
+    """`evidence >&-` used to exit 0 with its table lost; `query >&-` ended in a traceback."""
+    for args in ([*EVIDENCE, str(warehouse)], ["query", "SELECT 1", "-w", str(warehouse)]):
+        # fd 1 closed in the child: a wrapper shell is the portable way.
+        done = subprocess.run(
+            ["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-m", "pipeline.cli", *args],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 1, (args, done.stderr)
+        assert done.stderr == "error: standard output: cannot write (it is closed)\n", done.stderr
+
+
+@pytest.mark.parametrize("command", ["evidence", "doctor", "builds-infer", "run"])
+def test_a_full_stdout_is_one_line_not_a_traceback(tmp_path, warehouse, command):
+    args = {
+        "evidence": [*EVIDENCE[1:], str(warehouse)],
+        "doctor": [str(ROOT / "data-samples" / "store")],
+        "builds-infer": ["infer", "-w", str(warehouse)],
+        "run": [],
+    }[command]
+    name = {"builds-infer": "builds"}.get(command, command)
+    with open("/dev/full", "w") as full:
+        done = _cli([name, *args], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-1] == "error: standard output: cannot write (No space left on device)", done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_reader_that_stops_is_not_a_warehouse_error(tmp_path):
+    """`run | head -1` said "error: w.duckdb: Broken pipe". Now: quiet, exit 141 as a process killed by
+    SIGPIPE (what `yes | head -1` gives)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "run", "-w", str(tmp_path / "w.duckdb")],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # `head -1` has had its line
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.wait(timeout=300) == 141, err
+    assert err == "", err
+
+
+def test_query_cut_off_by_head_is_quiet(tmp_path, warehouse):
+    done = subprocess.run(
+        f'"{sys.executable}" -m pipeline.cli query "SELECT * FROM range(2000000)" --format csv -w "{warehouse}" '
+        "| head -1",
+        shell=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout == "range\n"
+    assert done.stderr == "", done.stderr
+
+
+def test_closed_stderr_still_ingests(tmp_path):
+    """stderr closed: `ingest` exited 1 having ingested nothing. A lost summary is no reason to fail."""
+    warehouse = tmp_path / "w.duckdb"
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$@" 2>&-', "sh", sys.executable, "-m", "pipeline.cli", "ingest"]
+        + [str(ROOT / "data-samples" / "store"), "-w", str(warehouse)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout
+    import duckdb
+
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM ingest_runs WHERE status = 'ok'").fetchone() == (1,)
+
+
+def test_a_terminal_that_cannot_show_utf8_gets_escapes_not_a_crash(tmp_path, warehouse):
+    """`evidence` under ISO-8859-1 or ASCII ended in UnicodeEncodeError on its en dash."""
+    outputs = {}
+    for name, env in (("latin-1", {"PYTHONIOENCODING": "iso-8859-1"}), ("ascii", ASCII_LOCALE)):
+        done = _cli([*EVIDENCE, str(warehouse)], cwd=tmp_path, env=env, capture_output=True)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        assert b"Traceback" not in done.stderr
+        assert b"| V1, no DSpark | validation |" in done.stdout
+        outputs[name] = done.stdout
+    assert b"| \\u2013 |" in outputs["latin-1"]  # the en dash, escaped
+
+
+def test_files_are_utf8_whatever_the_locale(tmp_path, warehouse):
+    """`run`, `report` and `bundle` ended in UnicodeEncodeError under a non-UTF-8 locale. Now they
+    finish, and a report is the same bytes as under a UTF-8 locale."""
+    reports = {}
+    for name, env in (("utf8", {"LC_ALL": "C.UTF-8"}), ("ascii", ASCII_LOCALE)):
+        (tmp_path / name).mkdir()
+        args = ["report", "epoch", "3", "--host", HOST, "-w", str(warehouse), "--out", "out"]
+        done = _cli(args, cwd=tmp_path / name, env=env, capture_output=True)
+        assert done.returncode == 0, done.stderr.decode(errors="replace")
+        reports[name] = {
+            p.relative_to(tmp_path / name).as_posix(): p.read_bytes()
+            for p in sorted((tmp_path / name / "out").rglob("*"))
+            if p.is_file()
+        }
+    assert reports["utf8"] == reports["ascii"]
+    assert "–".encode() in reports["ascii"]["out/epoch-3/report.md"]
+    done = _cli(
+        ["bundle", "--host", HOST, "--epoch", "2", "-w", str(warehouse), "--out", "b"],
+        cwd=tmp_path,
+        env=ASCII_LOCALE,
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    (tmp_path / "run").mkdir()
+    done = _cli(["run"], cwd=tmp_path / "run", env=ASCII_LOCALE, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert "–".encode() in (tmp_path / "run" / "out" / "epoch-3" / "report.md").read_bytes()
+
+
+def test_every_text_file_the_pipeline_opens_names_its_encoding():
+    """The guard behind the test above: open(), read_text() and write_text() in text mode without
+    encoding= use the locale's encoding (ASCII under LC_ALL=C), which is how run and report failed."""
+    missing = []
+    for path in sorted((ROOT / "pipeline").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or any(k.arg == "encoding" for k in node.keywords):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in ("read_text", "write_text"):
+                if len(node.args) < (1 if name == "read_text" else 2):
+                    missing.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            elif name == "open" and isinstance(func, ast.Name):
+                mode = (
+                    node.args[1]
+                    if len(node.args) > 1
+                    else next((k.value for k in node.keywords if k.arg == "mode"), None)
+                )
+                if mode is None or (isinstance(mode, ast.Constant) and "b" not in str(mode.value)):
+                    if not (node.args and isinstance(node.args[0], ast.Attribute) and node.args[0].attr == "devnull"):
+                        missing.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not missing, missing

@@ -1,0 +1,161 @@
+"""Text that comes from outside is data, never markup, never an event.
+
+Build labels, source labels, file names, ids and what a log line quotes from a client reach the terminal,
+Markdown, CSV, JSON and the run's log: escaped for each, never crashing a renderer, never acting on the
+terminal, and never parsed as an engine event. A fuzz test over every text field of an evidence table and
+every output format holds it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import replace
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pipeline.core.text import HIDDEN_CHARACTERS, MAX_LABEL_CHARS
+from pipeline.output.render import render
+from tests.output.render.test_render import votes_result
+
+HIDDEN = re.compile(HIDDEN_CHARACTERS)
+HOSTILE = [
+    "\x1b[31mred\x1b[0m",  # an ANSI colour
+    "\x1b]0;title\x07",  # a terminal title
+    "a\rb",  # a carriage return overwriting the line
+    "x | y\n| z |",  # a table pipe and a new line
+    "[bold]b[/bold] [link=https://e.x]l[/link]",  # Rich markup
+    "<script>alert(1)</script>",
+    '=HYPERLINK("https://e.x","x")',  # a spreadsheet formula
+    "+1+2",
+    "@SUM(A1)",
+    "-2+3",
+    "\u202eevil",  # a bidirectional override
+    "\u0085\u009b31m",  # C1 controls (CSI)
+]
+
+
+def _result(text: str):
+    """The votes table with `text` in every text field that comes from outside: a build label, a
+    validator address, a source label, a run id and the command."""
+    base = votes_result()
+    rows = base.rows.with_columns(
+        build=pl.Series([text, "V2"]), validators=pl.Series([[text, "gonka1y"], None], dtype=pl.List(pl.String))
+    )
+    prov = replace(
+        base.provenance,
+        sources=[{**source, "label": text, "source_id": text} for source in base.provenance.sources],
+        run_ids=[text],
+        command=f"gonka-evidence evidence votes-by-build --host {text}",
+    )
+    return replace(base, rows=rows, provenance=prov)
+
+
+def _check_every_format(text: str) -> None:
+    result = _result(text)
+    benign = _result("plain")
+    markdown = render(result, "markdown")
+    assert not HIDDEN.search(markdown)
+    assert markdown.count("\n") == render(benign, "markdown").count("\n")  # no line added or merged
+    (row,) = [line for line in markdown.splitlines() if line.endswith("| 2026-10-25T23:06:00Z |")]
+    assert len(re.findall(r"(?<!\\)\|", row)) == 9  # the cells of the row, none added by the label
+
+    table = render(result, "table")
+    assert not HIDDEN.search(table)
+
+    rows = list(csv.reader(io.StringIO(render(result, "csv"))))
+    assert len(rows) == 3 and len({len(r) for r in rows}) == 1
+    build = rows[1][0]
+    assert build.lstrip("'") == text and not re.match(r"[=+@\t\r]", build)
+    assert not re.match(r"-", build) or re.fullmatch(r"-\d+(\.\d+)?([eE][-+]?\d+)?", build)
+
+    document = json.loads(render(result, "json"))  # JSON escapes what it must: the label comes back as given
+    assert document["rows"][0]["build"] == text
+    assert document["provenance"]["sources"][0]["label"] == text
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_labels_in_every_format(text):
+    _check_every_format(text)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(min_size=1, max_size=40))
+@example("\x1b[2J\x00")
+def test_fuzz_every_text_field_in_every_format(text):
+    _check_every_format(text)
+
+
+def test_the_terminal_lines_never_carry_a_control_character(capsys):
+    """The run's log, notices and warnings: an ANSI sequence from a label or a file name is shown, never
+    run by the terminal (`\\x1b`), and a carriage return cannot overwrite the line."""
+    from pipeline.cli import console
+
+    for text in HOSTILE:
+        console.run_line(f"ingested {text}")
+        console.info(f"label {text}")
+        console.warning(f"file {text}")
+    captured = capsys.readouterr()
+    for stream in (captured.out, captured.err):
+        assert not HIDDEN.search(stream.replace("\n", ""))
+    assert "\\x1b[31mred" in captured.out
+    console.run_line("ingested label\nwarehouse: updated")  # a label cannot forge a line of the log
+    assert capsys.readouterr().out == "ingested label\\x0awarehouse: updated\n"
+
+
+def test_a_prompt_quoting_vllms_errors_is_no_engine_event(tmp_path):
+    """vLLM's request log quotes the client's prompt (vllm/entrypoints/logger.py, RequestLogger.log_inputs:
+    "Received request %s: prompt: %r, …"; log_outputs: "Generated response %s%s: output: %r, …"). A prompt
+    that quotes vLLM's own fatal or out-of-memory texts was read as the engine's fatal error and OOM."""
+    from pipeline.sources.logs.files import LogFile
+    from pipeline.sources.logs.vllm import parse_vllm_log
+
+    quoted = "EngineCore encountered a fatal error. No available memory for the cache blocks."
+    path = tmp_path / "vllm.log"
+    path.write_text(
+        "INFO 01-02 03:04:05 [api_server.py:1] vLLM API server version 0.8.5\n"
+        f"INFO 01-02 03:04:06 [logger.py:39] Received request chatcmpl-1: prompt: '{quoted}', params: "
+        "SamplingParams(n=1), prompt_token_ids: None, lora_request: None.\n"
+        f"INFO 01-02 03:04:07 [logger.py:60] Generated response chatcmpl-1: output: '{quoted}', "
+        "output_token_ids: None, finish_reason: stop\n"
+        f"ERROR 01-02 03:04:08 [core.py:1] {quoted}\n",
+        encoding="utf-8",
+    )
+    from datetime import UTC, datetime
+
+    parsed = parse_vllm_log(LogFile(path, datetime(2026, 1, 2, tzinfo=UTC)), year=2026)
+    lines = sorted({e["line"] for e in parsed.events})
+    assert lines == [1, 4], parsed.events  # the launch and the engine's own fatal line, not the quotes
+
+
+def test_absurd_labels_and_timelines_are_one_line_refusals(tmp_path):
+    from pipeline.ingest.builds import MAX_ENTRIES, BuildsError, read_builds_document
+
+    host = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
+    path = tmp_path / "builds.toml"
+    path.write_text(
+        f'[[builds]]\nhost = "{host}"\nlabel = "{"x" * 100_000}"\nsince = "2026-01-01T00:00:00Z"\n', encoding="utf-8"
+    )
+    with pytest.raises(BuildsError, match=f"a label of 100,000 characters; at most {MAX_LABEL_CHARS} are taken"):
+        read_builds_document(path)
+    entry = f'[[builds]]\nhost = "{host}"\nlabel = "b{{}}"\nsince = "2026-01-01T00:00:{{:02d}}Z"\n'
+    path.write_text(
+        "".join(entry.format(i, i % 60) for i in range(MAX_ENTRIES + 1)).replace("00:00:", "00:{}:"),
+        encoding="utf-8",
+    )
+    with pytest.raises(BuildsError, match=f"{MAX_ENTRIES + 1:,} \\[\\[builds\\]\\] entries"):
+        read_builds_document(path)
+
+
+def test_an_absurd_source_label_is_refused_in_one_line(tmp_path):
+    from pipeline.jobs.config import load_config
+    from pipeline.sources.errors import SourceError
+
+    cfg = tmp_path / "gonka-evidence.toml"
+    cfg.write_text(f'[[sources]]\npath = "copy"\nlabel = "{"y" * 100_000}"\n', encoding="utf-8")
+    with pytest.raises(SourceError, match="a label of 100,000 characters"):
+        load_config(cfg)
