@@ -396,6 +396,7 @@ INTERNAL_EXCEPTIONS = {
     "ChainParamError": "a chain parameter: the config loader names the entry",
     "FileReadError": "a file that cannot be used: the caller names it in its own user error",
     "PlanError": "the sample generator's scenario is wrong (a bug of the samples)",
+    "StandardStreamError": "stdout failed: the CLI says it in one line, or exits 141 (pipeline/cli/conventions.py)",
 }
 BUILTIN_EXCEPTIONS = {"Exception", "ValueError", "RuntimeError", "OSError", "LookupError", "TypeError", "KeyError"}
 
