@@ -53,6 +53,7 @@ from pipeline.jobs.listing import (  # noqa: F401  (the facade's names besides i
     user_error,
     user_errors,
 )
+from pipeline.output import summaries  # noqa: F401  (every job summary, rendered once: the CLI says them)
 from pipeline.output.evidence import Evidence
 from pipeline.output.query_format import DEFAULT_TIMEOUT_S as QUERY_TIMEOUT_S
 from pipeline.output.query_format import MAX_TIMEOUT_S as MAX_QUERY_TIMEOUT_S

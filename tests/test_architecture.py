@@ -451,3 +451,83 @@ def test_a_planted_user_error_outside_the_root_is_named(tmp_path):
         "class StrayError(ValueError):\n    pass\n"
     )
     assert non_user_errors(pkg, {}) == ["pipeline.core.bad.StrayError"]
+
+
+# Modules that may write to the standard streams themselves, and why. Everything else says what it has to
+# say through pipeline/cli/console.py (the terminal) or the job's listener (pipeline/core/events.py).
+PRINTERS = {
+    "pipeline.cli.console": "the console: every line the command line prints",
+    "pipeline.cli.process": "the Ctrl-C line, written by a signal handler without Rich",
+    "pipeline.cli.docs": "the developer's generator of the docs pages",
+    "pipeline.samples": "the developer's sample generator (`python -m pipeline.samples`)",
+}
+
+
+def _renders_to_a_buffer(call: ast.Call) -> bool:
+    """A rich Console given a file that is not a standard stream renders text (a table into a string)."""
+    for kw in call.keywords:
+        if kw.arg == "file":
+            v = kw.value
+            return not (isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "sys")
+    return False
+
+
+def printing_calls(package_dir: Path, allowed: dict[str, str]) -> list[str]:
+    """Each print(), typer/click echo, sys.stdout/stderr write and rich Console made outside `allowed`."""
+    found = []
+    for name, path in modules(package_dir).items():
+        if any(name == m or name.startswith(m + ".") for m in allowed):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            what = None
+            if isinstance(f, ast.Name) and f.id == "print":
+                what = f.id
+            elif isinstance(f, ast.Name) and f.id == "Console" and not _renders_to_a_buffer(node):
+                what = f.id
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr == "echo":
+                what = f"{f.value.id}.echo" if f.value.id in ("typer", "click") else None
+            elif isinstance(f, ast.Attribute) and f.attr == "write" and isinstance(f.value, ast.Attribute):
+                inner = f.value
+                if isinstance(inner.value, ast.Name) and inner.value.id == "sys" and inner.attr in ("stdout", "stderr"):
+                    what = f"sys.{inner.attr}.write"
+            if what:
+                found.append(f"{name}:{node.lineno} {what}")
+    return sorted(found)
+
+
+def test_nothing_prints_outside_the_console_module():
+    """One console: the library never prints (a job's lines go to its listener), and the command line prints
+    through pipeline/cli/console.py only."""
+    assert printing_calls(ROOT / "pipeline", PRINTERS) == []
+
+
+def test_a_planted_print_is_named(tmp_path):
+    pkg = tmp_path / "pipeline"
+    (pkg / "ingest").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ingest" / "__init__.py").write_text("")
+    (pkg / "ingest" / "loud.py").write_text(
+        "import sys\nimport typer\n\nprint(1)\ntyper.echo(2)\nsys.stderr.write('3')\n"
+    )
+    assert printing_calls(pkg, {}) == [
+        "pipeline.ingest.loud:4 print",
+        "pipeline.ingest.loud:5 typer.echo",
+        "pipeline.ingest.loud:6 sys.stderr.write",
+    ]
+
+
+def test_one_builder_of_reproducing_commands():
+    """Every reproducing command (footers, reports, bundles, the command line's own) is quoted by
+    pipeline/core/command.py: no other module quotes a command line itself."""
+    quoting = [
+        name
+        for name, path in modules(PIPELINE).items()
+        if name != "pipeline.core.command"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and any(a.name == "shlex" for a in node.names) | (isinstance(node, ast.ImportFrom) and node.module == "shlex")
+    ]
+    assert quoting == []

@@ -252,8 +252,7 @@ def reproducing_command(ctx: typer.Context | None = None) -> str:
     A host or warehouse that came from the environment (GONKA_EVIDENCE_HOST, GONKA_EVIDENCE_WAREHOUSE)
     is added as ``--host H`` / ``--warehouse W``: the command must reproduce the table where those
     variables are not set."""
-    import shlex
-
+    from pipeline.core.command import command_line
     from pipeline.core.secrets import redact_url
 
     args = [redact_url(a) for a in sys.argv[1:]]
@@ -261,4 +260,4 @@ def reproducing_command(ctx: typer.Context | None = None) -> str:
         source = ctx.get_parameter_source(name) if ctx is not None else None
         if ctx is not None and source is not None and source.name == "ENVIRONMENT":
             args += [f"--{name}", str(ctx.params[name])]
-    return shlex.join(["gonka-evidence", *args])
+    return command_line(*args)

@@ -79,11 +79,10 @@ def reproducing_command(
 ) -> str:
     """The `gonka-evidence evidence` command line that computes table `name` with these arguments:
     the window's times in UTC, the set table options by their flags, `--warehouse` when given."""
-    import shlex
-
+    from pipeline.core.command import command_line
     from pipeline.core.times import iso_utc
 
-    args = ["gonka-evidence", "evidence", name]
+    args = ["evidence", name]
     if host is not None:
         args += ["--host", host]
     if epoch is not None:
@@ -99,7 +98,7 @@ def reproducing_command(
         args += [option.flag] if option.type is bool else [option.flag, str(value)]
     if warehouse is not None:
         args += ["--warehouse", str(warehouse)]
-    return shlex.join(args)
+    return command_line(*args)
 
 
 __all__ = [

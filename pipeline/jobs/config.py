@@ -40,7 +40,7 @@ from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
 from pipeline.core.text import label_refusal
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest import kinds
-from pipeline.sources.store.base import SourceError
+from pipeline.sources.errors import SourceError
 
 
 class ConfigError(UserError):

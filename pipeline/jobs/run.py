@@ -49,6 +49,7 @@ from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.streams import StandardStreamError
 from pipeline.core.times import iso_utc
 from pipeline.ingest.kinds import SOURCE_KINDS
+from pipeline.ingest.runs import IngestSummary
 from pipeline.ingest.unchanged import STAMP_PREFIX
 from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used to live here)
     CONFIG_KEYS,
@@ -58,6 +59,7 @@ from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used t
     source_kind,
 )
 from pipeline.jobs.settings import Settings
+from pipeline.output import summaries
 from pipeline.warehouse.database import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
 
 # Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
@@ -338,7 +340,9 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
         if aborted:
             events.say(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted")
         for source in cfg.sources:
-            outcome.ingested.append(SOURCE_KINDS[source_kind(source)].ingest(con, source, cfg))
+            kind = source_kind(source)
+            outcome.ingested.append(summary := SOURCE_KINDS[kind].ingest(con, source, cfg))
+            say(source_summary(con, summary, kind, source))
         if cfg.builds is not None:
             n = load_builds(con, cfg.builds)
             events.say(f"host_builds: {n} entries from {cfg.builds}")
@@ -381,15 +385,31 @@ def print_preflight(con: duckdb.DuckDBPyConnection, host: str) -> None:
     from pipeline.evidence import compute
     from pipeline.evidence.provenance import command_line
 
-    rows = compute("preflight", con, host=host, command=command_line("preflight", "--host", host)).rows
-    for build in rows["build"].unique(maintain_order=True).to_list():
-        part = rows.filter(pl.col("build") == build)
-        said = []
-        for verdict in ("fail", "cannot tell"):
-            checks = part.filter(pl.col("verdict") == verdict)
-            if checks.height:
-                said.append(f"{verdict} {', '.join(f'{c} {n}' for c, n in checks.select('check', 'name').rows())}")
-        events.say(f"preflight of {build}: {'; '.join(said) or 'every check passes'}")
+    say(
+        summaries.preflight(
+            compute("preflight", con, host=host, command=command_line("preflight", "--host", host)).rows
+        )
+    )
+
+
+def say(said: summaries.Said) -> None:
+    """Lines of a job summary (pipeline/output/summaries.py) to the run's listener: its log, or its warnings."""
+    for level, text in said:
+        (events.warn if level == "warning" else events.say)(text)
+
+
+def source_summary(con: duckdb.DuckDBPyConnection, summary: object, kind: str, source: dict) -> summaries.Said:
+    """What the run's log says of one source's ingest, by the kind of its summary."""
+    from pipeline.ingest.copies import other_builds_line
+    from pipeline.ingest.json_responses import JsonIngestSummary
+    from pipeline.ingest.logs import LogIngestSummary
+
+    if isinstance(summary, LogIngestSummary):
+        return summaries.log_source(summary, kind, source["path"])
+    if isinstance(summary, JsonIngestSummary):
+        return summaries.json_source(summary, source["path"])
+    assert isinstance(summary, IngestSummary)
+    return summaries.ingest(summary, verbose=events.verbose(), other_builds=other_builds_line(con, summary.source_id))
 
 
 def report_inputs(
@@ -522,18 +542,8 @@ def write_index_if_due(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: 
 
 def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
     """The end of the run's summary: reports written or refreshed, epochs still open, the warehouse."""
-    if outcome.written:
-        events.say(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}")
-    if outcome.rewritten:
-        events.say(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)} in {cfg.output}")
-    if not outcome.written and not outcome.rewritten and cfg.host:
-        events.say("reports: nothing new")
-    if outcome.index is not None:
-        events.say(f"index of every closed epoch: {outcome.index}")
-    if outcome.closure is not None:
-        for line in open_epoch_lines(outcome.closure, cfg.finality_lag):
-            events.say(line)
-    events.say("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)")
+    closing = open_epoch_lines(outcome.closure, cfg.finality_lag) if outcome.closure is not None else []
+    say(summaries.run_outcome(outcome, output=cfg.output, host=cfg.host, open_epochs=closing))
 
 
 def open_epoch_lines(closure: pl.DataFrame, finality_lag: str) -> list[str]:

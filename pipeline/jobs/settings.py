@@ -10,13 +10,14 @@ warehouse: one whose every ingested source lies in data-samples/, with no config
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.core.errors import UserError
 from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
-from pipeline.jobs.config import DEFAULT_CONFIG_FILE, RunConfig, load_config
+from pipeline.jobs.config import DEFAULT_CONFIG_FILE, RunConfig, config_path, load_config
 
 if TYPE_CHECKING:
     import duckdb
@@ -38,8 +39,8 @@ class Settings:
     warehouse_named: bool  # given by argument or environment (it goes into reproducing commands)
     host: str | None  # argument, else environment, else the config's
     config: Path | None  # the config file in effect; None: none (the samples' run configuration)
-    run: RunConfig  # the run configuration (the config file's, else the samples'), environment applied
     warehouse_given: bool = False  # given by argument (not the environment or the config)
+    loaded: RunConfig | None = field(default=None, repr=False, compare=False)  # the config file's, as read
 
     @classmethod
     def resolve(
@@ -49,25 +50,36 @@ class Settings:
         host: str | None = None,
         config: str | Path | None = None,
     ) -> Settings:
-        """Argument, else environment, else config file, else default, for the warehouse and the host."""
+        """Argument, else environment, else config file, else default, for the warehouse and the host. Only a
+        config file is read here; the samples' run configuration is made when `run` is first asked for."""
         if config is not None and not Path(config).exists():
             raise SettingsError(f"{config}: no such config file")
         file = Path(config) if config is not None else DEFAULT_CONFIG_FILE if DEFAULT_CONFIG_FILE.exists() else None
-        run = load_config(file)  # the environment's GONKA_EVIDENCE_<KEY> applied over the file's keys
+        loaded = load_config(file) if file is not None else None  # GONKA_EVIDENCE_<KEY> applied over its keys
         env_warehouse = os.environ.get(WAREHOUSE_ENV) or None
-        given = warehouse if warehouse not in (None, "") else env_warehouse
-        # The environment's warehouse is already the run configuration's (`~` expanded as the config's is).
-        path = Path(warehouse) if warehouse not in (None, "") else run.warehouse
-        run.warehouse = path
-        configured = run.host if file is not None else os.environ.get(HOST_ENV) or None
+        given = warehouse not in (None, "")
+        if given:
+            path = Path(str(warehouse))
+        elif loaded is not None:
+            path = loaded.warehouse
+        else:  # the environment's expanded as the config's is (`~`), else the default
+            path = config_path(Path("."), env_warehouse) if env_warehouse else DEFAULT_WAREHOUSE
+        configured = loaded.host if loaded is not None else os.environ.get(HOST_ENV) or None
         return cls(
             warehouse=path,
-            warehouse_named=given is not None and path != DEFAULT_WAREHOUSE,
+            warehouse_named=(given or env_warehouse is not None) and path != DEFAULT_WAREHOUSE,
             host=host or configured,
             config=file,
-            run=run,
-            warehouse_given=warehouse not in (None, ""),
+            warehouse_given=given,
+            loaded=loaded,
         )
+
+    @cached_property
+    def run(self) -> RunConfig:
+        """The run configuration (the config file's, else the samples'), environment applied, this warehouse."""
+        run = self.loaded if self.loaded is not None else load_config(None)
+        run.warehouse = self.warehouse
+        return run
 
     @property
     def samples_host(self) -> str | None:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from pipeline.cli.console import data as console_data
 from pipeline.cli.conventions import EXIT_CHECK_FAILED, ConfigOpt, WriteWarehouseOpt, prints_data, user_errors
 from pipeline.cli.paths import path_option, role
 from pipeline.core.roles import Role
@@ -71,7 +72,7 @@ def builds(
             raise typer.BadParameter(f"`builds infer` takes no file (got {toml}); --out FILE writes the proposal")
         text = api.infer_builds(host, out, warehouse, config=config)
         if out is None:
-            typer.echo(text, nl=False)
+            console_data(text, nl=False)
         else:
             info(f"proposed builds.toml written to {out}")
         return
@@ -80,7 +81,7 @@ def builds(
         for note in result.notes:
             info(note)
         for line in result.contradictions:
-            typer.echo(line)
+            console_data(line)
         if not result.ok:
             raise typer.Exit(EXIT_CHECK_FAILED)
         info(f"{path or 'the loaded build timeline'}: consistent with the vLLM logs")

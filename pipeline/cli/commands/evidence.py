@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from pipeline.cli.console import data as console_data
 from pipeline.cli.conventions import (
     MAX_BIGINT,
     ConfigOpt,
@@ -48,7 +49,7 @@ def evidence(
         result = wh.evidence(
             name, epoch=epoch, since=since, until=until, command=reproducing_command(ctx), **ctx.meta[OPTIONS_KEY]
         )
-    typer.echo(result.render(fmt.value))
+    console_data(result.render(fmt.value))
 
 
 def register(app: typer.Typer) -> None:

@@ -31,18 +31,9 @@ def ingest_json(
     from pipeline import api
 
     summary = api.ingest_json(files, warehouse, config=config)
-    from pipeline.core.verbosity import NORMAL, verbosity
+    from pipeline.cli.console import QUIET, say, verbosity
 
-    if verbosity() >= NORMAL:
-        for line in summary.unreadable:
-            typer.echo(f"warning: {line}; quarantined", err=True)
-    elif summary.unreadable:  # --quiet: one line, however many files, each named with its reason
-        typer.echo(f"warning: quarantined whole: {'; '.join(summary.unreadable)}", err=True)
-    rows = ", ".join(f"{table} {n}" for table, n in summary.rows.items())
-    typer.echo(
-        f"ingested {summary.files} file(s): {rows}; quarantined {summary.quarantined} "
-        f"({summary.elapsed_s:.2f} s, runs {', '.join(summary.run_ids)})"
-    )
+    say(api.summaries.ingest_json(summary, quiet=verbosity() == QUIET))
     if strict and summary.quarantined:
         raise typer.Exit(EXIT_QUARANTINED)
 

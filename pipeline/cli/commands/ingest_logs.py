@@ -50,42 +50,12 @@ def ingest_logs_command(
     Example: gonka-evidence ingest-logs /var/log/vllm/ --host gonka1...
     """
     from pipeline import api
-    from pipeline.cli.console import err, out
+    from pipeline.cli.console import say
 
     summary = api.ingest_logs(
         files, host=host, warehouse=warehouse, config=config, kind=kind, year=year, timezone=timezone
     )
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.kinds.items()))
-    out.print(
-        f"ingest-logs {summary.run_id}: {summary.files} files ({kinds}), {summary.lines:,} lines, "
-        f"{summary.elapsed_s:.1f}s",
-        markup=False,
-        highlight=False,
-    )
-    for table, n in sorted(summary.rows.items()):
-        out.print(f"  {table}: {n:,} new rows", markup=False, highlight=False)
-    if summary.replaced:
-        out.print(
-            f"  replaced {summary.replaced:,} records of files read before (times read with year "
-            f"{year or 'from the file time'}, time zone {summary.timezone})",
-            markup=False,
-            highlight=False,
-        )
-    if summary.unparsed:
-        out.print(f"  unparsed lines: {summary.unparsed:,} (in quarantine)", markup=False, highlight=False)
-    if summary.undecodable:
-        out.print(
-            f"  lines with bytes that are not UTF-8: {summary.undecodable:,} (at a line's end dropped, "
-            "elsewhere read as U+FFFD)",
-            markup=False,
-            highlight=False,
-        )
-    for line in api.unrecognised_warnings(summary):
-        err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
-    if summary.unrecognised:
-        out.print(f"  files with nothing recognised: {len(summary.unrecognised)}", markup=False, highlight=False)
-    for line in summary.not_read:
-        err.print(f"warning: {line}; not read (in quarantine)", markup=False, highlight=False, soft_wrap=True)
+    say(api.summaries.ingest_logs(summary, year=year))
     if strict and (summary.unparsed or summary.unrecognised or summary.not_read):
         raise typer.Exit(EXIT_QUARANTINED)
 

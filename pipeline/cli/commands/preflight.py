@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from pipeline.cli.console import data as console_data
 from pipeline.cli.conventions import (
     EXIT_CHECK_FAILED,
     ConfigOpt,
@@ -49,7 +50,7 @@ def preflight(
         raise typer.BadParameter("give either --build or --since, not both")
     with open_warehouse(warehouse, host=host, config=config) as wh:
         result = wh.preflight(build=build, since=since, command=reproducing_command(ctx))
-    typer.echo(result.render(fmt.value))
+    console_data(result.render(fmt.value))
     if strict and result.failed:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
