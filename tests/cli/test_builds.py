@@ -56,7 +56,7 @@ def test_check_exits_0_when_consistent_and_3_with_a_line_per_contradiction(wareh
     bad = tmp_path / "bad.toml"
     bad.write_text(BAD)
     result = runner.invoke(app, ["builds", "check", str(bad), "--host", HOST, "-w", warehouse])
-    assert result.exit_code == 3  # a check that found a problem, not a user error (issue 47)
+    assert result.exit_code == 3  # a check that found a problem, not a user error (docs/cli.md)
     lines = result.stdout.splitlines()
     assert len(lines) == 4 and all(line.startswith(f"{HOST}: ") for line in lines)
     assert "is shifted" in lines[0] and "says no speculative" in lines[3]

@@ -160,7 +160,7 @@ def test_the_host_is_the_option_over_the_environment_over_the_config(here, sampl
 
 
 def test_ingest_then_query_under_a_config_naming_another_warehouse(here):
-    """The issue's first session: the ingest wrote ./warehouse.duckdb while the query read the config's."""
+    """A new user's first session: the ingest wrote ./warehouse.duckdb while the query read the config's."""
     _config(here, "mywh.duckdb")
     assert runner.invoke(app, ["ingest", str(DATA_SAMPLES_DIR / "store")]).exit_code == 0
     result = runner.invoke(app, ["query", "SELECT count(*) > 0 AS some FROM inferences", "--format", "csv"])

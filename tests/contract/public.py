@@ -1,7 +1,7 @@
 """The public contract of gonka-evidence, read from the code: the warehouse's public views and commented
 tables with their columns (docs/schema.md), the evidence tables' columns (docs/evidence.md), the names of
 `pipeline.api` (its `__all__`, the facade's methods, and the parameters of each), and every command of
-the command line with its options (docs/commands.md). design.md: extend, never break.
+the command line with its options (docs/commands.md). Public contracts: extend, never break.
 
     python -m tests.contract.public          # print the current contract (JSON)
     python -m tests.contract.public --write  # add what is new to tests/contract/public.json

@@ -1,4 +1,4 @@
-"""Extend, never break (design.md): the public contract of now holds everything of the committed snapshot
+"""Extend, never break: the public contract of now holds everything of the committed snapshot
 (tests/contract/public.json): no public view column, evidence column, API name or parameter, command or
 option is removed or renamed. Something added is added to the snapshot with
 `python -m tests.contract.public --write` (docs/contributing.md)."""
