@@ -485,6 +485,7 @@ class Warehouse:
             command = reproducing_command(
                 name, host, epoch=epoch, since=since, until=until, warehouse=warehouse, **options
             )
+        options.setdefault("finality_lag", self.context.finality_lag)  # the closed-epoch rule of `run`
         return Evidence(
             compute(name, self._con, host=host, epoch=epoch, since=since, until=until, command=command, **options)
         )
