@@ -290,7 +290,7 @@ class Context:
         """`gonka-evidence ingest-logs`: see `Warehouse.ingest_logs`."""
         from pipeline.ingest.logs import check_log_request
 
-        check_log_request(host, kind, year)  # before the warehouse is created
+        host = check_log_request(host, kind, year)  # before the warehouse is created
         with self.open(write=True) as wh:
             return wh.ingest_logs(files, host=host, kind=kind, year=year, timezone=timezone)
 
@@ -583,7 +583,7 @@ class Warehouse:
         from pipeline.evidence.request import check_host
 
         if host is not None:  # a typo must not read as "no start cycles"
-            check_host(self._con, host)
+            host = check_host(self._con, host)
         return infer(self._con, host)
 
     def check_builds(self, file: str | Path | None = None, host: str | None = None) -> BuildCheck:
@@ -593,8 +593,10 @@ class Warehouse:
         from pipeline.ingest.builds import read_builds
 
         if host is not None:  # a typo must not read as "not checked" or "consistent"
-            check_host(self._con, host)
+            host = check_host(self._con, host)
         timeline = read_builds(Path(file)) if file is not None else loaded_timeline(self._con)
+        for entry_host in timeline["host"].unique(maintain_order=True).to_list():  # each entry's host too
+            check_host(self._con, entry_host, f"{file or 'the loaded timeline'}: host")
         return check(self._con, timeline, host)
 
     def report(self, epoch: int, host: str | None = None, *, out: str | Path = "out") -> ReportWritten:

@@ -66,11 +66,11 @@ def compute(
     for key in chosen:
         if spec.option(key) is None:
             raise EvidenceError(f"--{key.replace('_', '-')} is not available for {name}")
-    check_request(con, host, window)
+    host = check_request(con, host, window)
     compared = (int(chosen["compare"]),) if "compare" in chosen else ()
     state = closure(con, window, finality_lag, also=compared)
     check_open(state, comparing=bool(compared), allow_open=allow_open)
-    result = mark(spec.compute(con, host, window, **chosen), state, allow_open=allow_open)
+    result = mark(spec.compute(con, host, window, **chosen), state, window, allow_open=allow_open)
     if command is None:
         command = reproducing_command(
             name, host, epoch=epoch, since=since, until=until, allow_open=allow_open and not state.closed, **chosen

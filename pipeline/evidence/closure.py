@@ -51,7 +51,9 @@ class EpochClosure:
         lag = _duration(self.finality_lag)
         if self.last_settled_at is None:
             return f"when all escrows settle, or {lag} after the last settlement"
-        return f"when all escrows settle, or at {iso_utc(self.last_settled_at + self.finality_lag)} ({lag} after the last)"
+        return (
+            f"when all escrows settle, or at {iso_utc(self.last_settled_at + self.finality_lag)} ({lag} after the last)"
+        )
 
     def describe(self) -> str:
         """``epoch 3 closed at …Z (all escrows settled; 3 of 3 escrows settled)`` or ``epoch 4 open (0 of 3
@@ -130,7 +132,11 @@ def closure(
     if window.epoch is not None:
         wanted = {window.epoch}
     elif window.since is not None:
-        wanted = set(fetch_frame(con, sql_text("evidence/window_epochs.sql"), {"since": window.since, "until": window.until})["epoch_id"].to_list())
+        wanted = set(
+            fetch_frame(con, sql_text("evidence/window_epochs.sql"), {"since": window.since, "until": window.until})[
+                "epoch_id"
+            ].to_list()
+        )
     else:
         wanted = set(table)
     wanted |= set(also)
@@ -171,17 +177,22 @@ def check_open(state: Closure, *, comparing: bool, allow_open: bool) -> None:
         raise EvidenceError(state.refusal("a comparison"))
 
 
-def mark(result: EvidenceResult, state: Closure, *, allow_open: bool) -> EvidenceResult:
-    """`result` saying whether its epochs are closed; refused when it holds a test over an open epoch and
-    `allow_open` is not given; marked provisional in every format when open."""
-    if state.open and not allow_open and has_test(result.stats):
+def mark(result: EvidenceResult, state: Closure, window: Window, *, allow_open: bool) -> EvidenceResult:
+    """`result` saying whether its epochs are closed (a note, ``params.closure``), and when one is open,
+    ``stats.provisional``. A statistical test over an epoch or time window that covers an open epoch is
+    refused unless `allow_open`; a table of such a window gets a ``provisional`` column (true), so that CSV
+    says it too. All data (no window) on a live warehouse always holds the current epoch: it is said in the
+    note, params and stats, not refused."""
+    bounded = window.epoch is not None or window.since is not None
+    if state.open and bounded and not allow_open and has_test(result.stats):
         raise EvidenceError(state.refusal("a statistical test"))
     result.params = {**result.params, "closure": state.as_param()}
     if state.epochs:
         result.notes = [*result.notes, state.note()]
     if state.open:
         result.stats = {**result.stats, "provisional": state.provisional()}
-        result.rows = result.rows.with_columns(pl.lit(True).alias(PROVISIONAL_COLUMN))
+        if bounded or allow_open:
+            result.rows = result.rows.with_columns(pl.lit(True).alias(PROVISIONAL_COLUMN))
     return result
 
 

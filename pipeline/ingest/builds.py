@@ -19,6 +19,7 @@ from pipeline.core.paths import sql_text
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest.derive import attribute_builds
 from pipeline.warehouse.database import fetch_frame, transaction
+from pipeline.warehouse.held import UnheldValue, check_value
 
 
 class BuildsError(Exception):
@@ -40,6 +41,10 @@ def read_builds_document(path: Path) -> dict:
             raise BuildsError(f"{path}: entry {i} lacks {', '.join(missing)}")
         for key in ("host", "label"):
             require_string(entry[key], BuildsError, f"{path}: entry {i}: {key}")
+        try:  # a mistyped address must not become a host of its own
+            entry["host"] = check_value(None, "host", entry["host"], f"{path}: entry {i}: host")
+        except UnheldValue as exc:
+            raise BuildsError(str(exc)) from None
     return doc
 
 

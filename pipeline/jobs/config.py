@@ -31,6 +31,7 @@ from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest import kinds
 from pipeline.sources.store.base import SourceError
+from pipeline.warehouse.held import UnheldValue, check_value
 
 CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
 # Keys a config may leave out, alone or together (each has a default, docs/configuration.md); `host` may be
@@ -186,6 +187,11 @@ def _checked(cfg: RunConfig) -> RunConfig:
         parse_duration(cfg.finality_lag)
     except SourceError as exc:
         raise SourceError(f"{cfg.origin}: {exc}") from None
+    if cfg.host:  # the file's or GONKA_EVIDENCE_HOST's: well-formed, in lower case (the warehouse's spelling)
+        try:
+            cfg.host = str(check_value(None, "host", cfg.host, f"{cfg.origin}: host"))
+        except UnheldValue as exc:
+            raise SourceError(str(exc)) from None
     for s in cfg.sources:
         if s.get("kind") is not None and s["kind"] not in SOURCE_KINDS:
             raise SourceError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")

@@ -57,6 +57,7 @@ from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used t
     source_kind,
 )
 from pipeline.warehouse.database import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
+from pipeline.warehouse.held import check_value
 
 # Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
 BOOKKEEPING_TABLES = ("ingest_runs", "ingest_accounting", "warehouse_meta")  # per-run records
@@ -411,6 +412,8 @@ def write_due_reports(
     closed = outcome.closure.filter(pl.col("closed_at").is_not_null())
     if closed.height == 0:
         return
+    # A host with no slot in the escrows would get empty reports every epoch: refused (no report is written).
+    cfg.host = str(check_value(con, "slot_host", cfg.host, f"{cfg.origin}: host"))
     done = {
         r["epoch_id"]: r
         for r in fetch_frame(con, f"SELECT * FROM {REPORTS_TABLE} WHERE host = $host", {"host": cfg.host}).iter_rows(

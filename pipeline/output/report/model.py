@@ -197,7 +197,9 @@ def _evidence_section(
         skipped.skipped = f"its data is absent from the warehouse ({str(exc).splitlines()[0]})"
         return skipped
     if result.rows.height == 0:
-        reason = " ".join([n for n in result.notes if not is_closure_note(n)][:1]) or f"no rows for epoch {context.epoch}"
+        reason = (
+            " ".join([n for n in result.notes if not is_closure_note(n)][:1]) or f"no rows for epoch {context.epoch}"
+        )
         skipped.skipped = NO_DATA + reason
         return skipped
     table = report.view(result, context) if report.view else result.rows
