@@ -54,6 +54,13 @@ class NetworkIngestSummary:
     def total(self, name: str) -> int:
         return sum(getattr(p, name) for p in self.partitions)
 
+    def fork_keys(self) -> list[dict]:
+        """Every forked (escrow, nonce) of the lake's partitions, with the copies holding it."""
+        return sorted(
+            (key | {"epoch": p.epoch} for p in self.partitions for key in p.fork_keys),
+            key=lambda k: (k["epoch"], k["escrow_id"], k["nonce"]),
+        )
+
 
 def _quiet(*_: object) -> None:
     return None
