@@ -13,7 +13,6 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.core.address import malformed
 from pipeline.core.env import env_int
 from pipeline.core.events import Progress
 from pipeline.core.roles import Role, is_url
@@ -27,6 +26,7 @@ from pipeline.network.partition import PartitionBuilt, build_partition
 from pipeline.network.tables import NETWORK_TABLES, NetworkParams
 from pipeline.output.evidence import Evidence
 from pipeline.output.roles import check_outputs, check_path
+from pipeline.warehouse.held import held_description
 
 # Stage 1 cuts a copy into pieces of about the network's diffs / (workers x PIECES_PER_WORKER), so that
 # largest-first submission balances the workers; never below MIN_PIECE_ROWS, where a piece's own cost
@@ -179,11 +179,12 @@ def network_evidence(
         raise EvidenceError(f"unknown network evidence table {name!r}; choose one of {', '.join(NETWORK_TABLES)}")
     if table.needs_host and not host:
         raise EvidenceError(f"{name} needs --host ADDR (the host whose answers are compared)")
-    for option, value in (("--host", host), ("--control", control)):
-        if value and (refusal := malformed(option, value.strip())):
-            raise EvidenceError(refusal)
     lake = Lake(lake_dir)
     window = Window.parse(epoch)
+    host, control = (_held_address(lake, option, value) for option, value in (("--host", host), ("--control", control)))
+    held = sorted({e for e, _ in lake.partitions()})
+    if epoch is not None and epoch not in held:
+        raise EvidenceError(f"epoch {epoch} is not in the lake: it holds {held_description(held, None, None)}")
     partitions = [(e, b) for e, b in lake.partitions() if epoch is None or e == epoch]
     stale = [
         (e, b) for e, b in partitions if (lake.partition_info(e, b) or {}).get("fingerprint") != lake.fingerprint(e, b)
@@ -208,6 +209,29 @@ def network_evidence(
     result = table.reduce([f for f in frames if f.height], params)
     result.provenance = lake_provenance(lake, window, command)
     return result
+
+
+def _held_address(lake: Lake, option: str, value: str | None) -> str | None:
+    """`value` of `option` checked by `pipeline.warehouse.held.check_value` against the slot holders of every
+    partition warehouse of the lake (a typo must not print an empty table with statistics)."""
+    import duckdb
+
+    from pipeline.warehouse.held import UnheldValue, check_value
+
+    if value is None:
+        return None
+    paths = [p for e, b in lake.partitions() if (p := lake.warehouse_path(e, b)).exists()]
+    con = duckdb.connect()
+    try:
+        for i, path in enumerate(paths):
+            con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS p{i} (READ_ONLY)")
+        union = " UNION ALL ".join(f"SELECT address FROM p{i}.escrow_slots" for i in range(len(paths)))
+        con.execute(f"CREATE TEMP VIEW escrow_slots AS {union or 'SELECT NULL::VARCHAR AS address WHERE false'}")
+        return str(check_value(con, "slot_host", value, option))
+    except UnheldValue as exc:
+        raise EvidenceError(str(exc).replace("the warehouse", "the lake")) from None
+    finally:
+        con.close()
 
 
 def network_table(name: str, lake_dir: str | Path, **options: Any) -> Evidence:
