@@ -35,17 +35,22 @@ def read_builds_document(path: Path) -> dict:
         raise BuildsError(f"{path}: no [[builds]] entries")
     if "focal_host" in doc:
         require_string(doc["focal_host"], BuildsError, f"{path}: focal_host")
+        doc["focal_host"] = _host(doc["focal_host"], f"{path}: focal_host")
     for i, entry in enumerate(entries, 1):
         missing = [k for k in ("host", "label", "since") if k not in entry]
         if missing:
             raise BuildsError(f"{path}: entry {i} lacks {', '.join(missing)}")
         for key in ("host", "label"):
             require_string(entry[key], BuildsError, f"{path}: entry {i}: {key}")
-        try:  # a mistyped address must not become a host of its own
-            entry["host"] = check_value(None, "host", entry["host"], f"{path}: entry {i}: host")
-        except UnheldValue as exc:
-            raise BuildsError(str(exc)) from None
+        entry["host"] = _host(entry["host"], f"{path}: entry {i}: host")  # a typo must not become a host of its own
     return doc
+
+
+def _host(text: str, where: str) -> str:
+    try:
+        return str(check_value(None, "host", text, where))
+    except UnheldValue as exc:
+        raise BuildsError(str(exc)) from None
 
 
 def read_builds(path: Path) -> pl.DataFrame:
