@@ -59,7 +59,7 @@ class EpochClosure:
         """``epoch 3 closed at …Z (all escrows settled; 3 of 3 escrows settled)`` or ``epoch 4 open (0 of 3
         escrows settled; closes when all escrows settle, or 6h after the last settlement)``."""
         settled = f"{self.escrows_settled:,} of {self.escrows:,} escrows settled"
-        if self.closed:
+        if self.closed_at is not None:
             return f"epoch {self.epoch} closed at {iso_utc(self.closed_at)} ({self.closed_by}; {settled})"
         return f"epoch {self.epoch} open ({settled}; closes {self.closes})"
 
