@@ -922,6 +922,7 @@ def user_errors() -> tuple[type[Exception], ...]:
     from pipeline.output.safety import OutputError
     from pipeline.sources.errors import SourceError
     from pipeline.warehouse.database import WarehouseError
+    from pipeline.warehouse.held import UnheldValue
 
     evidence = sys.modules.get("pipeline.evidence.window")
     lake, cluster = sys.modules.get("pipeline.network.lake"), sys.modules.get("pipeline.network.cluster")
@@ -933,6 +934,7 @@ def user_errors() -> tuple[type[Exception], ...]:
         EnvError,
         OutputError,
         PathError,
+        UnheldValue,
         *([evidence.EvidenceError] if evidence else []),
         *([lake.LakeError] if lake else []),
         *([cluster.ClusterError] if cluster else []),

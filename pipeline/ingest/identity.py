@@ -33,10 +33,13 @@ def refuse_unrelated_escrows(con: duckdb.DuckDBPyConnection, store: SessionStore
     for epoch_id in store.epochs():
         if store.columns("sessions", epoch_id) is None:
             continue  # the ingest names an epoch without its sessions table
-        batches = list(store.read("sessions", epoch_id))
-        rows = pa.Table.from_batches(batches, TABLES["sessions"].schema) if batches else None
-        if rows is None:
+        try:
+            batches = list(store.read("sessions", epoch_id))
+        except Exception:  # noqa: BLE001 - an unreadable table is the ingest's to report, in its run
             continue
+        if not batches:
+            continue
+        rows = pa.Table.from_batches(batches, TABLES["sessions"].schema)
         for row in pl.from_arrow(rows).select("escrow_id", *IDENTITY).iter_rows(named=True):  # type: ignore[union-attr]
             held = stored.get(row["escrow_id"])
             if held is not None and (differs := _differs(held, row)):

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import Literal
-
-import duckdb
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.core.address import malformed
 from pipeline.core.paths import sql_text
 from pipeline.core.times import iso_utc
-from pipeline.warehouse.database import WarehouseError, fetch_frame
+
+if TYPE_CHECKING:  # reading a config checks its host without loading DuckDB (tests/ingest/test_kinds.py)
+    import duckdb
 
 Kind = Literal["host", "slot_host", "epoch", "build", "escrow"]
 CLOSEST = 3  # held values named in a refusal, nearest first
 
 
-class UnheldValue(WarehouseError):
+class UnheldValue(Exception):
     """A value naming a host, epoch, build or escrow that is malformed or not in the warehouse; one line."""
 
 
@@ -143,3 +143,9 @@ def _ranges(numbers: list[int]) -> str:
 
 def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None) -> Any:
+    from pipeline.warehouse.database import fetch_frame as fetch
+
+    return fetch(con, sql, params)
