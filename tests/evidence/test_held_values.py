@@ -150,3 +150,17 @@ def test_network_evidence_checks_epoch_host_and_control_against_the_lake(lake):
         network_evidence("peer-invalidation", path, host=truth.focal_host, control=NO_SLOT, workers=0)
     result = network_evidence("peer-invalidation", path, host=truth.focal_host.upper(), workers=0)
     assert result.params.get("host", truth.focal_host) == truth.focal_host
+
+
+def test_a_report_for_a_host_with_no_slot_is_refused(warehouse, tmp_path):
+    """A host the warehouse knows only from its build timeline holds no slot: before, `report` wrote a report
+    of it ("executed by the host: 0 of 460"); now one line and no report."""
+    own = tmp_path / "w.duckdb"
+    own.write_bytes(warehouse.read_bytes())
+    builds = tmp_path / "builds.toml"
+    builds.write_text(f'[[builds]]\nhost = "{NO_SLOT}"\nlabel = "x"\nsince = 2026-10-01T00:00:00Z\n')
+    loaded = _cli("builds", "load", str(builds), "--warehouse", str(own), cwd=tmp_path)
+    assert loaded.returncode == 0, loaded.stderr
+    line = _one_error(_cli("report", "epoch", "3", "--host", NO_SLOT, "--warehouse", str(own), cwd=tmp_path))
+    assert line.startswith(f"error: host {NO_SLOT} holds no slot in the warehouse's escrows; it holds 10 slot holders")
+    assert not (tmp_path / "out").exists()

@@ -33,6 +33,7 @@ from pipeline.output.render.csv import render_csv
 from pipeline.output.render.text import format_percent, iso_utc, stat_lines
 from pipeline.output.report.findings import NO_DATA, Finding, epoch_findings
 from pipeline.warehouse.database import fetch_frame, out_of_memory
+from pipeline.warehouse.held import UnheldValue, check_value
 
 
 @dataclass
@@ -83,8 +84,11 @@ def build_epoch_report(
     out_arg: str | None = None,
 ) -> EpochReport:
     """Every section of the epoch report; ``warehouse_arg``/``out_arg`` go into the reproducing commands."""
-    try:  # a host or epoch the warehouse lacks: an error, not a report
+    try:  # a host or epoch the warehouse lacks, or a host with no slot in its escrows: an error, not a report
         check_request(con, host, Window(epoch=epoch))
+        host = str(check_value(con, "slot_host", host, "--host"))
+    except UnheldValue as exc:
+        raise EvidenceError(str(exc)) from None
     except duckdb.OutOfMemoryException:
         raise out_of_memory("the report") from None
     closure = epoch_closure(con, finality_lag).filter(pl.col("epoch_id") == epoch)
