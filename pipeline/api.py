@@ -419,9 +419,11 @@ class Context:
         scheduler: str | None = None,
         command: str = "",
         progress: Progress | None = None,
+        allow_open: bool = False,
     ) -> Evidence:
         """`gonka-evidence network evidence`: a network table from the lake (partials per partition on the
-        cluster, reduced here), with the lake's provenance footer; `Evidence.chart` holds its chart, if any."""
+        cluster, reduced here), with the lake's provenance footer; `Evidence.chart` holds its chart, if any.
+        A statistical test over an open epoch is refused unless `allow_open` (then marked provisional)."""
         from pipeline.network.jobs import network_table
 
         return network_table(
@@ -435,6 +437,7 @@ class Context:
             scheduler=scheduler,
             command=command,
             progress=progress,
+            allow_open=allow_open,
         )
 
     @staticmethod

@@ -73,9 +73,15 @@ def test_executors_as_json_with_a_funnel_chart(lake, tmp_path):
 def test_peer_invalidation_markdown_names_every_copy(lake):
     path, truth = lake
     args = ["network", "evidence", "peer-invalidation", "--lake", str(path), "--workers", "0"]
-    result = runner.invoke(app, [*args, "--host", truth.focal_host, "--epoch", "3"])
+    refused = runner.invoke(app, [*args, "--host", truth.focal_host, "--epoch", "3"])
+    assert refused.exit_code == 1  # epoch 3 of the network samples is open: its tests are not evidence yet
+    assert "error: epoch 3 open (0 of 2 escrows settled; closes when all escrows settle" in refused.output
+    assert "a statistical test over an open epoch is not evidence yet; give --allow-open" in refused.output
+    result = runner.invoke(app, [*args, "--host", truth.focal_host, "--epoch", "3", "--allow-open"])
     assert result.exit_code == 0, result.output
-    assert "| host |" in result.stdout
+    assert "| host |" in result.stdout and "Provisional: epoch 3 open (0 of 2 escrows settled" in result.stdout
+    closed = runner.invoke(app, [*args, "--host", truth.focal_host, "--epoch", "2"])
+    assert closed.exit_code == 0 and "Closed: epoch 2 closed at " in closed.stdout
     for label in truth.copies:
         assert f"source: {label} (sqlite)" in result.stdout
 
