@@ -42,7 +42,6 @@ def read_builds_document(path: Path) -> dict:
             raise BuildsError(f"{path}: entry {i} lacks {', '.join(missing)}")
         for key in ("host", "label"):
             require_string(entry[key], BuildsError, f"{path}: entry {i}: {key}")
-        entry["host"] = _host(entry["host"], f"{path}: entry {i}: host")  # a typo must not become a host of its own
     return doc
 
 
@@ -55,9 +54,11 @@ def _host(text: str, where: str) -> str:
 
 def read_builds(path: Path) -> pl.DataFrame:
     rows = [
-        {"host": e["host"], "build": e["label"], "valid_from": _utc(e["since"], path, i)}
+        {"valid_from": _utc(e["since"], path, i), "build": e["label"], "host": e["host"]}
         for i, e in enumerate(read_builds_document(path)["builds"], 1)
     ]
+    for i, row in enumerate(rows, 1):  # after the shape: a typo must not become a host of its own
+        row["host"] = _host(row["host"], f"{path}: entry {i}: host")
     frame = pl.DataFrame(rows, schema={"host": pl.String, "build": pl.String, "valid_from": pl.Datetime("us", "UTC")})
     dupes = frame.filter(pl.struct("host", "valid_from").is_duplicated())
     if dupes.height:
