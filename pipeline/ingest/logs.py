@@ -34,7 +34,6 @@ from typing import NamedTuple
 import duckdb
 import polars as pl
 
-from pipeline.core.address import malformed
 from pipeline.core.digest import files_digest, sample_digest
 from pipeline.core.events import say
 from pipeline.core.limits import PastLimit
@@ -104,13 +103,15 @@ def check_log_request(host: str, kind: str | None, year: int | None) -> str:
     case (an all-upper-case address is the same address)."""
     if not host or not host.strip():
         raise SourceError("ingest-logs needs --host ADDR (the host the logs belong to)")
-    if refusal := malformed("--host", host.strip()):  # a typo would file the logs under a host that does not exist
-        raise SourceError(refusal)
+    try:  # a typo would file the logs under a host that does not exist
+        host = str(check_value(None, "host", host, "--host"))
+    except UnheldValue as exc:
+        raise SourceError(str(exc)) from None
     if kind is not None and kind not in LOG_KINDS:
         raise SourceError(f"unknown --kind {kind!r}; choose one of {', '.join(LOG_KINDS)}")
     if year is not None and not 1970 <= year <= 9999:
         raise SourceError(f"--year {year} is not a plausible year")
-    return host.strip().lower()
+    return host
 
 
 def check_log_host(con: duckdb.DuckDBPyConnection, host: str) -> str:

@@ -26,7 +26,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.address import malformed
 from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest import kinds
@@ -131,9 +130,7 @@ def load_config(path: Path | None) -> RunConfig:
         if key in doc:
             setattr(cfg, key, base / require_string(doc[key], SourceError, f"{path}: {key}"))
     if "host" in doc:
-        cfg.host = require_string(doc["host"], SourceError, f"{path}: host")
-        if refusal := malformed(f"{path}: host", cfg.host):
-            raise SourceError(refusal)
+        cfg.host = require_string(doc["host"], SourceError, f"{path}: host")  # its form: `_checked`
     lag = doc.get("finality_lag", cfg.finality_lag)
     if isinstance(lag, bool) or not isinstance(lag, (str, int, float)):
         raise SourceError(
