@@ -89,6 +89,23 @@ def network_ingest(
         f"({summary.total('bytes_before'):,} -> {summary.total('bytes_after'):,} bytes); forks: "
         f"{summary.total('forks'):,}; quarantined rows: {summary.total('quarantined'):,}; {summary.elapsed_s:.1f} s"
     )
+    for line in fork_lines(summary.fork_keys()):
+        warning(line)
+
+
+FORKS_NAMED = 50  # forks named one per line; the rest are counted (the view forked_diffs lists every one)
+
+
+def fork_lines(keys: list[dict]) -> list[str]:
+    """One line per forked diff: the escrow, the nonce and the copies whose bytes differ there."""
+    lines = [
+        f"fork: epoch {k['epoch']} escrow {k['escrow_id']} nonce {k['nonce']}: "
+        + " vs ".join(f"{', '.join(v['copies'])} ({(v['digest'] or 'no digest')[:19]}…)" for v in k["versions"])
+        for k in keys[:FORKS_NAMED]
+    ]
+    if len(keys) > FORKS_NAMED:
+        lines.append(f"fork: {len(keys) - FORKS_NAMED:,} more (view forked_diffs of each partition warehouse)")
+    return lines
 
 
 @user_errors
@@ -103,6 +120,12 @@ def network_evidence(
         str | None, typer.Option(metavar="ADDR", help="peer-invalidation: compare with this one executor.")
     ] = None,
     by_escrow: Annotated[bool, typer.Option("--by-escrow", help="peer-invalidation: per-escrow rows.")] = False,
+    allow_open: Annotated[
+        bool,
+        typer.Option(
+            "--allow-open", help="Compute a statistical test over an epoch that is not closed yet, marked provisional."
+        ),
+    ] = False,
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
     chart: Annotated[
         Path | None,
@@ -133,6 +156,7 @@ def network_evidence(
             scheduler=scheduler,
             command=reproducing_command(ctx),
             progress=progress,
+            allow_open=allow_open,
         )
     if chart is not None:
         if result.chart is None:
