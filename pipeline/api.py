@@ -288,8 +288,7 @@ class Context:
         """`gonka-evidence ingest-logs`: see `Warehouse.ingest_logs`; `host` defaults to the resolved one."""
         from pipeline.ingest.logs import check_log_request
 
-        host = host or self.settings.host_for(None, "ingest-logs")
-        check_log_request(host, kind, year)  # before the warehouse is created
+        host = check_log_request(host or self.settings.host_for(None, "ingest-logs"), kind, year)  # before it is made
         with self.open(write=True) as wh:
             return wh.ingest_logs(files, host=host, kind=kind, year=year, timezone=timezone)
 
@@ -419,9 +418,11 @@ class Context:
         scheduler: str | None = None,
         command: str = "",
         progress: Progress | None = None,
+        allow_open: bool = False,
     ) -> Evidence:
         """`gonka-evidence network evidence`: a network table from the lake (partials per partition on the
-        cluster, reduced here), with the lake's provenance footer; `Evidence.chart` holds its chart, if any."""
+        cluster, reduced here), with the lake's provenance footer; `Evidence.chart` holds its chart, if any.
+        A statistical test over an open epoch is refused unless `allow_open` (then marked provisional)."""
         from pipeline.network.jobs import network_table
 
         return network_table(
@@ -435,6 +436,7 @@ class Context:
             scheduler=scheduler,
             command=command,
             progress=progress,
+            allow_open=allow_open,
         )
 
     @staticmethod
@@ -486,6 +488,7 @@ class Warehouse:
             command = reproducing_command(
                 name, host, epoch=epoch, since=since, until=until, warehouse=warehouse, **options
             )
+        options.setdefault("finality_lag", self.settings.run.finality_lag_delta)  # the closed-epoch rule of `run`
         return Evidence(
             compute(name, self._con, host=host, epoch=epoch, since=since, until=until, command=command, **options)
         )
@@ -583,7 +586,7 @@ class Warehouse:
         from pipeline.evidence.request import check_host
 
         if host is not None:  # a typo must not read as "no start cycles"
-            check_host(self._con, host)
+            host = check_host(self._con, host)
         return infer(self._con, host)
 
     def check_builds(self, file: str | Path | None = None, host: str | None = None) -> BuildCheck:
@@ -593,8 +596,10 @@ class Warehouse:
         from pipeline.ingest.builds import read_builds
 
         if host is not None:  # a typo must not read as "not checked" or "consistent"
-            check_host(self._con, host)
+            host = check_host(self._con, host)
         timeline = read_builds(Path(file)) if file is not None else loaded_timeline(self._con)
+        for entry_host in timeline["host"].unique(maintain_order=True).to_list():  # each entry's host too
+            check_host(self._con, entry_host, f"{file or 'the loaded timeline'}: host")
         return check(self._con, timeline, host)
 
     def report(self, epoch: int, host: str | None = None, *, out: str | Path = "out") -> ReportWritten:

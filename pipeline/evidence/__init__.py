@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from pipeline.evidence.closure import ALLOW_OPEN, DEFAULT_FINALITY_LAG, check_open, closure, mark
 from pipeline.evidence.provenance import provenance
 from pipeline.evidence.registry import load_specs
 from pipeline.evidence.request import check_request
@@ -36,6 +37,8 @@ def compute(
     since: dt.datetime | str | None = None,
     until: dt.datetime | str | None = None,
     command: str | None = None,
+    allow_open: bool = False,
+    finality_lag: dt.timedelta = DEFAULT_FINALITY_LAG,
     **options: Any,
 ) -> EvidenceResult:
     """The evidence table `name` for `host` over all data, one epoch, or ``[since, until)``.
@@ -46,6 +49,10 @@ def compute(
     Other keyword options are the table's own (its spec's ``options``, e.g. ``by_escrow``,
     ``all_participants``, ``compare``, ``detail``, ``by``); unset ones (None or False) are ignored,
     a set one the table does not declare is a user error.
+
+    The result says whether its epochs are closed (``closure.py``, by ``finality_lag``); a comparison
+    with an open epoch or a statistical test over one is refused unless ``allow_open``, and is then
+    marked provisional.
     """
     try:
         spec = EVIDENCE[name]
@@ -59,10 +66,15 @@ def compute(
     for key in chosen:
         if spec.option(key) is None:
             raise EvidenceError(f"--{key.replace('_', '-')} is not available for {name}")
-    check_request(con, host, window)
-    result = spec.compute(con, host, window, **chosen)
+    host = check_request(con, host, window)
+    compared = (int(chosen["compare"]),) if "compare" in chosen else ()
+    state = closure(con, window, finality_lag, also=compared)
+    check_open(state, comparing=bool(compared), allow_open=allow_open)
+    result = mark(spec.compute(con, host, window, **chosen), state, window, allow_open=allow_open)
     if command is None:
-        command = reproducing_command(name, host, epoch=epoch, since=since, until=until, **chosen)
+        command = reproducing_command(
+            name, host, epoch=epoch, since=since, until=until, allow_open=allow_open and not state.closed, **chosen
+        )
     result.provenance = provenance(con, window, command)
     return result
 
@@ -75,6 +87,7 @@ def reproducing_command(
     since: Any = None,
     until: Any = None,
     warehouse: str | None = None,
+    allow_open: bool = False,
     **options: Any,
 ) -> str:
     """The `gonka-evidence evidence` command line that computes table `name` with these arguments:
@@ -96,6 +109,8 @@ def reproducing_command(
         if option is None or value is None or value is False:
             continue  # compute() rejects an unknown option; an unset one is not on the command line
         args += [option.flag] if option.type is bool else [option.flag, str(value)]
+    if allow_open:
+        args.append(ALLOW_OPEN)
     if warehouse is not None:
         args += ["--warehouse", str(warehouse)]
     return command_line(*args)

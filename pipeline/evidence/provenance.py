@@ -90,14 +90,23 @@ def window_args(window: Window) -> list[str]:
 
 
 def evidence_command(
-    spec: EvidenceSpec, host: str, window: Window, options: dict[str, Any], warehouse_arg: str | None = None
+    spec: EvidenceSpec,
+    host: str,
+    window: Window,
+    options: dict[str, Any],
+    warehouse_arg: str | None = None,
+    *,
+    allow_open: bool = False,
 ) -> str:
-    """The ``gonka-evidence evidence`` command that prints `spec`'s table with these options."""
+    """The ``gonka-evidence evidence`` command that prints `spec`'s table with these options (and
+    ``--allow-open`` when it covers an open epoch)."""
     args = ["evidence", spec.name, "--host", host, *window_args(window)]
     for name, value in options.items():
         option = spec.option(name)
         assert option is not None, name  # the report's options are the spec's own
         args += [option.flag] + ([] if value is True else [str(value)])
+    if allow_open:
+        args.append("--allow-open")
     if warehouse_arg:
         args += ["--warehouse", warehouse_arg]
     return command_line(*args)

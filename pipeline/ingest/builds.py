@@ -21,6 +21,7 @@ from pipeline.core.text import label_refusal
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest.derive import attribute_builds
 from pipeline.warehouse.database import fetch_frame, transaction
+from pipeline.warehouse.held import UnheldValue, check_value
 
 
 class BuildsError(UserError):
@@ -44,6 +45,7 @@ def read_builds_document(path: Path) -> dict:
         raise BuildsError(f"{path}: no [[builds]] entries")
     if "focal_host" in doc:
         require_string(doc["focal_host"], BuildsError, f"{path}: focal_host")
+        doc["focal_host"] = _host(doc["focal_host"], f"{path}: focal_host")
     if len(entries) > MAX_ENTRIES:
         raise BuildsError(f"{path}: {len(entries):,} [[builds]] entries; at most {MAX_ENTRIES:,} are taken")
     if unknown := sorted(set(doc) - set(DOCUMENT_KEYS)):
@@ -87,11 +89,20 @@ def read_version_rules(path: Path) -> pl.DataFrame:
     return frame
 
 
+def _host(text: str, where: str) -> str:
+    try:
+        return str(check_value(None, "host", text, where))
+    except UnheldValue as exc:
+        raise BuildsError(str(exc)) from None
+
+
 def read_builds(path: Path) -> pl.DataFrame:
     rows = [
-        {"host": e["host"], "build": e["label"], "valid_from": _utc(e["since"], path, i)}
+        {"valid_from": _utc(e["since"], path, i), "build": e["label"], "host": e["host"]}
         for i, e in enumerate(read_builds_document(path)["builds"], 1)
     ]
+    for i, row in enumerate(rows, 1):  # after the shape: a typo must not become a host of its own
+        row["host"] = _host(row["host"], f"{path}: entry {i}: host")
     frame = pl.DataFrame(rows, schema={"host": pl.String, "build": pl.String, "valid_from": pl.Datetime("us", "UTC")})
     dupes = frame.filter(pl.struct("host", "valid_from").is_duplicated())
     if dupes.height:

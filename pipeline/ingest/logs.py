@@ -34,8 +34,8 @@ from typing import NamedTuple
 import duckdb
 import polars as pl
 
-from pipeline.core.address import malformed
 from pipeline.core.digest import files_digest, sample_digest
+from pipeline.core.events import say
 from pipeline.core.limits import PastLimit
 from pipeline.core.paths import sql_text
 from pipeline.ingest.kinds import LOG_KINDS, SourceKind, detect_kind, resolve
@@ -43,7 +43,8 @@ from pipeline.ingest.runs import IngestRun, ingest_run, scalar
 from pipeline.sources.errors import SourceError, one_line
 from pipeline.sources.logs.files import LogFile, LogRecords, LogTimezone, expand, not_regular
 from pipeline.sources.logs.vllm import VllmBatch, VllmStream, iter_vllm_batches
-from pipeline.warehouse.database import duckdb_setting, transaction
+from pipeline.warehouse.database import duckdb_setting, fetch_frame, transaction
+from pipeline.warehouse.held import UnheldValue, check_value
 
 VLLM_TABLES = {
     "spec": "log_spec_decode",
@@ -97,16 +98,32 @@ class LogJob:
     summary: LogIngestSummary
 
 
-def check_log_request(host: str, kind: str | None, year: int | None) -> None:
-    """Refuse an ingest-logs request that cannot be right, before its warehouse is opened."""
+def check_log_request(host: str, kind: str | None, year: int | None) -> str:
+    """Refuse an ingest-logs request that cannot be right, before its warehouse is opened; the host in lower
+    case (an all-upper-case address is the same address)."""
     if not host or not host.strip():
         raise SourceError("ingest-logs needs --host ADDR (the host the logs belong to)")
-    if refusal := malformed("--host", host):  # a typo would file the logs under a host that does not exist
-        raise SourceError(refusal)
+    try:  # a typo would file the logs under a host that does not exist
+        host = str(check_value(None, "host", host, "--host"))
+    except UnheldValue as exc:
+        raise SourceError(str(exc)) from None
     if kind is not None and kind not in LOG_KINDS:
         raise SourceError(f"unknown --kind {kind!r}; choose one of {', '.join(LOG_KINDS)}")
     if year is not None and not 1970 <= year <= 9999:
         raise SourceError(f"--year {year} is not a plausible year")
+    return host
+
+
+def check_log_host(con: duckdb.DuckDBPyConnection, host: str) -> str:
+    """`host` checked against the escrows: logs of a host that holds no slot in them would be evidence of
+    nobody. A warehouse with no escrow yet (logs ingested first) cannot tell: said in one line."""
+    if fetch_frame(con, "SELECT count(*) AS n FROM escrow_slots")["n"][0] == 0:
+        say(f"warning: the warehouse holds no escrow yet; the logs are filed under {host} unchecked")
+        return host
+    try:
+        return str(check_value(con, "slot_host", host, "--host"))
+    except UnheldValue as exc:
+        raise SourceError(str(exc)) from None
 
 
 def ingest_logs(
@@ -121,7 +138,7 @@ def ingest_logs(
     """Ingest files and directories of one host; ``kind`` None = detected per file; ``timezone`` = the
     zone of the vLLM logs' local times (IANA name or UTC offset, default UTC); ``label`` = the name of the
     source in provenance footers (a config entry's `label`), shown with the time zone."""
-    check_log_request(host, kind, year)
+    host = check_log_host(con, check_log_request(host, kind, year))
     tz = LogTimezone.parse(timezone)
     files = expand(paths)
     started = time.monotonic()

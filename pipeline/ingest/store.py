@@ -40,6 +40,7 @@ from pipeline.ingest.coverage import (
     refresh_escrow_coverage,
     signature_digests,
 )
+from pipeline.ingest.identity import refuse_unrelated_escrows
 from pipeline.ingest.planes import PLANE_INGESTERS
 from pipeline.ingest.runs import IngestRun, IngestSummary, Problem, ingest_run, scalar
 from pipeline.ingest.unchanged import stamp_ingest
@@ -102,6 +103,7 @@ def ingest_store(
     started = time.monotonic()
     progress = progress or (lambda *_: None)
     refuse_absent_columns(store, TABLES)  # a column no row can be read without: refused before anything is written
+    refuse_unrelated_escrows(con, store)  # settled escrow ids reused by other escrows: likewise
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
     # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
     # otherwise the rows as they are read.

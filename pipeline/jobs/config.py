@@ -32,7 +32,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.address import malformed
 from pipeline.core.chain import PARAMS as CHAIN_PARAMS
 from pipeline.core.chain import ChainParam
 from pipeline.core.errors import UserError
@@ -41,6 +40,7 @@ from pipeline.core.text import label_refusal
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest import kinds
 from pipeline.sources.errors import SourceError
+from pipeline.warehouse.held import UnheldValue, check_value
 
 
 class ConfigError(UserError):
@@ -149,9 +149,7 @@ def load_config(path: Path | None) -> RunConfig:
         if key in doc:
             setattr(cfg, key, config_path(base, require_string(doc[key], ConfigError, f"{path}: {key}")))
     if "host" in doc:
-        cfg.host = require_string(doc["host"], ConfigError, f"{path}: host")
-        if refusal := malformed(f"{path}: host", cfg.host):
-            raise ConfigError(refusal)
+        cfg.host = require_string(doc["host"], ConfigError, f"{path}: host")  # its form: `_checked`
     lag = doc.get("finality_lag", cfg.finality_lag)
     if isinstance(lag, bool) or not isinstance(lag, (str, int, float)):
         raise ConfigError(
@@ -259,6 +257,11 @@ def _checked(cfg: RunConfig) -> RunConfig:
         parse_duration(cfg.finality_lag)
     except ConfigError as exc:
         raise ConfigError(f"{cfg.origin}: {exc}") from None
+    if cfg.host:  # the file's or GONKA_EVIDENCE_HOST's: well-formed, in lower case (the warehouse's spelling)
+        try:
+            cfg.host = str(check_value(None, "host", cfg.host, f"{cfg.origin}: host"))
+        except UnheldValue as exc:
+            raise ConfigError(str(exc)) from None
     for i, s in enumerate(cfg.sources, 1):
         if refusal := label_refusal(s.get("label") or "", f"{cfg.origin}: [[sources]] entry {i}"):
             raise ConfigError(refusal)

@@ -61,6 +61,7 @@ from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used t
 from pipeline.jobs.settings import Settings
 from pipeline.output import summaries
 from pipeline.warehouse.database import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
+from pipeline.warehouse.held import check_value
 
 # Tables whose rows record that a run happened rather than what the data is: they do not make a run "changed".
 BOOKKEEPING_TABLES = ("ingest_runs", "ingest_accounting", "warehouse_meta")  # per-run records
@@ -374,9 +375,9 @@ def print_host_evidence(con: duckdb.DuckDBPyConnection, host: str) -> None:
     from pipeline.evidence.provenance import command_line
     from pipeline.output.render import render
 
-    for name in ("epoch-summary", "votes-by-build", "peer-invalidation"):
-        command = command_line("evidence", name, "--host", host)
-        events.listener().text(render(compute(name, con, host=host, command=command), "markdown"))
+    for name in ("epoch-summary", "votes-by-build", "peer-invalidation"):  # over all data: marked when some is open
+        command = command_line("evidence", name, "--host", host, "--allow-open")
+        events.listener().text(render(compute(name, con, host=host, command=command, allow_open=True), "markdown"))
 
 
 def print_preflight(con: duckdb.DuckDBPyConnection, host: str) -> None:
@@ -448,6 +449,8 @@ def write_due_reports(
     closed = outcome.closure.filter(pl.col("closed_at").is_not_null())
     if closed.height == 0:
         return
+    # A host with no slot in the escrows would get empty reports every epoch: refused (no report is written).
+    cfg.host = str(check_value(con, "slot_host", cfg.host, f"{cfg.origin}: host"))
     done = {
         r["epoch_id"]: r
         for r in fetch_frame(con, f"SELECT * FROM {REPORTS_TABLE} WHERE host = $host", {"host": cfg.host}).iter_rows(

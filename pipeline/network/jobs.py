@@ -6,6 +6,8 @@ import math
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -13,11 +15,11 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.core.address import malformed
 from pipeline.core.env import env_int
 from pipeline.core.events import Progress
 from pipeline.core.roles import Role, is_url
 from pipeline.core.version import pipeline_version
+from pipeline.evidence.closure import DEFAULT_FINALITY_LAG, Closure, closure, mark
 from pipeline.evidence.result import EvidenceResult, Provenance
 from pipeline.evidence.window import EvidenceError, Window
 from pipeline.network.cluster import dask_client, run_tasks, worker_memory
@@ -27,6 +29,7 @@ from pipeline.network.partition import PartitionBuilt, build_partition
 from pipeline.network.tables import NETWORK_TABLES, NetworkParams
 from pipeline.output.evidence import Evidence
 from pipeline.output.roles import check_outputs, check_path
+from pipeline.warehouse.held import held_description
 
 # Stage 1 cuts a copy into pieces of about the network's diffs / (workers x PIECES_PER_WORKER), so that
 # largest-first submission balances the workers; never below MIN_PIECE_ROWS, where a piece's own cost
@@ -53,6 +56,13 @@ class NetworkIngestSummary:
 
     def total(self, name: str) -> int:
         return sum(getattr(p, name) for p in self.partitions)
+
+    def fork_keys(self) -> list[dict]:
+        """Every forked (escrow, nonce) of the lake's partitions, with the copies holding it."""
+        return sorted(
+            (key | {"epoch": p.epoch} for p in self.partitions for key in p.fork_keys),
+            key=lambda k: (k["epoch"], k["escrow_id"], k["nonce"]),
+        )
 
 
 def _quiet(*_: object) -> None:
@@ -165,18 +175,21 @@ def network_evidence(
     scheduler: str | None = None,
     command: str = "",
     progress: Progress | None = None,
+    allow_open: bool = False,
 ) -> EvidenceResult:
-    """A network evidence table from the lake: partials on the cluster, the reduce here."""
+    """A network evidence table from the lake: partials on the cluster, the reduce here; marked closed or
+    open like a warehouse's tables, a statistical test over an open epoch refused unless `allow_open`."""
     table = NETWORK_TABLES.get(name)
     if table is None:
         raise EvidenceError(f"unknown network evidence table {name!r}; choose one of {', '.join(NETWORK_TABLES)}")
     if table.needs_host and not host:
         raise EvidenceError(f"{name} needs --host ADDR (the host whose answers are compared)")
-    for option, value in (("--host", host), ("--control", control)):
-        if value and (refusal := malformed(option, value.strip())):
-            raise EvidenceError(refusal)
     lake = Lake(lake_dir)
     window = Window.parse(epoch)
+    host, control = (_held_address(lake, option, value) for option, value in (("--host", host), ("--control", control)))
+    held = sorted({e for e, _ in lake.partitions()})
+    if epoch is not None and epoch not in held:
+        raise EvidenceError(f"epoch {epoch} is not in the lake: it holds {held_description(held, None, None)}")
     partitions = [(e, b) for e, b in lake.partitions() if epoch is None or e == epoch]
     stale = [
         (e, b) for e, b in partitions if (lake.partition_info(e, b) or {}).get("fingerprint") != lake.fingerprint(e, b)
@@ -186,6 +199,7 @@ def network_evidence(
             f"{lake.root}: {len(stale)} partition(s) not built from the copies now in the lake "
             "(run `gonka-evidence network ingest` again)"
         )
+    state = _lake_closure(lake, window)
     params = NetworkParams(window, host.strip() if host else None, control.strip() if control else None, by_escrow)
     root = str(lake.root.resolve())
     frames: list[pl.DataFrame] = []
@@ -198,9 +212,50 @@ def network_evidence(
                 "partitions",
                 progress or _quiet,
             )
-    result = table.reduce([f for f in frames if f.height], params)
+    result = mark(table.reduce([f for f in frames if f.height], params), state, window, allow_open=allow_open)
     result.provenance = lake_provenance(lake, window, command)
     return result
+
+
+@contextmanager
+def _lake_views(lake: Lake, views: tuple[str, ...]) -> Iterator[Any]:
+    """A scratch DuckDB connection where each of `views` is the union of that view over every partition
+    warehouse of the lake (attached read-only): the single-warehouse checks and rules run on it as is."""
+    import duckdb
+
+    paths = [p for e, b in lake.partitions() if (p := lake.warehouse_path(e, b)).exists()]
+    con = duckdb.connect()
+    try:
+        for i, path in enumerate(paths):
+            con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS p{i} (READ_ONLY)")
+        for view in views:
+            union = " UNION ALL ".join(f"SELECT * FROM p{i}.{view}" for i in range(len(paths)))
+            con.execute(f"CREATE TEMP VIEW {view} AS {union or 'SELECT * FROM (SELECT 1) WHERE false'}")
+        yield con
+    finally:
+        con.close()
+
+
+def _held_address(lake: Lake, option: str, value: str | None) -> str | None:
+    """`value` of `option` checked by `pipeline.warehouse.held.check_value` against the slot holders of every
+    partition warehouse of the lake (a typo must not print an empty table with statistics)."""
+    from pipeline.warehouse.held import UnheldValue, check_value
+
+    if value is None:
+        return None
+    try:
+        with _lake_views(lake, ("escrow_slots",)) as con:
+            return str(check_value(con, "slot_host", value, option))
+    except UnheldValue as exc:
+        raise EvidenceError(str(exc).replace("the warehouse", "the lake")) from None
+
+
+def _lake_closure(lake: Lake, window: Window) -> Closure:
+    """The closed-epoch rule of a warehouse (pipeline/evidence/closure.py) over the lake's partitions."""
+    if not lake.partitions():
+        return Closure((), DEFAULT_FINALITY_LAG)
+    with _lake_views(lake, ("escrows", "ingest_runs")) as con:
+        return closure(con, window)
 
 
 def network_table(name: str, lake_dir: str | Path, **options: Any) -> Evidence:

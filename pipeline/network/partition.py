@@ -64,6 +64,9 @@ class PartitionBuilt:
     bytes_after: int = 0
     bytes_read: int = 0  # Parquet bytes of the partition's files
     forks: int = 0
+    # One per forked (escrow, nonce): escrow_id, nonce and its versions, each a digest (sha256 of the diff's
+    # bytes) with the copies (labels) holding it; the partition warehouse's view forked_diffs lists them too.
+    fork_keys: list[dict] = field(default_factory=list)
     quarantined: int = 0
     derived_escrows: int = 0  # escrows derived, each once after the last copy
     copy_at: dict[str, str | None] = field(default_factory=dict)  # copy id -> its newest event in the partition
@@ -293,6 +296,21 @@ def _dedupe(scratch, lake: Lake, manifests: list[CopyManifest], epoch: int, buck
     built.diffs_after, built.bytes_after = int(after[0]), int(after[1])
     # the copies' diffs whose bytes differ from the first copy's at their key (counted as before; each is
     # recorded and quarantined by the ingest, pipeline/ingest/coverage.py)
+    versions = scratch.execute(
+        "SELECT a.escrow_id, a.nonce, a.digest, list(DISTINCT a.rank ORDER BY a.rank) AS ranks FROM all_diffs a "
+        "SEMI JOIN (SELECT escrow_id, nonce FROM all_diffs GROUP BY ALL "
+        "HAVING count(DISTINCT digest) > 1 OR count(digest) < count(*)) f USING (escrow_id, nonce) "
+        "GROUP BY ALL ORDER BY a.escrow_id, a.nonce, a.digest NULLS LAST"
+    ).fetchall()
+    forked: dict[tuple[str, int], list[dict]] = {}
+    for escrow, nonce, digest, ranks in versions:
+        forked.setdefault((escrow, int(nonce)), []).append(
+            {
+                "digest": f"sha256:{bytes(digest).hex()}" if digest is not None else None,
+                "copies": [manifests[r].label for r in ranks],
+            }
+        )
+    built.fork_keys = [{"escrow_id": e, "nonce": n, "versions": v} for (e, n), v in forked.items()]
     built.forks = int(
         scratch.execute(
             "SELECT count(*) FROM all_diffs a JOIN (SELECT escrow_id, nonce, arg_min(digest, rank) AS first "

@@ -42,6 +42,7 @@ import orjson
 
 from pipeline.core.version import pipeline_version
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute
+from pipeline.evidence.closure import closure
 from pipeline.evidence.provenance import (
     command_line,
     evidence_command,
@@ -100,7 +101,10 @@ def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict
     skipped: list[dict[str, str]] = []
     for spec in EVIDENCE.values():
         options = spec.report.options(window.epoch) if spec.report is not None and window.epoch is not None else {}
-        command = evidence_command(spec, request.host, window, options, request.warehouse_arg)
+        # Over an open epoch, as in the report: computed marked provisional, its command with --allow-open.
+        compared = (int(options["compare"]),) if options.get("compare") is not None else ()
+        allow_open = not closure(con, window, request.finality_lag, also=compared).closed
+        command = evidence_command(spec, request.host, window, options, request.warehouse_arg, allow_open=allow_open)
         try:
             result = compute(
                 spec.name,
@@ -110,6 +114,8 @@ def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict
                 since=window.since,
                 until=window.until,
                 command=command,
+                allow_open=allow_open,
+                finality_lag=request.finality_lag,
                 **options,
             )
         except duckdb.OutOfMemoryException:  # not a table without data: the bundle needs more memory

@@ -152,7 +152,37 @@ def _bound(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> 
     missing = used - set(params)
     if missing:
         raise QueryError(f"missing --param for: {', '.join(sorted(missing))}")
-    return {k: v for k, v in params.items() if k in used} or None
+    return {k: _held(con, k, v) for k, v in params.items() if k in used} or None
+
+
+# Parameters that name a host, epoch, build or escrow: checked against the warehouse like the options are.
+VALUE_PARAMS = {
+    "host": "host",
+    "executor": "host",
+    "validator": "host",
+    "address": "host",
+    "epoch": "epoch",
+    "epoch_id": "epoch",
+    "compare": "epoch",
+    "build": "build",
+    "escrow": "escrow",
+    "escrow_id": "escrow",
+}
+
+
+def _held(con: duckdb.DuckDBPyConnection, name: str, value):
+    """`value` of parameter `name`, checked when it names a host, epoch, build or escrow (a typo must not
+    print an empty table as if the warehouse held nothing for it); others as given."""
+    from pipeline.warehouse.held import UnheldValue, check_value
+
+    kind = VALUE_PARAMS.get(name)
+    if kind is None or value is None:
+        return value
+    try:
+        checked = check_value(con, kind, value, f"--param {name}=")  # type: ignore[arg-type]
+    except UnheldValue as exc:
+        raise QueryError(str(exc).replace(f"--param {name}= ", f"--param {name}=")) from None
+    return checked if isinstance(value, str) else value
 
 
 def _error(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> QueryError:

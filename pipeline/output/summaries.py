@@ -162,7 +162,22 @@ def network_ingest(summary: Any) -> Said:
             f"{summary.elapsed_s:.1f} s",
         )
     )
-    return said
+    return said + [("warning", line) for line in fork_lines(summary.fork_keys())]
+
+
+FORKS_NAMED = 50  # forks named one per line; the rest are counted (the view forked_diffs lists every one)
+
+
+def fork_lines(keys: list[dict]) -> list[str]:
+    """One line per forked diff: the escrow, the nonce and the copies whose bytes differ there."""
+    lines = [
+        f"fork: epoch {k['epoch']} escrow {k['escrow_id']} nonce {k['nonce']}: "
+        + " vs ".join(f"{', '.join(v['copies'])} ({(v['digest'] or 'no digest')[:19]}…)" for v in k["versions"])
+        for k in keys[:FORKS_NAMED]
+    ]
+    if len(keys) > FORKS_NAMED:
+        lines.append(f"fork: {len(keys) - FORKS_NAMED:,} more (view forked_diffs of each partition warehouse)")
+    return lines
 
 
 def preflight(rows: pl.DataFrame) -> Said:

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 
 from pipeline import open_warehouse
+from pipeline.core.address import sample_address
 from pipeline.evidence import EvidenceError
 from pipeline.output.query import QueryError
 from pipeline.warehouse.database import WarehouseError
@@ -109,9 +110,10 @@ def test_the_default_warehouse_and_host_are_the_ones_the_cli_uses(tmp_path, ware
         cli("evidence", "votes-by-build", "--host", HOST, "--epoch", "3", cwd=tmp_path).stdout
         == ev.to_markdown() + "\n"
     )
-    monkeypatch.setenv("GONKA_EVIDENCE_HOST", "gonka1other")
+    other = sample_address("0ther")  # well-formed: the environment's host is checked like the file's
+    monkeypatch.setenv("GONKA_EVIDENCE_HOST", other)
     with open_warehouse() as wh:
-        assert wh.host == "gonka1other"
+        assert wh.host == other
         with pytest.raises(EvidenceError, match="--compare is not available for votes-by-build"):
             wh.evidence("votes-by-build", host=HOST, compare=2)
         with pytest.raises(EvidenceError, match="unknown evidence table 'nope'"):

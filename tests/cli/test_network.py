@@ -14,14 +14,45 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory):
+def ingested(tmp_path_factory):
     root = tmp_path_factory.mktemp("network")
     truth = write_network(root / "copies", hosts=3)
     copies = [str(root / "copies" / name) for name in truth.copies]
     result = runner.invoke(app, ["network", "ingest", *copies, "--lake", str(root / "lake"), "--workers", "0"])
     assert result.exit_code == 0, result.output
     assert "forks: 1" in result.output and "after dedupe" in result.output
-    return root / "lake", truth
+    return root / "lake", truth, result.output
+
+
+@pytest.fixture(scope="module")
+def lake(ingested):
+    return ingested[:2]
+
+
+def test_network_ingest_names_each_fork_and_the_copies_of_each_version(ingested):
+    """Before: "forks: 1" only; which escrow and nonce forked, and which copies disagree, was not said."""
+    from pipeline.network.lake import Lake
+    from pipeline.warehouse.database import open_read_only
+
+    path, truth, output = ingested
+    fork = truth.fork
+    lines = [line for line in output.splitlines() if "fork: " in line]
+    assert len(lines) == 1, output
+    head, versions = lines[0].split("fork: ", 1)[1].split(": ", 1)
+    assert head.endswith(f"escrow {fork['escrow_id']} nonce {fork['nonce']}")
+    holders = [part.split(" (sha256:")[0].split(", ") for part in versions.split(" vs ")]
+    assert len(holders) == 2 and [fork["copy"]] in holders  # the forked copy alone against the others
+    assert sorted(c for copies in holders for c in copies) == sorted(truth.copies)
+    # and in a view of the partition warehouse
+    lake = Lake(path)
+    rows = []
+    for e, b in lake.partitions():
+        con = open_read_only(lake.warehouse_path(e, b))
+        try:
+            rows += con.execute("SELECT escrow_id, nonce, versions, len(copies) FROM forked_diffs").fetchall()
+        finally:
+            con.close()
+    assert rows == [(fork["escrow_id"], fork["nonce"], 2, len(truth.copies))]
 
 
 def test_executors_as_json_with_a_funnel_chart(lake, tmp_path):
@@ -42,9 +73,15 @@ def test_executors_as_json_with_a_funnel_chart(lake, tmp_path):
 def test_peer_invalidation_markdown_names_every_copy(lake):
     path, truth = lake
     args = ["network", "evidence", "peer-invalidation", "--lake", str(path), "--workers", "0"]
-    result = runner.invoke(app, [*args, "--host", truth.focal_host, "--epoch", "3"])
+    refused = runner.invoke(app, [*args, "--host", truth.focal_host, "--epoch", "3"])
+    assert refused.exit_code == 1  # epoch 3 of the network samples is open: its tests are not evidence yet
+    assert "error: epoch 3 open (0 of 2 escrows settled; closes when all escrows settle" in refused.output
+    assert "a statistical test over an open epoch is not evidence yet; give --allow-open" in refused.output
+    result = runner.invoke(app, [*args, "--host", truth.focal_host, "--epoch", "3", "--allow-open"])
     assert result.exit_code == 0, result.output
-    assert "| host |" in result.stdout
+    assert "| host |" in result.stdout and "Provisional: epoch 3 open (0 of 2 escrows settled" in result.stdout
+    closed = runner.invoke(app, [*args, "--host", truth.focal_host, "--epoch", "2"])
+    assert closed.exit_code == 0 and "Closed: epoch 2 closed at " in closed.stdout
     for label in truth.copies:
         assert f"source: {label} (sqlite)" in result.stdout
 

@@ -47,6 +47,7 @@ def warehouse(request, timeline):
 
 def run(warehouse, name, **options):
     con, host = warehouse
+    options.setdefault("allow_open", True)  # epoch 4 of the samples is open: its tests are computed, marked
     return compute(name, con, host=host, command=f"gonka-evidence evidence {name}", **options)
 
 

@@ -9,11 +9,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from pipeline.core.address import sample_address
 from pipeline.ingest.builds import BuildsError, load_builds, read_builds
 from pipeline.jobs.config import load_config
 from pipeline.sources.store.base import SourceError
 from pipeline.warehouse.database import open_for_write
 from tests.helpers import frame, ingest
+
+H1 = sample_address("h7")  # a well-formed address: a builds.toml host must be one
+UNHELD = sample_address("7yp0")  # well-formed, in no escrow
 
 
 @pytest.fixture
@@ -75,26 +79,33 @@ def test_builds_come_from_an_as_of_join_on_event_time(tmp_path, sqlite_copy, tim
 def test_builds_file_replaces_the_timeline_and_rejects_bad_files(tmp_path):
     good = tmp_path / "b.toml"
     good.write_text(
-        '[[builds]]\nhost = "h1"\nlabel = "a"\nsince = "2026-10-01T00:00:00Z"\n'
-        '[[builds]]\nhost = "h1"\nlabel = "b"\nsince = 2026-10-05T12:00:00Z\n'
+        f'[[builds]]\nhost = "{H1}"\nlabel = "a"\nsince = "2026-10-01T00:00:00Z"\n'
+        f'[[builds]]\nhost = "{H1}"\nlabel = "b"\nsince = 2026-10-05T12:00:00Z\n'
     )
     frame_ = read_builds(good)
     assert frame_.to_dicts() == [
         {
-            "host": "h1",
+            "host": H1,
             "build": "a",
             "valid_from": datetime(2026, 10, 1, tzinfo=UTC),
             "valid_to": datetime(2026, 10, 5, 12, tzinfo=UTC),
         },
-        {"host": "h1", "build": "b", "valid_from": datetime(2026, 10, 5, 12, tzinfo=UTC), "valid_to": None},
+        {"host": H1, "build": "b", "valid_from": datetime(2026, 10, 5, 12, tzinfo=UTC), "valid_to": None},
     ]
     bad = tmp_path / "bad.toml"
-    bad.write_text('[[builds]]\nhost = "h1"\nsince = "2026-10-01"\n')
+    bad.write_text(f'[[builds]]\nhost = "{H1}"\nsince = "2026-10-01"\n')
     with pytest.raises(BuildsError, match="lacks label"):
         read_builds(bad)
-    bad.write_text('[[builds]]\nhost = "h1"\nlabel = "x"\nsince = "yesterday"\n')
+    bad.write_text(f'[[builds]]\nhost = "{H1}"\nlabel = "x"\nsince = "yesterday"\n')
     with pytest.raises(BuildsError, match="not an ISO-8601 time"):
         read_builds(bad)
+    bad.write_text('[[builds]]\nhost = "h1"\nlabel = "x"\nsince = "2026-10-01"\n')  # a host that is no address
+    with pytest.raises(
+        BuildsError, match=r"entry 1: host 'h1' is not a gonka1… address: it does not start with gonka1"
+    ):
+        read_builds(bad)
+    bad.write_text(f'[[builds]]\nhost = "{H1.upper()}"\nlabel = "x"\nsince = "2026-10-01"\n')
+    assert read_builds(bad)["host"].to_list() == [H1]  # all upper case: the same address, in lower case
 
 
 @pytest.mark.parametrize(
@@ -142,14 +153,14 @@ def test_a_host_that_no_escrow_has_is_loaded_with_a_warning(warehouse_with_old_e
             load_builds(con, builds)
             assert capsys.readouterr().err == ""  # every host of the generated timeline takes part in its escrows
             builds.write_text(
-                builds.read_text() + '\n[[builds]]\nhost = "gonka1typo"\nlabel = "x"\nsince = "2026-10-01T00:00:00Z"\n'
+                builds.read_text() + f'\n[[builds]]\nhost = "{UNHELD}"\nlabel = "x"\nsince = "2026-10-01T00:00:00Z"\n'
             )
             assert load_builds(con, builds) == len(timeline.builds) + 1
     finally:
         con.close()
     warning = capsys.readouterr().err
     assert (
-        warning.startswith(f"warning: {builds}: host gonka1typo is not a participant of any escrow")
+        warning.startswith(f"warning: {builds}: host {UNHELD} is not a participant of any escrow")
         and warning.count("\n") == 1
     )
 

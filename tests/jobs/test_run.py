@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
+from pipeline.core.address import sample_address
 from pipeline.core.roles import OUTPUT_MARKER
 from pipeline.jobs.config import CONFIG_KEYS, ConfigError, load_config, parse_duration, sample_config
 from pipeline.jobs.run import publish_staged, run_job, run_lock, staged_warehouse
@@ -145,9 +146,10 @@ def test_config_keys_env_overrides_and_errors(tmp_path, monkeypatch):
     assert loaded.warehouse == tmp_path / "w.duckdb" and loaded.finality_lag_delta == timedelta(hours=36)
     assert loaded.sources == [{"path": str(tmp_path / "s")}]
     monkeypatch.setenv("GONKA_EVIDENCE_OUTPUT", "/srv/reports")
-    monkeypatch.setenv("GONKA_EVIDENCE_HOST", "gonka1override")
+    override = sample_address("0verr7de")  # the environment's host is checked (and folded) like the file's
+    monkeypatch.setenv("GONKA_EVIDENCE_HOST", override.upper())
     loaded = load_config(cfg)
-    assert loaded.output == Path("/srv/reports") and loaded.host == "gonka1override"
+    assert loaded.output == Path("/srv/reports") and loaded.host == override
     assert [parse_duration(x).total_seconds() for x in ("6h", "90m", "45s", "3600", "2d")] == [
         21600,
         5400,

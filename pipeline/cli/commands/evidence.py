@@ -34,6 +34,13 @@ def evidence(
     epoch: Annotated[int | None, typer.Option(help="The escrows of epoch N.", min=0, max=MAX_BIGINT)] = None,
     since: Annotated[str | None, typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
     until: Annotated[str | None, typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,
+    allow_open: Annotated[
+        bool,
+        typer.Option(
+            "--allow-open",
+            help="Compute a comparison or statistical test over an epoch that is not closed yet, marked provisional.",
+        ),
+    ] = False,
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
     warehouse: WarehouseOpt = None,
     config: ConfigOpt = None,
@@ -47,7 +54,13 @@ def evidence(
 
     with open_warehouse(warehouse, host=host, config=config) as wh:
         result = wh.evidence(
-            name, epoch=epoch, since=since, until=until, command=reproducing_command(ctx), **ctx.meta[OPTIONS_KEY]
+            name,
+            epoch=epoch,
+            since=since,
+            until=until,
+            command=reproducing_command(ctx),
+            allow_open=allow_open,
+            **ctx.meta[OPTIONS_KEY],
         )
     console_data(result.render(fmt.value))
 

@@ -94,6 +94,12 @@ def network_evidence(
         str | None, typer.Option(metavar="ADDR", help="peer-invalidation: compare with this one executor.")
     ] = None,
     by_escrow: Annotated[bool, typer.Option("--by-escrow", help="peer-invalidation: per-escrow rows.")] = False,
+    allow_open: Annotated[
+        bool,
+        typer.Option(
+            "--allow-open", help="Compute a statistical test over an epoch that is not closed yet, marked provisional."
+        ),
+    ] = False,
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
     chart: Annotated[
         Path | None,
@@ -124,6 +130,7 @@ def network_evidence(
             scheduler=scheduler,
             command=reproducing_command(ctx),
             progress=progress,
+            allow_open=allow_open,
         )
     if chart is not None:
         if result.chart is None:

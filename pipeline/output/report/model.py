@@ -23,6 +23,7 @@ import polars as pl
 
 from pipeline.core.paths import sql_text
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceResult, EvidenceSpec, Provenance, ReportContext, compute
+from pipeline.evidence.closure import is_closure_note
 from pipeline.evidence.provenance import command_line, command_path, evidence_command
 from pipeline.evidence.provenance import provenance as provenance_of
 from pipeline.evidence.request import check_request
@@ -32,6 +33,7 @@ from pipeline.output.render.csv import frame_csv, render_csv
 from pipeline.output.render.text import format_percent, iso_utc, stat_lines
 from pipeline.output.report.findings import NO_DATA, Finding, epoch_findings
 from pipeline.warehouse.database import fetch_frame, out_of_memory
+from pipeline.warehouse.held import UnheldValue, check_value
 
 
 @dataclass
@@ -85,8 +87,11 @@ def build_epoch_report(
     out_arg: str | None = None,
 ) -> EpochReport:
     """Every section of the epoch report; ``warehouse_arg``/``out_arg`` go into the reproducing commands."""
-    try:  # a host or epoch the warehouse lacks: an error, not a report
+    try:  # a host or epoch the warehouse lacks, or a host with no slot in its escrows: an error, not a report
         check_request(con, host, Window(epoch=epoch))
+        host = str(check_value(con, "slot_host", host, "--host"))
+    except UnheldValue as exc:
+        raise EvidenceError(str(exc)) from None
     except duckdb.OutOfMemoryException:
         raise out_of_memory("the report") from None
     closure = epoch_closure(con, finality_lag).filter(pl.col("epoch_id") == epoch)
@@ -106,8 +111,11 @@ def build_epoch_report(
     summary.append(builds_note(con, host))
     context = ReportContext(epoch=epoch, host=host, executed_by_epoch=_executed_by_epoch(con, host, epoch))
     sections = [overview]
+    open_epochs = set(epoch_closure(con, finality_lag).filter(pl.col("closed_at").is_null())["epoch_id"].to_list())
     sections += [
-        _evidence_section(con, spec, context, warehouse_arg) for spec in EVIDENCE.values() if spec.report is not None
+        _evidence_section(con, spec, context, warehouse_arg, finality_lag, open_epochs)
+        for spec in EVIDENCE.values()
+        if spec.report is not None
     ]
     sections.append(_quarantine(con))
     prov = provenance_of(con, Window(epoch=epoch), command)
@@ -193,14 +201,34 @@ def _overview(con, epoch: int, host: str, closure: Closure) -> tuple[Section, li
     return section, summary
 
 
-def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse_arg: str | None) -> Section:
+def _evidence_section(
+    con,
+    spec: EvidenceSpec,
+    context: ReportContext,
+    warehouse_arg: str | None,
+    finality_lag: timedelta,
+    open_epochs: set[int],
+) -> Section:
+    """One evidence section; over an open epoch (the report's, or the one it compares with) every section is
+    computed marked provisional, and its command says --allow-open."""
     report = spec.report
     assert report is not None  # only the tables with a report section are in the report
     options = report.options(context.epoch)
-    command = evidence_command(spec, context.host, Window(epoch=context.epoch), options, warehouse_arg)
+    allow_open = bool(open_epochs & {context.epoch, options.get("compare")})
+    window = Window(epoch=context.epoch)
+    command = evidence_command(spec, context.host, window, options, warehouse_arg, allow_open=allow_open)
     skipped = Section(key=spec.name, heading=spec.heading, sql=spec.sql)
     try:
-        result = compute(spec.name, con, host=context.host, epoch=context.epoch, command=command, **options)
+        result = compute(
+            spec.name,
+            con,
+            host=context.host,
+            epoch=context.epoch,
+            command=command,
+            allow_open=allow_open,
+            finality_lag=finality_lag,
+            **options,
+        )
     except EvidenceError as exc:
         skipped.skipped = str(exc)
         return skipped
@@ -210,7 +238,9 @@ def _evidence_section(con, spec: EvidenceSpec, context: ReportContext, warehouse
         skipped.skipped = f"its data is absent from the warehouse ({str(exc).splitlines()[0]})"
         return skipped
     if result.rows.height == 0:
-        reason = " ".join(result.notes[:1]) or f"no rows for epoch {context.epoch}"
+        reason = (
+            " ".join([n for n in result.notes if not is_closure_note(n)][:1]) or f"no rows for epoch {context.epoch}"
+        )
         skipped.skipped = NO_DATA + reason
         return skipped
     table = report.view(result, context) if report.view else result.rows

@@ -9,6 +9,12 @@ SELECT f.epoch_id, f.escrow_id, f.nonce, f.digest, f.source_id, f.created_at,
        f.digest = min(f.digest) OVER (PARTITION BY f.escrow_id, f.nonce) AS replayed
 FROM raw_diff_forks f;
 
+CREATE OR REPLACE VIEW forked_diffs AS
+SELECT f.epoch_id, f.escrow_id, f.nonce, count(DISTINCT f.digest) AS versions,
+       list(DISTINCT f.source_id ORDER BY f.source_id) AS copies, min(f.digest) AS replayed_digest
+FROM raw_diff_forks f
+GROUP BY ALL;
+
 -- Settlement quorum by distinct validators (docs/sources.md, inference lifecycle, settlement quorum): the chain's
 -- quorum is DevshardQuorumFor(N) = floor(2N/3) + 1 signing slots, but the signed content (state root, escrow,
 -- nonce) names no slot, so one validator holding many slots signs for all of them with one signature
@@ -33,6 +39,7 @@ SELECT e.epoch_id, s.escrow_id, s.nonce, e.status, e.group_size, s.signing_slots
 FROM s JOIN d_escrows e USING (escrow_id);
 
 COMMENT ON VIEW escrow_coverage IS 'Per escrow and source (copy lineage): the nonce ranges [lo, hi] of the escrow''s diff log that the source''s copies held. Ranges of all sources together, and what no copy held, are the escrows view''s held_ranges and missing_ranges.';
+COMMENT ON VIEW forked_diffs IS 'One row per forked diff (escrow_id, nonce): versions = distinct byte versions (sha256 of txs_proto) the copies hold there, copies = the source ids holding them, replayed_digest = the version the replay uses (the digest that sorts first). The rows of each version and copy are in diff_forks; `network ingest` names each fork in its output.';
 COMMENT ON VIEW diff_forks IS 'Diffs that two copies hold with different bytes at one (escrow_id, nonce): one row per version (digest = sha256 of txs_proto) and copy holding it (the copy that stored a version, and every copy read after the fork was found). replayed = the version the replay uses: the one whose digest sorts first, whatever order the copies came in. Each copy''s version is also a quarantine row under its source; the escrow is conflicted in escrows.';
 
 COMMENT ON VIEW escrow_signers IS 'Per escrow, the host signatures at its highest signed nonce (the state it was settled or finalised on): signing_slots, distinct_signers (addresses of those slots in the group), group_validators (distinct addresses in the group), quorum = floor(2 group_size / 3) + 1 (the chain''s DevshardQuorumFor, counted in slots), slot_quorum_met, and below_distinct_quorum = the signatures come from fewer distinct validators than the quorum (one validator''s signature counts for every slot it holds: gonka-ai/gonka #1356) (false while a signing slot''s address is unknown).';

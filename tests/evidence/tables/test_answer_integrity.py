@@ -16,18 +16,17 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.core.address import sample_address
 from pipeline.evidence import compute
 from pipeline.evidence.tables.answer_integrity import CAP_S, TOLERANCE_S
 from pipeline.ingest.logs import ingest_logs
 from pipeline.output.render import render
 from pipeline.warehouse.database import fetch_frame, open_for_write
 from tests.factories import sample_warehouse
+from tests.helpers import without_closure
 
 UTC = UTC
 OLD_NOTE = "Empty answers are not yet matched against engine deaths or PoC windows"
 NEW = ["empty_answers_in_engine_death", "empty_answers_in_poc", "empty_answers_unexplained"]
-OTHER_HOST = sample_address("0thersh0st")
 API = "(APIServer pid=1) "
 CORE = "(EngineCore_DP0 pid=412) "
 
@@ -217,8 +216,13 @@ def _s(seconds: float) -> timedelta:
 
 
 def _row(con, host, **window) -> tuple[dict, list[str]]:
-    result = compute("answer-integrity", con, host=host, command="x", **window)
+    result = without_closure(compute("answer-integrity", con, host=host, command="x", **window))
     return result.rows.to_dicts()[0], result.notes
+
+
+def _other_host(con, focal: str) -> str:
+    """A slot holder of the warehouse other than the focal host (logs of a host with no slot are refused)."""
+    return con.execute("SELECT min(address) FROM escrow_slots WHERE address <> ?", [focal]).fetchone()[0]
 
 
 def _new(row: dict) -> tuple:
@@ -249,11 +253,11 @@ def test_no_engine_events_keeps_the_old_note_and_null_columns(wh, timeline, empt
         .ready(a.started - _s(500))
         .fatal(a.started)
         .worker_died(b.started)
-        .ingest(con, tmp_path / "other.log", OTHER_HOST)
+        .ingest(con, tmp_path / "other.log", other := _other_host(con, focal))
     )
     row, notes = _row(con, focal)
     assert _new(row) == (None, None, None) and any(n.startswith(OLD_NOTE) for n in notes)
-    assert _new(_row(con, OTHER_HOST)[0]) == (0, 0, 0)  # it has events but no answers
+    assert _new(_row(con, other)[0]) == (0, 0, 0)  # it has events but no empty answers
     assert "| 2 | – | – | – |" in render(compute("answer-integrity", con, host=focal, command="x"), "markdown")
 
 

@@ -168,8 +168,11 @@ def test_tracker_evidence(ledger_wh, copy4, timeline):
     n = copy4.truth.tracker.filter(pl.col("epoch_id") == 3).height
     assert everyone.rows["rank"].to_list() == list(range(1, n + 1))
 
-    side = compute("tracker", con, host=focal, epoch=2, compare=4, command="x")
+    with pytest.raises(EvidenceError, match=r"^epoch 4 open .*: a comparison over an open epoch is not evidence yet"):
+        compute("tracker", con, host=focal, epoch=2, compare=4, command="x")
+    side = compute("tracker", con, host=focal, epoch=2, compare=4, allow_open=True, command="x")
     assert side.rows["epoch"].to_list() == [2, 4]
+    assert side.rows["provisional"].to_list() == [True, True] and side.params["closure"]["open_epochs"] == [4]
     assert set(side.stats["compare"]) >= {"slow_decode_share", "protocol_invalid_share"}
     with pytest.raises(EvidenceError):
         compute("tracker", con, host=focal, compare=4, command="x")

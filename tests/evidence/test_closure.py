@@ -1,0 +1,124 @@
+"""Closed or not, always said: every evidence table over an epoch or window says whether its epochs are closed
+(the closed-epoch rule of `run`, the named query closed_epochs); a comparison with an open epoch or a
+statistical test over one is refused unless --allow-open, and then every statistic is marked provisional.
+
+On the samples, epoch 4 is open (0 of 3 escrows settled), epoch 3 closed (all 3 settled), epoch 2 closed by
+the finality lag (2 of 3 settled)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.evidence import EvidenceError, compute
+from pipeline.output.render import render
+from pipeline.warehouse.database import open_read_only
+from tests.factories import data_samples_warehouse
+
+FOCAL = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # data-samples/builds.toml focal_host
+OPEN_4 = "epoch 4 open (0 of 3 escrows settled; closes when all escrows settle, or 6h after the last settlement)"
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory) -> Path:
+    return data_samples_warehouse(tmp_path_factory.mktemp("closure") / "w.duckdb", vllm_log_host=FOCAL)
+
+
+@pytest.fixture(scope="module")
+def con(warehouse):
+    con = open_read_only(warehouse)
+    yield con
+    con.close()
+
+
+def _cli(warehouse: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args, "--warehouse", str(warehouse)],
+        capture_output=True,
+        text=True,
+        cwd=warehouse.parent,
+    )
+
+
+def test_a_comparison_with_an_open_epoch_is_refused_in_one_line(warehouse):
+    """Before: `tracker --epoch 3 --compare 4` printed 31 of 69 against 0 of 44 with "Fisher exact p =
+    9.11e-09", exit 0, though epoch 4's invalid count is 0 only because nothing settled yet."""
+    done = _cli(warehouse, "evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "4")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"error: {OPEN_4}: a comparison over an open epoch is not evidence yet; "
+        "give --allow-open to compute it marked provisional"
+    ]
+
+
+def test_allowed_open_every_format_marks_the_statistics_provisional(warehouse):
+    args = ("evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "4", "--allow-open")
+    markdown = _cli(warehouse, *args)
+    assert markdown.returncode == 0, markdown.stderr
+    assert f"- provisional: {OPEN_4}; every count and statistic here may still change" in markdown.stdout
+    assert f"Provisional: {OPEN_4}; every count and statistic here may still change." in markdown.stdout
+    assert "--allow-open" in markdown.stdout.split("- command: ")[1]  # the footer's command reproduces it
+    document = json.loads(_cli(warehouse, *args, "--format", "json").stdout)
+    closure = document["params"]["closure"]
+    assert (closure["closed"], closure["provisional"], closure["open_epochs"]) == (False, True, [4])
+    assert [(e["epoch"], e["closed"], e["escrows_settled"], e["escrows"]) for e in closure["epochs"]] == [
+        (3, True, 3, 3),
+        (4, False, 0, 3),
+    ]
+    assert document["stats"]["provisional"].startswith(OPEN_4)
+    assert document["stats"]["compare"]  # the tests are there, beside the mark
+    assert all(row["provisional"] is True for row in document["rows"])
+    csv = _cli(warehouse, *args, "--format", "csv").stdout.splitlines()
+    assert csv[0].split(",")[-1] == "provisional" and all(line.endswith(",true") for line in csv[1:])
+
+
+def test_epoch_summary_of_the_open_epoch_says_open(con):
+    """Before: validated 0, invalidated 0 and no open/closed field in its JSON."""
+    result = compute("epoch-summary", con, host=FOCAL, epoch=4, command="c")
+    assert f"Provisional: {OPEN_4}; every count and statistic here may still change." in result.notes
+    assert result.params["closure"]["closed"] is False and result.params["closure"]["open_epochs"] == [4]
+    assert json.loads(render(result, "json"))["params"]["closure"]["epochs"][0]["closes"] == (
+        "when all escrows settle, or 6h after the last settlement"
+    )
+    assert render(result, "csv").splitlines()[1].endswith(",true")  # the provisional column
+
+
+def test_a_closed_epoch_says_closed_and_when(con):
+    result = compute("epoch-summary", con, host=FOCAL, epoch=3, command="c")
+    assert "Closed: epoch 3 closed at 2026-10-25T23:30:16Z (all escrows settled; 3 of 3 escrows settled)." in (
+        result.notes
+    )
+    assert result.params["closure"]["closed"] is True and "provisional" not in result.stats
+    assert "provisional" not in result.rows.columns
+    lagged = compute("epoch-summary", con, host=FOCAL, epoch=2, command="c")
+    assert any(
+        n.startswith("Closed: epoch 2 closed at ") and "(finality lag; 2 of 3 escrows settled)" in n
+        for n in lagged.notes
+    )
+
+
+def test_a_statistical_test_over_the_open_epoch_is_refused_unless_allowed(con):
+    with pytest.raises(EvidenceError, match=r"^epoch 4 open .*: a statistical test over an open epoch is not evidence"):
+        compute("peer-invalidation", con, host=FOCAL, epoch=4, command="c")
+    allowed = compute("peer-invalidation", con, host=FOCAL, epoch=4, command="c", allow_open=True)
+    assert allowed.stats["provisional"].startswith(OPEN_4)
+    # a time window reaching into epoch 4 is over it too
+    with pytest.raises(EvidenceError, match=r"^epoch 4 open"):
+        compute("peer-invalidation", con, host=FOCAL, since="2026-10-25T00:00:00Z", until="2026-11-01", command="c")
+
+
+def test_the_report_of_the_open_epoch_marks_every_section(con):
+    from pipeline.output.report import build_epoch_report
+
+    report = build_epoch_report(con, 4, FOCAL)
+    computed = [s for s in report.sections if s.result is not None]
+    assert computed and all(any(n.startswith(f"Provisional: {OPEN_4}") for n in s.notes) for s in computed)
+    assert all("--allow-open" in (s.command or "") for s in computed)
+    closed = build_epoch_report(con, 3, FOCAL)
+    sections = [s for s in closed.sections if s.result is not None]
+    assert all(any(n.startswith("Closed: ") and "epoch 3 closed at" in n for n in s.notes) for s in sections)
+    assert all("--allow-open" not in (s.command or "") for s in sections)

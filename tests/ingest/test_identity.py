@@ -1,0 +1,53 @@
+"""An unrelated copy is not a fork: a copy whose escrow ids collide with settled escrows of another identity
+(creator, config, group) is refused before anything is written, and never rewrites a closed epoch."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.samples import SampleSpec, generate_timeline
+from pipeline.sources.errors import SourceError
+from pipeline.warehouse.database import open_read_only
+from tests.helpers import ingest
+
+
+def _state(warehouse) -> tuple:
+    con = open_read_only(warehouse)
+    try:
+        return (
+            con.execute("SELECT count(*) FROM ingest_runs").fetchone()[0],
+            con.execute("SELECT count(*) FROM quarantine").fetchone()[0],
+            con.execute(
+                "SELECT epoch_id, count(*) FILTER (status = 'invalidated'), count(*) FROM inferences "
+                "GROUP BY ALL ORDER BY ALL"
+            ).fetchall(),
+            con.execute("SELECT escrow_id, creator_addr FROM escrows ORDER BY ALL").fetchall(),
+        )
+    finally:
+        con.close()
+
+
+def test_an_unrelated_copy_with_colliding_escrow_ids_is_refused_before_anything_is_written(timeline, tmp_path):
+    """Before: ingesting another network's copy (the sample generator under another seed: the same escrow ids
+    3100.. with other creators and groups) replayed its diffs as forks of the stored escrows, resolved by
+    "sha256 sorts first", and changed closed epoch 3's counts, exit 0."""
+    ours = timeline.copy(last_epoch=4).write_sqlite(tmp_path / "ours")
+    theirs = generate_timeline(SampleSpec(seed=12)).copy(last_epoch=4).write_sqlite(tmp_path / "theirs")
+    warehouse = tmp_path / "w.duckdb"
+    ingest(warehouse, ours)
+    before = _state(warehouse)
+    with pytest.raises(SourceError) as refused:
+        ingest(warehouse, theirs)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"{theirs}: escrow ids of settled escrows in the warehouse name other escrows")
+    assert "3100 (creator, config, group)" in message and "nothing was ingested" in message
+    assert _state(warehouse) == before  # no run row, no quarantine row, epoch 3 as it was
+
+
+def test_the_same_copy_again_and_a_newer_copy_of_the_same_escrows_are_not_refused(timeline, tmp_path):
+    warehouse = tmp_path / "w.duckdb"
+    ingest(warehouse, timeline.copy(last_epoch=3).write_sqlite(tmp_path / "three"))
+    ingest(warehouse, timeline.copy(last_epoch=3).write_sqlite(tmp_path / "three-again"))
+    ingest(warehouse, timeline.copy(last_epoch=4).write_sqlite(tmp_path / "four"))
+    assert {e for e, *_ in _state(warehouse)[2]} >= {2, 3, 4}  # every copy ingested
