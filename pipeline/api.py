@@ -328,7 +328,7 @@ class Context:
 
         store = open_store(source)
         try:
-            if self.given is None:
+            if self.given is None and self.config is None:  # no warehouse named (--warehouse, or --config's)
                 return source_report(store, None)
             with self.open() as wh:
                 return source_report(store, wh._con)

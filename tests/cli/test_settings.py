@@ -152,9 +152,15 @@ def test_the_host_is_the_option_over_the_environment_over_the_config(here, sampl
         assert used.exit_code == 0, used.output
     else:
         assert used.exit_code == 0 and OTHER in used.output, used.output
-    monkeypatch.setenv("GONKA_EVIDENCE_HOST", "gonka1env")
-    result = runner.invoke(app, argv)
-    assert result.exit_code == 1 and "'gonka1env'" in result.output, result.output
+    monkeypatch.setenv("GONKA_EVIDENCE_HOST", FOCAL)  # a malformed one is refused wherever it is read
+    fresh = ["--out", "from-env"] if argv[0] in ("report", "bundle") else []
+    env = runner.invoke(app, [*argv, *fresh])
+    assert env.exit_code == 0, env.output
+    if argv[0] in ("report", "bundle"):
+        text = "".join(p.read_text() for p in (here / "from-env").rglob("*.md"))
+        assert f"Epoch 3 report: {FOCAL}" in text and f"Epoch 3 report: {OTHER}" not in text
+    elif argv[0] != "ingest-logs":
+        assert FOCAL in env.output and OTHER not in env.output.split("command:")[-1]
     result = runner.invoke(app, [*argv, "--host", "gonka1option"])
     assert result.exit_code == 1 and "'gonka1option'" in result.output, result.output
 
@@ -184,3 +190,18 @@ def test_no_host_on_a_warehouse_that_is_not_the_samples_is_one_line_naming_where
     assert not (here / "rep2").exists()
     run = runner.invoke(app, ["run", "-w", str(wh)])
     assert run.exit_code == 1 and "is not the bundled samples'" in run.output, run.output
+
+
+def test_doctor_reads_a_warehouse_only_when_one_is_named(here, samples_wh, monkeypatch):
+    """`doctor` describes a source without a warehouse; --warehouse, or --config's warehouse, adds what that
+    warehouse found (the option over the environment over the config)."""
+    store = str(DATA_SAMPLES_DIR / "store")
+    _config(here, "fromconfig.duckdb")
+    alone = runner.invoke(app, ["doctor", store])
+    assert alone.exit_code == 0 and "accounting of its last ingest" not in alone.output, alone.output
+    named = runner.invoke(app, ["doctor", store, "--config", "gonka-evidence.toml"])
+    assert named.exit_code == 1 and f"fromconfig.duckdb: {MISSING}" in named.output, named.output
+    monkeypatch.setenv("GONKA_EVIDENCE_WAREHOUSE", "fromenv.duckdb")
+    assert f"fromenv.duckdb: {MISSING}" in runner.invoke(app, ["doctor", store]).output
+    used = runner.invoke(app, ["doctor", store, "-w", str(samples_wh)])
+    assert used.exit_code == 0 and "accounting of its last ingest" in used.output, used.output
