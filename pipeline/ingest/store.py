@@ -1,11 +1,12 @@
-"""Ingest a session-store copy into the warehouse: chunk by chunk, each chunk one transaction.
+"""Ingest a session-store copy into the warehouse, read and settled chunk by chunk.
 
-A chunk is a group of escrows of one epoch. Its raw rows, decoded transactions,
-quarantine rows, the copy's nonce ranges and recomputed derived rows commit together;
-the diff cursor is the data itself (per escrow, the highest nonce this copy's source
-already gave, pipeline/ingest/coverage.py), so killing the process at any instant
-leaves the warehouse before or after a whole chunk, and a re-run continues where the
-last committed chunk ended.
+A chunk is a group of escrows of one epoch. In a small delta (at most STAGE_MIN_DIFFS new diffs) its raw
+rows, decoded transactions, quarantine rows, the copy's nonce ranges and recomputed derived rows commit
+together; the diff cursor is the data itself (per escrow, the highest nonce this copy's source already gave,
+pipeline/ingest/coverage.py), so killing the process at any instant leaves the warehouse before or after a
+whole chunk, and a re-run continues where the last committed chunk ended. A larger ingest stages every
+chunk's rows in files (stage 1, pipeline/ingest/staging.py) and runs the same statements once over them,
+then derives, in one transaction (stage 2): killed, it leaves the warehouse's chunk tables as they were.
 
 Only escrows holding diffs their source has not given yet, or whose session moved, are
 read (incremental ingest costs what is new). A copy fills every nonce range it holds and
