@@ -9,8 +9,8 @@ same statements once, over views of those files, in one transaction with the der
 either stage leaves the chunks' tables as they were, and the next ingest of the warehouse removes
 what the killed one staged (`remove_stale`). The directory is removed when the ingest ends, however.
 
-    <warehouse>.ingest-staging/<relation>.parquet     one row group per chunk
-    <warehouse>.ingest-staging/stage2                 written when stage 2 begins
+    <warehouse>.ingest-staging/part-N/<relation>.parquet     one row group per chunk
+    <warehouse>.ingest-staging/stage2                        written when stage 2 begins
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def remove_stale(con: duckdb.DuckDBPyConnection) -> None:
 
 
 class Stager:
-    """The staged relations of one ingest: `add` appends a chunk's tables, `view` makes each a DuckDB view."""
+    """The staged relations of one ingest, in parts: `add` appends a chunk's tables to the current part,
+    `next_part` starts another; stage 2 writes each part in one transaction (`view` makes its files views)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection):
         remove_stale(con)
@@ -64,45 +65,63 @@ class Stager:
             target.mkdir()
             self.root = target
         self._writers: dict[str, pq.ParquetWriter] = {}
-        self.counts: Any = None  # the sum of the chunks' counts (pipeline/ingest/store.py `_Counts`)
+        self.parts: list[Path] = []
+        self._new_part = True
+        self.counts: list[Any] = []  # per part, the sum of its chunks' counts (pipeline/ingest/store.py `_Counts`)
 
-    def add_counts(self, counts: Any) -> None:
-        if self.counts is None:
-            self.counts = type(counts)()
-        self.counts.add(counts)
+    def _part(self) -> Path:
+        """The part being written (the first `add` after `next_part` starts one)."""
+        if self._new_part:
+            self.parts.append(self.root / f"part-{len(self.parts)}")
+            self.parts[-1].mkdir()
+            self.counts.append(None)
+            self._new_part = False
+        return self.parts[-1]
 
     def add(self, name: str, table: pa.Table | None) -> None:
         """Append `table` (the chunk's rows of relation `name`; every chunk's have one schema) as a row group."""
         if table is None:
             return
+        part = self._part()
         writer = self._writers.get(name)
         if writer is None:
-            writer = pq.ParquetWriter(self.root / f"{name}.parquet", table.schema, compression=COMPRESSION)
+            writer = pq.ParquetWriter(part / f"{name}.parquet", table.schema, compression=COMPRESSION)
             self._writers[name] = writer
         elif table.schema != writer.schema:
             table = table.cast(writer.schema)
         writer.write_table(table, row_group_size=max(table.num_rows, 1))
 
-    def finish(self) -> None:
-        """Close the files (stage 1 done) and mark stage 2 begun."""
+    def add_counts(self, counts: Any) -> None:
+        self._part()
+        if self.counts[-1] is None:
+            self.counts[-1] = type(counts)()
+        self.counts[-1].add(counts)
+
+    def next_part(self) -> None:
+        """Close the current part: the next chunk starts another."""
         for writer in self._writers.values():
             writer.close()
         self._writers.clear()
+        self._new_part = True
+
+    def finish(self) -> None:
+        """Close the files (stage 1 done) and mark stage 2 begun."""
+        self.next_part()
         (self.root / STAGE2_MARK).touch()
 
-    def staged(self, name: str) -> bool:
-        return (self.root / f"{name}.parquet").exists()
+    def staged(self, part: int, name: str) -> bool:
+        return (self.parts[part] / f"{name}.parquet").exists()
 
-    def view(self, con: duckdb.DuckDBPyConnection, name: str) -> None:
-        """Relation `name` as a temporary view of its staged file (what a chunk registers under that name)."""
-        path = str(self.root / f"{name}.parquet").replace("'", "''")
+    def view(self, con: duckdb.DuckDBPyConnection, part: int, name: str) -> None:
+        """Relation `name` as a temporary view of the part's file (what a chunk registers under that name)."""
+        path = str(self.parts[part] / f"{name}.parquet").replace("'", "''")
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet('{path}')")
 
-    def row_groups(self, name: str) -> Iterator[pa.Table]:
-        """The staged file's row groups in order: each chunk's rows of relation `name`."""
-        if not self.staged(name):
+    def row_groups(self, part: int, name: str) -> Iterator[pa.Table]:
+        """The part's file's row groups in order: each chunk's rows of relation `name`."""
+        if not self.staged(part, name):
             return
-        file = pq.ParquetFile(self.root / f"{name}.parquet")
+        file = pq.ParquetFile(self.parts[part] / f"{name}.parquet")
         try:
             for i in range(file.num_row_groups):
                 yield file.read_row_group(i)

@@ -62,6 +62,9 @@ MIN_WORKER_DIFFS = 50_000
 STAGE_MIN_DIFFS = env_int(
     "GONKA_EVIDENCE_STAGE_DIFFS", CHUNK_NONCES + 1, 1, 10**12, "new diffs from which an ingest is staged"
 )
+# Diffs per staged part, each written in one transaction: the uncommitted rows and their key indexes that
+# DuckDB holds until the commit grow with it (2M diffs in one: peak RSS 1.67 GiB, bench/BENCHMARKS.md).
+STAGE_PART_DIFFS = env_int("GONKA_EVIDENCE_STAGE_PART_DIFFS", 250_000, 1, 10**12, "diffs per staged part")
 KNOWN_SESSION_STATUS = {"active", "settled"}
 KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
 REQUIRED_PER_EPOCH = ("sessions", "diffs")
@@ -409,11 +412,13 @@ def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
     yield from _grouped(frame, "new_nonces")
 
 
-def _grouped(frame: pl.DataFrame, size: str):
-    """Consecutive slices of `frame` whose `size` column sums to at most CHUNK_NONCES (a row over it alone)."""
+def _grouped(frame: pl.DataFrame, size: str, limit: int | None = None):
+    """Consecutive slices of `frame` whose `size` column sums to at most `limit` (default CHUNK_NONCES; a row
+    over it alone)."""
+    limit = limit or CHUNK_NONCES
     start, total = 0, 0
     for i, n in enumerate(frame[size].to_list()):
-        if total and total + n > CHUNK_NONCES:
+        if total and total + n > limit:
             yield frame.slice(start, i - start)
             start, total = i, 0
         total += n
@@ -430,7 +435,7 @@ def _derive(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> DeriveOutc
     return derived
 
 
-def _derive_groups(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> list[list[str]]:
+def _derive_groups(con: duckdb.DuckDBPyConnection, escrow_ids: list[str], limit: int | None = None) -> list[list[str]]:
     """`escrow_ids` in groups of at most CHUNK_NONCES stored diffs (a big escrow is a group of its own): what one
     derive call holds at once."""
     if not escrow_ids:
@@ -440,7 +445,7 @@ def _derive_groups(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> lis
         held = fetch_frame(con, sql_text("warehouse/ingest/deferred_escrows.sql"))
     finally:
         con.unregister("deferred_escrows")
-    return [group["escrow_id"].to_list() for group in _grouped(held, "n")]
+    return [group["escrow_id"].to_list() for group in _grouped(held, "n", limit)]
 
 
 def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: list[IngestSummary]) -> int:
@@ -471,6 +476,7 @@ def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, pro
 
     staged = sum(int(chunk["new_nonces"].sum()) for _, chunk, _ in plan) >= STAGE_MIN_DIFFS
     stager = Stager(con) if staged else None
+    part_diffs = 0  # new diffs staged in the current part
     try:
         with DiffDecoder(decode_workers) as decoder:
             # One chunk at a time: reading the next one while this one is written saved little and held a
@@ -479,15 +485,21 @@ def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, pro
                 progress(f"epoch {epoch_id} diffs", 0, int(chunk["new_nonces"].sum()))
                 read = _read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress)
                 rows = _settle_chunk(store, read, run, progress)
-                if stager is not None:
-                    rows.stage(stager)
+                if stager is None:
+                    with transaction(con):
+                        _write_chunk(con, rows, run, summary, derive)
                     continue
-                with transaction(con):
-                    _write_chunk(con, rows, run, summary, derive)
+                if part_diffs and part_diffs + rows.counts.diffs > STAGE_PART_DIFFS:
+                    stager.next_part()
+                    part_diffs = 0
+                rows.stage(stager)
+                part_diffs += rows.counts.diffs
         if stager is not None:
             stager.finish()
-            with transaction(con):
-                _write_staged(con, stager, run, summary, derive)
+            pa.default_memory_pool().release_unused()  # stage 1's Arrow pages, before stage 2's peak
+            for part in range(len(stager.parts)):
+                with transaction(con):
+                    _write_staged(con, stager, part, run, summary, derive)
     finally:
         if stager is not None:
             stager.close()
@@ -689,23 +701,24 @@ def _write_chunk(con, rows: _ChunkRows, run: IngestRun, summary: IngestSummary, 
     _derive_written(con, [escrow_ids], escrow_ids, run, summary, derive, bad)
 
 
-def _write_staged(con, stager, run: IngestRun, summary: IngestSummary, derive: bool) -> None:
-    """Stage 2 (inside the caller's transaction): every staged relation written once by the statements a chunk
-    runs, the chunks' problems quarantined in chunk order, then every escrow derived."""
+def _write_staged(con, stager, part: int, run: IngestRun, summary: IngestSummary, derive: bool) -> None:
+    """Stage 2 for one staged part (inside the caller's transaction): each relation written once by the
+    statements a chunk runs, the chunks' problems quarantined in chunk order, then the part's escrows derived."""
     from pipeline.ingest.staging import PROBLEMS
 
-    present = {name for name in RELATIONS if stager.staged(name)}
+    present = {name for name in RELATIONS if stager.staged(part, name)}
     for name in present:
-        stager.view(con, name)
+        stager.view(con, part, name)
     try:
-        bad = _write_relations(con, run, summary, stager.counts, present)
+        bad = _write_relations(con, run, summary, stager.counts[part], present)
     finally:
         for name in present:
             con.execute(f"DROP VIEW IF EXISTS {name}")
-    for problems in stager.row_groups(PROBLEMS):
+    for problems in stager.row_groups(part, PROBLEMS):
         run.quarantine(_frame(problems))
-    escrow_ids = stager.counts.escrow_ids
-    groups = _derive_groups(con, escrow_ids) if derive else []
+    escrow_ids = stager.counts[part].escrow_ids
+    # Smaller groups than a chunk's: the derive reads the part's rows before they are committed, and peaks higher.
+    groups = _derive_groups(con, escrow_ids, max(CHUNK_NONCES // 2, 1)) if derive else []
     _derive_written(con, groups, escrow_ids, run, summary, derive, bad)
 
 

@@ -68,9 +68,13 @@ def test_staged_and_chunked_ingests_give_the_same_warehouse(tmp_path, sqlite_cop
     the same raw and derived rows, quarantine, runs and accounting whether each is staged or written by chunk."""
     copies = [sqlite_copy(3), pg_copy(4)]
     monkeypatch.setattr(store_mod, "CHUNK_NONCES", 60)  # several chunks per copy
+    monkeypatch.setattr(store_mod, "STAGE_PART_DIFFS", 150)  # and several staged parts, each its own transaction
     staged: list[int] = []
+    parts: list[int] = []
     finish = staging.Stager.finish
-    monkeypatch.setattr(staging.Stager, "finish", lambda self: staged.append(1) or finish(self))
+    monkeypatch.setattr(
+        staging.Stager, "finish", lambda self: staged.append(1) or parts.append(len(self.parts)) or finish(self)
+    )
     built = {}
     for name, threshold in (("chunked", 10**12), ("staged", 1)):
         monkeypatch.setattr(store_mod, "STAGE_MIN_DIFFS", threshold)
@@ -78,6 +82,7 @@ def test_staged_and_chunked_ingests_give_the_same_warehouse(tmp_path, sqlite_cop
         summaries = [ingest(built[name], copy) for copy in copies]
         assert all(s.rows["diffs"] > 0 for s in summaries)
     assert staged == [1, 1]  # each copy of the second warehouse took the staged path
+    assert parts[0] > 2 and parts[1] > 2
     assert not _staging(built["staged"]).exists()  # removed after
     assert_views_equal(views(built["chunked"]), views(built["staged"]))
     chunked, staged_tables = _chunk_tables(built["chunked"]), _chunk_tables(built["staged"])
@@ -96,8 +101,8 @@ def _ingest_cmd(warehouse, store) -> list[str]:
 def test_a_kill_in_either_stage_leaves_the_tables_and_the_next_run_removes_the_staged_files(
     tmp_path, sqlite_copy, stage
 ):
-    """A warehouse holding a first copy; the next copy's staged ingest killed in stage 1 (files being staged)
-    or stage 2 (the one transaction writing them): the chunks' tables are as before the kill, and the next
+    """A warehouse holding a first copy; the next copy's staged ingest (one part) killed in stage 1 (files being
+    staged) or stage 2 (the transaction writing them): the chunks' tables are as before the kill, and the next
     ingest (the chunk-by-chunk path) removes the staged files and ends as a clean run does."""
     first, second = sqlite_copy(3), sqlite_copy(4)
     clean = tmp_path / "clean.duckdb"
@@ -124,3 +129,34 @@ def test_a_kill_in_either_stage_leaves_the_tables_and_the_next_run_removes_the_s
     assert_views_equal(views(clean), views(wh))
     statuses = frame(wh, "SELECT status FROM ingest_runs ORDER BY started_at")["status"].to_list()
     assert statuses == ["ok", "aborted", "ok"]
+
+
+def test_a_kill_between_staged_parts_leaves_whole_parts_and_the_next_run_completes(tmp_path, sqlite_copy):
+    """Stage 2 commits part by part (GONKA_EVIDENCE_STAGE_PART_DIFFS): killed after its first part, the warehouse
+    holds whole parts (their escrows' raw and derived rows), and the next run reads the rest from the cursors."""
+    store = sqlite_copy(4)
+    clean = tmp_path / "clean.duckdb"
+    ingest(clean, store)
+    wh = tmp_path / "killed.duckdb"
+    env = os.environ | {
+        "GONKA_EVIDENCE_STAGE_DIFFS": "1",
+        "GONKA_EVIDENCE_CHUNK_NONCES": "40",
+        "GONKA_EVIDENCE_STAGE_PART_DIFFS": "100",
+    }
+    proc = subprocess.Popen(_ingest_cmd(wh, store), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mark = _staging(wh) / staging.STAGE2_MARK
+    deadline = time.monotonic() + 120
+    while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.002)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the ingest ended before the kill"
+    # every escrow with raw diffs is derived (a part commits its writes and its derive together)
+    underived = frame(
+        wh,
+        "SELECT count(*) AS n FROM (SELECT DISTINCT escrow_id FROM raw_diffs) r ANTI JOIN d_escrows USING (escrow_id)",
+    )
+    assert underived["n"][0] == 0
+    subprocess.run(_ingest_cmd(wh, store), env=env, check=True, stdout=subprocess.DEVNULL)
+    assert not _staging(wh).exists()
+    assert_views_equal(views(clean), views(wh))
