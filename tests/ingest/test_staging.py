@@ -113,7 +113,7 @@ def test_a_kill_in_either_stage_leaves_the_tables_and_the_next_run_removes_the_s
     before = _chunk_tables(wh)
     env = os.environ | {"GONKA_EVIDENCE_STAGE_DIFFS": "1", "GONKA_EVIDENCE_CHUNK_NONCES": "40"}
     proc = subprocess.Popen(_ingest_cmd(wh, second), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    mark = _staging(wh) / (staging.STAGE2_MARK if stage == 2 else f"{staging.PROBLEMS}.parquet")
+    mark = _staging(wh) / (staging.STAGE2_MARK if stage == 2 else f"part-0/{staging.PROBLEMS}.parquet")
     deadline = time.monotonic() + 120
     while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)
