@@ -64,7 +64,10 @@ STAGE_MIN_DIFFS = env_int(
 )
 # Diffs per staged part, each written in one transaction: the uncommitted rows and their key indexes that
 # DuckDB holds until the commit grow with it (2M diffs in one: peak RSS 1.67 GiB, bench/BENCHMARKS.md).
-STAGE_PART_DIFFS = env_int("GONKA_EVIDENCE_STAGE_PART_DIFFS", 250_000, 1, 10**12, "diffs per staged part")
+STAGE_PART_DIFFS = env_int("GONKA_EVIDENCE_STAGE_PART_DIFFS", 500_000, 1, 10**12, "diffs per staged part")
+# Stored diffs per derive call in stage 2: half a chunk's, as the derive reads the part's rows before they are
+# committed, and peaks higher (500k copy: 0.99 GiB with a chunk's, 0.76 GiB with half).
+STAGE_DERIVE_DIFFS = env_int("GONKA_EVIDENCE_STAGE_DERIVE_DIFFS", 50_000, 1, 10**12, "diffs per staged derive")
 KNOWN_SESSION_STATUS = {"active", "settled"}
 KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
 REQUIRED_PER_EPOCH = ("sessions", "diffs")
@@ -717,8 +720,7 @@ def _write_staged(con, stager, part: int, run: IngestRun, summary: IngestSummary
     for problems in stager.row_groups(part, PROBLEMS):
         run.quarantine(_frame(problems))
     escrow_ids = stager.counts[part].escrow_ids
-    # Smaller groups than a chunk's: the derive reads the part's rows before they are committed, and peaks higher.
-    groups = _derive_groups(con, escrow_ids, max(CHUNK_NONCES // 2, 1)) if derive else []
+    groups = _derive_groups(con, escrow_ids, STAGE_DERIVE_DIFFS) if derive else []
     _derive_written(con, groups, escrow_ids, run, summary, derive, bad)
 
 
