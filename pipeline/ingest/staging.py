@@ -5,9 +5,10 @@ decodes and settles its chunks as always, but instead of writing each chunk into
 compression of rows each chunk adds in less than a row group, once per chunk and table: half of a
 full ingest's time, bench/BENCHMARKS.md) it appends each relation the chunk's statements read
 (`new_diffs`, `new_txs`, `new_sealed`, …) to one Parquet file per relation here. Stage 2 then runs the
-same statements once, over views of those files, in one transaction with the derive: a kill in
-either stage leaves the chunks' tables as they were, and the next ingest of the warehouse removes
-what the killed one staged (`remove_stale`). The directory is removed when the ingest ends, however.
+same statements once per part (STAGE_PART_DIFFS diffs), over views of those files, each part in one
+transaction with its derive: a kill leaves whole parts (the next run continues from the cursors), and
+the next ingest of the warehouse removes what the killed one staged (`remove_stale`). The directory
+is removed when the ingest ends, however.
 
     <warehouse>.ingest-staging/part-N/<relation>.parquet     one row group per chunk
     <warehouse>.ingest-staging/stage2                        written when stage 2 begins

@@ -5,8 +5,8 @@ rows, decoded transactions, quarantine rows, the copy's nonce ranges and recompu
 together; the diff cursor is the data itself (per escrow, the highest nonce this copy's source already gave,
 pipeline/ingest/coverage.py), so killing the process at any instant leaves the warehouse before or after a
 whole chunk, and a re-run continues where the last committed chunk ended. A larger ingest stages every
-chunk's rows in files (stage 1, pipeline/ingest/staging.py) and runs the same statements once over them,
-then derives, in one transaction (stage 2): killed, it leaves the warehouse's chunk tables as they were.
+chunk's rows in files (stage 1, pipeline/ingest/staging.py) and runs the same statements once per part of
+them, then derives the part, in one transaction per part (stage 2): killed, it leaves whole parts.
 
 Only escrows holding diffs their source has not given yet, or whose session moved, are
 read (incremental ingest costs what is new). A copy fills every nonce range it holds and
