@@ -42,24 +42,22 @@ def own_cursors(con: duckdb.DuckDBPyConnection, source_id: str) -> dict[str, int
     return dict(con.execute(sql_text("warehouse/coverage/own_cursors.sql"), {"source_id": source_id}).fetchall())
 
 
-def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun, held: pa.Table) -> tuple[int, int]:
-    """Inside the chunk's transaction, before the diffs are inserted (``new_diffs`` registered, with
-    their digests): record this copy's forks with the stored versions (quarantined under each
-    source), make the replay's version the one whose digest sorts first, and merge the nonces the
-    copy holds (`held`: escrow_id, nonce) into its source's ranges. Returns this copy's diffs that the
-    warehouse already held with the same bytes (deduplicated) and with other bytes (forked)."""
+def record_copy_diffs(con: duckdb.DuckDBPyConnection, run: IngestRun) -> tuple[int, int]:
+    """Inside the write's transaction, before the diffs are inserted (``new_diffs`` and
+    ``new_diff_digests``, the nonces the copy holds once each with their digests, registered or staged
+    views): record this copy's forks with the stored versions (quarantined under each source), make the
+    replay's version the one whose digest sorts first, and merge the nonces the copy holds into its
+    source's ranges. Returns this copy's diffs that the warehouse already held with the same bytes
+    (deduplicated) and with other bytes (forked)."""
     params = {"source_id": run.source_id, "run_id": run.run_id}
     deduplicated = fetch_frame(con, sql_text("warehouse/coverage/deduplicated.sql"))["n"][0]
     forks = fetch_frame(con, sql_text("warehouse/coverage/forks.sql"), params)
     if forks.height:
         _record_forks(con, run, forks, "diffs", "raw_diff_forks", ["escrow_id", "nonce"], FORK_REASON)
         con.execute(sql_text("warehouse/coverage/replace_forked.sql"))
-    if held.num_rows:
-        con.register(
-            "new_held", held.append_column("source_id", pa.array([run.source_id] * held.num_rows, pa.string()))
-        )
-        con.execute(sql_text("warehouse/coverage/merge_ranges.sql"))
-        con.unregister("new_held")
+    con.execute(sql_text("warehouse/coverage/new_held.sql"), {"source_id": run.source_id})
+    con.execute(sql_text("warehouse/coverage/merge_ranges.sql"))
+    con.execute("DROP TABLE new_held")
     return int(deduplicated), int(forks.filter(pl.col("source_id") == run.source_id).height)
 
 
@@ -74,29 +72,24 @@ def signature_digests(batch: pa.RecordBatch) -> pa.Table:
     )
 
 
-def record_copy_signatures(con: duckdb.DuckDBPyConnection, run: IngestRun, signatures: pa.Table) -> int:
-    """Inside the chunk's transaction: compare this copy's host signatures with the stored ones (a
-    difference is recorded with both versions and quarantined under each source) and keep per
-    (escrow, nonce, slot) the one whose digest sorts first. Returns this copy's disagreeing signatures."""
-    if not signatures.num_rows:
-        return 0
+def record_copy_signatures(con: duckdb.DuckDBPyConnection, run: IngestRun) -> int:
+    """Inside the write's transaction, with this copy's signature digests as ``new_signatures`` (registered, or a
+    staged view): compare them with the stored ones (a difference is recorded with both versions and
+    quarantined under each source) and keep per (escrow, nonce, slot) the one whose digest sorts first.
+    Returns this copy's disagreeing signatures."""
     params = {"source_id": run.source_id, "run_id": run.run_id}
-    con.register("new_signatures", signatures)
-    try:
-        forks = fetch_frame(con, sql_text("warehouse/coverage/signature_forks.sql"), params)
-        if forks.height:
-            _record_forks(
-                con,
-                run,
-                forks,
-                "signatures",
-                "raw_signature_forks",
-                ["escrow_id", "nonce", "slot_id"],
-                SIGNATURE_REASON,
-            )
-        con.execute(sql_text("warehouse/coverage/upsert_signatures.sql"), {"source_id": run.source_id})
-    finally:
-        con.unregister("new_signatures")
+    forks = fetch_frame(con, sql_text("warehouse/coverage/signature_forks.sql"), params)
+    if forks.height:
+        _record_forks(
+            con,
+            run,
+            forks,
+            "signatures",
+            "raw_signature_forks",
+            ["escrow_id", "nonce", "slot_id"],
+            SIGNATURE_REASON,
+        )
+    con.execute(sql_text("warehouse/coverage/upsert_signatures.sql"), {"source_id": run.source_id})
     return int(forks.filter(pl.col("source_id") == run.source_id).height)
 
 

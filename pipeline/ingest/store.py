@@ -1,11 +1,12 @@
-"""Ingest a session-store copy into the warehouse: chunk by chunk, each chunk one transaction.
+"""Ingest a session-store copy into the warehouse, read and settled chunk by chunk.
 
-A chunk is a group of escrows of one epoch. Its raw rows, decoded transactions,
-quarantine rows, the copy's nonce ranges and recomputed derived rows commit together;
-the diff cursor is the data itself (per escrow, the highest nonce this copy's source
-already gave, pipeline/ingest/coverage.py), so killing the process at any instant
-leaves the warehouse before or after a whole chunk, and a re-run continues where the
-last committed chunk ended.
+A chunk is a group of escrows of one epoch. In a small delta (at most STAGE_MIN_DIFFS new diffs) its raw
+rows, decoded transactions, quarantine rows, the copy's nonce ranges and recomputed derived rows commit
+together; the diff cursor is the data itself (per escrow, the highest nonce this copy's source already gave,
+pipeline/ingest/coverage.py), so killing the process at any instant leaves the warehouse before or after a
+whole chunk, and a re-run continues where the last committed chunk ended. A larger ingest stages every
+chunk's rows in files (stage 1, pipeline/ingest/staging.py) and runs the same statements once per part of
+them, then derives the part, in one transaction per part (stage 2): killed, it leaves whole parts.
 
 Only escrows holding diffs their source has not given yet, or whose session moved, are
 read (incremental ingest costs what is new). A copy fills every nonce range it holds and
@@ -43,6 +44,7 @@ from pipeline.ingest.coverage import (
 from pipeline.ingest.identity import refuse_unrelated_escrows
 from pipeline.ingest.planes import PLANE_INGESTERS
 from pipeline.ingest.runs import IngestRun, IngestSummary, Problem, ingest_run, scalar
+from pipeline.ingest.staging import Stager, remove_stale
 from pipeline.ingest.unchanged import stamp_ingest
 from pipeline.sources.store.base import ESCROW_SCOPED, TABLES, SessionStore
 from pipeline.sources.store.columns import absent_columns, refuse_absent_columns
@@ -56,6 +58,17 @@ if TYPE_CHECKING:
 CHUNK_NONCES = env_int("GONKA_EVIDENCE_CHUNK_NONCES", 100_000, 1, 10**9, "diffs per chunk")
 # New diffs from which a copy is decoded by worker processes (below, their start-up costs more than they save).
 MIN_WORKER_DIFFS = 50_000
+# New diffs from which an ingest is staged and written once (pipeline/ingest/staging.py): more than one
+# chunk's. A delta of one chunk or less writes each table once anyway, and skips the files.
+STAGE_MIN_DIFFS = env_int(
+    "GONKA_EVIDENCE_STAGE_DIFFS", CHUNK_NONCES + 1, 1, 10**12, "new diffs from which an ingest is staged"
+)
+# Diffs per staged part, each written in one transaction: the uncommitted rows and their key indexes that
+# DuckDB holds until the commit grow with it (2M diffs in one: peak RSS 1.67 GiB, bench/BENCHMARKS.md).
+STAGE_PART_DIFFS = env_int("GONKA_EVIDENCE_STAGE_PART_DIFFS", 500_000, 1, 10**12, "diffs per staged part")
+# Stored diffs per derive call in stage 2: half a chunk's, as the derive reads the part's rows before they are
+# committed, and peaks higher (500k copy: 0.99 GiB with a chunk's, 0.76 GiB with half).
+STAGE_DERIVE_DIFFS = env_int("GONKA_EVIDENCE_STAGE_DERIVE_DIFFS", 50_000, 1, 10**12, "diffs per staged derive")
 KNOWN_SESSION_STATUS = {"active", "settled"}
 KNOWN_TIMEOUT_REASONS = {0, 1, 2, 3}
 REQUIRED_PER_EPOCH = ("sessions", "diffs")
@@ -104,6 +117,7 @@ def ingest_store(
     progress = progress or (lambda *_: None)
     refuse_absent_columns(store, TABLES)  # a column no row can be read without: refused before anything is written
     refuse_unrelated_escrows(con, store)  # settled escrow ids reused by other escrows: likewise
+    remove_stale(con)  # what a killed ingest of this warehouse staged (pipeline/ingest/staging.py)
     heads: list[pl.DataFrame] = []  # (escrow_id, latest_nonce) of every session in the copy
     # The input digest: a SQLite store's files, hashed before reading (the run id derives from it);
     # otherwise the rows as they are read.
@@ -403,11 +417,13 @@ def _chunks(sessions: pl.DataFrame, cursors: dict[str, int]):
     yield from _grouped(frame, "new_nonces")
 
 
-def _grouped(frame: pl.DataFrame, size: str):
-    """Consecutive slices of `frame` whose `size` column sums to at most CHUNK_NONCES (a row over it alone)."""
+def _grouped(frame: pl.DataFrame, size: str, limit: int | None = None):
+    """Consecutive slices of `frame` whose `size` column sums to at most `limit` (default CHUNK_NONCES; a row
+    over it alone)."""
+    limit = limit or CHUNK_NONCES
     start, total = 0, 0
     for i, n in enumerate(frame[size].to_list()):
-        if total and total + n > CHUNK_NONCES:
+        if total and total + n > limit:
             yield frame.slice(start, i - start)
             start, total = i, 0
         total += n
@@ -424,22 +440,29 @@ def _derive(con: duckdb.DuckDBPyConnection, escrow_ids: list[str]) -> DeriveOutc
     return derived
 
 
+def _derive_groups(con: duckdb.DuckDBPyConnection, escrow_ids: list[str], limit: int | None = None) -> list[list[str]]:
+    """`escrow_ids` in groups of at most CHUNK_NONCES stored diffs (a big escrow is a group of its own): what one
+    derive call holds at once."""
+    if not escrow_ids:
+        return []
+    _register(con, "deferred_escrows", pa.table({"escrow_id": pa.array(sorted(set(escrow_ids)), pa.string())}))
+    try:
+        held = fetch_frame(con, sql_text("warehouse/ingest/deferred_escrows.sql"))
+    finally:
+        con.unregister("deferred_escrows")
+    return [group["escrow_id"].to_list() for group in _grouped(held, "n", limit)]
+
+
 def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: list[IngestSummary]) -> int:
-    """After ingests with ``derive=False``: derive every escrow they left once, in chunks of at most
+    """After ingests with ``derive=False``: derive every escrow they left once, in groups of at most
     CHUNK_NONCES stored diffs (each one transaction, its quarantine rows under `run`), then set each
     summary's copy time, and its run's. Returns the escrows derived."""
     escrow_ids = sorted(set().union(*(s.to_derive for s in summaries)))
-    if escrow_ids:
-        _register(con, "deferred_escrows", pa.table({"escrow_id": pa.array(escrow_ids, pa.string())}))
-        try:
-            held = fetch_frame(con, sql_text("warehouse/ingest/deferred_escrows.sql"))
-        finally:
-            con.unregister("deferred_escrows")
-        for group in _grouped(held, "n"):
-            with transaction(con):
-                derived = _derive(con, group["escrow_id"].to_list())
-                run.quarantine(derived.quarantined)
-            run.count("inferences", derived.inferences)
+    for group in _derive_groups(con, escrow_ids):
+        with transaction(con):
+            derived = _derive(con, group)
+            run.quarantine(derived.quarantined)
+        run.count("inferences", derived.inferences)
     for summary in summaries:
         summary.copy_at = _copy_time(con, summary.heads)
         with transaction(con):
@@ -448,20 +471,43 @@ def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: l
 
 
 def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, progress, derive, decode_workers) -> None:
-    """Each planned chunk read, decoded, written and derived, one transaction each, in plan order. Its diff
-    batches go to the decode workers as they are read, so they decode while the other tables are read."""
+    """Each planned chunk read, decoded and settled, in plan order; its diff batches go to the decode workers
+    as they are read, so they decode while the other tables are read. A delta of fewer than STAGE_MIN_DIFFS
+    new diffs writes and derives each chunk in its own transaction; a larger one is staged (stage 1,
+    pipeline/ingest/staging.py) and written once, then derived, in one transaction (stage 2)."""
     if not plan:
         return
     from pipeline.sources.decode.workers import DiffDecoder  # not loaded for an unchanged copy
 
-    with DiffDecoder(decode_workers) as decoder:
-        # One chunk at a time: reading the next one while this one is written saved little and held a
-        # chunk more at the ingest's peak (bench/BENCHMARKS.md).
-        for epoch_id, chunk, cursors in plan:
-            progress(f"epoch {epoch_id} diffs", 0, int(chunk["new_nonces"].sum()))
-            read = _read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress)
-            with transaction(con):
-                _ingest_chunk(con, store, read, run, summary, progress, derive)
+    staged = sum(int(chunk["new_nonces"].sum()) for _, chunk, _ in plan) >= STAGE_MIN_DIFFS
+    stager = Stager(con) if staged else None
+    part_diffs = 0  # new diffs staged in the current part
+    try:
+        with DiffDecoder(decode_workers) as decoder:
+            # One chunk at a time: reading the next one while this one is written saved little and held a
+            # chunk more at the ingest's peak (bench/BENCHMARKS.md).
+            for epoch_id, chunk, cursors in plan:
+                progress(f"epoch {epoch_id} diffs", 0, int(chunk["new_nonces"].sum()))
+                read = _read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress)
+                rows = _settle_chunk(store, read, run, progress)
+                if stager is None:
+                    with transaction(con):
+                        _write_chunk(con, rows, run, summary, derive)
+                    continue
+                if part_diffs and part_diffs + rows.counts.diffs > STAGE_PART_DIFFS:
+                    stager.next_part()
+                    part_diffs = 0
+                rows.stage(stager)
+                part_diffs += rows.counts.diffs
+        if stager is not None:
+            stager.finish()
+            pa.default_memory_pool().release_unused()  # stage 1's Arrow pages, before stage 2's peak
+            for part in range(len(stager.parts)):
+                with transaction(con):
+                    _write_staged(con, stager, part, run, summary, derive)
+    finally:
+        if stager is not None:
+            stager.close()
 
 
 @dataclass
@@ -500,27 +546,95 @@ def _read_chunk(
     return read
 
 
-def _ingest_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSummary, progress, derive) -> None:
-    """Write one chunk read and derive its escrows (inside the caller's transaction)."""
-    escrow_ids = read.chunk["escrow_id"].to_list()
-    # The chunk's rows are freed when `_store_chunk` returns, and Arrow's allocator hands their pages
-    # back, before the derive (Polars and DuckDB memory, not Arrow's) makes the ingest's peak.
-    bad = _store_chunk(con, store, read, run, summary, progress)
-    pa.default_memory_pool().release_unused()
-    if derive:
-        derived = _derive(con, escrow_ids)
-        bad += derived.quarantined
-        run.count("inferences", derived.inferences)
-        summary.disagreements += derived.disagreements
-        summary.rule_sets.update((r["escrow_id"], r) for r in derived.rule_sets.iter_rows(named=True))
-    else:
-        summary.to_derive.update(escrow_ids)
-    run.quarantine(bad)
+# The relations a chunk's statements read (registered for one chunk, or staged views of every chunk's),
+# each with the `_ChunkRows` attribute that holds it.
+RELATIONS = {
+    "new_sessions": "sessions",
+    "new_diff_digests": "held",
+    "new_diffs": "diffs",
+    "new_txs": "txs",
+    "new_sealed": "sealed",
+    "new_obs": "obs",
+    "new_snapshots": "snapshots",
+    "new_snapshot_host_stats": "host_stats",
+    "new_snapshot_model_stats": "model_stats",
+    "new_snapshot_live": "live",
+    "new_signatures": "signatures",
+}
+OBS_COLUMNS = ["escrow_id", "inference_id", "slot_id", "epoch_id"]  # what raw_validation_obs keeps
 
 
-def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSummary, progress) -> list[Problem]:
-    """Settle and write a chunk's rows (inside the caller's transaction); returns the problems found, for
-    the caller's quarantine. Takes the read's rows: they are freed when this returns."""
+@dataclass
+class _Counts:
+    """What a write's accounting needs of its relations (one chunk's, or the sum of the staged chunks')."""
+
+    escrow_ids: list[str] = field(default_factory=list)
+    sessions: int = 0
+    diffs: int = 0
+    txs: int = 0
+    diff_dedup: int = 0  # diff rows of the copy claiming one key with the same bytes
+    sealed: int = 0
+    sealed_dedup: int = 0
+    snapshots: int = 0
+    snapshot_dedup: int = 0
+    obs: int = 0
+    signatures: int = 0
+
+    def add(self, other: _Counts) -> None:
+        self.escrow_ids += other.escrow_ids
+        for name in ("sessions", "diffs", "txs", "diff_dedup", "sealed", "sealed_dedup", "snapshots"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in ("snapshot_dedup", "obs", "signatures"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class _ChunkRows:
+    """A chunk's rows read, decoded and settled: the relations its statements write, their counts, and the
+    problems found (quarantined with the chunk)."""
+
+    counts: _Counts
+    bad: list[Problem]
+    sessions: pa.Table
+    sealed: pa.Table
+    snapshots: pa.Table
+    host_stats: pa.Table
+    model_stats: pa.Table
+    live: pa.Table
+    held: pa.Table | None = None
+    diffs: pa.Table | None = None
+    txs: pa.Table | None = None
+    obs: pa.Table | None = None
+    signatures: pa.Table | None = None
+
+    def register(self, con: duckdb.DuckDBPyConnection) -> None:
+        for name, attr in RELATIONS.items():
+            if (table := getattr(self, attr)) is not None:
+                if name == "new_txs":
+                    # As a stream, read once: DuckDB keeps a registered table until the transaction ends, so the
+                    # transactions (the chunk's largest rows) would still be held by the derive, where it peaks.
+                    table = pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+                _register(con, name, table)
+
+    def release(self) -> None:
+        """Drop the rows (the counts and problems stay)."""
+        for attr in set(RELATIONS.values()):
+            setattr(self, attr, None)
+
+    def stage(self, stager) -> None:
+        """Append the chunk's relations and problems to the staged files (stage 1)."""
+        from pipeline.ingest.staging import PROBLEMS
+
+        for name, attr in RELATIONS.items():
+            stager.add(name, getattr(self, attr))
+        columns = [pa.array([p[i] if p[i] is None else str(p[i]) for p in self.bad], pa.string()) for i in range(3)]
+        stager.add(PROBLEMS, pa.table(dict(zip(("table_name", "row_key", "reason"), columns, strict=True))))
+        stager.add_counts(self.counts)
+
+
+def _settle_chunk(store, read: _ChunkRead, run: IngestRun, progress) -> _ChunkRows:
+    """Settle a chunk read: its rows counted, claims settled, checkpoints decoded, values checked. Takes the
+    read's rows: they are freed with the returned ones."""
     from pipeline.sources.decode.snapshots import decode_snapshots
 
     acct, epoch_id, chunk = run.accounting, read.epoch_id, read.chunk
@@ -529,7 +643,8 @@ def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSu
     sealed_batches, obs, snapshot_batches, signature_parts = read.sealed, read.obs, read.snapshots, read.signatures
     read.decodings, read.sealed, read.obs, read.snapshots, read.signatures = [], [], [], [], []
     txs, diffs, held, diff_dedup = _settle_chunk_diffs(decoded, acct, bad)
-    signature_rows = sum(t.num_rows for t in signature_parts)
+    signatures = pa.concat_tables(signature_parts) if signature_parts else None
+    signature_rows = signatures.num_rows if signatures is not None else 0
     acct.read("signatures", signature_rows)
     acct.used("signatures", signature_rows)  # each compared with the other copies' (pipeline/ingest/coverage.py)
     where = f"epoch {epoch_id}"
@@ -543,44 +658,114 @@ def _store_chunk(con, store, read: _ChunkRead, run: IngestRun, summary: IngestSu
     bad += _value_checks(chunk, txs, sealed)
     obs_rows = sum(b.num_rows for b in obs)
     acct.read("validation_obs", obs_rows)
-    sessions = chunk.drop("new_nonces").with_columns(source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id))
-    _register(con, "new_sealed", sealed)
-    _register(con, "new_sessions", sessions)
-    bad += _sealed_conflicts(con, store.source_id, run.run_id)  # against the copies stored before this one
-    con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
     acct.deduplicated("diffs", diff_dedup)
-    deduplicated, forked = _write_diffs(con, run, txs, diffs, held)
-    _write_sealed(con, store.source_id, acct, sealed, sealed_dedup)
-    _write_snapshots(con, store.source_id, acct, snapshots, snapshot_dedup)
-    _write_obs(con, acct, obs, obs_rows)
-    if signature_parts:
-        summary.signature_forks += record_copy_signatures(con, run, pa.concat_tables(signature_parts))
-    for name in CHUNK_RELATIONS:
-        con.unregister(name)  # a no-op for names this chunk did not register
+    sessions = chunk.drop("new_nonces").with_columns(source_id=pl.lit(store.source_id), run_id=pl.lit(run.run_id))
+    n = snapshots.snapshots.num_rows
+    counts = _Counts(
+        escrow_ids=chunk["escrow_id"].to_list(),
+        sessions=chunk.height,
+        diffs=diffs.num_rows if diffs is not None else 0,
+        txs=txs.num_rows if txs is not None else 0,
+        sealed=sealed.num_rows,
+        sealed_dedup=sealed_dedup,
+        snapshots=n,
+        snapshot_dedup=snapshot_dedup,
+        obs=obs_rows,
+        signatures=signature_rows,
+    )
+    return _ChunkRows(
+        counts,
+        bad,
+        sessions=sessions.to_arrow(),
+        sealed=sealed,
+        snapshots=snapshots.snapshots.append_column("source_id", pa.array([store.source_id] * n, pa.string())),
+        host_stats=snapshots.host_stats,
+        model_stats=snapshots.model_stats,
+        live=snapshots.live,
+        held=held if diffs is not None else None,
+        diffs=diffs,
+        txs=txs,
+        obs=pa.Table.from_batches(obs).select(OBS_COLUMNS) if obs else None,
+        signatures=signatures if signature_rows else None,
+    )
+
+
+def _write_chunk(con, rows: _ChunkRows, run: IngestRun, summary: IngestSummary, derive: bool) -> None:
+    """Write one chunk's rows and derive its escrows (inside the caller's transaction)."""
+    rows.register(con)
+    try:
+        present = {name for name, attr in RELATIONS.items() if getattr(rows, attr) is not None}
+        bad = rows.bad + _write_relations(con, run, summary, rows.counts, present)
+    finally:
+        for name in RELATIONS:
+            con.unregister(name)  # a no-op for names this chunk did not register
+    # The chunk's rows are freed before the derive (Polars and DuckDB memory, not Arrow's) makes the peak.
+    escrow_ids = rows.counts.escrow_ids
+    rows.release()
+    pa.default_memory_pool().release_unused()
+    _derive_written(con, [escrow_ids], escrow_ids, run, summary, derive, bad)
+
+
+def _write_staged(con, stager, part: int, run: IngestRun, summary: IngestSummary, derive: bool) -> None:
+    """Stage 2 for one staged part (inside the caller's transaction): each relation written once by the
+    statements a chunk runs, the chunks' problems quarantined in chunk order, then the part's escrows derived."""
+    from pipeline.ingest.staging import PROBLEMS
+
+    present = {name for name in RELATIONS if stager.staged(part, name)}
+    for name in present:
+        stager.view(con, part, name)
+    try:
+        bad = _write_relations(con, run, summary, stager.counts[part], present)
+    finally:
+        for name in present:
+            con.execute(f"DROP VIEW IF EXISTS {name}")
+    for problems in stager.row_groups(part, PROBLEMS):
+        run.quarantine(_frame(problems))
+    escrow_ids = stager.counts[part].escrow_ids
+    groups = _derive_groups(con, escrow_ids, STAGE_DERIVE_DIFFS) if derive else []
+    _derive_written(con, groups, escrow_ids, run, summary, derive, bad)
+
+
+def _derive_written(
+    con, groups: list[list[str]], escrow_ids: list[str], run: IngestRun, summary: IngestSummary, derive: bool, bad
+) -> None:
+    """Derive the escrows just written (`escrow_ids`, in `groups`) and quarantine `bad` and the derive's
+    problems; without `derive`, leave them to `derive_deferred`."""
+    if derive:
+        for group in groups:
+            derived = _derive(con, group)
+            bad += derived.quarantined
+            run.count("inferences", derived.inferences)
+            summary.disagreements += derived.disagreements
+            summary.rule_sets.update((r["escrow_id"], r) for r in derived.rule_sets.iter_rows(named=True))
+    else:
+        summary.to_derive.update(escrow_ids)
+    run.quarantine(bad)
+
+
+def _write_relations(con, run: IngestRun, summary: IngestSummary, n: _Counts, present: set[str]) -> list[Problem]:
+    """The statements that write the relations `new_*` (registered or staged views; `present`: those there
+    are) into the warehouse, inside the caller's transaction; counts them. Returns the seal conflicts."""
+    acct = run.accounting
+    bad = _sealed_conflicts(con, run.source_id, run.run_id)  # against the copies stored before this one
+    con.execute(sql_text("warehouse/ingest/upsert_sessions.sql"))
+    deduplicated, forked = _write_diffs(con, run, n) if "new_diffs" in present else (0, 0)
+    _write_sealed(con, run.source_id, acct, n.sealed, n.sealed_dedup)
+    _write_snapshots(con, acct, n.snapshots, n.snapshot_dedup)
+    if "new_obs" in present:
+        written = scalar(con.execute(sql_text("warehouse/ingest/insert_obs.sql")))
+        acct.used("validation_obs", written)
+        acct.deduplicated("validation_obs", n.obs - written)  # already held, or in both tables
+    if "new_signatures" in present:
+        summary.signature_forks += record_copy_signatures(con, run)
     # Diffs of this copy the warehouse already held (the same bytes or a fork), for the run's accounting.
     summary.diffs_deduplicated += deduplicated
     summary.diff_forks += forked
-    rows = {"sessions": chunk.height, "diffs": diffs.num_rows if diffs is not None else 0}
-    rows |= {"txs": txs.num_rows if txs is not None else 0, "sealed_inferences": sealed.num_rows}
-    rows |= {"validation_obs": obs_rows, "snapshots": snapshots.snapshots.num_rows}
-    for table, n in rows.items():
-        run.count(table, n)
+    rows = {"sessions": n.sessions, "diffs": n.diffs, "txs": n.txs, "sealed_inferences": n.sealed}
+    rows |= {"validation_obs": n.obs, "snapshots": n.snapshots}
+    for table, count in rows.items():
+        run.count(table, count)
     return bad
-
-
-# The relations a chunk registers with DuckDB, unregistered when it is written.
-CHUNK_RELATIONS = (
-    "new_sessions",
-    "new_diff_digests",
-    "new_diffs",
-    "new_txs",
-    "new_sealed",
-    "new_obs",
-    "new_snapshots",
-    "new_snapshot_host_stats",
-    "new_snapshot_model_stats",
-    "new_snapshot_live",
-)
 
 
 @dataclass
@@ -640,69 +825,40 @@ def _settle_table(
     return rows, dedup
 
 
-def _write_diffs(
-    con, run: IngestRun, txs: pa.Table | None, diffs: pa.Table | None, held: pa.Table | None
-) -> tuple[int, int]:
-    """The chunk's new diffs and their transactions, with the copy's nonce ranges and forks recorded
-    (`record_copy_diffs`). Returns the diffs the warehouse held already: (with the same bytes, forked)."""
-    if diffs is None or txs is None or held is None:
-        return 0, 0
+def _write_diffs(con, run: IngestRun, n: _Counts) -> tuple[int, int]:
+    """The new diffs and their transactions (`new_diffs`, `new_txs`), with the copy's nonce ranges and forks
+    recorded (`record_copy_diffs`). Returns the diffs the warehouse held already: (with the same bytes, forked)."""
     acct = run.accounting
-    _register(con, "new_diff_digests", held)
-    _register(con, "new_diffs", diffs)
-    deduplicated, forked = record_copy_diffs(con, run, held.select(["escrow_id", "nonce"]))
+    deduplicated, forked = record_copy_diffs(con, run)
     insert = "insert_diffs" if deduplicated or forked else "insert_all_diffs"  # nothing held: no conflict
     written = scalar(con.execute(sql_text(f"warehouse/ingest/{insert}.sql"), {"run_id": run.run_id}))
     acct.used("diffs", written)
     acct.deduplicated("diffs", deduplicated)  # the warehouse held them with the same bytes
     # a fork whose stored version stays (its digest sorts first) is set aside, quarantined with both digests
-    acct.quarantined("diffs", diffs.num_rows - written - deduplicated)
-    # As a stream, read once: DuckDB keeps a registered table until the transaction ends, so the
-    # transactions (the chunk's largest rows) would still be held by the derive, where the ingest peaks.
-    _register(con, "new_txs", pa.RecordBatchReader.from_batches(txs.schema, txs.to_batches()))
-    if written == diffs.num_rows:
+    acct.quarantined("diffs", n.diffs - written - deduplicated)
+    if written == n.diffs:
         con.execute(sql_text("warehouse/ingest/insert_all_txs.sql"))
     else:
         con.execute(sql_text("warehouse/ingest/insert_txs.sql"), {"run_id": run.run_id})
     return deduplicated, forked
 
 
-def _write_sealed(con, source_id: str, acct, sealed: pa.Table, dedup: int) -> None:
-    """The chunk's sealed rows (`new_sealed`), each kept where it ranks first (upsert_sealed.sql)."""
+def _write_sealed(con, source_id: str, acct, sealed: int, dedup: int) -> None:
+    """The sealed rows (`new_sealed`), each kept where it ranks first (upsert_sealed.sql)."""
     held_sealed = scalar(con.execute(sql_text("warehouse/ingest/sealed_held.sql")))
     upsert = "upsert_sealed" if held_sealed else "insert_all_sealed"  # nothing held: nothing to rank against
     written = scalar(con.execute(sql_text(f"warehouse/ingest/{upsert}.sql"), {"source_id": source_id}))
     acct.used("sealed_inferences", written)
     # not written: another copy's seal of the key stays (further along, or a conflict it wins, quarantined)
-    acct.deduplicated("sealed_inferences", dedup + sealed.num_rows - written)
+    acct.deduplicated("sealed_inferences", dedup + sealed - written)
 
 
-def _write_snapshots(con, source_id: str, acct, snapshots, dedup: int) -> None:
-    """The chunk's decoded checkpoints where they are newer than the ones the warehouse holds."""
-    snapshot_rows = snapshots.snapshots.append_column(
-        "source_id", pa.array([source_id] * snapshots.snapshots.num_rows, pa.string())
-    )
-    for name, table in (
-        ("new_snapshots", snapshot_rows),
-        ("new_snapshot_host_stats", snapshots.host_stats),
-        ("new_snapshot_model_stats", snapshots.model_stats),
-        ("new_snapshot_live", snapshots.live),
-    ):
-        _register(con, name, table)
+def _write_snapshots(con, acct, snapshots: int, dedup: int) -> None:
+    """The decoded checkpoints (`new_snapshots` …) where they are newer than the ones the warehouse holds."""
     winning = scalar(con.execute(sql_text("warehouse/ingest/winning_snapshots.sql")))
     con.execute(sql_text("warehouse/ingest/upsert_snapshots.sql"))
     acct.used("snapshots", winning)  # the others are older than the checkpoint the warehouse holds
-    acct.deduplicated("snapshots", dedup + snapshots.snapshots.num_rows - winning)
-
-
-def _write_obs(con, acct, obs: list[pa.RecordBatch], obs_rows: int) -> None:
-    """The chunk's validation observations the warehouse lacks (both tables into raw_validation_obs)."""
-    if not obs:
-        return
-    _register(con, "new_obs", pa.Table.from_batches(obs))
-    written = scalar(con.execute(sql_text("warehouse/ingest/insert_obs.sql")))
-    acct.used("validation_obs", written)
-    acct.deduplicated("validation_obs", obs_rows - written)  # already held, or in both tables
+    acct.deduplicated("snapshots", dedup + snapshots - winning)
 
 
 def _settled(rows: pa.Table, key: list[str], table: str, where: str) -> tuple[pa.Table, int, list[Problem]]:

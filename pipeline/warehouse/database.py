@@ -92,8 +92,10 @@ def run_order(con: duckdb.DuckDBPyConnection, alias: str = "") -> str:
 def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     _refuse_special(path)
     try:
-        # Absolute: DuckDB would expand a leading "~" that every other part of the pipeline takes literally.
-        con = duckdb.connect(os.path.abspath(path), read_only=read_only)
+        # Absolute: DuckDB would expand a leading "~" that every other part of the pipeline takes literally
+        # (an in-memory database stays one: made absolute, ":memory:" would name a file).
+        target = str(path) if str(path) == ":memory:" else os.path.abspath(path)
+        con = duckdb.connect(target, read_only=read_only)
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():

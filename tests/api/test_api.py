@@ -252,3 +252,13 @@ def test_a_read_only_warehouse_refuses_to_write(warehouse):
         wh.ingest("data-samples/store")
     with open_warehouse(warehouse, write=True) as wh:
         assert wh.writable and wh.query("SELECT 1 AS one")["one"].to_list() == [1]
+
+
+def test_the_schema_listing_writes_no_file_in_the_working_directory(tmp_path, monkeypatch):
+    # an in-memory warehouse stays in memory: made absolute, ":memory:" named a file in the working directory
+    from pipeline import api
+
+    monkeypatch.chdir(tmp_path)
+    relations, _ = api.schema()
+    assert "inferences" in relations["name"].to_list()
+    assert list(tmp_path.iterdir()) == []

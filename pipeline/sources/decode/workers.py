@@ -30,9 +30,6 @@ from pipeline.sources.store.base import TABLES
 
 WORKERS_ENV = "GONKA_EVIDENCE_DECODE_WORKERS"
 MAX_WORKERS = 64
-# By default at most this many: a chunk's warehouse writes take several times what four workers take to
-# decode it (bench/BENCHMARKS.md), so more would save little and hold memory (a worker's RSS: BENCHMARKS).
-DEFAULT_MAX_WORKERS = 4
 _LENGTH = struct.Struct("<Q")
 _QUARANTINE = pa.schema([("row_key", pa.string()), ("reason", pa.string())])
 # the canonical diff rows decode_diffs reads: only these cross to a worker
@@ -40,10 +37,11 @@ DIFF_COLUMNS = TABLES["diffs"].schema.names
 
 
 def decode_workers() -> int:
-    """GONKA_EVIDENCE_DECODE_WORKERS, else one worker per core this process may use (at most DEFAULT_MAX_WORKERS) when
-    there are two or more, else none: on one core the ingesting process decodes between its writes."""
+    """GONKA_EVIDENCE_DECODE_WORKERS, else one worker per core this process may use when there are two or more
+    (a large ingest stages its rows and writes them once, pipeline/ingest/staging.py, so the decode is its long
+    part, on every core), else none: on one core the ingesting process decodes between its writes."""
     cores = resources.cores()
-    default = min(cores, DEFAULT_MAX_WORKERS) if cores > 1 else 0
+    default = min(cores, MAX_WORKERS) if cores > 1 else 0
     return env_int(WORKERS_ENV, default, 0, MAX_WORKERS, "decode processes")
 
 

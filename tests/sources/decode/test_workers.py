@@ -104,8 +104,10 @@ def test_decode_workers_default_to_the_cores_and_read_their_variable(monkeypatch
     assert workers.decode_workers() == 0  # one core: decoded in this process
     monkeypatch.setattr(workers.resources, "cores", lambda: 3)
     assert workers.decode_workers() == 3
-    monkeypatch.setattr(workers.resources, "cores", lambda: 64)
-    assert workers.decode_workers() == workers.DEFAULT_MAX_WORKERS == 4
+    monkeypatch.setattr(workers.resources, "cores", lambda: 16)
+    assert workers.decode_workers() == 16  # every core: not capped at 4 since the ingest stages its rows
+    monkeypatch.setattr(workers.resources, "cores", lambda: 200)
+    assert workers.decode_workers() == workers.MAX_WORKERS == 64
     monkeypatch.setenv(workers.WORKERS_ENV, "3")
     assert workers.decode_workers() == 3
     monkeypatch.setenv(workers.WORKERS_ENV, "many")
