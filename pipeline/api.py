@@ -25,16 +25,35 @@ warehouse they need, use it and close it. docs/api.md is the reference.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from pipeline.core.errors import UserError
 from pipeline.core.events import Listener, Progress
-from pipeline.core.paths import DEFAULT_WAREHOUSE
-from pipeline.core.roles import Role
+from pipeline.core.roles import Role  # noqa: F401  (the roles of check_path)
 from pipeline.ingest import missing_column_warnings  # noqa: F401  (the CLI says them)
+from pipeline.jobs.listing import (  # noqa: F401  (the facade's names besides its commands)
+    check_outputs,
+    check_path,
+    evidence_options,
+    evidence_reference,
+    evidence_tables,
+    init_config,
+    log_kind_help,
+    named_queries,
+    parse_params,
+    query_output_format,
+    resolve_sql,
+    rule_set_lines,
+    schema,
+    source_kinds,
+    unrecognised_warnings,
+    user_error,
+    user_errors,
+)
+from pipeline.output import summaries  # noqa: F401  (every job summary, rendered once: the CLI says them)
 from pipeline.output.evidence import Evidence
 from pipeline.output.query_format import DEFAULT_TIMEOUT_S as QUERY_TIMEOUT_S
 from pipeline.output.query_format import MAX_TIMEOUT_S as MAX_QUERY_TIMEOUT_S
@@ -47,17 +66,17 @@ if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a w
     import polars as pl
 
     from pipeline.evidence.buildcheck import BuildCheck
-    from pipeline.evidence.spec import EvidenceSpec, Option
     from pipeline.ingest.accounting import AccountingRow
     from pipeline.ingest.builds import BuildsLoaded
     from pipeline.ingest.json_responses import JsonIngestSummary
     from pipeline.ingest.logs import LogIngestSummary
     from pipeline.ingest.runs import IngestSummary
     from pipeline.jobs.run import RunOutcome
+    from pipeline.jobs.settings import Settings
     from pipeline.network.jobs import NetworkIngestSummary
     from pipeline.output.bundle import BundleWritten, Verified
     from pipeline.output.doctor import SourceReport
-    from pipeline.output.query import NamedQuery, QueryError, RenderedQuery
+    from pipeline.output.query import QueryError, RenderedQuery
     from pipeline.output.report.task import ReportWritten
     from pipeline.output.safety import OutputError, OutputGuard
 
@@ -73,6 +92,7 @@ __all__ = [
     "QueryError",
     "QueryFormat",
     "ReportWritten",
+    "Settings",
     "SourceReport",
     "Verified",
     "Warehouse",
@@ -103,20 +123,12 @@ __all__ = [
     "rule_set_lines",
     "run",
     "terminal_width",
+    "UserError",
     "unrecognised_warnings",
     "user_error",
     "user_errors",
     "verify",
 ]
-
-WAREHOUSE_ENV, HOST_ENV = "GONKA_EVIDENCE_WAREHOUSE", "GONKA_EVIDENCE_HOST"
-
-
-def rule_set_lines(choices: list[dict], every: bool = False) -> list[str]:
-    """The ingest summary's lines on the replay rule sets its escrows follow (pipeline/ingest/derive.py)."""
-    from pipeline.ingest.derive import rule_set_lines as lines
-
-    return lines(choices, every)
 
 
 def __getattr__(name: str) -> Any:
@@ -130,6 +142,10 @@ def __getattr__(name: str) -> Any:
         from pipeline.ingest.builds import BuildsLoaded
 
         return BuildsLoaded
+    if name == "Settings":
+        from pipeline.jobs.settings import Settings
+
+        return Settings
     if name == "SourceReport":
         from pipeline.output.doctor import SourceReport
 
@@ -149,110 +165,78 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def config_defaults(config: Path | None = None) -> tuple[str | None, Path]:
-    """The host and warehouse used when none is given: those of the config file (`config`, else
-    gonka-evidence.toml here), else no host and ./warehouse.duckdb. Unlike `run`, the bundled
-    samples' host is never assumed."""
-    from pipeline.jobs.config import DEFAULT_CONFIG_FILE, load_config
-    from pipeline.sources.store.base import SourceError
-
-    if config is not None and not Path(config).exists():
-        raise SourceError(f"{config}: no such config file")
-    if config is None and not DEFAULT_CONFIG_FILE.exists():
-        return None, DEFAULT_WAREHOUSE
-    cfg = load_config(Path(config) if config is not None else DEFAULT_CONFIG_FILE)
-    return cfg.host, cfg.warehouse
-
-
 def resolve_warehouse(path: str | Path | None = None, config: Path | None = None) -> Path:
     """The warehouse a command uses: `path`, else GONKA_EVIDENCE_WAREHOUSE, else the config's, else
-    ./warehouse.duckdb."""
+    ./warehouse.duckdb (`Settings.resolve`)."""
     return Context(path, config=config).path
 
 
-def check_path(path: Path, role: Role, what: str = "", noun: str | None = None) -> None:
-    """PathError unless `path` can play `role` (pipeline/core/roles.py); never blocks. `what` names the
-    option in the message."""
-    from pipeline.output.roles import check_path
+def bundle_request(
+    settings: Settings, host: str | None, epoch: int | None, since: str | None, until: str | None
+) -> Any:
+    """A bundle's request, checked before anything is computed (only an epoch report reads the run
+    configuration, for its finality lag)."""
+    from pipeline.evidence.provenance import command_path
+    from pipeline.output.bundle import bundle_request as request
 
-    check_path(path, role, what, noun)
-
-
-def check_outputs(
-    outputs: dict[str, Path],
-    *,
-    inputs: Iterable[Path] = (),
-    warehouse: Path | None = None,
-    warehouse_option: str | None = None,
-) -> None:
-    """PathError when an output is, holds or lies inside an input, the warehouse or one of its sources."""
-    from pipeline.output.roles import check_outputs
-
-    check_outputs(outputs, inputs=inputs, warehouse=warehouse, warehouse_option=warehouse_option)
+    lag = settings.run.finality_lag_delta if epoch is not None and host else None
+    named = command_path(settings.warehouse) if settings.warehouse_named else None
+    return request(host, epoch, since, until, named, lag)
 
 
 class Context:
-    """The facade: what a command resolves once, and one method per command, each calling the one task
-    of its stage. `warehouse`: the path given (None: GONKA_EVIDENCE_WAREHOUSE, else the config's, else
-    ./warehouse.duckdb); `host`: the default host (else GONKA_EVIDENCE_HOST, else the config's); `config`:
-    the run configuration (None: gonka-evidence.toml here, else the samples')."""
+    """The facade's commands: what a command resolves once (`settings`, a frozen `Settings`: the warehouse,
+    the default host, the run configuration, each argument → environment → config → default), and one
+    method per command, each calling the one task of its stage. `warehouse`, `host`, `config`: the
+    arguments (None: not given)."""
 
     def __init__(
-        self, warehouse: str | Path | None = None, *, host: str | None = None, config: str | Path | None = None
+        self,
+        warehouse: str | Path | None = None,
+        *,
+        host: str | None = None,
+        config: str | Path | None = None,
+        settings: Settings | None = None,
     ):
         self.given = warehouse
         self.host_arg = host
         self.config = Path(config) if config is not None else None
-
-    # --- what is resolved once ------------------------------------------------------------------------
+        self._settings = settings
 
     @cached_property
-    def _location(self) -> tuple[Path, bool]:
-        given = self.given or os.environ.get(WAREHOUSE_ENV) or None
-        resolved = Path(given) if given else config_defaults(self.config)[1]
-        return resolved, given is not None and resolved != DEFAULT_WAREHOUSE
+    def settings(self) -> Settings:
+        """The settings, resolved once (on first use: a command that fails earlier reads no config)."""
+        from pipeline.jobs.settings import Settings
+
+        return self._settings or Settings.resolve(self.given, host=self.host_arg, config=self.config)
 
     @property
     def path(self) -> Path:
         """The warehouse: the one given, else GONKA_EVIDENCE_WAREHOUSE, else the config's, else the default."""
-        return self._location[0]
+        return self.settings.warehouse
 
     @property
     def named(self) -> bool:
         """Whether the warehouse was named (a named warehouse goes into the reproducing commands)."""
-        return self._location[1]
+        return self.settings.warehouse_named
 
-    @cached_property
+    @property
     def host(self) -> str | None:
-        """The default host of `evidence`: the one given, else GONKA_EVIDENCE_HOST, else the config's."""
-        return self.host_arg or os.environ.get(HOST_ENV) or config_defaults(self.config)[0]
-
-    def report_host(self, host: str | None) -> str:
-        """The host of a report: the one given, else the run configuration's (the samples' focal host
-        when there is no gonka-evidence.toml); none is an error."""
-        from pipeline.evidence import EvidenceError
-        from pipeline.jobs.config import load_config
-
-        host = host or self.host_arg or load_config(self.config).host
-        if not host:
-            raise EvidenceError("report needs --host ADDR (or host in gonka-evidence.toml)")
-        return host
+        """The default host: the one given, else GONKA_EVIDENCE_HOST, else the config's."""
+        return self.settings.host
 
     @property
     def finality_lag(self) -> timedelta:
         """The run configuration's finality lag (of the epoch report)."""
-        from pipeline.jobs.config import load_config
+        return self.settings.run.finality_lag_delta
 
-        return load_config(self.config).finality_lag_delta
+    def report_host(self, host: str | None) -> str:
+        """The host of a report: the one given, else the resolved one; none is an error naming where to set it."""
+        return host or self.settings.host_for(None, "report")
 
     def bundle_request(self, host: str | None, epoch: int | None, since: str | None, until: str | None) -> Any:
-        """The bundle's request, checked before anything is computed (only an epoch report reads the
-        run configuration, for its finality lag)."""
-        from pipeline.evidence.provenance import command_path
-        from pipeline.output.bundle import bundle_request
-
-        lag = self.finality_lag if epoch is not None and host else None
-        return bundle_request(host, epoch, since, until, command_path(self.path) if self.named else None, lag)
+        """The bundle's request, checked before anything is computed: see `bundle_request`."""
+        return bundle_request(self.settings, host, epoch, since, until)
 
     def open(self, *, write: bool = False) -> Warehouse:
         """The warehouse, read-only and sandboxed, or with `write` open for ingesting (created when
@@ -261,7 +245,7 @@ class Context:
 
         with disk_errors(self.path):
             con = open_for_write(self.path) if write else open_sandboxed(self.path)
-        return Warehouse(self, con, write=write)
+        return Warehouse(self.settings, con, write=write)
 
     # --- one method per command: each opens the warehouse it needs and closes it ----------------------
 
@@ -296,15 +280,15 @@ class Context:
         self,
         files: Iterable[str | Path],
         *,
-        host: str,
+        host: str | None = None,
         kind: str | None = None,
         year: int | None = None,
         timezone: str | None = None,
     ) -> LogIngestSummary:
-        """`gonka-evidence ingest-logs`: see `Warehouse.ingest_logs`."""
+        """`gonka-evidence ingest-logs`: see `Warehouse.ingest_logs`; `host` defaults to the resolved one."""
         from pipeline.ingest.logs import check_log_request
 
-        host = check_log_request(host, kind, year)  # before the warehouse is created
+        host = check_log_request(host or self.settings.host_for(None, "ingest-logs"), kind, year)  # before it is made
         with self.open(write=True) as wh:
             return wh.ingest_logs(files, host=host, kind=kind, year=year, timezone=timezone)
 
@@ -344,7 +328,7 @@ class Context:
 
         store = open_store(source)
         try:
-            if self.given is None:
+            if self.given is None and self.config is None:  # no warehouse named (--warehouse, or --config's)
                 return source_report(store, None)
             with self.open() as wh:
                 return source_report(store, wh._con)
@@ -357,12 +341,13 @@ class Context:
         `listener.progress` gives the progress callback of each store ingest."""
         from pipeline.jobs.run import run_logged
 
-        return run_logged(self.config, Path(self.given) if self.given else None, listener)
+        return run_logged(self.settings, listener)
 
     def report(self, epoch: int, host: str | None = None, *, out: str | Path = "out") -> ReportWritten:
-        """`gonka-evidence report epoch N`: see `Warehouse.report`. Without a host (given or configured)
-        it is an error before the warehouse is opened."""
-        host = self.report_host(host)
+        """`gonka-evidence report epoch N`: see `Warehouse.report`. Without a host (given, configured, or
+        the samples' on their own warehouse) it is an error, before the warehouse is opened when it can be."""
+        if not (host or self.host or self.settings.samples_host):
+            self.settings.host_for(None, "report")
         with self.open() as wh:
             return wh.report(epoch, host, out=out)
 
@@ -377,7 +362,7 @@ class Context:
     ) -> BundleWritten:
         """`gonka-evidence bundle`: see `Warehouse.bundle`; `host` is required here. A missing host or a
         bad window is an error before the warehouse is opened."""
-        request = self.bundle_request(host, epoch, since, until)
+        request = bundle_request(self.settings, host or self.host, epoch, since, until)
         with self.open() as wh:
             return wh.write_bundle(request, out)
 
@@ -469,13 +454,14 @@ class Warehouse:
     """A warehouse connection, read-only and sandboxed unless opened with ``write=True``; close it,
     or use it as a context manager. Each method calls one task on the connection."""
 
-    def __init__(self, context: Context, con: duckdb.DuckDBPyConnection, *, write: bool = False):
-        self.context, self.path, self._con, self.writable = context, context.path, con, write
+    def __init__(self, context: Settings | Context, con: duckdb.DuckDBPyConnection, *, write: bool = False):
+        self.settings = context.settings if isinstance(context, Context) else context
+        self.path, self._con, self.writable = self.settings.warehouse, con, write
 
     @property
     def host(self) -> str | None:
         """The default host of `evidence`: the one given, else GONKA_EVIDENCE_HOST, else the config's."""
-        return self.context.host
+        return self.settings.host
 
     # --- reading -------------------------------------------------------------------------------------
 
@@ -498,11 +484,11 @@ class Warehouse:
 
         host = host or self.host
         if command is None:
-            warehouse = str(self.path) if self.context.named else None
+            warehouse = str(self.path) if self.settings.warehouse_named else None
             command = reproducing_command(
                 name, host, epoch=epoch, since=since, until=until, warehouse=warehouse, **options
             )
-        options.setdefault("finality_lag", self.context.finality_lag)  # the closed-epoch rule of `run`
+        options.setdefault("finality_lag", self.settings.run.finality_lag_delta)  # the closed-epoch rule of `run`
         return Evidence(
             compute(name, self._con, host=host, epoch=epoch, since=since, until=until, command=command, **options)
         )
@@ -621,9 +607,9 @@ class Warehouse:
         `gonka-evidence report epoch` does. `host` defaults to the run configuration's host."""
         from pipeline.output.report.task import write_report
 
-        lag = self.context.finality_lag
-        host = self.context.report_host(host)
-        warehouse_arg = str(self.path) if self.context.named else None
+        lag = self.settings.run.finality_lag_delta
+        host = host or self.settings.host_for(self._con, "report")
+        warehouse_arg = str(self.path) if self.settings.warehouse_named else None
         return write_report(self._con, self.path, epoch, host, Path(out), finality_lag=lag, warehouse_arg=warehouse_arg)
 
     def bundle(
@@ -637,10 +623,10 @@ class Warehouse:
     ) -> BundleWritten:
         """Write every evidence table, the charts, the epoch report and MANIFEST.json to `out`, as
         `gonka-evidence bundle` does; check it later with `verify`."""
-        return self.write_bundle(self.context.bundle_request(host or self.host, epoch, since, until), out)
+        return self.write_bundle(bundle_request(self.settings, host or self.host, epoch, since, until), out)
 
     def write_bundle(self, request: Any, out: str | Path) -> BundleWritten:
-        """The bundle of a checked request (`Context.bundle_request`) written to `out`."""
+        """The bundle of a checked request (`bundle_request`) written to `out`."""
         from pipeline.output.bundle import bundle
 
         return bundle(self._con, self.path, request, Path(out))
@@ -650,7 +636,7 @@ class Warehouse:
         from pipeline.output.bundle import read_request, verify
 
         has_report = read_request(Path(directory)).epoch is not None  # no epoch report: no finality lag
-        return verify(self._con, Path(directory), self.context.finality_lag if has_report else None)
+        return verify(self._con, Path(directory), self.settings.run.finality_lag_delta if has_report else None)
 
     # --- writing (open_warehouse(..., write=True)) -----------------------------------------------------
 
@@ -737,51 +723,71 @@ def open_warehouse(
 
 
 def ingest(
-    source: str, warehouse: str | Path | None = None, *, label: str | None = None, progress: Progress | None = None
+    source: str,
+    warehouse: str | Path | None = None,
+    *,
+    config: str | Path | None = None,
+    label: str | None = None,
+    progress: Progress | None = None,
 ) -> IngestSummary:
     """`gonka-evidence ingest`: see `Context.ingest`."""
-    return Context(warehouse).ingest(source, label=label, progress=progress)
+    return Context(warehouse, config=config).ingest(source, label=label, progress=progress)
 
 
 def ingest_logs(
     files: Iterable[str | Path],
     *,
-    host: str,
+    host: str | None = None,
     warehouse: str | Path | None = None,
+    config: str | Path | None = None,
     kind: str | None = None,
     year: int | None = None,
     timezone: str | None = None,
 ) -> LogIngestSummary:
     """`gonka-evidence ingest-logs`: see `Warehouse.ingest_logs`."""
-    return Context(warehouse).ingest_logs(files, host=host, kind=kind, year=year, timezone=timezone)
+    return Context(warehouse, config=config).ingest_logs(files, host=host, kind=kind, year=year, timezone=timezone)
 
 
-def ingest_json(files: Iterable[str | Path], warehouse: str | Path | None = None) -> JsonIngestSummary:
+def ingest_json(
+    files: Iterable[str | Path], warehouse: str | Path | None = None, *, config: str | Path | None = None
+) -> JsonIngestSummary:
     """`gonka-evidence ingest-json`: see `Warehouse.ingest_json`."""
-    return Context(warehouse).ingest_json(files)
+    return Context(warehouse, config=config).ingest_json(files)
 
 
-def load_builds(file: str | Path, warehouse: str | Path | None = None) -> BuildsLoaded:
+def load_builds(
+    file: str | Path, warehouse: str | Path | None = None, *, config: str | Path | None = None
+) -> BuildsLoaded:
     """`gonka-evidence builds`: see `Warehouse.load_builds`."""
-    return Context(warehouse).load_builds(file)
+    return Context(warehouse, config=config).load_builds(file)
 
 
-def infer_builds(host: str | None = None, out: str | Path | None = None, warehouse: str | Path | None = None) -> str:
+def infer_builds(
+    host: str | None = None,
+    out: str | Path | None = None,
+    warehouse: str | Path | None = None,
+    *,
+    config: str | Path | None = None,
+) -> str:
     """`gonka-evidence builds infer`: see `Context.infer_builds`."""
-    return Context(warehouse).infer_builds(host, out)
+    return Context(warehouse, config=config).infer_builds(host, out)
 
 
 def check_builds(
-    file: str | Path | None = None, host: str | None = None, warehouse: str | Path | None = None
+    file: str | Path | None = None,
+    host: str | None = None,
+    warehouse: str | Path | None = None,
+    *,
+    config: str | Path | None = None,
 ) -> BuildCheck:
     """`gonka-evidence builds check`: see `Warehouse.check_builds`."""
-    return Context(warehouse).check_builds(file, host)
+    return Context(warehouse, config=config).check_builds(file, host)
 
 
-def doctor(source: str, warehouse: str | Path | None = None) -> SourceReport:
+def doctor(source: str, warehouse: str | Path | None = None, *, config: str | Path | None = None) -> SourceReport:
     """`gonka-evidence doctor`: what a source holds, without ingesting; with `warehouse`, also what
     that warehouse found about the source."""
-    return Context(warehouse).doctor(source)
+    return Context(warehouse, config=config).doctor(source)
 
 
 def run(
@@ -792,10 +798,15 @@ def run(
 
 
 def report(
-    epoch: int, host: str | None = None, *, out: str | Path = "out", warehouse: str | Path | None = None
+    epoch: int,
+    host: str | None = None,
+    *,
+    out: str | Path = "out",
+    warehouse: str | Path | None = None,
+    config: str | Path | None = None,
 ) -> ReportWritten:
     """`gonka-evidence report epoch N`: see `Context.report`."""
-    return Context(warehouse).report(epoch, host, out=out)
+    return Context(warehouse, config=config).report(epoch, host, out=out)
 
 
 def bundle(
@@ -806,35 +817,21 @@ def bundle(
     since: str | None = None,
     until: str | None = None,
     warehouse: str | Path | None = None,
+    config: str | Path | None = None,
 ) -> BundleWritten:
-    """`gonka-evidence bundle`: see `Context.bundle`; `host` is required here."""
-    return Context(warehouse, host=host).bundle(out, host, epoch=epoch, since=since, until=until)
+    """`gonka-evidence bundle`: see `Context.bundle`; `host` defaults to the resolved one."""
+    return Context(warehouse, host=host, config=config).bundle(out, host, epoch=epoch, since=since, until=until)
 
 
-def verify(directory: str | Path, warehouse: str | Path | None = None) -> Verified:
+def verify(directory: str | Path, warehouse: str | Path | None = None, *, config: str | Path | None = None) -> Verified:
     """`gonka-evidence verify`: see `Context.verify`."""
-    return Context(warehouse).verify(directory)
+    return Context(warehouse, config=config).verify(directory)
 
 
 # The network commands read no warehouse and no configuration: the facade's methods themselves.
 network_ingest = Context.network_ingest
 network_evidence = Context.network_evidence
 network_quarantine = Context.network_quarantine
-
-
-def init_config(
-    host: str,
-    *,
-    config: str | Path = "gonka-evidence.toml",
-    sources: Iterable[str] = (),
-    vllm: str | None = None,
-    builds: str | None = None,
-) -> Path:
-    """`gonka-evidence init`: write a commented run configuration for `host` to `config` (never over an
-    existing file); see `pipeline.jobs.init`."""
-    from pipeline.jobs.init import write_config
-
-    return write_config(Path(config), host, sources=list(sources), vllm=vllm, builds=builds)
 
 
 # --- what the command line lists -------------------------------------------------------------------------
@@ -845,140 +842,3 @@ def network_tables() -> dict[str, str]:
     from pipeline.network.tables import NETWORK_TABLES
 
     return {name: table.summary for name, table in NETWORK_TABLES.items()}
-
-
-def evidence_tables() -> dict[str, EvidenceSpec]:
-    """Every evidence table, name → spec (columns, options, summary), in report order."""
-    from pipeline.evidence import EVIDENCE
-
-    return EVIDENCE
-
-
-def evidence_options() -> dict[str, tuple[Option, list[str]]]:
-    """Every table option once (``--by-escrow``, …), with the tables that accept it."""
-    from pipeline.evidence.registry import shared_options
-
-    return shared_options(evidence_tables())
-
-
-def evidence_reference() -> str:
-    """Every evidence table described from its spec: summary, options, columns and their definitions
-    (Markdown; docs/evidence.md is this text)."""
-    from pipeline.evidence.catalogue import reference
-
-    return reference(evidence_tables())
-
-
-def schema() -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The public views and commented tables of a new warehouse, (name, kind, comment), and their columns,
-    (name, column_name, data_type): what docs/schema.md lists, from the views' ``COMMENT ON``."""
-    from pipeline.core.paths import sql_text
-    from pipeline.warehouse.database import fetch_frame, open_for_write
-
-    con = open_for_write(":memory:")
-    try:
-        return fetch_frame(con, sql_text("warehouse/catalog/relations.sql")), fetch_frame(
-            con, sql_text("warehouse/catalog/columns.sql")
-        )
-    finally:
-        con.close()
-
-
-def source_kinds() -> list[dict[str, Any]]:
-    """Every kind of `[[sources]]` entry: name, summary, keys, tables it fills, whether it is a log
-    kind, and how an entry without `kind` is recognised (docs/source-kinds.md lists them)."""
-    from pipeline.ingest.kinds import describe_kinds
-
-    return describe_kinds()
-
-
-def log_kind_help() -> str:
-    """The log kinds `ingest-logs --kind` accepts, as its help text says them."""
-    from pipeline.ingest.kinds import log_kind_help
-
-    return log_kind_help()
-
-
-def named_queries(*, required: bool = False) -> dict[str, NamedQuery]:
-    """The named queries of ``sql/queries/`` (``gonka-evidence query --list``); with `required`, none
-    found is an error (an incomplete installation)."""
-    from pipeline.output.query import QUERIES_DIR, QueryError, named_queries
-
-    queries = named_queries()
-    if required and not queries:
-        raise QueryError(
-            f"{QUERIES_DIR}: no named queries found (an incomplete installation? reinstall gonka-evidence)"
-        )
-    return queries
-
-
-def resolve_sql(sql: str | None, file: Path | None = None) -> str:
-    """The SQL of `sql` (text, or the name of a named query) or of `file`."""
-    from pipeline.output.query import resolve_sql
-
-    return resolve_sql(sql, file)
-
-
-def query_output_format(fmt: QueryFormat | None, output: str | Path | None) -> QueryFormat:
-    """The format `query` writes: ``fmt``, else the one ``output``'s extension names, else the table;
-    a ``fmt`` the extension contradicts raises QueryError."""
-    from pipeline.output.query import output_format
-
-    return output_format(fmt, Path(output) if output is not None else None)
-
-
-def parse_params(items: list[str]) -> dict[str, str]:
-    """``["k=v", …]`` as query parameters (``$k``)."""
-    from pipeline.output.query import parse_params
-
-    return parse_params(items)
-
-
-def user_errors() -> tuple[type[Exception], ...]:
-    """The library's errors that mean the input or the request is wrong (the CLI prints them as one
-    line, exit code 1). EvidenceError is included only once its module was imported (none can have
-    been raised otherwise): importing it loads every evidence table and the statistics libraries."""
-    import sys
-
-    from pipeline.core.env import EnvError
-    from pipeline.core.roles import PathError
-    from pipeline.ingest.builds import BuildsError
-    from pipeline.output.query import QueryError
-    from pipeline.output.safety import OutputError
-    from pipeline.sources.errors import SourceError
-    from pipeline.warehouse.database import WarehouseError
-    from pipeline.warehouse.held import UnheldValue
-
-    evidence = sys.modules.get("pipeline.evidence.window")
-    lake, cluster = sys.modules.get("pipeline.network.lake"), sys.modules.get("pipeline.network.cluster")
-    return (
-        SourceError,
-        WarehouseError,
-        QueryError,
-        BuildsError,
-        EnvError,
-        OutputError,
-        PathError,
-        UnheldValue,
-        *([evidence.EvidenceError] if evidence else []),
-        *([lake.LakeError] if lake else []),
-        *([cluster.ClusterError] if cluster else []),
-    )
-
-
-def unrecognised_warnings(summary: Any) -> list[str]:
-    """The warning for each log file of a log ingest in which nothing was recognised as its kind (said
-    alike by `ingest-logs` and `run`)."""
-    from pipeline.ingest.logs import unrecognised_warnings as warnings
-
-    return warnings(summary)
-
-
-def user_error(exc: Exception) -> Exception | None:
-    """The one-line error the CLI prints for `exc`: itself when it is one of `user_errors()`, DuckDB
-    running out of memory as an OutOfMemory naming the variable to raise; None for anything else (a bug)."""
-    from pipeline.warehouse.database import out_of_memory, ran_out_of_memory
-
-    if isinstance(exc, user_errors()):
-        return exc
-    return out_of_memory("the command") if ran_out_of_memory(exc) else None

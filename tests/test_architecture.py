@@ -381,3 +381,153 @@ def test_no_duckdb_result_is_left_unfinished_by_construction():
                 if node.func.attr == "fetchone" or (node.func.attr == "sql" and name not in RELATION_MAKERS):
                     found.append(f"{name}: .{node.func.attr}() (line {node.lineno})")
     assert found == []
+
+
+# Exceptions that are no user error: each is caught inside the library and becomes a counted quarantine, a
+# user error with the file's name, or (samples) a bug in a scenario; never a one-line refusal of its own.
+INTERNAL_EXCEPTIONS = {
+    "BodyError": "an answer body that is not its format: the scan's verdict",
+    "CounterKeyError": "a counter key of a ledger row: quarantined",
+    "OutOfRange": "a JSON number past its column: quarantined",
+    "Unreadable": "a JSON file that cannot be read: quarantined",
+    "DuplicateKey": "a JSON key given twice: quarantined",
+    "BadResult": "a PoC result out of range: quarantined",
+    "PastLimit": "an input past a limit: quarantined or turned into the reader's SourceError",
+    "ChainParamError": "a chain parameter: the config loader names the entry",
+    "FileReadError": "a file that cannot be used: the caller names it in its own user error",
+    "PlanError": "the sample generator's scenario is wrong (a bug of the samples)",
+    "StandardStreamError": "stdout failed: the CLI says it in one line, or exits 141 (pipeline/cli/conventions.py)",
+}
+BUILTIN_EXCEPTIONS = {"Exception", "ValueError", "RuntimeError", "OSError", "LookupError", "TypeError", "KeyError"}
+
+
+def exception_classes(package_dir: Path) -> dict[str, tuple[str, list[str]]]:
+    """Every class of the package with a base: name → (module file, base names)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for name, path in modules(package_dir).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = [
+                    b.id if isinstance(b, ast.Name) else b.attr
+                    for b in node.bases
+                    if isinstance(b, ast.Name | ast.Attribute)
+                ]
+                found[node.name] = (name, bases)
+    return found
+
+
+def non_user_errors(package_dir: Path, allowed: dict[str, str]) -> list[str]:
+    """The exception classes that derive from neither UserError nor an allowed internal exception."""
+    classes = exception_classes(package_dir)
+
+    def roots(name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+        if name in BUILTIN_EXCEPTIONS or name not in classes or name in seen:
+            return {name}
+        return set().union(*(roots(b, seen | {name}) for b in classes[name][1])) | {name}
+
+    wrong = []
+    for name, (module, _bases) in classes.items():
+        reached = roots(name)
+        if reached & BUILTIN_EXCEPTIONS and "UserError" not in reached and not reached & set(allowed):
+            wrong.append(f"{module}.{name}")
+    return sorted(wrong)
+
+
+def test_every_one_line_refusal_derives_from_user_error():
+    """One root for user errors (pipeline/core/errors.py): the CLI maps `UserError` to exit code 1 in one
+    place, so an error class outside it would end a command with a traceback."""
+    assert non_user_errors(ROOT / "pipeline", INTERNAL_EXCEPTIONS) == []
+
+
+def test_a_planted_user_error_outside_the_root_is_named(tmp_path):
+    pkg = tmp_path / "pipeline"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "errors.py").write_text("class UserError(Exception):\n    pass\n")
+    (pkg / "core" / "bad.py").write_text(
+        "from pipeline.core.errors import UserError\n\n"
+        "class GoodError(UserError):\n    pass\n\n"
+        "class StrayError(ValueError):\n    pass\n"
+    )
+    assert non_user_errors(pkg, {}) == ["pipeline.core.bad.StrayError"]
+
+
+# Modules that may write to the standard streams themselves, and why. Everything else says what it has to
+# say through pipeline/cli/console.py (the terminal) or the job's listener (pipeline/core/events.py).
+PRINTERS = {
+    "pipeline.cli.console": "the console: every line the command line prints",
+    "pipeline.cli.process": "the Ctrl-C line, written by a signal handler without Rich",
+    "pipeline.cli.docs": "the developer's generator of the docs pages",
+    "pipeline.samples": "the developer's sample generator (`python -m pipeline.samples`)",
+}
+
+
+def _renders_to_a_buffer(call: ast.Call) -> bool:
+    """A rich Console given a file that is not a standard stream renders text (a table into a string)."""
+    for kw in call.keywords:
+        if kw.arg == "file":
+            v = kw.value
+            return not (isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "sys")
+    return False
+
+
+def printing_calls(package_dir: Path, allowed: dict[str, str]) -> list[str]:
+    """Each print(), typer/click echo, sys.stdout/stderr write and rich Console made outside `allowed`."""
+    found = []
+    for name, path in modules(package_dir).items():
+        if any(name == m or name.startswith(m + ".") for m in allowed):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            what = None
+            if isinstance(f, ast.Name) and f.id == "print":
+                what = f.id
+            elif isinstance(f, ast.Name) and f.id == "Console" and not _renders_to_a_buffer(node):
+                what = f.id
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr == "echo":
+                what = f"{f.value.id}.echo" if f.value.id in ("typer", "click") else None
+            elif isinstance(f, ast.Attribute) and f.attr == "write" and isinstance(f.value, ast.Attribute):
+                inner = f.value
+                if isinstance(inner.value, ast.Name) and inner.value.id == "sys" and inner.attr in ("stdout", "stderr"):
+                    what = f"sys.{inner.attr}.write"
+            if what:
+                found.append(f"{name}:{node.lineno} {what}")
+    return sorted(found)
+
+
+def test_nothing_prints_outside_the_console_module():
+    """One console: the library never prints (a job's lines go to its listener), and the command line prints
+    through pipeline/cli/console.py only."""
+    assert printing_calls(ROOT / "pipeline", PRINTERS) == []
+
+
+def test_a_planted_print_is_named(tmp_path):
+    pkg = tmp_path / "pipeline"
+    (pkg / "ingest").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ingest" / "__init__.py").write_text("")
+    (pkg / "ingest" / "loud.py").write_text(
+        "import sys\nimport typer\n\nprint(1)\ntyper.echo(2)\nsys.stderr.write('3')\n"
+    )
+    assert printing_calls(pkg, {}) == [
+        "pipeline.ingest.loud:4 print",
+        "pipeline.ingest.loud:5 typer.echo",
+        "pipeline.ingest.loud:6 sys.stderr.write",
+    ]
+
+
+def test_one_builder_of_reproducing_commands():
+    """Every reproducing command (footers, reports, bundles, the command line's own) is quoted by
+    pipeline/core/command.py: no other module quotes a command line itself."""
+    quoting = [
+        name
+        for name, path in modules(PIPELINE).items()
+        if name != "pipeline.core.command"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and any(a.name == "shlex" for a in node.names) | (isinstance(node, ast.ImportFrom) and node.module == "shlex")
+    ]
+    assert quoting == []

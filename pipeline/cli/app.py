@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from pipeline.cli.commands import register_all
+from pipeline.cli.console import data as console_data
 from pipeline.cli.conventions import EXIT_CODES_HELP
 from pipeline.core.version import pipeline_version
 
@@ -28,7 +29,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(pipeline_version())
+        console_data(pipeline_version())
         raise typer.Exit()
 
 

@@ -12,7 +12,7 @@ nothing else (bench/BENCHMARKS.md, the no-op re-ingest).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING
@@ -121,7 +121,8 @@ def print_accounting(rows: list[AccountingRow], stderr: bool = True, title: str 
 
 
 def print_ingest_summary(summary: IngestSummary) -> None:
-    """The rows per table and the counts of an ingest, on stderr (a summary, not data)."""
+    """The rows per table of an ingest as a table, then its summary as every ingest says it
+    (pipeline/output/summaries.py), on stderr (a summary, not data)."""
     if verbosity() < NORMAL:
         return
     # The heading on its own line: as a table title it would wrap to the two narrow columns.
@@ -136,36 +137,24 @@ def print_ingest_summary(summary: IngestSummary) -> None:
         for name, n in summary.rows.items():
             table.add_row(Text(name), f"{n:,}")
         _console(True).print(table)
-    else:
-        info(
-            "rows written: none"
-            + (
-                " (its change markers are those of its last ingest: the copy was not read)"
-                if summary.markers_unchanged
-                else ""
-            )
-        )
     if verbosity() >= VERBOSE and summary.accounting:
         print_accounting(summary.accounting)
     from pipeline import api
 
-    for line in api.missing_column_warnings(summary.accounting):  # the copy's missing columns, said
-        warning(line)
-    info(
-        f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
-        f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; "
-        f"quarantined rows: {summary.quarantined:,}; replay/sealed disagreements: {summary.disagreements:,}; "
-        f"elapsed {summary.elapsed_s:.1f} s"
-    )
-    if summary.rule_sets:  # escrows were derived (a no-op ingest imports neither Polars nor the derive)
-        for line in api.rule_set_lines(list(summary.rule_sets.values()), every=verbosity() >= VERBOSE):
-            info(line)
-    _line(
-        sys.stdout,
-        f"snapshot host stats disagreeing with the diff log or the ledger: {summary.snapshot_disagreements:,} slots "
-        f"({summary.snapshot_disagreements_imported:,} in escrows joined by import); "
-        "query snapshot_host_stats_check lists them",
-    )
+    say(api.summaries.ingest(summary))
+
+
+def data(text: str, nl: bool = True) -> None:
+    """Data on stdout (a table, a proposal, the version): as written, never wrapped or read as markup."""
+    import typer
+
+    typer.echo(text, nl=nl)
+
+
+def say(said: Sequence[tuple[str, str]]) -> None:
+    """The lines of a job summary (pipeline/output/summaries.py): information, or warnings."""
+    for level, text in said:
+        (warning if level == "warning" else info)(text)
 
 
 # --- `run`'s log: its stdout, one line per fact (see pipeline/jobs/run.py) ----------------------------------

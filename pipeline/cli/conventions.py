@@ -22,14 +22,19 @@ from pipeline.cli.paths import path_option
 from pipeline.cli.process import say_interrupted
 from pipeline.core.roles import Role
 
+# The exit codes, one place (docs/cli.md lists them): a user error (pipeline.core.errors.UserError, mapped by
+# `user_errors` below) is not a check that ran and found a problem.
 EXIT_USER_ERROR = 1  # bad arguments, missing source, failed query: a one-line message
 # 2 is click's own: the command line itself is wrong (unknown option, missing argument, bad choice).
-EXIT_QUARANTINED = 3  # rows were quarantined and --strict was given
-EXIT_CHECK_FAILED = 3  # a preflight check failed and --strict was given: a data problem reported, as above
+EXIT_QUARANTINED = 3  # rows were quarantined and --strict was given: a data problem reported
+# A check ran and found a problem, which it reported: `verify` (a file differs), `builds check` (a
+# contradiction), `preflight --strict` (a check failed). A data problem reported, as above.
+EXIT_CHECK_FAILED = 3
 EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`| head`): quietly, as a process killed by SIGPIPE
 EXIT_CODES_HELP = (
     "Exit codes: 0 success; 1 user error (one-line message on stderr); 2 usage error; 3 rows quarantined with "
-    "--strict (preflight --strict: a check failed); 141 the reader of stdout stopped reading (`| head`)."
+    "--strict, or a check found a problem (verify, builds check, preflight --strict): a data problem reported; "
+    "141 the reader of stdout stopped reading (`| head`)."
 )
 
 # The largest epoch number (and any other count) the warehouse can hold: DuckDB's BIGINT. A larger one
@@ -43,37 +48,28 @@ HostOpt = Annotated[
         envvar="GONKA_EVIDENCE_HOST",
     ),
 ]
-WarehouseOpt = Annotated[
-    Path,
-    path_option(
-        Role.WAREHOUSE_READ, "--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE"
-    ),
-]
-# For commands that write the warehouse (created when missing).
-WriteWarehouseOpt = Annotated[
-    Path,
-    path_option(
-        Role.WAREHOUSE_WRITE, "--warehouse", "-w", help="DuckDB warehouse file.", envvar="GONKA_EVIDENCE_WAREHOUSE"
-    ),
-]
-# For commands that fall back to the config file's warehouse when none is given.
-ConfigWarehouseOpt = Annotated[
-    Path | None,
-    path_option(
-        Role.WAREHOUSE_READ,
-        "--warehouse",
-        "-w",
-        envvar="GONKA_EVIDENCE_WAREHOUSE",
-        help="DuckDB warehouse file (default: the config's warehouse, else ./warehouse.duckdb).",
-    ),
-]
+WAREHOUSE_HELP = (
+    "DuckDB warehouse file (default: GONKA_EVIDENCE_WAREHOUSE, else the config's warehouse, else ./warehouse.duckdb)."
+)
+
+
+def warehouse_option(kind: Role = Role.WAREHOUSE_READ, help: str = WAREHOUSE_HELP) -> typer.models.OptionInfo:
+    """The one warehouse option of every command that touches a warehouse: `--warehouse/-w`, from
+    GONKA_EVIDENCE_WAREHOUSE when not given, else resolved from the config (`pipeline.jobs.settings`)."""
+    return path_option(kind, "--warehouse", "-w", help=help, envvar="GONKA_EVIDENCE_WAREHOUSE")
+
+
+WarehouseOpt = Annotated[Path | None, warehouse_option()]
+# For commands that write the warehouse (created when missing): the same option in the writer's role.
+WriteWarehouseOpt = Annotated[Path | None, warehouse_option(Role.WAREHOUSE_WRITE)]
 ConfigOpt = Annotated[
     Path | None,
     path_option(
         Role.INPUT_FILE,
         "--config",
         noun="config file",
-        help="Config file whose host and warehouse are the defaults (default: gonka-evidence.toml here, if any).",
+        help="Config file whose host and warehouse are the defaults (default: gonka-evidence.toml here, if any; "
+        "docs/configuration.md).",
     ),
 ]
 
@@ -256,8 +252,7 @@ def reproducing_command(ctx: typer.Context | None = None) -> str:
     A host or warehouse that came from the environment (GONKA_EVIDENCE_HOST, GONKA_EVIDENCE_WAREHOUSE)
     is added as ``--host H`` / ``--warehouse W``: the command must reproduce the table where those
     variables are not set."""
-    import shlex
-
+    from pipeline.core.command import command_line
     from pipeline.core.secrets import redact_url
 
     args = [redact_url(a) for a in sys.argv[1:]]
@@ -265,4 +260,4 @@ def reproducing_command(ctx: typer.Context | None = None) -> str:
         source = ctx.get_parameter_source(name) if ctx is not None else None
         if ctx is not None and source is not None and source.name == "ENVIRONMENT":
             args += [f"--{name}", str(ctx.params[name])]
-    return shlex.join(["gonka-evidence", *args])
+    return command_line(*args)

@@ -113,8 +113,13 @@ def check_paths(func: Callable[..., Any], values: dict[str, Any]) -> None:
             outputs[what] = path
         else:
             inputs.append(path)
-    if warehouse is None and any(p.role is Role.WAREHOUSE_READ for p, _ in roles.values()) and outputs:
-        warehouse = _configured_warehouse(values)
+    declared = {p.role for p, _ in roles.values()} & {Role.WAREHOUSE_READ, Role.WAREHOUSE_WRITE}
+    if warehouse is None and declared and (outputs or Role.WAREHOUSE_WRITE in declared) and "config" in values:
+        kind = Role.WAREHOUSE_WRITE if Role.WAREHOUSE_WRITE in declared else Role.WAREHOUSE_READ
+        warehouse = _configured_warehouse(values, kind)
+        if kind is Role.WAREHOUSE_WRITE:
+            outputs["warehouse"], warehouse_option = warehouse, "warehouse"
+            named.append((warehouse, RoleParser(kind), "warehouse"))
     from pipeline.api import check_outputs, check_path
 
     check_outputs(outputs, inputs=inputs, warehouse=warehouse, warehouse_option=warehouse_option)
@@ -122,12 +127,14 @@ def check_paths(func: Callable[..., Any], values: dict[str, Any]) -> None:
         check_path(path, parser.role, what, parser.noun)
 
 
-def _configured_warehouse(values: dict[str, Any]) -> Path | None:
-    """The warehouse a command without -w uses (GONKA_EVIDENCE_WAREHOUSE, else the config's), checked
-    in its role: a path of the config file is checked like one of the command line."""
+def _configured_warehouse(values: dict[str, Any], kind: Role) -> Path:
+    """The warehouse a command without -w uses (GONKA_EVIDENCE_WAREHOUSE, else the config's, else the
+    default; `pipeline.jobs.settings`), checked in its role: a path of the config file is checked like one
+    of the command line."""
     from pipeline.api import check_path, resolve_warehouse
 
     config = values.get("config")
     path = resolve_warehouse(None, Path(config) if config is not None else None)
-    check_path(path, Role.WAREHOUSE_READ, "warehouse")
+    if kind is Role.WAREHOUSE_READ:
+        check_path(path, kind, "warehouse")
     return path

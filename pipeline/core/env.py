@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 
+from pipeline.core.errors import UserError
+
 # A size as DuckDB takes it (`memory_limit`, `max_temp_directory_size`): a number and a unit.
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)", re.IGNORECASE)
 _UNIT_BYTES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
@@ -13,7 +15,7 @@ _UNIT_BYTES |= {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 MIN_SIZE_BYTES = 1_000_000  # below a megabyte DuckDB cannot run a query at all
 
 
-class EnvError(ValueError):
+class EnvError(UserError, ValueError):
     """A `GONKA_EVIDENCE_*` variable holds a value that cannot be used; one-line message."""
 
 

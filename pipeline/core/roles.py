@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from pipeline.core.errors import UserError
 
-class PathError(Exception):
+
+class PathError(UserError):
     """A path that cannot play its role; one-line message naming the option and the path."""
 
 

@@ -92,11 +92,10 @@ def reproducing_command(
 ) -> str:
     """The `gonka-evidence evidence` command line that computes table `name` with these arguments:
     the window's times in UTC, the set table options by their flags, `--warehouse` when given."""
-    import shlex
-
+    from pipeline.core.command import command_line
     from pipeline.core.times import iso_utc
 
-    args = ["gonka-evidence", "evidence", name]
+    args = ["evidence", name]
     if host is not None:
         args += ["--host", host]
     if epoch is not None:
@@ -114,7 +113,7 @@ def reproducing_command(
         args.append(ALLOW_OPEN)
     if warehouse is not None:
         args += ["--warehouse", str(warehouse)]
-    return shlex.join(args)
+    return command_line(*args)
 
 
 __all__ = [

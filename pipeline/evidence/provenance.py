@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -15,6 +12,7 @@ import duckdb
 if TYPE_CHECKING:
     import polars as pl
 
+from pipeline.core.command import command_line, command_path  # noqa: F401  (the one builder)
 from pipeline.core.paths import sql_text
 from pipeline.core.times import iso_utc
 from pipeline.core.version import pipeline_version
@@ -80,24 +78,6 @@ def escrow_findings(con: duckdb.DuckDBPyConnection, window: Window | None = None
     """Escrows (of `window`, else all) whose diff log no copy held whole, or whose copies disagree."""
     params = (window or Window()).params
     return fetch_frame(con, sql_text("evidence/escrow_coverage_findings.sql"), params).to_dicts()
-
-
-def command_path(path: Path | str) -> str:
-    """A path as a reproducing command names it: relative to the working directory, so that no
-    command in a footer or report names an absolute path of this machine. Where there is no working
-    directory (deleted before the command started) the path is kept as given."""
-    try:
-        return os.path.relpath(path)
-    except ValueError:  # another drive (Windows): nothing relative to point at
-        return str(path)
-    except OSError:  # the working directory is gone (FileNotFoundError from getcwd)
-        return str(path)
-
-
-def command_line(*args: str) -> str:
-    """A ``gonka-evidence`` command line as a shell reads it back: each argument quoted where needed. The
-    one builder of every reproducing command in footers, reports and bundles."""
-    return shlex.join(["gonka-evidence", *args])
 
 
 def window_args(window: Window) -> list[str]:

@@ -13,10 +13,11 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.core.errors import UserError
 from pipeline.core.times import iso_utc
 
 
-class EvidenceError(Exception):
+class EvidenceError(UserError):
     """A request for an evidence table that cannot be answered as asked; one-line message."""
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from pipeline.core.errors import UserError
 from pipeline.core.events import Listener, listening, warn
 from pipeline.core.paths import sql_text
 from pipeline.core.text import label_refusal
@@ -23,7 +24,7 @@ from pipeline.warehouse.database import fetch_frame, transaction
 from pipeline.warehouse.held import UnheldValue, check_value
 
 
-class BuildsError(Exception):
+class BuildsError(UserError):
     """A builds file that cannot be used; one-line message."""
 
 

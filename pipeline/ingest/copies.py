@@ -11,7 +11,6 @@ from collections.abc import Callable
 import duckdb
 
 from pipeline.core.events import Progress
-from pipeline.ingest import missing_column_warnings
 from pipeline.ingest.runs import IngestSummary
 from pipeline.ingest.unchanged import ingest_unchanged
 from pipeline.sources.store import is_postgres, open_store
@@ -43,36 +42,12 @@ def ingest_source(
 
 
 def ingest_store_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> IngestSummary:
-    """`run`'s ingest of a `store` or `postgres` entry (pipeline/ingest/kinds.py), with progress and summary."""
+    """`run`'s ingest of a `store` or `postgres` entry (pipeline/ingest/kinds.py), with progress (its summary
+    is said by the run: pipeline/output/summaries.py)."""
     from pipeline.core import events
 
     with events.progress() as progress:
-        summary = ingest_source(con, source.get("url") or source["path"], label=source.get("label"), progress=progress)
-    if events.verbose():
-        for name, n in summary.rows.items():
-            events.say(f"  {name}: {n:,} rows")
-        for r in summary.accounting:
-            events.say(
-                f"  accounting {r.input}: {r.read:,} {r.unit} read = {r.used:,} used + {r.deduplicated:,} "
-                f"deduplicated + {r.quarantined:,} quarantined" + (f" ({r.note})" if r.note else "")
-            )
-    events.say(
-        f"ingested {summary.source_display}: {sum(summary.rows.values()):,} rows written; "
-        f"escrows changed {summary.escrows_changed:,}, unchanged {summary.escrows_unchanged:,}; "
-        f"new epochs: {', '.join(map(str, summary.new_epochs)) or 'none'}; quarantined rows: {summary.quarantined:,}; "
-        f"snapshot disagreements: {summary.snapshot_disagreements:,} slots; {summary.elapsed_s:.1f} s"
-        + ("; not read: its change markers are those of its last ingest" if summary.markers_unchanged else "")
-    )
-    if summary.rule_sets:  # escrows were derived (a no-op ingest imports no derive)
-        from pipeline.ingest.derive import rule_set_lines
-
-        for said in rule_set_lines(list(summary.rule_sets.values()), every=events.verbose()):
-            events.say(f"  {said}")
-    for said in missing_column_warnings(summary.accounting):
-        events.say(f"  warning: {said}")
-    if line := other_builds_line(con, summary.source_id):
-        events.say(f"  {line}")
-    return summary
+        return ingest_source(con, source.get("url") or source["path"], label=source.get("label"), progress=progress)
 
 
 def other_builds_line(con: duckdb.DuckDBPyConnection, source_id: str) -> str | None:

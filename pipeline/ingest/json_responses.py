@@ -404,10 +404,7 @@ def ingest_json_files(con: duckdb.DuckDBPyConnection, files: list[Path]) -> Json
 
 
 def ingest_json_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> JsonIngestSummary:
-    """`run`'s ingest of a `json` entry (pipeline/ingest/kinds.py): a file, or every *.json of a directory."""
-    from pipeline.core.events import say as run_line
-
+    """`run`'s ingest of a `json` entry (pipeline/ingest/kinds.py): a file, or every *.json of a directory (its
+    summary is said by the run: pipeline/output/summaries.py)."""
     path = Path(source["path"])
-    summary = ingest_json_files(con, sorted(path.glob("*.json")) if path.is_dir() else [path])
-    run_line(f"ingested JSON {path}: {summary.files} files, quarantined rows: {summary.quarantined:,}")
-    return summary
+    return ingest_json_files(con, sorted(path.glob("*.json")) if path.is_dir() else [path])

@@ -468,10 +468,8 @@ def unrecognised_warnings(summary: LogIngestSummary) -> list[str]:
 
 
 def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogIngestSummary:
-    """`run`'s ingest of an entry of a log kind (pipeline/ingest/kinds.py) as the config's host."""
-    from pipeline.core.events import say as run_line
-    from pipeline.core.events import warn
-
+    """`run`'s ingest of an entry of a log kind (pipeline/ingest/kinds.py) as the config's host (its summary
+    is said by the run: pipeline/output/summaries.py)."""
     if not cfg.host:
         raise SourceError(f"{source['path']}: a log source needs the config's host (the host the logs belong to)")
     summary = ingest_logs(
@@ -483,12 +481,4 @@ def ingest_log_source(con: duckdb.DuckDBPyConnection, source: dict, cfg) -> LogI
         timezone=source.get("timezone"),
         label=source.get("label"),
     )
-    new = ", ".join(f"{t} {n:,}" for t, n in summary.rows.items() if n) or "nothing new"
-    run_line(
-        f"ingested {source['kind']} logs {source['path']} ({summary.run_id}): {summary.files} files, "
-        f"{summary.lines:,} lines; {new}"
-        + (f"; files with nothing recognised: {len(summary.unrecognised):,}" if summary.unrecognised else "")
-    )
-    for line in unrecognised_warnings(summary):
-        warn(line)
     return summary

@@ -34,12 +34,19 @@ from typing import Any
 
 from pipeline.core.chain import PARAMS as CHAIN_PARAMS
 from pipeline.core.chain import ChainParam
+from pipeline.core.errors import UserError
 from pipeline.core.paths import DATA_SAMPLES_DIR, DEFAULT_WAREHOUSE
 from pipeline.core.text import label_refusal
 from pipeline.core.tomlfile import read_toml, require_string, toml_type
 from pipeline.ingest import kinds
-from pipeline.sources.store.base import SourceError
+from pipeline.sources.errors import SourceError
 from pipeline.warehouse.held import UnheldValue, check_value
+
+
+class ConfigError(UserError):
+    """A config file (or an environment override of its keys) that cannot be used: one line naming the file
+    and the key (not a SourceError: the config is no source)."""
+
 
 CONFIG_KEYS = ("warehouse", "output", "host", "builds", "finality_lag")
 # Keys a config may leave out, alone or together (each has a default, docs/configuration.md); `host` may be
@@ -82,13 +89,13 @@ def parse_duration(text: str | int | float) -> timedelta:
         elif value and re.fullmatch(rf"(?:{_DURATION.pattern}\s*)+", value):
             seconds = sum(float(n) * _UNITS[u] for n, u in _DURATION.findall(value))
         else:
-            raise SourceError(f"finality_lag {text!r} is not a duration (e.g. 6h, 90m, 1d12h, or seconds)")
+            raise ConfigError(f"finality_lag {text!r} is not a duration (e.g. 6h, 90m, 1d12h, or seconds)")
     if seconds < 0:
-        raise SourceError(f"finality_lag {text!r} is negative")
+        raise ConfigError(f"finality_lag {text!r} is negative")
     try:
         return timedelta(seconds=seconds)
     except OverflowError:
-        raise SourceError(f"finality_lag {text!r} is too long (at most {timedelta.max.days} days)") from None
+        raise ConfigError(f"finality_lag {text!r} is too long (at most {timedelta.max.days} days)") from None
 
 
 # The bundled vLLM log of the samples' focal host (data-samples/README.md): its lines print no year,
@@ -128,11 +135,11 @@ def load_config(path: Path | None) -> RunConfig:
         if not DEFAULT_CONFIG_FILE.exists():
             return _checked(_env_overrides(sample_config()))
         path = DEFAULT_CONFIG_FILE
-    doc = read_toml(path, SourceError, "config file")
+    doc = read_toml(path, ConfigError, "config file")
     base = path.parent
     unknown = set(doc) - set(CONFIG_KEYS) - {"sources", "chain"}
     if unknown:
-        raise SourceError(
+        raise ConfigError(
             f"{path}: unknown key(s) {', '.join(sorted(unknown))} "
             f"(keys: {', '.join(CONFIG_KEYS)}, [[sources]], [[chain]])"
         )
@@ -140,29 +147,29 @@ def load_config(path: Path | None) -> RunConfig:
     cfg = RunConfig(origin=str(path))
     for key in PATH_KEYS:
         if key in doc:
-            setattr(cfg, key, config_path(base, require_string(doc[key], SourceError, f"{path}: {key}")))
+            setattr(cfg, key, config_path(base, require_string(doc[key], ConfigError, f"{path}: {key}")))
     if "host" in doc:
-        cfg.host = require_string(doc["host"], SourceError, f"{path}: host")  # its form: `_checked`
+        cfg.host = require_string(doc["host"], ConfigError, f"{path}: host")  # its form: `_checked`
     lag = doc.get("finality_lag", cfg.finality_lag)
     if isinstance(lag, bool) or not isinstance(lag, (str, int, float)):
-        raise SourceError(
+        raise ConfigError(
             f"{path}: finality_lag must be a duration string or a number of seconds, not {toml_type(lag)}"
         )
     cfg.finality_lag = str(lag)
     sources = doc.get("sources", [])
     if not isinstance(sources, list) or not all(isinstance(s, dict) for s in sources):
-        raise SourceError(f"{path}: sources must be [[sources]] tables")
+        raise ConfigError(f"{path}: sources must be [[sources]] tables")
     for i, s in enumerate(sources, 1):
         bad = set(s) - set(SOURCE_KEYS)
         if bad:
             keys = ", ".join(SOURCE_KEYS)
-            raise SourceError(
+            raise ConfigError(
                 f"{path}: [[sources]] entry {i} has unknown key(s) {', '.join(sorted(bad))} (keys: {keys})"
             )
         if ("url" in s) == ("path" in s):
-            raise SourceError(f"{path}: [[sources]] entry {i} needs exactly one of url or path")
+            raise ConfigError(f"{path}: [[sources]] entry {i} needs exactly one of url or path")
         entry: dict[str, Any] = {
-            k: require_string(v, SourceError, f"{path}: [[sources]] entry {i}: {k}")
+            k: require_string(v, ConfigError, f"{path}: [[sources]] entry {i}: {k}")
             for k, v in s.items()
             if k != "year"
         }
@@ -189,28 +196,28 @@ def _chain_entries(entries: object, path: Path) -> list[ChainParam]:
     """The config's [[chain]] entries (pipeline/core/chain.py), each checked: a known name, a value of its
     type, an ISO-8601 `since`."""
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise SourceError(f"{path}: chain must be [[chain]] tables")
+        raise ConfigError(f"{path}: chain must be [[chain]] tables")
     out = []
     for i, e in enumerate(entries, 1):
         where = f"{path}: [[chain]] entry {i}"
         bad = set(e) - set(CHAIN_KEYS)
         if bad:
-            raise SourceError(f"{where} has unknown key(s) {', '.join(sorted(bad))} (keys: {', '.join(CHAIN_KEYS)})")
+            raise ConfigError(f"{where} has unknown key(s) {', '.join(sorted(bad))} (keys: {', '.join(CHAIN_KEYS)})")
         name = e.get("name")
         if name not in CHAIN_PARAMS:
-            raise SourceError(f"{where}: name {name!r} is not one of {', '.join(CHAIN_PARAMS)}")
+            raise ConfigError(f"{where}: name {name!r} is not one of {', '.join(CHAIN_PARAMS)}")
         value = e.get("value")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise SourceError(f"{where}: value must be a string or a number, not {toml_type(value)}")
+            raise ConfigError(f"{where}: value must be a string or a number, not {toml_type(value)}")
         try:
             if CHAIN_PARAMS[name] is int and isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
             typed = CHAIN_PARAMS[name](value)
         except ValueError:
             kind = {int: "a whole number", float: "a number"}.get(CHAIN_PARAMS[name], "a string")
-            raise SourceError(f"{where}: value {value!r} is not {kind}") from None
-        model = require_string(e["model"], SourceError, f"{where}: model") if "model" in e else None
-        source = require_string(e["source"], SourceError, f"{where}: source") if "source" in e else f"config {path}"
+            raise ConfigError(f"{where}: value {value!r} is not {kind}") from None
+        model = require_string(e["model"], ConfigError, f"{where}: model") if "model" in e else None
+        source = require_string(e["source"], ConfigError, f"{where}: source") if "source" in e else f"config {path}"
         since = _chain_since(e["since"], where) if "since" in e else None
         out.append(ChainParam(name, model, str(typed), since, source, assumed=False))
     return out
@@ -224,16 +231,16 @@ def _chain_since(value: object, where: str):
     try:
         parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
-        raise SourceError(f"{where}: since {value!r} is not an ISO-8601 time") from None
+        raise ConfigError(f"{where}: since {value!r} is not an ISO-8601 time") from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def _year(value: object, where: str) -> int:
     """A log source's `year`: the year of its files' first records (as `ingest-logs --year`)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SourceError(f"{where} must be an integer, not {toml_type(value)}")
+        raise ConfigError(f"{where} must be an integer, not {toml_type(value)}")
     if not 1970 <= value <= 9999:
-        raise SourceError(f"{where} {value} is not a plausible year")
+        raise ConfigError(f"{where} {value} is not a plausible year")
     return value
 
 
@@ -248,25 +255,25 @@ def _env_overrides(cfg: RunConfig) -> RunConfig:
 def _checked(cfg: RunConfig) -> RunConfig:
     try:
         parse_duration(cfg.finality_lag)
-    except SourceError as exc:
-        raise SourceError(f"{cfg.origin}: {exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{cfg.origin}: {exc}") from None
     if cfg.host:  # the file's or GONKA_EVIDENCE_HOST's: well-formed, in lower case (the warehouse's spelling)
         try:
             cfg.host = str(check_value(None, "host", cfg.host, f"{cfg.origin}: host"))
         except UnheldValue as exc:
-            raise SourceError(str(exc)) from None
+            raise ConfigError(str(exc)) from None
     for i, s in enumerate(cfg.sources, 1):
         if refusal := label_refusal(s.get("label") or "", f"{cfg.origin}: [[sources]] entry {i}"):
-            raise SourceError(refusal)
+            raise ConfigError(refusal)
         if s.get("kind") is not None and s["kind"] not in SOURCE_KINDS:
-            raise SourceError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")
+            raise ConfigError(f"{cfg.origin}: source kind {s['kind']!r} is not one of {', '.join(SOURCE_KINDS)}")
         if "timezone" in s:
             from pipeline.sources.logs.files import LogTimezone
 
             try:
                 LogTimezone.parse(s["timezone"])
             except SourceError as exc:
-                raise SourceError(f"{cfg.origin}: {exc}") from None
+                raise ConfigError(f"{cfg.origin}: {exc}") from None
     return cfg
 
 

@@ -49,6 +49,7 @@ from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.streams import StandardStreamError
 from pipeline.core.times import iso_utc
 from pipeline.ingest.kinds import SOURCE_KINDS
+from pipeline.ingest.runs import IngestSummary
 from pipeline.ingest.unchanged import STAMP_PREFIX
 from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used to live here)
     CONFIG_KEYS,
@@ -57,6 +58,8 @@ from pipeline.jobs.config import (  # noqa: F401 (re-exported: the config used t
     sample_config,
     source_kind,
 )
+from pipeline.jobs.settings import Settings
+from pipeline.output import summaries
 from pipeline.warehouse.database import WarehouseError, abort_abandoned_runs, fetch_frame, open_for_write, transaction
 from pipeline.warehouse.held import check_value
 
@@ -264,14 +267,15 @@ def _digest(parts: dict[str, str]) -> str:
 # --- the job --------------------------------------------------------------------------------------------
 
 
-def run_job(config_path: Path | None, warehouse: Path | None) -> RunOutcome:
-    """One run (see the module docstring). Its log lines go to the caller's listener
-    (`pipeline.core.events`), one fact each; `pipeline.api.run` also keeps them in `RunOutcome.log`."""
+def run_job(config_path: Path | None, warehouse: Path | None, settings: Settings | None = None) -> RunOutcome:
+    """One run (see the module docstring) with `settings` (None: resolved from `config_path` and `warehouse`).
+    Its log lines go to the caller's listener (`pipeline.core.events`), one fact each; `pipeline.api.run`
+    also keeps them in `RunOutcome.log`."""
     run_line = events.say
-    cfg = load_config(config_path)
-    if warehouse is not None:
-        cfg.warehouse = warehouse
+    settings = settings or Settings.resolve(warehouse, config=config_path)
+    cfg = settings.run
     _check_paths(cfg)
+    _check_samples_warehouse(settings)
     if cfg.warehouse.is_symlink():  # the new version replaces the file the link names, never the link
         cfg.warehouse = Path(os.path.realpath(cfg.warehouse))
     run_line(f"config: {cfg.origin}; warehouse: {cfg.warehouse}; output: {cfg.output}")
@@ -337,7 +341,9 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
         if aborted:
             events.say(f"ingest_runs: {aborted} run(s) left `running` by a killed writer marked aborted")
         for source in cfg.sources:
-            outcome.ingested.append(SOURCE_KINDS[source_kind(source)].ingest(con, source, cfg))
+            kind = source_kind(source)
+            outcome.ingested.append(summary := SOURCE_KINDS[kind].ingest(con, source, cfg))
+            say(source_summary(con, summary, kind, source))
         if cfg.builds is not None:
             n = load_builds(con, cfg.builds)
             events.say(f"host_builds: {n} entries from {cfg.builds}")
@@ -380,15 +386,31 @@ def print_preflight(con: duckdb.DuckDBPyConnection, host: str) -> None:
     from pipeline.evidence import compute
     from pipeline.evidence.provenance import command_line
 
-    rows = compute("preflight", con, host=host, command=command_line("preflight", "--host", host)).rows
-    for build in rows["build"].unique(maintain_order=True).to_list():
-        part = rows.filter(pl.col("build") == build)
-        said = []
-        for verdict in ("fail", "cannot tell"):
-            checks = part.filter(pl.col("verdict") == verdict)
-            if checks.height:
-                said.append(f"{verdict} {', '.join(f'{c} {n}' for c, n in checks.select('check', 'name').rows())}")
-        events.say(f"preflight of {build}: {'; '.join(said) or 'every check passes'}")
+    say(
+        summaries.preflight(
+            compute("preflight", con, host=host, command=command_line("preflight", "--host", host)).rows
+        )
+    )
+
+
+def say(said: summaries.Said) -> None:
+    """Lines of a job summary (pipeline/output/summaries.py) to the run's listener: its log, or its warnings."""
+    for level, text in said:
+        (events.warn if level == "warning" else events.say)(text)
+
+
+def source_summary(con: duckdb.DuckDBPyConnection, summary: object, kind: str, source: dict) -> summaries.Said:
+    """What the run's log says of one source's ingest, by the kind of its summary."""
+    from pipeline.ingest.copies import other_builds_line
+    from pipeline.ingest.json_responses import JsonIngestSummary
+    from pipeline.ingest.logs import LogIngestSummary
+
+    if isinstance(summary, LogIngestSummary):
+        return summaries.log_source(summary, kind, source["path"])
+    if isinstance(summary, JsonIngestSummary):
+        return summaries.json_source(summary, source["path"])
+    assert isinstance(summary, IngestSummary)
+    return summaries.ingest(summary, verbose=events.verbose(), other_builds=other_builds_line(con, summary.source_id))
 
 
 def report_inputs(
@@ -523,18 +545,8 @@ def write_index_if_due(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: 
 
 def _print_outcome(outcome: RunOutcome, cfg: RunConfig) -> None:
     """The end of the run's summary: reports written or refreshed, epochs still open, the warehouse."""
-    if outcome.written:
-        events.say(f"new reports: {', '.join(f'epoch {e}' for e in outcome.written)} in {cfg.output}")
-    if outcome.rewritten:
-        events.say(f"rewritten (data changed): {', '.join(f'epoch {e}' for e in outcome.rewritten)} in {cfg.output}")
-    if not outcome.written and not outcome.rewritten and cfg.host:
-        events.say("reports: nothing new")
-    if outcome.index is not None:
-        events.say(f"index of every closed epoch: {outcome.index}")
-    if outcome.closure is not None:
-        for line in open_epoch_lines(outcome.closure, cfg.finality_lag):
-            events.say(line)
-    events.say("warehouse: updated" if outcome.published else "warehouse: unchanged (nothing new)")
+    closing = open_epoch_lines(outcome.closure, cfg.finality_lag) if outcome.closure is not None else []
+    say(summaries.run_outcome(outcome, output=cfg.output, host=cfg.host, open_epochs=closing))
 
 
 def open_epoch_lines(closure: pl.DataFrame, finality_lag: str) -> list[str]:
@@ -562,7 +574,29 @@ def open_epoch_lines(closure: pl.DataFrame, finality_lag: str) -> list[str]:
     return lines
 
 
-def run_logged(config_path: Path | None, warehouse: Path | None, listener: events.Listener | None) -> RunOutcome:
+def _check_samples_warehouse(settings: Settings) -> None:
+    """Without a config file the run ingests the bundled samples and reports on their host: only into a new
+    warehouse or the samples' own, never into one that holds other sources (a job started in the wrong
+    directory)."""
+    if settings.config is not None or settings.host or not settings.warehouse.exists():
+        return
+    from pipeline.jobs.settings import WHERE_HOST, is_samples_warehouse
+    from pipeline.warehouse.database import disk_errors, open_sandboxed
+
+    with disk_errors(settings.warehouse):
+        con = open_sandboxed(settings.warehouse)
+    try:
+        own = is_samples_warehouse(con)
+    finally:
+        con.close()
+    if not own:
+        raise RunError(
+            f"{settings.warehouse}: no config file here and this warehouse is not the bundled samples'; "
+            f"give --config FILE (gonka-evidence init writes one), or {WHERE_HOST}"
+        )
+
+
+def run_logged(settings: Settings, listener: events.Listener | None) -> RunOutcome:
     """The `run` task: `run_job`, its log lines said to `listener.line` as they happen and kept in
     `RunOutcome.log`; `listener.progress` gives the progress callback of each store ingest."""
     log: list[str] = []
@@ -573,6 +607,6 @@ def run_logged(config_path: Path | None, warehouse: Path | None, listener: event
         given.line(message)
 
     with events.listening(replace(given, line=line)):
-        outcome = run_job(config_path, warehouse)
+        outcome = run_job(settings.config, settings.warehouse, settings)
     outcome.log = log
     return outcome

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pipeline.core.env import MIN_SIZE_BYTES, env_size, size_bytes
+from pipeline.core.errors import UserError
 from pipeline.core.events import Progress
 from pipeline.core.resources import POOL_VARIABLES, cores, worker_env
 
@@ -32,7 +33,7 @@ MEMORY_ENV, DEFAULT_MEMORY_LIMIT = "GONKA_EVIDENCE_NETWORK_MEMORY", "2GB"
 WORKER_PRELOAD = "pipeline.network.worker"
 
 
-class ClusterError(Exception):
+class ClusterError(UserError):
     """A cluster that cannot be started or reached; one-line message."""
 
 

@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.errors import UserError
+
 LAKE_FORMAT = 1
 DEFAULT_BUCKETS = 16
 # What the lake keeps of a copy: the session store's per-epoch tables, then the escrow cache.
@@ -49,7 +51,7 @@ REJECTED = "rejected"
 CACHE_ENTRY = "escrow_cache/all"  # CopyManifest.tables: the copy holds an escrow cache
 
 
-class LakeError(Exception):
+class LakeError(UserError):
     """A lake that cannot be used as asked; one-line message."""
 
 

@@ -16,6 +16,7 @@ from typing import BinaryIO
 import duckdb
 import polars as pl
 
+from pipeline.core.errors import UserError
 from pipeline.core.interrupts import on_interrupt
 from pipeline.core.paths import SQL_DIR
 from pipeline.output import query_format as query_output
@@ -30,7 +31,7 @@ MAX_SQL_BYTES = 16 * 2**20  # a --file longer than this is not SQL someone wrote
 HEADER = re.compile(r"^--\s*(name|description|params):\s*(.*)$")
 
 
-class QueryError(Exception):
+class QueryError(UserError):
     """A query the user wrote or named that cannot run; one-line message."""
 
 

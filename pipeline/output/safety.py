@@ -21,11 +21,13 @@ from typing import BinaryIO
 
 import duckdb
 
+from pipeline.core.errors import UserError
+
 # The files DuckDB keeps beside a database: its write-ahead log and its spill directory.
 WAREHOUSE_COMPANIONS = (".wal", ".tmp")
 
 
-class OutputError(Exception):
+class OutputError(UserError):
     """An output that cannot be written where it was asked; one-line message."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pipeline.core.errors import UserError
 
-class SourceError(Exception):
+
+class SourceError(UserError):
     """A problem with the source the user named; the message is one line, without secrets."""
 
 

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from pipeline.core.errors import UserError
+
 if TYPE_CHECKING:
     import polars as pl
 
@@ -41,7 +43,7 @@ MEMORY_ENV, DEFAULT_MEMORY_LIMIT = "GONKA_EVIDENCE_DUCKDB_MEMORY", "1GB"
 INGEST_MEMORY_ENV, DEFAULT_INGEST_MEMORY = "GONKA_EVIDENCE_INGEST_MEMORY", "200MB"
 
 
-class WarehouseError(Exception):
+class WarehouseError(UserError):
     """A warehouse that cannot be opened as asked; one-line message."""
 
 

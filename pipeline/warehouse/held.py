@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.core.address import malformed
+from pipeline.core.errors import UserError
 from pipeline.core.paths import sql_text
 from pipeline.core.times import iso_utc
 
@@ -23,7 +24,7 @@ Kind = Literal["host", "slot_host", "epoch", "build", "escrow"]
 CLOSEST = 3  # held values named in a refusal, nearest first
 
 
-class UnheldValue(Exception):
+class UnheldValue(UserError):
     """A value naming a host, epoch, build or escrow that is malformed or not in the warehouse; one line."""
 
 

@@ -47,7 +47,7 @@ def test_infer_prints_a_proposal_or_writes_it(warehouse, tmp_path):
     assert f"proposed builds.toml written to {out}" in written.stderr
 
 
-def test_check_exits_0_when_consistent_and_1_with_a_line_per_contradiction(warehouse, tmp_path):
+def test_check_exits_0_when_consistent_and_3_with_a_line_per_contradiction(warehouse, tmp_path):
     ok = runner.invoke(app, ["builds", "check", str(DATA_SAMPLES_DIR / "builds.toml"), "-w", warehouse])
     assert ok.exit_code == 0 and ok.stdout == ""
     assert "consistent with the vLLM logs" in ok.stderr
@@ -56,7 +56,7 @@ def test_check_exits_0_when_consistent_and_1_with_a_line_per_contradiction(wareh
     bad = tmp_path / "bad.toml"
     bad.write_text(BAD)
     result = runner.invoke(app, ["builds", "check", str(bad), "--host", HOST, "-w", warehouse])
-    assert result.exit_code == 1
+    assert result.exit_code == 3  # a check that found a problem, not a user error (docs/cli.md)
     lines = result.stdout.splitlines()
     assert len(lines) == 4 and all(line.startswith(f"{HOST}: ") for line in lines)
     assert "is shifted" in lines[0] and "says no speculative" in lines[3]

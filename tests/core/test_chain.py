@@ -9,8 +9,7 @@ import pytest
 
 from pipeline.core.chain import DEFAULTS, SHORT_OUTPUT_DOC, ChainParam, ChainParamError, chain_value
 from pipeline.ingest.chain import load_chain_params, read_chain_params
-from pipeline.jobs.config import load_config
-from pipeline.sources.store.base import SourceError
+from pipeline.jobs.config import ConfigError, load_config
 from pipeline.warehouse.database import open_for_write
 from tests.helpers import con_frame
 
@@ -97,6 +96,6 @@ def test_an_empty_table_means_the_defaults(tmp_path):
     ],
 )
 def test_a_bad_chain_entry_is_a_one_line_error(tmp_path, entry, message):
-    with pytest.raises(SourceError) as err:
+    with pytest.raises(ConfigError) as err:
         load_config(_config(tmp_path, f"[[chain]]\n{entry}\n"))
     assert message in str(err.value) and "[[chain]] entry 1" in str(err.value) and "\n" not in str(err.value)

@@ -13,8 +13,7 @@ import pytest
 
 from pipeline.core import limits
 from pipeline.ingest.logs import ingest_logs
-from pipeline.jobs.config import load_config
-from pipeline.sources.errors import SourceError
+from pipeline.jobs.config import ConfigError, load_config
 from pipeline.sources.logs import vllm
 from pipeline.sources.logs.files import LogFile, expand
 from pipeline.sources.store.payloads import PayloadListing, payload_files
@@ -48,7 +47,7 @@ def test_a_config_nested_past_the_depth_limit_is_one_line(tmp_path, value):
     """tomllib recursed per level: a few thousand ended in a RecursionError traceback."""
     cfg = tmp_path / "c.toml"
     cfg.write_text(f"finality_lag = 60\nx = {value}\n")
-    with limits.bounded(depth=32), pytest.raises(SourceError) as err:
+    with limits.bounded(depth=32), pytest.raises(ConfigError) as err:
         load_config(cfg)
     assert str(err.value) == f"{cfg}: nested deeper than 32 levels (limit: pipeline/core/limits.py)"
 

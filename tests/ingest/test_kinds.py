@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from pipeline.ingest.kinds import LOG_KINDS, SOURCE_KINDS, describe_kinds, detect_kind, kind_of, resolve
 from pipeline.ingest.logs import ingest_logs
-from pipeline.jobs.config import SOURCE_KEYS, load_config, source_kind
+from pipeline.jobs.config import SOURCE_KEYS, ConfigError, load_config, source_kind
 from pipeline.samples.logs import HOST, write_log_samples
 from pipeline.sources.logs.files import expand
 from pipeline.sources.store.base import SourceError
@@ -77,13 +77,13 @@ def test_kind_of_an_entry_given_without_kind(tmp_path):
 def test_a_config_with_an_unknown_key_or_kind_names_the_registered_ones(tmp_path):
     config = tmp_path / "c.toml"
     config.write_text('[[sources]]\npath = "x"\nzone = "UTC"\n')
-    with pytest.raises(SourceError) as err:
+    with pytest.raises(ConfigError) as err:
         load_config(config)
     assert str(err.value) == (
         f"{config}: [[sources]] entry 1 has unknown key(s) zone (keys: url, path, kind, label, timezone, year)"
     )
     config.write_text('[[sources]]\npath = "x"\nkind = "syslog"\n')
-    with pytest.raises(SourceError) as err:
+    with pytest.raises(ConfigError) as err:
         load_config(config)
     assert str(err.value) == (
         f"{config}: source kind 'syslog' is not one of store, postgres, vllm, validator, poc, metrics, json"

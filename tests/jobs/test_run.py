@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from pipeline.cli.app import app
 from pipeline.core.address import sample_address
 from pipeline.core.roles import OUTPUT_MARKER
-from pipeline.jobs.config import CONFIG_KEYS, load_config, parse_duration, sample_config
+from pipeline.jobs.config import CONFIG_KEYS, ConfigError, load_config, parse_duration, sample_config
 from pipeline.jobs.run import publish_staged, run_job, run_lock, staged_warehouse
 from pipeline.sources.store.base import SourceError
 from pipeline.warehouse.database import WarehouseError
@@ -169,7 +169,7 @@ def test_config_keys_env_overrides_and_errors(tmp_path, monkeypatch):
         ('[[sources]]\npath = "x"\nkind = "vllm"\nyear = 26', "entry 1: year 26 is not a plausible year"),
     ]:
         cfg.write_text(bad)
-        with pytest.raises(SourceError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
             load_config(cfg)
     assert set(CONFIG_KEYS) == {"warehouse", "output", "host", "builds", "finality_lag"}
 

@@ -105,6 +105,6 @@ def test_verify_compares_evidence_not_labels(relabelled):
     doc["rows"][0]["count"] += 1
     table.write_text(json.dumps(doc))
     result = _run(relabelled, ["verify", "bundle", "--warehouse", "warehouse.duckdb"])
-    assert result.exit_code == 1
+    assert result.exit_code == 3  # a check that found a problem, not a user error (docs/cli.md)
     assert "1 of " in result.output and "tables/epoch-summary.json (differs)" in result.output
     assert "labels differ" in result.output

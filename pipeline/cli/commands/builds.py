@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import WriteWarehouseOpt, prints_data, user_errors
+from pipeline.cli.console import data as console_data
+from pipeline.cli.conventions import EXIT_CHECK_FAILED, ConfigOpt, WriteWarehouseOpt, prints_data, user_errors
 from pipeline.cli.paths import path_option, role
-from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
 ORDER = 20
@@ -46,14 +46,15 @@ def builds(
         Path | None,
         path_option(Role.OUTPUT_FILE, "--out", help="infer: write the proposal here (default: stdout)."),
     ] = None,
-    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WriteWarehouseOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Load, propose (infer) or check the host build timeline.
 
     `builds FILE` (or `builds load FILE`) replaces the timeline with the entries of FILE; `builds infer`
     proposes a builds.toml from the start cycles of the vLLM logs (engine_cycles), on stdout unless --out;
     `builds check [FILE]` names each place where FILE (or the loaded timeline) contradicts those cycles, one
-    line each, and exits 1 when there is one.
+    line each, and exits 3 when there is one.
 
     Example: gonka-evidence builds data-samples/builds.toml
     """
@@ -69,27 +70,27 @@ def builds(
     if action == "infer":
         if toml is not None:
             raise typer.BadParameter(f"`builds infer` takes no file (got {toml}); --out FILE writes the proposal")
-        text = api.infer_builds(host, out, warehouse)
+        text = api.infer_builds(host, out, warehouse, config=config)
         if out is None:
-            typer.echo(text, nl=False)
+            console_data(text, nl=False)
         else:
             info(f"proposed builds.toml written to {out}")
         return
     if action == "check":
-        result = api.check_builds(path, host, warehouse)
+        result = api.check_builds(path, host, warehouse, config=config)
         for note in result.notes:
             info(note)
         for line in result.contradictions:
-            typer.echo(line)
+            console_data(line)
         if not result.ok:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_CHECK_FAILED)
         info(f"{path or 'the loaded build timeline'}: consistent with the vLLM logs")
         return
     if path is None:
         raise typer.BadParameter("`builds load` needs a FILE.toml")
     if toml is not None and file not in ACTIONS:
         raise typer.BadParameter(f"one builds file at a time (got {file} and {toml})")
-    loaded = api.load_builds(Path(path), warehouse)
+    loaded = api.load_builds(Path(path), warehouse, config=config)
     for message in loaded.warnings:
         warning(message)
     info(f"host_builds: {loaded.entries} entries from {path}")

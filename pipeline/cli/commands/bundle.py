@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import MAX_BIGINT, WarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_CHECK_FAILED, MAX_BIGINT, ConfigOpt, HostOpt, WarehouseOpt, user_errors
 from pipeline.cli.paths import path_option, role
-from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
 ORDER = 110
@@ -21,14 +20,15 @@ def bundle(
         Path,
         path_option(Role.OUTPUT_DIR, "--out", "-o", help="The bundle directory (new, empty, or an earlier bundle)."),
     ],
-    host: Annotated[str | None, typer.Option(help="The host address (gonka1…).", envvar="GONKA_EVIDENCE_HOST")] = None,
+    host: HostOpt = None,
     epoch: Annotated[
         int | None,
         typer.Option(help="The escrows of epoch N (the bundle then holds the epoch report).", min=0, max=MAX_BIGINT),
     ] = None,
     since: Annotated[str | None, typer.Option(help="Window start, ISO-8601 (inclusive; UTC when no zone).")] = None,
     until: Annotated[str | None, typer.Option(help="Window end, ISO-8601 (exclusive).")] = None,
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WarehouseOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Write every evidence table (md, csv, json), the charts, the epoch report and MANIFEST.json
     (pipeline version, input digests, the command of each file, sha256 of every file) to OUT.
@@ -38,7 +38,7 @@ def bundle(
     from pipeline import api
     from pipeline.cli.console import out as console
 
-    written = api.bundle(out, host, epoch=epoch, since=since, until=until, warehouse=warehouse)
+    written = api.bundle(out, host, epoch=epoch, since=since, until=until, warehouse=warehouse, config=config)
     path = written.path
     console.print(
         f"wrote {len(written.files)} files to {path} (check them with: gonka-evidence verify {path})", markup=False
@@ -50,17 +50,18 @@ def verify(
     directory: Annotated[
         Path, typer.Argument(help="A bundle directory written by `gonka-evidence bundle`.", parser=role(Role.INPUT_DIR))
     ],
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WarehouseOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Recompute a bundle from the warehouse and compare it file by file (exit 0 only when every
-    file matches; exit 1 naming each file that differs, is missing or was not expected).
+    file matches; exit 3 naming each file that differs, is missing or was not expected).
 
     Example: gonka-evidence verify bundle-3 --warehouse warehouse.duckdb
     """
     from pipeline import api
     from pipeline.cli.console import out as console
 
-    verified = api.verify(directory, warehouse)
+    verified = api.verify(directory, warehouse, config=config)
     checks, bad = verified.checks, verified.bad
     for check in checks:
         console.print(f"{check.status:>10}  {check.path}", markup=False, highlight=False)
@@ -79,7 +80,7 @@ def verify(
             highlight=False,
             soft_wrap=True,
         )
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_CHECK_FAILED)
     console.print(f"all {len(checks)} files match", markup=False)
 
 

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import prints_data, user_errors
-from pipeline.cli.paths import path_option, role
+from pipeline.cli.conventions import ConfigOpt, prints_data, user_errors, warehouse_option
+from pipeline.cli.paths import role
 from pipeline.core.roles import Role
 
 ORDER = 30
@@ -23,16 +23,14 @@ def doctor(
     ],
     warehouse: Annotated[
         Path | None,
-        path_option(
-            Role.WAREHOUSE_READ,
-            "--warehouse",
-            "-w",
+        warehouse_option(
             help="Also show what this warehouse found about the source "
             "(copies that disagree, escrows with a partial diff log, checkpoint cross-checks), whether its "
             "build timeline contradicts its vLLM logs (builds check), and where every row its last ingest "
             "read went (read = used + deduplicated + quarantined).",
         ),
     ] = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Describe what a source holds (layout, release line, lineage, rows per epoch, checkpoints) without ingesting.
 
@@ -41,7 +39,7 @@ def doctor(
     from pipeline import api
     from pipeline.cli.console import print_accounting, print_description, print_text
 
-    found = api.doctor(source, warehouse)
+    found = api.doctor(source, warehouse, config=config)
     print_description(found.description, found.findings, found.escrow_lines)
     if found.builds is not None:  # the warehouse's build timeline against its vLLM logs
         from pipeline.cli.console import out
@@ -55,7 +53,7 @@ def doctor(
     if found.accounting is not None:
         run_id, rows = found.accounting
         print_accounting(rows, stderr=False, title=f"accounting of its last ingest that read it ({run_id})")
-    elif warehouse is not None:
+    elif warehouse is not None or config is not None:
         print_text("accounting: no ingest of this source read it into this warehouse")
 
 

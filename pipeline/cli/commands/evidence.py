@@ -6,12 +6,13 @@ from typing import Annotated
 
 import typer
 
+from pipeline.cli.console import data as console_data
 from pipeline.cli.conventions import (
     MAX_BIGINT,
     ConfigOpt,
-    ConfigWarehouseOpt,
     EvidenceFormat,
     HostOpt,
+    WarehouseOpt,
     complete_evidence_name,
     prints_data,
     reproducing_command,
@@ -41,7 +42,7 @@ def evidence(
         ),
     ] = False,
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
-    warehouse: ConfigWarehouseOpt = None,
+    warehouse: WarehouseOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Print an evidence table with statistics and a provenance footer. The table options
@@ -61,7 +62,7 @@ def evidence(
             allow_open=allow_open,
             **ctx.meta[OPTIONS_KEY],
         )
-    typer.echo(result.render(fmt.value))
+    console_data(result.render(fmt.value))
 
 
 def register(app: typer.Typer) -> None:

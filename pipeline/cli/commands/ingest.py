@@ -6,10 +6,9 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import EXIT_QUARANTINED, WriteWarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_QUARANTINED, ConfigOpt, WriteWarehouseOpt, user_errors
 from pipeline.cli.paths import role
 from pipeline.cli.process import skip_teardown
-from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
 ORDER = 10
@@ -24,7 +23,8 @@ def ingest(
             parser=role(Role.SOURCE),
         ),
     ],
-    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WriteWarehouseOpt = None,
+    config: ConfigOpt = None,
     label: Annotated[str | None, typer.Option(help="A name for this copy in provenance footers.")] = None,
     strict: Annotated[bool, typer.Option(help="Exit 3 when rows were quarantined.")] = False,
 ) -> None:
@@ -41,7 +41,7 @@ def ingest(
     from pipeline.cli.console import ingest_progress, print_ingest_summary
 
     with ingest_progress() as progress:
-        summary = api.ingest(source, warehouse, label=label, progress=progress)
+        summary = api.ingest(source, warehouse, config=config, label=label, progress=progress)
     print_ingest_summary(summary)
     # The warehouse and the source are closed: the process can end without the interpreter's
     # teardown (pipeline/cli/process.py).

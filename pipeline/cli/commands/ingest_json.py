@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import EXIT_QUARANTINED, WriteWarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_QUARANTINED, ConfigOpt, WriteWarehouseOpt, user_errors
 from pipeline.cli.paths import role
-from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
 ORDER = 90
@@ -21,7 +20,8 @@ def ingest_json(
         list[Path],
         typer.Argument(help="Saved JSON responses (accounting API v2–7, chain REST).", parser=role(Role.INPUT_FILE)),
     ],
-    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WriteWarehouseOpt = None,
+    config: ConfigOpt = None,
     strict: Annotated[bool, typer.Option(help="Exit 3 when a file or a record was quarantined.")] = False,
 ) -> None:
     """Ingest saved gateway accounting-API and chain REST JSON responses into the tracker views.
@@ -30,19 +30,10 @@ def ingest_json(
     """
     from pipeline import api
 
-    summary = api.ingest_json(files, warehouse)
-    from pipeline.core.verbosity import NORMAL, verbosity
+    summary = api.ingest_json(files, warehouse, config=config)
+    from pipeline.cli.console import QUIET, say, verbosity
 
-    if verbosity() >= NORMAL:
-        for line in summary.unreadable:
-            typer.echo(f"warning: {line}; quarantined", err=True)
-    elif summary.unreadable:  # --quiet: one line, however many files, each named with its reason
-        typer.echo(f"warning: quarantined whole: {'; '.join(summary.unreadable)}", err=True)
-    rows = ", ".join(f"{table} {n}" for table, n in summary.rows.items())
-    typer.echo(
-        f"ingested {summary.files} file(s): {rows}; quarantined {summary.quarantined} "
-        f"({summary.elapsed_s:.2f} s, runs {', '.join(summary.run_ids)})"
-    )
+    say(api.summaries.ingest_json(summary, quiet=verbosity() == QUIET))
     if strict and summary.quarantined:
         raise typer.Exit(EXIT_QUARANTINED)
 

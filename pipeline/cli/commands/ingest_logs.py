@@ -8,9 +8,8 @@ from typing import Annotated
 import typer
 
 from pipeline.api import log_kind_help
-from pipeline.cli.conventions import EXIT_QUARANTINED, WriteWarehouseOpt, user_errors
+from pipeline.cli.conventions import EXIT_QUARANTINED, ConfigOpt, HostOpt, WriteWarehouseOpt, user_errors
 from pipeline.cli.paths import role
-from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
 ORDER = 80
@@ -22,7 +21,7 @@ def ingest_logs_command(
         list[Path],
         typer.Argument(help="Log files (gzip accepted) or directories (every file in them).", parser=role(Role.INPUT)),
     ],
-    host: Annotated[str, typer.Option(help="The host the files belong to (gonka1…).", envvar="GONKA_EVIDENCE_HOST")],
+    host: HostOpt = None,
     kind: Annotated[str | None, typer.Option(help=f"{log_kind_help()} (default: detected per file).")] = None,
     year: Annotated[
         int | None, typer.Option(help="Year of the first line of each vLLM log (default: from the file time).")
@@ -34,7 +33,8 @@ def ingest_logs_command(
             "or a UTC offset (+02:00); default UTC."
         ),
     ] = None,
-    warehouse: WriteWarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WriteWarehouseOpt = None,
+    config: ConfigOpt = None,
     strict: Annotated[
         bool,
         typer.Option(
@@ -50,40 +50,12 @@ def ingest_logs_command(
     Example: gonka-evidence ingest-logs /var/log/vllm/ --host gonka1...
     """
     from pipeline import api
-    from pipeline.cli.console import err, out
+    from pipeline.cli.console import say
 
-    summary = api.ingest_logs(files, host=host, warehouse=warehouse, kind=kind, year=year, timezone=timezone)
-    kinds = ", ".join(f"{n} {k}" for k, n in sorted(summary.kinds.items()))
-    out.print(
-        f"ingest-logs {summary.run_id}: {summary.files} files ({kinds}), {summary.lines:,} lines, "
-        f"{summary.elapsed_s:.1f}s",
-        markup=False,
-        highlight=False,
+    summary = api.ingest_logs(
+        files, host=host, warehouse=warehouse, config=config, kind=kind, year=year, timezone=timezone
     )
-    for table, n in sorted(summary.rows.items()):
-        out.print(f"  {table}: {n:,} new rows", markup=False, highlight=False)
-    if summary.replaced:
-        out.print(
-            f"  replaced {summary.replaced:,} records of files read before (times read with year "
-            f"{year or 'from the file time'}, time zone {summary.timezone})",
-            markup=False,
-            highlight=False,
-        )
-    if summary.unparsed:
-        out.print(f"  unparsed lines: {summary.unparsed:,} (in quarantine)", markup=False, highlight=False)
-    if summary.undecodable:
-        out.print(
-            f"  lines with bytes that are not UTF-8: {summary.undecodable:,} (at a line's end dropped, "
-            "elsewhere read as U+FFFD)",
-            markup=False,
-            highlight=False,
-        )
-    for line in api.unrecognised_warnings(summary):
-        err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
-    if summary.unrecognised:
-        out.print(f"  files with nothing recognised: {len(summary.unrecognised)}", markup=False, highlight=False)
-    for line in summary.not_read:
-        err.print(f"warning: {line}; not read (in quarantine)", markup=False, highlight=False, soft_wrap=True)
+    say(api.summaries.ingest_logs(summary, year=year))
     if strict and (summary.unparsed or summary.unrecognised or summary.not_read):
         raise typer.Exit(EXIT_QUARANTINED)
 

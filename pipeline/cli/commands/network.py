@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from pipeline.cli.console import data as console_data
 from pipeline.cli.conventions import EvidenceFormat, prints_data, reproducing_command, user_errors
 from pipeline.cli.paths import path_option, role
 from pipeline.core.roles import Role
@@ -66,7 +67,7 @@ def network_ingest(
     Example: gonka-evidence network ingest data-samples/network/host-0 data-samples/network/host-1 --lake lake
     """
     from pipeline import api
-    from pipeline.cli.console import info, ingest_progress, warning
+    from pipeline.cli.console import ingest_progress, say
 
     with ingest_progress() as progress:
         summary = api.network_ingest(
@@ -78,34 +79,7 @@ def network_ingest(
             memory_limit=memory_limit,
             progress=progress,
         )
-    for copy in summary.copies:
-        info(f"copy {copy.label}: {sum(copy.rows.values()):,} rows, {copy.bytes_read:,} bytes read, {copy.files} files")
-        if missing := copy.missing():  # as `ingest` says them; each partition's run record names the class
-            warning(f"copy {copy.label} lacks columns, read as NULL or their rows quarantined: {missing}")
-    info(
-        f"lake {summary.lake}: {len(summary.partitions)} partitions ({summary.built} built, "
-        f"{len(summary.partitions) - summary.built} unchanged) in {summary.buckets} buckets per epoch; diffs "
-        f"{summary.total('diffs_before'):,} -> {summary.total('diffs_after'):,} after dedupe "
-        f"({summary.total('bytes_before'):,} -> {summary.total('bytes_after'):,} bytes); forks: "
-        f"{summary.total('forks'):,}; quarantined rows: {summary.total('quarantined'):,}; {summary.elapsed_s:.1f} s"
-    )
-    for line in fork_lines(summary.fork_keys()):
-        warning(line)
-
-
-FORKS_NAMED = 50  # forks named one per line; the rest are counted (the view forked_diffs lists every one)
-
-
-def fork_lines(keys: list[dict]) -> list[str]:
-    """One line per forked diff: the escrow, the nonce and the copies whose bytes differ there."""
-    lines = [
-        f"fork: epoch {k['epoch']} escrow {k['escrow_id']} nonce {k['nonce']}: "
-        + " vs ".join(f"{', '.join(v['copies'])} ({(v['digest'] or 'no digest')[:19]}…)" for v in k["versions"])
-        for k in keys[:FORKS_NAMED]
-    ]
-    if len(keys) > FORKS_NAMED:
-        lines.append(f"fork: {len(keys) - FORKS_NAMED:,} more (view forked_diffs of each partition warehouse)")
-    return lines
+    say(api.summaries.network_ingest(summary))
 
 
 @user_errors
@@ -162,7 +136,7 @@ def network_evidence(
         if result.chart is None:
             raise typer.BadParameter(f"{name} has no chart", param_hint="--chart")
         result.save_chart(chart)
-    typer.echo(result.render(fmt.value))
+    console_data(result.render(fmt.value))
 
 
 def register(app: typer.Typer) -> None:

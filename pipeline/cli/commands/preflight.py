@@ -6,12 +6,13 @@ from typing import Annotated
 
 import typer
 
+from pipeline.cli.console import data as console_data
 from pipeline.cli.conventions import (
     EXIT_CHECK_FAILED,
     ConfigOpt,
-    ConfigWarehouseOpt,
     EvidenceFormat,
     HostOpt,
+    WarehouseOpt,
     prints_data,
     reproducing_command,
     user_errors,
@@ -34,7 +35,7 @@ def preflight(
     ] = None,
     strict: Annotated[bool, typer.Option(help="Exit 3 when a check fails.")] = False,
     fmt: Annotated[EvidenceFormat, typer.Option("--format", help="Output format.")] = EvidenceFormat.markdown,
-    warehouse: ConfigWarehouseOpt = None,
+    warehouse: WarehouseOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Check, per build, the six ways a plain DSpark setup loses a host its answers, votes or epoch
@@ -49,7 +50,7 @@ def preflight(
         raise typer.BadParameter("give either --build or --since, not both")
     with open_warehouse(warehouse, host=host, config=config) as wh:
         result = wh.preflight(build=build, since=since, command=reproducing_command(ctx))
-    typer.echo(result.render(fmt.value))
+    console_data(result.render(fmt.value))
     if strict and result.failed:
         raise typer.Exit(EXIT_CHECK_FAILED)
 

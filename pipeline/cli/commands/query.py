@@ -11,7 +11,7 @@ import typer
 from pipeline.api import MAX_QUERY_TIMEOUT_S, QUERY_TIMEOUT_S, QueryFormat, terminal_width
 from pipeline.cli.conventions import (
     ConfigOpt,
-    ConfigWarehouseOpt,
+    WarehouseOpt,
     complete_named_query,
     prints_data,
     stream_failed,
@@ -69,7 +69,7 @@ def query(
         ),
     ] = QUERY_TIMEOUT_S,
     list_: Annotated[bool, typer.Option("--list", help="List the named queries with their parameters.")] = False,
-    warehouse: ConfigWarehouseOpt = None,
+    warehouse: WarehouseOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Run SQL on the warehouse views, in a sandbox: the warehouse is opened read-only, and DuckDB is

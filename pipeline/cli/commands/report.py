@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import MAX_BIGINT, HostOpt, WarehouseOpt, user_errors
+from pipeline.cli.conventions import MAX_BIGINT, ConfigOpt, HostOpt, WarehouseOpt, user_errors
 from pipeline.cli.paths import path_option
-from pipeline.core.paths import DEFAULT_WAREHOUSE
 from pipeline.core.roles import Role
 
 ORDER = 100
@@ -29,7 +28,8 @@ def report_epoch(
         Path,
         path_option(Role.OUTPUT_DIR, "--out", "-o", help="Output directory; the report goes to OUT/epoch-N/."),
     ] = Path("out"),
-    warehouse: WarehouseOpt = DEFAULT_WAREHOUSE,
+    warehouse: WarehouseOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Write OUT/epoch-N/report.md, report.html (self-contained), charts/*.svg|png and tables/*.csv.
 
@@ -37,15 +37,15 @@ def report_epoch(
     its verdicts by build, timeouts, engine deaths and acceptance when logs exist), each with its
     denominator and interval and linked to its section, then the sections.
 
-    Reads the warehouse read-only; the host defaults to the run configuration's host
-    (gonka-evidence.toml here, else the bundled samples' focal host).
+    Reads the warehouse read-only; the host is --host, else GONKA_EVIDENCE_HOST, else the config's host
+    (the bundled samples' focal host only on the samples' own warehouse; docs/configuration.md).
 
     Example: gonka-evidence report epoch 3 --host gonka1... --out out
     """
     from pipeline import api
     from pipeline.cli.console import out as console
 
-    written = api.report(epoch, host, out=out, warehouse=warehouse)
+    written = api.report(epoch, host, out=out, warehouse=warehouse, config=config)
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(written.path))  # one line, whatever the name
     console.print(f"wrote {shown}/report.md, report.html, charts/ and tables/", markup=False)
 

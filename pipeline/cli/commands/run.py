@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import prints_data, user_errors
+from pipeline.cli.conventions import WriteWarehouseOpt, prints_data, user_errors
 from pipeline.cli.paths import path_option
 from pipeline.core.roles import Role
 
@@ -25,16 +25,7 @@ def run(
             help="Config file (default: gonka-evidence.toml here, else the bundled samples).",
         ),
     ] = None,
-    warehouse: Annotated[
-        Path | None,
-        path_option(
-            Role.WAREHOUSE_WRITE,
-            "--warehouse",
-            "-w",
-            help="Override the warehouse file.",
-            envvar="GONKA_EVIDENCE_WAREHOUSE",
-        ),
-    ] = None,
+    warehouse: WriteWarehouseOpt = None,
 ) -> None:
     """The scheduled job: ingest what is new, print the summary, write a report for every closed epoch.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from pipeline.cli.console import data as console_data
 from pipeline.cli.conventions import prints_data, user_errors
 from pipeline.core.version import pipeline_version
 
@@ -14,7 +15,7 @@ ORDER = 70
 @prints_data
 def version() -> None:
     """Print the pipeline version."""
-    typer.echo(pipeline_version())
+    console_data(pipeline_version())
 
 
 def register(app: typer.Typer) -> None:
