@@ -3,17 +3,14 @@ every section; and the same counts under the same names in `query`, `doctor` and
 
 from __future__ import annotations
 
-import os
 import re
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
 from pipeline.core.paths import DATA_SAMPLES_DIR
-from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
@@ -22,22 +19,8 @@ NUMBER = re.compile(r"^-?[\d,]+(\.\d+)?%?$")
 
 
 @pytest.fixture(scope="module")
-def sample_dir(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("one-word")
-    data_samples_warehouse(d / "warehouse.duckdb", vllm_log_host=HOST)
-    return d
-
-
-@pytest.fixture(scope="module")
-def report_md(sample_dir) -> str:
-    cwd = os.getcwd()
-    os.chdir(sample_dir)
-    try:
-        result = runner.invoke(app, ["report", "epoch", "3", "--host", HOST])
-    finally:
-        os.chdir(cwd)
-    assert result.exit_code == 0, result.output
-    return (sample_dir / "out" / "epoch-3" / "report.md").read_text()
+def report_md(report_dir) -> str:
+    return (report_dir / "report.md").read_text()
 
 
 def _sections(md: str) -> dict[str, str]:

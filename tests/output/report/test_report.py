@@ -20,33 +20,11 @@ from typer.testing import CliRunner
 
 from pipeline.cli.app import app
 from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceResult
-from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
 GOLDEN = Path(__file__).parents[2] / "golden" / "report-epoch-3.md"
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 IDLE = "gonka1vd2rragg2cycdlzhqzdakt3cuhqj3cd8f9kwme"  # holds slots of data-samples/ in epoch 2 only
-
-
-@pytest.fixture(scope="module")
-def sample_dir(tmp_path_factory) -> Path:
-    """A working directory with ./warehouse.duckdb holding data-samples/ (label data-samples), its vLLM log
-    and its builds: what the bundled `run` ingests."""
-    d = tmp_path_factory.mktemp("report")
-    data_samples_warehouse(d / "warehouse.duckdb", vllm_log_host=HOST)
-    return d
-
-
-@pytest.fixture(scope="module")
-def report_dir(sample_dir) -> Path:
-    cwd = os.getcwd()
-    os.chdir(sample_dir)
-    try:
-        result = runner.invoke(app, ["report", "epoch", "3", "--host", HOST])
-    finally:
-        os.chdir(cwd)
-    assert result.exit_code == 0, result.output
-    return sample_dir / "out" / "epoch-3"
 
 
 def test_golden_markdown_of_the_sample_data(report_dir):
