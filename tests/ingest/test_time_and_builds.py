@@ -11,8 +11,7 @@ from polars.testing import assert_frame_equal
 
 from pipeline.core.address import sample_address
 from pipeline.ingest.builds import BuildsError, load_builds, read_builds
-from pipeline.jobs.config import load_config
-from pipeline.sources.store.base import SourceError
+from pipeline.jobs.config import ConfigError, load_config
 from pipeline.warehouse.database import open_for_write
 from tests.helpers import frame, ingest
 
@@ -223,7 +222,7 @@ LINES = st.one_of(
 def test_any_builds_or_config_file_loads_or_fails_with_one_line(tmp_path, lines, latin1):
     path = tmp_path / "fuzz.toml"
     path.write_bytes(("\n".join(lines) + "\n").encode("latin-1" if latin1 else "utf-8"))
-    for load, errors in ((read_builds, (BuildsError,)), (load_config, (SourceError, BuildsError))):
+    for load, errors in ((read_builds, (BuildsError,)), (load_config, (ConfigError, BuildsError))):
         try:
             load(path)
         except errors as exc:  # anything else (a TypeError, a traceback) fails the test

@@ -152,10 +152,9 @@ def test_absurd_labels_and_timelines_are_one_line_refusals(tmp_path):
 
 
 def test_an_absurd_source_label_is_refused_in_one_line(tmp_path):
-    from pipeline.jobs.config import load_config
-    from pipeline.sources.errors import SourceError
+    from pipeline.jobs.config import ConfigError, load_config
 
     cfg = tmp_path / "gonka-evidence.toml"
     cfg.write_text(f'[[sources]]\npath = "copy"\nlabel = "{"y" * 100_000}"\n', encoding="utf-8")
-    with pytest.raises(SourceError, match="a label of 100,000 characters"):
+    with pytest.raises(ConfigError, match="a label of 100,000 characters"):
         load_config(cfg)
