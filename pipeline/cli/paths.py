@@ -119,7 +119,8 @@ def check_paths(func: Callable[..., Any], values: dict[str, Any]) -> None:
         warehouse = _configured_warehouse(values, kind)
         if kind is Role.WAREHOUSE_WRITE:
             outputs["warehouse"], warehouse_option = warehouse, "warehouse"
-            named.append((warehouse, RoleParser(kind), "warehouse"))
+            if warehouse.parent.is_dir():  # a configured warehouse's new directory is made by the job (`run`)
+                named.append((warehouse, RoleParser(kind), "warehouse"))
     from pipeline.api import check_outputs, check_path
 
     check_outputs(outputs, inputs=inputs, warehouse=warehouse, warehouse_option=warehouse_option)

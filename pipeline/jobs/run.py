@@ -394,9 +394,10 @@ def print_preflight(con: duckdb.DuckDBPyConnection, host: str) -> None:
 
 
 def say(said: summaries.Said) -> None:
-    """Lines of a job summary (pipeline/output/summaries.py) to the run's listener: its log, or its warnings."""
+    """Lines of a job summary (pipeline/output/summaries.py) to the run's log, warnings included: the job's log
+    is its output (cron and systemd keep stdout)."""
     for level, text in said:
-        (events.warn if level == "warning" else events.say)(text)
+        events.say(f"  warning: {text}" if level == "warning" else text)
 
 
 def source_summary(con: duckdb.DuckDBPyConnection, summary: object, kind: str, source: dict) -> summaries.Said:

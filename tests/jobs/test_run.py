@@ -642,6 +642,7 @@ def test_run_prints_one_line_per_fact_and_the_tables_only_with_verbose(tmp_path,
     detail_heads = (
         "  other builds in this copy, read: ",
         "  warning: columns the copy lacks, read as NULL (unknown): ",
+        "  replay rule sets (escrows): ",  # the rule set each escrow's seals chose (escrow_rule_sets)
     )
     assert all(line.startswith(detail_heads) for line in details), "\n".join(first)
     # One preflight line per build label of builds.toml (the sample names one label twice), no table.
