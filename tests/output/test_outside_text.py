@@ -70,7 +70,8 @@ def _check_every_format(text: str) -> None:
     rows = list(csv.reader(io.StringIO(render(result, "csv"))))
     assert len(rows) == 3 and len({len(r) for r in rows}) == 1
     build = rows[1][0]
-    assert build.lstrip("'") == text and not re.match(r"[=+@\t\r]", build)
+    # the label itself, or behind the one quote that guards a formula (a label may begin with a quote itself)
+    assert build in (text, "'" + text) and not re.match(r"[=+@\t\r]", build)
     assert not re.match(r"-", build) or re.fullmatch(r"-\d+(\.\d+)?([eE][-+]?\d+)?", build)
 
     document = json.loads(render(result, "json"))  # JSON escapes what it must: the label comes back as given
@@ -86,6 +87,7 @@ def test_hostile_labels_in_every_format(text):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(min_size=1, max_size=40))
 @example("\x1b[2J\x00")
+@example("'")  # a label that begins with a quote of its own: the oracle once stripped it with the guard's
 def test_fuzz_every_text_field_in_every_format(text):
     _check_every_format(text)
 
