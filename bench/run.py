@@ -108,7 +108,10 @@ def _copy_floor(cur, tables: tuple[str, ...], cols: dict[str, list[str]]) -> dic
 
 
 def step_floor(url: str, size: str) -> dict:
-    """COPY floor of the flat tables (the result) and, timed separately, of the diff blobs."""
+    """COPY floor of the flat tables (the result) and, timed separately, of the diff blobs (a SQLite store
+    directory: `_sqlite_floor`)."""
+    if Path(url).is_dir():
+        return _sqlite_floor(Path(url), size)
     import psycopg
 
     from pipeline.sources.store.postgres import PostgresStore
@@ -123,6 +126,45 @@ def step_floor(url: str, size: str) -> dict:
             blobs = _copy_floor(cur, BLOB_TABLES, cols)
         con.rollback()
     return flat | {"blobs": blobs}
+
+
+def _sqlite_floor(store: Path, size: str) -> dict:
+    """The SQLite layout's floor, as the COPY floor is PostgreSQL's: every table of the store's session files
+    (`_meta.db`, `epoch_*.db`) read into Arrow (ADBC, the driver the ingest reads with) and written as it is to
+    a fresh DuckDB file, one table at a time, no transform; the diffs tables timed apart (`blobs`)."""
+    import adbc_driver_sqlite.dbapi as adbc_sqlite
+    import duckdb
+
+    from pipeline.sources.store.sqlite import sqlite_uri
+
+    path = DATA / f"floor_{size}.duckdb"
+    path.unlink(missing_ok=True)
+    con = duckdb.connect(str(path))
+    parts: dict[str, dict] = {name: {"elapsed_s": 0.0, "rows": 0, "per_table": {}} for name in ("flat", "blobs")}
+    files = sorted(store.glob("epoch_*.db")) + [store / "_meta.db"]
+    for file in files:
+        source = adbc_sqlite.connect(sqlite_uri(file, "mode=ro&immutable=1"))
+        cur = source.cursor()
+        cur.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        names = [r[0] for r in cur.fetchall()]
+        for name in names:
+            part = parts["blobs" if name == "diffs" else "flat"]
+            started = time.perf_counter()
+            cur.execute(f'SELECT * FROM "{name}"')
+            reader = cur.fetch_record_batch()  # noqa: F841 (DuckDB scans it by name below)
+            target = f"{file.stem}__{name}"
+            con.execute(f'CREATE TABLE "{target}" AS SELECT * FROM reader')
+            rows = con.execute(f'SELECT count(*) FROM "{target}"').fetchone()[0]
+            part["elapsed_s"] += time.perf_counter() - started
+            part["rows"] += rows
+            part["per_table"][target] = rows
+        cur.close()
+        source.close()
+    con.close()
+    flat, blobs = parts["flat"], parts["blobs"]
+    for part in parts.values():
+        part["rows_per_s"] = part["rows"] / part["elapsed_s"] if part["elapsed_s"] else None
+    return flat | {"blobs": blobs, "layout": "sqlite", "duckdb_bytes": path.stat().st_size}
 
 
 def _stream_into_duckdb(url: str, path: Path, tables: tuple[str, ...]) -> dict:
@@ -756,12 +798,20 @@ def run_step(step: str, url: str, size: str, env: dict | None = None) -> dict:
     return result
 
 
+def _version(dist: str) -> str | None:
+    """An installed distribution's version (None where it is not installed: a bare SQLite-only machine)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
 def machine() -> dict:
-    import adbc_driver_postgresql
     import duckdb
     import google.protobuf
     import polars
-    import psycopg
     import pyarrow
     from google.protobuf.internal import api_implementation
 
@@ -785,6 +835,8 @@ def machine() -> dict:
         if line.startswith("MemTotal")
     )
     try:
+        import psycopg
+
         with psycopg.connect(scale_copy.db_url(scale_copy.DEFAULT_URL, "postgres")) as con:
             pg = con.execute("SHOW server_version").fetchone()[0]
             shared_buffers = con.execute("SHOW shared_buffers").fetchone()[0]
@@ -801,8 +853,9 @@ def machine() -> dict:
         "duckdb": duckdb.__version__,
         "pyarrow": pyarrow.__version__,
         "polars": polars.__version__,
-        "adbc_driver_postgresql": adbc_driver_postgresql.__version__,
-        "psycopg": psycopg.__version__,
+        "adbc_driver_postgresql": _version("adbc-driver-postgresql"),
+        "adbc_driver_sqlite": _version("adbc-driver-sqlite"),
+        "psycopg": _version("psycopg"),
         "protobuf": f"{google.protobuf.__version__} ({api_implementation.Type()})",
         "dlt": dlt_version,
     }
@@ -930,6 +983,7 @@ LABELS = {
     "flat_raw": "flat → warehouse raw_* (PKs, ingest's upserts)",
     "dlt": "dlt (pyarrow backend) → DuckDB, flat tables",
     "blobs_floor": "floor: COPY binary of diffs (blobs)",
+    "floor_sqlite": "floor: every table of the SQLite store into Arrow, then a fresh DuckDB file (diffs apart)",
     "blobs": "diff blobs → DuckDB (not stored by ingest)",
     "ingest": "full ingest (diffs + sealed rows)",
     "reingest": "no-op re-ingest, full path (`ingest_store`)",
@@ -1006,7 +1060,9 @@ def render(results: dict) -> str:
                     + " |"
                 )
                 continue
-            row(LABELS.get(step, step), x, None if step in ("ingest",) else floor, with_dlt=step not in ("ingest",))
+            sqlite_floor = step == "floor" and x.get("layout") == "sqlite"
+            label = LABELS["floor_sqlite"] if sqlite_floor else LABELS.get(step, step)
+            row(label, x, None if step in ("ingest",) else floor, with_dlt=step not in ("ingest",))
         ing = s.get("ingest", {})
         if "breakdown_s" in ing:
             parts = ", ".join(
@@ -1063,6 +1119,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=scale_copy.DEFAULT_URL, help="PostgreSQL server (database part replaced)")
     parser.add_argument("--steps", default=",".join(STEPS), help="subset of: " + ",".join(STEPS))
     parser.add_argument("--regenerate", action="store_true", help="re-create the copies even when present")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        help="a SQLite store directory instead of the PostgreSQL copies (steps floor, decode, ingest, reingest;"
+        " the floor is then every table read into Arrow and written to a fresh DuckDB file)",
+    )
     parser.add_argument("--output", default=str(RESULTS / "latest.json"))
     parser.add_argument("--step", help=argparse.SUPPRESS)
     parser.add_argument("--size", help=argparse.SUPPRESS)
@@ -1084,13 +1146,21 @@ def main(argv: list[str] | None = None) -> int:
         "targets_spec": TARGETS,
         "sizes": {},
     }
-    for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    if args.store:  # one SQLite store directory, labelled by its name
+        sizes = [args.store.resolve().name]
+    for size in sizes:
         dbname = f"gonka_bench_{size}"
         copy_info = None
-        if args.regenerate or not scale_copy.exists(size, args.url):
+        if args.store:
+            url = str(args.store.resolve())
+            size_bytes = sum(f.stat().st_size for f in args.store.glob("*.db"))
+            copy_info = {"layout": "sqlite", "store": url, "bytes": size_bytes}
+        elif args.regenerate or not scale_copy.exists(size, args.url):
             print(f"[{size}] generating {dbname} …", flush=True)
             copy_info = scale_copy.generate(size, args.url)
-        url = scale_copy.db_url(args.url, dbname)
+        if not args.store:
+            url = scale_copy.db_url(args.url, dbname)
         copy_info = copy_info or copy_stats(url, size)
         copy_info["database"] = dbname
         print(f"[{size}] copy: {json.dumps(copy_info)}", flush=True)
