@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
-import zstandard
 
 from pipeline.core.limits import LIMITS, in_int64
 from pipeline.core.paths import sql_text
@@ -169,13 +168,19 @@ _FILE_DOC = msgspec.json.Decoder(_PayloadFileDoc)
 
 
 def _decompressed(data: bytes) -> bytes:
-    """A zstd frame's content, never more than `MAX_PAYLOAD_FILE_BYTES` of it."""
+    """A zstd frame's content, never more than `MAX_PAYLOAD_FILE_BYTES` of it (zstandard is imported here:
+    a copy without compressed payload files, and every network worker, never loads it)."""
+    import zstandard
+
     reader = zstandard.ZstdDecompressor().stream_reader(data)
     out = bytearray()
-    while chunk := reader.read(2**20):
-        out += chunk
-        if len(out) > MAX_PAYLOAD_FILE_BYTES:
-            raise FileReadError(f"larger than {MAX_PAYLOAD_FILE_BYTES:,} bytes once decompressed")
+    try:
+        while chunk := reader.read(2**20):
+            out += chunk
+            if len(out) > MAX_PAYLOAD_FILE_BYTES:
+                raise FileReadError(f"larger than {MAX_PAYLOAD_FILE_BYTES:,} bytes once decompressed")
+    except zstandard.ZstdError as exc:
+        raise FileReadError(f"is not zstd ({exc})") from None
     return bytes(out)
 
 
@@ -188,8 +193,6 @@ def read_payload_file(f: PayloadFile) -> RawPayload:
             data = _decompressed(data)
     except FileReadError as exc:
         return RawPayload(*ids, None, None, f"payload file {exc}", f.payload_format)
-    except zstandard.ZstdError as exc:
-        return RawPayload(*ids, None, None, f"payload file is not zstd ({exc})", f.payload_format)
     try:
         doc = _FILE_DOC.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
