@@ -35,10 +35,11 @@ def bundle(
 
     Example: gonka-evidence bundle --host gonka1... --epoch 3 --out bundle-3
     """
-    from pipeline import api
+    from pipeline.api import Warehouse
     from pipeline.cli.console import out as console
 
-    written = api.bundle(out, host, epoch=epoch, since=since, until=until, warehouse=warehouse, config=config)
+    with Warehouse.resolve(warehouse, host=host, config=config) as wh:
+        written = wh.bundle(out, host, epoch=epoch, since=since, until=until)
     path = written.path
     console.print(
         f"wrote {len(written.files)} files to {path} (check them with: gonka-evidence verify {path})", markup=False
@@ -58,10 +59,11 @@ def verify(
 
     Example: gonka-evidence verify bundle-3 --warehouse warehouse.duckdb
     """
-    from pipeline import api
+    from pipeline.api import Warehouse
     from pipeline.cli.console import out as console
 
-    verified = api.verify(directory, warehouse, config=config)
+    with Warehouse.resolve(warehouse, config=config) as wh:
+        verified = wh.verify(directory)
     checks, bad = verified.checks, verified.bad
     for check in checks:
         console.print(f"{check.status:>10}  {check.path}", markup=False, highlight=False)

@@ -39,6 +39,7 @@ def doctor(
     from pipeline import api
     from pipeline.cli.console import print_accounting, print_description, print_text
 
+    # A module function, not a Warehouse method: without a warehouse named it reads the source alone.
     found = api.doctor(source, warehouse, config=config)
     print_description(found.description, found.findings, found.escrow_lines)
     if found.builds is not None:  # the warehouse's build timeline against its vLLM logs

@@ -37,11 +37,11 @@ def ingest(
 
     Example: gonka-evidence ingest data-samples/store --warehouse warehouse.duckdb
     """
-    from pipeline import api
+    from pipeline.api import Warehouse
     from pipeline.cli.console import ingest_progress, print_ingest_summary
 
-    with ingest_progress() as progress:
-        summary = api.ingest(source, warehouse, config=config, label=label, progress=progress)
+    with Warehouse.resolve(warehouse, config=config, write=True) as wh, ingest_progress() as progress:
+        summary = wh.ingest(source, label=label, progress=progress)
     print_ingest_summary(summary)
     # The warehouse and the source are closed: the process can end without the interpreter's
     # teardown (pipeline/cli/process.py).

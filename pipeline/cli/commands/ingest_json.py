@@ -30,7 +30,8 @@ def ingest_json(
     """
     from pipeline import api
 
-    summary = api.ingest_json(files, warehouse, config=config)
+    with api.Warehouse.resolve(warehouse, config=config, write=True) as wh:
+        summary = wh.ingest_json(files)
     from pipeline.cli.console import QUIET, say, verbosity
 
     say(api.summaries.ingest_json(summary, quiet=verbosity() == QUIET))

@@ -52,9 +52,8 @@ def ingest_logs_command(
     from pipeline import api
     from pipeline.cli.console import say
 
-    summary = api.ingest_logs(
-        files, host=host, warehouse=warehouse, config=config, kind=kind, year=year, timezone=timezone
-    )
+    with api.Warehouse.resolve(warehouse, config=config, write=True) as wh:
+        summary = wh.ingest_logs(files, host=host, kind=kind, year=year, timezone=timezone)
     say(api.summaries.ingest_logs(summary, year=year))
     if strict and (summary.unparsed or summary.unrecognised or summary.not_read):
         raise typer.Exit(EXIT_QUARANTINED)

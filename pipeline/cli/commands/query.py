@@ -109,7 +109,7 @@ def query(
         raise api.QueryError("parquet is binary: give --output FILE or redirect stdout")
     width = terminal_width() if fmt is QueryFormat.table and output is None and not vertical else None
     params = api.parse_params(param or [])
-    with api.open_warehouse(warehouse, config=config) as wh:
+    with api.Warehouse.resolve(warehouse, config=config).open() as wh:
         if output is not None:
             rendered = wh.write_query(
                 text, params, fmt, output=output, vertical=vertical, width=width, max_rows=max_rows, timeout_s=timeout

@@ -33,13 +33,14 @@ def run(
     into ./warehouse.duckdb and reports on the samples' focal host.
     Example: gonka-evidence run --config gonka-evidence.toml
     """
-    from pipeline import api
+    from pipeline.api import Warehouse
     from pipeline.cli.console import QUIET, listener, out, verbosity
 
     # The job's own lines are its summary: --quiet silences them too (errors still print).
     out.quiet = verbosity() == QUIET
     try:
-        api.run(config, warehouse, listener=listener())
+        with Warehouse.resolve(warehouse, config=config) as wh:
+            wh.run(listener=listener())
     finally:
         out.quiet = False
 
