@@ -58,9 +58,9 @@ from pipeline.jobs.listing import (  # noqa: F401  (the facade's names besides i
 )
 from pipeline.output import summaries  # noqa: F401  (every job summary, rendered once: the CLI says them)
 from pipeline.output.evidence import Evidence
-from pipeline.output.query_format import DEFAULT_TIMEOUT_S as QUERY_TIMEOUT_S
-from pipeline.output.query_format import MAX_TIMEOUT_S as MAX_QUERY_TIMEOUT_S
-from pipeline.output.query_format import QueryFormat, terminal_width
+from pipeline.output.query.formats import DEFAULT_TIMEOUT_S as QUERY_TIMEOUT_S
+from pipeline.output.query.formats import MAX_TIMEOUT_S as MAX_QUERY_TIMEOUT_S
+from pipeline.output.query.formats import QueryFormat, terminal_width
 
 if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a warehouse opens
     import duckdb
@@ -76,10 +76,10 @@ if TYPE_CHECKING:  # importing `pipeline` stays cheap: the engines load when a w
     from pipeline.jobs.settings import Settings
     from pipeline.network.jobs import NetworkIngestSummary
     from pipeline.output.bundle import BundleWritten, Verified
-    from pipeline.output.doctor import SourceReport
-    from pipeline.output.query import QueryError, RenderedQuery
+    from pipeline.output.doctor.report import SourceReport
+    from pipeline.output.guards.safety import OutputError, OutputGuard
+    from pipeline.output.query.execute import QueryError, RenderedQuery
     from pipeline.output.report.task import ReportWritten
-    from pipeline.output.safety import OutputError, OutputGuard
 
 __all__ = [
     "BuildsLoaded",
@@ -148,7 +148,7 @@ def __getattr__(name: str) -> Any:
 
         return Settings
     if name == "SourceReport":
-        from pipeline.output.doctor import SourceReport
+        from pipeline.output.doctor.report import SourceReport
 
         return SourceReport
     if name == "ReportWritten":
@@ -156,11 +156,11 @@ def __getattr__(name: str) -> Any:
 
         return ReportWritten
     if name == "QueryError":
-        from pipeline.output.query import QueryError
+        from pipeline.output.query.execute import QueryError
 
         return QueryError
     if name == "OutputError":
-        from pipeline.output.safety import OutputError
+        from pipeline.output.guards.safety import OutputError
 
         return OutputError
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -269,7 +269,7 @@ def network_tables() -> dict[str, str]:
 def doctor(source: str, warehouse: str | Path | None = None, *, config: str | Path | None = None) -> SourceReport:
     """`gonka-evidence doctor`: what a source holds, without ingesting; with a warehouse named (`warehouse`,
     or `config`'s), also what that warehouse found about the source (`Warehouse.doctor`)."""
-    from pipeline.output.doctor import doctor as source_doctor
+    from pipeline.output.doctor.report import doctor as source_doctor
 
     if warehouse is None and config is None:  # the source alone: no warehouse is opened
         return source_doctor(source)
@@ -374,15 +374,15 @@ class Warehouse:
     def query(self, sql: str, **params: Any) -> pl.DataFrame:
         """The result of `sql` (SQL text or a named query of ``gonka-evidence query --list``) with
         ``$name`` bound to ``params``, as a Polars frame."""
-        from pipeline.output.query import resolve_sql, run_query
+        from pipeline.output.query.execute import resolve_sql, run_query
 
         return run_query(self._con, resolve_sql(sql, None), params)
 
     def render_query(
         self, sql: str, params: dict[str, Any], fmt: QueryFormat, *, vertical: bool = False, width: int | None = None
     ) -> RenderedQuery:
-        """`sql` rendered exactly as the `query` command prints it (see `pipeline.output.query.render_query`)."""
-        from pipeline.output.query import render_query
+        """`sql` rendered exactly as the `query` command prints it (`pipeline.output.query.execute.render_query`)."""
+        from pipeline.output.query.execute import render_query
 
         return render_query(self._con, sql, params, fmt, vertical=vertical, width=width)
 
@@ -403,7 +403,7 @@ class Warehouse:
         file `output` (whole or not at all; never the warehouse, a source or inside one) or to `sink`.
         `max_rows` 0 means every row, None the default (10,000 for the table format, else every row);
         `timeout_s` None is the default limit (`QUERY_TIMEOUT_S`), 0 none."""
-        from pipeline.output.query import write_query
+        from pipeline.output.query.execute import write_query
 
         return write_query(
             self._con,
@@ -421,7 +421,7 @@ class Warehouse:
 
     def guard(self) -> OutputGuard:
         """The paths no output may overwrite: this warehouse and every file source ingested into it."""
-        from pipeline.output.safety import OutputGuard
+        from pipeline.output.guards.safety import OutputGuard
 
         return OutputGuard.of(self._con, self.path)
 
@@ -449,7 +449,7 @@ class Warehouse:
         to `out` when given (never over the warehouse or a source; whole or not at all)."""
         from pipeline.evidence.buildcheck import infer
         from pipeline.evidence.request import check_host
-        from pipeline.output.safety import output_file
+        from pipeline.output.guards.safety import output_file
 
         if host is not None:  # a typo must not read as "no start cycles"
             host = check_host(self._con, host)
@@ -515,7 +515,7 @@ class Warehouse:
 
     def doctor(self, source: str) -> SourceReport:
         """What a source holds, without ingesting, and what this warehouse found about it (`doctor --warehouse`)."""
-        from pipeline.output.doctor import doctor
+        from pipeline.output.doctor.report import doctor
 
         return doctor(source, lambda: self._con)
 

@@ -363,6 +363,66 @@ def test_only_the_network_cluster_imports_dask():
     assert found and {name for name, _ in found} == DASK_IMPORTERS, found
 
 
+# `output` split by what it is: each part and the parts it may import. Rendering (render/, report/, bundle,
+# evidence, summaries) sits on query/ and guards/; doctor/ on query/ and render/; guards/ on nothing of output
+# but one lazy look-up; query/ on guards/ (its --output is written whole).
+OUTPUT_PARTS: dict[str, set[str]] = {
+    "guards": {"bundle"},  # roles: an unchanged bundle directory is the tool's own output (is_own_bundle)
+    "query": {"guards"},
+    "doctor": {"query", "render"},
+    "render": set(),
+    "report": {"guards", "query", "render"},
+    "bundle": {"guards", "render", "report"},
+    "evidence": {"render"},
+    "summaries": set(),
+}
+
+
+def output_part(module: str) -> str | None:
+    """The part of `output` a module belongs to: ``pipeline.output.query.execute`` → ``query``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "output" else None
+
+
+def output_part_violations(graph: dict[str, list[Edge]]) -> list[str]:
+    bad = []
+    for name, edges in graph.items():
+        if (src := output_part(name)) is None:
+            continue
+        if src not in OUTPUT_PARTS:
+            bad.append(f"{name}: a part of output not in OUTPUT_PARTS")
+            continue
+        for edge in edges:
+            dst = output_part(edge.target)
+            if dst is not None and dst != src and dst not in OUTPUT_PARTS[src]:
+                bad.append(f"{edge}: output's {src} may not import its {dst}")
+    return bad
+
+
+def test_the_parts_of_output_import_only_what_they_may():
+    """query/, guards/, doctor/ and the rendering modules of `output` each import only the parts named for it."""
+    assert output_part_violations(import_graph(PIPELINE)) == []
+    assert {output_part(name) for name in modules(PIPELINE)} - {None} == set(OUTPUT_PARTS)
+
+
+def test_a_planted_import_between_output_parts_is_named(tmp_path):
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "output/__init__.py": "",
+            "output/guards/__init__.py": "",
+            "output/guards/safety.py": "from pipeline.output.query import execute\n",
+            "output/query/__init__.py": "",
+            "output/query/execute.py": "from pipeline.output.guards import safety\n",
+        },
+    )
+    assert output_part_violations(import_graph(package)) == [
+        "pipeline.output.guards.safety -> pipeline.output.query.execute (line 1): "
+        "output's guards may not import its query"
+    ]
+
+
 # A connection's relations are made in the warehouse layer only (`database.relation`, which completes what an
 # earlier `execute()` left), or on a cursor of their own that nothing else ran on.
 RELATION_MAKERS = {"pipeline.warehouse.database", "pipeline.network.partition"}

@@ -17,7 +17,7 @@ import pytest
 from pipeline import open_warehouse
 from pipeline.core.address import sample_address
 from pipeline.evidence import EvidenceError
-from pipeline.output.query import QueryError
+from pipeline.output.query.execute import QueryError
 from pipeline.warehouse.database import WarehouseError
 from tests.factories import sample_warehouse
 

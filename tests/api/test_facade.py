@@ -128,7 +128,7 @@ def test_a_resolved_warehouse_opens_on_first_use(tmp_path):
         ("BundleWritten", "pipeline.output.bundle"),
         ("Verified", "pipeline.output.bundle"),
         ("BuildsLoaded", "pipeline.ingest.builds"),
-        ("SourceReport", "pipeline.output.doctor"),
+        ("SourceReport", "pipeline.output.doctor.report"),
     ],
 )
 def test_result_types_live_beside_the_stage_that_makes_them(name, module):

@@ -11,7 +11,7 @@ from pipeline.evidence.buildcheck import BuildCheck, check, loaded_timeline
 from pipeline.ingest.accounting import AccountingRow, last_source_accounting
 from pipeline.ingest.coverage import source_escrow_findings
 from pipeline.ingest.store import source_findings
-from pipeline.output.query import named_queries
+from pipeline.output.query.execute import named_queries
 from pipeline.output.render.text import escrow_finding_lines
 from pipeline.sources.store.base import SourceDescription
 from pipeline.warehouse.database import fetch_frame
