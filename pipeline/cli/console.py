@@ -151,6 +151,17 @@ def data(text: str, nl: bool = True) -> None:
     typer.echo(text, nl=nl)
 
 
+def show(text: str, *, soft_wrap: bool = False) -> None:
+    """A line of a command's own output on stdout (a summary's is sent to stderr by `user_errors` unless the
+    command prints data): never read as markup; `soft_wrap`: never wrapped, however wide."""
+    _console(False).print(text, markup=False, highlight=False, soft_wrap=soft_wrap)
+
+
+def error(message: str) -> None:
+    """The one line of a failed command, on stderr (with --quiet too): 'error: …', whole."""
+    _console(True).print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
 def print_document(document: dict) -> None:
     """A job summary as one JSON document (`--format json`, pipeline/output/summaries.py `document`) on stdout."""
     import json

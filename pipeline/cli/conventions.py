@@ -107,11 +107,11 @@ def _verbosity_options() -> list[inspect.Parameter]:
 
 
 def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
-    from pipeline.cli.console import err
+    from pipeline.cli.console import error
     from pipeline.core.secrets import scrub
     from pipeline.core.text import visible
 
-    err.print(f"error: {visible(scrub(' '.join(message.split())))}", markup=False, highlight=False, soft_wrap=True)
+    error(visible(scrub(" ".join(message.split()))))
     raise typer.Exit(code)
 
 

@@ -88,11 +88,11 @@ def query(
     Example: gonka-evidence query "SELECT status, count(*) FROM inferences GROUP BY ALL" --format markdown
     """
     from pipeline import api
-    from pipeline.cli.console import detail, info, out
+    from pipeline.cli.console import detail, info, show
 
     if list_:
         for q in api.named_queries(required=True).values():
-            out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False, highlight=False)
+            show(f"{q.name}: {q.description} [params: {q.params or 'none'}]")
         return
     fmt = api.query_output_format(fmt, output)  # from --output's extension when not given
     # Command lines that cannot be right: usage errors (exit 2), like a missing argument.
