@@ -363,6 +363,66 @@ def test_only_the_network_cluster_imports_dask():
     assert found and {name for name, _ in found} == DASK_IMPORTERS, found
 
 
+# `output` split by what it is: each part and the parts it may import. Rendering (render/, report/, bundle,
+# evidence, summaries) sits on query/ and guards/; doctor/ on query/ and render/; guards/ on nothing of output
+# but one lazy look-up; query/ on guards/ (its --output is written whole).
+OUTPUT_PARTS: dict[str, set[str]] = {
+    "guards": {"bundle"},  # roles: an unchanged bundle directory is the tool's own output (is_own_bundle)
+    "query": {"guards"},
+    "doctor": {"query", "render"},
+    "render": set(),
+    "report": {"guards", "query", "render"},
+    "bundle": {"guards", "render", "report"},
+    "evidence": {"render"},
+    "summaries": set(),
+}
+
+
+def output_part(module: str) -> str | None:
+    """The part of `output` a module belongs to: ``pipeline.output.query.execute`` → ``query``."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "output" else None
+
+
+def output_part_violations(graph: dict[str, list[Edge]]) -> list[str]:
+    bad = []
+    for name, edges in graph.items():
+        if (src := output_part(name)) is None:
+            continue
+        if src not in OUTPUT_PARTS:
+            bad.append(f"{name}: a part of output not in OUTPUT_PARTS")
+            continue
+        for edge in edges:
+            dst = output_part(edge.target)
+            if dst is not None and dst != src and dst not in OUTPUT_PARTS[src]:
+                bad.append(f"{edge}: output's {src} may not import its {dst}")
+    return bad
+
+
+def test_the_parts_of_output_import_only_what_they_may():
+    """query/, guards/, doctor/ and the rendering modules of `output` each import only the parts named for it."""
+    assert output_part_violations(import_graph(PIPELINE)) == []
+    assert {output_part(name) for name in modules(PIPELINE)} - {None} == set(OUTPUT_PARTS)
+
+
+def test_a_planted_import_between_output_parts_is_named(tmp_path):
+    package = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "output/__init__.py": "",
+            "output/guards/__init__.py": "",
+            "output/guards/safety.py": "from pipeline.output.query import execute\n",
+            "output/query/__init__.py": "",
+            "output/query/execute.py": "from pipeline.output.guards import safety\n",
+        },
+    )
+    assert output_part_violations(import_graph(package)) == [
+        "pipeline.output.guards.safety -> pipeline.output.query.execute (line 1): "
+        "output's guards may not import its query"
+    ]
+
+
 # A connection's relations are made in the warehouse layer only (`database.relation`, which completes what an
 # earlier `execute()` left), or on a cursor of their own that nothing else ran on.
 RELATION_MAKERS = {"pipeline.warehouse.database", "pipeline.network.partition"}
@@ -428,7 +488,9 @@ def non_user_errors(package_dir: Path, allowed: dict[str, str]) -> list[str]:
     wrong = []
     for name, (module, _bases) in classes.items():
         reached = roots(name)
-        if reached & BUILTIN_EXCEPTIONS and "UserError" not in reached and not reached & set(allowed):
+        # An exception: it reaches a built-in one, or is named *Error (a third-party base, `duckdb.Error`, counts).
+        exception = reached & BUILTIN_EXCEPTIONS or name.endswith("Error")
+        if exception and "UserError" not in reached and not reached & set(allowed):
             wrong.append(f"{module}.{name}")
     return sorted(wrong)
 
@@ -448,9 +510,10 @@ def test_a_planted_user_error_outside_the_root_is_named(tmp_path):
     (pkg / "core" / "bad.py").write_text(
         "from pipeline.core.errors import UserError\n\n"
         "class GoodError(UserError):\n    pass\n\n"
-        "class StrayError(ValueError):\n    pass\n"
+        "class StrayError(ValueError):\n    pass\n\n"
+        "class DatabaseError(duckdb.Error):\n    pass\n"
     )
-    assert non_user_errors(pkg, {}) == ["pipeline.core.bad.StrayError"]
+    assert non_user_errors(pkg, {}) == ["pipeline.core.bad.DatabaseError", "pipeline.core.bad.StrayError"]
 
 
 # Modules that may write to the standard streams themselves, and why. Everything else says what it has to
@@ -472,25 +535,58 @@ def _renders_to_a_buffer(call: ast.Call) -> bool:
     return False
 
 
+CONSOLE_MODULE = "pipeline.cli.console"
+
+
+def _console_names(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """The names a module binds to the console module's Rich consoles (``from pipeline.cli.console import out as
+    console``) or to Rich's own print (``from rich import print``), and those it binds to the console module."""
+    consoles, module = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in (CONSOLE_MODULE, "rich"):
+            wanted = ("out", "err", "_console") if node.module == CONSOLE_MODULE else ("print",)
+            consoles |= {alias.asname or alias.name for alias in node.names if alias.name in wanted}
+        elif isinstance(node, ast.ImportFrom) and node.module == "pipeline.cli":
+            module |= {alias.asname or alias.name for alias in node.names if alias.name == "console"}
+        elif isinstance(node, ast.Import):
+            module |= {alias.asname for alias in node.names if alias.name == CONSOLE_MODULE and alias.asname}
+    return consoles, module
+
+
 def printing_calls(package_dir: Path, allowed: dict[str, str]) -> list[str]:
-    """Each print(), typer/click echo, sys.stdout/stderr write and rich Console made outside `allowed`."""
+    """Each print(), typer/click echo or secho, rich print, sys.stdout/stderr write (its buffer's too), print on
+    the console module's Rich consoles, and rich Console made outside `allowed`."""
     found = []
     for name, path in modules(package_dir).items():
         if any(name == m or name.startswith(m + ".") for m in allowed):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        consoles, console_module = _console_names(tree)
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
             what = None
-            if isinstance(f, ast.Name) and f.id == "print":
+            if isinstance(f, ast.Name) and (f.id == "print" or f.id in consoles):
                 what = f.id
+            elif isinstance(f, ast.Attribute) and f.attr == "print" and isinstance(f.value, ast.Name):
+                if f.value.id in consoles or f.value.id == "rich":
+                    what = f"{f.value.id}.print"
+            elif isinstance(f, ast.Attribute) and f.attr == "print" and isinstance(f.value, ast.Attribute):
+                if (
+                    f.value.attr in ("out", "err")
+                    and isinstance(f.value.value, ast.Name)
+                    and f.value.value.id in console_module
+                ):
+                    what = f"console.{f.value.attr}.print"
             elif isinstance(f, ast.Name) and f.id == "Console" and not _renders_to_a_buffer(node):
                 what = f.id
-            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr == "echo":
-                what = f"{f.value.id}.echo" if f.value.id in ("typer", "click") else None
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr in ("echo", "secho"):
+                what = f"{f.value.id}.{f.attr}" if f.value.id in ("typer", "click") else None
             elif isinstance(f, ast.Attribute) and f.attr == "write" and isinstance(f.value, ast.Attribute):
                 inner = f.value
+                if inner.attr == "buffer" and isinstance(inner.value, ast.Attribute):  # sys.stdout.buffer.write
+                    inner = inner.value
                 if isinstance(inner.value, ast.Name) and inner.value.id == "sys" and inner.attr in ("stdout", "stderr"):
                     what = f"sys.{inner.attr}.write"
             if what:
@@ -512,10 +608,21 @@ def test_a_planted_print_is_named(tmp_path):
     (pkg / "ingest" / "loud.py").write_text(
         "import sys\nimport typer\n\nprint(1)\ntyper.echo(2)\nsys.stderr.write('3')\n"
     )
+    # A command printing on the console module's consoles itself, not through its functions.
+    (pkg / "ingest" / "louder.py").write_text(
+        "import sys\nfrom pipeline.cli.console import out as console, info\nfrom rich import print as rprint\n"
+        "from pipeline.cli import console as c\n\n"
+        "console.print(1)\nrprint(2)\nsys.stdout.buffer.write(b'3')\nc.err.print(4)\ninfo('5')\ntyper.secho(6)\n"
+    )
     assert printing_calls(pkg, {}) == [
         "pipeline.ingest.loud:4 print",
         "pipeline.ingest.loud:5 typer.echo",
         "pipeline.ingest.loud:6 sys.stderr.write",
+        "pipeline.ingest.louder:11 typer.secho",
+        "pipeline.ingest.louder:6 console.print",
+        "pipeline.ingest.louder:7 rprint",
+        "pipeline.ingest.louder:8 sys.stdout.write",
+        "pipeline.ingest.louder:9 console.err.print",
     ]
 
 

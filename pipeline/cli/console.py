@@ -151,6 +151,24 @@ def data(text: str, nl: bool = True) -> None:
     typer.echo(text, nl=nl)
 
 
+def show(text: str, *, soft_wrap: bool = False) -> None:
+    """A line of a command's own output on stdout (a summary's is sent to stderr by `user_errors` unless the
+    command prints data): never read as markup; `soft_wrap`: never wrapped, however wide."""
+    _console(False).print(text, markup=False, highlight=False, soft_wrap=soft_wrap)
+
+
+def error(message: str) -> None:
+    """The one line of a failed command, on stderr (with --quiet too): 'error: …', whole."""
+    _console(True).print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def print_document(document: dict) -> None:
+    """A job summary as one JSON document (`--format json`, pipeline/output/summaries.py `document`) on stdout."""
+    import json
+
+    data(json.dumps(document, indent=2))
+
+
 def say(said: Sequence[tuple[str, str]]) -> None:
     """The lines of a job summary (pipeline/output/summaries.py): information, or warnings."""
     for level, text in said:
@@ -265,11 +283,14 @@ def print_text(text: str) -> None:
     out.print()
 
 
-def listener() -> Listener:
+def listener(*, log: bool = True) -> Listener:
     """What the library says, printed the CLI's way: `run`'s lines on stdout, warnings on stderr,
-    progress bars on a terminal, tables and text with --verbose."""
+    progress bars on a terminal, tables and text with --verbose. Without `log` (`run --format json`, whose
+    stdout is its JSON document) the lines, tables and text are not printed (the job keeps its lines)."""
     from pipeline.core.events import Listener
 
+    if not log:
+        return Listener(warning=warning, progress=ingest_progress, verbose=verbosity() >= VERBOSE)
     return Listener(
         line=run_line,
         warning=warning,

@@ -107,11 +107,11 @@ def _verbosity_options() -> list[inspect.Parameter]:
 
 
 def _fail(message: str, code: int = EXIT_USER_ERROR) -> None:
-    from pipeline.cli.console import err
+    from pipeline.cli.console import error
     from pipeline.core.secrets import scrub
     from pipeline.core.text import visible
 
-    err.print(f"error: {visible(scrub(' '.join(message.split())))}", markup=False, highlight=False, soft_wrap=True)
+    error(visible(scrub(" ".join(message.split()))))
     raise typer.Exit(code)
 
 
@@ -140,6 +140,13 @@ def stream_failed(exc: OSError) -> None:
 def _interrupted() -> None:
     say_interrupted()
     raise typer.Exit(130)
+
+
+def prints_data_as_json(func):
+    """Marks a job command whose stdout is data with --format json only (its summary as one JSON document);
+    with --format text its summary goes to stderr."""
+    func.prints_data = lambda kwargs: kwargs.get("fmt") == SummaryFormat.json
+    return func
 
 
 def prints_data(func):
@@ -195,7 +202,8 @@ def user_errors(func):
             kwargs.pop(name, None)  # handled by the option's callback, not the command
         try:
             with ExitStack() as stack:
-                if not getattr(func, "prints_data", False):
+                data = getattr(func, "prints_data", False)
+                if not (data(kwargs) if callable(data) else data):
                     # What a command without data output prints is a summary: stderr, or nothing with --quiet.
                     sink = sys.stderr if verbosity() >= NORMAL else stack.enter_context(open(os.devnull, "w"))
                     stack.enter_context(redirect_stdout(sink))
@@ -224,6 +232,23 @@ def user_errors(func):
     signature = inspect.signature(func, eval_str=True)
     wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *_verbosity_options()])
     return wrapper
+
+
+class SummaryFormat(StrEnum):
+    """How a job says its summary (pipeline/output/summaries.py): its lines, or one JSON document."""
+
+    text = "text"
+    json = "json"
+
+
+SummaryFormatOpt = Annotated[
+    SummaryFormat,
+    typer.Option(
+        "--format",
+        help="text: the summary's lines on stderr; json: one JSON document on stdout (the result's facts and "
+        "the same lines).",
+    ),
+]
 
 
 class EvidenceFormat(StrEnum):

@@ -1,4 +1,4 @@
-"""The roles a path plays in a command: what the command reads, writes or keeps (see pipeline/output/roles.py,
+"""The roles a path plays in a command: what the command reads, writes or keeps (see pipeline/output/guards/roles.py,
 which checks a path in its role)."""
 
 from __future__ import annotations

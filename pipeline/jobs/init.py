@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipeline.core.address import malformed
 from pipeline.ingest import kinds
-from pipeline.output.safety import OutputError
+from pipeline.output.guards.safety import OutputError
 from pipeline.sources.errors import SourceError
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.roles import Role
-from pipeline.output.query_format import QueryFormat
+from pipeline.output.query.formats import QueryFormat
 
 if TYPE_CHECKING:
     import polars as pl
 
     from pipeline.evidence.spec import EvidenceSpec, Option
-    from pipeline.output.query import NamedQuery
+    from pipeline.output.query.execute import NamedQuery
 
 
 def rule_set_lines(choices: list[dict], every: bool = False) -> list[str]:
@@ -29,7 +29,7 @@ def rule_set_lines(choices: list[dict], every: bool = False) -> list[str]:
 def check_path(path: Path, role: Role, what: str = "", noun: str | None = None) -> None:
     """PathError unless `path` can play `role` (pipeline/core/roles.py); never blocks. `what` names the
     option in the message."""
-    from pipeline.output.roles import check_path
+    from pipeline.output.guards.roles import check_path
 
     check_path(path, role, what, noun)
 
@@ -42,7 +42,7 @@ def check_outputs(
     warehouse_option: str | None = None,
 ) -> None:
     """PathError when an output is, holds or lies inside an input, the warehouse or one of its sources."""
-    from pipeline.output.roles import check_outputs
+    from pipeline.output.guards.roles import check_outputs
 
     check_outputs(outputs, inputs=inputs, warehouse=warehouse, warehouse_option=warehouse_option)
 
@@ -117,7 +117,7 @@ def log_kind_help() -> str:
 def named_queries(*, required: bool = False) -> dict[str, NamedQuery]:
     """The named queries of ``sql/queries/`` (``gonka-evidence query --list``); with `required`, none
     found is an error (an incomplete installation)."""
-    from pipeline.output.query import QUERIES_DIR, QueryError, named_queries
+    from pipeline.output.query.execute import QUERIES_DIR, QueryError, named_queries
 
     queries = named_queries()
     if required and not queries:
@@ -129,7 +129,7 @@ def named_queries(*, required: bool = False) -> dict[str, NamedQuery]:
 
 def resolve_sql(sql: str | None, file: Path | None = None) -> str:
     """The SQL of `sql` (text, or the name of a named query) or of `file`."""
-    from pipeline.output.query import resolve_sql
+    from pipeline.output.query.execute import resolve_sql
 
     return resolve_sql(sql, file)
 
@@ -137,14 +137,14 @@ def resolve_sql(sql: str | None, file: Path | None = None) -> str:
 def query_output_format(fmt: QueryFormat | None, output: str | Path | None) -> QueryFormat:
     """The format `query` writes: ``fmt``, else the one ``output``'s extension names, else the table;
     a ``fmt`` the extension contradicts raises QueryError."""
-    from pipeline.output.query import output_format
+    from pipeline.output.query.execute import output_format
 
     return output_format(fmt, Path(output) if output is not None else None)
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
     """``["k=v", …]`` as query parameters (``$k``)."""
-    from pipeline.output.query import parse_params
+    from pipeline.output.query.execute import parse_params
 
     return parse_params(items)
 

@@ -307,7 +307,7 @@ def _check_paths(cfg: RunConfig) -> None:
     directory and the warehouse are never a source or inside one, and the report directory is new, empty or
     the tool's own."""
     from pipeline.core.roles import Role
-    from pipeline.output.roles import check_outputs, check_path
+    from pipeline.output.guards.roles import check_outputs, check_path
 
     # Each input the run reads in its role, named by its config key: a FIFO, a device, a symlink loop or a
     # missing path is one line before anything is opened or ingested.
@@ -331,7 +331,7 @@ def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -
     """Steps 3–5 of a run, on the staged copy of the warehouse."""
     from pipeline.ingest.builds import load_builds
     from pipeline.ingest.chain import load_chain_params
-    from pipeline.output.query import named_queries, run_query
+    from pipeline.output.query.execute import named_queries, run_query
 
     con = open_for_write(staged.path, abort_abandoned=False)
     try:
@@ -440,9 +440,9 @@ def write_due_reports(
     """Reports of epochs closed since the last report; the newest closed one again if its content
     changed, which is only looked at when its inputs (`report_inputs`; `data`: the warehouse's
     `content_parts` now) differ from those it was last built from."""
+    from pipeline.output.guards.roles import claim_output_dir
     from pipeline.output.report import build_epoch_report, epoch_closure, fingerprint, write_epoch_report
     from pipeline.output.report.index import headline
-    from pipeline.output.roles import claim_output_dir
 
     assert cfg.host is not None  # reports are written only for a configured host
     lag = cfg.finality_lag_delta
@@ -511,9 +511,9 @@ def write_index_if_due(con: duckdb.DuckDBPyConnection, cfg: RunConfig, outcome: 
     """OUTPUT/index.html and index.md across the host's closed epochs, from the reports' stored headlines;
     rebuilt only when an epoch report was written or rewritten (or the index is missing). A report written
     before headlines were stored gets its headline from its report model once."""
+    from pipeline.output.guards.roles import claim_output_dir
     from pipeline.output.report import build_epoch_report
     from pipeline.output.report.index import headline, write_index
-    from pipeline.output.roles import claim_output_dir
 
     assert cfg.host is not None
     rows = fetch_frame(

@@ -28,7 +28,7 @@ from pipeline.network.lake import Lake, LakeError
 from pipeline.network.partition import PartitionBuilt, build_partition
 from pipeline.network.tables import NETWORK_TABLES, NetworkParams
 from pipeline.output.evidence import Evidence
-from pipeline.output.roles import check_outputs, check_path
+from pipeline.output.guards.roles import check_outputs, check_path
 from pipeline.warehouse.held import held_description
 
 # Stage 1 cuts a copy into pieces of about the network's diffs / (workers x PIECES_PER_WORKER), so that

@@ -52,9 +52,9 @@ from pipeline.evidence.provenance import (
     window_args,
 )
 from pipeline.evidence.window import Window
+from pipeline.output.guards.safety import OutputGuard
 from pipeline.output.render import render
 from pipeline.output.render.json import to_json_value
-from pipeline.output.safety import OutputGuard
 from pipeline.warehouse.database import out_of_memory
 
 MANIFEST = "MANIFEST.json"

@@ -1,10 +1,13 @@
 """Every job summary, rendered once from its result object: the lines an ingest, a log ingest, a JSON ingest,
 a network ingest, the run's outcome and its preflight say. The terminal (pipeline/cli/console.py), `run`'s
-log (pipeline/jobs/run.py) and `--format json` (the same lines as a list) all take them from here; nothing
-here prints. Each function returns `Said` lines: ("info", text) or ("warning", text)."""
+log (pipeline/jobs/run.py) and `--format json` (`document`: the result object's facts and the same lines) all
+take them from here; nothing here prints. Each function returns `Said` lines: ("info", text) or ("warning", text)."""
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import date, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -217,3 +220,41 @@ def run_outcome(outcome: Any, *, output: Any, host: str | None, open_epochs: lis
 def as_json(said: Said) -> list[dict[str, str]]:
     """The lines as `--format json` gives them: [{"level": "info", "text": …}, …]."""
     return [{"level": level, "text": text} for level, text in said]
+
+
+def run_log(log: list[str]) -> Said:
+    """The lines of `run`'s log (`RunOutcome.log`) as said lines: its warnings are written '  warning: …'."""
+    prefix = "  warning: "
+    return [("warning", line[len(prefix) :]) if line.startswith(prefix) else ("info", line) for line in log]
+
+
+# Working state and bulky detail of a result object, left out of its JSON document (the lines say them).
+HIDDEN_FIELDS = {"heads", "to_derive", "vllm_lines_read", "log", "closure", "rule_sets"}
+
+
+def facts(value: Any) -> Any:
+    """A result object as JSON values: a dataclass's fields (less `HIDDEN_FIELDS`), mappings, sequences, sets
+    (sorted), paths and times as text."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: facts(getattr(value, f.name)) for f in dataclasses.fields(value) if f.name not in HIDDEN_FIELDS}
+    if isinstance(value, dict):
+        return {str(k): facts(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [facts(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(facts(v) for v in value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def document(command: str, result: Any, said: Said, **extra: Any) -> dict[str, Any]:
+    """The `--format json` document of a job: {"command": …, "result": the result object's facts and `extra`,
+    "lines": the lines the text format says, as `as_json` gives them}."""
+    return {
+        "command": command,
+        "result": facts(result) | {k: facts(v) for k, v in extra.items()},
+        "lines": as_json(said),
+    }

@@ -17,7 +17,7 @@ import pytest
 from pipeline import open_warehouse
 from pipeline.core.address import sample_address
 from pipeline.evidence import EvidenceError
-from pipeline.output.query import QueryError
+from pipeline.output.query.execute import QueryError
 from pipeline.warehouse.database import WarehouseError
 from tests.factories import sample_warehouse
 
@@ -196,7 +196,7 @@ def test_query_frames_hold_every_duckdb_value_exactly(warehouse):
 
 
 # a whole run end to end (.ci/run runs it); stands in the default tier:
-# tests/api/test_facade.py::test_each_command_function_is_one_call_of_its_context_method,
+# tests/api/test_facade.py::test_each_command_function_is_one_call_of_its_warehouse_method,
 # tests/api/test_api.py::test_run_says_its_lines_to_the_listener_and_keeps_them
 @pytest.mark.heavy
 def test_the_facade_does_what_the_commands_do_and_prints_nothing(tmp_path, monkeypatch, capfd):

@@ -156,7 +156,7 @@ def _complete(words: str) -> list[str]:
 
 def test_shell_completion_of_evidence_names_named_queries_and_formats():
     from pipeline.evidence import EVIDENCE
-    from pipeline.output.query import named_queries
+    from pipeline.output.query.execute import named_queries
     from pipeline.output.render import FORMATS
 
     assert _complete("gonka-evidence evidence ") == list(EVIDENCE)

@@ -110,8 +110,8 @@ def test_a_ctrl_c_stops_a_running_query_even_where_its_keyboardinterrupt_is_lost
     import duckdb
 
     from pipeline.core.interrupts import interrupt_all
-    from pipeline.output.query import stream_query
-    from pipeline.output.query_format import QueryFormat
+    from pipeline.output.query.execute import stream_query
+    from pipeline.output.query.formats import QueryFormat
 
     con = duckdb.connect()
     sql = "SELECT sum(a.range * b.range) FROM range(1000000) a, range(1000000) b"  # minutes of work

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from pipeline.cli.app import app
 from pipeline.cli.paths import RoleParser, check_paths, declared_roles, is_path_annotation
 from pipeline.core.roles import PathError, Role
-from pipeline.output import roles
+from pipeline.output.guards import roles
 
 ROOT = os.geteuid() == 0  # root reads a file of mode 000
 # Text whose help names a file or a directory ("write to a file", "the store directory") is a path.

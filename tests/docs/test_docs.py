@@ -18,7 +18,7 @@ from pipeline.cli import docs
 from pipeline.cli.app import app
 from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.jobs.config import CONFIG_KEYS, SOURCE_KEYS, SOURCE_KINDS
-from pipeline.output.query import named_queries, run_query
+from pipeline.output.query.execute import named_queries, run_query
 from pipeline.warehouse.database import open_for_write
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,9 +21,9 @@ runner = CliRunner()
 
 
 def test_query_list_fails_when_it_finds_no_named_queries(tmp_path, monkeypatch):
-    import pipeline.output.query
+    import pipeline.output.query.execute
 
-    monkeypatch.setattr(pipeline.output.query, "QUERIES_DIR", tmp_path)
+    monkeypatch.setattr(pipeline.output.query.execute, "QUERIES_DIR", tmp_path)
     result = runner.invoke(app, ["query", "--list"])
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     assert result.stderr.startswith(f"error: {tmp_path}: no named queries found"), result.stderr

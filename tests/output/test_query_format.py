@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.output.query import render_query
-from pipeline.output.query_format import QueryFormat
+from pipeline.output.query.execute import render_query
+from pipeline.output.query.formats import QueryFormat
 from pipeline.warehouse.database import open_for_write, open_sandboxed
 
 

@@ -58,7 +58,7 @@ def builds(
 
     Example: gonka-evidence builds data-samples/builds.toml
     """
-    from pipeline import api
+    from pipeline.api import Warehouse
     from pipeline.cli.console import info, warning
 
     action = file if file in ACTIONS else "load"
@@ -70,14 +70,16 @@ def builds(
     if action == "infer":
         if toml is not None:
             raise typer.BadParameter(f"`builds infer` takes no file (got {toml}); --out FILE writes the proposal")
-        text = api.infer_builds(host, out, warehouse, config=config)
+        with Warehouse.resolve(warehouse, config=config) as wh:
+            text = wh.infer_builds(host, out)
         if out is None:
             console_data(text, nl=False)
         else:
             info(f"proposed builds.toml written to {out}")
         return
     if action == "check":
-        result = api.check_builds(path, host, warehouse, config=config)
+        with Warehouse.resolve(warehouse, config=config) as wh:
+            result = wh.check_builds(path, host)
         for note in result.notes:
             info(note)
         for line in result.contradictions:
@@ -90,7 +92,8 @@ def builds(
         raise typer.BadParameter("`builds load` needs a FILE.toml")
     if toml is not None and file not in ACTIONS:
         raise typer.BadParameter(f"one builds file at a time (got {file} and {toml})")
-    loaded = api.load_builds(Path(path), warehouse, config=config)
+    with Warehouse.resolve(warehouse, config=config, write=True) as wh:
+        loaded = wh.load_builds(Path(path))
     for message in loaded.warnings:
         warning(message)
     info(f"host_builds: {loaded.entries} entries from {path}")

@@ -35,14 +35,13 @@ def bundle(
 
     Example: gonka-evidence bundle --host gonka1... --epoch 3 --out bundle-3
     """
-    from pipeline import api
-    from pipeline.cli.console import out as console
+    from pipeline.api import Warehouse
+    from pipeline.cli.console import show
 
-    written = api.bundle(out, host, epoch=epoch, since=since, until=until, warehouse=warehouse, config=config)
+    with Warehouse.resolve(warehouse, host=host, config=config) as wh:
+        written = wh.bundle(out, host, epoch=epoch, since=since, until=until)
     path = written.path
-    console.print(
-        f"wrote {len(written.files)} files to {path} (check them with: gonka-evidence verify {path})", markup=False
-    )
+    show(f"wrote {len(written.files)} files to {path} (check them with: gonka-evidence verify {path})")
 
 
 @user_errors
@@ -58,30 +57,27 @@ def verify(
 
     Example: gonka-evidence verify bundle-3 --warehouse warehouse.duckdb
     """
-    from pipeline import api
-    from pipeline.cli.console import out as console
+    from pipeline.api import Warehouse
+    from pipeline.cli.console import show
 
-    verified = api.verify(directory, warehouse, config=config)
+    with Warehouse.resolve(warehouse, config=config) as wh:
+        verified = wh.verify(directory)
     checks, bad = verified.checks, verified.bad
     for check in checks:
-        console.print(f"{check.status:>10}  {check.path}", markup=False, highlight=False)
+        show(f"{check.status:>10}  {check.path}")
     if verified.label_differences:  # names given at ingest, not evidence: said, and compared under the bundle's
-        console.print(
+        show(
             "source labels differ from the bundle's (compared under the bundle's labels): "
             + "; ".join(verified.label_differences),
-            markup=False,
-            highlight=False,
             soft_wrap=True,
         )
     if bad:
-        console.print(
+        show(
             f"{len(bad)} of {len(checks)} files do not match: " + ", ".join(f"{c.path} ({c.status})" for c in bad),
-            markup=False,
-            highlight=False,
             soft_wrap=True,
         )
         raise typer.Exit(EXIT_CHECK_FAILED)
-    console.print(f"all {len(checks)} files match", markup=False)
+    show(f"all {len(checks)} files match")
 
 
 def register(app: typer.Typer) -> None:

@@ -39,15 +39,16 @@ def doctor(
     from pipeline import api
     from pipeline.cli.console import print_accounting, print_description, print_text
 
+    # A module function, not a Warehouse method: without a warehouse named it reads the source alone.
     found = api.doctor(source, warehouse, config=config)
     print_description(found.description, found.findings, found.escrow_lines)
     if found.builds is not None:  # the warehouse's build timeline against its vLLM logs
-        from pipeline.cli.console import out
+        from pipeline.cli.console import show
 
         verdict = "consistent with the vLLM logs" if found.builds.ok else "contradicts the vLLM logs"
-        out.print(f"build timeline: {verdict}", markup=False, highlight=False)
+        show(f"build timeline: {verdict}")
         for line in found.builds.contradictions:
-            out.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+            show(f"  {line}", soft_wrap=True)
     for line in found.quarantine_lines():
         print_text(line)
     if found.accounting is not None:

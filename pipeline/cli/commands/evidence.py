@@ -50,9 +50,9 @@ def evidence(
 
     Example: gonka-evidence evidence votes-by-build --host gonka1... --epoch 3 --format markdown
     """
-    from pipeline.api import open_warehouse
+    from pipeline.api import Warehouse
 
-    with open_warehouse(warehouse, host=host, config=config) as wh:
+    with Warehouse.resolve(warehouse, host=host, config=config).open() as wh:
         result = wh.evidence(
             name,
             epoch=epoch,

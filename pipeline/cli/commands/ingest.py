@@ -6,7 +6,15 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import EXIT_QUARANTINED, ConfigOpt, WriteWarehouseOpt, user_errors
+from pipeline.cli.conventions import (
+    EXIT_QUARANTINED,
+    ConfigOpt,
+    SummaryFormat,
+    SummaryFormatOpt,
+    WriteWarehouseOpt,
+    prints_data_as_json,
+    user_errors,
+)
 from pipeline.cli.paths import role
 from pipeline.cli.process import skip_teardown
 from pipeline.core.roles import Role
@@ -15,6 +23,7 @@ ORDER = 10
 
 
 @user_errors
+@prints_data_as_json
 def ingest(
     source: Annotated[
         str,
@@ -27,6 +36,7 @@ def ingest(
     config: ConfigOpt = None,
     label: Annotated[str | None, typer.Option(help="A name for this copy in provenance footers.")] = None,
     strict: Annotated[bool, typer.Option(help="Exit 3 when rows were quarantined.")] = False,
+    fmt: SummaryFormatOpt = SummaryFormat.text,
 ) -> None:
     """Ingest a devshard database copy (read-only) into the warehouse.
 
@@ -38,11 +48,14 @@ def ingest(
     Example: gonka-evidence ingest data-samples/store --warehouse warehouse.duckdb
     """
     from pipeline import api
-    from pipeline.cli.console import ingest_progress, print_ingest_summary
+    from pipeline.cli.console import ingest_progress, print_document, print_ingest_summary
 
-    with ingest_progress() as progress:
-        summary = api.ingest(source, warehouse, config=config, label=label, progress=progress)
-    print_ingest_summary(summary)
+    with api.Warehouse.resolve(warehouse, config=config, write=True) as wh, ingest_progress() as progress:
+        summary = wh.ingest(source, label=label, progress=progress)
+    if fmt is SummaryFormat.json:
+        print_document(api.summaries.document("ingest", summary, api.summaries.ingest(summary)))
+    else:
+        print_ingest_summary(summary)
     # The warehouse and the source are closed: the process can end without the interpreter's
     # teardown (pipeline/cli/process.py).
     skip_teardown()

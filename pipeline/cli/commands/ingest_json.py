@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import EXIT_QUARANTINED, ConfigOpt, WriteWarehouseOpt, user_errors
+from pipeline.cli.conventions import (
+    EXIT_QUARANTINED,
+    ConfigOpt,
+    SummaryFormat,
+    SummaryFormatOpt,
+    WriteWarehouseOpt,
+    prints_data_as_json,
+    user_errors,
+)
 from pipeline.cli.paths import role
 from pipeline.core.roles import Role
 
@@ -15,6 +23,7 @@ ORDER = 90
 
 
 @user_errors
+@prints_data_as_json
 def ingest_json(
     files: Annotated[
         list[Path],
@@ -23,6 +32,7 @@ def ingest_json(
     warehouse: WriteWarehouseOpt = None,
     config: ConfigOpt = None,
     strict: Annotated[bool, typer.Option(help="Exit 3 when a file or a record was quarantined.")] = False,
+    fmt: SummaryFormatOpt = SummaryFormat.text,
 ) -> None:
     """Ingest saved gateway accounting-API and chain REST JSON responses into the tracker views.
 
@@ -30,10 +40,15 @@ def ingest_json(
     """
     from pipeline import api
 
-    summary = api.ingest_json(files, warehouse, config=config)
-    from pipeline.cli.console import QUIET, say, verbosity
+    with api.Warehouse.resolve(warehouse, config=config, write=True) as wh:
+        summary = wh.ingest_json(files)
+    from pipeline.cli.console import QUIET, print_document, say, verbosity
 
-    say(api.summaries.ingest_json(summary, quiet=verbosity() == QUIET))
+    said = api.summaries.ingest_json(summary, quiet=verbosity() == QUIET)
+    if fmt is SummaryFormat.json:
+        print_document(api.summaries.document("ingest-json", summary, said))
+    else:
+        say(said)
     if strict and summary.quarantined:
         raise typer.Exit(EXIT_QUARANTINED)
 

@@ -8,7 +8,16 @@ from typing import Annotated
 import typer
 
 from pipeline.api import log_kind_help
-from pipeline.cli.conventions import EXIT_QUARANTINED, ConfigOpt, HostOpt, WriteWarehouseOpt, user_errors
+from pipeline.cli.conventions import (
+    EXIT_QUARANTINED,
+    ConfigOpt,
+    HostOpt,
+    SummaryFormat,
+    SummaryFormatOpt,
+    WriteWarehouseOpt,
+    prints_data_as_json,
+    user_errors,
+)
 from pipeline.cli.paths import role
 from pipeline.core.roles import Role
 
@@ -16,6 +25,7 @@ ORDER = 80
 
 
 @user_errors
+@prints_data_as_json
 def ingest_logs_command(
     files: Annotated[
         list[Path],
@@ -42,6 +52,7 @@ def ingest_logs_command(
             "or a file was empty or no regular file."
         ),
     ] = False,
+    fmt: SummaryFormatOpt = SummaryFormat.text,
 ) -> None:
     """Ingest vLLM logs, validator (dapi) logs, /metrics scrapes or PoC validation results of one host.
 
@@ -50,12 +61,15 @@ def ingest_logs_command(
     Example: gonka-evidence ingest-logs /var/log/vllm/ --host gonka1...
     """
     from pipeline import api
-    from pipeline.cli.console import say
+    from pipeline.cli.console import print_document, say
 
-    summary = api.ingest_logs(
-        files, host=host, warehouse=warehouse, config=config, kind=kind, year=year, timezone=timezone
-    )
-    say(api.summaries.ingest_logs(summary, year=year))
+    with api.Warehouse.resolve(warehouse, config=config, write=True) as wh:
+        summary = wh.ingest_logs(files, host=host, kind=kind, year=year, timezone=timezone)
+    said = api.summaries.ingest_logs(summary, year=year)
+    if fmt is SummaryFormat.json:
+        print_document(api.summaries.document("ingest-logs", summary, said))
+    else:
+        say(said)
     if strict and (summary.unparsed or summary.unrecognised or summary.not_read):
         raise typer.Exit(EXIT_QUARANTINED)
 

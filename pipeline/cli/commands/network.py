@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 
 from pipeline.cli.console import data as console_data
-from pipeline.cli.conventions import EvidenceFormat, prints_data, reproducing_command, user_errors
+from pipeline.cli.conventions import (
+    EvidenceFormat,
+    SummaryFormat,
+    SummaryFormatOpt,
+    prints_data,
+    prints_data_as_json,
+    reproducing_command,
+    user_errors,
+)
 from pipeline.cli.paths import path_option, role
 from pipeline.core.roles import Role
 
@@ -42,6 +50,7 @@ SchedulerOpt = Annotated[
 
 
 @user_errors
+@prints_data_as_json
 def network_ingest(
     copies: Annotated[
         list[str],
@@ -58,6 +67,7 @@ def network_ingest(
     memory_limit: Annotated[
         str | None, typer.Option(help="Memory limit per local worker (default 2GB, or GONKA_EVIDENCE_NETWORK_MEMORY).")
     ] = None,
+    fmt: SummaryFormatOpt = SummaryFormat.text,
 ) -> None:
     """Write each copy's raw rows into the lake (a task per copy, or per piece of a large one), then build
     each partition (epoch, bucket) whose copies changed: duplicates dropped by digest before decoding, forks
@@ -67,7 +77,7 @@ def network_ingest(
     Example: gonka-evidence network ingest data-samples/network/host-0 data-samples/network/host-1 --lake lake
     """
     from pipeline import api
-    from pipeline.cli.console import ingest_progress, say
+    from pipeline.cli.console import ingest_progress, print_document, say
 
     with ingest_progress() as progress:
         summary = api.network_ingest(
@@ -79,7 +89,11 @@ def network_ingest(
             memory_limit=memory_limit,
             progress=progress,
         )
-    say(api.summaries.network_ingest(summary))
+    said = api.summaries.network_ingest(summary)
+    if fmt is SummaryFormat.json:
+        print_document(api.summaries.document("network ingest", summary, said, built=summary.built))
+    else:
+        say(said)
 
 
 @user_errors

@@ -44,11 +44,11 @@ def preflight(
 
     Example: gonka-evidence preflight --host gonka1... --build "V2 + DSpark, processed_logprobs, vLLM fix" --strict
     """
-    from pipeline.api import open_warehouse
+    from pipeline.api import Warehouse
 
     if build is not None and since is not None:
         raise typer.BadParameter("give either --build or --since, not both")
-    with open_warehouse(warehouse, host=host, config=config) as wh:
+    with Warehouse.resolve(warehouse, host=host, config=config).open() as wh:
         result = wh.preflight(build=build, since=since, command=reproducing_command(ctx))
     console_data(result.render(fmt.value))
     if strict and result.failed:

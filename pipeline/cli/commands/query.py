@@ -88,11 +88,11 @@ def query(
     Example: gonka-evidence query "SELECT status, count(*) FROM inferences GROUP BY ALL" --format markdown
     """
     from pipeline import api
-    from pipeline.cli.console import detail, info, out
+    from pipeline.cli.console import detail, info, show
 
     if list_:
         for q in api.named_queries(required=True).values():
-            out.print(f"{q.name}: {q.description} [params: {q.params or 'none'}]", markup=False, highlight=False)
+            show(f"{q.name}: {q.description} [params: {q.params or 'none'}]")
         return
     fmt = api.query_output_format(fmt, output)  # from --output's extension when not given
     # Command lines that cannot be right: usage errors (exit 2), like a missing argument.
@@ -109,7 +109,7 @@ def query(
         raise api.QueryError("parquet is binary: give --output FILE or redirect stdout")
     width = terminal_width() if fmt is QueryFormat.table and output is None and not vertical else None
     params = api.parse_params(param or [])
-    with api.open_warehouse(warehouse, config=config) as wh:
+    with api.Warehouse.resolve(warehouse, config=config).open() as wh:
         if output is not None:
             rendered = wh.write_query(
                 text, params, fmt, output=output, vertical=vertical, width=width, max_rows=max_rows, timeout_s=timeout

@@ -42,12 +42,13 @@ def report_epoch(
 
     Example: gonka-evidence report epoch 3 --host gonka1... --out out
     """
-    from pipeline import api
-    from pipeline.cli.console import out as console
+    from pipeline.api import Warehouse
+    from pipeline.cli.console import show
 
-    written = api.report(epoch, host, out=out, warehouse=warehouse, config=config)
+    with Warehouse.resolve(warehouse, config=config) as wh:
+        written = wh.report(epoch, host, out=out)
     shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(written.path))  # one line, whatever the name
-    console.print(f"wrote {shown}/report.md, report.html, charts/ and tables/", markup=False)
+    show(f"wrote {shown}/report.md, report.html, charts/ and tables/")
 
 
 def register(app: typer.Typer) -> None:

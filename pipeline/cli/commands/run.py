@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.conventions import WriteWarehouseOpt, prints_data, user_errors
+from pipeline.cli.conventions import SummaryFormat, SummaryFormatOpt, WriteWarehouseOpt, prints_data, user_errors
 from pipeline.cli.paths import path_option
 from pipeline.core.roles import Role
 
@@ -26,6 +26,7 @@ def run(
         ),
     ] = None,
     warehouse: WriteWarehouseOpt = None,
+    fmt: SummaryFormatOpt = SummaryFormat.text,
 ) -> None:
     """The scheduled job: ingest what is new, print the summary, write a report for every closed epoch.
 
@@ -34,14 +35,17 @@ def run(
     Example: gonka-evidence run --config gonka-evidence.toml
     """
     from pipeline import api
-    from pipeline.cli.console import QUIET, listener, out, verbosity
+    from pipeline.cli.console import QUIET, listener, out, print_document, verbosity
 
     # The job's own lines are its summary: --quiet silences them too (errors still print).
     out.quiet = verbosity() == QUIET
     try:
-        api.run(config, warehouse, listener=listener())
+        with api.Warehouse.resolve(warehouse, config=config) as wh:
+            outcome = wh.run(listener=listener(log=fmt is SummaryFormat.text))
     finally:
         out.quiet = False
+    if fmt is SummaryFormat.json:  # the log's lines, kept by the job, in its document
+        print_document(api.summaries.document("run", outcome, api.summaries.run_log(outcome.log)))
 
 
 def register(app: typer.Typer) -> None:

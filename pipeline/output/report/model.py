@@ -28,7 +28,7 @@ from pipeline.evidence.provenance import command_line, command_path, evidence_co
 from pipeline.evidence.provenance import provenance as provenance_of
 from pipeline.evidence.request import check_request
 from pipeline.evidence.window import Window
-from pipeline.output.query import named_queries
+from pipeline.output.query.execute import named_queries
 from pipeline.output.render.csv import frame_csv, render_csv
 from pipeline.output.render.text import format_percent, iso_utc, stat_lines
 from pipeline.output.report.findings import NO_DATA, Finding, epoch_findings

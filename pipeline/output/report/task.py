@@ -9,10 +9,10 @@ from pathlib import Path
 import duckdb
 
 from pipeline.core.roles import Role
+from pipeline.output.guards.roles import check_path, claim_output_dir
+from pipeline.output.guards.safety import OutputError, OutputGuard
 from pipeline.output.report.model import build_epoch_report
 from pipeline.output.report.render import write_epoch_report
-from pipeline.output.roles import check_path, claim_output_dir
-from pipeline.output.safety import OutputError, OutputGuard
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,7 @@ def check_outputs(
     """PathError when an output is, holds or lies inside an input of the same command, the warehouse
     or a source the warehouse ingested (resolved, hard links included). `warehouse_option` names the
     output that is the warehouse itself (a command that writes it): that one is checked against the inputs."""
-    from pipeline.output.safety import OutputError, OutputGuard
+    from pipeline.output.guards.safety import OutputError, OutputGuard
 
     if not outputs:
         return
@@ -183,7 +183,7 @@ def warehouse_sources(warehouse: Path) -> list[Path]:
     the command that opens it says why)."""
     import duckdb
 
-    from pipeline.output.safety import ingested_paths
+    from pipeline.output.guards.safety import ingested_paths
 
     try:
         if not stat.S_ISREG(os.stat(warehouse).st_mode):

@@ -11,12 +11,14 @@ from pipeline.evidence.buildcheck import BuildCheck, check, loaded_timeline
 from pipeline.ingest.accounting import AccountingRow, last_source_accounting
 from pipeline.ingest.coverage import source_escrow_findings
 from pipeline.ingest.store import source_findings
-from pipeline.output.query import named_queries
+from pipeline.output.query.execute import named_queries
 from pipeline.output.render.text import escrow_finding_lines
 from pipeline.sources.store.base import SourceDescription
 from pipeline.warehouse.database import fetch_frame
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import duckdb
 
     from pipeline.sources.store.base import SessionStore
@@ -66,3 +68,15 @@ def source_report(store: SessionStore, con: duckdb.DuckDBPyConnection | None) ->
     )
     by_reason = [(t, r, int(n)) for t, r, n in quarantined.select("table_name", "reason", "rows").iter_rows()]
     return SourceReport(store.describe(), findings, builds, lines, accounting, by_reason)
+
+
+def doctor(source: str, connection: Callable[[], duckdb.DuckDBPyConnection] | None = None) -> SourceReport:
+    """`doctor` of the source `source` names: its report, with the warehouse `connection` opens (opened once
+    the source has answered) or none."""
+    from pipeline.sources.store import open_store
+
+    store = open_store(source)
+    try:
+        return source_report(store, connection() if connection is not None else None)
+    finally:
+        store.close()

@@ -19,9 +19,9 @@ import polars as pl
 from pipeline.core.errors import UserError
 from pipeline.core.interrupts import on_interrupt
 from pipeline.core.paths import SQL_DIR
-from pipeline.output import query_format as query_output
-from pipeline.output.query_format import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, TABLE_MAX_ROWS, QueryFormat
-from pipeline.output.safety import OutputGuard, output_file
+from pipeline.output.guards.safety import OutputGuard, output_file
+from pipeline.output.query import formats as query_output
+from pipeline.output.query.formats import DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, TABLE_MAX_ROWS, QueryFormat
 from pipeline.warehouse.database import out_of_memory
 from pipeline.warehouse.database import relation as warehouse_relation
 
@@ -273,7 +273,7 @@ def stream_query(
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
 ) -> RenderedQuery:
     """Run ``sql`` once and write its result exactly in ``fmt`` to `sink` as DuckDB hands it over, a batch
-    at a time (see pipeline.output.query_format); only the terminal table holds its rows. At most
+    at a time (see pipeline.output.query.formats); only the terminal table holds its rows. At most
     `max_rows` rows (0: all; None: TABLE_MAX_ROWS for the table, else all). ``width``: fit the table to
     this many terminal cells (None: every column, full width). The returned RenderedQuery has no data."""
     if max_rows is None:
