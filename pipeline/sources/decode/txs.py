@@ -79,6 +79,9 @@ DIFF_SCHEMA = pa.schema(
         ("digest", pa.string()),
     ]
 )
+# ptars costs about 2 ms more per batch than protobuf and less per diff: from about 300 to 400 diffs a
+# batch decodes faster through it (bench/BENCHMARKS.md, 2026-12-07 ptars section).
+PTARS_MIN_DIFFS = 384
 # Every diff row of a batch, decoded or not, by the sha256 of its txs_proto (hex): what copies are compared by.
 HELD_SCHEMA = pa.schema([("escrow_id", pa.string()), ("nonce", pa.int64()), ("digest", pa.string())])
 EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()  # a DiffContent without transactions encodes as no bytes
@@ -92,14 +95,16 @@ class DecodedDiffs:
     quarantined: list[tuple[str, str]] = field(default_factory=list)  # (row_key, reason)
 
 
-def decode_diffs(batch: pa.RecordBatch | pa.Table, *, fast: bool = True) -> DecodedDiffs:
+def decode_diffs(batch: pa.RecordBatch | pa.Table, *, fast: bool | None = None) -> DecodedDiffs:
     """Decode a batch of canonical `diffs` rows (epoch_id, escrow_id, nonce, txs_proto, created_at).
 
-    ptars (Rust, protobuf to Arrow) decodes the whole batch at once; a diff whose rows it cannot vouch
-    for (`_ptars_rows`) is decoded one by one with protobuf (`_upb_rows`), as is every diff with
-    ``fast=False``: both give the same rows. The per-diff columns are gathered afterwards with Arrow
-    `take` on the diff's position.
+    With ``fast`` (by default: a batch of at least PTARS_MIN_DIFFS rows), ptars (Rust, protobuf to Arrow)
+    decodes the whole batch at once and a diff whose rows it cannot vouch for (`_ptars_rows`) is decoded
+    one by one with protobuf (`_upb_rows`); without, every diff is: both give the same rows. The per-diff
+    columns are gathered afterwards with Arrow `take` on the diff's position.
     """
+    if fast is None:
+        fast = batch.num_rows >= PTARS_MIN_DIFFS
     escrows, nonces = batch.column("escrow_id"), batch.column("nonce")
     blobs = batch.column("txs_proto")
     blob_list = [blob or b"" for blob in blobs.to_pylist()]

@@ -3,6 +3,7 @@ for the sample copy and for hostile blobs: a diff ptars cannot vouch for goes to
 
 from __future__ import annotations
 
+import re
 from typing import Any, cast
 
 import pyarrow as pa
@@ -29,18 +30,21 @@ def _batch(rows: list[dict]) -> pa.RecordBatch:
 
 
 def _assert_same(batch: pa.RecordBatch | pa.Table) -> txs.DecodedDiffs:
-    """ptars' decode equals protobuf's, or both fail with the same error; ptars' result is returned."""
+    """ptars' decode (forced, and by default) equals protobuf's, or all fail with the same error; ptars' result
+    is returned."""
     try:
         want = txs.decode_diffs(batch, fast=False)
     except Exception as exc:
-        with pytest.raises(type(exc), match=str(exc)):
-            txs.decode_diffs(batch)
+        for fast in (True, None):
+            with pytest.raises(type(exc), match=re.escape(str(exc))):
+                txs.decode_diffs(batch, fast=fast)
         raise
-    got = txs.decode_diffs(batch)
-    for name in ("txs", "diffs", "held"):
-        assert getattr(got, name).equals(getattr(want, name)), name
-    assert got.quarantined == want.quarantined
-    return got
+    for fast in (True, None):  # ptars whatever the size, and as the ingest calls it
+        got = txs.decode_diffs(batch, fast=fast)
+        for name in ("txs", "diffs", "held"):
+            assert getattr(got, name).equals(getattr(want, name)), name
+        assert got.quarantined == want.quarantined
+    return txs.decode_diffs(batch, fast=True)
 
 
 def _vouched(blobs: list[bytes | None]) -> list[bool]:
