@@ -338,7 +338,7 @@ def _parse(blobs: pa.BinaryArray) -> tuple[pa.RecordBatch, list[int]]:
         return _handler().array_to_record_batch(blobs), []
     except ValueError:
         pass
-    refused = _refused(blobs, 0)
+    refused = _refused(blobs, 0) or list(range(len(blobs)))  # no half refused: none is vouched for
     mask = np.zeros(len(blobs), bool)
     mask[refused] = True
     return _handler().array_to_record_batch(pc.if_else(pa.array(mask), pa.scalar(b"", pa.binary()), blobs)), refused
