@@ -78,6 +78,9 @@ def main() -> int:
                 out = subprocess.run(
                     [sys.executable, str(script), url, str(Path(tmp) / f"{name}.duckdb")],
                     env={**os.environ, "PYTHONPATH": tree},
+                    # not the caller's directory: `python -m` puts the working directory first on a decode
+                    # worker's sys.path, so a checkout there would be every side's decode
+                    cwd=tmp,
                     capture_output=True,
                     text=True,
                     check=True,

@@ -5,11 +5,13 @@ Each blob is a `devshard.v1.DiffContent` with only field 2 (`txs`) set. A
 set; it becomes kind `other` with the field number of its unknown field, never a
 drop. Bytes that do not parse, parse but are not a stored DiffContent, or hold transactions that
 contradict the diff's own key go to quarantine with the reason, and none of their transactions
-is kept.
+is kept. ptars decodes the batch at once; protobuf, one by one, every diff ptars cannot vouch for
+(docs/sources.md, "Two decoders, one result").
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from pipeline.core.arrowbuf import value_bytes
-from pipeline.sources.decode.devshard_pb2 import DiffContent
+from pipeline.sources.decode.devshard_pb2 import DevshardTx, DiffContent
 
 # oneof member → public `txs.kind` (docs/data-model.md, txs). Members that carry no quality
 # signal (deprecated reveal_seed, height-sync plumbing) are kept as `other`.
@@ -77,6 +79,9 @@ DIFF_SCHEMA = pa.schema(
         ("digest", pa.string()),
     ]
 )
+# ptars costs about 2 ms more per batch than protobuf and less per diff: from about 300 to 400 diffs a
+# batch decodes faster through it (bench/BENCHMARKS.md, 2026-12-07 ptars section).
+PTARS_MIN_DIFFS = 384
 # Every diff row of a batch, decoded or not, by the sha256 of its txs_proto (hex): what copies are compared by.
 HELD_SCHEMA = pa.schema([("escrow_id", pa.string()), ("nonce", pa.int64()), ("digest", pa.string())])
 EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()  # a DiffContent without transactions encodes as no bytes
@@ -90,43 +95,34 @@ class DecodedDiffs:
     quarantined: list[tuple[str, str]] = field(default_factory=list)  # (row_key, reason)
 
 
-def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
+def decode_diffs(batch: pa.RecordBatch | pa.Table, *, fast: bool | None = None) -> DecodedDiffs:
     """Decode a batch of canonical `diffs` rows (epoch_id, escrow_id, nonce, txs_proto, created_at).
 
-    This loop is the ingest's hottest Python code, so per transaction it does only the field
-    extraction (`_tx_fields`, one tuple); the per-diff columns are gathered afterwards with
-    Arrow `take` on the diff's position. Each blob's sha256 is taken in the same pass.
+    With ``fast`` (by default: a batch of at least PTARS_MIN_DIFFS rows), ptars (Rust, protobuf to Arrow)
+    decodes the whole batch at once and a diff whose rows it cannot vouch for (`_ptars_rows`) is decoded
+    one by one with protobuf (`_upb_rows`); without, every diff is: both give the same rows. The per-diff
+    columns are gathered afterwards with Arrow `take` on the diff's position.
     """
-    fields: list[tuple] = []
-    diff_of_tx: list[int] = []
-    tx_index: list[int] = []
-    decoded: list[int] = []  # positions of the diffs that parsed
-    tx_counts: list[int] = []
-    quarantined: list[tuple[str, str]] = []
-    digests: list[str] = []
+    if fast is None:
+        fast = batch.num_rows >= PTARS_MIN_DIFFS
     escrows, nonces = batch.column("escrow_id"), batch.column("nonce")
     blobs = batch.column("txs_proto")
+    blob_list = [blob or b"" for blob in blobs.to_pylist()]
+    digests = [hashlib.sha256(blob).hexdigest() for blob in blob_list]
     halves_alike = _halves_alike(blobs)
-    for pos, blob in enumerate(blobs.to_pylist()):
-        blob = blob or b""
-        digests.append(hashlib.sha256(blob).hexdigest())
-        try:
-            content = DiffContent.FromString(blob)
-            problem = _not_stored_content(content, blob, pos in halves_alike)
-        except DecodeError as exc:
-            problem = f"txs_proto does not decode: {exc}"
-        if problem:
-            quarantined.append((f"{escrows[pos].as_py()}/{nonces[pos].as_py()}", problem))
-            continue
-        txs = content.txs
-        n = len(txs)
-        decoded.append(pos)
-        tx_counts.append(n)
-        fields.extend(map(_tx_fields, txs))
-        diff_of_tx.extend([pos] * n)
-        tx_index.extend(range(n))
-    take = pa.array(diff_of_tx, type=pa.int64())
-    per_tx = _tx_columns(batch, take, tx_index, fields)
+    if fast and blob_list:
+        rows, vouched = _ptars_rows(blobs, blob_list, halves_alike)
+        rest = np.flatnonzero(~vouched).tolist()
+    else:
+        rows, rest = _Rows.empty(), list(range(len(blob_list)))
+    if rest:
+        slow, quarantined = _upb_rows(blob_list, rest, halves_alike, escrows, nonces)
+        rows = rows.merge(slow)
+    else:
+        quarantined = []
+    take = pa.array(rows.pos, type=pa.int64())
+    per_tx = _tx_columns(batch, take, rows.tx_index, rows.columns)
+    decoded, tx_counts = rows.decoded.tolist(), rows.tx_counts.tolist()
     contradicted = _contradicting_diffs(per_tx, take)
     if contradicted:
         quarantined += [(f"{escrows[pos].as_py()}/{nonces[pos].as_py()}", why) for pos, why in contradicted.items()]
@@ -143,7 +139,228 @@ def decode_diffs(batch: pa.RecordBatch | pa.Table) -> DecodedDiffs:
     )
 
 
-def _tx_columns(batch: pa.RecordBatch | pa.Table, take: pa.Array, tx_index: list[int], fields: list[tuple]) -> dict:
+@dataclass
+class _Rows:
+    """Transactions of some diffs of a batch, in (diff position, tx_index) order, and those diffs."""
+
+    pos: np.ndarray  # the diff position of each transaction
+    tx_index: np.ndarray
+    columns: dict[str, pa.Array]  # TX_FIELDS
+    decoded: np.ndarray  # positions of the diffs decoded, ascending
+    tx_counts: np.ndarray  # their transaction counts
+
+    @classmethod
+    def empty(cls) -> _Rows:
+        none = np.empty(0, np.int64)
+        columns = {name: pa.array([], TX_SCHEMA.field(name).type) for name in TX_FIELDS}
+        return cls(none, none, columns, none, none)
+
+    def merge(self, other: _Rows) -> _Rows:
+        """Both sets of rows, back in diff position order (each diff is in one of the two)."""
+        if not len(self.decoded):
+            return other
+        pos = np.concatenate([self.pos, other.pos])
+        order = pa.array(np.argsort(pos, kind="stable"))
+        columns = {name: pa.concat_arrays([self.columns[name], other.columns[name]]).take(order) for name in TX_FIELDS}
+        decoded = np.concatenate([self.decoded, other.decoded])
+        by_diff = np.argsort(decoded, kind="stable")
+        return _Rows(
+            pos[order.to_numpy()],
+            np.concatenate([self.tx_index, other.tx_index])[order.to_numpy()],
+            columns,
+            decoded[by_diff],
+            np.concatenate([self.tx_counts, other.tx_counts])[by_diff],
+        )
+
+
+def _upb_rows(
+    blob_list: list[bytes], positions: list[int], halves_alike: set[int], escrows: Any, nonces: Any
+) -> tuple[_Rows, list[tuple[str, str]]]:
+    """The diffs at `positions` decoded one by one with protobuf, and those quarantined (row_key, reason).
+
+    Per transaction it does only the field extraction (`_tx_fields`, one tuple); each blob is
+    checked by `_not_stored_content`."""
+    fields: list[tuple] = []
+    diff_of_tx: list[int] = []
+    tx_index: list[int] = []
+    decoded: list[int] = []  # positions of the diffs that parsed
+    tx_counts: list[int] = []
+    quarantined: list[tuple[str, str]] = []
+    for pos in positions:
+        blob = blob_list[pos]
+        try:
+            content = DiffContent.FromString(blob)
+            problem = _not_stored_content(content, blob, pos in halves_alike)
+        except DecodeError as exc:
+            problem = f"txs_proto does not decode: {exc}"
+        if problem:
+            quarantined.append((f"{escrows[pos].as_py()}/{nonces[pos].as_py()}", problem))
+            continue
+        txs = content.txs
+        n = len(txs)
+        decoded.append(pos)
+        tx_counts.append(n)
+        fields.extend(map(_tx_fields, txs))
+        diff_of_tx.extend([pos] * n)
+        tx_index.extend(range(n))
+    columns: list[Sequence[Any]] = list(zip(*fields, strict=True)) if fields else [[] for _ in TX_FIELDS]
+    rows = _Rows(
+        np.array(diff_of_tx, np.int64),
+        np.array(tx_index, np.int64),
+        {
+            name: pa.array(values, type=TX_SCHEMA.field(name).type)
+            for name, values in zip(TX_FIELDS, columns, strict=True)
+        },
+        np.array(decoded, np.int64),
+        np.array(tx_counts, np.int64),
+    )
+    return rows, quarantined
+
+
+# The DevshardTx oneof members in declaration order; index len(_MEMBERS) is a transaction with none set.
+_MEMBERS = [f.name for f in DevshardTx.DESCRIPTOR.oneofs_by_name["tx"].fields]
+_KINDS = pa.array([KIND[m] for m in _MEMBERS] + ["other"], pa.string())
+_MEMBER_NAMES = pa.array([*_MEMBERS, "empty"], pa.string())
+_NUMBERS = pa.array([FIELD_NUMBER[m] for m in _MEMBERS] + [None], pa.int64())
+# Each TX_FIELDS column past field_number ← the (member, field) pairs it is read from, as in `_tx_fields`
+# (at most one member is set in a vouched transaction, so the first present one is its value).
+_SOURCES: dict[str, list[tuple[str, str]]] = {
+    "inference_id": [
+        (m, "inference_id")
+        for m in (
+            "start_inference",
+            "confirm_start",
+            "finish_inference",
+            "timeout_inference",
+            "validation",
+            "validation_vote",
+            "error_miss",
+        )
+    ],
+    "slot": [
+        ("validation", "validator_slot"),
+        ("finish_inference", "executor_slot"),
+        ("validation_vote", "voter_slot"),
+        ("reveal_seed", "slot_id"),
+    ],
+    "valid": [("validation", "valid"), ("validation_vote", "vote_valid")],
+    "timeout_reason": [("timeout_inference", "reason")],
+    "votes": [("timeout_inference", "votes"), ("error_miss", "votes")],
+    "model": [("start_inference", "model")],
+    "input_length": [("start_inference", "input_length")],
+    "max_tokens": [("start_inference", "max_tokens")],
+    "started_at": [("start_inference", "started_at")],
+    "confirmed_at": [("confirm_start", "confirmed_at")],
+    "input_tokens": [("finish_inference", "input_tokens")],
+    "output_tokens": [("finish_inference", "output_tokens")],
+}
+_INT64_MAX = pa.scalar(2**63 - 1, pa.uint64())  # compared as uint64: an int64 scalar would cast the column
+_BISECT_FLOOR = 64  # a refused part this small goes to protobuf whole instead of being split again
+
+
+@functools.cache
+def _handler() -> Any:
+    """ptars' DiffContent converter (ptars is imported here: not every command decodes diffs)."""
+    from ptars import HandlerPool
+
+    return HandlerPool([DiffContent.DESCRIPTOR.file]).get_for_message(DiffContent.DESCRIPTOR)
+
+
+def _ptars_rows(
+    blobs: pa.Array | pa.ChunkedArray, blob_list: list[bytes], halves_alike: set[int]
+) -> tuple[_Rows, np.ndarray]:
+    """The rows of the diffs ptars vouches for, and which those are (a mask over the batch).
+
+    ptars drops unknown fields, keeps every oneof member it reads and is not protobuf, so a diff is
+    vouched only when ptars parsed it, wrote it back byte for byte (so the blob holds no unknown,
+    repeated, overlong or default-valued field: what protobuf reads from it is what ptars read),
+    sets only txs, holds no transaction with two members, is not one byte string twice, and no value
+    taken exceeds int64 (where protobuf's path fails the batch). Every other diff is `_upb_rows`' to
+    decode, quarantine or fail on."""
+    array = blobs.combine_chunks() if isinstance(blobs, pa.ChunkedArray) else blobs
+    array = pc.fill_null(array.cast(pa.binary()), b"")  # an absent blob is an empty diff, as in `decode_diffs`
+    parsed, refused = _parse(array)
+    n = len(array)
+    vouched = pc.equal(_handler().record_batch_to_array(parsed), array).to_numpy(zero_copy_only=False)
+    vouched[refused] = False
+    only_txs = pc.and_(
+        pc.and_(pc.equal(parsed.column("nonce"), 0), pc.equal(pc.binary_length(parsed.column("escrow_id")), 0)),
+        pc.and_(
+            pc.equal(pc.binary_length(parsed.column("post_state_root")), 0),
+            pc.equal(pc.list_value_length(parsed.column("sealed_inference_ids")), 0),
+        ),
+    )
+    vouched &= only_txs.to_numpy(zero_copy_only=False)
+    for at in halves_alike:
+        blob = blob_list[at]
+        vouched[at] &= not blob.startswith(memoryview(blob)[len(blob) // 2 :])
+    lists = parsed.column("txs")
+    lengths = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    tx = lists.flatten()
+    pos = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    members = {m: pc.struct_field(tx, m) for m in _MEMBERS}
+    member = np.full(len(tx), len(_MEMBERS), np.int64)
+    present = np.zeros(len(tx), np.int64)
+    for i, m in enumerate(_MEMBERS):
+        here = members[m].is_valid().to_numpy(zero_copy_only=False)
+        member[here] = i
+        present += here
+    bad_tx = present > 1
+    values = {
+        name: pc.coalesce(*(pc.struct_field(members[m], f) for m, f in sources)) for name, sources in _SOURCES.items()
+    }
+    for column in values.values():
+        if column.type == pa.uint64():
+            bad_tx |= pc.fill_null(pc.greater(column, _INT64_MAX), False).to_numpy(zero_copy_only=False)
+    vouched[pos[bad_tx]] = False
+    keep = vouched[pos]
+    kept = pa.array(keep)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    columns = {
+        "kind": _KINDS.take(member[keep]),
+        "member": _MEMBER_NAMES.take(member[keep]),
+        "field_number": _NUMBERS.take(member[keep]),
+    } | {name: column.filter(kept).cast(TX_SCHEMA.field(name).type) for name, column in values.items()}
+    rows = _Rows(
+        pos[keep],
+        (np.arange(len(tx), dtype=np.int64) - np.repeat(starts, lengths))[keep],
+        {name: columns[name] for name in TX_FIELDS},
+        np.flatnonzero(vouched).astype(np.int64),
+        lengths[vouched],
+    )
+    return rows, vouched
+
+
+def _parse(blobs: pa.BinaryArray) -> tuple[pa.RecordBatch, list[int]]:
+    """ptars' record batch of the blobs, and the positions of those it refused (read as empty instead).
+    ptars refuses a whole array for one bad blob, so a refused array is split until the bad ones are found."""
+    try:
+        return _handler().array_to_record_batch(blobs), []
+    except ValueError:
+        pass
+    refused = _refused(blobs, 0) or list(range(len(blobs)))  # no half refused: none is vouched for
+    mask = np.zeros(len(blobs), bool)
+    mask[refused] = True
+    return _handler().array_to_record_batch(pc.if_else(pa.array(mask), pa.scalar(b"", pa.binary()), blobs)), refused
+
+
+def _refused(blobs: pa.BinaryArray, offset: int) -> list[int]:
+    """Positions (from `offset`) of the blobs in a part ptars refused: each half is tried again."""
+    if len(blobs) <= _BISECT_FLOOR:
+        return list(range(offset, offset + len(blobs)))
+    half = len(blobs) // 2
+    refused: list[int] = []
+    for start, part in ((0, blobs.slice(0, half)), (half, blobs.slice(half))):
+        try:
+            _handler().array_to_record_batch(part)
+        except ValueError:
+            refused += _refused(part, offset + start)
+    return refused
+
+
+def _tx_columns(
+    batch: pa.RecordBatch | pa.Table, take: pa.Array, tx_index: np.ndarray, columns: dict[str, pa.Array]
+) -> dict:
     """The transactions' columns: their diff's columns taken at each transaction's diff position, then the
     transaction's own fields."""
     per_tx = {
@@ -156,10 +373,7 @@ def _tx_columns(batch: pa.RecordBatch | pa.Table, take: pa.Array, tx_index: list
         )
     }
     per_tx["tx_index"] = pa.array(tx_index, type=pa.int64())
-    columns: list[Sequence[Any]] = list(zip(*fields, strict=True)) if fields else [[] for _ in TX_FIELDS]
-    return per_tx | {
-        name: pa.array(values, type=TX_SCHEMA.field(name).type) for name, values in zip(TX_FIELDS, columns, strict=True)
-    }
+    return per_tx | columns
 
 
 def _diff_tables(
