@@ -93,7 +93,8 @@ class _Worker:
         # into the one-line error.
         self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.sources.decode.workers"],
+            # -P: the working directory is not put first on the path (a `pipeline` folder there is not ours)
+            [sys.executable, "-P", "-m", "pipeline.sources.decode.workers"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,

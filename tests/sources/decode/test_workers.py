@@ -149,3 +149,16 @@ def test_an_ingest_decoded_by_workers_equals_one_decoded_here(tmp_path, pg_copy,
         "SELECT * EXCLUDE (run_id) FROM ingest_accounting ORDER BY ALL",
     ):
         assert frame(tmp_path / "here.duckdb", sql).equals(frame(tmp_path / "there.duckdb", sql)), sql
+
+
+def test_workers_import_this_package_not_a_pipeline_folder_in_the_working_directory(sqlite_copy, tmp_path, monkeypatch):
+    """`python -m` puts the working directory first on the path: a folder named `pipeline` there (another
+    project's checkout) would have been the workers' code."""
+    batches = _diff_batches(sqlite_copy())[:2]
+    shadow = tmp_path / "pipeline"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise SystemExit('the shadowing pipeline package was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    with DiffDecoder(workers=1) as decoder:
+        got = [decoder.submit(b).result() for b in batches]
+    assert [g.txs.num_rows for g in got] == [txs.decode_diffs(b).txs.num_rows for b in batches]
