@@ -72,7 +72,9 @@ def test_run_warns_of_a_source_of_the_wrong_kind_as_ingest_logs_does(tmp_path):
     # run's warnings stay in its log (stdout), as '  warning: …' lines
     assert any(
         line.startswith("  warning: ")
-        and line.endswith("_meta.db: nothing recognised as a vllm log (wrong --kind?); its unreadable lines are in quarantine")
+        and line.endswith(
+            "_meta.db: nothing recognised as a vllm log (wrong --kind?); its unreadable lines are in quarantine"
+        )
         for line in lines
     ), lines
 
