@@ -136,8 +136,8 @@ def test_a_terminal_that_cannot_show_utf8_gets_escapes_not_a_crash(tmp_path, war
 
 
 def test_files_are_utf8_whatever_the_locale(tmp_path, warehouse):
-    """`run`, `report` and `bundle` ended in UnicodeEncodeError under a non-UTF-8 locale. Now they
-    finish, and a report is the same bytes as under a UTF-8 locale."""
+    """`report` and `bundle` ended in UnicodeEncodeError under a non-UTF-8 locale. Now they finish, and a
+    report is the same bytes as under a UTF-8 locale. (`run`, a whole run of the samples: the heavy test below.)"""
     reports = {}
     for name, env in (("utf8", {"LC_ALL": "C.UTF-8"}), ("ascii", ASCII_LOCALE)):
         (tmp_path / name).mkdir()
@@ -158,6 +158,15 @@ def test_files_are_utf8_whatever_the_locale(tmp_path, warehouse):
         capture_output=True,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+# stands in the default tier: tests/cli/test_streams_and_locale.py::test_files_are_utf8_whatever_the_locale
+# (the reports and bundle a run writes, under the same locale),
+# tests/cli/test_streams_and_locale.py::test_every_text_file_the_pipeline_opens_names_its_encoding
+# (every text file the pipeline opens names its encoding, run's included)
+@pytest.mark.heavy
+def test_run_writes_utf8_whatever_the_locale(tmp_path):
+    """`run` ended in UnicodeEncodeError under a non-UTF-8 locale. Now it finishes, its report in UTF-8."""
     (tmp_path / "run").mkdir()
     done = _cli(["run"], cwd=tmp_path / "run", env=ASCII_LOCALE, capture_output=True)
     assert done.returncode == 0, done.stderr.decode(errors="replace")

@@ -5,6 +5,7 @@ next ingest removes what it staged."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 
 import pipeline.ingest.staging as staging
 import pipeline.ingest.store as store_mod
+from pipeline.warehouse.database import fetch_frame, open_for_write
 from tests.helpers import assert_views_equal, frame, ingest, views
 
 # What the chunks write: raw rows, coverage and the derived rows (the run's bookkeeping, the escrow cache and
@@ -52,15 +54,17 @@ def _staging(warehouse):
     return warehouse.with_name(warehouse.name + staging.SUFFIX)
 
 
-def _run_ids_excluded(warehouse, table: str) -> str:
-    columns = frame(warehouse, f"SELECT * FROM {table} LIMIT 0").columns
+def _run_ids_excluded(con, table: str) -> str:
+    columns = fetch_frame(con, f"SELECT * FROM {table} LIMIT 0").columns
     return "* EXCLUDE (run_id)" if "run_id" in columns else "*"
 
 
 def _chunk_tables(warehouse) -> dict:
-    return {
-        t: frame(warehouse, f"SELECT {_run_ids_excluded(warehouse, t)} FROM {t} ORDER BY ALL") for t in CHUNK_TABLES
-    }
+    con = open_for_write(warehouse)  # one connection for every table (an open per query took seconds in all)
+    try:
+        return {t: fetch_frame(con, f"SELECT {_run_ids_excluded(con, t)} FROM {t} ORDER BY ALL") for t in CHUNK_TABLES}
+    finally:
+        con.close()
 
 
 def test_staged_and_chunked_ingests_give_the_same_warehouse(tmp_path, sqlite_copy, pg_copy, monkeypatch):
@@ -97,20 +101,31 @@ def _ingest_cmd(warehouse, store) -> list[str]:
     return [sys.executable, "-m", "pipeline.cli", "ingest", str(store), "--warehouse", str(warehouse)]
 
 
+@pytest.fixture(scope="module")
+def first_and_next(tmp_path_factory, timeline):
+    """A first copy and the next one (SQLite stores, only read), a warehouse of the first with its chunks' tables,
+    and a clean warehouse of both: built once for both kill tests, each of which kills an ingest into a copy."""
+    root = tmp_path_factory.mktemp("first-and-next")
+    first = timeline.copy(last_epoch=3).write_sqlite(root / "store-3")
+    second = timeline.copy(last_epoch=4).write_sqlite(root / "store-4")
+    clean = root / "clean.duckdb"
+    for copy in (first, second):
+        ingest(clean, copy)
+    wh = root / "first.duckdb"
+    ingest(wh, first)  # closed, so checkpointed: the file alone is the warehouse
+    return second, clean, wh, _chunk_tables(wh)
+
+
 @pytest.mark.parametrize("stage", [1, 2])
 def test_a_kill_in_either_stage_leaves_the_tables_and_the_next_run_removes_the_staged_files(
-    tmp_path, sqlite_copy, stage
+    tmp_path, first_and_next, stage
 ):
     """A warehouse holding a first copy; the next copy's staged ingest (one part) killed in stage 1 (files being
     staged) or stage 2 (the transaction writing them): the chunks' tables are as before the kill, and the next
     ingest (the chunk-by-chunk path) removes the staged files and ends as a clean run does."""
-    first, second = sqlite_copy(3), sqlite_copy(4)
-    clean = tmp_path / "clean.duckdb"
-    for copy in (first, second):
-        ingest(clean, copy)
+    second, clean, first_wh, before = first_and_next
     wh = tmp_path / "killed.duckdb"
-    ingest(wh, first)
-    before = _chunk_tables(wh)
+    shutil.copyfile(first_wh, wh)
     env = os.environ | {"GONKA_EVIDENCE_STAGE_DIFFS": "1", "GONKA_EVIDENCE_CHUNK_NONCES": "40"}
     proc = subprocess.Popen(_ingest_cmd(wh, second), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     mark = _staging(wh) / (staging.STAGE2_MARK if stage == 2 else f"part-0/{staging.PROBLEMS}.parquet")

@@ -30,10 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def pg_copy(request, timeline) -> str:
-    url = throwaway_database(request)
-    timeline.copy(last_epoch=4).write_postgres(url, ledger=True)
-    return url
+def pg_copy(pg_database, pg_copy_templates) -> str:
+    """A PostgreSQL database of `timeline.copy(4)` with its ledger (a copy of one written once: tests/conftest.py)."""
+    return pg_database(template=pg_copy_templates(4, ledger=True))
 
 
 def ingest(warehouse: Path, source: str | Path):
