@@ -1,14 +1,15 @@
 """Text that comes from outside (labels, file names, ids, what a log quotes) made visible: it is data, so
 no character of it may act on the terminal or the reader's view. Control characters (an ANSI escape
-sequence starts with one), DEL, the C1 controls and the bidirectional overrides become escapes a reader
-sees (``\\x1b``, ``\\u202e``); nothing else changes."""
+sequence starts with one), DEL, the C1 controls, the line and paragraph separators and the bidirectional
+overrides become escapes a reader sees (``\\x1b``, ``\\u202e``); nothing else changes."""
 
 from __future__ import annotations
 
 import re
 
-# C0 controls but tab and line feed, DEL, C1, and the Unicode bidirectional embeddings/overrides/isolates.
-HIDDEN_CHARACTERS = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+# C0 controls but tab and line feed, DEL, C1, the Unicode line and paragraph separators (a line break to
+# editors and to str.splitlines) and the bidirectional embeddings/overrides/isolates.
+HIDDEN_CHARACTERS = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
 _HIDDEN = re.compile(HIDDEN_CHARACTERS)
 _HIDDEN_ONE_LINE = re.compile(_HIDDEN.pattern[:-1] + "\t\n]")
 

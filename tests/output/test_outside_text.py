@@ -88,6 +88,7 @@ def test_hostile_labels_in_every_format(text):
 @given(st.text(min_size=1, max_size=40))
 @example("\x1b[2J\x00")
 @example("'")  # a label that begins with a quote of its own: the oracle once stripped it with the guard's
+@example("\u2028")  # a line separator: a line break to editors and splitlines, shown as an escape
 def test_fuzz_every_text_field_in_every_format(text):
     _check_every_format(text)
 
