@@ -397,7 +397,7 @@ def say(said: summaries.Said) -> None:
     """Lines of a job summary (pipeline/output/summaries.py) to the run's log, warnings included: the job's log
     is its output (cron and systemd keep stdout)."""
     for level, text in said:
-        events.say(f"  warning: {text}" if level == "warning" else text)
+        events.say(summaries.log_line(level, text))
 
 
 def source_summary(con: duckdb.DuckDBPyConnection, summary: object, kind: str, source: dict) -> summaries.Said:

@@ -222,10 +222,19 @@ def as_json(said: Said) -> list[dict[str, str]]:
     return [{"level": level, "text": text} for level, text in said]
 
 
+# How `run`'s log (stdout, kept by cron and systemd) writes a warning line; `run_log` reads it back.
+LOG_WARNING = "  warning: "
+
+
+def log_line(level: str, text: str) -> str:
+    """One said line as `run`'s log writes it."""
+    return LOG_WARNING + text if level == "warning" else text
+
+
 def run_log(log: list[str]) -> Said:
-    """The lines of `run`'s log (`RunOutcome.log`) as said lines: its warnings are written '  warning: …'."""
-    prefix = "  warning: "
-    return [("warning", line[len(prefix) :]) if line.startswith(prefix) else ("info", line) for line in log]
+    """The lines of `run`'s log (`RunOutcome.log`) as said lines again (`log_line` reversed)."""
+    n = len(LOG_WARNING)
+    return [("warning", line[n:]) if line.startswith(LOG_WARNING) else ("info", line) for line in log]
 
 
 # Working state and bulky detail of a result object, left out of its JSON document (the lines say them).
