@@ -279,6 +279,8 @@ def test_open_escrows_assume_their_versions_rule_set_else_the_newest(mixed_store
     assert inferences["3301"]["status"] == "invalidated"
     assert (rules["3302"]["rule_set"], rules["3302"]["chosen_by"]) == ("late-validation", "assumed")
     assert rules["3302"]["seals_compared"] == 0 and rules["3302"]["best_rule_set"] is None
+    # marked assumed in the public view; a choice made by seals is not
+    assert [rules[e]["assumed"] for e in ("3300", "3301", "3302", "3100", "3204")] == [True, True, True, False, False]
 
 
 def test_seals_no_rule_set_reproduces_are_said_not_picked_silently(mixed_store):
