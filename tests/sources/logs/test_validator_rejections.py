@@ -43,6 +43,22 @@ LINES = (
         "rejected",
         "more output positions than max_tokens, not sent to the validator node",
     ),
+    (
+        "validation failed: validator node rejected the executor's enforced tokens",
+        "rejected",
+        "validator node rejected the executor's enforced tokens",
+    ),
+    # common/validation/validation.go @d2343c05, shortOutputChecks (the short-output version's own length checks)
+    (
+        "validation failed: output below the requested min_tokens",
+        "rejected",
+        "output below the requested min_tokens",
+    ),
+    (
+        "validation failed: output continues past a requested stop token",
+        "rejected",
+        "output continues past a requested stop token",
+    ),
     # common/validation/scoring.go @d2343c05, shortOutputVerdict: check+" failed: "+reason and
     # check+" would fail (log-only): "+reason, check and reason as the code passes them
     (
