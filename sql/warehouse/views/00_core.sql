@@ -15,7 +15,7 @@ SELECT * FROM (VALUES ('before #1487', NULL::TIMESTAMPTZ, TIMESTAMPTZ '2026-07-2
                        'gonka-ai/gonka decentralized-api/internal/devshard/shared_runtime.go @dd8711ab', TRUE),
                       ('#1487', TIMESTAMPTZ '2026-07-20 00:00:00+00', NULL::TIMESTAMPTZ,
                        'a 400/422 of the validator''s re-run, and an executor answer without logprobs, are invalid',
-                       'gonka-ai/gonka #1487 (decentralized-api/internal/devshard/validation_failopen_test.go)', TRUE),
+                       'gonka-ai/gonka #1487 (decentralized-api/internal/devshard/validation_failopen_test.go @3e21afaf)', TRUE),
                       ('short-output #1955', NULL::TIMESTAMPTZ, NULL::TIMESTAMPTZ,
                        'similarity 1 - max(sum/N - 0.10/sqrt(N), sum/max(100, N)); ceiling and sampler-support checks '
                        'reject on DeepSeek-V4-Flash-0731 and GLM-5.3-Flash, log only elsewhere; no min_tokens floor',
