@@ -290,15 +290,22 @@ EARLY = {
     BUILD_V1: datetime(2026, 9, 4, tzinfo=UTC),  # the samples' first build, before its data
 }
 # What the API server prints when vLLM refuses the speculative config at start-up: its configs are pydantic
-# dataclasses, so the traceback ends in pydantic's `ValidationError: 1 validation error for <class>` (the
-# message line below it is an example: the exact DSpark message was not found in the indexed sources).
+# dataclasses, so the traceback ends in pydantic's `ValidationError: 1 validation error for <class>` and the
+# message line under it. The message is vLLM's DSpark guard (vllm-project/vllm#47419, vllm/config/speculative.py
+# at v0.26.0, as vllm-project/vllm#50012 quotes it): K left out defaults to the draft's n_predict (1), below
+# the block.
+DSPARK_REFUSAL = (
+    "DSpark requires num_speculative_tokens >= dspark_block_size (5); got 1. Smaller values produce incorrect "
+    "output. Use num_speculative_tokens=5 or larger (e.g. 7)."
+)
 REFUSAL = (
     "Traceback (most recent call last):",
     '  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1370, '
     "in create_speculative_config",
     "    return SpeculativeConfig(**self.speculative_config)",
     "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
-    "  Value error, num_speculative_tokens must be set for method 'dspark' [type=value_error]",
+    f"  Value error, {DSPARK_REFUSAL} [type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]",
+    "    For further information visit https://errors.pydantic.dev/2.11/v/value_error",
 )
 
 
@@ -401,7 +408,9 @@ def test_a_start_up_error_naming_the_speculative_config_fails_check_6(attributed
     assert row["verdict"] == "fail"
     assert "num_speculative_tokens unset" in row["evidence"]  # the launch's own non-default args, K left out
     assert "start-up error naming the speculative config (line " in row["evidence"]
-    assert "1 validation error for SpeculativeConfig" in row["evidence"]
+    assert "1 validation error for SpeculativeConfig: Value error, DSpark requires num_speculative_tokens" in (
+        row["evidence"]
+    )  # vLLM's reason, the message line under pydantic's header
     con = open_read_only(path)
     try:  # the serving error after ready is a config_error event too; only the start-up one fails check 6
         kinds = fetch_frame(con, "SELECT detail FROM engine_events WHERE kind = 'config_error' ORDER BY \"at\"", {})
