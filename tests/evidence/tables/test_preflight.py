@@ -408,8 +408,9 @@ def test_a_start_up_error_naming_the_speculative_config_fails_check_6(attributed
     assert row["verdict"] == "fail"
     assert "num_speculative_tokens unset" in row["evidence"]  # the launch's own non-default args, K left out
     assert "start-up error naming the speculative config (line " in row["evidence"]
-    assert "1 validation error for SpeculativeConfig: Value error, DSpark requires num_speculative_tokens" in (
-        row["evidence"]
+    assert (
+        "1 validation error for SpeculativeConfig: Value error, DSpark requires num_speculative_tokens"
+        in (row["evidence"])
     )  # vLLM's reason, the message line under pydantic's header
     con = open_read_only(path)
     try:  # the serving error after ready is a config_error event too; only the start-up one fails check 6
