@@ -117,7 +117,8 @@ def test_the_mining_path_batch_of_the_decode_poc_release():
     )
     assert line_facts(generate) == [("startup", "poc_batch_size", "0")]  # 0: the plugin's AUTO, as printed
     # its wait path prints no batch: "PoC /generate decode: %d nonces x %d steps in %.2fs (%.2f/s)"
-    assert line_facts("PoC /generate decode: %d nonces x %d steps in %.2fs (%.2f/s)" % (1000, 257, 60.0, 16.67)) == []
+    decode = "PoC /generate decode: {:d} nonces x {:d} steps in {:.2f}s ({:.2f}/s)"  # the same specs
+    assert line_facts(decode.format(1000, 257, 60.0, 16.67)) == []
     # the mining loop's end, unchanged: f"PoC stopped: {n} nonces in {elapsed_min:.2f}min"; a long window, 0 nonces
     assert line_facts(f"PoC stopped: {123456} nonces in {125.0:.2f}min")[1] == ("startup", "poc_minutes", "125.00")
     assert line_facts(f"PoC stopped: {0} nonces in {0.004:.2f}min") == [
