@@ -283,10 +283,12 @@ def test_the_samples_chunk_build_fails_logprobs_and_poc(verdicts):
 EARLY_V1 = "probe: V1, processed_logprobs"
 EARLY_V2 = "probe: V2 + DSpark, raw_logprobs"
 REFUSED = "probe: DSpark without K, refused at start"
+SHORT_K = "probe: DSpark K=3, below the block"
 EARLY = {
     EARLY_V1: datetime(2026, 9, 1, tzinfo=UTC),
     EARLY_V2: datetime(2026, 9, 2, 12, tzinfo=UTC),
     REFUSED: datetime(2026, 9, 3, tzinfo=UTC),
+    SHORT_K: datetime(2026, 9, 3, 12, tzinfo=UTC),
     BUILD_V1: datetime(2026, 9, 4, tzinfo=UTC),  # the samples' first build, before its data
 }
 # What the API server prints when vLLM refuses the speculative config at start-up: its configs are pydantic
@@ -348,6 +350,12 @@ def _attribution_log(path) -> None:
     )
     for line in REFUSAL:  # the API server's traceback: the engine never starts
         f.raw(f"(APIServer pid=1) {line}")
+    f.t = EARLY[SHORT_K] + timedelta(minutes=1)  # K = 3 on the 5-token block: the same guard refuses it
+    f.log("INFO", "api_server.py:1043", "vLLM API server version 0.23.1", proc="APIServer")
+    spec = {"method": "dspark", "num_speculative_tokens": 3}
+    f.log("INFO", "utils.py:233", f"non-default args: {ARGS | {'speculative_config': spec}!r}", proc="APIServer")
+    for line in REFUSAL:
+        f.raw(f"(APIServer pid=1) {line.replace('got 1.', 'got 3.')}")
     f.write(path)
 
 
@@ -418,9 +426,22 @@ def test_a_start_up_error_naming_the_speculative_config_fails_check_6(attributed
     finally:
         con.close()
     assert kinds["detail"].to_list()[0].endswith("RuntimeError: dspark proposer: draft tokens out of range")
-    assert len(kinds) == 2
+    assert len(kinds) == 3  # and the K = 3 probe's refusal
     startup = result.rows.filter(result.rows["name"] == "startup").row(0, named=True)
     assert "1 launch(es)" in startup["evidence"]  # a launch, and no engine line after it
+
+
+def test_k_below_the_block_fails_check_6(attributed):
+    path, _ = attributed
+    con = open_read_only(path)
+    try:
+        result = run(con, "preflight", HOST, build=SHORT_K)
+    finally:
+        con.close()
+    row = result.rows.filter(result.rows["name"] == "speculative").row(0, named=True)
+    assert row["verdict"] == "fail"
+    assert "num_speculative_tokens 3; DSpark block size 5" in row["evidence"]
+    assert "got 3. Smaller values produce incorrect output" in row["evidence"]
 
 
 def test_a_chain_value_from_the_config_is_named_by_its_source_not_assumed(warehouse, tmp_path):
