@@ -20,7 +20,7 @@ PARAMS: dict[str, type] = {"validation_threshold": float, "logprobs_mode": str, 
 SHORT_OUTPUT_DOC = "gonka-ai/gonka devshard/docs/proposals/short-output-validation.md @fd475011"
 LOGPROBS_SOURCE = (
     "gonka-ai/gonka chainParams.LogprobsMode(): ValidationParams.LogprobsMode, DefaultLogprobsMode = "
-    "processed_logprobs (inference-chain/x/inference/types/params.go), \"the chain's current mode\" in "
+    'processed_logprobs (inference-chain/x/inference/types/params.go), "the chain\'s current mode" in '
     "devshard/docs/proposals/short-output-validation.md @fd475011; the executor's devshardd rewrites every "
     "request with it (gonka-ai/vllm docs/gonka-infval-old-vs-new-gumbel.md, section 1)"
 )
