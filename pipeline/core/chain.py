@@ -19,12 +19,18 @@ PARAMS: dict[str, type] = {"validation_threshold": float, "logprobs_mode": str, 
 
 SHORT_OUTPUT_DOC = "gonka-ai/gonka devshard/docs/proposals/short-output-validation.md @fd475011"
 LOGPROBS_SOURCE = (
-    "gonka-ai/gonka chainParams.LogprobsMode(): the executor's devshardd rewrites every request with "
-    "logprobs_mode=processed_logprobs (gonka-ai/vllm docs/gonka-infval-old-vs-new-gumbel.md, section 1)"
+    "gonka-ai/gonka chainParams.LogprobsMode(): ValidationParams.LogprobsMode, DefaultLogprobsMode = "
+    'processed_logprobs (inference-chain/x/inference/types/params.go), "the chain\'s current mode" in '
+    "devshard/docs/proposals/short-output-validation.md @fd475011; the executor's devshardd rewrites every "
+    "request with it (gonka-ai/vllm docs/gonka-infval-old-vs-new-gumbel.md, section 1)"
 )
+# The chain code's default for a fresh chain is 256 (DefaultPoCModelConfig, genesis_poc_models.go); the value the
+# network mines with, one forward = batch x 1024 tokens, is the seed's measurement on mainnet.
 SEQ_LEN_SOURCE = (
-    "gonka-ai/vllm vllm/v1/attention/backend.py (one PoC forward is batch x 1024 tokens); per model on chain "
-    "as schemes[PREFILL].seq_len since gonka-ai/gonka inference-chain/app/upgrades/v0_2_17/upgrades.go"
+    "gonka-ai/gonka#2198 item 4 (one PoC forward is batch x 1024 tokens, gonka-ai/vllm "
+    "vllm/v1/attention/backend.py); per model on chain as schemes[PREFILL].seq_len since gonka-ai/gonka "
+    "inference-chain/app/upgrades/v0_2_17/upgrades.go (a fresh chain's default: 256, "
+    "inference-chain/x/inference/types/params.go)"
 )
 
 

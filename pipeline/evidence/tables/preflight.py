@@ -288,7 +288,7 @@ def check_speculative(d: BuildData) -> Finding:
     methods = sorted({m for m in d.cycles["spec_method"].to_list() if m is not None})
     errors = d.cycles.filter(pl.col("spec_error").is_not_null())
     said = [
-        f"start-up error naming the speculative config (line {r['spec_error_record']}): {r['spec_error'][:200]}"
+        f"start-up error naming the speculative config (line {r['spec_error_record']}): {r['spec_error'][:300]}"
         for r in errors.iter_rows(named=True)
     ]
     if not methods and not said:

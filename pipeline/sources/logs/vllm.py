@@ -154,6 +154,8 @@ EXCEPTION = re.compile(r"[\w.]+(?:Error|Exception|Exit|Interrupt)\b")  # `torch.
 # error for SpeculativeConfig` (vLLM's configs are pydantic dataclasses), or an error about num_speculative_tokens
 # or DSpark
 SPEC_ERROR = re.compile(r"speculative|num_spec|dspark", re.IGNORECASE)
+# pydantic's header, `1 validation error for SpeculativeConfig`, whose next line is the reason
+PYDANTIC_HEAD = re.compile(r"\d+ validation errors? for \w+$")
 
 
 def _spec_error(body: str) -> bool:
@@ -1044,6 +1046,9 @@ def _fold(cur: _Open, body: str, proc) -> None:
             cur.pending["cause"] = cur.pending["cause"] or body.strip()
         if not cur.pending["spec"] and _spec_error(body):
             cur.pending["spec"] = body.strip()
+        elif PYDANTIC_HEAD.search(cur.pending["spec"]) and body.strip():
+            # pydantic's message line under its header: vLLM's reason (`Value error, DSpark requires …`)
+            cur.pending["spec"] += ": " + body.strip()
 
 
 def _flush(cur: _Open | None, events: list[tuple]) -> None:

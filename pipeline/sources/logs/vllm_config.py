@@ -105,12 +105,14 @@ _STARTUP = (
     # the PoC batch (the preflight's PoC coupling check), same file: the mining path's `init_generate`
     # (f"PoC /init/generate: block_hash=… block_height=… node=… group=… batch_size={B} url=… …") and `generate`
     # (f"PoC /generate: block_hash=… node=… batch_size={B} nonces={N} wait=… …"), and the wait path
-    # (f"PoC /generate: {N} nonces, batch_size={B}, chunks={C}")
+    # (f"PoC /generate: {N} nonces, batch_size={B}, chunks={C}"); the decode-PoC release (@a6a28429) prints the
+    # first two without `poc_stronger_rng=…` and its wait path no batch
     (re.compile(r"PoC /init/generate: block_hash=\S* .*?\bbatch_size=(\d+)\b"), ("poc_batch_size",)),
     (re.compile(r"PoC /generate: block_hash=\S* .*?\bbatch_size=(\d+) nonces=\d+\b"), ("poc_batch_size",)),
     (re.compile(r"PoC /generate: \d+ nonces, batch_size=(\d+)"), ("poc_batch_size",)),
     # the worker's runner: vLLM prints this line (vllm/v1/worker/gpu_worker.py) only when it selects the V2
-    # model runner (VLLM_USE_V2_MODEL_RUNNER=1, or its default for supported configurations from vLLM 0.29)
+    # model runner: VLLM_USE_V2_MODEL_RUNNER=1, or, unset, by default for the architectures of
+    # vllm/config/vllm.py's DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (from v0.22.0); the line says it either way
     (re.compile(r"^Using V2 Model Runner\b"), ("model_runner",)),
 )
 

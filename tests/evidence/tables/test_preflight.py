@@ -283,22 +283,31 @@ def test_the_samples_chunk_build_fails_logprobs_and_poc(verdicts):
 EARLY_V1 = "probe: V1, processed_logprobs"
 EARLY_V2 = "probe: V2 + DSpark, raw_logprobs"
 REFUSED = "probe: DSpark without K, refused at start"
+SHORT_K = "probe: DSpark K=3, below the block"
 EARLY = {
     EARLY_V1: datetime(2026, 9, 1, tzinfo=UTC),
     EARLY_V2: datetime(2026, 9, 2, 12, tzinfo=UTC),
     REFUSED: datetime(2026, 9, 3, tzinfo=UTC),
+    SHORT_K: datetime(2026, 9, 3, 12, tzinfo=UTC),
     BUILD_V1: datetime(2026, 9, 4, tzinfo=UTC),  # the samples' first build, before its data
 }
 # What the API server prints when vLLM refuses the speculative config at start-up: its configs are pydantic
-# dataclasses, so the traceback ends in pydantic's `ValidationError: 1 validation error for <class>` (the
-# message line below it is an example: the exact DSpark message was not found in the indexed sources).
+# dataclasses, so the traceback ends in pydantic's `ValidationError: 1 validation error for <class>` and the
+# message line under it. The message is vLLM's DSpark guard (vllm-project/vllm#47419, vllm/config/speculative.py
+# at v0.26.0, as vllm-project/vllm#50012 quotes it): K left out defaults to the draft's n_predict (1), below
+# the block.
+DSPARK_REFUSAL = (
+    "DSpark requires num_speculative_tokens >= dspark_block_size (5); got 1. Smaller values produce incorrect "
+    "output. Use num_speculative_tokens=5 or larger (e.g. 7)."
+)
 REFUSAL = (
     "Traceback (most recent call last):",
     '  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1370, '
     "in create_speculative_config",
     "    return SpeculativeConfig(**self.speculative_config)",
     "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
-    "  Value error, num_speculative_tokens must be set for method 'dspark' [type=value_error]",
+    f"  Value error, {DSPARK_REFUSAL} [type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]",
+    "    For further information visit https://errors.pydantic.dev/2.11/v/value_error",
 )
 
 
@@ -341,6 +350,12 @@ def _attribution_log(path) -> None:
     )
     for line in REFUSAL:  # the API server's traceback: the engine never starts
         f.raw(f"(APIServer pid=1) {line}")
+    f.t = EARLY[SHORT_K] + timedelta(minutes=1)  # K = 3 on the 5-token block: the same guard refuses it
+    f.log("INFO", "api_server.py:1043", "vLLM API server version 0.23.1", proc="APIServer")
+    spec = {"method": "dspark", "num_speculative_tokens": 3}
+    f.log("INFO", "utils.py:233", f"non-default args: {ARGS | {'speculative_config': spec}!r}", proc="APIServer")
+    for line in REFUSAL:
+        f.raw(f"(APIServer pid=1) {line.replace('got 1.', 'got 3.')}")
     f.write(path)
 
 
@@ -401,16 +416,32 @@ def test_a_start_up_error_naming_the_speculative_config_fails_check_6(attributed
     assert row["verdict"] == "fail"
     assert "num_speculative_tokens unset" in row["evidence"]  # the launch's own non-default args, K left out
     assert "start-up error naming the speculative config (line " in row["evidence"]
-    assert "1 validation error for SpeculativeConfig" in row["evidence"]
+    assert (
+        "1 validation error for SpeculativeConfig: Value error, DSpark requires num_speculative_tokens"
+        in (row["evidence"])
+    )  # vLLM's reason, the message line under pydantic's header
     con = open_read_only(path)
     try:  # the serving error after ready is a config_error event too; only the start-up one fails check 6
         kinds = fetch_frame(con, "SELECT detail FROM engine_events WHERE kind = 'config_error' ORDER BY \"at\"", {})
     finally:
         con.close()
     assert kinds["detail"].to_list()[0].endswith("RuntimeError: dspark proposer: draft tokens out of range")
-    assert len(kinds) == 2
+    assert len(kinds) == 3  # and the K = 3 probe's refusal
     startup = result.rows.filter(result.rows["name"] == "startup").row(0, named=True)
     assert "1 launch(es)" in startup["evidence"]  # a launch, and no engine line after it
+
+
+def test_k_below_the_block_fails_check_6(attributed):
+    path, _ = attributed
+    con = open_read_only(path)
+    try:
+        result = run(con, "preflight", HOST, build=SHORT_K)
+    finally:
+        con.close()
+    row = result.rows.filter(result.rows["name"] == "speculative").row(0, named=True)
+    assert row["verdict"] == "fail"
+    assert "num_speculative_tokens 3; DSpark block size 5" in row["evidence"]
+    assert "got 3. Smaller values produce incorrect output" in row["evidence"]
 
 
 def test_a_chain_value_from_the_config_is_named_by_its_source_not_assumed(warehouse, tmp_path):

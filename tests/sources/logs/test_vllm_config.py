@@ -102,6 +102,31 @@ def test_the_mining_path_states_its_batch():
     assert line_facts(generate) == [("startup", "poc_batch_size", "16")]
 
 
+def test_the_mining_path_batch_of_the_decode_poc_release():
+    # routes.py @a6a28429 (the decode-PoC release: poc_stronger_rng accepted but no longer printed),
+    # `init_generate`: f"PoC /init/generate: block_hash={body.block_hash} block_height={body.block_height} "
+    # f"node={body.node_id}/{body.node_count} group={body.group_id}/{body.n_groups} batch_size={body.batch_size} "
+    # f"url={bool(body.url)}"
+    init = f"PoC /init/generate: block_hash={'0xabc'} block_height={1204400} node={0}/{2} group={0}/{1} "
+    assert line_facts(init + f"batch_size={128} url={False}") == [("startup", "poc_batch_size", "128")]
+    # `generate`: f"PoC /generate: block_hash=… block_height=… node=…/… batch_size={body.batch_size} "
+    # f"nonces={len(body.nonces)} wait={body.wait} validation={bool(body.validation)} url={bool(body.url)}"
+    generate = (
+        f"PoC /generate: block_hash={'0xabc'} block_height={1204400} node={1}/{2} batch_size={0} nonces={1000} "
+        f"wait={True} validation={True} url={False}"
+    )
+    assert line_facts(generate) == [("startup", "poc_batch_size", "0")]  # 0: the plugin's AUTO, as printed
+    # its wait path prints no batch: "PoC /generate decode: %d nonces x %d steps in %.2fs (%.2f/s)"
+    decode = "PoC /generate decode: {:d} nonces x {:d} steps in {:.2f}s ({:.2f}/s)"  # the same specs
+    assert line_facts(decode.format(1000, 257, 60.0, 16.67)) == []
+    # the mining loop's end, unchanged: f"PoC stopped: {n} nonces in {elapsed_min:.2f}min"; a long window, 0 nonces
+    assert line_facts(f"PoC stopped: {123456} nonces in {125.0:.2f}min")[1] == ("startup", "poc_minutes", "125.00")
+    assert line_facts(f"PoC stopped: {0} nonces in {0.004:.2f}min") == [
+        ("startup", "poc_nonces", "0"),
+        ("startup", "poc_minutes", "0.00"),
+    ]
+
+
 def test_the_wait_path_states_its_batch():
     # routes.py @04ae0271, `generate` (wait=True): f"PoC /generate: {total_nonces} nonces, batch_size={B}, chunks={C}"
     assert line_facts(f"PoC /generate: {1000} nonces, batch_size={8}, chunks={125}") == [
@@ -112,8 +137,10 @@ def test_the_wait_path_states_its_batch():
 
 
 def test_the_v2_runner_line_states_the_runner():
-    # vLLM's worker (vllm/v1/worker/gpu_worker.py; MRV2 default for supported configurations from v0.29.0)
-    # logs the literal "Using V2 Model Runner" when it selects the V2 model runner
+    # vLLM's worker (gonka-ai/vllm vllm/v1/worker/gpu_worker.py @4ce2d014: `if self.use_v2_model_runner:
+    # logger.info_once("Using V2 Model Runner")`) logs it whenever the V2 runner is selected: by
+    # VLLM_USE_V2_MODEL_RUNNER=1, or with it unset by default for the architectures of vllm/config/vllm.py's
+    # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES (Qwen3ForCausalLM from v0.22.0, Llama and Mistral from v0.23.0)
     assert line_facts("Using V2 Model Runner") == [("startup", "model_runner", "V2")]
     assert line_facts("Using V1 Model Runner is not a line vLLM prints") == []
 

@@ -264,10 +264,19 @@ def test_a_start_failure_right_after_the_launch_line_is_a_death(load):
     assert fetch_frame(con, "SELECT line, kinds FROM engine_deaths").rows() == [(1, ["engine_dead"])]
 
 
+# vLLM's refusal of a DSpark draft shorter than its block (vllm-project/vllm#47419, vllm/config/speculative.py
+# at v0.26.0, as vllm-project/vllm#50012 quotes it); K left out defaults to the draft's n_predict, below the block.
+# vLLM's configs are pydantic dataclasses, so the ValueError reaches the log as pydantic's ValidationError.
+DSPARK_REFUSAL = (
+    "DSpark requires num_speculative_tokens >= dspark_block_size (5); got 1. Smaller values produce incorrect "
+    "output. Use num_speculative_tokens=5 or larger (e.g. 7)."
+)
+
+
 def test_a_refused_start_keeps_its_own_arguments_and_its_config_error(load):
     """A launch whose speculative config vLLM refused: its non-default args and the traceback's exception line
-    (pydantic's `ValidationError: 1 validation error for SpeculativeConfig`; vLLM's configs are pydantic
-    dataclasses) stay with that launch, not with the next launch's cycle; the error is no death."""
+    (pydantic's `ValidationError: 1 validation error for SpeculativeConfig`) with pydantic's message line under
+    it (vLLM's reason) stay with that launch, not with the next launch's cycle; the error is no death."""
     args = "(APIServer pid=1) INFO 12-03 {t} [utils.py:233] non-default args: {{'model': 'm', {spec}}}"
     refused = [
         launch("10:00:00", "0.23.1"),
@@ -275,7 +284,9 @@ def test_a_refused_start_keeps_its_own_arguments_and_its_config_error(load):
         "(APIServer pid=1) Traceback (most recent call last):",
         '(APIServer pid=1)   File "/usr/lib/vllm/engine/arg_utils.py", line 1370, in create_speculative_config',
         "(APIServer pid=1) pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig",
-        "(APIServer pid=1)   Value error, num_speculative_tokens must be set [type=value_error]",
+        f"(APIServer pid=1)   Value error, {DSPARK_REFUSAL} [type=value_error, input_value=ArgsKwargs(()), "
+        "input_type=ArgsKwargs]",
+        "(APIServer pid=1)     For further information visit https://errors.pydantic.dev/2.11/v/value_error",
     ]
     again = [
         launch("10:05:00", "0.23.1"),
@@ -286,13 +297,18 @@ def test_a_refused_start_keeps_its_own_arguments_and_its_config_error(load):
     con = load(refused + again)
     events = fetch_frame(con, "SELECT line, kind, detail FROM engine_events WHERE kind = 'config_error'").rows()
     assert events == [
-        (2, "config_error", "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig")
+        (
+            2,
+            "config_error",
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig: "
+            f"Value error, {DSPARK_REFUSAL} [type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]",
+        )
     ]
     rows = fetch_frame(con, "SELECT line, config FROM engine_cycles ORDER BY line").rows()
     configs = [(line, json.loads(config)) for line, config in rows]
     assert [(line, c.get("spec_method"), c.get("spec_tokens")) for line, c in configs] == [
         (1, "dspark", None),
-        (7, "dspark", "5"),
+        (8, "dspark", "5"),  # after the refusal's 7 lines
     ]
     # no death, no OOM; the second launch is a restart, ready 10 s after its start
     assert table(con) == [(0, 0, 1, 10.0)]
