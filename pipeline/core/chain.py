@@ -18,6 +18,12 @@ from datetime import datetime
 PARAMS: dict[str, type] = {"validation_threshold": float, "logprobs_mode": str, "poc_seq_len": int}
 
 SHORT_OUTPUT_DOC = "gonka-ai/gonka devshard/docs/proposals/short-output-validation.md @fd475011"
+# The v0.2.13 upgrade sets Qwen/Qwen3-235B-A22B-Instruct-2507-FP8's governance threshold to 0.940
+# (qwenValidationThreshold); its height is not known here, so the value applies from the start of the data.
+QWEN_SOURCE = (
+    "gonka-ai/gonka inference-chain/app/upgrades/v0_2_13/upgrades.go @2bb97262 (qwenValidationThreshold: "
+    "Decimal{940, -3} for Qwen/Qwen3-235B-A22B-Instruct-2507-FP8; the upgrade's height is not known here)"
+)
 LOGPROBS_SOURCE = (
     "gonka-ai/gonka chainParams.LogprobsMode(): ValidationParams.LogprobsMode, DefaultLogprobsMode = "
     'processed_logprobs (inference-chain/x/inference/types/params.go), "the chain\'s current mode" in '
@@ -37,7 +43,7 @@ SEQ_LEN_SOURCE = (
 @dataclass(frozen=True)
 class ChainParam:
     name: str
-    model: str | None  # None: every model
+    model: str | None  # None: every model; else matched as a substring of the model name (organisation dropped)
     value: str  # as written; `typed` by the parameter's type
     since: datetime | None  # None: from the start of the data
     source: str
@@ -60,6 +66,8 @@ DEFAULTS: tuple[ChainParam, ...] = (
             ("Kimi-K2.6", "0.900"),
         )
     ),
+    # matches the chain's id and the shorter names logs use (Qwen/Qwen3-235B-A22B-FP8)
+    ChainParam("validation_threshold", "Qwen3-235B-A22B", "0.940", None, QWEN_SOURCE),
     ChainParam("logprobs_mode", None, "processed_logprobs", None, LOGPROBS_SOURCE),
     ChainParam("poc_seq_len", None, "1024", None, SEQ_LEN_SOURCE),
 )
@@ -84,37 +92,79 @@ class ChainParamError(ValueError):
     """A chain parameter the table does not hold, or a config entry that is not one."""
 
 
-def merged(overrides: Iterable[ChainParam] = ()) -> tuple[ChainParam, ...]:
-    """The defaults with the config's entries: an entry replaces the default of the same (name, model, since)."""
-    given = list(overrides)
-    keys = {(p.name, p.model, p.since) for p in given}
-    return tuple(p for p in DEFAULTS if (p.name, p.model, p.since) not in keys) + tuple(given)
-
-
 def _norm(model: str | None) -> str | None:
     """A model id as the table holds it: the name after its organisation (`deepseek-ai/X` → `X`)."""
     return model.rsplit("/", 1)[-1] if model else None
 
 
+def _key(p: ChainParam) -> tuple[str, str | None, datetime | None]:
+    return (p.name, (_norm(p.model) or "").lower() or None, p.since)
+
+
+def merged(overrides: Iterable[ChainParam] = ()) -> tuple[ChainParam, ...]:
+    """The defaults with the config's entries: an entry replaces the default of the same (name, model, since)."""
+    given = list(overrides)
+    keys = {_key(p) for p in given}
+    return tuple(p for p in DEFAULTS if _key(p) not in keys) + tuple(given)
+
+
+def _fits(row_model: str | None, wanted: str | None) -> bool:
+    """An entry is for `wanted` when it is for every model or its model is part of the name (case aside);
+    the warehouse's `model_validation_thresholds` matches the same way."""
+    pattern = _norm(row_model)
+    return pattern is None or (wanted is not None and pattern.lower() in wanted.lower())
+
+
+def _rank(p: ChainParam) -> tuple[int, bool, datetime, bool]:
+    """The order among the entries that fit, best last: the longest model name (every-model entries last of
+    all), then the latest `since`, then a stated value over a default."""
+    pattern = _norm(p.model)
+    return (len(pattern) if pattern else -1, p.since is not None, p.since or datetime.min, not p.assumed)
+
+
 def chain_value(
     name: str, model: str | None = None, at: datetime | None = None, table: Iterable[ChainParam] | None = None
 ) -> ChainValue:
-    """The value of parameter `name` for `model` at time `at` (None: the newest): the model's own entry, else
-    the every-model one; of those, the latest whose `since` is at or before `at`. `table`: the rows to look
-    in (the warehouse's `chain_params`, `read_chain_params`), else the defaults."""
+    """The value of parameter `name` for `model` at time `at` (None: the newest): the model's own entry (the
+    longest model name that is part of `model`), else the every-model one; of those, the latest whose `since`
+    is at or before `at`. `table`: the rows to look in (the warehouse's `chain_params`, `read_chain_params`),
+    else the defaults."""
     if name not in PARAMS:
         raise ChainParamError(f"unknown chain parameter {name!r} (known: {', '.join(PARAMS)})")
     rows = list(DEFAULTS if table is None else table)
     wanted = _norm(model)
-    for scope in ([wanted] if wanted else []) + [None]:
-        fits = [
-            p
-            for p in rows
-            if p.name == name
-            and (p.model is None if scope is None else _norm(p.model) == scope)
-            and (at is None or p.since is None or p.since <= at)
-        ]
-        if fits:
-            best = max(fits, key=lambda p: (p.since is not None, p.since or datetime.min))
-            return ChainValue(name, best.typed, best.source, best.since, best.assumed)
+    fits = [
+        p
+        for p in rows
+        if p.name == name and _fits(p.model, wanted) and (at is None or p.since is None or p.since <= at)
+    ]
+    if fits:
+        best = max(fits, key=_rank)
+        return ChainValue(name, best.typed, best.source, best.since, best.assumed)
     raise ChainParamError(f"no {name} for model {model!r}" + (f" at {at.isoformat()}" if at else ""))
+
+
+def _sql_literal(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return f"TIMESTAMPTZ '{value.isoformat()}'"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def defaults_sql() -> str:
+    """The table macro `chain_param_defaults()` over `DEFAULTS`: the warehouse's rules read the defaults from
+    it while `chain_params_t` is empty (pipeline/warehouse/database.py runs it with the schema scripts)."""
+    rows = ",\n  ".join(
+        "(" + ", ".join(_sql_literal(v) for v in (p.name, p.model, p.value, p.since, p.source, p.assumed)) + ")"
+        for p in DEFAULTS
+    )
+    return (
+        "-- The defaults of pipeline/core/chain.py (generated: defaults_sql).\n"
+        "CREATE OR REPLACE MACRO chain_param_defaults() AS TABLE\n"
+        "SELECT name::VARCHAR AS name, model::VARCHAR AS model, value::VARCHAR AS value, since::TIMESTAMPTZ AS since,\n"
+        "       source::VARCHAR AS source, assumed::BOOLEAN AS assumed\n"
+        f"FROM (VALUES\n  {rows}) AS t(name, model, value, since, source, assumed);\n"
+    )

@@ -24,6 +24,7 @@ from pipeline.core.errors import UserError
 if TYPE_CHECKING:
     import polars as pl
 
+from pipeline.core.chain import defaults_sql
 from pipeline.core.env import env_size
 from pipeline.core.paths import DEFAULT_WAREHOUSE, SQL_DIR
 from pipeline.core.resources import THREADS_ENV, DuckDBBudget, duckdb_budget
@@ -197,9 +198,12 @@ def open_for_write(path: Path | str = DEFAULT_WAREHOUSE, abort_abandoned: bool =
         raise WarehouseError(
             f"{SQL_DIR}: the warehouse schema files are missing (an incomplete installation? reinstall gonka-evidence)"
         )
-    # Tables first, then views; each in file-name order (one file per feature area).
+    # Tables first, then the chain parameters' defaults (a macro written from pipeline/core/chain.py, so
+    # the rules have one table of them), then views; each in file-name order (one file per feature area).
     scripts = [
-        p.read_text(encoding="utf-8") for p in [*schema, *sorted((SQL_DIR / "warehouse" / "views").glob("*.sql"))]
+        *(p.read_text(encoding="utf-8") for p in schema),
+        defaults_sql(),
+        *(p.read_text(encoding="utf-8") for p in sorted((SQL_DIR / "warehouse" / "views").glob("*.sql"))),
     ]
     digest = hashlib.sha256("\0".join([SCHEMA_VERSION, *scripts]).encode()).hexdigest()
     con = _connect(path, read_only=False)

@@ -7,10 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pipeline.core.chain import DEFAULTS, SHORT_OUTPUT_DOC, ChainParam, ChainParamError, chain_value
+from pipeline.core.chain import DEFAULTS, QWEN_SOURCE, SHORT_OUTPUT_DOC, ChainParam, ChainParamError, chain_value
+from pipeline.evidence import compute
 from pipeline.ingest.chain import load_chain_params, read_chain_params
+from pipeline.ingest.logs import ingest_logs
 from pipeline.jobs.config import ConfigError, load_config
-from pipeline.warehouse.database import open_for_write
+from pipeline.samples.logs import HOST, MODEL, write_log_samples
+from pipeline.warehouse.database import fetch_frame, open_for_write
 from tests.helpers import con_frame
 
 
@@ -31,6 +34,81 @@ def test_the_thresholds_of_the_short_output_document_per_model():
         chain_value("validation_threshold", "Qwen3")  # no threshold is invented for a model the document lacks
     with pytest.raises(ChainParamError, match="unknown chain parameter"):
         chain_value("threshold")
+
+
+def test_the_qwen3_235b_threshold_is_the_v0_2_13_upgrades():
+    # gonka-ai/gonka inference-chain/app/upgrades/v0_2_13/upgrades.go @2bb97262: qwenValidationThreshold
+    # = Decimal{Value: 940, Exponent: -3} for Qwen/Qwen3-235B-A22B-Instruct-2507-FP8
+    for model in ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", MODEL):
+        found = chain_value("validation_threshold", model)
+        assert (found.value, found.source, found.assumed) == (0.94, QWEN_SOURCE, True)
+    # a stated entry for the same model (its organisation named) wins over the default of equal scope
+    stated = ChainParam("validation_threshold", "Qwen/Qwen3-235B-A22B", "0.95", None, "gov 30", False)
+    assert chain_value("validation_threshold", MODEL, table=[*DEFAULTS, stated]).value == 0.95
+
+
+def test_the_warehouse_thresholds_are_the_chain_tables(tmp_path):
+    """model_validation_thresholds is chain_params' validation_threshold rows (the defaults while empty)."""
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        sql = "SELECT model_pattern, threshold, source, assumed FROM model_validation_thresholds ORDER BY ALL"
+        defaults = sorted(
+            (p.model, float(p.value), p.source, True) for p in DEFAULTS if p.name == "validation_threshold"
+        )
+        assert fetch_frame(con, sql).rows() == defaults
+        load_chain_params(
+            con, [ChainParam("validation_threshold", "zai-org/GLM-5.2-FP8", "0.8", None, "gov 12", False)]
+        )
+        rows = fetch_frame(con, sql).rows()
+        assert ("GLM-5.2-FP8", 0.8, "gov 12", False) in rows
+        # the entry (its organisation named) replaced the default of the same model: one table, one row
+        assert [r for r in rows if r[0] == "GLM-5.2-FP8"] == [("GLM-5.2-FP8", 0.8, "gov 12", False)]
+    finally:
+        con.close()
+
+
+def test_a_chain_entry_changes_the_verdicts_of_the_similarity_table(tmp_path):
+    """The sample validator log (model Qwen/Qwen3-235B-A22B-FP8, no threshold on its lines) is judged by
+    the chain table: the default 0.940, assumed; a [[chain]] entry of 0.97 from a time on judges the lines
+    from then on by 0.97, stated, and the earlier ones still by the default."""
+    truth = write_log_samples(tmp_path / "samples")
+    scores = sorted(truth.scores, key=lambda s: s["at"])
+    since = scores[len(scores) // 2]["at"]
+    path = _config(
+        tmp_path,
+        f'[[chain]]\nname = "validation_threshold"\nmodel = "Qwen3-235B-A22B"\nvalue = 0.97\n'
+        f'since = "{since.isoformat()}"\nsource = "gov 31"\n',
+    )
+    cfg = load_config(path)
+    con = open_for_write(tmp_path / "w.duckdb")
+    try:
+        ingest_logs(con, [truth.files["dapi"]], host=HOST, kind="validator")
+
+        def table():
+            row = compute("similarity", con, host=HOST, command="test").rows.row(0, named=True)
+            sql = (
+                "SELECT threshold, threshold_assumed, passed FROM validation_scores "
+                'WHERE value IS NOT NULL ORDER BY "at"'
+            )
+            return row, fetch_frame(con, sql).rows()
+
+        row, lines = table()
+        assert lines == [(0.94, True, s["value"] > 0.94) for s in scores]
+        assert (row["judged"], row["passed"]) == (len(scores), sum(s["value"] > 0.94 for s in scores))
+        notes = compute("similarity", con, host=HOST, command="test").notes
+        assert any(f"{len(scores)} score(s) judged against an assumed validation threshold" in n for n in notes)
+
+        load_chain_params(con, cfg.chain)
+        row, lines = table()
+        expected = [
+            (0.97, False, s["value"] > 0.97) if s["at"] >= since else (0.94, True, s["value"] > 0.94) for s in scores
+        ]
+        assert lines == expected
+        passed = sum(p for _, _, p in expected)
+        assert passed < sum(s["value"] > 0.94 for s in scores)  # the entry changes the verdicts
+        assert (row["judged"], row["passed"]) == (len(scores), passed)
+    finally:
+        con.close()
 
 
 def test_every_model_values_and_the_time_they_apply_from():

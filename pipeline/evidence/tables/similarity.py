@@ -32,8 +32,10 @@ COLUMNS = (*SCHEMA, "passed_share", "ci_low", "ci_high")
 DEEPSEEK_NOTE = (
     "DeepSeek-V4-Flash: validation threshold 0.900 and sampling rate 10% (each validator samples an inference with "
     "p = rate · own slots / (16 − executor slots)) under devshard v5.0.2, as gonka-ai/vllm "
-    "docs/gonka-infval-old-vs-new-gumbel.md (2026-10-01) states; not a chain value the code knows, so DeepSeek "
-    "scores are judged only with --threshold (0.9)."
+    "docs/gonka-infval-old-vs-new-gumbel.md (2026-10-01) states; `chain_params` holds 0.900 for "
+    "DeepSeek-V4-Flash-0731 (the short-output validation document's value, assumed), so a line whose model names "
+    "that checkpoint is judged by it, and one naming DeepSeek-V4-Flash alone only with --threshold (0.9) or a "
+    "[[chain]] entry for it."
 )
 
 
@@ -86,6 +88,7 @@ def similarity(
             f"{unjudged} score(s) have no known validation threshold (not on their line, not known for "
             "their model): they are not judged; --threshold T judges them against T."
         )
+    notes.extend(_assumed_threshold_notes(scores))
     if scores.height == 0:
         notes.append(
             f"no similarity scores for host {host} in {window.describe()} "
@@ -129,6 +132,22 @@ SEES_NOTE = (
     "above the model's validation threshold. votes rows: field verdicts from the devshard diff log, split by both "
     "builds."
 )
+
+
+def _assumed_threshold_notes(scores: pl.DataFrame) -> list[str]:
+    """Scores judged by a threshold this release assumes (a default of `chain_params`), per threshold and source."""
+    assumed = scores.filter(pl.col("threshold_assumed").fill_null(False))
+    if not assumed.height:
+        return []
+    parts = assumed.group_by("threshold", "threshold_source").len().sort("threshold", "threshold_source")
+    which = "; ".join(
+        f"{r['threshold']:.3f} ({r['threshold_source']}): {r['len']}" for r in parts.iter_rows(named=True)
+    )
+    return [
+        f"{assumed.height} score(s) judged against an assumed validation threshold (a default of `chain_params`, "
+        f"neither on the log line nor in a [[chain]] entry; the chain resolves thresholds per escrow and epoch): "
+        f"{which}."
+    ]
 
 
 def _rule_notes(rules: list[str]) -> list[str]:
@@ -191,7 +210,8 @@ SPEC = register(
             *column_group("min", "median", meaning="of the similarity values (`scores` only)"),
             Column(
                 "judged",
-                "`scores`: values whose threshold is known (the line's own, else the model's, else `--threshold`); "
+                "`scores`: values whose threshold is known (the line's own, else the model's in `chain_params`, "
+                "else `--threshold`); "
                 "`votes`: every verdict",
             ),
             Column("passed", "`scores`: value strictly above the threshold; `votes`: valid verdicts"),

@@ -166,11 +166,6 @@ SELECT * FROM (VALUES ('DeepSeek-V4-Flash', 5), ('dspark_qwen3_8b_block7', 7)) A
 CREATE OR REPLACE MACRO dspark_block_size(model_) AS
   (SELECT max(d.block_size) FROM dspark_block_sizes d WHERE model_ ILIKE '%' || d.model_pattern || '%');
 
--- Thresholds by model when the log line does not carry one (known chain values; docs/sources.md, validator logs); unknown models stay NULL.
-CREATE OR REPLACE VIEW model_validation_thresholds AS
-SELECT * FROM (VALUES ('Qwen3-235B-A22B', 0.940), ('Kimi-K2.6', 0.900), ('MiniMax-M2.7', 0.922))
-  AS t(model_pattern, threshold);
-
 CREATE OR REPLACE VIEW validation_scores AS
 WITH s AS (
   SELECT v.*, i.executor AS inference_executor, i.model AS inference_model
@@ -180,9 +175,20 @@ WITH s AS (
 ),
 t AS (
   SELECT s.*, coalesce(s.executor, s.inference_executor) AS executor_addr,
-         coalesce(s.threshold, (SELECT max(m.threshold) FROM model_validation_thresholds m
-                                WHERE coalesce(s.model, s.inference_model) ILIKE '%' || m.model_pattern || '%')) AS threshold_used
-  FROM s
+         coalesce(s.threshold, s.known.threshold) AS threshold_used,
+         CASE WHEN s.threshold IS NOT NULL THEN 'log line' ELSE s.known.source END AS threshold_source,
+         CASE WHEN s.threshold IS NOT NULL THEN false ELSE s.known.assumed END AS threshold_assumed
+  FROM (
+    -- the chain's threshold for the line's model at its time (model_validation_thresholds: the ordering there)
+    SELECT s.*, (SELECT struct_pack(threshold := m.threshold, source := m.source, assumed := m.assumed)
+                 FROM model_validation_thresholds m
+                 WHERE (m.model_pattern IS NULL
+                        OR contains(lower(coalesce(s.model, s.inference_model)), lower(m.model_pattern)))
+                   AND (m.since IS NULL OR m.since <= s."at")
+                 ORDER BY length(m.model_pattern) DESC NULLS LAST, m.since DESC NULLS LAST, m.assumed
+                 LIMIT 1) AS known
+    FROM s
+  ) s
 ),
 vb AS (
   SELECT t.*, CASE WHEN b.valid_to IS NULL OR t."at" < b.valid_to THEN b.build END AS validator_build
@@ -191,7 +197,8 @@ vb AS (
 SELECT vb.validator, vb."at", vb.escrow_id, vb.inference_id, vb.value, vb.threshold_used AS threshold,
        vb.value > vb.threshold_used AS passed, vb.executor_addr AS executor, vb.validator_build,
        CASE WHEN b.valid_to IS NULL OR vb."at" < b.valid_to THEN b.build END AS executor_build,
-       vb.result, coalesce(vb.model, vb.inference_model) AS model, vb.record_key, vb.reason
+       vb.result, coalesce(vb.model, vb.inference_model) AS model, vb.record_key, vb.reason,
+       vb.threshold_source, vb.threshold_assumed
 FROM vb ASOF LEFT JOIN host_builds_t b ON b.host = vb.executor_addr AND vb."at" >= b.valid_from;
 
 -- Each invalid sampled validation (validations, kind validation) with the reason its validator's log names: the
@@ -222,8 +229,7 @@ COMMENT ON VIEW spec_decode_windows IS 'One row per speculative-decoding window:
 COMMENT ON VIEW engine_stats IS 'Periodic engine stats: vLLM stats log lines (source log) and /metrics gauges (source metrics). preemptions = the line''s Preemptions: N (0 when absent on vLLM >= 0.11.1, NULL = unknown on earlier V1) or the counter increase since the previous scrape; kv_cache_usage is a fraction 0..1. Lines logged at DEBUG when idle are kept when present (level).';
 COMMENT ON VIEW engine_events IS 'Engine events from vLLM logs, one per record (tracebacks folded in): kind in fatal (the engine core''s last words: EngineCore fatal error, failed start, or 0.8''s EngineCore hit an exception), engine_dead (the front end or launcher says the engine is gone), worker_died, oom (an out-of-memory error; a fatal record whose traceback is an OOM has both rows with the same record_key) (death and OOM texts: the catalogue derived from vLLM''s source, pipeline/sources/logs/vllm_catalogue.toml), launch (the API server''s vLLM API server version line, or from 0.15 its logo; detail = version), start (Initializing an LLM engine; detail = version), ready (Application startup complete.), shutdown (the API server''s Shutting down FastAPI HTTP server., from vLLM 0.23 (vllm-project/vllm #43707) [shutdown] API server: shutting down FastAPI HTTP server), poc_start, poc_stop, config_error (a folded traceback whose exception line names the speculative config: a start vLLM refused; not a death). cycle_start = the event begins an engine cycle (a launch; a start with no launch or start right before it, so data-parallel engines of one launch are one cycle; a ready right after a death signal); cycle = the number of cycle starts at or before the event in its file (0 = before the first: a file that begins mid-run).';
 COMMENT ON VIEW engine_deaths IS 'One row per engine death in vLLM logs: the death signals (fatal, engine_dead, oom, worker_died events) of one engine cycle of a log file (engine_events.cycle) are one death (the engine core, the API server under another pid, every data-parallel engine and later requests all report the same crash); at = the first signal, oom = any signal is an out-of-memory error, kinds = the signal kinds, records = the records that reported it, detail = the OOM text, else the fatal record''s. A worker death alone is a death (the executor shuts down after it).';
-COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s known validation threshold; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at. Rejection lines (docs/sources.md, validator logs) are rows without a value: result rejected (validation failed: …, or a short-output check failed) or log_only (a check that would fail, logged only: no verdict), with their reason; an invalid result keeps its reason where the line names one.';
+COMMENT ON VIEW validation_scores IS 'Per-validation similarity values from validator (dapi) logs: value = cosineSimValue (the logprob similarity), 0 for different-length/different-tokens/invalid results. threshold = the line''s own, else the model''s validation threshold in chain_params at the line''s time (model_validation_thresholds); threshold_source = log line or that chain row''s source; threshold_assumed = the threshold is a default of this release (true), the line''s own or a [[chain]] entry (false), NULL when there is none; passed = value > threshold (strictly; NULL when the threshold is unknown). executor from the line or the inference (escrow_id + inference_id). Builds from as-of joins of host_builds on at. Rejection lines (docs/sources.md, validator logs) are rows without a value: result rejected (validation failed: …, or a short-output check failed) or log_only (a check that would fail, logged only: no verdict), with their reason; an invalid result keeps its reason where the line names one.';
 COMMENT ON VIEW validation_rejections IS 'Every invalid sampled validation (validations, kind validation, valid false) with the reason the validator''s log names (validation_scores.reason of its latest rejected or invalid line for the same validator and inference id, at or before the verdict and within an hour; the escrow must match where the line names one); NULL when no log line names one (no validator log ingested, or a failed similarity, which the devshard path does not log).';
 COMMENT ON VIEW poc_results IS 'PoC validation results (JSON responses, golden-vector reports): p_value recomputed as the one-sided exact binomial P(X >= n_mismatch), X ~ Binomial(n_total, p_mismatch); fraud = p_value < cutoff; p_mismatch, cutoff and where they came from (params_source) recorded; reported_disagrees = the result''s own fraud_detected differs.';
 COMMENT ON VIEW dspark_block_sizes IS 'Known draft block size (dspark_block_size) of DSpark checkpoints by model name; the acceptance table flags a DSpark build whose per-position list is not this long.';
-COMMENT ON VIEW model_validation_thresholds IS 'Known validation_threshold per model (known chain values), used when a validator log line carries no threshold.';
