@@ -38,8 +38,9 @@ COLUMNS = (
         "the parameters devshardd set on the row's stored requests before execution, with how many answers each: "
         "`logprobs` (client's not true), `top_logprobs` (absent or below 5), `min_tokens` (absent or below 64, "
         "except on an escrow whose devshard version runs short-output #1955, which injects no floor), "
-        "`seed` (absent: int32(inference_id)), `logprobs_mode` (not processed_logprobs); the grouping is by the "
-        "client's values",
+        "`seed` (absent: int32(inference_id)), `logprobs_mode` (not the chain's mode when the answer started, "
+        "`chain_params` logprobs_mode: processed_logprobs unless a [[chain]] entry says otherwise); the grouping is "
+        "by the client's values",
     ),
 )
 # What devshardd sets on a request before it reaches vLLM, unless the client already asked for it (gonka-ai/vllm
@@ -51,7 +52,8 @@ INJECTED = (
     ("top_logprobs", pl.col("top_logprobs").fill_null(0) < 5),
     ("min_tokens", (pl.col("min_tokens").fill_null(0) < 64) & (pl.col("escrow_rules").fill_null("") != SHORT_OUTPUT)),
     ("seed", pl.col("seed_given").fill_null(False).not_()),
-    ("logprobs_mode", pl.col("logprobs_mode").fill_null("") != "processed_logprobs"),
+    # devshardd rewrites every request to the chain's mode at the time (chain_params logprobs_mode, per answer)
+    ("logprobs_mode", pl.col("logprobs_mode").fill_null("") != pl.col("chain_mode").struct.field("value")),
 )
 
 
@@ -128,11 +130,12 @@ def answers_by_sampling(
     notes.append(
         "Sampling is the client's: devshardd stores the request as the client sent it (gonka-ai/gonka "
         "decentralized-api/internal/devshard/shared_runtime.go) and then sets logprobs, top_logprobs 5, min_tokens "
-        "64, seed = int32(inference_id) and logprobs_mode processed_logprobs where the client did not (gonka-ai/vllm "
+        "64, seed = int32(inference_id) and the chain's logprobs_mode where the client did not (gonka-ai/vllm "
         "docs/gonka-infval-old-vs-new-gumbel.md, devshard v5.0.2); `injected` counts them per row. The short-output "
         "devshard version (gonka#1955) injects no min_tokens floor, so its escrows' answers (where the builds file "
         "names the version's rule set) never count min_tokens; escrows of unknown version are counted as before it."
     )
+    notes.extend(_chain_mode_notes(answers))
     return EvidenceResult(
         evidence=NAME,
         title=f"Judged answers of {host} by build and sampling ({window.describe()})",
@@ -141,6 +144,19 @@ def answers_by_sampling(
         stats=stats,
         notes=notes,
     )
+
+
+def _chain_mode_notes(answers: pl.DataFrame) -> list[str]:
+    """The chain's logprobs mode the answers were compared with, per value and source, `assumed` for a default."""
+    stored = answers.filter(pl.col("stored")).unnest("chain_mode")
+    if not stored.height:
+        return []
+    parts = stored.group_by("value", "source", "assumed").len().sort("value", "source")
+    which = "; ".join(
+        f"{r['value']} ({'assumed: ' if r['assumed'] else ''}{r['source']}): {r['len']} answer(s)"
+        for r in parts.iter_rows(named=True)
+    )
+    return [f"`injected` logprobs_mode compares the client's with the chain's mode when the answer started: {which}."]
 
 
 def _table(frame: pl.DataFrame) -> list[list[int]]:

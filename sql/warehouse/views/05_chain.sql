@@ -9,8 +9,21 @@ UNION ALL
 SELECT name, model, value, since, source, assumed FROM chain_param_defaults()
 WHERE NOT EXISTS (SELECT 1 FROM chain_params_t);
 
+-- The one lookup of a chain value in SQL, as pipeline.core.chain.chain_value: of the rows of `name_` that fit
+-- `model_` (every model, or a model name that is part of it, organisation dropped, case aside) and apply at `at_`
+-- (since at or before it; NULL: the newest), the longest model name, then the latest since, then a stated value.
+-- A struct (value, source, assumed); NULL when none fits.
+CREATE OR REPLACE MACRO chain_value_of(name_, model_, at_) AS (
+  SELECT struct_pack(value := p.value, source := p.source, assumed := p.assumed)
+  FROM chain_params_in_use() p
+  WHERE p.name = name_
+    AND (p.model IS NULL OR contains(lower(coalesce(model_, '')), lower(regexp_replace(p.model, '^.*/', ''))))
+    AND (p.since IS NULL OR at_ IS NULL OR p.since <= at_)
+  ORDER BY length(regexp_replace(p.model, '^.*/', '')) DESC NULLS LAST, p.since DESC NULLS LAST, p.assumed
+  LIMIT 1);
+
 -- Validation thresholds by model, from the chain parameters (a log line without a threshold of its own is judged
--- by the one that fits its model: validation_scores).
+-- by the one that fits its model at its time, chain_value_of: validation_scores).
 CREATE OR REPLACE VIEW model_validation_thresholds AS
 SELECT regexp_replace(model, '^.*/', '') AS model_pattern, value::DOUBLE AS threshold, since, source, assumed
 FROM chain_params_in_use() WHERE name = 'validation_threshold';

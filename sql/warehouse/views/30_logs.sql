@@ -175,18 +175,12 @@ WITH s AS (
 ),
 t AS (
   SELECT s.*, coalesce(s.executor, s.inference_executor) AS executor_addr,
-         coalesce(s.threshold, s.known.threshold) AS threshold_used,
+         coalesce(s.threshold, s.known.value::DOUBLE) AS threshold_used,
          CASE WHEN s.threshold IS NOT NULL THEN 'log line' ELSE s.known.source END AS threshold_source,
          CASE WHEN s.threshold IS NOT NULL THEN false ELSE s.known.assumed END AS threshold_assumed
   FROM (
-    -- the chain's threshold for the line's model at its time (model_validation_thresholds: the ordering there)
-    SELECT s.*, (SELECT struct_pack(threshold := m.threshold, source := m.source, assumed := m.assumed)
-                 FROM model_validation_thresholds m
-                 WHERE (m.model_pattern IS NULL
-                        OR contains(lower(coalesce(s.model, s.inference_model)), lower(m.model_pattern)))
-                   AND (m.since IS NULL OR m.since <= s."at")
-                 ORDER BY length(m.model_pattern) DESC NULLS LAST, m.since DESC NULLS LAST, m.assumed
-                 LIMIT 1) AS known
+    -- the chain's threshold for the line's model at its time (model_validation_thresholds' rows)
+    SELECT s.*, chain_value_of('validation_threshold', coalesce(s.model, s.inference_model), s."at") AS known
     FROM s
   ) s
 ),

@@ -76,3 +76,63 @@ def test_no_min_tokens_floor_under_the_short_output_version(request, timeline, t
         con.close()
     assert _injected(after, "seed") == _injected(before, "seed")
     assert _injected(after, "min_tokens") == _injected(before, "min_tokens") - short
+
+
+def _chain_mode_injected(client: dict, chain_mode: str) -> bool:
+    """Whether answers-by-sampling counts logprobs_mode as injected for a stored request `client` while the
+    chain's mode is `chain_mode`."""
+    from pipeline.evidence.tables.answers_by_sampling import INJECTED
+
+    row = scan_request(json.dumps(client).encode())
+    frame = pl.DataFrame(
+        [{"logprobs_mode": row["logprobs_mode"], "chain_mode": {"value": chain_mode, "source": "s", "assumed": True}}]
+    )
+    (expr,) = [when for name, when in INJECTED if name == "logprobs_mode"]
+    return frame.select(expr).item()
+
+
+def test_the_logprobs_mode_is_compared_with_the_chains():
+    # devshardd rewrites every request to the chain's mode (chainParams.LogprobsMode(); gonka-ai/vllm
+    # docs/gonka-infval-old-vs-new-gumbel.md, section 1): a client's processed_logprobs is a rewrite under raw
+    processed = {"model": "m", "messages": [], "logprobs_mode": "processed_logprobs"}
+    assert not _chain_mode_injected(processed, "processed_logprobs")
+    assert _chain_mode_injected(processed, "raw_logprobs")
+    assert _chain_mode_injected({"model": "m", "messages": []}, "processed_logprobs")
+
+
+def test_the_chain_mode_is_the_one_at_the_answers_time_and_a_default_is_assumed(request, timeline, tmp_path):
+    """Each answer is compared with the chain's logprobs mode when it started (chain_params): the default,
+    named assumed, until a [[chain]] entry's since, then the entry's value with its source."""
+    from pipeline.core.chain import LOGPROBS_SOURCE, ChainParam
+    from pipeline.ingest.chain import load_chain_params
+    from pipeline.warehouse.database import fetch_frame
+
+    built = sample_warehouse(request, timeline.copy(last_epoch=4), label="chain-mode")
+    focal = timeline.focal_host
+    sql = "SELECT started_at, chain_mode.value AS mode, chain_mode.assumed AS assumed FROM ({}) ORDER BY started_at"
+    judged = (
+        "SELECT i.started_at, chain_value_of('logprobs_mode', i.model, i.started_at) AS chain_mode "
+        "FROM inferences i JOIN answer_checks_t a USING (escrow_id, inference_id) "
+        "WHERE i.executor = $host AND i.finished AND i.status <> 'timed_out' AND EXISTS (SELECT 1 FROM validations v "
+        "WHERE v.escrow_id = i.escrow_id AND v.inference_id = i.inference_id AND v.kind = 'validation')"
+    )
+    con = open_for_write(built.path)
+    try:
+        answers = fetch_frame(con, sql.format(judged), {"host": focal})
+        n = answers.height
+        assert n > 2 and set(answers.select("mode", "assumed").rows()) == {("processed_logprobs", True)}
+        notes = compute("answers-by-sampling", con, host=focal, command="test").notes
+        assert f"processed_logprobs (assumed: {LOGPROBS_SOURCE}): {n} answer(s)" in " ".join(notes)
+        since = answers["started_at"][n // 2]
+        load_chain_params(con, [ChainParam("logprobs_mode", None, "raw_logprobs", since, "gov 57", assumed=False)])
+        answers = fetch_frame(con, sql.format(judged), {"host": focal})
+        later = answers.filter(pl.col("started_at") >= since).height
+        assert (
+            answers.select("mode", "assumed").rows()
+            == [("processed_logprobs", True)] * (n - later) + [("raw_logprobs", False)] * later
+        )
+        text = " ".join(compute("answers-by-sampling", con, host=focal, command="test").notes)
+        assert f"processed_logprobs (assumed: {LOGPROBS_SOURCE}): {n - later} answer(s)" in text
+        assert f"raw_logprobs (gov 57): {later} answer(s)" in text
+    finally:
+        con.close()
