@@ -359,20 +359,26 @@ class VllmFile:
             self.death["oom"] = True
             _stab(self.truth, self.death["build"])["ooms"] += 1
 
-    def poc(self, nonces: int, batch_size: int | None = None) -> None:
+    def poc(self, nonces: int, batch_size: int | None = None, release: str = "04ae0271", stopped: bool = True) -> None:
         """A PoC window on the mining path, in the lines of gonka-ai/gonka-vllm-plugins
-        src/gonka_poc/poc/routes.py @04ae0271; `batch_size`: also the `PoC /init/generate` request line that
-        states the batch (left out: a log that did not keep it)."""
+        src/gonka_poc/poc/routes.py @04ae0271 (`release` "a6a28429": the decode-PoC release, whose
+        `PoC /init/generate` line has no `poc_stronger_rng=…`); `batch_size`: also that request line, which
+        states the batch (left out: a log that did not keep it; 0: the plugin's automatic sizing);
+        `stopped`: the window's end is in the log."""
         self.advance(5)
         if batch_size is not None:
+            rng = " poc_stronger_rng=False" if release == "04ae0271" else ""
             self.log(
                 "INFO",
                 "routes.py:468",
                 f"PoC /init/generate: block_hash={POC_BLOCK_HASH} block_height={POC_BLOCK_HEIGHT} node=0/1 "
-                f"group=0/1 batch_size={batch_size} url=True poc_stronger_rng=False",
+                f"group=0/1 batch_size={batch_size} url=True{rng}",
                 proc="APIServer",
             )
         self.log("INFO", "routes.py:395", "PoC generation started (node 0/1, group 0/1)", proc="APIServer")
+        if not stopped:
+            self.truth.events["poc_start"] = self.truth.events.get("poc_start", 0) + 1
+            return
         self.advance(60)
         self.log("INFO", "routes.py:436", f"Generated: {nonces} nonces ({nonces}/min)", proc="APIServer")
         self.log("INFO", "routes.py:445", f"PoC stopped: {nonces} nonces in {1.0:.2f}min", proc="APIServer")

@@ -228,8 +228,16 @@ def check_poc(d: BuildData) -> Finding:
     chunk = min(chunks) if chunks else None
     windows, empty = int(d.poc.get("windows") or 0), int(d.poc.get("empty_windows") or 0)
     seq = int(d.seq_len.value)
+    if batch is not None:
+        stated = f"PoC batch {batch} (line {d.poc.get('batch_record')})"
+    elif d.poc.get("batch_auto_record"):
+        # routes.py @a6a28429: "batch_size == 0 means AUTO" (the plugin sizes the batch itself, up to
+        # POC_DECODE_MAX_BATCH, with its own prefill sub-chunks): a 0 in the log is no batch of 0
+        stated = f"PoC batch automatic (batch_size=0 on line {d.poc['batch_auto_record']}: not stated by the log)"
+    else:
+        stated = "PoC batch not stated"
     parts = [
-        f"PoC batch {batch} (line {d.poc.get('batch_record')})" if batch is not None else "PoC batch not stated",
+        stated,
         f"max_num_batched_tokens {chunk}" if chunk is not None else "max_num_batched_tokens not stated",
     ]
     coupled = None
@@ -252,8 +260,9 @@ def check_poc(d: BuildData) -> Finding:
     return Finding(
         CANNOT_TELL,
         evidence,
-        "a line stating the PoC batch ('PoC /init/generate: … batch_size=B …' or 'PoC /generate: … batch_size=B …') "
-        "and the max_num_batched_tokens argument in this build's logs, or a PoC window's 'PoC stopped' line",
+        "a line stating the PoC batch ('PoC /init/generate: … batch_size=B …' or 'PoC /generate: … batch_size=B …', "
+        "B > 0: 0 is the plugin's automatic sizing) and the max_num_batched_tokens argument in this build's logs, "
+        "or a PoC window's 'PoC stopped' line",
     )
 
 
@@ -376,7 +385,8 @@ CHECKS = (
         "max_num_batched_tokens, or a PoC window that stopped with 0 nonces or crashed; pass: both stated and "
         "within, or PoC windows that all produced nonces; cannot tell: neither. The batch is read from the mining "
         "path's 'PoC /init/generate' and 'PoC /generate: block_hash=…' lines and the wait path's 'PoC /generate: N "
-        "nonces, …' line",
+        "nonces, …' line; batch_size=0 is the plugin's automatic sizing (gonka-ai/gonka-vllm-plugins "
+        "src/gonka_poc/poc/routes.py @a6a28429: 'batch_size == 0 means AUTO'), a batch the log does not state",
         check_poc,
     ),
     Check(
@@ -562,9 +572,13 @@ def _poc(lines: pl.DataFrame) -> dict:
     out: dict = {"windows": stops.height, "empty_windows": empty.height}
     if empty.height:
         out |= {"first_empty_at": empty["at"][0], "first_empty_record": empty["record_key"][0]}
-    if batches.drop_nulls("batch_size").height:
-        top = batches.drop_nulls("batch_size").sort("batch_size", "at", descending=[True, False]).row(0, named=True)
+    # batch_size=0 is the plugin's automatic sizing (gonka-vllm-plugins routes.py @a6a28429), no stated batch
+    stated = batches.filter(pl.col("batch_size") > 0)
+    if stated.height:
+        top = stated.sort("batch_size", "at", descending=[True, False]).row(0, named=True)
         out |= {"batch_size": top["batch_size"], "batch_record": top["record_key"]}
+    elif (auto := batches.filter(pl.col("batch_size") == 0).sort("at")).height:
+        out["batch_auto_record"] = auto["record_key"][0]
     return out
 
 

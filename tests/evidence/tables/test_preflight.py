@@ -467,3 +467,60 @@ def test_a_chain_value_from_the_config_is_named_by_its_source_not_assumed(wareho
     assert poc["verdict"] == "fail"  # its PoC window still stopped with 0 nonces
     logprobs = result.rows.filter(result.rows["name"] == "logprobs").row(0, named=True)
     assert "chain expects processed_logprobs (assumed)" in logprobs["evidence"]  # no entry: the default
+
+
+AUTO = "probe: decode-PoC release, PoC batch automatic"
+AUTO_SINCE = datetime(2026, 10, 6, tzinfo=UTC)
+
+
+def test_a_batch_size_of_0_is_the_plugins_automatic_sizing_not_a_batch(warehouse, tmp_path):
+    """gonka-ai/gonka-vllm-plugins src/gonka_poc/poc/routes.py @a6a28429 (the decode-PoC release): `init_generate`
+    logs f"PoC /init/generate: block_hash={…} block_height={…} node={…}/{…} group={…}/{…} batch_size={body.batch_size}
+    url={bool(body.url)}", and `_generate_decode` says "batch_size == 0 means AUTO" (the plugin sizes the batch, up
+    to POC_DECODE_MAX_BATCH). A mining window opened with batch_size=0 states no batch: check 4 cannot tell
+    (before: a batch of 0, 0 x 1024 <= 2048, pass)."""
+    import shutil
+
+    from pipeline.ingest.logs import ingest_logs
+
+    path = tmp_path / "w.duckdb"
+    shutil.copyfile(warehouse, path)
+    f = VllmFile(
+        LogTruth(host=HOST, executor=""),
+        random.Random(7),
+        "0.23.1",
+        AUTO_SINCE + timedelta(hours=1),
+        proc="EngineCore_DP0",
+        api_pid=1,
+        build_at=lambda at: AUTO,
+        stats_proc="APIServer",
+    )
+    f.engine_config, f.spec_config = ENGINE_CONFIG, None
+    f.start_args = ARGS | {"max_num_batched_tokens": 2048, "logprobs_mode": "processed_logprobs"}
+    f.start(ready_after=300)
+    f.poc(0, batch_size=0, release="a6a28429", stopped=False)  # the log ends in the window
+    log = f.write(tmp_path / "probe" / "vllm.log")
+    assert "group=0/1 batch_size=0 url=True\n" in log.read_text()  # the release's format, no poc_stronger_rng
+    con = open_for_write(path)
+    try:
+        ingest_logs(con, [log], host=HOST, kind="vllm", year=2026)
+    finally:
+        con.close()
+    entries = {**PROBES, AUTO: AUTO_SINCE}
+    probes = "".join(
+        f'\n[[builds]]\nhost  = "{HOST}"\nlabel = "{label}"\nsince = "{since:%Y-%m-%dT%H:%M:%SZ}"\n'
+        for label, since in entries.items()
+    )
+    (tmp_path / "builds.toml").write_text((DATA_SAMPLES_DIR / "builds.toml").read_text() + probes)
+    load_builds_of(path, tmp_path / "builds.toml")
+    con = open_read_only(path)
+    try:
+        result = run(con, "preflight", HOST, build=AUTO)
+    finally:
+        con.close()
+    poc = result.rows.filter(result.rows["name"] == "poc").row(0, named=True)
+    assert poc["verdict"] == "cannot tell", poc
+    assert poc["evidence"].startswith("PoC batch automatic (batch_size=0 on line ")
+    assert "not stated by the log); max_num_batched_tokens 2048;" in poc["evidence"]
+    assert " x 1024" not in poc["evidence"] and "0 of 0 PoC windows" in poc["evidence"]
+    assert "0 is the plugin's automatic sizing" in poc["to_decide"]
