@@ -214,3 +214,28 @@ def test_a_hostile_build_label_in_the_charts_is_no_renderer_crash(tmp_path):
     for page in [*svgs, report / "report.html", report / "report.md"]:
         text = page.read_text(encoding="utf-8")
         assert "\x1b" not in text and "\uffff" not in text and "<b>y" not in text, page
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "vertical"])
+def test_query_shows_control_characters_of_the_data_as_escapes(tmp_path, fmt):
+    """`query` printed a build label's ANSI sequence raw in its table, Markdown and vertical output: the
+    terminal ran it. The people's formats show it as an escape; CSV, JSON and Parquet keep the value."""
+    from pipeline.output.query.execute import render_query
+    from pipeline.output.query.formats import QueryFormat
+    from pipeline.warehouse.database import open_for_write, open_sandboxed
+
+    path = tmp_path / "w.duckdb"
+    open_for_write(path).close()
+    con = open_sandboxed(path)
+    try:
+        sql = "SELECT chr(27) || '[31mred' || chr(27) || '[0m' || chr(65535) AS \"b\x1b[1muild\", 7 AS n"
+        options = {"vertical": True} if fmt == "vertical" else {}
+        query_format = QueryFormat.table if fmt == "vertical" else QueryFormat(fmt)
+        shown = render_query(con, sql, {}, query_format, **options).data
+        assert isinstance(shown, str)
+        assert not HIDDEN.search(shown), shown
+        assert "\\x1b[31mred\\x1b[0m\\uffff" in shown and "b\\x1b[1muild" in shown
+        csv_text = render_query(con, sql, {}, QueryFormat.csv).data
+        assert "\x1b[31mred\x1b[0m\uffff" in csv_text  # data formats keep the value as it is
+    finally:
+        con.close()
