@@ -63,6 +63,18 @@ def test_named_query_parameters_are_checked(warehouse):
     assert upper.returncode == 0 and upper.stdout == lower.stdout  # the same host, folded to lower case
 
 
+def test_a_parameter_the_query_does_not_use_is_refused(warehouse):
+    """`query epoch_summary --param epoch=99` printed every epoch, exit 0: a parameter the query does not
+    use was dropped without a word, so a typo in its name (or a query without it) read as an answer."""
+    w = ("--warehouse", str(warehouse), "--format", "csv")
+    line = _one_error(_cli("query", "epoch_summary", "--param", "epoch=99", *w, cwd=warehouse.parent))
+    assert line == "error: --param epoch: the query uses no $epoch (it takes no parameter)"
+    line = _one_error(
+        _cli("query", "escrows_of_epoch", "--param", "epoch=3", "--param", f"hots={FOCAL}", *w, cwd=warehouse.parent)
+    )
+    assert line == "error: --param hots: the query uses no $hots (it takes $epoch, $host)"
+
+
 def test_builds_check_refuses_a_mistyped_address_in_the_file(warehouse, tmp_path):
     """Before: a builds.toml with one address mistyped passed `builds check` ("consistent", exit 0)."""
     text = (DATA_SAMPLES_DIR / "builds.toml").read_text()
