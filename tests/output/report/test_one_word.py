@@ -140,7 +140,7 @@ def test_query_epoch_summary_splits_drained_records_as_the_report_does(sample_di
 
     (q,) = [r for r in json.loads(result.output) if r["epoch"] == 3]
     # the same counts under the same names: never `finished`/`challenged`, which evidence epoch-summary and
-    # report §2 give to other counts (a finish transaction; ever challenged)
+    # the report's epoch summary give to other counts (a finish transaction; ever challenged)
     assert "finished" not in q and "challenged" not in q
     for column in ("finished_no_verdict", "challenged_unresolved", "validated", "invalidated", "timed_out", "drained"):
         assert q[column] == overview.get(column, 0), column
