@@ -122,3 +122,16 @@ def test_the_report_of_the_open_epoch_marks_every_section(con):
     sections = [s for s in closed.sections if s.result is not None]
     assert all(any(n.startswith("Closed: ") and "epoch 3 closed at" in n for n in s.notes) for s in sections)
     assert all("--allow-open" not in (s.command or "") for s in sections)
+
+
+def test_the_main_findings_of_the_open_epoch_are_marked_provisional(con):
+    """The epoch-4 report's findings gave "Fisher exact (two-sided) p = 0.6122" and rates with no mark:
+    a reader quoting the first lines of the report took a test over an open epoch for evidence."""
+    from pipeline.output.report import build_epoch_report
+
+    findings = build_epoch_report(con, 4, FOCAL).findings
+    assert findings and any("p = " in f.text for f in findings)
+    for finding in findings:
+        assert finding.text.endswith("(provisional: epoch 4 is open)"), finding.text
+    closed = build_epoch_report(con, 3, FOCAL).findings
+    assert closed and not any("provisional" in f.text for f in closed)
