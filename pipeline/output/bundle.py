@@ -182,6 +182,8 @@ def _manifest(
         "pipeline_version": pipeline_version(),
         "host": request.host,
         "window": request.window.as_dict(),
+        # closed or not, said where the bundle is described (an open epoch's tables are provisional)
+        "closure": closure(con, request.window, request.finality_lag).as_param(),
         "warehouse_arg": request.warehouse_arg,
         "command": request.command("bundle"),
         "inputs": prov.sources,

@@ -135,3 +135,21 @@ def test_the_main_findings_of_the_open_epoch_are_marked_provisional(con):
         assert finding.text.endswith("(provisional: epoch 4 is open)"), finding.text
     closed = build_epoch_report(con, 3, FOCAL).findings
     assert closed and not any("provisional" in f.text for f in closed)
+
+
+def test_a_bundles_manifest_says_whether_its_epoch_is_closed(con):
+    """MANIFEST.json named the window only: a bundle of open epoch 4 read as final to whoever reads its
+    manifest (what `verify` and a reviewer's tools read first)."""
+    import json
+
+    from pipeline.output.bundle import _manifest, bundle_request
+
+    def manifest_closure(epoch: int) -> dict:
+        request = bundle_request(FOCAL, epoch, None, None, None, None)
+        return json.loads(_manifest(con, request, {}, {}, []))["closure"]
+
+    open_4 = manifest_closure(4)
+    assert open_4["closed"] is False and open_4["provisional"] is True and open_4["open_epochs"] == [4]
+    assert open_4["epochs"][0]["escrows_settled"] == 0 and open_4["epochs"][0]["escrows"] == 3
+    closed_3 = manifest_closure(3)
+    assert closed_3["closed"] is True and closed_3["open_epochs"] == [] and closed_3["epochs"][0]["closed_at"]
