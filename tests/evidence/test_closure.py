@@ -153,3 +153,12 @@ def test_a_bundles_manifest_says_whether_its_epoch_is_closed(con):
     assert open_4["epochs"][0]["escrows_settled"] == 0 and open_4["epochs"][0]["escrows"] == 3
     closed_3 = manifest_closure(3)
     assert closed_3["closed"] is True and closed_3["open_epochs"] == [] and closed_3["epochs"][0]["closed_at"]
+
+
+def test_the_tracker_disagreement_note_names_the_participant_whole(warehouse):
+    """The note under the tracker table named the participant as "gonka1qapr9h4k…": an address cut in the
+    table's own output, which no reader can look up."""
+    done = _cli(warehouse, "evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "4", "--allow-open")
+    assert done.returncode == 0, done.stderr
+    (note,) = [line for line in done.stdout.splitlines() if "tracker/session-storage disagreement" in line]
+    assert f"escrow 4100 {FOCAL} protocol_misses vs timed_out" in note and "…" not in note
