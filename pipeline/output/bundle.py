@@ -41,7 +41,7 @@ import duckdb
 import orjson
 
 from pipeline.core.version import pipeline_version
-from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute
+from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute, report_options
 from pipeline.evidence.closure import closure
 from pipeline.evidence.provenance import (
     command_line,
@@ -100,7 +100,7 @@ def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict
     commands: dict[str, str] = {}
     skipped: list[dict[str, str]] = []
     for spec in EVIDENCE.values():
-        options = spec.report.options(window.epoch) if spec.report is not None and window.epoch is not None else {}
+        options = report_options(con, spec, window.epoch) if window.epoch is not None else {}
         # Over an open epoch, as in the report: computed marked provisional, its command with --allow-open.
         compared = (int(options["compare"]),) if options.get("compare") is not None else ()
         allow_open = not closure(con, window, request.finality_lag, also=compared).closed
