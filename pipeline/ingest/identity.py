@@ -43,7 +43,7 @@ def refuse_unrelated_escrows(con: duckdb.DuckDBPyConnection, store: SessionStore
         rows = pa.Table.from_batches(batches, TABLES["sessions"].schema)
         for row in pl.from_arrow(rows).select("escrow_id", *IDENTITY).iter_rows(named=True):  # type: ignore[union-attr]
             held = stored.get(row["escrow_id"])
-            if held is not None and (differs := _differs(held, row)):
+            if held is not None and (differs := identity_differs(held, row)):
                 clashes.append((row["escrow_id"], differs))
     if clashes:
         names = ", ".join(f"{escrow} ({what})" for escrow, what in sorted(set(clashes))[:NAMED])
@@ -64,7 +64,7 @@ def _held_identities(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]
     return {r["escrow_id"]: r for r in fetch_frame(con, sql).iter_rows(named=True)}
 
 
-def _differs(held: dict[str, Any], row: dict[str, Any]) -> str | None:
+def identity_differs(held: dict[str, Any], row: dict[str, Any]) -> str | None:
     """Which part of the identity differs ("creator", "config", "group"), None when none does; a part the
     copy lacks (NULL) is not a difference."""
     parts = [
