@@ -35,7 +35,14 @@ def _console(stderr: bool) -> Console:
 
     # Off a terminal (pipes, CI logs) tables keep their full width instead of 80 columns.
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
+
+    class StreamConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # Rich would end the process with a silent SystemExit(1) when the reader of stdout goes away;
+            # re-raised, the command's conventions make it exit 141 (`| head`) as `query` does.
+            raise  # Rich calls this inside its `except BrokenPipeError`
+
+    return StreamConsole(stderr=stderr, highlight=False, width=None if stream.isatty() else 200)
 
 
 def __getattr__(name: str):

@@ -6,10 +6,12 @@ overrides become escapes a reader sees (``\\x1b``, ``\\u202e``); nothing else ch
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # C0 controls but tab and line feed, DEL, C1, the Unicode line and paragraph separators (a line break to
-# editors and to str.splitlines) and the bidirectional embeddings/overrides/isolates.
-HIDDEN_CHARACTERS = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]"
+# editors and to str.splitlines), the bidirectional embeddings/overrides/isolates, and the noncharacters
+# U+FFFE and U+FFFF (with the C0 controls, what XML refuses: an SVG text holding one crashes the renderer).
+HIDDEN_CHARACTERS = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufffe\uffff]"
 _HIDDEN = re.compile(HIDDEN_CHARACTERS)
 _HIDDEN_ONE_LINE = re.compile(_HIDDEN.pattern[:-1] + "\t\n]")
 
@@ -23,6 +25,18 @@ def visible(text: str, *, one_line: bool = False) -> str:
     """`text` with every character that could act on a terminal or hide text shown as an escape; with
     `one_line`, tabs and line feeds too (a field that must stay on its line)."""
     return (_HIDDEN_ONE_LINE if one_line else _HIDDEN).sub(_escape, text)
+
+
+def visible_strings(value: Any) -> Any:
+    """`value` (a chart's Vega-Lite spec: dicts, lists, strings) with every string, keys too, as `visible`
+    shows it: a label's control character reaches a chart as an escape, never the renderer's XML."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {visible(k) if isinstance(k, str) else k: visible_strings(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [visible_strings(v) for v in value]
+    return value
 
 
 # The longest label (a build's, a source's) taken: a name for a human, shown in tables, footers and charts.

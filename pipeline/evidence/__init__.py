@@ -28,6 +28,33 @@ from pipeline.evidence.window import EvidenceError, Window
 EVIDENCE: dict[str, EvidenceSpec] = load_specs()
 
 
+# Table options whose value names a host or an epoch (`pipeline.warehouse.held`): a typo or a value the
+# warehouse does not hold is refused, never an empty table ("_no rows_", "compare: none") with exit 0.
+VALUE_OPTIONS = {"control": "slot_host", "compare": "epoch"}
+
+
+def _held_option(con: duckdb.DuckDBPyConnection, kind: str, key: str, value: Any) -> Any:
+    from pipeline.warehouse.held import UnheldValue, check_value
+
+    option = f"--{key.replace('_', '-')}"
+    try:
+        return check_value(con, kind, value, option)  # type: ignore[arg-type]
+    except UnheldValue as exc:
+        text = str(exc)
+        raise EvidenceError(text if text.startswith(f"{option} ") else f"{option}: {text}") from None
+
+
+def report_options(con: duckdb.DuckDBPyConnection, spec: EvidenceSpec, epoch: int) -> dict[str, Any]:
+    """The options the epoch report (and a bundle) gives `spec` for `epoch`; a comparison with an epoch the
+    warehouse does not hold (the one before the first) is left out, the table shows the epoch alone."""
+    from pipeline.warehouse.held import held_epochs
+
+    options = spec.report.options(epoch) if spec.report is not None else {}
+    if options.get("compare") is not None and int(options["compare"]) not in held_epochs(con):
+        options = {k: v for k, v in options.items() if k != "compare"}
+    return options
+
+
 def compute(
     name: str,
     con: duckdb.DuckDBPyConnection,
@@ -67,6 +94,9 @@ def compute(
         if spec.option(key) is None:
             raise EvidenceError(f"--{key.replace('_', '-')} is not available for {name}")
     host = check_request(con, host, window)
+    for key, kind in VALUE_OPTIONS.items():  # a table option that names a host or an epoch, checked as --host is
+        if key in chosen:
+            chosen[key] = _held_option(con, kind, key, chosen[key])
     compared = (int(chosen["compare"]),) if "compare" in chosen else ()
     state = closure(con, window, finality_lag, also=compared)
     check_open(state, comparing=bool(compared), allow_open=allow_open)
@@ -127,5 +157,6 @@ __all__ = [
     "ReportSection",
     "Window",
     "compute",
+    "report_options",
     "reproducing_command",
 ]

@@ -1,9 +1,10 @@
 """An unrelated copy is not a fork: escrow ids that collide with another escrow's are refused.
 
 Escrow ids are small numbers that another network (or another devshard) reuses. A copy whose session row
-for an escrow the warehouse holds as settled names another creator, config or group is a different escrow
-under the same id: merging it would replay its diffs as forks of the stored escrow and rewrite a closed
-epoch. Such a copy is refused before anything is written, in one line naming the escrows.
+for an escrow the warehouse holds (settled or not) names another creator, config or group is a different
+escrow under the same id: merging it would replay its diffs as forks of the stored escrow and rewrite a
+closed epoch, or mix two networks' escrows in the open one. Such a copy is refused before anything is
+written, in one line naming the escrows.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ NAMED = 5  # escrows named in the refusal
 
 
 def refuse_unrelated_escrows(con: duckdb.DuckDBPyConnection, store: SessionStore) -> None:
-    """`SourceError` when a session of `store` reuses the id of a settled escrow the warehouse holds
-    with another creator, config or group (JSON compared as values, not text)."""
-    stored = _settled_identities(con)
+    """`SourceError` when a session of `store` reuses the id of an escrow the warehouse holds with another
+    creator, config or group (JSON compared as values, not text)."""
+    stored = _held_identities(con)
     if not stored:
         return
     clashes: list[tuple[str, str]] = []
@@ -42,23 +43,28 @@ def refuse_unrelated_escrows(con: duckdb.DuckDBPyConnection, store: SessionStore
         rows = pa.Table.from_batches(batches, TABLES["sessions"].schema)
         for row in pl.from_arrow(rows).select("escrow_id", *IDENTITY).iter_rows(named=True):  # type: ignore[union-attr]
             held = stored.get(row["escrow_id"])
-            if held is not None and (differs := _differs(held, row)):
+            if held is not None and (differs := identity_differs(held, row)):
                 clashes.append((row["escrow_id"], differs))
     if clashes:
         names = ", ".join(f"{escrow} ({what})" for escrow, what in sorted(set(clashes))[:NAMED])
         more = f" and {len(set(clashes)) - NAMED} more" if len(set(clashes)) > NAMED else ""
         raise SourceError(
-            f"{store.display}: escrow ids of settled escrows in the warehouse name other escrows in this copy: "
+            f"{store.display}: escrow ids of escrows in the warehouse name other escrows in this copy: "
             f"{names}{more}; an unrelated copy is not a fork: nothing was ingested (use another warehouse)"
         )
 
 
-def _settled_identities(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-    sql = "SELECT escrow_id, creator_addr, config_json, group_json FROM raw_sessions WHERE status = 'settled'"
+def _held_identities(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
+    """Escrow id → its identity as the warehouse holds it (a part any copy gave; an escrow's identity never
+    changes, only its progress)."""
+    sql = (
+        "SELECT escrow_id, any_value(creator_addr) AS creator_addr, any_value(config_json) AS config_json, "
+        "any_value(group_json) AS group_json FROM raw_sessions GROUP BY escrow_id"
+    )
     return {r["escrow_id"]: r for r in fetch_frame(con, sql).iter_rows(named=True)}
 
 
-def _differs(held: dict[str, Any], row: dict[str, Any]) -> str | None:
+def identity_differs(held: dict[str, Any], row: dict[str, Any]) -> str | None:
     """Which part of the identity differs ("creator", "config", "group"), None when none does; a part the
     copy lacks (NULL) is not a difference."""
     parts = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import time
@@ -106,6 +107,7 @@ def network_ingest(
         by_copy: dict[int, list[PieceWritten]] = {}
         for (i, _, _), piece_written in zip(pieces, written, strict=True):
             by_copy.setdefault(i, []).append(piece_written)
+        _refuse_unrelated_copies(lake, list(by_copy.values()))  # before any copy's manifest switches to them
         summary.copies = [commit_copy(root, group) for group in by_copy.values()]
         # Largest first, so that the largest partition does not start last and end the stage alone; the
         # summary keeps (epoch, bucket) order.
@@ -119,6 +121,51 @@ def network_ingest(
         shutil.rmtree(lake.tmp, ignore_errors=True)
     summary.elapsed_s = time.monotonic() - started
     return summary
+
+
+def _refuse_unrelated_copies(lake: Lake, groups: list[list[PieceWritten]]) -> None:
+    """An unrelated copy is not a fork: a copy of this run whose session for an escrow id names another
+    creator, config or group than the lake's copies (or an earlier copy of this run) give it is refused
+    before its manifest names its files. Then the files this run wrote are deleted: the lake is as it was."""
+    from pipeline.ingest.identity import IDENTITY, NAMED, identity_differs
+
+    def identities(files: list[Path]) -> dict[str, dict[str, Any]]:
+        frames = [pl.read_parquet(f, columns=["escrow_id", *IDENTITY]) for f in files]
+        frames = [f for f in frames if f.height]
+        if not frames:
+            return {}
+        rows = pl.concat(frames).group_by("escrow_id").agg(pl.col(c).drop_nulls().first() for c in IDENTITY)
+        return {r["escrow_id"]: r for r in rows.iter_rows(named=True)}
+
+    def sessions(paths: list[str]) -> list[Path]:
+        return [lake.root / f for f in paths if f.startswith("sessions/")]
+
+    new_ids = {group[0].manifest.copy_id for group in groups}
+    held = identities(sessions([f for m in lake.manifests() if m.copy_id not in new_ids for f in m.files]))
+    for group in groups:
+        mine = identities(sessions([f for written in group for f in written.manifest.files]))
+        clashes = sorted(
+            (escrow, what)
+            for escrow, row in mine.items()
+            if escrow in held and (what := identity_differs(held[escrow], row))
+        )
+        if clashes:
+            for written_group in groups:  # this run's files, named by no manifest yet
+                for written in written_group:
+                    for f in written.manifest.files:
+                        path = lake.root / f
+                        path.unlink(missing_ok=True)
+                        with contextlib.suppress(OSError):  # its bucket= and epoch= folders, when it made them
+                            path.parent.rmdir()
+                            path.parent.parent.rmdir()
+            shutil.rmtree(lake.tmp, ignore_errors=True)
+            names = ", ".join(f"{escrow} ({what})" for escrow, what in clashes[:NAMED])
+            more = f" and {len(clashes) - NAMED} more" if len(clashes) > NAMED else ""
+            raise LakeError(
+                f"{group[0].manifest.display}: escrow ids of escrows in the lake name other escrows in this copy: "
+                f"{names}{more}; an unrelated copy is not a fork: nothing was written to the lake (use another lake)"
+            )
+        held.update({k: v for k, v in mine.items() if k not in held})
 
 
 def piece_size(total_diffs: int, slots: int) -> int:

@@ -41,7 +41,7 @@ import duckdb
 import orjson
 
 from pipeline.core.version import pipeline_version
-from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute
+from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceSpec, compute, report_options
 from pipeline.evidence.closure import closure
 from pipeline.evidence.provenance import (
     command_line,
@@ -100,7 +100,7 @@ def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict
     commands: dict[str, str] = {}
     skipped: list[dict[str, str]] = []
     for spec in EVIDENCE.values():
-        options = spec.report.options(window.epoch) if spec.report is not None and window.epoch is not None else {}
+        options = report_options(con, spec, window.epoch) if window.epoch is not None else {}
         # Over an open epoch, as in the report: computed marked provisional, its command with --allow-open.
         compared = (int(options["compare"]),) if options.get("compare") is not None else ()
         allow_open = not closure(con, window, request.finality_lag, also=compared).closed
@@ -182,6 +182,8 @@ def _manifest(
         "pipeline_version": pipeline_version(),
         "host": request.host,
         "window": request.window.as_dict(),
+        # closed or not, said where the bundle is described (an open epoch's tables are provisional)
+        "closure": closure(con, request.window, request.finality_lag).as_param(),
         "warehouse_arg": request.warehouse_arg,
         "command": request.command("bundle"),
         "inputs": prov.sources,

@@ -104,6 +104,25 @@ def test_query_cut_off_by_head_is_quiet(tmp_path, warehouse):
     assert done.stderr == "", done.stderr
 
 
+def test_doctor_cut_off_by_head_exits_141_not_a_silent_1(tmp_path, warehouse):
+    """`doctor | head -1` exited 1 with nothing said: Rich's console turns a broken pipe into SystemExit(1)
+    behind the command's back. Its stdout is data, so a reader that stops is exit 141, as for `query`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "doctor", str(ROOT / "data-samples" / "store"), "-w", str(warehouse)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    proc.stdout.close()  # `head -1` has had its line
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.wait(timeout=300) == 141, err
+    assert err == "", err
+
+
 def test_closed_stderr_still_ingests(tmp_path):
     """stderr closed: `ingest` exited 1 having ingested nothing. A lost summary is no reason to fail."""
     warehouse = tmp_path / "w.duckdb"

@@ -50,8 +50,8 @@ def test_query_output_takes_its_format_from_the_extension(warehouse, tmp_path):
         (
             "q.csv",
             lambda t: (
-                t.splitlines()[0] == "epoch,escrows,inferences,pending,started,finished,challenged,"
-                "validated,invalidated,timed_out,drained,validations_valid,validations_invalid"
+                t.splitlines()[0] == "epoch,escrows,inferences,pending,started,finished_no_verdict,"
+                "challenged_unresolved,validated,invalidated,timed_out,drained,validations_valid,validations_invalid"
             ),
         ),
         ("q.json", lambda t: [r["epoch"] for r in json.loads(t)] == [2, 3, 4]),

@@ -122,3 +122,43 @@ def test_the_report_of_the_open_epoch_marks_every_section(con):
     sections = [s for s in closed.sections if s.result is not None]
     assert all(any(n.startswith("Closed: ") and "epoch 3 closed at" in n for n in s.notes) for s in sections)
     assert all("--allow-open" not in (s.command or "") for s in sections)
+
+
+def test_the_main_findings_of_the_open_epoch_are_marked_provisional(con):
+    """The epoch-4 report's findings gave "Fisher exact (two-sided) p = 0.6122" and rates with no mark:
+    a reader quoting the first lines of the report took a test over an open epoch for evidence."""
+    from pipeline.output.report import build_epoch_report
+
+    findings = build_epoch_report(con, 4, FOCAL).findings
+    assert findings and any("p = " in f.text for f in findings)
+    for finding in findings:
+        assert finding.text.endswith("(provisional: epoch 4 is open)"), finding.text
+    closed = build_epoch_report(con, 3, FOCAL).findings
+    assert closed and not any("provisional" in f.text for f in closed)
+
+
+def test_a_bundles_manifest_says_whether_its_epoch_is_closed(con):
+    """MANIFEST.json named the window only: a bundle of open epoch 4 read as final to whoever reads its
+    manifest (what `verify` and a reviewer's tools read first)."""
+    import json
+
+    from pipeline.output.bundle import _manifest, bundle_request
+
+    def manifest_closure(epoch: int) -> dict:
+        request = bundle_request(FOCAL, epoch, None, None, None, None)
+        return json.loads(_manifest(con, request, {}, {}, []))["closure"]
+
+    open_4 = manifest_closure(4)
+    assert open_4["closed"] is False and open_4["provisional"] is True and open_4["open_epochs"] == [4]
+    assert open_4["epochs"][0]["escrows_settled"] == 0 and open_4["epochs"][0]["escrows"] == 3
+    closed_3 = manifest_closure(3)
+    assert closed_3["closed"] is True and closed_3["open_epochs"] == [] and closed_3["epochs"][0]["closed_at"]
+
+
+def test_the_tracker_disagreement_note_names_the_participant_whole(warehouse):
+    """The note under the tracker table named the participant as "gonka1qapr9h4k…": an address cut in the
+    table's own output, which no reader can look up."""
+    done = _cli(warehouse, "evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "4", "--allow-open")
+    assert done.returncode == 0, done.stderr
+    (note,) = [line for line in done.stdout.splitlines() if "tracker/session-storage disagreement" in line]
+    assert f"escrow 4100 {FOCAL} protocol_misses vs timed_out" in note and "…" not in note

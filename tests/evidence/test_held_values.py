@@ -63,6 +63,33 @@ def test_named_query_parameters_are_checked(warehouse):
     assert upper.returncode == 0 and upper.stdout == lower.stdout  # the same host, folded to lower case
 
 
+def test_a_parameter_the_query_does_not_use_is_refused(warehouse):
+    """`query epoch_summary --param epoch=99` printed every epoch, exit 0: a parameter the query does not
+    use was dropped without a word, so a typo in its name (or a query without it) read as an answer."""
+    w = ("--warehouse", str(warehouse), "--format", "csv")
+    line = _one_error(_cli("query", "epoch_summary", "--param", "epoch=99", *w, cwd=warehouse.parent))
+    assert line == "error: --param epoch: the query uses no $epoch (it takes no parameter)"
+    line = _one_error(
+        _cli("query", "escrows_of_epoch", "--param", "epoch=3", "--param", f"hots={FOCAL}", *w, cwd=warehouse.parent)
+    )
+    assert line == "error: --param hots: the query uses no $hots (it takes $epoch, $host)"
+
+
+def test_evidence_table_options_that_name_a_host_or_epoch_are_checked(warehouse):
+    """`evidence peer-invalidation --control` with a checksum typo, or an address holding no slot, and
+    `evidence tracker --compare 99` printed "_no rows_" or "compare: none" with a footer, exit 0."""
+    w = ("--warehouse", str(warehouse))
+    peer = ("evidence", "peer-invalidation", "--host", FOCAL, "--epoch", "3")
+    typo = _one_error(_cli(*peer, "--control", TYPO, *w, cwd=warehouse.parent))
+    assert typo.startswith(f"error: --control {TYPO!r} is not a gonka1… address: it fails its bech32 checksum")
+    unheld = _one_error(_cli(*peer, "--control", NO_SLOT, *w, cwd=warehouse.parent))
+    assert unheld.startswith(f"error: --control: host {NO_SLOT} holds no slot in the warehouse's escrows; it holds ")
+    compare = _one_error(
+        _cli("evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "99", *w, cwd=warehouse.parent)
+    )
+    assert compare == f"error: --compare: epoch 99 is not in the warehouse: it holds {HELD}"
+
+
 def test_builds_check_refuses_a_mistyped_address_in_the_file(warehouse, tmp_path):
     """Before: a builds.toml with one address mistyped passed `builds check` ("consistent", exit 0)."""
     text = (DATA_SAMPLES_DIR / "builds.toml").read_text()

@@ -40,7 +40,7 @@ def test_an_unrelated_copy_with_colliding_escrow_ids_is_refused_before_anything_
         ingest(warehouse, theirs)
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith(f"{theirs}: escrow ids of settled escrows in the warehouse name other escrows")
+    assert message.startswith(f"{theirs}: escrow ids of escrows in the warehouse name other escrows")
     assert "3100 (creator, config, group)" in message and "nothing was ingested" in message
     assert _state(warehouse) == before  # no run row, no quarantine row, epoch 3 as it was
 
@@ -51,3 +51,30 @@ def test_the_same_copy_again_and_a_newer_copy_of_the_same_escrows_are_not_refuse
     ingest(warehouse, timeline.copy(last_epoch=3).write_sqlite(tmp_path / "three-again"))
     ingest(warehouse, timeline.copy(last_epoch=4).write_sqlite(tmp_path / "four"))
     assert {e for e, *_ in _state(warehouse)[2]} >= {2, 3, 4}  # every copy ingested
+
+
+def test_an_unrelated_copy_colliding_only_with_open_escrows_is_refused_too(timeline, tmp_path):
+    """The refusal looked at settled escrows only: another network's copy holding just its epoch 4 (escrow
+    ids 4100.. of the open epoch, other creators) was merged as forks of ours, exit 0, and epoch 4's counts
+    and creators became a mix of both networks'."""
+    import shutil
+
+    ours = timeline.copy(last_epoch=4).write_sqlite(tmp_path / "ours")
+    theirs = generate_timeline(SampleSpec(seed=12)).copy(last_epoch=4).write_sqlite(tmp_path / "theirs")
+    for old in (2, 3):  # a copy of the open epoch alone: no settled escrow of ours is named
+        (theirs / f"epoch_{old}.db").unlink()
+        shutil.rmtree(theirs / "payloads" / str(old), ignore_errors=True)
+    warehouse = tmp_path / "w.duckdb"
+    ingest(warehouse, ours)
+    before = _state(warehouse)
+    con = open_read_only(warehouse)
+    try:
+        open_escrows = con.execute("SELECT count(*) FROM escrows WHERE epoch_id = 4 AND settled_at IS NULL").fetchone()
+    finally:
+        con.close()
+    assert open_escrows[0] > 0  # the collision is with escrows not settled yet
+    with pytest.raises(SourceError) as refused:
+        ingest(warehouse, theirs)
+    message = str(refused.value)
+    assert "\n" not in message and "4100 (creator" in message and "nothing was ingested" in message
+    assert _state(warehouse) == before

@@ -278,3 +278,27 @@ def test_a_copy_is_cut_between_escrows_into_pieces_of_about_the_same_diffs():
     assert cut([100, 1, 1, 1, 1, 1, 1], 3) == [(None, "e01", 100), ("e01", "e04", 3), ("e04", None, 3)]
     assert cut([5, 5], 3) == [(None, "e01", 5), ("e01", None, 5)]  # never more pieces than escrows
     assert cut([5, 5], 1) == [(None, None, 10)]
+
+
+def test_an_unrelated_copy_is_refused_before_it_is_written_to_the_lake(copies, tmp_path):
+    """Another network's copy (the sample generator under another seed: escrow ids 2100.. with other
+    creators) was written into the lake, then its partitions refused it naming a copy already there
+    ("host-0: escrow ids ..."): the lake kept the unrelated rows, and every later `network ingest` and
+    `network evidence` of that lake failed."""
+    from pipeline.network.jobs import network_ingest
+    from pipeline.samples import SampleSpec, generate_timeline
+
+    paths, _ = copies
+    lake_dir = tmp_path / "lake"
+    network_ingest(paths, lake_dir, workers=0)
+    before = sorted(p.relative_to(lake_dir) for p in lake_dir.rglob("*") if p.is_file() and p.name != "_lake.lock")
+    theirs = generate_timeline(SampleSpec(seed=12)).copy(last_epoch=4).write_sqlite(tmp_path / "theirs")
+    with pytest.raises(LakeError) as refused:
+        network_ingest([str(theirs)], lake_dir, workers=0)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{theirs}: escrow ids of escrows in the lake name other")
+    assert "(creator" in message and "nothing was written to the lake" in message
+    after = sorted(p.relative_to(lake_dir) for p in lake_dir.rglob("*") if p.is_file() and p.name != "_lake.lock")
+    assert after == before  # not one file of the unrelated copy, no temporary one either
+    again = network_ingest(paths, lake_dir, workers=0)  # the lake is as it was: its copies ingest again
+    assert len(again.copies) == len(paths)

@@ -161,3 +161,81 @@ def test_an_absurd_source_label_is_refused_in_one_line(tmp_path):
     cfg.write_text(f'[[sources]]\npath = "copy"\nlabel = "{"y" * 100_000}"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="a label of 100,000 characters"):
         load_config(cfg)
+
+
+def test_a_hostile_build_label_in_the_charts_is_no_renderer_crash(tmp_path):
+    """A build label with an ANSI sequence (or U+FFFF) aborted `report` and `bundle` (exit 134): vl-convert
+    panics on a character XML does not allow in the SVG text of a chart. Now every chart and page shows it as
+    an escape, and nothing of it acts on a terminal or a browser."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pipeline.core.paths import DATA_SAMPLES_DIR
+    from tests.factories import data_samples_warehouse, load_builds_of
+
+    host = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
+    label = '=HYPERLINK("x") \x1b[31mred\x1b[0m \uffff | <b>y</b>'
+    warehouse = data_samples_warehouse(tmp_path / "w.duckdb", vllm_log_host=host)
+    builds = (DATA_SAMPLES_DIR / "builds.toml").read_text(encoding="utf-8")
+    toml_label = json.dumps(label)  # a TOML basic string, as JSON writes it here
+    hostile = tmp_path / "builds.toml"
+    hostile.write_text(builds.replace('"V2 + DSpark, raw_logprobs"', toml_label), encoding="utf-8")
+    load_builds_of(warehouse, hostile)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "report",
+            "epoch",
+            "3",
+            "--host",
+            host,
+            "--out",
+            "out",
+            "-w",
+            str(warehouse),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = tmp_path / "out" / "epoch-3"
+    svgs = sorted((report / "charts").glob("*.svg"))
+    assert svgs
+    shown = [svg for svg in svgs if "\\x1b[31mred" in svg.read_text(encoding="utf-8")]
+    assert shown, "the label is in a chart, as an escape"
+    for page in [*svgs, report / "report.html", report / "report.md"]:
+        text = page.read_text(encoding="utf-8")
+        assert "\x1b" not in text and "\uffff" not in text and "<b>y" not in text, page
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "vertical"])
+def test_query_shows_control_characters_of_the_data_as_escapes(tmp_path, fmt):
+    """`query` printed a build label's ANSI sequence raw in its table, Markdown and vertical output: the
+    terminal ran it. The people's formats show it as an escape; CSV, JSON and Parquet keep the value."""
+    from pipeline.output.query.execute import render_query
+    from pipeline.output.query.formats import QueryFormat
+    from pipeline.warehouse.database import open_for_write, open_sandboxed
+
+    path = tmp_path / "w.duckdb"
+    open_for_write(path).close()
+    con = open_sandboxed(path)
+    try:
+        sql = "SELECT chr(27) || '[31mred' || chr(27) || '[0m' || chr(65535) AS \"b\x1b[1muild\", 7 AS n"
+        options = {"vertical": True} if fmt == "vertical" else {}
+        query_format = QueryFormat.table if fmt == "vertical" else QueryFormat(fmt)
+        shown = render_query(con, sql, {}, query_format, **options).data
+        assert isinstance(shown, str)
+        assert not HIDDEN.search(shown), shown
+        assert "\\x1b[31mred\\x1b[0m\\uffff" in shown and "b\\x1b[1muild" in shown
+        csv_text = render_query(con, sql, {}, QueryFormat.csv).data
+        assert "\x1b[31mred\x1b[0m\uffff" in csv_text  # data formats keep the value as it is
+    finally:
+        con.close()

@@ -116,7 +116,7 @@ def tracker(
         notes.append(
             f"{disagreements.height} tracker/session-storage disagreement(s) (view tracker_disagreements): "
             + "; ".join(
-                f"epoch {r['epoch_id']} escrow {r['escrow_id']} {r['participant'][:14]}… "
+                f"epoch {r['epoch_id']} escrow {r['escrow_id']} {r['participant']} "
                 f"{r['check_name']}: tracker {r['tracker']}, session {r['session']}"
                 for r in disagreements.iter_rows(named=True)
             )

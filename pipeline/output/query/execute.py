@@ -149,6 +149,14 @@ def _bound(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, str]) -> 
                 f"the warehouse is read-only here: SELECT only (this is a {statement.type.name} statement)"
             )
     used = {name for statement in statements for name in statement.named_parameters}
+    # A parameter the SQL does not use is refused, never dropped: a typo in its name (or a query without
+    # it, `epoch_summary --param epoch=99`) would otherwise print an answer to another question.
+    if unused := sorted(set(params) - used):
+        takes = ", ".join(f"${name}" for name in sorted(used)) if used else None
+        raise QueryError(
+            f"--param {unused[0]}: the query uses no ${unused[0]} "
+            + (f"(it takes {takes})" if takes else "(it takes no parameter)")
+        )
     missing = used - set(params)
     if missing:
         raise QueryError(f"missing --param for: {', '.join(sorted(missing))}")

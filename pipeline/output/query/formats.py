@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import orjson
 
 from pipeline.core.sqlnames import quote_ident
+from pipeline.core.text import visible
 
 if TYPE_CHECKING:
     import duckdb
@@ -249,14 +250,20 @@ def _csv_field(text: str) -> str:
 
 
 def display_text(cells: Cells, index: int, value: str | None) -> str:
-    """A cell as people read it: NULL spelled out, numbers with grouped digits."""
+    """A cell as people read it: NULL spelled out, numbers with grouped digits, control characters (a
+    label's ANSI sequence) as escapes that no terminal runs (`visible`; CSV, JSON and Parquet keep them)."""
     if value is None:
         return NULL_TEXT
     if cells.is_number(index):
         m = _DIGITS.fullmatch(value)
         if m:
             return f"{m.group(1)}{int(m.group(2)):,}{m.group(3) or ''}"
-    return value
+    return visible(value)
+
+
+def display_names(cells: Cells) -> list[str]:
+    """The column names as people read them (`display_text`'s escapes)."""
+    return [visible(name) for name in cells.columns]
 
 
 def write_markdown(cells: Cells, batches: Batches, write: Callable[[str], None]) -> None:
@@ -273,7 +280,7 @@ def write_markdown(cells: Cells, batches: Batches, write: Callable[[str], None])
     started = False
     for rows in batches:
         if rows and not started:
-            write(line(cells.columns) + "| " + " | ".join(rule) + " |\n")
+            write(line(display_names(cells)) + "| " + " | ".join(rule) + " |\n")
             started = True
         write("".join(line(display_text(cells, i, v) for i, v in enumerate(row)) for row in rows))
     if not started:
@@ -284,14 +291,15 @@ def write_vertical(cells: Cells, batches: Batches, write: Callable[[str], None])
     """One block per record, a ``name | value`` line per column (like psql's expanded mode)."""
     from rich.cells import cell_len
 
-    width = max((cell_len(name) for name in cells.columns), default=0)
+    names = display_names(cells)
+    width = max((cell_len(name) for name in names), default=0)
     n = 0
     for rows in batches:
         blocks = []
         for row in rows:
             n += 1
             lines = [f"-[ RECORD {n} ]" + "-" * max(3, width - 8)]
-            for i, (name, value) in enumerate(zip(cells.columns, row, strict=True)):
+            for i, (name, value) in enumerate(zip(names, row, strict=True)):
                 first, *rest = display_text(cells, i, value).split("\n")
                 pad = " " * (width - cell_len(name))
                 lines.append(f"{name}{pad} | {first}")
@@ -315,8 +323,9 @@ def layout_table(cells: Cells, texts: list[list[str]], width: int | None) -> Tab
     """
     from rich.cells import cell_len
 
+    names = display_names(cells)
     natural = []
-    for i, name in enumerate(cells.columns):
+    for i, name in enumerate(names):
         longest = max((cell_len(line) for row in texts for line in row[i].split("\n")), default=0)
         natural.append(max(cell_len(name), longest, 1))
     if width is None:
@@ -325,7 +334,7 @@ def layout_table(cells: Cells, texts: list[list[str]], width: int | None) -> Tab
     shown: list[int] = []
     widths: list[int] = []
     for i, full in enumerate(natural):
-        header = cell_len(cells.columns[i])
+        header = cell_len(names[i])
         want = min(full, max(header, FOLD_WIDTH))
         room = budget - 3
         # A column is shown if its header fits (and a few cells of its values): narrower than
@@ -339,7 +348,7 @@ def layout_table(cells: Cells, texts: list[list[str]], width: int | None) -> Tab
         extra = min(max(budget, 0), natural[i] - widths[k])
         widths[k] += extra
         budget -= extra
-    hidden = [name for i, name in enumerate(cells.columns) if i not in shown]
+    hidden = [name for i, name in enumerate(names) if i not in shown]
     return TableLayout(shown, widths, hidden)
 
 
@@ -351,10 +360,11 @@ def to_table(cells: Cells, width: int | None) -> tuple[str, list[str]]:
 
     texts = [[display_text(cells, i, v) for i, v in enumerate(row)] for row in cells.rows]
     layout = layout_table(cells, texts, width)
+    names = display_names(cells)
     table = Table()
     for i, w in zip(layout.shown, layout.widths, strict=True):
         table.add_column(
-            Text(cells.columns[i]),
+            Text(names[i]),
             justify="right" if cells.is_right_aligned(i) else "left",
             width=w,
             overflow="fold",

@@ -8,8 +8,11 @@ def svg_and_png(spec: dict) -> tuple[str, bytes]:
     own `vegalite_to_png`, without laying the chart out a second time (bench/BENCHMARKS.md, test tier)."""
     import vl_convert as vlc
 
+    from pipeline.core.text import visible_strings
     from pipeline.output.render.fonts import register_shipped_font, with_shipped_font
 
     register_shipped_font()
-    svg = vlc.vegalite_to_svg(with_shipped_font(spec))
+    # A control character of a label (an ANSI sequence) is shown as an escape: in an SVG text, XML refuses it
+    # and vl-convert aborts the process.
+    svg = vlc.vegalite_to_svg(with_shipped_font(visible_strings(spec)))
     return svg, vlc.svg_to_png(svg, scale=2)

@@ -57,8 +57,18 @@ def epoch_findings(results: Mapping[str, EvidenceResult], skipped: Mapping[str, 
             findings.append(Finding(SKIPPED_LABELS[key], f"not measured: {reason}", key))
             said.add(key)
         elif key in results:
-            findings += build(results[key])
+            findings += [_marked(f, results[key]) for f in build(results[key])]
     return findings
+
+
+def _marked(finding: Finding, result: EvidenceResult) -> Finding:
+    """`finding` marked provisional when its section covers an open epoch: every statistic of an open epoch
+    says so where it is quoted, the report's first lines included."""
+    open_epochs = (result.params.get("closure") or {}).get("open_epochs") or []
+    if not open_epochs:
+        return finding
+    which = f"epoch {open_epochs[0]} is" if len(open_epochs) == 1 else f"epochs {', '.join(map(str, open_epochs))} are"
+    return Finding(finding.label, f"{finding.text} (provisional: {which} open)", finding.section)
 
 
 # --- numbers as the findings print them ------------------------------------------------------------------

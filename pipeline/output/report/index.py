@@ -76,6 +76,7 @@ def render_index_html(host: str, headlines: list[dict], svgs: dict[str, str]) ->
     from jinja2 import Environment, FunctionLoader, StrictUndefined
 
     from pipeline.core.paths import REPORTS_DIR
+    from pipeline.output.report.render import visible_value
 
     env = Environment(
         loader=FunctionLoader(lambda name: (REPORTS_DIR / name).read_text(encoding="utf-8")),
@@ -83,6 +84,7 @@ def render_index_html(host: str, headlines: list[dict], svgs: dict[str, str]) ->
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=visible_value,
     )
     return env.get_template("index.html.j2").render(
         host=host,

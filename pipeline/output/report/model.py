@@ -22,7 +22,16 @@ import duckdb
 import polars as pl
 
 from pipeline.core.paths import sql_text
-from pipeline.evidence import EVIDENCE, EvidenceError, EvidenceResult, EvidenceSpec, Provenance, ReportContext, compute
+from pipeline.evidence import (
+    EVIDENCE,
+    EvidenceError,
+    EvidenceResult,
+    EvidenceSpec,
+    Provenance,
+    ReportContext,
+    compute,
+    report_options,
+)
 from pipeline.evidence.closure import is_closure_note
 from pipeline.evidence.provenance import command_line, command_path, evidence_command
 from pipeline.evidence.provenance import provenance as provenance_of
@@ -213,7 +222,7 @@ def _evidence_section(
     computed marked provisional, and its command says --allow-open."""
     report = spec.report
     assert report is not None  # only the tables with a report section are in the report
-    options = report.options(context.epoch)
+    options = report_options(con, spec, context.epoch)
     allow_open = bool(open_epochs & {context.epoch, options.get("compare")})
     window = Window(epoch=context.epoch)
     command = evidence_command(spec, context.host, window, options, warehouse_arg, allow_open=allow_open)

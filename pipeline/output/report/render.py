@@ -32,6 +32,7 @@ def _environment(html: bool):
         lstrip_blocks=True,
         autoescape=html,
         keep_trailing_newline=not html,
+        finalize=visible_value,
     )
     env.filters["cells"] = table_cells
     env.filters["md"] = escape
@@ -41,6 +42,18 @@ def _environment(html: bool):
     env.filters["breakable"] = _breakable
     env.filters["estimate"] = _estimate
     return env
+
+
+def visible_value(value):
+    """Every value a template prints, with its control characters as escapes (`visible`): a label's ANSI
+    sequence or U+FFFF never reaches a page (HTML escaping leaves them as they are)."""
+    from markupsafe import Markup
+
+    from pipeline.core.text import visible
+
+    if isinstance(value, Markup):
+        return Markup(visible(str(value)))  # an escape adds no HTML-special character
+    return visible(value) if isinstance(value, str) else value
 
 
 def _estimate(cell: str):

@@ -48,8 +48,20 @@ def test_peer_invalidation_against_one_control(sample):
 
 def test_a_control_that_never_shares_an_escrow_gives_an_empty_table(sample):
     con, focal, _ = sample
-    result = run(con, "peer-invalidation", focal, epoch=3, control="gonka1nobodyhere")
+    # a slot holder of the warehouse with no slot in an escrow of epoch 3 where the host has one
+    (control,) = con.execute(
+        """
+        SELECT min(address) FROM escrow_slots WHERE address NOT IN (
+          SELECT s.address FROM escrow_slots s JOIN escrows e USING (escrow_id)
+          WHERE e.epoch_id = 3 AND s.escrow_id IN (SELECT escrow_id FROM escrow_slots WHERE address = $focal))""",
+        {"focal": focal},
+    ).fetchone()
+    assert control is not None
+    result = run(con, "peer-invalidation", focal, epoch=3, control=control)
     assert result.rows.height == 0 and result.stats == {}
-    assert "control gonka1nobodyhere" in result.notes[0]
+    assert f"control {control}" in result.notes[0]
     with pytest.raises(EvidenceError, match="is the host itself"):
         run(con, "peer-invalidation", focal, epoch=3, control=focal)
+    # a control that is no address, or one the warehouse does not hold, is refused: never an empty table
+    with pytest.raises(EvidenceError, match="^--control 'gonka1nobodyhere' is not a gonka1… address"):
+        run(con, "peer-invalidation", focal, epoch=3, control="gonka1nobodyhere")
