@@ -6,6 +6,7 @@ overrides become escapes a reader sees (``\\x1b``, ``\\u202e``); nothing else ch
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 # C0 controls but tab and line feed, DEL, C1, the Unicode line and paragraph separators (a line break to
@@ -16,9 +17,16 @@ _HIDDEN = re.compile(HIDDEN_CHARACTERS)
 _HIDDEN_ONE_LINE = re.compile(_HIDDEN.pattern[:-1] + "\t\n]")
 
 
+def escape(character: str) -> str:
+    """One character as the escape a reader sees (``\\x1b``, ``\\u202e``, ``\\U0001f680``)."""
+    code = ord(character)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def _escape(match: re.Match) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return escape(match.group())
 
 
 def visible(text: str, *, one_line: bool = False) -> str:
@@ -27,15 +35,16 @@ def visible(text: str, *, one_line: bool = False) -> str:
     return (_HIDDEN_ONE_LINE if one_line else _HIDDEN).sub(_escape, text)
 
 
-def visible_strings(value: Any) -> Any:
-    """`value` (a chart's Vega-Lite spec: dicts, lists, strings) with every string, keys too, as `visible`
-    shows it: a label's control character reaches a chart as an escape, never the renderer's XML."""
+def visible_strings(value: Any, shown: Callable[[str], str] = visible) -> Any:
+    """`value` (a chart's Vega-Lite spec: dicts, lists, strings) with every string, keys too, as `shown`
+    (by default `visible`) shows it: a label's control character reaches a chart as an escape, never the
+    renderer's XML."""
     if isinstance(value, str):
-        return visible(value)
+        return shown(value)
     if isinstance(value, dict):
-        return {visible(k) if isinstance(k, str) else k: visible_strings(v) for k, v in value.items()}
+        return {shown(k) if isinstance(k, str) else k: visible_strings(v, shown) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [visible_strings(v) for v in value]
+        return [visible_strings(v, shown) for v in value]
     return value
 
 

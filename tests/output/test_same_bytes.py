@@ -55,17 +55,22 @@ def test_every_chart_names_the_shipped_font_and_its_times_are_utc(workdir):
     assert spec["config"]["font"].startswith("Gonka Evidence Sans,")
 
 
-def test_a_bundle_verifies_under_other_fonts_time_zone_and_locale(workdir, tmp_path):
-    # A machine whose fontconfig finds no font at all, in Tokyo: the charts' bytes must not change.
+def _no_fonts(tmp_path: Path) -> str:
+    """A fontconfig file under which the machine has no font at all."""
     (tmp_path / "no-fonts").mkdir()
     conf = tmp_path / "fonts.conf"
     conf.write_text(
         '<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n<fontconfig>\n'
         f"  <dir>{tmp_path / 'no-fonts'}</dir>\n  <cachedir>{tmp_path / 'fc-cache'}</cachedir>\n</fontconfig>\n"
     )
+    return str(conf)
+
+
+def test_a_bundle_verifies_under_other_fonts_time_zone_and_locale(workdir, tmp_path):
+    # A machine whose fontconfig finds no font at all, in Tokyo: the charts' bytes must not change.
     env = os.environ | {
         "PYTHONPATH": str(ROOT),
-        "FONTCONFIG_FILE": str(conf),
+        "FONTCONFIG_FILE": _no_fonts(tmp_path),
         "TZ": "Asia/Tokyo",
         "LC_ALL": "C.UTF-8",
         "LANG": "C.UTF-8",
@@ -81,6 +86,34 @@ def test_a_bundle_verifies_under_other_fonts_time_zone_and_locale(workdir, tmp_p
     said = done.stdout + done.stderr
     assert done.returncode == 0, said[-3000:]
     assert "files match" in said and "labels differ" not in said
+
+
+# Cyrillic, CJK and an emoji: none of them in the shipped font; this machine's DejaVu Sans draws the first.
+DRAWN_ELSEWHERE = "V2 + DSpark, тест 测试 \U0001f680"
+_RENDER = """
+import hashlib, sys
+from pipeline.output.render.images import svg_and_png
+spec = {"mark": "bar", "data": {"values": [{"build": sys.argv[1], "n": 3}]},
+        "encoding": {"x": {"field": "n", "type": "quantitative"}, "color": {"field": "build", "type": "nominal"}}}
+svg, png = svg_and_png(spec)
+print(hashlib.sha256(svg.encode() + png).hexdigest(), "\\\\u0442\\\\u0435" in svg, "\\\\U0001f680" in svg)
+"""
+
+
+def test_a_label_the_shipped_font_cannot_draw_is_escaped_and_the_same_bytes_anywhere(tmp_path):
+    here, bare = (
+        subprocess.run(
+            [sys.executable, "-c", _RENDER, DRAWN_ELSEWHERE],
+            env=os.environ | {"PYTHONPATH": str(ROOT), **fonts},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for fonts in ({}, {"FONTCONFIG_FILE": _no_fonts(tmp_path)})
+    )
+    assert here.returncode == 0 and bare.returncode == 0, here.stderr[-2000:] + bare.stderr[-2000:]
+    assert here.stdout.split()[1:] == ["True", "True"]  # shown as escapes in the shipped font's characters
+    assert here.stdout == bare.stdout  # the same SVG and PNG with this machine's fonts and with none
 
 
 @pytest.fixture(scope="module")

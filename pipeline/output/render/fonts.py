@@ -8,8 +8,11 @@ directory before the first conversion, and every spec names that family for all 
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+from pipeline.core.text import escape, visible
 
 FONT_FAMILY = "Gonka Evidence Sans"
 FONT_STACK = "Gonka Evidence Sans, sans-serif"
@@ -34,3 +37,23 @@ def with_shipped_font(spec: Any) -> Any:
     if isinstance(spec, dict):
         spec.setdefault("config", {}).setdefault("font", FONT_STACK)
     return spec
+
+
+@cache
+def drawable_characters() -> frozenset[int]:
+    """The code points every shipped face draws (their cmaps): any other character would be drawn from a font
+    of the machine's, and the chart's bytes would depend on which fonts it has."""
+    from fontTools.ttLib import TTFont
+
+    faces = [frozenset(TTFont(path, lazy=True).getBestCmap()) for path in sorted(FONT_DIR.glob("*.ttf"))]
+    return frozenset.intersection(*faces)
+
+
+def drawable(text: str) -> str:
+    """`text` as a chart shows it: `visible`, and each character the shipped font lacks (Cyrillic, CJK, emoji)
+    as its escape, so that no glyph comes from the machine's fonts."""
+    text = visible(text)
+    covered = drawable_characters()
+    if all(ord(c) in covered for c in text):
+        return text
+    return "".join(c if ord(c) in covered else escape(c) for c in text)

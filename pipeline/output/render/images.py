@@ -9,10 +9,10 @@ def svg_and_png(spec: dict) -> tuple[str, bytes]:
     import vl_convert as vlc
 
     from pipeline.core.text import visible_strings
-    from pipeline.output.render.fonts import register_shipped_font, with_shipped_font
+    from pipeline.output.render.fonts import drawable, register_shipped_font, with_shipped_font
 
     register_shipped_font()
     # A control character of a label (an ANSI sequence) is shown as an escape: in an SVG text, XML refuses it
-    # and vl-convert aborts the process.
-    svg = vlc.vegalite_to_svg(with_shipped_font(visible_strings(spec)))
+    # and vl-convert aborts the process; so is a character the shipped font cannot draw (the machine's would).
+    svg = vlc.vegalite_to_svg(with_shipped_font(visible_strings(spec, drawable)))
     return svg, vlc.svg_to_png(svg, scale=2)
