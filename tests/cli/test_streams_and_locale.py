@@ -73,9 +73,16 @@ def test_a_full_stdout_is_one_line_not_a_traceback(tmp_path, warehouse, command)
 def test_a_reader_that_stops_is_not_a_warehouse_error(tmp_path):
     """`run | head -1` said "error: w.duckdb: Broken pipe". Now: quiet, exit 141 as a process killed by
     SIGPIPE (what `yes | head -1` gives)."""
+    code, err = _read_one_line_then_stop(["run", "-w", str(tmp_path / "w.duckdb")], tmp_path)
+    assert code == 141, err
+    assert err == "", err
+
+
+def _read_one_line_then_stop(args: list[str], cwd: Path) -> tuple[int, str]:
+    """The CLI's exit code and stderr when its reader closes the pipe after one line, as `head -1` does."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "run", "-w", str(tmp_path / "w.duckdb")],
-        cwd=tmp_path,
+        [sys.executable, "-m", "pipeline.cli", *args],
+        cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -85,8 +92,7 @@ def test_a_reader_that_stops_is_not_a_warehouse_error(tmp_path):
     proc.stdout.readline()
     proc.stdout.close()  # `head -1` has had its line
     err = proc.stderr.read() if proc.stderr else ""
-    assert proc.wait(timeout=300) == 141, err
-    assert err == "", err
+    return proc.wait(timeout=300), err
 
 
 def test_query_cut_off_by_head_is_quiet(tmp_path, warehouse):
@@ -107,19 +113,10 @@ def test_query_cut_off_by_head_is_quiet(tmp_path, warehouse):
 def test_doctor_cut_off_by_head_exits_141_not_a_silent_1(tmp_path, warehouse):
     """`doctor | head -1` exited 1 with nothing said: Rich's console turns a broken pipe into SystemExit(1)
     behind the command's back. Its stdout is data, so a reader that stops is exit 141, as for `query`."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "doctor", str(ROOT / "data-samples" / "store"), "-w", str(warehouse)],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    code, err = _read_one_line_then_stop(
+        ["doctor", str(ROOT / "data-samples" / "store"), "-w", str(warehouse)], tmp_path
     )
-    assert proc.stdout is not None
-    proc.stdout.readline()
-    proc.stdout.close()  # `head -1` has had its line
-    err = proc.stderr.read() if proc.stderr else ""
-    assert proc.wait(timeout=300) == 141, err
+    assert code == 141, err
     assert err == "", err
 
 
