@@ -394,9 +394,9 @@ def test_acceptance_bootstrap_over_windows(logs):
         "log windows",
     )
     text = render(result, "markdown")
-    assert (
+    assert (  # "_*" escaped: GitHub would read "*, mal_boot_*" as emphasis
         "- bootstrap: percentile bootstrap 95% interval of acceptance_rate and mean_acceptance_length, per build "
-        "(columns rate_boot_*, mal_boot_*), 2,000 resamples of the log windows, seed 0" in text
+        "(columns rate_boot\\_\\*, mal_boot\\_\\*), 2,000 resamples of the log windows, seed 0" in text
     )
     again = compute("acceptance", logs, host=HOST, command="gonka-evidence evidence acceptance")
     assert render(again, "json") == render(result, "json")

@@ -19,11 +19,17 @@ from pipeline.output.render.text import provenance_lines, stat_lines, table_cell
 
 # HTML needs "<" before a letter, "/", "!" or "?" (tags, comments, autolinks) and "&" before a
 # letter or "#" (entities); a link needs "](" (inline) or "]:" (a reference definition, without
-# which "[x]" and "[x][y]" are plain text). A backslash is escaped too, so that one from the data
-# cannot cancel the escapes that follow it. Everything else ("p < 0.001", "_", "*") stays as is.
+# which "[x]" and "[x][y]" are plain text). Emphasis and strikethrough need "*", "~" or an "_" at a
+# word's edge (one inside a word, as in processed_logprobs, is plain text). A backslash is escaped too, so
+# that one from the data cannot cancel the escapes that follow it. Everything else ("p < 0.001", and "`",
+# whose code spans the notes use for commands and show any text literally) stays as is.
 _HTML = {"&": "&amp;", "<": "&lt;"}
+_BACKSLASHED = ("\\", "]", "*", "~", "_")
 # Control characters (an ANSI sequence starts with one) and bidirectional overrides are shown as escapes.
-_SPECIAL = re.compile(r"\\|<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|\](?=[(:])|\r\n|[\r\n]|" + HIDDEN_CHARACTERS)
+_SPECIAL = re.compile(
+    r"\\|<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|\](?=[(:])|[*~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])|\r\n|[\r\n]|"
+    + HIDDEN_CHARACTERS
+)
 
 
 def escape(text: str) -> str:
@@ -37,9 +43,9 @@ def _escaped(match: re.Match) -> str:
         return _HTML[char]
     if char in ("\r\n", "\r", "\n"):
         return " "
-    if char not in ("\\", "]"):
+    if char not in _BACKSLASHED:
         return visible(char)
-    return "\\" + char  # "\" or "]"
+    return "\\" + char  # "\\", "]", "*", "~" or "_": shown as itself
 
 
 def cell(text: str) -> str:

@@ -375,6 +375,8 @@ HOSTILE = [
     "back\\slash \\| pipe",
     "&lt;b&gt; &#60;i&#62;",
     "two\nlines",
+    "*em* **strong** _em_ __strong__ ~~struck~~",  # emphasis and strikethrough: shown as typed
+    "snake_case_label stays_as_is_",
 ]
 
 
@@ -382,17 +384,19 @@ def parse_markdown(text: str):
     """GitHub-like parse (CommonMark with raw HTML allowed, tables), every link kept however unsafe."""
     from markdown_it import MarkdownIt
 
-    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
     md.validateLink = lambda url: True
     return md.parse(text)
 
 
-def injected(tokens, allowed_links=()) -> list[str]:
-    """Raw HTML and links (other than those whose target starts with one of ``allowed_links``) in the parse."""
+def injected(tokens, allowed_links=(), *, emphasis=False) -> list[str]:
+    """Raw HTML, links (other than those whose target starts with one of ``allowed_links``) and, unless
+    `emphasis` (a template's own bold captions), emphasis and strikethrough in the parse."""
+    flagged = ("html_inline", "html_block", "image") + (() if emphasis else ("em_open", "strong_open", "s_open"))
     found = []
     for token in tokens:
         for t in [token, *(token.children or [])]:
-            if t.type in ("html_inline", "html_block", "image"):
+            if t.type in flagged:
                 found.append(f"{t.type}: {t.content}")
             if t.type == "link_open" and not str(t.attrs.get("href", "")).startswith(tuple(allowed_links)):
                 found.append(f"link: {t.attrs.get('href')}")
@@ -459,5 +463,6 @@ def test_markdown_escaping_keeps_ordinary_text():
         "{'epochs': [3, 2]}",
         "(`gonka-evidence ingest-logs` first)",
         "x > y & z",
+        "acceptance_rate, assigned_nonces",
     ):
         assert escape(text) == text
