@@ -46,12 +46,21 @@ def refuse_unrelated_escrows(con: duckdb.DuckDBPyConnection, store: SessionStore
             if held is not None and (differs := identity_differs(held, row)):
                 clashes.append((row["escrow_id"], differs))
     if clashes:
-        names = ", ".join(f"{escrow} ({what})" for escrow, what in sorted(set(clashes))[:NAMED])
-        more = f" and {len(set(clashes)) - NAMED} more" if len(set(clashes)) > NAMED else ""
         raise SourceError(
-            f"{store.display}: escrow ids of escrows in the warehouse name other escrows in this copy: "
-            f"{names}{more}; an unrelated copy is not a fork: nothing was ingested (use another warehouse)"
+            unrelated_copy(store.display, clashes, "the warehouse", "nothing was ingested (use another warehouse)")
         )
+
+
+def unrelated_copy(display: str, clashes: list[tuple[str, str]], held_in: str, consequence: str) -> str:
+    """The one-line refusal of a copy whose escrow ids name other escrows than `held_in`'s (escrow, what
+    differs), the first `NAMED` of them by id."""
+    unique = sorted(set(clashes))
+    names = ", ".join(f"{escrow} ({what})" for escrow, what in unique[:NAMED])
+    more = f" and {len(unique) - NAMED} more" if len(unique) > NAMED else ""
+    return (
+        f"{display}: escrow ids of escrows in {held_in} name other escrows in this copy: {names}{more}; "
+        f"an unrelated copy is not a fork: {consequence}"
+    )
 
 
 def _held_identities(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:

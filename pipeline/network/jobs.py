@@ -127,7 +127,7 @@ def _refuse_unrelated_copies(lake: Lake, groups: list[list[PieceWritten]]) -> No
     """An unrelated copy is not a fork: a copy of this run whose session for an escrow id names another
     creator, config or group than the lake's copies (or an earlier copy of this run) give it is refused
     before its manifest names its files. Then the files this run wrote are deleted: the lake is as it was."""
-    from pipeline.ingest.identity import IDENTITY, NAMED, identity_differs
+    from pipeline.ingest.identity import IDENTITY, identity_differs, unrelated_copy
 
     def identities(files: list[Path]) -> dict[str, dict[str, Any]]:
         frames = [pl.read_parquet(f, columns=["escrow_id", *IDENTITY]) for f in files]
@@ -150,22 +150,26 @@ def _refuse_unrelated_copies(lake: Lake, groups: list[list[PieceWritten]]) -> No
             if escrow in held and (what := identity_differs(held[escrow], row))
         )
         if clashes:
-            for written_group in groups:  # this run's files, named by no manifest yet
-                for written in written_group:
-                    for f in written.manifest.files:
-                        path = lake.root / f
-                        path.unlink(missing_ok=True)
-                        with contextlib.suppress(OSError):  # its bucket= and epoch= folders, when it made them
-                            path.parent.rmdir()
-                            path.parent.parent.rmdir()
-            shutil.rmtree(lake.tmp, ignore_errors=True)
-            names = ", ".join(f"{escrow} ({what})" for escrow, what in clashes[:NAMED])
-            more = f" and {len(clashes) - NAMED} more" if len(clashes) > NAMED else ""
+            _discard_written(lake, groups)
             raise LakeError(
-                f"{group[0].manifest.display}: escrow ids of escrows in the lake name other escrows in this copy: "
-                f"{names}{more}; an unrelated copy is not a fork: nothing was written to the lake (use another lake)"
+                unrelated_copy(
+                    group[0].manifest.display, clashes, "the lake", "nothing was written to the lake (use another lake)"
+                )
             )
         held.update({k: v for k, v in mine.items() if k not in held})
+
+
+def _discard_written(lake: Lake, groups: list[list[PieceWritten]]) -> None:
+    """Delete the files this run's stage 1 wrote (named by no manifest yet) and the folders it made for them."""
+    for group in groups:
+        for written in group:
+            for f in written.manifest.files:
+                path = lake.root / f
+                path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # its bucket= and epoch= folders, when it made them
+                    path.parent.rmdir()
+                    path.parent.parent.rmdir()
+    shutil.rmtree(lake.tmp, ignore_errors=True)
 
 
 def piece_size(total_diffs: int, slots: int) -> int:
