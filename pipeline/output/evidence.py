@@ -31,12 +31,10 @@ class Evidence:
             raise ValueError(f"{self.name} has no chart")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        from pipeline.core.text import visible_strings
         from pipeline.output.render.charts import utc_times
-        from pipeline.output.render.fonts import register_shipped_font, with_shipped_font
+        from pipeline.output.render.fonts import drawn_spec
 
-        register_shipped_font()  # the same bytes on any machine: the shipped font, times in UTC
-        spec = with_shipped_font(utc_times(visible_strings(dict(self.chart))))  # a label's controls as escapes
+        spec = utc_times(drawn_spec(self.chart))  # the same bytes on any machine: shipped font, UTC times
         kind = alt.LayerChart if "layer" in spec else alt.Chart
         kind.from_dict(spec).save(str(path))
         return path

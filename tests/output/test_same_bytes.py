@@ -141,3 +141,28 @@ def test_verify_compares_evidence_not_labels(relabelled):
     assert result.exit_code == 3  # a check that found a problem, not a user error (docs/cli.md)
     assert "1 of " in result.output and "tables/epoch-summary.json (differs)" in result.output
     assert "labels differ" in result.output
+
+
+def test_every_chart_writer_escapes_what_the_shipped_font_cannot_draw(tmp_path):
+    """`Evidence.save_chart` (the API's and `network evidence --chart`) and `charts.save_chart` draw as the
+    report does: a label's Cyrillic, CJK or emoji as escapes, never a glyph of the machine's fonts."""
+    import altair as alt
+    import polars as pl
+
+    from pipeline.evidence.result import EvidenceResult
+    from pipeline.output.evidence import Evidence
+    from pipeline.output.render.charts import save_chart
+
+    values = [{"build": DRAWN_ELSEWHERE, "n": 3}]
+    spec = {
+        "mark": "bar",
+        "data": {"values": values},
+        "encoding": {"x": {"field": "n", "type": "quantitative"}, "color": {"field": "build", "type": "nominal"}},
+    }
+    result = EvidenceResult(evidence="executors", title="t", params={}, rows=pl.DataFrame(values), stats={}, notes=[])
+    api_svg = Evidence(result, chart=spec).save_chart(tmp_path / "api.svg").read_text(encoding="utf-8")
+    chart = alt.Chart(pl.DataFrame(values).to_pandas()).mark_bar().encode(x="n:Q", color="build:N")
+    module_svg = save_chart(chart, tmp_path / "module")[0].read_text(encoding="utf-8")
+    for svg in (api_svg, module_svg):
+        assert "\\u0442\\u0435\\u0441\\u0442" in svg and "\\U0001f680" in svg
+        assert "тест" not in svg

@@ -13,7 +13,6 @@ import altair as alt
 import duckdb
 
 from pipeline.evidence.tables.acceptance import acceptance_chart  # noqa: F401  (drawn by its table)
-from pipeline.output.render.fonts import FONT_STACK
 from pipeline.warehouse.database import fetch_frame
 
 
@@ -92,14 +91,13 @@ def utc_times(spec: Any) -> Any:
 
 
 def save_chart(chart: alt.TopLevelMixin, stem: Path | str) -> list[Path]:
-    """Write ``stem.svg`` and ``stem.png``; returns both paths."""
-    from pipeline.output.render.fonts import register_shipped_font
+    """Write ``stem.svg`` and ``stem.png`` as the report draws its charts (`svg_and_png`: shipped font, texts
+    escaped, times in UTC); returns both paths."""
+    from pipeline.output.render.images import svg_and_png
 
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".svg"), stem.with_suffix(".png")]
-    register_shipped_font()
-    chart = chart.configure(font=FONT_STACK)
-    for path in paths:
-        chart.save(str(path))
-    return paths
+    svg, png = svg_and_png(utc_times(chart.to_dict()))
+    stem.with_suffix(".svg").write_text(svg, encoding="utf-8")
+    stem.with_suffix(".png").write_bytes(png)
+    return [stem.with_suffix(".svg"), stem.with_suffix(".png")]

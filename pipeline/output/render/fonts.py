@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.text import escape, visible
+from pipeline.core.text import escape, visible, visible_strings
 
 FONT_FAMILY = "Gonka Evidence Sans"
 FONT_STACK = "Gonka Evidence Sans, sans-serif"
@@ -57,3 +57,11 @@ def drawable(text: str) -> str:
     if all(ord(c) in covered for c in text):
         return text
     return "".join(c if ord(c) in covered else escape(c) for c in text)
+
+
+def drawn_spec(spec: dict) -> dict:
+    """`spec` ready for the renderer, whose font is registered: every text `drawable` (a label's control
+    character, which XML refuses and on which vl-convert aborts, or a glyph the shipped font lacks, as an
+    escape) and in the shipped font."""
+    register_shipped_font()
+    return with_shipped_font(visible_strings(spec, drawable))

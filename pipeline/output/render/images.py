@@ -8,11 +8,7 @@ def svg_and_png(spec: dict) -> tuple[str, bytes]:
     own `vegalite_to_png`, without laying the chart out a second time (bench/BENCHMARKS.md, test tier)."""
     import vl_convert as vlc
 
-    from pipeline.core.text import visible_strings
-    from pipeline.output.render.fonts import drawable, register_shipped_font, with_shipped_font
+    from pipeline.output.render.fonts import drawn_spec
 
-    register_shipped_font()
-    # A control character of a label (an ANSI sequence) is shown as an escape: in an SVG text, XML refuses it
-    # and vl-convert aborts the process; so is a character the shipped font cannot draw (the machine's would).
-    svg = vlc.vegalite_to_svg(with_shipped_font(visible_strings(spec, drawable)))
+    svg = vlc.vegalite_to_svg(drawn_spec(spec))
     return svg, vlc.svg_to_png(svg, scale=2)
