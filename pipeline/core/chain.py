@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from pipeline.core.sqlnames import quote_string
+
 # The parameters and the type of their values.
 PARAMS: dict[str, type] = {"validation_threshold": float, "logprobs_mode": str, "poc_seq_len": int}
 
@@ -151,7 +153,7 @@ def _sql_literal(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, datetime):
         return f"TIMESTAMPTZ '{value.isoformat()}'"
-    return "'" + str(value).replace("'", "''") + "'"
+    return quote_string(str(value))
 
 
 def defaults_sql() -> str:

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.core.paths import sql_text
-from pipeline.core.sqlnames import quote_ident
+from pipeline.core.sqlnames import quote_ident, quote_string
 from pipeline.sources.store.accounting import POSTGRES_LEDGER_TABLES
 from pipeline.sources.store.adbc import import_dbapi
 from pipeline.sources.store.base import (
@@ -108,11 +108,6 @@ class _ReadCall:
             yield item
 
 
-def _literal(text: str) -> str:
-    """A standard-conforming SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
 class PostgresStore:
     kind = "postgres"
 
@@ -150,7 +145,7 @@ class PostgresStore:
                 conn = adbc_pg.connect(self._address.url)  # no wait for a slot: without one, read sequentially
                 cur = conn.cursor()
                 try:  # must be the transaction's first statement (REPEATABLE READ READ ONLY by options)
-                    cur.execute(f"SET TRANSACTION SNAPSHOT {_literal(self._snapshot)}")
+                    cur.execute(f"SET TRANSACTION SNAPSHOT {quote_string(self._snapshot)}")
                 finally:
                     cur.close()
             except Exception:  # connection limit, or a server that cannot import: stay sequential
@@ -254,7 +249,7 @@ class PostgresStore:
         key = " || '/' || ".join(f"coalesce(t.\"{c}\"::text, 'NULL')" for c in TABLES[table].key if c in cols)
         sql = (
             f'SELECT {key} AS k FROM "{PREFIX}{table}" t WHERE t.epoch_id = {int(epoch_id)} AND (t.escrow_id IS NULL '
-            f"OR t.escrow_id NOT IN (SELECT jsonb_array_elements_text({_literal(json.dumps(escrows))}::jsonb)))"
+            f"OR t.escrow_id NOT IN (SELECT jsonb_array_elements_text({quote_string(json.dumps(escrows))}::jsonb)))"
         )
         batches = self._batches(self._conn, sql, (), BATCH_ROWS, f"checking {PREFIX}{table}")
         return [k for b in batches for k in b.column("k").to_pylist()]
@@ -342,7 +337,7 @@ class PostgresStore:
         if cursors is not None and table in ESCROW_SCOPED:
             # a nonce that is no count is set aside with its reason, never skipped
             past = " AND (t.nonce > c.value::bigint OR t.nonce IS NULL OR t.nonce <= 0)" if table in APPEND_ONLY else ""
-            sql += f" JOIN jsonb_each_text({_literal(json.dumps(cursors))}::jsonb) c ON c.key = t.escrow_id{past}"
+            sql += f" JOIN jsonb_each_text({quote_string(json.dumps(cursors))}::jsonb) c ON c.key = t.escrow_id{past}"
         where = []
         if spec.per_epoch and epoch_id is not None:
             where.append(f"t.epoch_id = {int(epoch_id)}")
@@ -351,9 +346,9 @@ class PostgresStore:
             # a NULL id lies below every bound
             low, below = escrows
             if low is not None:
-                where.append(f"t.escrow_id >= {_literal(low)}")
+                where.append(f"t.escrow_id >= {quote_string(low)}")
             if below is not None:  # the first range also holds the NULL ids
-                below_sql = f"t.escrow_id < {_literal(below)}"
+                below_sql = f"t.escrow_id < {quote_string(below)}"
                 where.append(below_sql if low is not None else f"({below_sql} OR t.escrow_id IS NULL)")
         if where:
             sql += " WHERE " + " AND ".join(where)
