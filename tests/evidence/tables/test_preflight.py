@@ -103,14 +103,19 @@ def warehouse(tmp_path_factory):
     return path
 
 
+def preflight(path, build: str | None = None):
+    """The preflight table of the samples' host, over all data or one build, read from `path`."""
+    con = open_read_only(path)
+    try:
+        return run(con, "preflight", HOST, **({"build": build} if build else {}))
+    finally:
+        con.close()
+
+
 @pytest.fixture(scope="module")
 def verdicts(warehouse):
     """(build, check name) → (verdict, evidence, to_decide) over all data."""
-    con = open_read_only(warehouse)
-    try:
-        result = run(con, "preflight", HOST)
-    finally:
-        con.close()
+    result = preflight(warehouse)
     rows = result.rows.iter_rows(named=True)
     return {(r["build"], r["name"]): (r["verdict"], r["evidence"], r["to_decide"]) for r in rows}
 
@@ -120,11 +125,7 @@ def verdict(verdicts, build: str, check: str) -> str:
 
 
 def test_every_build_gets_the_six_checks_in_order(warehouse):
-    con = open_read_only(warehouse)
-    try:
-        result = run(con, "preflight", HOST)
-    finally:
-        con.close()
+    result = preflight(warehouse)
     builds = [BUILD_V1, COUPLED, SOUND, SILENT, BUILD_RAW, BUILD_FIX, BUILD_CHUNK]  # by first start
     assert result.rows["build"].to_list() == [b for b in builds for _ in range(6)]
     assert result.rows["name"].to_list()[:6] == ["replay", "logprobs", "memory", "poc", "startup", "speculative"]
@@ -407,11 +408,7 @@ def test_a_start_line_before_its_builds_since_is_that_builds_as_builds_check_say
 
 def test_a_start_up_error_naming_the_speculative_config_fails_check_6(attributed):
     path, _ = attributed
-    con = open_read_only(path)
-    try:
-        result = run(con, "preflight", HOST, build=REFUSED)
-    finally:
-        con.close()
+    result = preflight(path, build=REFUSED)
     row = result.rows.filter(result.rows["name"] == "speculative").row(0, named=True)
     assert row["verdict"] == "fail"
     assert "num_speculative_tokens unset" in row["evidence"]  # the launch's own non-default args, K left out
@@ -433,11 +430,7 @@ def test_a_start_up_error_naming_the_speculative_config_fails_check_6(attributed
 
 def test_k_below_the_block_fails_check_6(attributed):
     path, _ = attributed
-    con = open_read_only(path)
-    try:
-        result = run(con, "preflight", HOST, build=SHORT_K)
-    finally:
-        con.close()
+    result = preflight(path, build=SHORT_K)
     row = result.rows.filter(result.rows["name"] == "speculative").row(0, named=True)
     assert row["verdict"] == "fail"
     assert "num_speculative_tokens 3; DSpark block size 5" in row["evidence"]
@@ -457,11 +450,7 @@ def test_a_chain_value_from_the_config_is_named_by_its_source_not_assumed(wareho
         load_chain_params(con, [ChainParam("poc_seq_len", None, "256", None, "gov 12", assumed=False)])
     finally:
         con.close()
-    con = open_read_only(path)
-    try:
-        result = run(con, "preflight", HOST, build=COUPLED)
-    finally:
-        con.close()
+    result = preflight(path, build=COUPLED)
     poc = result.rows.filter(result.rows["name"] == "poc").row(0, named=True)
     assert "8 x 256 = 2048 <= 2048 (PoC seq_len 256 (gov 12))" in poc["evidence"] and "assumed" not in poc["evidence"]
     assert poc["verdict"] == "fail"  # its PoC window still stopped with 0 nonces
@@ -513,11 +502,7 @@ def test_a_batch_size_of_0_is_the_plugins_automatic_sizing_not_a_batch(warehouse
     )
     (tmp_path / "builds.toml").write_text((DATA_SAMPLES_DIR / "builds.toml").read_text() + probes)
     load_builds_of(path, tmp_path / "builds.toml")
-    con = open_read_only(path)
-    try:
-        result = run(con, "preflight", HOST, build=AUTO)
-    finally:
-        con.close()
+    result = preflight(path, build=AUTO)
     poc = result.rows.filter(result.rows["name"] == "poc").row(0, named=True)
     assert poc["verdict"] == "cannot tell", poc
     assert poc["evidence"].startswith("PoC batch automatic (batch_size=0 on line ")
