@@ -11,9 +11,10 @@
 #   tar -cf - -C .devkit site/_polars_runtime_32 | xz -9 -T2 > .devkit/p1/polars.tar.xz
 #   tar -cf - -C .devkit --exclude=site/_polars_runtime_32 site | xz -6 -T2 > .devkit/p2/rest.tar.xz
 # There: `bash bench/device_sweep.sh P x` carrying .devkit/p1, then at once (the machine stays warm 30 s)
-# `bash bench/device_sweep.sh A 16,1` carrying .devkit/p2 (B: more worker counts, appended).
+# `bash bench/device_sweep.sh A 16,1 [ROWS,...]` carrying .devkit/p2 (B: more worker counts, appended; each
+# ROWS: 16 workers again with stage-1 pieces of that many diffs, into $OUT/pieces-ROWS.json).
 set -uo pipefail
-phase=$1; workers=$2
+phase=$1; workers=$2; piece_rows=${3:-}
 export PYTHONUNBUFFERED=1
 for part in .devkit/p1/polars.tar.xz .devkit/p2/rest.tar.xz; do
   if [ -f "$part" ] && [ ! -f "/tmp/$(basename $part).done" ]; then tar -xJf "$part" -C /tmp && touch "/tmp/$(basename $part).done" || exit 8; fi
@@ -36,6 +37,10 @@ print(host_copies_sqlite(Path('bench/data'), '1m', 16)[0])"
   $PY bench/run.py --store bench/data/gonka_bench_net_1m/host-0 --steps floor,ingest --output $OUT/single-host.json 2>&1 | tail -9
   [ "$workers" = none ] || $PY bench/network_bench.py --size 1m --hosts 16 --workers "$workers" --buckets 64 --layout sqlite --no-sequential --reuse 2>&1 | tee $OUT/sweepA.log | tail -6
   cp bench/results/network-1m-sqlite.json $OUT/ 2>/dev/null
+  for rows in ${piece_rows//,/ }; do
+    $PY bench/network_bench.py --size 1m --hosts 16 --workers 16 --buckets 64 --layout sqlite --no-sequential --reuse \
+      --piece-rows "$rows" --out "$OUT/pieces-$rows.json" 2>&1 | tail -3
+  done
 else
   $PY bench/network_bench.py --size 1m --hosts 16 --workers "$workers" --buckets 64 --layout sqlite --no-sequential --reuse --append 2>&1 | tee $OUT/sweepB.log | tail -40
   cp bench/results/network-1m-sqlite.json $OUT/ 2>/dev/null

@@ -19,7 +19,10 @@ of each lake, which must be the same for every worker count and equal the sequen
 otherwise). `--append` adds the worker counts of this run to the results file of the same network and
 settings (a sweep in parts: `--workers 1,2 --make`, then `--workers 4,8,16 --reuse --append`).
 `--piece-rows N` sets GONKA_EVIDENCE_NETWORK_PIECE_ROWS (stage 1's diffs per task; a huge N reads every
-copy whole). Results: bench/results/network-<size>[-sqlite].json.
+copy whole). Each lake run also records, per task function (stage 1's `write_piece`, stage 2's
+`build_partition`), the tasks' compute seconds from Dask's task stream, and the CPU seconds the
+workers spent. Results:
+bench/results/network-<size>[-sqlite].json.
 """
 
 from __future__ import annotations
@@ -191,7 +194,30 @@ def warehouse_evidence(warehouse: Path, host: str) -> str:
     return _digest(results)
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this worker process and its children (run on each worker)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _task_seconds(stream: list[dict]) -> dict[str, dict]:
+    """Per task function (Dask's task stream): how many ran, their compute seconds summed, each one's
+    seconds longest first (where a stage's time beyond task-seconds / workers goes)."""
+    from dask.utils import key_split
+
+    spent: dict[str, list[float]] = {}
+    for task in stream:
+        seconds = sum(s["stop"] - s["start"] for s in task["startstops"] if s["action"] == "compute")
+        spent.setdefault(key_split(task["key"]), []).append(seconds)
+    return {
+        name: {"tasks": len(v), "seconds": round(sum(v), 2), "each_s": [round(x, 2) for x in sorted(v, reverse=True)]}
+        for name, v in spent.items()
+    }
+
+
 def lake_ingest(copies: list[str], work: Path, workers: int, buckets: int, host: str) -> dict:
+    from distributed import get_task_stream
+
     from pipeline.network.cluster import dask_client
     from pipeline.network.jobs import STAGE1, network_ingest
 
@@ -205,10 +231,12 @@ def lake_ingest(copies: list[str], work: Path, workers: int, buckets: int, host:
         tasks[name] = tasks.get(name, 0) + total
 
     # The command's own LocalCluster (worker environment, preload), started before the clock starts.
-    with dask_client(workers=workers) as client:
+    with dask_client(workers=workers) as client, get_task_stream(client) as stream:
         scheduler = client.scheduler_info()["address"]
+        cpu_before = client.run(_cpu_seconds)
         started = time.monotonic()
         summary = network_ingest(copies, lake, scheduler=scheduler, buckets=buckets, progress=progress)
+        cpu_after = client.run(_cpu_seconds)
         peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     stage1 = marks[STAGE1] - started
     raw = sum(p.stat().st_size for t in ("sessions", "diffs") for p in (lake / t).rglob("*.parquet"))
@@ -228,6 +256,8 @@ def lake_ingest(copies: list[str], work: Path, workers: int, buckets: int, host:
         "lake_raw_mib": round(raw / 2**20),
         "lake_mib": round(sum(p.stat().st_size for p in lake.rglob("*") if p.is_file()) / 2**20),
         "peak_rss_mib_per_worker": sorted(round(v / 1024) for v in peaks.values()),
+        "task_seconds": _task_seconds(stream.data),
+        "workers_cpu_s": round(sum(cpu_after[w] - cpu_before[w] for w in cpu_after), 1),
         "evidence": lake_evidence(lake, host),
     }
     shutil.rmtree(lake, ignore_errors=True)  # the next worker count starts from nothing, and disk is kept
