@@ -63,9 +63,9 @@ def stamp(warehouse: Path, source_id: str) -> dict:
     return json.loads(value[0])
 
 
-def test_an_unchanged_copy_is_told_by_its_markers_and_reports_what_a_full_ingest_would(pg_copy, tmp_path):
-    wh, twin = tmp_path / "w.duckdb", tmp_path / "twin.duckdb"
-    first = ingest(wh, pg_copy)
+def test_an_unchanged_copy_is_told_by_its_markers_and_reports_what_a_full_ingest_would(pg_ingested_once, tmp_path):
+    done = pg_ingested_once(ingest, tmp_path)  # the copy's first ingest (tests/ingest/conftest.py)
+    (pg_copy, wh, (first,)), twin = (done.url, done.warehouse, done.results), tmp_path / "twin.duckdb"
     shutil.copyfile(wh, twin)
     first_run, before = last_run(wh), views(wh)
     second = ingest(wh, pg_copy)
@@ -125,20 +125,21 @@ COPY_CHANGES = {
 }
 
 
+# A payload held back: what "payload stored" stores.
+HOLD_BACK_A_PAYLOAD = (
+    "CREATE TABLE held_back_payload AS SELECT * FROM payload_storage ORDER BY escrow_id, inference_id LIMIT 1",
+    "DELETE FROM payload_storage p USING held_back_payload h "
+    "WHERE p.escrow_id = h.escrow_id AND p.inference_id = h.inference_id",
+)
+
+
 @pytest.mark.parametrize("change", COPY_CHANGES)
-def test_a_change_in_the_copy_takes_the_full_ingest_and_ends_as_a_fresh_one(change, pg_copy, tmp_path):
+def test_a_change_in_the_copy_takes_the_full_ingest_and_ends_as_a_fresh_one(change, pg_ingested_once, tmp_path):
     sql, wrote = COPY_CHANGES[change]
-    with psycopg.connect(pg_copy, autocommit=True) as pg:  # a payload held back: what "payload stored" stores
-        pg.execute(
-            "CREATE TABLE held_back_payload AS SELECT * FROM payload_storage ORDER BY escrow_id, inference_id LIMIT 1"
-        )
-        pg.execute(
-            "DELETE FROM payload_storage p USING held_back_payload h "
-            "WHERE p.escrow_id = h.escrow_id AND p.inference_id = h.inference_id"
-        )
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, pg_copy)
-    assert ingest(wh, pg_copy).markers_unchanged
+    # The copy with a payload held back, ingested twice (once per module: tests/ingest/conftest.py).
+    done = pg_ingested_once(ingest, tmp_path, prepare=HOLD_BACK_A_PAYLOAD, times=2)
+    pg_copy, wh = done.url, done.warehouse
+    assert done.results[1].markers_unchanged
     with psycopg.connect(pg_copy, autocommit=True) as pg:
         pg.execute(sql)
     after = ingest(wh, pg_copy)
@@ -168,9 +169,9 @@ def test_a_write_of_another_source_in_between_takes_the_full_ingest(pg_copy, sql
 
 
 @pytest.mark.parametrize("stamped", ["another version", "not JSON", "a field missing"])
-def test_a_stamp_of_another_pipeline_version_or_unreadable_is_not_trusted(stamped, pg_copy, tmp_path):
-    wh = tmp_path / "w.duckdb"
-    first = ingest(wh, pg_copy)
+def test_a_stamp_of_another_pipeline_version_or_unreadable_is_not_trusted(stamped, pg_ingested_once, tmp_path):
+    done = pg_ingested_once(ingest, tmp_path)  # the copy's first ingest (tests/ingest/conftest.py)
+    pg_copy, wh, (first,) = done.url, done.warehouse, done.results
     key = STAMP_PREFIX + first.source_id
     con = duckdb.connect(str(wh))
     value = json.loads(con.execute("SELECT value FROM warehouse_meta WHERE key = ?", [key]).fetchall()[0][0])
@@ -244,9 +245,9 @@ def test_markers_do_not_depend_on_the_session_settings_of_the_reader(pg_copy, mo
         store.close()
 
 
-def test_cli_says_the_copy_was_not_read(pg_copy, tmp_path):
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, pg_copy)
+def test_cli_says_the_copy_was_not_read(pg_ingested_once, tmp_path):
+    done = pg_ingested_once(ingest, tmp_path)  # the copy's first ingest (tests/ingest/conftest.py)
+    pg_copy, wh = done.url, done.warehouse
     result = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "ingest", pg_copy, "-w", str(wh)],
         capture_output=True,
