@@ -364,7 +364,13 @@ def clean_log_tables(tmp_path_factory, log_samples) -> dict[str, list[tuple]]:
     return _log_tables(clean)
 
 
-@pytest.mark.parametrize("files_before_the_kill", [0, 1, 2, 4, 7])
+@pytest.mark.parametrize(
+    "files_before_the_kill",
+    # Killed before any file and mid-way in the default tier, at the other points in the heavy one;
+    # stands in the default tier: its cases 0 and 4,
+    # tests/ingest/test_input_classes.py::test_an_ingest_logs_killed_part_way_then_run_again_equals_a_clean_ingest
+    [0, *(pytest.param(n, marks=pytest.mark.heavy) for n in (1, 2)), 4, pytest.param(7, marks=pytest.mark.heavy)],
+)
 def test_an_ingest_logs_killed_part_way_then_run_again_equals_a_clean_ingest(
     tmp_path, log_samples, clean_log_tables, monkeypatch, files_before_the_kill
 ):
