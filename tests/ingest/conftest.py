@@ -31,12 +31,15 @@ def _recreate(server: str, name: str, template: str) -> None:
 
 @pytest.fixture(scope="module")
 def pg_ingested_once(pg_server, pg_copy_templates, tmp_path_factory):
-    """A factory: `make(ingest, tmp_path, prepare=(), times=1, last_epoch=4, ledger=True)` gives the test a
-    database holding `timeline.copy(last_epoch)` (with its ledger), changed by the `prepare` statements, and a
-    copy of a warehouse that ran `ingest(warehouse, url)` on it `times` times. The ingests run once per module
-    and arguments; each test gets the database re-made from its template under the very name those ingests
-    read (the same URL, the same bytes), so the warehouse is exactly what the test's own ingests would leave."""
-    built: dict[tuple, tuple[str, str, Path, tuple[Any, ...]]] = {}
+    """A factory: `make(ingest, tmp_path, prepare=(), times=1, last_epoch=4, ledger=True, file="w.duckdb")` gives
+    the test a database holding `timeline.copy(last_epoch)` (with its ledger), changed by the `prepare`
+    statements, and a copy (`tmp_path / file`) of a warehouse that ran `ingest(warehouse, url)` on it `times`
+    times. The ingests run once per module and arguments; each test gets the database re-made from its
+    template under the very name those ingests read (the same URL, the same bytes), so the warehouse is
+    exactly what the test's own ingests would leave. Calls that differ only in `ingest` or `times` share that
+    database (one URL for both warehouses)."""
+    copies: dict[tuple, tuple[str, str]] = {}  # (prepare, last_epoch, ledger): the database's name, its template
+    built: dict[tuple, tuple[Path, tuple[Any, ...]]] = {}
     databases: list[str] = []
 
     def make(
@@ -46,9 +49,10 @@ def pg_ingested_once(pg_server, pg_copy_templates, tmp_path_factory):
         times: int = 1,
         last_epoch: int = 4,
         ledger: bool = True,
+        file: str = "w.duckdb",
     ) -> Ingested:
-        key = (ingest, prepare, times, last_epoch, ledger)
-        if key not in built:
+        copy = (prepare, last_epoch, ledger)
+        if copy not in copies:
             template = pg_copy_templates(last_epoch, ledger=ledger)
             if prepare:  # a template of the prepared copy, so that each test's database is made in one step
                 prepared = f"ge_test_{uuid.uuid4().hex[:12]}"
@@ -58,16 +62,19 @@ def pg_ingested_once(pg_server, pg_copy_templates, tmp_path_factory):
                     for sql in prepare:
                         pg.execute(sql)
                 template = prepared
-            name = f"ge_test_{uuid.uuid4().hex[:12]}"
-            databases.append(name)
-            _recreate(pg_server, name, template)
+            copies[copy] = (f"ge_test_{uuid.uuid4().hex[:12]}", template)
+            databases.append(copies[copy][0])
+        name, template = copies[copy]
+        key = (ingest, times, *copy)
+        if key not in built:
+            _recreate(pg_server, name, template)  # as the template left it, whatever an earlier test did to it
             warehouse = tmp_path_factory.mktemp("ingested") / "w.duckdb"
             results = tuple(ingest(warehouse, f"{pg_server}/{name}") for _ in range(times))
             assert not warehouse.with_name(warehouse.name + ".wal").exists()  # the file alone is the warehouse
-            built[key] = (name, template, warehouse, results)
-        name, template, warehouse, results = built[key]
+            built[key] = (warehouse, results)
+        warehouse, results = built[key]
         _recreate(pg_server, name, template)
-        own = tmp_path / warehouse.name
+        own = tmp_path / file
         shutil.copyfile(warehouse, own)  # closed after its ingests, so checkpointed: the file is the warehouse
         return Ingested(f"{pg_server}/{name}", own, results)
 

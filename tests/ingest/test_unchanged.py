@@ -153,14 +153,16 @@ def test_a_change_in_the_copy_takes_the_full_ingest_and_ends_as_a_fresh_one(chan
     assert_views_equal(views(fresh), views(wh))
 
 
-def test_a_write_of_another_source_in_between_takes_the_full_ingest(pg_copy, sqlite_copy, tmp_path):
+def test_a_write_of_another_source_in_between_takes_the_full_ingest(pg_ingested_once, sqlite_copy, tmp_path):
     """The warehouse moved (another copy, further along, stored escrows of this one): the markers alone
     cannot tell what this copy's ingest would do now, so it runs in full, as it did before the markers."""
-    wh, reference = tmp_path / "w.duckdb", tmp_path / "ref.duckdb"
+    # The copy's first ingest, and its first full ingest, of one database (tests/ingest/conftest.py).
+    reference = pg_ingested_once(full_ingest, tmp_path, file="ref.duckdb").warehouse
+    done = pg_ingested_once(ingest, tmp_path)
+    pg_copy, wh = done.url, done.warehouse
     further = sqlite_copy(5)
-    for source in (pg_copy, further):
-        ingest(wh, source)
-        full_ingest(reference, source)
+    ingest(wh, further)
+    full_ingest(reference, further)
     again, reference_again = ingest(wh, pg_copy), full_ingest(reference, pg_copy)
     assert not again.markers_unchanged
     assert (again.rows, again.escrows_changed) == (reference_again.rows, reference_again.escrows_changed)
