@@ -161,9 +161,10 @@ def test_a_sqlite_ledger_blob_that_is_no_json_object_is_quarantined(tmp_path):
         con.close()
 
 
-def test_postgres_ledger_rows_of_an_escrow_without_state_are_quarantined_not_skipped(tmp_path, timeline, pg_database):
-    url = pg_database()
-    timeline.copy(last_epoch=4).write_postgres(url, ledger=True)
+def test_postgres_ledger_rows_of_an_escrow_without_state_are_quarantined_not_skipped(
+    tmp_path, pg_database, pg_copy_templates
+):
+    url = pg_database(template=pg_copy_templates(4, ledger=True))  # timeline.copy(4) with its ledger
     with psycopg.connect(url) as conn:
         escrow, counters, host_stats = conn.execute(
             "SELECT s.escrow_id, (SELECT count(*) FROM accounting_escrow_counters c WHERE c.escrow_id = s.escrow_id), "

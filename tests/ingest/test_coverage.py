@@ -47,6 +47,21 @@ def copies(tmp_path_factory, small_timeline) -> dict[str, Path]:
     return stores
 
 
+@pytest.fixture(scope="module")
+def full_first(tmp_path_factory, copies):
+    """A factory: `make(path)` puts at `path` a warehouse that ingested the full copy alone and returns that
+    ingest's summary; the ingest runs once per module, each test gets a copy of its file."""
+    built = tmp_path_factory.mktemp("full-first") / "w.duckdb"
+    summary = ingest(built, copies["full"])
+    assert not built.with_name(built.name + ".wal").exists()  # closed, so checkpointed: the file is the warehouse
+
+    def make(path: Path):
+        shutil.copyfile(built, path)
+        return summary
+
+    return make
+
+
 def ingest_all(warehouse: Path, *sources) -> None:
     for source in sources:
         ingest(warehouse, source)
@@ -86,13 +101,16 @@ def escrow(warehouse: Path, escrow_id: str) -> dict:
     return frame(warehouse, f"SELECT * FROM escrows WHERE escrow_id = '{escrow_id}'").row(0, named=True)
 
 
-def test_an_imported_copy_and_a_full_copy_fill_each_other_in_either_order(tmp_path, copies, small_timeline):
+def test_an_imported_copy_and_a_full_copy_fill_each_other_in_either_order(tmp_path, copies, small_timeline, full_first):
     only_full = tmp_path / "full.duckdb"
-    ingest(only_full, copies["full"])
+    full_first(only_full)
     expected = views(only_full)
     for order in (("imported", "full"), ("full", "imported")):
         wh = tmp_path / f"{'-'.join(order)}.duckdb"
-        first, second = (ingest(wh, copies[name]) for name in order)
+        if order[0] == "full":
+            first, second = full_first(wh), ingest(wh, copies["imported"])
+        else:
+            first, second = (ingest(wh, copies[name]) for name in order)
         # The second copy's diffs that the first had are deduplicated, not written again.
         held_by_both = frame(
             wh, "SELECT sum(hi - lo + 1) AS n FROM escrow_coverage WHERE source_id = 'sqlite:imported'"
@@ -196,7 +214,7 @@ def plant_fork(store: Path, escrow_id: str, epoch_id: int) -> int:
     raise AssertionError(f"no validation in escrow {escrow_id}")
 
 
-def test_a_fork_is_quarantined_with_both_versions_whatever_the_order(tmp_path, copies):
+def test_a_fork_is_quarantined_with_both_versions_whatever_the_order(tmp_path, copies, full_first):
     forked = tmp_path / "forked"
     shutil.copytree(copies["full"], forked)
     nonce = plant_fork(forked, "3100", 3)
@@ -204,7 +222,9 @@ def test_a_fork_is_quarantined_with_both_versions_whatever_the_order(tmp_path, c
     for order in (("full", "forked"), ("forked", "full")):
         wh = tmp_path / f"{'-'.join(order)}.duckdb"
         paths = {"full": copies["full"], "forked": forked}
-        summaries = [ingest(wh, paths[name]) for name in order]
+        summaries = [
+            full_first(wh) if i == 0 and name == "full" else ingest(wh, paths[name]) for i, name in enumerate(order)
+        ]
         assert summaries[1].diff_forks == 1 and summaries[0].diff_forks == 0
         versions = frame(wh, "SELECT nonce, source_id, digest, replayed FROM diff_forks ORDER BY source_id")
         assert versions["nonce"].to_list() == [nonce, nonce]
@@ -245,7 +265,7 @@ def assert_keys_unique(wh) -> None:
         assert counts["n"][0] > 0 and counts["n"][0] == counts["keys"][0], table
 
 
-def test_sealed_rows_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, copies):
+def test_sealed_rows_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, copies, full_first):
     other = tmp_path / "other"
     shutil.copytree(copies["full"], other)
     with sqlite3.connect(other / "epoch_3.db") as db:
@@ -261,7 +281,8 @@ def test_sealed_rows_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, 
     got = {}
     for order in (("full", "other"), ("other", "full")):
         wh = tmp_path / f"{'-'.join(order)}.duckdb"
-        ingest_all(wh, *({"full": copies["full"], "other": other}[name] for name in order))
+        for j, name in enumerate(order):  # a copy of the full copy's warehouse, where that comes first
+            full_first(wh) if j == 0 and name == "full" else ingest(wh, {"full": copies["full"], "other": other}[name])
         assert frame(wh, "SELECT escrow_id, conflicting_seals FROM escrows WHERE conflicted").rows() == [("3101", 1)]
         got[order] = views(wh)
         got[order]["sealed_conflicts"] = frame(
@@ -273,25 +294,28 @@ def test_sealed_rows_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, 
     assert_frame_equal(got[("full", "other")]["sealed_conflicts"], got[("other", "full")]["sealed_conflicts"])
 
 
-def test_postgres_and_sqlite_copies_fill_each_other_in_either_order(tmp_path, pg_database, small_timeline, copies):
+def test_postgres_and_sqlite_copies_fill_each_other_in_either_order(
+    tmp_path, pg_database, small_timeline, copies, full_first
+):
     """The imported copy in PostgreSQL, the full one in SQLite: the same warehouse in either order."""
     url = pg_database()
     small_timeline.copy(last_epoch=4, line="snapshot-import").write_postgres(url)
     got = []
     for i, order in enumerate(((url, copies["full"]), (copies["full"], url))):
         wh = tmp_path / f"{i}.duckdb"
-        ingest_all(wh, *order)
+        for j, source in enumerate(order):  # a copy of the full copy's warehouse, where that comes first
+            full_first(wh) if j == 0 and source == copies["full"] else ingest(wh, source)
         row = escrow(wh, "4101")
         assert (row["held_ranges"], row["complete"]) == (f"1-{row['latest_nonce']}", True)
         got.append(views(wh))
     assert_views_equal(got[0], got[1])
 
 
-def test_a_warehouse_from_before_coverage_gets_its_ranges_and_reingests_nothing(tmp_path, copies):
+def test_a_warehouse_from_before_coverage_gets_its_ranges_and_reingests_nothing(tmp_path, copies, full_first):
     """A warehouse whose diffs were stored before coverage was kept: opening it derives each source's
     ranges from the runs that wrote its diffs, so re-ingesting the copy reads no escrow again."""
     wh = tmp_path / "w.duckdb"
-    ingest(wh, copies["full"])
+    full_first(wh)
     expected = frame(wh, "SELECT * FROM escrow_coverage ORDER BY ALL")
     con = open_for_write(wh)
     con.execute("DELETE FROM raw_diff_coverage")
@@ -302,7 +326,7 @@ def test_a_warehouse_from_before_coverage_gets_its_ranges_and_reingests_nothing(
     assert (again.escrows_changed, again.rows) == (0, {})
 
 
-def test_signatures_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, copies):
+def test_signatures_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, copies, full_first):
     other = tmp_path / "other"
     shutil.copytree(copies["full"], other)
     with sqlite3.connect(other / "epoch_3.db") as db:
@@ -318,7 +342,10 @@ def test_signatures_that_disagree_mark_the_escrow_whatever_the_order(tmp_path, c
     got = {}
     for order in (("full", "other"), ("other", "full")):
         wh = tmp_path / f"{'-'.join(order)}.duckdb"
-        summaries = [ingest(wh, {"full": copies["full"], "other": other}[name]) for name in order]
+        paths = {"full": copies["full"], "other": other}
+        summaries = [
+            full_first(wh) if i == 0 and name == "full" else ingest(wh, paths[name]) for i, name in enumerate(order)
+        ]
         assert [s.signature_forks for s in summaries] == [0, 1]
         conflicted = frame(wh, "SELECT escrow_id, conflicting_signatures, forked_nonces FROM escrows WHERE conflicted")
         assert conflicted.rows() == [("3100", 1, 0)]

@@ -101,12 +101,17 @@ def test_every_file_table_column_and_row_of_a_bundled_sample_store_is_accounted_
     # tests/ingest/test_every_input_accounted.py::test_every_input_of_a_generated_copy_is_accounted_for_in_both_layouts
     [pytest.param(n, marks=[] if n == DEFAULT_LINE else [pytest.mark.heavy]) for n in SAMPLE_LINES],
 )
-def test_every_input_of_a_generated_copy_is_accounted_for_in_both_layouts(tmp_path, timeline, pg_database, line):
+def test_every_input_of_a_generated_copy_is_accounted_for_in_both_layouts(
+    tmp_path, timeline, pg_database, pg_copy_templates, line
+):
     copy = timeline.copy(last_epoch=4, line=line)
     store = copy.write_sqlite(tmp_path / "store", ledger=True)
     _check_sqlite_store(store, tmp_path / "a.duckdb")
-    url = pg_database()
-    copy.write_postgres(url, ledger=True)
+    if line == DEFAULT_LINE:  # timeline.copy(4) itself: a copy of the session's template of it (tests/conftest.py)
+        url = pg_database(template=pg_copy_templates(4, ledger=True))
+    else:
+        url = pg_database()
+        copy.write_postgres(url, ledger=True)
     wh = tmp_path / "b.duckdb"
     ingest(wh, url)
     acct = _accounting(wh)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from pipeline.samples import SampleSpec, generate_timeline
@@ -27,14 +29,31 @@ def _state(warehouse) -> tuple:
         con.close()
 
 
-def test_an_unrelated_copy_with_colliding_escrow_ids_is_refused_before_anything_is_written(timeline, tmp_path):
+@pytest.fixture(scope="module")
+def ours_and_theirs(tmp_path_factory, timeline):
+    """Our copy and another network's (the sample generator under another seed), only read, and a warehouse of
+    ours: built once for the tests below, each of which ingests theirs into a copy of that warehouse."""
+    root = tmp_path_factory.mktemp("ours-and-theirs")
+    ours = timeline.copy(last_epoch=4).write_sqlite(root / "ours")
+    theirs = generate_timeline(SampleSpec(seed=12)).copy(last_epoch=4).write_sqlite(root / "theirs")
+    warehouse = root / "w.duckdb"
+    ingest(warehouse, ours)  # closed, so checkpointed: the file alone is the warehouse
+    return theirs, warehouse
+
+
+def _ours_ingested(ours_and_theirs, tmp_path):
+    """The test's own warehouse of our copy (a copy of the file), and their copy."""
+    theirs, built = ours_and_theirs
+    warehouse = tmp_path / "w.duckdb"
+    shutil.copyfile(built, warehouse)
+    return warehouse, theirs
+
+
+def test_an_unrelated_copy_with_colliding_escrow_ids_is_refused_before_anything_is_written(ours_and_theirs, tmp_path):
     """Before: ingesting another network's copy (the sample generator under another seed: the same escrow ids
     3100.. with other creators and groups) replayed its diffs as forks of the stored escrows, resolved by
     "sha256 sorts first", and changed closed epoch 3's counts, exit 0."""
-    ours = timeline.copy(last_epoch=4).write_sqlite(tmp_path / "ours")
-    theirs = generate_timeline(SampleSpec(seed=12)).copy(last_epoch=4).write_sqlite(tmp_path / "theirs")
-    warehouse = tmp_path / "w.duckdb"
-    ingest(warehouse, ours)
+    warehouse, theirs = _ours_ingested(ours_and_theirs, tmp_path)
     before = _state(warehouse)
     with pytest.raises(SourceError) as refused:
         ingest(warehouse, theirs)
@@ -53,19 +72,15 @@ def test_the_same_copy_again_and_a_newer_copy_of_the_same_escrows_are_not_refuse
     assert {e for e, *_ in _state(warehouse)[2]} >= {2, 3, 4}  # every copy ingested
 
 
-def test_an_unrelated_copy_colliding_only_with_open_escrows_is_refused_too(timeline, tmp_path):
+def test_an_unrelated_copy_colliding_only_with_open_escrows_is_refused_too(ours_and_theirs, tmp_path):
     """The refusal looked at settled escrows only: another network's copy holding just its epoch 4 (escrow
     ids 4100.. of the open epoch, other creators) was merged as forks of ours, exit 0, and epoch 4's counts
     and creators became a mix of both networks'."""
-    import shutil
-
-    ours = timeline.copy(last_epoch=4).write_sqlite(tmp_path / "ours")
-    theirs = generate_timeline(SampleSpec(seed=12)).copy(last_epoch=4).write_sqlite(tmp_path / "theirs")
+    warehouse, whole = _ours_ingested(ours_and_theirs, tmp_path)
+    theirs = shutil.copytree(whole, tmp_path / "theirs")
     for old in (2, 3):  # a copy of the open epoch alone: no settled escrow of ours is named
         (theirs / f"epoch_{old}.db").unlink()
         shutil.rmtree(theirs / "payloads" / str(old), ignore_errors=True)
-    warehouse = tmp_path / "w.duckdb"
-    ingest(warehouse, ours)
     before = _state(warehouse)
     con = open_read_only(warehouse)
     try:

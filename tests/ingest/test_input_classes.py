@@ -353,17 +353,33 @@ def _log_tables(warehouse: Path) -> dict[str, list[tuple]]:
         con.close()
 
 
-@pytest.mark.parametrize("files_before_the_kill", [0, 1, 2, 4, 7])
+KILLED_LOGS = ("vllm", "longer", "metrics", "dapi.log", "poc")
+
+
+@pytest.fixture(scope="module")
+def clean_log_tables(tmp_path_factory, log_samples) -> dict[str, list[tuple]]:
+    """The tables a clean ingest of the killed test's logs gives: the same for each of its cases, built once."""
+    clean = tmp_path_factory.mktemp("clean-logs") / "clean.duckdb"
+    _ingest_logs(clean, [log_samples / p for p in KILLED_LOGS])
+    return _log_tables(clean)
+
+
+@pytest.mark.parametrize(
+    "files_before_the_kill",
+    # Killed before any file and mid-way in the default tier, at the other points in the heavy one;
+    # stands in the default tier: its cases 0 and 4,
+    # tests/ingest/test_input_classes.py::test_an_ingest_logs_killed_part_way_then_run_again_equals_a_clean_ingest
+    [0, *(pytest.param(n, marks=pytest.mark.heavy) for n in (1, 2)), 4, pytest.param(7, marks=pytest.mark.heavy)],
+)
 def test_an_ingest_logs_killed_part_way_then_run_again_equals_a_clean_ingest(
-    tmp_path, log_samples, monkeypatch, files_before_the_kill
+    tmp_path, log_samples, clean_log_tables, monkeypatch, files_before_the_kill
 ):
     """The process dies as a file's transaction starts (after `files_before_the_kill` files committed, a
     rotated file and its longer twin among them); running the same command again gives every table a
     clean ingest gives (run ids aside), and the killed run is not 'ok'."""
     import pipeline.ingest.logs as logs
 
-    paths = [log_samples / p for p in ("vllm", "longer", "metrics", "dapi.log", "poc")]
-    _ingest_logs(tmp_path / "clean.duckdb", paths)
+    paths = [log_samples / p for p in KILLED_LOGS]
     real = logs._ingest_file
     calls = []
 
@@ -378,7 +394,7 @@ def test_an_ingest_logs_killed_part_way_then_run_again_equals_a_clean_ingest(
         _ingest_logs(tmp_path / "killed.duckdb", paths)
     monkeypatch.setattr(logs, "_ingest_file", real)
     _ingest_logs(tmp_path / "killed.duckdb", paths)
-    assert _log_tables(tmp_path / "killed.duckdb") == _log_tables(tmp_path / "clean.duckdb")
+    assert _log_tables(tmp_path / "killed.duckdb") == clean_log_tables
     statuses = frame(tmp_path / "killed.duckdb", "SELECT status FROM ingest_runs ORDER BY started_at")["status"]
     assert statuses.to_list() == ["failed", "ok"]
 

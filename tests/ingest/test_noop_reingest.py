@@ -17,7 +17,7 @@ import pytest
 from pipeline.ingest.store import ingest_store
 from pipeline.sources.store import open_store
 from pipeline.warehouse.database import open_for_write
-from tests.helpers import assert_views_equal, frame, throwaway_database, views
+from tests.helpers import assert_views_equal, frame, views
 
 # What only a full ledger read asks for: the per-escrow tables, the SQLite blobs, PostgreSQL's legacy blob rows.
 LEDGER_BODY_READS = (
@@ -56,15 +56,27 @@ def ledger_body_reads(queries: list[str]) -> list[str]:
 
 
 @pytest.fixture
-def pg_ledger_copy(request, timeline) -> str:
-    url = throwaway_database(request)
-    timeline.copy(last_epoch=4).write_postgres(url, ledger=True)
-    return url
+def pg_ledger_copy(pg_database, pg_copy_templates) -> str:
+    """`timeline.copy(4)` with its ledger (a copy of one written once: tests/conftest.py)."""
+    return pg_database(template=pg_copy_templates(4, ledger=True))
+
+
+@pytest.fixture(scope="module")
+def sqlite_ledger_store(tmp_path_factory, timeline) -> Path:
+    return timeline.copy(last_epoch=4).write_sqlite(tmp_path_factory.mktemp("ledger") / "store", ledger=True)
 
 
 @pytest.fixture
-def sqlite_ledger_copy(tmp_path, timeline) -> Path:
-    return timeline.copy(last_epoch=4).write_sqlite(tmp_path / "store", ledger=True)
+def sqlite_ledger_copy(tmp_path, sqlite_ledger_store) -> Path:
+    """`timeline.copy(4)` with its ledger in SQLite, the test's own (a copy of one written once per module)."""
+    return shutil.copytree(sqlite_ledger_store, tmp_path / "store")
+
+
+def pg_ingested(pg_ingested_once, tmp_path) -> tuple[str, Path, tuple]:
+    """The PostgreSQL copy and a warehouse of its first `traced_ingest`, with what that returned (the ingest
+    runs once per module: tests/ingest/conftest.py)."""
+    done = pg_ingested_once(traced_ingest, tmp_path)
+    return done.url, done.warehouse, done.results[0]
 
 
 def counter_count(warehouse: Path, escrow_id: str, counter_id: str) -> int:
@@ -74,10 +86,12 @@ def counter_count(warehouse: Path, escrow_id: str, counter_id: str) -> int:
 
 
 @pytest.mark.parametrize("layout", ["pg", "sqlite"])
-def test_unchanged_copy_reads_no_ledger_rows_and_changes_nothing(layout, request, tmp_path):
-    source = request.getfixturevalue(f"{layout}_ledger_copy")
-    wh = tmp_path / "w.duckdb"
-    first, first_queries = traced_ingest(wh, source)
+def test_unchanged_copy_reads_no_ledger_rows_and_changes_nothing(layout, request, pg_ingested_once, tmp_path):
+    if layout == "pg":
+        source, wh, (first, first_queries) = pg_ingested(pg_ingested_once, tmp_path)
+    else:
+        source, wh = request.getfixturevalue("sqlite_ledger_copy"), tmp_path / "w.duckdb"
+        first, first_queries = traced_ingest(wh, source)
     before = views(wh), frame(wh, "SELECT * FROM ledger_counters ORDER BY ALL")
     second, second_queries = traced_ingest(wh, source)
     assert first.rows["ledger_escrows"] == 9 and ledger_body_reads(first_queries)
@@ -88,9 +102,8 @@ def test_unchanged_copy_reads_no_ledger_rows_and_changes_nothing(layout, request
     assert before[1].equals(frame(wh, "SELECT * FROM ledger_counters ORDER BY ALL"))
 
 
-def test_postgres_counter_moved_with_its_escrow_nonce_is_read_again(pg_ledger_copy, tmp_path):
-    wh = tmp_path / "w.duckdb"
-    traced_ingest(wh, pg_ledger_copy)
+def test_postgres_counter_moved_with_its_escrow_nonce_is_read_again(pg_ingested_once, tmp_path):
+    pg_ledger_copy, wh, _ = pg_ingested(pg_ingested_once, tmp_path)
     with psycopg.connect(pg_ledger_copy, autocommit=True) as pg:
         escrow_id, counter_id = pg.execute(
             "SELECT escrow_id, counter_id FROM accounting_escrow_counters "
@@ -111,9 +124,8 @@ def test_postgres_counter_moved_with_its_escrow_nonce_is_read_again(pg_ledger_co
     assert counter_count(wh, escrow_id, counter_id) == before + 5
 
 
-def test_postgres_writer_updated_at_alone_makes_the_ledger_read_again(pg_ledger_copy, tmp_path):
-    wh = tmp_path / "w.duckdb"
-    traced_ingest(wh, pg_ledger_copy)
+def test_postgres_writer_updated_at_alone_makes_the_ledger_read_again(pg_ingested_once, tmp_path):
+    pg_ledger_copy, wh, _ = pg_ingested(pg_ingested_once, tmp_path)
     with psycopg.connect(pg_ledger_copy, autocommit=True) as pg:
         escrow_id, counter_id = pg.execute(
             "SELECT escrow_id, counter_id FROM accounting_escrow_counters ORDER BY escrow_id DESC, counter_id LIMIT 1"
@@ -255,12 +267,11 @@ def cli_modules(*args: str) -> tuple[list[str], str]:
     return json.loads(line[len(MODULES_MARK) :]), done.stderr
 
 
-def test_cli_ingest_ends_without_the_teardown_and_prints_the_same(pg_ledger_copy, tmp_path):
+def test_cli_ingest_ends_without_the_teardown_and_prints_the_same(pg_ingested_once, tmp_path):
     """A completed ingest ends without the interpreter's teardown (pipeline/cli/main.py): same exit code,
     stdout and stderr as with the usual exit, its atexit handlers run; other commands and failed
     ingests keep the teardown."""
-    wh, twin = tmp_path / "w.duckdb", tmp_path / "twin.duckdb"
-    traced_ingest(wh, pg_ledger_copy)
+    (pg_ledger_copy, wh, _), twin = pg_ingested(pg_ingested_once, tmp_path), tmp_path / "twin.duckdb"
     shutil.copyfile(wh, twin)  # the same run history: the same run id
     fast = run_cli("ingest", pg_ledger_copy, "--warehouse", str(wh))
     usual = run_cli("ingest", pg_ledger_copy, "--warehouse", str(twin), call=APP_ALONE)
@@ -279,9 +290,8 @@ def test_cli_ingest_ends_without_the_teardown_and_prints_the_same(pg_ledger_copy
     assert failed.returncode == 1 and failed.stderr.startswith("error: ") and TEARDOWN_MARK in failed.stderr
 
 
-def test_postgres_noop_cli_ingest_imports_nothing_it_does_not_need(pg_ledger_copy, tmp_path):
-    wh = tmp_path / "w.duckdb"
-    first, _ = traced_ingest(wh, pg_ledger_copy)
+def test_postgres_noop_cli_ingest_imports_nothing_it_does_not_need(pg_ingested_once, tmp_path):
+    pg_ledger_copy, wh, (first, _) = pg_ingested(pg_ingested_once, tmp_path)
     loaded, stderr = cli_modules("ingest", pg_ledger_copy, "--warehouse", str(wh))
     assert first.escrows_changed > 0 and "escrows changed 0," in stderr  # it was a no-op
     assert {"duckdb", "adbc_driver_postgresql", "pipeline.ingest.unchanged"} <= set(loaded)  # the listing works
@@ -296,10 +306,9 @@ def test_postgres_cli_ingest_with_a_change_still_decodes_and_derives(pg_ledger_c
     assert frame(tmp_path / "w.duckdb", "SELECT count(*) AS n FROM d_inferences")["n"][0] > 0
 
 
-def test_postgres_escrow_cache_row_changed_at_the_same_cached_at_is_updated(pg_ledger_copy, tmp_path):
+def test_postgres_escrow_cache_row_changed_at_the_same_cached_at_is_updated(pg_ingested_once, tmp_path):
     """The escrow cache upsert skips rows that would stay as they are; a changed one is still written."""
-    wh = tmp_path / "w.duckdb"
-    traced_ingest(wh, pg_ledger_copy)
+    pg_ledger_copy, wh, _ = pg_ingested(pg_ingested_once, tmp_path)
     with psycopg.connect(pg_ledger_copy, autocommit=True) as pg:
         escrow_id, cached_at = pg.execute(
             "SELECT escrow_id, cached_at FROM devshard_escrow_cache ORDER BY escrow_id LIMIT 1"

@@ -33,14 +33,23 @@ def copy4(timeline):
 
 
 @pytest.fixture(scope="module")
-def both(copy4, tmp_path_factory, request):
+def both(copy4, tmp_path_factory, request, pg_server, pg_copy_templates):
     """The same copy ingested from SQLite and from PostgreSQL (ledgers included)."""
-    from tests.helpers import throwaway_database
+    import uuid
 
     base = tmp_path_factory.mktemp("other-builds")
     store = copy4.write_sqlite(base / "store", ledger=True)
-    url = throwaway_database(request)
-    copy4.write_postgres(url, ledger=True)
+    # copy4 in PostgreSQL with its ledger: a copy of the session's template of it (tests/conftest.py)
+    name = f"ge_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_copy_templates(4, ledger=True)}"')
+
+    def drop() -> None:
+        with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    request.addfinalizer(drop)
+    url = f"{pg_server}/{name}"
     ingest(base / "sqlite.duckdb", store)
     ingest(base / "pg.duckdb", url)
     return {"sqlite": base / "sqlite.duckdb", "postgres": base / "pg.duckdb", "store": store, "url": url}
@@ -305,14 +314,13 @@ def test_a_v0_2_12_single_file_store_is_refused_by_name(tmp_path, as_file):
     assert "v0.2.12-era single-file devshard store" in message and "carry no epoch" in message
 
 
-def test_a_row_layout_ledger_without_the_legacy_table_is_stamped(both, tmp_path, pg_database, copy4):
+def test_a_row_layout_ledger_without_the_legacy_table_is_stamped(both, tmp_path, pg_database, pg_copy_templates):
     """`accounting_escrows` is a leftover, absent from a ledger created in the row layout (docs/sources.md);
     such a ledger is a full ledger, so an unchanged re-ingest does not read it again."""
     from pipeline.sources.store.accounting import ledger_marker
     from pipeline.sources.store.postgres_markers import markers_query
 
-    url = pg_database()
-    copy4.write_postgres(url, ledger=True)
+    url = pg_database(template=pg_copy_templates(4, ledger=True))  # copy4 with its ledger (tests/conftest.py)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP TABLE accounting_escrows")
     store = open_store(url)

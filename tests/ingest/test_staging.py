@@ -116,7 +116,10 @@ def first_and_next(tmp_path_factory, timeline):
     return second, clean, wh, _chunk_tables(wh)
 
 
-@pytest.mark.parametrize("stage", [1, 2])
+# A kill in stage 2 (the transaction) in the default tier, one in stage 1 (before any write) in the heavy one
+# (each kills a subprocess ingest and runs it again); its stage 2 case stands in the default tier:
+# tests/ingest/test_staging.py::test_a_kill_in_either_stage_leaves_the_tables_and_the_next_run_removes_the_staged_files  # noqa: E501
+@pytest.mark.parametrize("stage", [pytest.param(1, marks=pytest.mark.heavy), 2])
 def test_a_kill_in_either_stage_leaves_the_tables_and_the_next_run_removes_the_staged_files(
     tmp_path, first_and_next, stage
 ):
@@ -146,6 +149,10 @@ def test_a_kill_in_either_stage_leaves_the_tables_and_the_next_run_removes_the_s
     assert statuses == ["ok", "aborted", "ok"]
 
 
+# A kill later in stage 2, between its parts (another subprocess ingest killed and run again);
+# stands in the default tier: a kill in stage 2, whose next run ends as a clean one,
+# tests/ingest/test_staging.py::test_a_kill_in_either_stage_leaves_the_tables_and_the_next_run_removes_the_staged_files  # noqa: E501
+@pytest.mark.heavy
 def test_a_kill_between_staged_parts_leaves_whole_parts_and_the_next_run_completes(tmp_path, sqlite_copy):
     """Stage 2 commits part by part (GONKA_EVIDENCE_STAGE_PART_DIFFS): killed after its first part, the warehouse
     holds whole parts (their escrows' raw and derived rows), and the next run reads the rest from the cursors."""

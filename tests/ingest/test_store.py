@@ -2,16 +2,44 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
 from tests.helpers import assert_views_equal, frame, ingest, views
 
 
-def test_numbers_match_the_generated_truth(tmp_path, sqlite_copy, timeline):
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, timeline) -> dict:
+    """SQLite copies named as `sqlite_copy` names them (`store-4`, `a-3`, `b-4`: the name is the source id), only
+    read, and the warehouses several tests start from, each ingested once per module: `store` (store-4 alone,
+    with its summary), `a`, `b` (a-3 or b-4 alone) and `a_b` (a-3 then b-4)."""
+    root = tmp_path_factory.mktemp("built")
+    stores = {
+        name: timeline.copy(last_epoch=epoch).write_sqlite(root / f"{name}-{epoch}")
+        for name, epoch in (("store", 4), ("a", 3), ("b", 4))
+    }
+    warehouses = {name: root / f"{name}.duckdb" for name in ("store", "a", "b", "a_b")}
+    summary = ingest(warehouses["store"], stores["store"])
+    for name, sources in (("a", ["a"]), ("b", ["b"]), ("a_b", ["a", "b"])):
+        for source in sources:
+            ingest(warehouses[name], stores[source])
+    assert not list(root.glob("*.wal"))  # closed, so checkpointed: each file alone is its warehouse
+    return {"stores": stores, "warehouses": warehouses, "summary": summary}
+
+
+def own(built: dict, name: str, path: Path) -> Path:
+    """The test's own copy, at `path`, of the module's warehouse `name`."""
+    shutil.copyfile(built["warehouses"][name], path)
+    return path
+
+
+def test_numbers_match_the_generated_truth(tmp_path, built, timeline):
     copy = timeline.copy(last_epoch=4)
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, sqlite_copy(4))
+    wh = own(built, "store", tmp_path / "w.duckdb")  # store-4 ingested
     truth = copy.truth
 
     per_kind = frame(wh, "SELECT kind, count(*) AS n FROM txs GROUP BY kind ORDER BY kind")
@@ -61,16 +89,15 @@ def test_numbers_match_the_generated_truth(tmp_path, sqlite_copy, timeline):
     assert frame(wh, "SELECT count(*) AS n FROM replay_disagreements")["n"][0] == 0
 
 
-def test_postgres_and_sqlite_layouts_give_identical_views(tmp_path, sqlite_copy, pg_copy):
-    ingest(tmp_path / "a.duckdb", sqlite_copy(4))
+def test_postgres_and_sqlite_layouts_give_identical_views(tmp_path, built, pg_copy):
+    own(built, "store", tmp_path / "a.duckdb")  # store-4 ingested
     ingest(tmp_path / "b.duckdb", pg_copy(4))
     assert_views_equal(views(tmp_path / "a.duckdb"), views(tmp_path / "b.duckdb"))
 
 
-def test_reingesting_the_same_copy_changes_nothing(tmp_path, sqlite_copy):
-    store = sqlite_copy(4)
-    wh = tmp_path / "w.duckdb"
-    first = ingest(wh, store)
+def test_reingesting_the_same_copy_changes_nothing(tmp_path, built):
+    store, first = built["stores"]["store"], built["summary"]
+    wh = own(built, "store", tmp_path / "w.duckdb")  # store-4 ingested, `first` its summary
     before = views(wh)
     second = ingest(wh, store)
     assert first.escrows_changed > 0
@@ -79,13 +106,10 @@ def test_reingesting_the_same_copy_changes_nothing(tmp_path, sqlite_copy):
     assert frame(wh, "SELECT count(*) AS n FROM ingest_runs WHERE status = 'ok'")["n"][0] == 2
 
 
-def test_history_accumulates_and_the_newest_copy_wins(tmp_path, sqlite_copy, timeline):
-    a, b = sqlite_copy(3, "a"), sqlite_copy(4, "b")
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, a)
-    ingest(wh, b)
-    ingest(tmp_path / "only_a.duckdb", a)
-    ingest(tmp_path / "only_b.duckdb", b)
+def test_history_accumulates_and_the_newest_copy_wins(tmp_path, built):
+    wh = own(built, "a_b", tmp_path / "w.duckdb")  # a-3, then b-4
+    own(built, "a", tmp_path / "only_a.duckdb")
+    own(built, "b", tmp_path / "only_b.duckdb")
     got, only_a, only_b = views(wh), views(tmp_path / "only_a.duckdb"), views(tmp_path / "only_b.duckdb")
     b_escrows = set(only_b["escrows"]["escrow_id"])
     pruned = set(only_a["escrows"]["escrow_id"]) - b_escrows
@@ -107,20 +131,16 @@ def test_history_accumulates_and_the_newest_copy_wins(tmp_path, sqlite_copy, tim
     assert advanced.height > 0
 
 
-def test_an_older_copy_after_a_newer_one_does_not_roll_back(tmp_path, sqlite_copy):
-    a, b = sqlite_copy(3, "a"), sqlite_copy(4, "b")
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, b)
-    ingest(wh, a)
-    ingest(tmp_path / "ab.duckdb", a)
-    ingest(tmp_path / "ab.duckdb", b)
+def test_an_older_copy_after_a_newer_one_does_not_roll_back(tmp_path, built):
+    wh = own(built, "b", tmp_path / "w.duckdb")  # b-4 ingested
+    ingest(wh, built["stores"]["a"])
+    own(built, "a_b", tmp_path / "ab.duckdb")  # a-3, then b-4
     assert_views_equal(views(wh), views(tmp_path / "ab.duckdb"))
 
 
-def test_two_hosts_of_one_escrow_do_not_double_count(tmp_path, sqlite_copy, pg_copy):
+def test_two_hosts_of_one_escrow_do_not_double_count(tmp_path, built, pg_copy):
     """Copies of different hosts hold the same diff log; deduplication is by (escrow_id, nonce, tx_index)."""
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, sqlite_copy(4))
+    wh = own(built, "store", tmp_path / "w.duckdb")  # store-4 ingested
     single = views(wh)
     ingest(wh, pg_copy(4))
     assert_views_equal(single, views(wh))
