@@ -356,10 +356,11 @@ def test_rollovers_and_versions_carry_across_chunks(tmp_path):
 _ODD_LINE_ROWS: dict[str, tuple] = {}  # text -> its rows and counts, shared by the cases below (the clean texts recur)
 
 
-# Every third offset of the line in the default tier, the others in the heavy tier; stands in the default tier:
-# tests/sources/logs/test_vllm_grammar.py::test_a_code_or_byte_anywhere_in_a_line
+# Every third offset of the line in the default tier, the others in the heavy tier.
 OFFSETS = [
     pytest.param(range(0, 40, 3), id="every-third-offset"),
+    # stands in the default tier: every third offset,
+    # tests/sources/logs/test_vllm_grammar.py::test_a_code_or_byte_anywhere_in_a_line
     pytest.param([p for p in range(40) if p % 3], marks=pytest.mark.heavy, id="the-other-offsets"),
 ]
 
