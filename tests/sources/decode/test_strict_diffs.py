@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,12 @@ def _tampered(name: str, blob: bytes, nonce: int) -> bytes:
     raise KeyError(name)
 
 
+@pytest.fixture(scope="module")
+def store3(timeline, tmp_path_factory) -> Path:
+    """The SQLite store of the copy up to epoch 3, written once: each case tampers with a copy of it."""
+    return timeline.copy(last_epoch=3).write_sqlite(tmp_path_factory.mktemp("written") / "store")
+
+
 @pytest.mark.parametrize(
     "name, reason",
     [
@@ -71,9 +78,9 @@ def _tampered(name: str, blob: bytes, nonce: int) -> bytes:
         ("an inference from the future", "started after this diff's nonce"),
     ],
 )
-def test_a_diff_that_is_not_what_the_writer_stores_is_quarantined_whole(tmp_path, timeline, name, reason):
+def test_a_diff_that_is_not_what_the_writer_stores_is_quarantined_whole(tmp_path, store3, name, reason):
     store = tmp_path / "store"
-    timeline.copy(last_epoch=3).write_sqlite(store)
+    shutil.copytree(store3, store)
     db_file, escrow, nonce, blob = _diff_with_start(store)
     _plant(db_file, escrow, nonce, _tampered(name, blob, nonce))
     wh = tmp_path / "w.duckdb"
