@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -70,11 +71,19 @@ def line_copies(timeline):
 
 
 @pytest.fixture(scope="module")
-def ha_host_a(line_copies, tmp_path_factory):
-    """A warehouse of the HA line's copy as host-a holds it, ingested once: one test reads it, one copies it."""
-    root = tmp_path_factory.mktemp("ha")
-    ingest(root / "w.duckdb", line_copies["ha"].write_sqlite(root / "host-a"))
-    return root / "w.duckdb"
+def host_a(line_copies, tmp_path_factory):
+    """The warehouse of a line's copy as host-a holds it (SQLite, no ledger), each ingested once: tests read
+    them, or copy one to add to it."""
+    made: dict[str, Path] = {}
+
+    def warehouse(line: str) -> Path:
+        if line not in made:
+            root = tmp_path_factory.mktemp(line)
+            ingest(root / "w.duckdb", line_copies[line].write_sqlite(root / "host-a"))
+            made[line] = root / "w.duckdb"
+        return made[line]
+
+    return warehouse
 
 
 @pytest.mark.parametrize("line", list(SAMPLE_LINES))
@@ -136,11 +145,11 @@ def test_each_release_line_reads_as_defined_in_both_layouts(line, tmp_path, line
         assert d.unrecognised == []  # every table the line creates is known
 
 
-def test_reason_3_timeouts_are_error_misses(line_copies, ha_host_a):
+def test_reason_3_timeouts_are_error_misses(line_copies, host_a):
     copy = line_copies["ha"]
     planted = pl.DataFrame(copy.truth.planted["reason3_error_misses"])
     assert planted.height > 0
-    wh = ha_host_a
+    wh = host_a("ha")
     got = frame(
         wh,
         "SELECT i.epoch_id, i.escrow_id, i.inference_id, i.status, i.miss_kind, t.kind, t.reason "
@@ -158,7 +167,7 @@ def target_status(copy, target) -> str:
     return row["status"][0]
 
 
-def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_path, line_copies, ha_host_a):
+def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_path, line_copies, host_a):
     copy = line_copies["ha"]
     target = next(d for d in copy.truth.planted["drained"] if d["escrow_id"].endswith("100") and d["epoch_id"] == 2)
     rows = [dict(r) for r in copy.tables["sealed_inferences"]]
@@ -167,7 +176,7 @@ def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_pa
             r["sealed_status"] = 6  # this host claims the record was refunded
     other = dataclasses.replace(copy, tables={**copy.tables, "sealed_inferences": rows})
     wh = tmp_path / "w.duckdb"
-    shutil.copy(ha_host_a, wh)  # the copy ingested from host-a
+    shutil.copy(host_a("ha"), wh)  # the copy ingested from host-a
     ingest(wh, other.write_sqlite(tmp_path / "host-b"))
     where = f"escrow_id = '{target['escrow_id']}' AND inference_id = {target['inference_id']}"
     row = frame(wh, f"SELECT drained, drain_outcome, status FROM inferences WHERE {where}").row(0, named=True)
@@ -556,17 +565,15 @@ def test_checkpoint_blobs_with_and_without_the_root_prefix():
     assert [k for k, _ in decoded.quarantined] == ["cut/44", "junk/44"]
 
 
-def test_imported_nonce_zero_or_null_means_not_imported(tmp_path, line_copies, pg_database):
+def test_imported_nonce_zero_or_null_means_not_imported(tmp_path, line_copies, host_a, pg_database):
     """A session that was not joined by import may carry imported_nonce 0 (a column default) in one
     layout and NULL in the other: the views are the same."""
     copy = line_copies["snapshot-import"]
     sessions = [s | {"imported_nonce": s["imported_nonce"] or 0} for s in copy.tables["sessions"]]
-    store = copy.write_sqlite(tmp_path / "store")
     url = pg_database()
     dataclasses.replace(copy, tables={**copy.tables, "sessions": sessions}).write_postgres(url)
-    ingest(tmp_path / "a.duckdb", store)
     ingest(tmp_path / "b.duckdb", url)
-    a, b = _views(tmp_path / "a.duckdb"), _views(tmp_path / "b.duckdb")
+    a, b = _views(host_a("snapshot-import")), _views(tmp_path / "b.duckdb")  # a: the copy as SQLite holds it
     for name in ("inferences", "snapshot_host_stats", "escrows"):
         assert_frame_equal(a[name], b[name], check_exact=True)
     assert a["snapshot_host_stats"].filter(pl.col("imported_nonce").is_not_null())["escrow_id"].unique().to_list() == [
