@@ -9,6 +9,7 @@ skipped, as they never run.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,16 +74,45 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _runtime_nodes(tree: ast.AST):
-    """Every node of `tree` except those under ``if TYPE_CHECKING:`` (its ``else`` branch runs)."""
+@functools.cache
+def _parsed(text: str, filename: str) -> ast.Module:
+    return ast.parse(text, filename)
+
+
+def parse(path: Path) -> ast.Module:
+    """The syntax tree of `path`'s current text; each text is parsed once per process, as most checks below
+    read every module of the package. Nothing changes a tree."""
+    return _parsed(path.read_text(), str(path))
+
+
+@functools.cache
+def _runtime_node_list(tree: ast.AST) -> tuple[ast.AST, ...]:
+    found = []
     pending = [tree]
     while pending:
         node = pending.pop()
-        yield node
+        found.append(node)
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             pending.extend(node.orelse)
             continue
         pending.extend(ast.iter_child_nodes(node))
+    return tuple(found)
+
+
+def _runtime_nodes(tree: ast.AST) -> tuple[ast.AST, ...]:
+    """Every node of `tree` except those under ``if TYPE_CHECKING:`` (its ``else`` branch runs); listed once
+    per tree."""
+    return _runtime_node_list(tree)
+
+
+@functools.cache
+def _all_nodes(tree: ast.AST) -> tuple[ast.AST, ...]:
+    return tuple(ast.walk(tree))
+
+
+def walk(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of `path`'s tree (`ast.walk`'s order), listed once per text."""
+    return _all_nodes(parse(path))
 
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> list[Edge]:
@@ -90,7 +120,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> list[Edge]:
     ``from pipeline.a import b`` is ``pipeline.a.b`` when that is a module, else ``pipeline.a``)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     edges = []
-    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+    for node in _runtime_nodes(parse(path)):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -170,7 +200,7 @@ def layer_violations(graph: dict[str, list[Edge]]) -> list[str]:
 def dynamic_imports(name: str, path: Path) -> list[str]:
     """`__import__(...)` and `import_module(...)` calls of a module (loading modules by name)."""
     found = []
-    for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+    for node in _runtime_nodes(parse(path)):
         if isinstance(node, ast.Call):
             func = node.func
             called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
@@ -248,7 +278,7 @@ def test_only_the_command_line_uses_typer_or_progress_bars():
     for name, path in modules(PIPELINE).items():
         if stage(name) == "cli":
             continue
-        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        for node in _runtime_nodes(parse(path)):
             names = (
                 [alias.name for alias in node.names]
                 if isinstance(node, ast.Import)
@@ -353,7 +383,7 @@ def test_only_the_network_cluster_imports_dask():
     pipeline/network/cluster.py imports dask or distributed, at any depth (function-level imports included)."""
     found = []
     for name, path in modules(PIPELINE).items():
-        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        for node in _runtime_nodes(parse(path)):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -436,7 +466,7 @@ def test_no_duckdb_result_is_left_unfinished_by_construction():
     for name, path in modules(PIPELINE).items():
         if stage(name) == "samples":  # the sample writers' sqlite3 cursors
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in walk(path):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr == "fetchone" or (node.func.attr == "sql" and name not in RELATION_MAKERS):
                     found.append(f"{name}: .{node.func.attr}() (line {node.lineno})")
@@ -465,7 +495,7 @@ def exception_classes(package_dir: Path) -> dict[str, tuple[str, list[str]]]:
     """Every class of the package with a base: name → (module file, base names)."""
     found: dict[str, tuple[str, list[str]]] = {}
     for name, path in modules(package_dir).items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in walk(path):
             if isinstance(node, ast.ClassDef):
                 bases = [
                     b.id if isinstance(b, ast.Name) else b.attr
@@ -542,7 +572,7 @@ def _console_names(tree: ast.AST) -> tuple[set[str], set[str]]:
     """The names a module binds to the console module's Rich consoles (``from pipeline.cli.console import out as
     console``) or to Rich's own print (``from rich import print``), and those it binds to the console module."""
     consoles, module = set(), set()
-    for node in ast.walk(tree):
+    for node in _all_nodes(tree):
         if isinstance(node, ast.ImportFrom) and node.module in (CONSOLE_MODULE, "rich"):
             wanted = ("out", "err", "_console") if node.module == CONSOLE_MODULE else ("print",)
             consoles |= {alias.asname or alias.name for alias in node.names if alias.name in wanted}
@@ -560,9 +590,9 @@ def printing_calls(package_dir: Path, allowed: dict[str, str]) -> list[str]:
     for name, path in modules(package_dir).items():
         if any(name == m or name.startswith(m + ".") for m in allowed):
             continue
-        tree = ast.parse(path.read_text())
+        tree = parse(path)
         consoles, console_module = _console_names(tree)
-        for node in ast.walk(tree):
+        for node in _all_nodes(tree):
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
@@ -633,7 +663,7 @@ def test_one_builder_of_reproducing_commands():
         name
         for name, path in modules(PIPELINE).items()
         if name != "pipeline.core.command"
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in walk(path)
         if isinstance(node, ast.Import | ast.ImportFrom)
         and any(a.name == "shlex" for a in node.names) | (isinstance(node, ast.ImportFrom) and node.module == "shlex")
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,44 @@ def copies(tmp_path_factory):
     root = tmp_path_factory.mktemp("copies")
     truth = write_network(root, hosts=3)
     return [str(root / name) for name in truth.copies], truth
+
+
+@pytest.fixture(scope="module")
+def written(copies, tmp_path_factory) -> Path:
+    """A lake of one bucket with stage 1 done for every copy, written once: the tests that build its
+    partitions (which writes to the lake) each build them in a copy of it."""
+    paths, _ = copies
+    lake_dir = tmp_path_factory.mktemp("written") / "lake"
+    Lake(lake_dir, 1, create=True)
+    for path in paths:
+        write_copy(str(lake_dir), path)
+    return lake_dir
+
+
+def _copy_of(lake_dir: Path, to: Path) -> Path:
+    shutil.copytree(lake_dir, to, dirs_exist_ok=True)
+    return to
+
+
+@pytest.fixture(scope="module")
+def ingested(copies, tmp_path_factory):
+    """`network ingest` of every copy into a new lake of four buckets, once, and the partitions in the order
+    stage 2 started them: (lake directory, summary, started)."""
+    import pipeline.network.jobs as jobs
+
+    paths, _ = copies
+    lake_dir = tmp_path_factory.mktemp("ingested") / "lake"
+    started: list[tuple[int, int]] = []
+    real = jobs.build_partition
+
+    def recording(lake_root: str, epoch: int, bucket: int):
+        started.append((epoch, bucket))
+        return real(lake_root, epoch, bucket)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jobs, "build_partition", recording)
+        summary = jobs.network_ingest(paths, lake_dir, workers=0, buckets=4)
+    return lake_dir, summary, started
 
 
 def test_the_bucket_is_a_stable_hash_of_the_escrow():
@@ -50,12 +89,9 @@ def test_re_running_a_copy_replaces_its_files(copies, tmp_path):
     assert not list(lake.tmp.glob("*"))
 
 
-def test_a_partition_decodes_each_diff_once_and_is_skipped_when_unchanged(copies, tmp_path):
+def test_a_partition_decodes_each_diff_once_and_is_skipped_when_unchanged(copies, written, tmp_path):
     paths, truth = copies
-    Lake(tmp_path, 1, create=True)
-    for path in paths:
-        write_copy(str(tmp_path), path)
-    lake = Lake(tmp_path)
+    lake = Lake(_copy_of(written, tmp_path))  # every copy written, in one bucket
     fork = truth.fork
     epoch = next(e for e, _ in lake.partitions() if str(e) == fork["escrow_id"][0])
     built = build_partition(str(tmp_path), epoch, 0)
@@ -68,17 +104,13 @@ def test_a_partition_decodes_each_diff_once_and_is_skipped_when_unchanged(copies
     assert not build_partition(str(tmp_path), epoch, 0).skipped
 
 
-def test_a_partition_derives_each_escrow_once_after_its_copies(copies, tmp_path, monkeypatch):
+def test_a_partition_derives_each_escrow_once_after_its_copies(written, tmp_path, monkeypatch):
     from collections import Counter
 
     import pipeline.ingest.derive as derive
     from pipeline.warehouse.database import open_read_only
 
-    paths, _ = copies
-    Lake(tmp_path, 1, create=True)
-    for path in paths:
-        write_copy(str(tmp_path), path)
-    lake = Lake(tmp_path)
+    lake = Lake(_copy_of(written, tmp_path))  # every copy written, in one bucket
     derived: Counter[str] = Counter()
     real = derive.derive_escrows
 
@@ -111,22 +143,11 @@ def _escrows(parquet_file) -> list[str]:
     return pq.read_table(parquet_file, columns=["escrow_id"])["escrow_id"].to_pylist()
 
 
-def test_stage_2_runs_the_largest_partitions_first_and_reports_them_in_order(copies, tmp_path, monkeypatch):
+def test_stage_2_runs_the_largest_partitions_first_and_reports_them_in_order(ingested):
     """Partitions start largest first (by the bytes of their files), so the largest does not end the stage
     alone; the summary still lists them by (epoch, bucket)."""
-    import pipeline.network.jobs as jobs
-
-    paths, _ = copies
-    started: list[tuple[int, int]] = []
-    real = jobs.build_partition
-
-    def recording(lake_root: str, epoch: int, bucket: int):
-        started.append((epoch, bucket))
-        return real(lake_root, epoch, bucket)
-
-    monkeypatch.setattr(jobs, "build_partition", recording)
-    summary = jobs.network_ingest(paths, tmp_path, workers=0, buckets=4)
-    lake = Lake(tmp_path)
+    lake_dir, summary, started = ingested
+    lake = Lake(lake_dir)
     sizes = lake.partition_bytes()
     assert sizes == {
         key: sum(f.stat().st_size for m in lake.manifests() for t in LAKE_TABLES for f in lake.files(m, t, *key))
@@ -139,7 +160,7 @@ def test_stage_2_runs_the_largest_partitions_first_and_reports_them_in_order(cop
     assert [p.bytes_read for p in summary.partitions] == [sizes[k] for k in sorted(sizes)]
 
 
-def test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it(copies, tmp_path):
+def test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it(copies, written, tmp_path):
     """Two copies with other bytes at one (escrow, nonce): the partition warehouse holds both versions in
     diff_forks, quarantines each under its copy, marks the escrow conflicted and replays the version whose
     sha256 sorts first, as a warehouse of the same copies does (today the lake dropped the second version:
@@ -152,10 +173,7 @@ def test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it(copies, tmp_
     single = tmp_path / "single.duckdb"
     for path in paths:
         ingest(single, path)
-    lake_dir = tmp_path / "lake"
-    Lake(lake_dir, 1, create=True)
-    for path in paths:
-        write_copy(str(lake_dir), path)
+    lake_dir = _copy_of(written, tmp_path / "lake")  # every copy written, in one bucket
     lake = Lake(lake_dir)
     epoch = next(e for e, _ in lake.partitions() if str(e) == fork["escrow_id"][0])
     built = build_partition(str(lake_dir), epoch, 0)
@@ -280,7 +298,7 @@ def test_a_copy_is_cut_between_escrows_into_pieces_of_about_the_same_diffs():
     assert cut([5, 5], 1) == [(None, None, 10)]
 
 
-def test_an_unrelated_copy_is_refused_before_it_is_written_to_the_lake(copies, tmp_path):
+def test_an_unrelated_copy_is_refused_before_it_is_written_to_the_lake(copies, ingested, tmp_path):
     """Another network's copy (the sample generator under another seed: escrow ids 2100.. with other
     creators) was written into the lake, then its partitions refused it naming a copy already there
     ("host-0: escrow ids ..."): the lake kept the unrelated rows, and every later `network ingest` and
@@ -289,8 +307,7 @@ def test_an_unrelated_copy_is_refused_before_it_is_written_to_the_lake(copies, t
     from pipeline.samples import SampleSpec, generate_timeline
 
     paths, _ = copies
-    lake_dir = tmp_path / "lake"
-    network_ingest(paths, lake_dir, workers=0)
+    lake_dir = _copy_of(ingested[0], tmp_path / "lake")  # `network ingest` of the copies
     before = sorted(p.relative_to(lake_dir) for p in lake_dir.rglob("*") if p.is_file() and p.name != "_lake.lock")
     theirs = generate_timeline(SampleSpec(seed=12)).copy(last_epoch=4).write_sqlite(tmp_path / "theirs")
     with pytest.raises(LakeError) as refused:

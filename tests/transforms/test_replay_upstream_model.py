@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -147,7 +148,10 @@ def cases(draw):
     return addresses, threshold, diffs
 
 
-@settings(max_examples=150, deadline=None, derandomize=True)
+STEP_BY_STEP = settings(deadline=None, derandomize=True)
+
+
+@settings(STEP_BY_STEP, max_examples=50)  # the heavy tier runs 150 (below)
 @given(cases())
 def test_replay_equals_upstreams_rules_step_by_step(case):
     addresses, threshold, diffs = case
@@ -160,6 +164,15 @@ def test_replay_equals_upstreams_rules_step_by_step(case):
         assert got == (record.status, record.valid, record.invalid), (rule, accepted)
         counted = list(zip(verdicts[ruled("counted", rule)], verdicts[ruled("after_resolution", rule)], strict=True))
         assert counted == flags, (rule, accepted)
+
+
+# 150 examples; stands in the default tier: the same on 50 examples,
+# tests/transforms/test_replay_upstream_model.py::test_replay_equals_upstreams_rules_step_by_step
+@pytest.mark.heavy
+@settings(STEP_BY_STEP, max_examples=150)
+@given(cases())
+def test_replay_equals_upstreams_rules_step_by_step_heavy(case):
+    test_replay_equals_upstreams_rules_step_by_step.hypothesis.inner_test(case)
 
 
 def test_the_model_gives_upstreams_own_cases():

@@ -191,7 +191,10 @@ def _mutated(data: st.DataObject, blobs: list[bytes]) -> bytes:
     return bytes(blob)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+BLOBS = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@settings(BLOBS, max_examples=100)  # the heavy tier runs 300 (below)
 @given(data=st.data())
 def test_random_and_mutated_blobs_decode_as_protobuf_decodes_them(sample_rows, data):
     real = [row["txs_proto"] for row in sample_rows[:200] if row["txs_proto"]]
@@ -207,3 +210,12 @@ def test_random_and_mutated_blobs_decode_as_protobuf_decodes_them(sample_rows, d
         _assert_same(_batch(rows))
     except OverflowError:
         pass  # an id past int64 fails both alike (checked in `_assert_same`)
+
+
+# 300 examples; stands in the default tier: the same on 100 examples,
+# tests/sources/decode/test_ptars_decode.py::test_random_and_mutated_blobs_decode_as_protobuf_decodes_them
+@pytest.mark.heavy
+@settings(BLOBS, max_examples=300)
+@given(data=st.data())
+def test_random_and_mutated_blobs_decode_as_protobuf_decodes_them_heavy(sample_rows, data):
+    test_random_and_mutated_blobs_decode_as_protobuf_decodes_them.hypothesis.inner_test(sample_rows, data)

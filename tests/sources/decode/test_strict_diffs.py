@@ -13,19 +13,21 @@ from tests.helpers import frame, ingest
 runner = CliRunner()
 
 
-def _diff_with_start(store: Path) -> tuple[Path, str, int, bytes]:
-    """(epoch file, escrow, nonce, txs_proto) of a diff that starts an inference and holds more after it."""
+def _diffs_with_start(store: Path) -> list[tuple[Path, str, int, bytes]]:
+    """(epoch file, escrow, nonce, txs_proto) of the first diff of each escrow that starts an inference and holds
+    more after it."""
     import sqlite3
 
     from pipeline.sources.decode import devshard_pb2 as pb
 
+    found: dict[str, tuple[Path, str, int, bytes]] = {}
     for db_file in sorted(store.glob("epoch_*.db")):
         with sqlite3.connect(db_file) as db:
             for escrow, nonce, blob in db.execute("SELECT escrow_id, nonce, txs_proto FROM diffs ORDER BY 1, 2"):
                 txs = pb.DiffContent.FromString(blob).txs
-                if len(txs) > 1 and any(tx.WhichOneof("tx") == "start_inference" for tx in txs):
-                    return db_file, escrow, nonce, blob
-    raise AssertionError("the sample copy has no diff with a start and more transactions")
+                if escrow not in found and len(txs) > 1 and any(tx.WhichOneof("tx") == "start_inference" for tx in txs):
+                    found[escrow] = (db_file, escrow, nonce, blob)
+    return list(found.values())
 
 
 def _plant(db_file: Path, escrow: str, nonce: int, blob: bytes) -> None:
@@ -61,23 +63,35 @@ def _tampered(name: str, blob: bytes, nonce: int) -> bytes:
     raise KeyError(name)
 
 
-@pytest.mark.parametrize(
-    "name, reason",
-    [
-        ("another message", "sets DiffContent field(s) nonce"),
-        ("an overlong length", "does not round-trip"),
-        ("two starts", "holds 2 MsgStartInference"),
-        ("a start of another nonce", "is not the diff's nonce"),
-        ("an inference from the future", "started after this diff's nonce"),
-    ],
-)
-def test_a_diff_that_is_not_what_the_writer_stores_is_quarantined_whole(tmp_path, timeline, name, reason):
-    store = tmp_path / "store"
-    timeline.copy(last_epoch=3).write_sqlite(store)
-    db_file, escrow, nonce, blob = _diff_with_start(store)
-    _plant(db_file, escrow, nonce, _tampered(name, blob, nonce))
-    wh = tmp_path / "w.duckdb"
-    result = runner.invoke(app, ["ingest", str(store), "-w", str(wh), "--strict"])
+CASES = [
+    ("another message", "sets DiffContent field(s) nonce"),
+    ("an overlong length", "does not round-trip"),
+    ("two starts", "holds 2 MsgStartInference"),
+    ("a start of another nonce", "is not the diff's nonce"),
+    ("an inference from the future", "started after this diff's nonce"),
+]
+
+
+@pytest.fixture(scope="module")
+def tampered(timeline, tmp_path_factory):
+    """The copy up to epoch 3 with one diff per case tampered, each in an escrow of its own (escrows replay
+    apart), ingested once with --strict: ({case: (escrow, nonce)}, warehouse, the command's result)."""
+    root = tmp_path_factory.mktemp("tampered")
+    store = timeline.copy(last_epoch=3).write_sqlite(root / "store")
+    found = _diffs_with_start(store)
+    assert len(found) >= len(CASES), "the sample copy has too few diffs with a start and more transactions"
+    planted = {}
+    for (name, _), (db_file, escrow, nonce, blob) in zip(CASES, found, strict=False):
+        _plant(db_file, escrow, nonce, _tampered(name, blob, nonce))
+        planted[name] = (escrow, nonce)
+    wh = root / "w.duckdb"
+    return planted, wh, runner.invoke(app, ["ingest", str(store), "-w", str(wh), "--strict"])
+
+
+@pytest.mark.parametrize("name, reason", CASES)
+def test_a_diff_that_is_not_what_the_writer_stores_is_quarantined_whole(tampered, name, reason):
+    planted, wh, result = tampered
+    escrow, nonce = planted[name]
     assert result.exit_code != 0, result.output
     q = frame(wh, f"SELECT reason FROM quarantine WHERE row_key = '{escrow}/{nonce}'")
     assert q.height == 1 and reason in q["reason"][0], q

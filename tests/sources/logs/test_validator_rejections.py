@@ -92,9 +92,9 @@ def _line(msg: str, inference_id: int, minute: int, extra: str = "") -> str:
 
 
 @pytest.mark.parametrize(("msg", "result", "reason"), LINES, ids=[m for m, _, _ in LINES])
-def test_rejection_line(tmp_path, msg, result, reason):
+def test_rejection_line(tmp_path, new_warehouse, msg, result, reason):
     (tmp_path / "dapi.log").write_text(_line(msg, 17, 0, " claimedInput=120 validationInput=80") + "\n")
-    con = open_for_write(tmp_path / "w.duckdb")
+    con = new_warehouse(tmp_path / "w.duckdb")
     try:
         ingest_logs(con, [tmp_path / "dapi.log"], host=VALIDATOR, kind="validator")
         rows = fetch_frame(con, "SELECT result, reason, inference_id, value FROM validation_scores").rows()
@@ -103,7 +103,7 @@ def test_rejection_line(tmp_path, msg, result, reason):
     assert rows == [(result, reason, "17", None)]
 
 
-def test_json_line_and_mainnet_invalid_reason(tmp_path):
+def test_json_line_and_mainnet_invalid_reason(tmp_path, new_warehouse):
     # the same message as a JSON slog record; and the mainnet path's "Invalid inference result" with its reason
     # attribute (decentralized-api/internal/validation, ToMsgValidation: logging.Warn("Invalid inference result",
     # types.Validation, "reason", r.Reason, "inferenceId", …)), reason text from validation.go @72770819
@@ -116,7 +116,7 @@ def test_json_line_and_mainnet_invalid_reason(tmp_path):
         'time=2026-10-24T12:02:00.000Z level=INFO msg="retrying" error="validation failed: timeout"',
     ]
     (tmp_path / "dapi.log").write_text("\n".join(lines) + "\n")
-    con = open_for_write(tmp_path / "w.duckdb")
+    con = new_warehouse(tmp_path / "w.duckdb")
     try:
         report = ingest_logs(con, [tmp_path / "dapi.log"], host=VALIDATOR, kind="validator")
         rows = fetch_frame(con, 'SELECT result, reason, value FROM validation_scores ORDER BY "at"').rows()
@@ -126,7 +126,7 @@ def test_json_line_and_mainnet_invalid_reason(tmp_path):
     assert report.unrecognised == []
 
 
-def test_rejections_are_no_scores_and_are_named(tmp_path):
+def test_rejections_are_no_scores_and_are_named(tmp_path, new_warehouse):
     """The similarity table counts rejection lines apart from the scores, by reason, and says what it sees."""
     lines = [
         'time=2026-10-24T11:00:00.000Z level=INFO msg="Cosine similarity validation result" subsystem=Validation '
@@ -135,7 +135,7 @@ def test_rejections_are_no_scores_and_are_named(tmp_path):
         _line("sampler-support check would fail (log-only): Output tokens outside the sampler support.", 6, 2),
     ]
     (tmp_path / "dapi.log").write_text("\n".join(lines) + "\n")
-    con = open_for_write(tmp_path / "w.duckdb")
+    con = new_warehouse(tmp_path / "w.duckdb")
     try:
         ingest_logs(con, [tmp_path / "dapi.log"], host=VALIDATOR, kind="validator")
         result = compute("similarity", con, host=VALIDATOR, command="test")

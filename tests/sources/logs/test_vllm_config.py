@@ -11,7 +11,6 @@ import pytest
 
 from pipeline.core.address import sample_address
 from pipeline.sources.logs.vllm_config import line_facts
-from pipeline.warehouse.database import open_for_write
 from tests.helpers import con_frame
 
 DATA = Path(__file__).parents[2] / "data" / "vllm_start_lines"
@@ -146,7 +145,7 @@ def test_the_v2_runner_line_states_the_runner():
 
 
 @pytest.fixture
-def cycles(tmp_path):
+def cycles(tmp_path, new_warehouse):
     """The real start lines ingested as one host's logs (year 2025), then its engine_cycles."""
     from pipeline.ingest.logs import ingest_logs
 
@@ -157,7 +156,7 @@ def cycles(tmp_path):
     # the eagle3 build restarted with the same config: a second start of it, a month later
     again = (DATA / "v0101dev_eagle3.log").read_text(encoding="utf-8").replace("10-30 14:20:52", "11-30 09:00:00")
     (logs / "v0101dev_eagle3_again.log").write_text(again, encoding="utf-8")
-    con = open_for_write(tmp_path / "w.duckdb")
+    con = new_warehouse(tmp_path / "w.duckdb")
     try:
         ingest_logs(con, [logs], host=HOST, kind="vllm", year=2025)
         yield con_frame(con, "SELECT * FROM engine_cycles ORDER BY started_at")

@@ -15,7 +15,7 @@ import pytest
 from pipeline.core.address import sample_address
 from pipeline.evidence import compute
 from pipeline.ingest.logs import ingest_logs
-from pipeline.warehouse.database import fetch_frame, open_for_write
+from pipeline.warehouse.database import fetch_frame
 
 HOST = sample_address("cycles")
 UTC = dt.UTC
@@ -52,11 +52,11 @@ def dead(t: str) -> str:
 
 
 @pytest.fixture
-def load(tmp_path):
+def load(tmp_path, new_warehouse):
     cons = []
 
     def _load(*files: list[str]):
-        con = open_for_write(tmp_path / "w.duckdb")
+        con = new_warehouse(tmp_path / "w.duckdb")
         cons.append(con)
         paths = []
         for i, lines in enumerate(files):

@@ -21,7 +21,7 @@ import pytest
 from pipeline.core.address import sample_address
 from pipeline.evidence import compute
 from pipeline.ingest.logs import ingest_logs
-from pipeline.warehouse.database import fetch_frame, open_for_write
+from pipeline.warehouse.database import fetch_frame
 
 UTC = dt.UTC
 DATA = Path(__file__).parents[2] / "data" / "vllm_real"
@@ -33,12 +33,12 @@ def at(*args) -> dt.datetime:
 
 
 @pytest.fixture
-def load(tmp_path):
+def load(tmp_path, new_warehouse):
     """Ingest one real file (year given: the excerpts carry no year) into a fresh warehouse."""
     cons = []
 
     def _load(name: str, year: int = 2025):
-        con = open_for_write(tmp_path / f"{name}.duckdb")
+        con = new_warehouse(tmp_path / f"{name}.duckdb")
         cons.append(con)
         summary = ingest_logs(con, [DATA / name], host=HOST, kind="vllm", year=year)
         return con, summary
@@ -164,7 +164,7 @@ def test_v0_speculative_metrics_are_cumulative(load):
     assert (acc["windows"], acc["drafts"], acc["drafted"], acc["accepted"]) == (2, 3, 15, 1)
 
 
-def test_v0_speculative_metrics_restart_without_start_line(tmp_path):
+def test_v0_speculative_metrics_restart_without_start_line(tmp_path, new_warehouse):
     """The two real V0 excerpts above one after the other in one file (composed here; each line as the issue
     printed it): the counts fall from 8547 to 1 accepted, a restart whose start line is missing, so the
     counting starts again from the line after the fall instead of giving negative windows."""
@@ -173,7 +173,7 @@ def test_v0_speculative_metrics_restart_without_start_line(tmp_path):
         (DATA / "v063_speculative_metrics.log").read_text()
         + (DATA / "v06_speculative_metrics_cumulative.log").read_text()
     )
-    con = open_for_write(tmp_path / "w.duckdb")
+    con = new_warehouse(tmp_path / "w.duckdb")
     try:
         ingest_logs(con, [path], host=HOST, kind="vllm", year=2024)
         windows = fetch_frame(con, 'SELECT accepted, drafted, drafts FROM spec_decode_windows ORDER BY "at"').rows()
@@ -182,7 +182,7 @@ def test_v0_speculative_metrics_restart_without_start_line(tmp_path):
         con.close()
 
 
-def test_v0_header_less_async_engine_dead_error(load, tmp_path):
+def test_v0_header_less_async_engine_dead_error(load, tmp_path, new_warehouse):
     """A header-less V0 traceback ending in `AsyncEngineDeadError`: on its own nothing dates it (15 unparsed
     lines, no event); after a record (the excerpt of v02_callback_traceback.log, composed here) it is folded
     into that record and makes it an engine death, dated by the record."""
@@ -192,7 +192,7 @@ def test_v0_header_less_async_engine_dead_error(load, tmp_path):
     path.write_text(
         (DATA / "v02_callback_traceback.log").read_text() + (DATA / "v0_asyncenginedead_tail.log").read_text()
     )
-    con = open_for_write(tmp_path / "w.duckdb")
+    con = new_warehouse(tmp_path / "w.duckdb")
     try:
         summary = ingest_logs(con, [path], host=HOST, kind="vllm", year=2023)
         assert (summary.lines, summary.unparsed) == (26, 0)
@@ -282,7 +282,7 @@ def test_v083_data_parallel_start_failure_with_interleaved_tracebacks(load):
     assert stability(con) == (1, 0)
 
 
-def test_data_parallel_engines_each_printing_a_start_line_are_one_launch(tmp_path):
+def test_data_parallel_engines_each_printing_a_start_line_are_one_launch(tmp_path, new_warehouse):
     """Each data-parallel engine core prints its own `Initializing a V1 LLM engine` line (the trl comment beside
     v083_dp_start_failure_interleaved.log shows it for 0.8.3); one launch, so one start cycle: the further lines
     are not restarts, and time-to-ready runs from the first. Lines constructed in that shape (two engines,
@@ -300,7 +300,7 @@ def test_data_parallel_engines_each_printing_a_start_line_are_one_launch(tmp_pat
     ]
     path = tmp_path / "dp.log"
     path.write_text("\n".join(lines) + "\n")
-    con = open_for_write(tmp_path / "w.duckdb")
+    con = new_warehouse(tmp_path / "w.duckdb")
     try:
         ingest_logs(con, [path], host=HOST, kind="vllm", year=2025)
         starts = fetch_frame(

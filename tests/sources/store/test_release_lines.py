@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,7 +17,8 @@ from typer.testing import CliRunner
 from pipeline.cli.app import app
 from pipeline.samples.release_lines import SAMPLE_LINES
 from pipeline.sources.store import open_store
-from tests.helpers import frame, ingest
+from pipeline.warehouse.database import open_for_write
+from tests.helpers import con_frame, frame, ingest
 
 # Public views compared between layouts, with their ordering keys.
 KEYS = {
@@ -55,12 +58,32 @@ TRUTH_COLUMNS = [
 
 
 def _views(wh) -> dict[str, pl.DataFrame]:
-    return {v: frame(wh, f"SELECT * FROM {v} ORDER BY {k}") for v, k in KEYS.items()}
+    con = open_for_write(wh)  # one connection for all the views: opening one costs as much as a view
+    try:
+        return {v: con_frame(con, f"SELECT * FROM {v} ORDER BY {k}") for v, k in KEYS.items()}
+    finally:
+        con.close()
 
 
 @pytest.fixture(scope="module")
 def line_copies(timeline):
     return {name: timeline.copy(last_epoch=4, line=name) for name in SAMPLE_LINES}
+
+
+@pytest.fixture(scope="module")
+def host_a(line_copies, tmp_path_factory):
+    """The warehouse of a line's copy as host-a holds it (SQLite, no ledger), each ingested once: tests read
+    them, or copy one to add to it."""
+    made: dict[str, Path] = {}
+
+    def warehouse(line: str) -> Path:
+        if line not in made:
+            root = tmp_path_factory.mktemp(line)
+            ingest(root / "w.duckdb", line_copies[line].write_sqlite(root / "host-a"))
+            made[line] = root / "w.duckdb"
+        return made[line]
+
+    return warehouse
 
 
 @pytest.mark.parametrize("line", list(SAMPLE_LINES))
@@ -122,12 +145,11 @@ def test_each_release_line_reads_as_defined_in_both_layouts(line, tmp_path, line
         assert d.unrecognised == []  # every table the line creates is known
 
 
-def test_reason_3_timeouts_are_error_misses(tmp_path, line_copies):
+def test_reason_3_timeouts_are_error_misses(line_copies, host_a):
     copy = line_copies["ha"]
     planted = pl.DataFrame(copy.truth.planted["reason3_error_misses"])
     assert planted.height > 0
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, copy.write_sqlite(tmp_path / "store"))
+    wh = host_a("ha")
     got = frame(
         wh,
         "SELECT i.epoch_id, i.escrow_id, i.inference_id, i.status, i.miss_kind, t.kind, t.reason "
@@ -145,7 +167,7 @@ def target_status(copy, target) -> str:
     return row["status"][0]
 
 
-def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_path, line_copies):
+def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_path, line_copies, host_a):
     copy = line_copies["ha"]
     target = next(d for d in copy.truth.planted["drained"] if d["escrow_id"].endswith("100") and d["epoch_id"] == 2)
     rows = [dict(r) for r in copy.tables["sealed_inferences"]]
@@ -154,7 +176,7 @@ def test_copies_disagreeing_on_a_drained_record_are_reported_not_resolved(tmp_pa
             r["sealed_status"] = 6  # this host claims the record was refunded
     other = dataclasses.replace(copy, tables={**copy.tables, "sealed_inferences": rows})
     wh = tmp_path / "w.duckdb"
-    ingest(wh, copy.write_sqlite(tmp_path / "host-a"))
+    shutil.copy(host_a("ha"), wh)  # the copy ingested from host-a
     ingest(wh, other.write_sqlite(tmp_path / "host-b"))
     where = f"escrow_id = '{target['escrow_id']}' AND inference_id = {target['inference_id']}"
     row = frame(wh, f"SELECT drained, drain_outcome, status FROM inferences WHERE {where}").row(0, named=True)
@@ -208,16 +230,24 @@ def _drained(copy, escrow_id: str, pre: str) -> list[int]:
     )
 
 
-def _both_layouts(copy, tmp_path, pg_database) -> tuple[dict, dict]:
-    store = copy.write_sqlite(tmp_path / "store")
-    url = pg_database()
-    copy.write_postgres(url)
-    ingest(tmp_path / "a.duckdb", store)
-    ingest(tmp_path / "b.duckdb", url)
-    a, b = _views(tmp_path / "a.duckdb"), _views(tmp_path / "b.duckdb")
-    for name in ("inferences", "txs", "validations", "escrows", "replay_disagreements"):
-        assert_frame_equal(a[name], b[name], check_exact=True)
-    return a, b
+# A hand-edited copy is read in the SQLite layout; in the heavy tier in PostgreSQL too, the views compared. The
+# two readers compared on each line's unedited copy, which stands in the default tier:
+# tests/sources/store/test_release_lines.py::test_each_release_line_reads_as_defined_in_both_layouts
+LAYOUTS = pytest.mark.parametrize("both", [False, pytest.param(True, marks=pytest.mark.heavy, id="both-layouts")])
+
+
+def _read(copy, tmp_path, pg_database, both: bool) -> dict:
+    """The views of the edited copy's SQLite store; with `both`, equal to those of its PostgreSQL database."""
+    ingest(tmp_path / "a.duckdb", copy.write_sqlite(tmp_path / "store"))
+    a = _views(tmp_path / "a.duckdb")
+    if both:
+        url = pg_database()
+        copy.write_postgres(url)
+        ingest(tmp_path / "b.duckdb", url)
+        b = _views(tmp_path / "b.duckdb")
+        for name in ("inferences", "txs", "validations", "escrows", "replay_disagreements"):
+            assert_frame_equal(a[name], b[name], check_exact=True)
+    return a
 
 
 def _rows(views, escrow_id: str, ids) -> dict[int, dict]:
@@ -225,7 +255,8 @@ def _rows(views, escrow_id: str, ids) -> dict[int, dict]:
     return {r["inference_id"]: r for r in got.iter_rows(named=True)}
 
 
-def test_transactions_in_and_after_the_settlement_diff(tmp_path, line_copies, pg_database):
+@LAYOUTS
+def test_transactions_in_and_after_the_settlement_diff(both, tmp_path, line_copies, pg_database):
     """The drain runs after the transactions of the settlement diff (finalize nonce + N): a refusal in that
     diff is a miss, not a drain. Transactions after it find no live record and change nothing, so the
     records they name stay drained: never a miss, never an answer (docs/data-model.md, replay)."""
@@ -275,7 +306,7 @@ def test_transactions_in_and_after_the_settlement_diff(tmp_path, line_copies, pg
     diffs.append(at_settle | {"nonce": settle + 1, "txs_proto": late.SerializeToString()})
     sessions = [s | {"latest_nonce": settle + 1} if s["escrow_id"] == escrow_id else s for s in copy.tables["sessions"]]
     edited = dataclasses.replace(copy, tables={**copy.tables, "diffs": diffs, "sessions": sessions})
-    a, _ = _both_layouts(edited, tmp_path, pg_database)
+    a = _read(edited, tmp_path, pg_database, both)
 
     rows = _rows(a, escrow_id, pending + started)
     assert {k: (r["drained"], r["miss_kind"], r["status"]) for k, r in rows.items()} == {
@@ -359,9 +390,10 @@ def _imported_after_finalize(copy, timeline, escrow_id: str, checkpoint_after: i
     return dataclasses.replace(copy, tables=tables), live_at_import
 
 
+@LAYOUTS
 @pytest.mark.parametrize("escrow_id,checkpoint_after", [("2101", 0), ("3100", 0), ("2101", 2)])  # refund, paid rule
 def test_an_escrow_joined_by_import_after_its_finalize(
-    escrow_id, checkpoint_after, tmp_path, line_copies, timeline, pg_database
+    escrow_id, checkpoint_after, both, tmp_path, line_copies, timeline, pg_database
 ):
     """No diffs before imported_nonce, so neither the finalize nor the starts of the records live at the
     import are in the log: the checkpoint gives both. Records still pending or started at settlement are
@@ -370,7 +402,7 @@ def test_an_escrow_joined_by_import_after_its_finalize(
     copy, live_at_import = _imported_after_finalize(
         line_copies["snapshot-import"], timeline, escrow_id, checkpoint_after
     )
-    a, _ = _both_layouts(copy, tmp_path, pg_database)
+    a = _read(copy, tmp_path, pg_database, both)
     columns = ["inference_id", "status", "drained", "pre_drain_status", "drain_outcome", "miss_kind"]
     got = a["inferences"].filter(pl.col("escrow_id") == escrow_id).select(columns)
     want = (
@@ -393,14 +425,15 @@ def test_an_escrow_joined_by_import_after_its_finalize(
     assert a["replay_disagreements"].filter(pl.col("escrow_id") == escrow_id).height == 0
 
 
-def test_an_escrow_joined_by_import_with_its_settlement_checkpoint(tmp_path, line_copies, timeline, pg_database):
+@LAYOUTS
+def test_an_escrow_joined_by_import_with_its_settlement_checkpoint(both, tmp_path, line_copies, timeline, pg_database):
     """As above, but the latest checkpoint is the one at settlement, which holds no live records: the
     records drained at settlement are known only from their sealed rows. Sealed Pending/Started, or
     Finished without a finish's tokens at the settlement nonce, is the drain's doing."""
     base = line_copies["snapshot-import"]
     imported, live_at_import = _imported_after_finalize(base, timeline, "3100")
     copy = dataclasses.replace(imported, tables={**imported.tables, "snapshots": base.tables["snapshots"]})
-    a, _ = _both_layouts(copy, tmp_path, pg_database)
+    a = _read(copy, tmp_path, pg_database, both)
     columns = ["inference_id", "status", "drained", "pre_drain_status", "drain_outcome", "miss_kind", "finished"]
     got = a["inferences"].filter(pl.col("inference_id").is_in(list(live_at_import)) & (pl.col("escrow_id") == "3100"))
     want = copy.truth.inferences.filter(
@@ -450,7 +483,8 @@ def test_doctor_lists_unknown_migrations_and_knows_every_table_of_a_line(tmp_pat
     assert lines["epoch_2.db"] == "squashed epoch list"
 
 
-def test_records_left_live_by_the_drain_are_unchanged(tmp_path, line_copies, timeline, pg_database):
+@LAYOUTS
+def test_records_left_live_by_the_drain_are_unchanged(both, tmp_path, line_copies, timeline, pg_database):
     """A build whose drain did not seal the records still pending or started leaves them live in the
     settlement checkpoint, as they were, with no sealed rows: the checkpoint shows the unchanged rule."""
     from pipeline.samples.model import EscrowMachine
@@ -482,7 +516,7 @@ def test_records_left_live_by_the_drain_are_unchanged(tmp_path, line_copies, tim
             for s in copy.tables["snapshots"]
         ],
     }
-    a, _ = _both_layouts(dataclasses.replace(copy, tables=tables), tmp_path, pg_database)
+    a = _read(dataclasses.replace(copy, tables=tables), tmp_path, pg_database, both)
     rows = _rows(a, escrow_id, drained)
     assert {
         i: (r["drained"], r["drain_outcome"], r["status"], r["sealed"], r["miss_kind"]) for i, r in rows.items()
@@ -531,17 +565,15 @@ def test_checkpoint_blobs_with_and_without_the_root_prefix():
     assert [k for k, _ in decoded.quarantined] == ["cut/44", "junk/44"]
 
 
-def test_imported_nonce_zero_or_null_means_not_imported(tmp_path, line_copies, pg_database):
+def test_imported_nonce_zero_or_null_means_not_imported(tmp_path, line_copies, host_a, pg_database):
     """A session that was not joined by import may carry imported_nonce 0 (a column default) in one
     layout and NULL in the other: the views are the same."""
     copy = line_copies["snapshot-import"]
     sessions = [s | {"imported_nonce": s["imported_nonce"] or 0} for s in copy.tables["sessions"]]
-    store = copy.write_sqlite(tmp_path / "store")
     url = pg_database()
     dataclasses.replace(copy, tables={**copy.tables, "sessions": sessions}).write_postgres(url)
-    ingest(tmp_path / "a.duckdb", store)
     ingest(tmp_path / "b.duckdb", url)
-    a, b = _views(tmp_path / "a.duckdb"), _views(tmp_path / "b.duckdb")
+    a, b = _views(host_a("snapshot-import")), _views(tmp_path / "b.duckdb")  # a: the copy as SQLite holds it
     for name in ("inferences", "snapshot_host_stats", "escrows"):
         assert_frame_equal(a[name], b[name], check_exact=True)
     assert a["snapshot_host_stats"].filter(pl.col("imported_nonce").is_not_null())["escrow_id"].unique().to_list() == [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from typer.testing import CliRunner
 
@@ -11,13 +13,20 @@ from tests.helpers import frame
 runner = CliRunner()
 
 
+@pytest.fixture(scope="module")
+def written(timeline, tmp_path_factory):
+    """The SQLite stores of the copies up to epochs 3 and 4, each written once: the cases copy them."""
+    root = tmp_path_factory.mktemp("written")
+    return {n: timeline.copy(last_epoch=n).write_sqlite(root / f"store-{n}") for n in (3, 4)}
+
+
 @pytest.mark.parametrize("name", ["s%41", "st#x", "st?y", "st ore"])
-def test_store_paths_are_paths_never_uri_syntax(tmp_path, timeline, name):
+def test_store_paths_are_paths_never_uri_syntax(tmp_path, written, name):
     """A store under a name with URI characters reads its own epochs, and its directory is left unchanged
     (``s%41`` once read the sibling ``sA``; ``#`` and ``?`` created empty files beside the store)."""
     mine, sibling = tmp_path / name, tmp_path / "sA"
-    timeline.copy(last_epoch=3).write_sqlite(mine)
-    timeline.copy(last_epoch=4).write_sqlite(sibling)  # one epoch more than `mine`
+    shutil.copytree(written[3], mine)
+    shutil.copytree(written[4], sibling)  # one epoch more than `mine`
     before = sorted(p.name for p in tmp_path.rglob("*"))
     wh = tmp_path.parent / f"{tmp_path.name}-w.duckdb"
     result = runner.invoke(app, ["ingest", str(mine), "-w", str(wh)])
