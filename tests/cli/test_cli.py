@@ -14,17 +14,17 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
+from tests.factories import sample_warehouse
 from tests.helpers import frame, ingest
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def warehouse(tmp_path, sqlite_copy) -> Path:
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, sqlite_copy(4))
-    return wh
+@pytest.fixture(scope="module")
+def warehouse(request, timeline) -> Path:
+    """One warehouse for the module: its tests only query it (read-only; one checks a write is refused)."""
+    return sample_warehouse(request, timeline.copy(last_epoch=4), name="w.duckdb").path
 
 
 def test_query_json_is_an_array_of_row_objects_with_utc_timestamps(warehouse):

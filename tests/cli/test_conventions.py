@@ -1,6 +1,8 @@
-"""Conventions of the whole command line, checked in real subprocesses: exit codes, which
-stream carries what, --version, --quiet/--verbose, --format choices, shell completion,
-config defaults, and help text printed as written."""
+"""Conventions of the whole command line: exit codes, which stream carries what, --version,
+--quiet/--verbose, --format choices, shell completion, config defaults, and help text printed as
+written. Checked in real subprocesses where the process matters (exit codes, streams, terminal
+width, the environment); help text, completion, usage errors and config defaults, which the
+argument parser and the config decide, in-process (`invoke`)."""
 
 from __future__ import annotations
 
@@ -13,12 +15,32 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from pipeline import __version__
+from pipeline.cli.app import app
 from tests.factories import sample_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
+
+
+def invoke(*args: str, env: dict | None = None):
+    """The command in-process, under the console script's name (its usage lines and completion variable) and
+    with the command line as sys.argv (which a table's reproducing command is made from), as a process has it."""
+    argv = sys.argv
+    sys.argv = ["gonka-evidence", *args]
+    try:
+        return CliRunner().invoke(app, list(args), prog_name="gonka-evidence", env=env)
+    finally:
+        sys.argv = argv
+
+
+@pytest.fixture
+def no_settings_env(monkeypatch):
+    """As `cli` gives a subprocess: no GONKA_EVIDENCE_* variable and no COLUMNS."""
+    for name in [k for k in os.environ if k.startswith("GONKA_EVIDENCE_")] + ["COLUMNS"]:
+        monkeypatch.delenv(name, raising=False)
 
 
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -126,7 +148,7 @@ def test_builds_summary_goes_to_stderr_and_its_help_prints_as_written(tmp_path):
 
 
 def test_every_command_takes_quiet_and_verbose_and_help_lists_the_exit_codes():
-    top = cli("--help").stdout
+    top = invoke("--help").stdout
     assert "Exit codes: 0 success; 1 user error" in " ".join(top.split())
     assert "3 rows quarantined with --strict" in " ".join(top.split())
     commands = [
@@ -142,15 +164,15 @@ def test_every_command_takes_quiet_and_verbose_and_help_lists_the_exit_codes():
         ["version"],
     ]
     for command in commands:
-        text = cli(*command, "--help").stdout
+        text = invoke(*command, "--help").stdout
         assert "--quiet" in text and "--verbose" in text, command
-    assert "Exit 3 when" in " ".join(cli("ingest", "--help").stdout.split())
+    assert "Exit 3 when" in " ".join(invoke("ingest", "--help").stdout.split())
 
 
 def _complete(words: str) -> list[str]:
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    result = cli(env={"_GONKA_EVIDENCE_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
-    assert result.returncode == 0, result.stderr
+    result = invoke(env={"_GONKA_EVIDENCE_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
+    assert result.exit_code == 0, result.stderr
     return result.stdout.split()
 
 
@@ -166,52 +188,60 @@ def test_shell_completion_of_evidence_names_named_queries_and_formats():
     assert _complete("gonka-evidence evidence tracker --format ") == list(FORMATS)
 
 
-def test_query_and_evidence_take_host_and_warehouse_from_the_config(tmp_path, warehouse, timeline):
+def test_query_and_evidence_take_host_and_warehouse_from_the_config(
+    tmp_path, warehouse, timeline, monkeypatch, no_settings_env
+):
     host = timeline.focal_host  # a host the warehouse holds (one it does not is an error)
     config = tmp_path / "gonka-evidence.toml"
     config.write_text(f'warehouse = "{warehouse}"\nhost = "{host}"\n')
-    here = cli("query", "SELECT count(*) AS n FROM escrows", "--format", "json", cwd=tmp_path)
-    assert here.returncode == 0, here.stderr
+    monkeypatch.chdir(tmp_path)
+    here = invoke("query", "SELECT count(*) AS n FROM escrows", "--format", "json")
+    assert here.exit_code == 0, here.stderr
     assert json.loads(here.stdout)[0]["n"] > 0
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    named = cli("query", "SELECT count(*) AS n FROM escrows", "--format", "csv", "--config", str(config), cwd=elsewhere)
-    assert named.returncode == 0 and named.stdout.startswith("n\n"), named.stderr
-    evidence = cli("evidence", "peer-invalidation", "--format", "json", cwd=tmp_path)
-    assert evidence.returncode == 0, evidence.stderr
+    monkeypatch.chdir(elsewhere)
+    named = invoke("query", "SELECT count(*) AS n FROM escrows", "--format", "csv", "--config", str(config))
+    assert named.exit_code == 0 and named.stdout.startswith("n\n"), named.stderr
+    monkeypatch.chdir(tmp_path)
+    evidence = invoke("evidence", "peer-invalidation", "--format", "json")
+    assert evidence.exit_code == 0, evidence.stderr
     assert f"--host {host}" not in evidence.stdout  # the host came from the config, not the command line
     assert json.loads(evidence.stdout)["evidence"] == "peer-invalidation"
     # No config here: no host is assumed, and the warehouse is ./warehouse.duckdb.
-    bare = cli("evidence", "peer-invalidation", "-w", str(warehouse), cwd=elsewhere)
-    assert bare.returncode == 1 and "needs --host" in bare.stderr
-    missing = cli("query", "SELECT 1", "--config", str(tmp_path / "nope.toml"), cwd=elsewhere)
-    assert missing.returncode == 1 and "no such config file" in missing.stderr
+    monkeypatch.chdir(elsewhere)
+    bare = invoke("evidence", "peer-invalidation", "-w", str(warehouse))
+    assert bare.exit_code == 1 and "needs --host" in bare.stderr
+    missing = invoke("query", "SELECT 1", "--config", str(tmp_path / "nope.toml"))
+    assert missing.exit_code == 1 and "no such config file" in missing.stderr
 
 
-def test_a_host_from_the_environment_is_named_in_the_reproducing_command(tmp_path, warehouse, timeline):
+def test_a_host_from_the_environment_is_named_in_the_reproducing_command(
+    tmp_path, warehouse, timeline, monkeypatch, no_settings_env
+):
     host = timeline.focal_host  # a host the warehouse holds (one it does not is an error)
+    monkeypatch.chdir(tmp_path)
     # As a warehouse from GONKA_EVIDENCE_WAREHOUSE is: the footer must reproduce the table without the variable.
-    from_env = cli(
+    from_env = invoke(
         "evidence",
         "votes-by-build",
         "--epoch",
         "3",
         env={"GONKA_EVIDENCE_HOST": host, "GONKA_EVIDENCE_WAREHOUSE": str(warehouse)},
-        cwd=tmp_path,
     )
-    assert from_env.returncode == 0, from_env.stderr
+    assert from_env.exit_code == 0, from_env.stderr
     (command,) = [line for line in from_env.stdout.splitlines() if line.startswith("- command: ")]
     assert (
         command
         == f"- command: `gonka-evidence evidence votes-by-build --epoch 3 --host {host} --warehouse {warehouse}`"
     )
-    again = cli(*command.removeprefix("- command: `gonka-evidence ").rstrip("`").split(), cwd=tmp_path)
-    assert (again.returncode, again.stdout) == (0, from_env.stdout), again.stderr
+    again = invoke(*command.removeprefix("- command: `gonka-evidence ").rstrip("`").split())
+    assert (again.exit_code, again.stdout) == (0, from_env.stdout), again.stderr
 
 
 def test_query_without_sql_or_with_vertical_in_another_format_is_a_usage_error(warehouse):
     for args in (["query"], ["query", "SELECT 1", "--vertical", "--format", "csv"]):
-        result = cli(*args, "-w", str(warehouse))
-        assert result.returncode == 2 and result.stdout == "" and "Usage: gonka-evidence query" in result.stderr, args
+        result = invoke(*args, "-w", str(warehouse))
+        assert result.exit_code == 2 and result.stdout == "" and "Usage: gonka-evidence query" in result.stderr, args
         assert "Traceback" not in result.stderr
-    assert "give SQL, a query name" in " ".join(cli("query", "-w", str(warehouse)).stderr.split())
+    assert "give SQL, a query name" in " ".join(invoke("query", "-w", str(warehouse)).stderr.split())
