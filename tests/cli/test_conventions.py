@@ -1,8 +1,9 @@
 """Conventions of the whole command line: exit codes, which stream carries what, --version,
 --quiet/--verbose, --format choices, shell completion, config defaults, and help text printed as
-written. Checked in real subprocesses where the process matters (exit codes, streams, terminal
-width, the environment); help text, completion, usage errors and config defaults, which the
-argument parser and the config decide, in-process (`invoke`)."""
+written. Checked in real subprocesses where the process itself matters (the console script's exit
+codes, --version, streams of a process, terminal width); help text, completion, usage errors, the
+stream a summary goes to, exit 3 and config defaults, which the command decides, in-process (`invoke`,
+its stdout and stderr apart)."""
 
 from __future__ import annotations
 
@@ -93,22 +94,22 @@ def test_strict_quarantine_exits_3_with_the_summary_on_stderr(tmp_path, sqlite_c
         escrow, nonce = db.execute("SELECT escrow_id, max(nonce) FROM diffs GROUP BY escrow_id LIMIT 1").fetchone()
         db.execute("UPDATE diffs SET txs_proto = x'12ffff01' WHERE escrow_id = ? AND nonce = ?", (escrow, nonce))
     wh = str(tmp_path / "w.duckdb")
-    strict = cli("ingest", str(store), "-w", wh, "--strict")
-    assert strict.returncode == 3, strict.stderr
+    strict = invoke("ingest", str(store), "-w", wh, "--strict")
+    assert strict.exit_code == 3, strict.stderr
     assert strict.stdout == ""  # the summary is not data
     assert re.search(r"quarantined rows: [1-9]", strict.stderr)
-    lenient = cli("ingest", str(store), "-w", str(tmp_path / "lenient.duckdb"))
-    assert lenient.returncode == 0 and re.search(r"quarantined rows: [1-9]", lenient.stderr)
-    quiet = cli("ingest", str(store), "-w", str(tmp_path / "quiet.duckdb"), "--strict", "--quiet")
-    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (3, "", "")
+    lenient = invoke("ingest", str(store), "-w", str(tmp_path / "lenient.duckdb"))
+    assert lenient.exit_code == 0 and re.search(r"quarantined rows: [1-9]", lenient.stderr)
+    quiet = invoke("ingest", str(store), "-w", str(tmp_path / "quiet.duckdb"), "--strict", "--quiet")
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (3, "", "")
 
 
 def test_ingest_logs_strict_exits_3(tmp_path):
     from pipeline.samples.logs import write_log_samples
 
     write_log_samples(tmp_path)
-    result = cli("ingest-logs", str(tmp_path / "vllm"), "--host", HOST, "-w", str(tmp_path / "w.duckdb"), "--strict")
-    assert result.returncode == 3, result.stderr
+    result = invoke("ingest-logs", str(tmp_path / "vllm"), "--host", HOST, "-w", str(tmp_path / "w.duckdb"), "--strict")
+    assert result.exit_code == 3, result.stderr
     # A command without data output prints its summary on stderr.
     assert result.stdout == "" and "unparsed lines: 1" in result.stderr
 
@@ -137,13 +138,13 @@ def test_data_on_stdout_notices_on_stderr_quiet_and_verbose(warehouse):
 def test_builds_summary_goes_to_stderr_and_its_help_prints_as_written(tmp_path):
     builds = tmp_path / "builds.toml"
     builds.write_text(f'[[builds]]\nhost = "{HOST}"\nlabel = "[bold]V2[/bold]"\nsince = "2026-10-23T00:00:00Z"\n')
-    result = cli("builds", str(builds), "-w", str(tmp_path / "w.duckdb"))
-    assert result.returncode == 0 and result.stdout == ""
+    result = invoke("builds", str(builds), "-w", str(tmp_path / "w.duckdb"))
+    assert result.exit_code == 0 and result.stdout == ""
     assert result.stderr.strip() == f"host_builds: 1 entries from {builds}"
-    assert cli("builds", str(builds), "-w", str(tmp_path / "w.duckdb"), "-q").stderr == ""
-    label = cli("query", "SELECT build FROM host_builds", "--format", "csv", "-w", str(tmp_path / "w.duckdb"))
+    assert invoke("builds", str(builds), "-w", str(tmp_path / "w.duckdb"), "-q").stderr == ""
+    label = invoke("query", "SELECT build FROM host_builds", "--format", "csv", "-w", str(tmp_path / "w.duckdb"))
     assert label.stdout == "build\n[bold]V2[/bold]\n"
-    help_text = cli("builds", "--help").stdout
+    help_text = invoke("builds", "--help").stdout
     assert "[[builds]] host, label, since entries" in help_text
 
 
