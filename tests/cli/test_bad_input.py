@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.helpers import frame, ingest
+
+
+@pytest.fixture(scope="module")
+def written_store(tmp_path_factory, timeline) -> Path:
+    """The SQLite store of `timeline.copy(last_epoch=4)`, written once for the module."""
+    return timeline.copy(last_epoch=4).write_sqlite(tmp_path_factory.mktemp("bad-input") / "store")
+
+
+@pytest.fixture
+def store_copy(tmp_path, written_store) -> Path:
+    """A copy of that store of the test's own, to break: a fraction of writing it again."""
+    return Path(shutil.copytree(written_store, tmp_path / "store-4"))
 
 
 def cli(*args, cwd=None):
@@ -73,8 +88,8 @@ def _newest_epoch_file(store):
     return sorted(store.glob("epoch_*.db"), key=lambda p: int(p.stem.split("_")[1]))[-1]
 
 
-def test_corrupt_txs_proto_is_quarantined(tmp_path, sqlite_copy):
-    store = sqlite_copy(4)
+def test_corrupt_txs_proto_is_quarantined(tmp_path, store_copy):
+    store = store_copy
     with sqlite3.connect(_newest_epoch_file(store)) as db:
         escrow, nonce = db.execute("SELECT escrow_id, max(nonce) FROM diffs GROUP BY escrow_id LIMIT 1").fetchone()
         db.execute("UPDATE diffs SET txs_proto = x'12ffff01' WHERE escrow_id = ? AND nonce = ?", (escrow, nonce))
@@ -88,8 +103,8 @@ def test_corrupt_txs_proto_is_quarantined(tmp_path, sqlite_copy):
     assert frame(wh, f"SELECT count(*) AS n FROM txs WHERE escrow_id = '{escrow}'")["n"][0] > 0
 
 
-def test_malformed_group_json_is_quarantined_and_the_log_kept(tmp_path, sqlite_copy):
-    store = sqlite_copy(4)
+def test_malformed_group_json_is_quarantined_and_the_log_kept(tmp_path, store_copy):
+    store = store_copy
     with sqlite3.connect(_newest_epoch_file(store)) as db:
         escrow = db.execute("SELECT escrow_id FROM sessions LIMIT 1").fetchone()[0]
         db.execute("UPDATE sessions SET group_json = '[{\"SlotID\": 0' WHERE escrow_id = ?", (escrow,))
@@ -101,9 +116,9 @@ def test_malformed_group_json_is_quarantined_and_the_log_kept(tmp_path, sqlite_c
     assert frame(wh, f"SELECT count(*) AS n FROM escrows WHERE escrow_id = '{escrow}'")["n"][0] == 0
 
 
-def test_unknown_tx_kind_is_kept_as_other_and_quarantined(tmp_path, sqlite_copy):
+def test_unknown_tx_kind_is_kept_as_other_and_quarantined(tmp_path, store_copy):
     wh = tmp_path / "w.duckdb"
-    summary = ingest(wh, sqlite_copy(4))
+    summary = ingest(wh, store_copy)
     others = frame(
         wh, "SELECT escrow_id, nonce, tx_index, reason FROM txs WHERE kind = 'other' AND reason LIKE 'field_15%'"
     )
@@ -114,8 +129,8 @@ def test_unknown_tx_kind_is_kept_as_other_and_quarantined(tmp_path, sqlite_copy)
     assert summary.quarantined >= len(keys)
 
 
-def test_unknown_status_value_is_quarantined(tmp_path, sqlite_copy):
-    store = sqlite_copy(4)
+def test_unknown_status_value_is_quarantined(tmp_path, store_copy):
+    store = store_copy
     with sqlite3.connect(_newest_epoch_file(store)) as db:
         escrow, inference = db.execute(
             "SELECT escrow_id, inference_id FROM sealed_inferences WHERE sealed_nonce > 0 LIMIT 1"
@@ -137,25 +152,25 @@ def test_unknown_status_value_is_quarantined(tmp_path, sqlite_copy):
     )
 
 
-def test_missing_table_is_a_one_line_error(tmp_path, sqlite_copy):
-    store = sqlite_copy(4)
+def test_missing_table_is_a_one_line_error(tmp_path, store_copy):
+    store = store_copy
     with sqlite3.connect(_newest_epoch_file(store)) as db:
         db.execute("ALTER TABLE diffs RENAME COLUMN txs_proto TO payload")
     line = _one_line_error(cli("ingest", str(store), "-w", str(tmp_path / "w.duckdb")))
     assert "lacks required column(s) diffs.txs_proto (in epoch " in line
 
 
-def test_an_epoch_file_of_random_bytes_is_one_line_and_nothing_after_it(tmp_path, sqlite_copy):
+def test_an_epoch_file_of_random_bytes_is_one_line_and_nothing_after_it(tmp_path, store_copy):
     """The driver's half-open connection is closed with the error: no finalizer traceback at exit."""
-    store = sqlite_copy(4)
+    store = store_copy
     _newest_epoch_file(store).write_bytes(bytes(range(256)) * 400)
     line = _one_line_error(cli("ingest", str(store), "-w", str(tmp_path / "w.duckdb")))
     assert line.endswith("cannot be read as SQLite (INVALID_ARGUMENT: Failed to prepare query: file is not a "
                          "database query: SELECT count(*) FROM sqlite_master)")  # fmt: skip
 
 
-def test_missing_optional_table_is_tolerated(tmp_path, sqlite_copy):
-    store = sqlite_copy(4)
+def test_missing_optional_table_is_tolerated(tmp_path, store_copy):
+    store = store_copy
     with sqlite3.connect(_newest_epoch_file(store)) as db:
         db.execute("DROP TABLE sealed_validation_obs")
         db.execute("DROP TABLE inference_validation_obs")
@@ -163,8 +178,8 @@ def test_missing_optional_table_is_tolerated(tmp_path, sqlite_copy):
     assert summary.rows["diffs"] > 0
 
 
-def test_missing_diffs_table_is_quarantined_and_other_epochs_ingested(tmp_path, sqlite_copy):
-    store = sqlite_copy(4)
+def test_missing_diffs_table_is_quarantined_and_other_epochs_ingested(tmp_path, store_copy):
+    store = store_copy
     newest = _newest_epoch_file(store)
     epoch = int(newest.stem.split("_")[1])
     with sqlite3.connect(newest) as db:

@@ -14,17 +14,17 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
+from tests.factories import sample_warehouse
 from tests.helpers import frame, ingest
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def warehouse(tmp_path, sqlite_copy) -> Path:
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, sqlite_copy(4))
-    return wh
+@pytest.fixture(scope="module")
+def warehouse(request, timeline) -> Path:
+    """One warehouse for the module: its tests only query it (read-only; one checks a write is refused)."""
+    return sample_warehouse(request, timeline.copy(last_epoch=4), name="w.duckdb").path
 
 
 def test_query_json_is_an_array_of_row_objects_with_utc_timestamps(warehouse):
@@ -139,6 +139,12 @@ def test_passwords_never_reach_the_warehouse(tmp_path, pg_copy):
     assert runs["source_display"][0].count("***") == 1
 
 
+# a second whole run of the samples in this tier; stands in the default tier:
+# tests/cli/test_summary_json.py::test_run_json_holds_its_outcome_and_its_log_lines_preflight_included (the same
+# run with no configuration, its new-reports and open-epoch lines, and a second run that changes nothing),
+# tests/api/test_api.py::test_run_says_its_lines_to_the_listener_and_keeps_them (the default ./warehouse.duckdb),
+# tests/cli/test_summary_json.py::test_ingest_json_of_a_new_warehouse_counts_the_samples (epochs 2, 3 and 4)
+@pytest.mark.heavy
 def test_run_with_no_configuration_ingests_the_samples(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["run"])

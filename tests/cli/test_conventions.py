@@ -1,6 +1,9 @@
-"""Conventions of the whole command line, checked in real subprocesses: exit codes, which
-stream carries what, --version, --quiet/--verbose, --format choices, shell completion,
-config defaults, and help text printed as written."""
+"""Conventions of the whole command line: exit codes, which stream carries what, --version,
+--quiet/--verbose, --format choices, shell completion, config defaults, and help text printed as
+written. Checked in real subprocesses where the process itself matters (the console script's exit
+codes, --version, streams of a process, terminal width); help text, completion, usage errors, the
+stream a summary goes to, exit 3 and config defaults, which the command decides, in-process (`invoke`,
+its stdout and stderr apart)."""
 
 from __future__ import annotations
 
@@ -13,12 +16,32 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from pipeline import __version__
+from pipeline.cli.app import app
 from tests.factories import sample_warehouse
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
+
+
+def invoke(*args: str, env: dict | None = None):
+    """The command in-process, under the console script's name (its usage lines and completion variable) and
+    with the command line as sys.argv (which a table's reproducing command is made from), as a process has it."""
+    argv = sys.argv
+    sys.argv = ["gonka-evidence", *args]
+    try:
+        return CliRunner().invoke(app, list(args), prog_name="gonka-evidence", env=env)
+    finally:
+        sys.argv = argv
+
+
+@pytest.fixture
+def no_settings_env(monkeypatch):
+    """As `cli` gives a subprocess: no GONKA_EVIDENCE_* variable and no COLUMNS."""
+    for name in [k for k in os.environ if k.startswith("GONKA_EVIDENCE_")] + ["COLUMNS"]:
+        monkeypatch.delenv(name, raising=False)
 
 
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -71,22 +94,22 @@ def test_strict_quarantine_exits_3_with_the_summary_on_stderr(tmp_path, sqlite_c
         escrow, nonce = db.execute("SELECT escrow_id, max(nonce) FROM diffs GROUP BY escrow_id LIMIT 1").fetchone()
         db.execute("UPDATE diffs SET txs_proto = x'12ffff01' WHERE escrow_id = ? AND nonce = ?", (escrow, nonce))
     wh = str(tmp_path / "w.duckdb")
-    strict = cli("ingest", str(store), "-w", wh, "--strict")
-    assert strict.returncode == 3, strict.stderr
+    strict = invoke("ingest", str(store), "-w", wh, "--strict")
+    assert strict.exit_code == 3, strict.stderr
     assert strict.stdout == ""  # the summary is not data
     assert re.search(r"quarantined rows: [1-9]", strict.stderr)
-    lenient = cli("ingest", str(store), "-w", str(tmp_path / "lenient.duckdb"))
-    assert lenient.returncode == 0 and re.search(r"quarantined rows: [1-9]", lenient.stderr)
-    quiet = cli("ingest", str(store), "-w", str(tmp_path / "quiet.duckdb"), "--strict", "--quiet")
-    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (3, "", "")
+    lenient = invoke("ingest", str(store), "-w", str(tmp_path / "lenient.duckdb"))
+    assert lenient.exit_code == 0 and re.search(r"quarantined rows: [1-9]", lenient.stderr)
+    quiet = invoke("ingest", str(store), "-w", str(tmp_path / "quiet.duckdb"), "--strict", "--quiet")
+    assert (quiet.exit_code, quiet.stdout, quiet.stderr) == (3, "", "")
 
 
 def test_ingest_logs_strict_exits_3(tmp_path):
     from pipeline.samples.logs import write_log_samples
 
     write_log_samples(tmp_path)
-    result = cli("ingest-logs", str(tmp_path / "vllm"), "--host", HOST, "-w", str(tmp_path / "w.duckdb"), "--strict")
-    assert result.returncode == 3, result.stderr
+    result = invoke("ingest-logs", str(tmp_path / "vllm"), "--host", HOST, "-w", str(tmp_path / "w.duckdb"), "--strict")
+    assert result.exit_code == 3, result.stderr
     # A command without data output prints its summary on stderr.
     assert result.stdout == "" and "unparsed lines: 1" in result.stderr
 
@@ -115,18 +138,18 @@ def test_data_on_stdout_notices_on_stderr_quiet_and_verbose(warehouse):
 def test_builds_summary_goes_to_stderr_and_its_help_prints_as_written(tmp_path):
     builds = tmp_path / "builds.toml"
     builds.write_text(f'[[builds]]\nhost = "{HOST}"\nlabel = "[bold]V2[/bold]"\nsince = "2026-10-23T00:00:00Z"\n')
-    result = cli("builds", str(builds), "-w", str(tmp_path / "w.duckdb"))
-    assert result.returncode == 0 and result.stdout == ""
+    result = invoke("builds", str(builds), "-w", str(tmp_path / "w.duckdb"))
+    assert result.exit_code == 0 and result.stdout == ""
     assert result.stderr.strip() == f"host_builds: 1 entries from {builds}"
-    assert cli("builds", str(builds), "-w", str(tmp_path / "w.duckdb"), "-q").stderr == ""
-    label = cli("query", "SELECT build FROM host_builds", "--format", "csv", "-w", str(tmp_path / "w.duckdb"))
+    assert invoke("builds", str(builds), "-w", str(tmp_path / "w.duckdb"), "-q").stderr == ""
+    label = invoke("query", "SELECT build FROM host_builds", "--format", "csv", "-w", str(tmp_path / "w.duckdb"))
     assert label.stdout == "build\n[bold]V2[/bold]\n"
-    help_text = cli("builds", "--help").stdout
+    help_text = invoke("builds", "--help").stdout
     assert "[[builds]] host, label, since entries" in help_text
 
 
 def test_every_command_takes_quiet_and_verbose_and_help_lists_the_exit_codes():
-    top = cli("--help").stdout
+    top = invoke("--help").stdout
     assert "Exit codes: 0 success; 1 user error" in " ".join(top.split())
     assert "3 rows quarantined with --strict" in " ".join(top.split())
     commands = [
@@ -142,15 +165,15 @@ def test_every_command_takes_quiet_and_verbose_and_help_lists_the_exit_codes():
         ["version"],
     ]
     for command in commands:
-        text = cli(*command, "--help").stdout
+        text = invoke(*command, "--help").stdout
         assert "--quiet" in text and "--verbose" in text, command
-    assert "Exit 3 when" in " ".join(cli("ingest", "--help").stdout.split())
+    assert "Exit 3 when" in " ".join(invoke("ingest", "--help").stdout.split())
 
 
 def _complete(words: str) -> list[str]:
     cword = len(words.split()) - (0 if words.endswith(" ") else 1)
-    result = cli(env={"_GONKA_EVIDENCE_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
-    assert result.returncode == 0, result.stderr
+    result = invoke(env={"_GONKA_EVIDENCE_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
+    assert result.exit_code == 0, result.stderr
     return result.stdout.split()
 
 
@@ -166,52 +189,60 @@ def test_shell_completion_of_evidence_names_named_queries_and_formats():
     assert _complete("gonka-evidence evidence tracker --format ") == list(FORMATS)
 
 
-def test_query_and_evidence_take_host_and_warehouse_from_the_config(tmp_path, warehouse, timeline):
+def test_query_and_evidence_take_host_and_warehouse_from_the_config(
+    tmp_path, warehouse, timeline, monkeypatch, no_settings_env
+):
     host = timeline.focal_host  # a host the warehouse holds (one it does not is an error)
     config = tmp_path / "gonka-evidence.toml"
     config.write_text(f'warehouse = "{warehouse}"\nhost = "{host}"\n')
-    here = cli("query", "SELECT count(*) AS n FROM escrows", "--format", "json", cwd=tmp_path)
-    assert here.returncode == 0, here.stderr
+    monkeypatch.chdir(tmp_path)
+    here = invoke("query", "SELECT count(*) AS n FROM escrows", "--format", "json")
+    assert here.exit_code == 0, here.stderr
     assert json.loads(here.stdout)[0]["n"] > 0
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    named = cli("query", "SELECT count(*) AS n FROM escrows", "--format", "csv", "--config", str(config), cwd=elsewhere)
-    assert named.returncode == 0 and named.stdout.startswith("n\n"), named.stderr
-    evidence = cli("evidence", "peer-invalidation", "--format", "json", cwd=tmp_path)
-    assert evidence.returncode == 0, evidence.stderr
+    monkeypatch.chdir(elsewhere)
+    named = invoke("query", "SELECT count(*) AS n FROM escrows", "--format", "csv", "--config", str(config))
+    assert named.exit_code == 0 and named.stdout.startswith("n\n"), named.stderr
+    monkeypatch.chdir(tmp_path)
+    evidence = invoke("evidence", "peer-invalidation", "--format", "json")
+    assert evidence.exit_code == 0, evidence.stderr
     assert f"--host {host}" not in evidence.stdout  # the host came from the config, not the command line
     assert json.loads(evidence.stdout)["evidence"] == "peer-invalidation"
     # No config here: no host is assumed, and the warehouse is ./warehouse.duckdb.
-    bare = cli("evidence", "peer-invalidation", "-w", str(warehouse), cwd=elsewhere)
-    assert bare.returncode == 1 and "needs --host" in bare.stderr
-    missing = cli("query", "SELECT 1", "--config", str(tmp_path / "nope.toml"), cwd=elsewhere)
-    assert missing.returncode == 1 and "no such config file" in missing.stderr
+    monkeypatch.chdir(elsewhere)
+    bare = invoke("evidence", "peer-invalidation", "-w", str(warehouse))
+    assert bare.exit_code == 1 and "needs --host" in bare.stderr
+    missing = invoke("query", "SELECT 1", "--config", str(tmp_path / "nope.toml"))
+    assert missing.exit_code == 1 and "no such config file" in missing.stderr
 
 
-def test_a_host_from_the_environment_is_named_in_the_reproducing_command(tmp_path, warehouse, timeline):
+def test_a_host_from_the_environment_is_named_in_the_reproducing_command(
+    tmp_path, warehouse, timeline, monkeypatch, no_settings_env
+):
     host = timeline.focal_host  # a host the warehouse holds (one it does not is an error)
+    monkeypatch.chdir(tmp_path)
     # As a warehouse from GONKA_EVIDENCE_WAREHOUSE is: the footer must reproduce the table without the variable.
-    from_env = cli(
+    from_env = invoke(
         "evidence",
         "votes-by-build",
         "--epoch",
         "3",
         env={"GONKA_EVIDENCE_HOST": host, "GONKA_EVIDENCE_WAREHOUSE": str(warehouse)},
-        cwd=tmp_path,
     )
-    assert from_env.returncode == 0, from_env.stderr
+    assert from_env.exit_code == 0, from_env.stderr
     (command,) = [line for line in from_env.stdout.splitlines() if line.startswith("- command: ")]
     assert (
         command
         == f"- command: `gonka-evidence evidence votes-by-build --epoch 3 --host {host} --warehouse {warehouse}`"
     )
-    again = cli(*command.removeprefix("- command: `gonka-evidence ").rstrip("`").split(), cwd=tmp_path)
-    assert (again.returncode, again.stdout) == (0, from_env.stdout), again.stderr
+    again = invoke(*command.removeprefix("- command: `gonka-evidence ").rstrip("`").split())
+    assert (again.exit_code, again.stdout) == (0, from_env.stdout), again.stderr
 
 
 def test_query_without_sql_or_with_vertical_in_another_format_is_a_usage_error(warehouse):
     for args in (["query"], ["query", "SELECT 1", "--vertical", "--format", "csv"]):
-        result = cli(*args, "-w", str(warehouse))
-        assert result.returncode == 2 and result.stdout == "" and "Usage: gonka-evidence query" in result.stderr, args
+        result = invoke(*args, "-w", str(warehouse))
+        assert result.exit_code == 2 and result.stdout == "" and "Usage: gonka-evidence query" in result.stderr, args
         assert "Traceback" not in result.stderr
-    assert "give SQL, a query name" in " ".join(cli("query", "-w", str(warehouse)).stderr.split())
+    assert "give SQL, a query name" in " ".join(invoke("query", "-w", str(warehouse)).stderr.split())

@@ -127,7 +127,13 @@ def test_a_ctrl_c_stops_a_running_query_even_where_its_keyboardinterrupt_is_lost
     assert time.monotonic() - started < 10
 
 
-@pytest.mark.parametrize("delay", [0.8, 1.6, 2.4])
+# The same running query interrupted earlier or later: seconds of a core each. stands in the default tier:
+# tests/cli/test_interrupts.py::test_ctrl_c_into_a_running_query_ends_it_at_once (its 1.6 s case),
+# tests/cli/test_interrupts.py::test_ctrl_c_at_any_moment_is_one_line (a Ctrl-C at 0.6 s to 2.5 s)
+EARLIER_AND_LATER = [pytest.param(d, marks=pytest.mark.heavy) for d in (0.8, 2.4)]
+
+
+@pytest.mark.parametrize("delay", [EARLIER_AND_LATER[0], 1.6, EARLIER_AND_LATER[1]])
 def test_ctrl_c_into_a_running_query_ends_it_at_once(tmp_path, delay):
     """SIGINT into a long query: it ends within seconds with the one line, never at its --timeout."""
     import os

@@ -67,9 +67,13 @@ def test_a_reader_uses_the_option_over_the_environment_over_the_config(here, mon
     assert f"fromother.duckdb: {MISSING}" in result.output, result.output
 
 
+# An hour's window, not an epoch: a bundle (and each verify, which recomputes it) a third of an epoch's work.
+WINDOW = ["--since", "2026-10-29T00:00:00", "--until", "2026-10-29T01:00:00"]
+
+
 def test_verify_uses_the_config_s_warehouse(here, samples_wh, monkeypatch):
     _config(here, str(samples_wh), FOCAL)
-    made = runner.invoke(app, ["bundle", "--epoch", "3", "--out", "bun"])
+    made = runner.invoke(app, ["bundle", *WINDOW, "--out", "bun"])
     assert made.exit_code == 0, made.output
     assert runner.invoke(app, ["verify", "bun"]).exit_code == 0
     _config(here, "fromconfig.duckdb")
@@ -127,16 +131,20 @@ def test_run_uses_the_config_s_warehouse_unless_one_is_given(here, monkeypatch):
 
 
 # Commands that take a host: the config's when none is given; the environment's over it; the option's over both.
-HOSTED = {
-    "evidence": ["evidence", "epoch-summary"],
-    "preflight": ["preflight"],
-    "report": ["report", "epoch", "3", "--out", "rep"],
-    "bundle": ["bundle", "--epoch", "3", "--out", "bun"],
-    "ingest-logs": ["ingest-logs", "--kind", "vllm", "--year", "2026"],
-}
+# bundle resolves its host as evidence and preflight do (Warehouse.resolve(host=), then its settings' host), and
+# writes the same epoch report as report; two bundles are seconds. stands in the default tier:
+# tests/cli/test_settings.py::test_the_host_is_the_option_over_the_environment_over_the_config (its other cases)
+BUNDLE = pytest.param(["bundle", "--epoch", "3", "--out", "bun"], id="bundle", marks=pytest.mark.heavy)
+HOSTED = [
+    pytest.param(["evidence", "epoch-summary"], id="evidence"),
+    pytest.param(["preflight"], id="preflight"),
+    pytest.param(["report", "epoch", "3", "--out", "rep"], id="report"),
+    BUNDLE,
+    pytest.param(["ingest-logs", "--kind", "vllm", "--year", "2026"], id="ingest-logs"),
+]
 
 
-@pytest.mark.parametrize("argv", HOSTED.values(), ids=HOSTED.keys())
+@pytest.mark.parametrize("argv", HOSTED)
 def test_the_host_is_the_option_over_the_environment_over_the_config(here, samples_wh, monkeypatch, argv):
     wh = here / "w.duckdb"
     shutil.copy(samples_wh, wh)

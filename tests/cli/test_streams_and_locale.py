@@ -167,13 +167,17 @@ def test_files_are_utf8_whatever_the_locale(tmp_path, warehouse):
         }
     assert reports["utf8"] == reports["ascii"]
     assert "–".encode() in reports["ascii"]["out/epoch-3/report.md"]
+    # The bundle's own files (tables, charts, manifest) over an hour's window: an epoch's bundle adds the epoch
+    # report, written as `report` writes it (above), at three times the work.
+    window = ["--since", "2026-10-29T00:00:00", "--until", "2026-10-29T01:00:00"]
     done = _cli(
-        ["bundle", "--host", HOST, "--epoch", "2", "-w", str(warehouse), "--out", "b"],
+        ["bundle", "--host", HOST, *window, "-w", str(warehouse), "--out", "b"],
         cwd=tmp_path,
         env=ASCII_LOCALE,
         capture_output=True,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert "–".encode() in (tmp_path / "b" / "tables" / "votes-by-build.md").read_bytes()  # not ASCII, written
 
 
 # stands in the default tier: tests/cli/test_streams_and_locale.py::test_files_are_utf8_whatever_the_locale

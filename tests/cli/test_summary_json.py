@@ -128,4 +128,8 @@ def test_run_json_holds_its_outcome_and_its_log_lines_preflight_included(samples
     assert texts[0].startswith("config: data-samples; warehouse: w.duckdb")
     assert any(t.startswith("preflight of V2 + DSpark, raw_logprobs: fail") for t in texts)
     assert texts[-1] == "warehouse: updated"
+    assert "new reports: epoch 2, epoch 3 in out" in texts
+    assert any(t.startswith("open: epoch 4 ") for t in texts)
     assert (Path("out") / "epoch-2" / "report.md").exists()
+    again = runner.invoke(app, ["run", "-w", "w.duckdb"])  # the text lines of a second run: nothing new
+    assert again.exit_code == 0 and "escrows changed 0" in again.output, again.output

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from pipeline.cli.app import app
 from tests.factories import data_samples_warehouse
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
@@ -45,6 +47,12 @@ def test_piped_evidence_and_preflight_tables_cut_no_cell(warehouse):
         assert "…" not in line or "PoC /generate: …" in line or "'Initializing a V1 LLM engine …" in line, line
 
 
+def invoke(*args: str):
+    """The command in-process, in the same narrow terminal's environment: for output written to a file (-o),
+    where no stdout is involved."""
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "80"})
+
+
 def test_query_output_takes_its_format_from_the_extension(warehouse, tmp_path):
     for name, check in (
         (
@@ -57,19 +65,19 @@ def test_query_output_takes_its_format_from_the_extension(warehouse, tmp_path):
         ("q.json", lambda t: [r["epoch"] for r in json.loads(t)] == [2, 3, 4]),
         ("q.md", lambda t: t.startswith("| epoch | escrows |")),
     ):
-        done = cli("query", "epoch_summary", "-o", str(tmp_path / name), "-w", str(warehouse))
-        assert done.returncode == 0, done.stderr
+        done = invoke("query", "epoch_summary", "-o", str(tmp_path / name), "-w", str(warehouse))
+        assert done.exit_code == 0, done.stderr
         text = (tmp_path / name).read_text()
         assert check(text) and "┃" not in text and "│" not in text, text[:300]
     assert (tmp_path / "q.parquet").exists() is False
-    done = cli("query", "epoch_summary", "-o", str(tmp_path / "q.parquet"), "-w", str(warehouse))
-    assert done.returncode == 0 and (tmp_path / "q.parquet").read_bytes()[:4] == b"PAR1"
+    done = invoke("query", "epoch_summary", "-o", str(tmp_path / "q.parquet"), "-w", str(warehouse))
+    assert done.exit_code == 0 and (tmp_path / "q.parquet").read_bytes()[:4] == b"PAR1"
 
 
 def test_query_refuses_a_format_its_output_extension_contradicts(warehouse, tmp_path):
-    done = cli("query", "epoch_summary", "-o", str(tmp_path / "q.csv"), "--format", "json", "-w", str(warehouse))
-    assert done.returncode != 0 and not (tmp_path / "q.csv").exists()
+    done = invoke("query", "epoch_summary", "-o", str(tmp_path / "q.csv"), "--format", "json", "-w", str(warehouse))
+    assert done.exit_code != 0 and not (tmp_path / "q.csv").exists()
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--format json contradicts q.csv's extension (csv)" in lines[0], done.stderr
-    same = cli("query", "epoch_summary", "-o", str(tmp_path / "q.csv"), "--format", "csv", "-w", str(warehouse))
-    assert same.returncode == 0 and (tmp_path / "q.csv").read_text().startswith("epoch,")
+    same = invoke("query", "epoch_summary", "-o", str(tmp_path / "q.csv"), "--format", "csv", "-w", str(warehouse))
+    assert same.exit_code == 0 and (tmp_path / "q.csv").read_text().startswith("epoch,")
