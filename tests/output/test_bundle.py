@@ -17,7 +17,7 @@ from pipeline.cli.app import app
 from pipeline.core.digest import tree_digest
 from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import EVIDENCE
-from tests.factories import data_samples_warehouse
+from tests.output.shared import samples_bundle
 
 runner = CliRunner()
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
@@ -25,12 +25,9 @@ HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samp
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    """A working directory with ./warehouse.duckdb (data-samples/ and its builds) and ./bundle."""
-    d = tmp_path_factory.mktemp("bundle")
-    data_samples_warehouse(d / "warehouse.duckdb")
-    result = _run(d, ["bundle", "--host", HOST, "--epoch", "3", "--out", "bundle"])
-    assert result.exit_code == 0, result.output
-    return d
+    """A working directory with ./warehouse.duckdb (data-samples/ and its builds) and ./bundle of epoch 3,
+    shared with test_same_bytes.py (read only: tests tamper with copies)."""
+    return samples_bundle(tmp_path_factory)
 
 
 def _run(cwd: Path, args: list[str]):
