@@ -64,8 +64,8 @@ def _no_fonts(tmp_path: Path) -> str:
 
 
 # a whole verify in a process without fonts, in another time zone (.ci/run runs it); stands in the default tier:
-# tests/output/test_same_bytes.py::test_a_label_the_shipped_font_cannot_draw_is_escaped_and_the_same_bytes_anywhere
-# (the same chart bytes with no font), tests/output/test_same_bytes.py::test_every_chart_names_the_shipped_font_and_its_times_are_utc
+# tests/output/test_same_bytes.py::test_a_label_the_shipped_font_cannot_draw_is_escaped_and_the_same_bytes_anywhere,
+# tests/output/test_same_bytes.py::test_every_chart_names_the_shipped_font_and_its_times_are_utc
 @pytest.mark.heavy
 def test_a_bundle_verifies_under_other_fonts_time_zone_and_locale(workdir, tmp_path):
     # A machine whose fontconfig finds no font at all, in Tokyo: the charts' bytes must not change.
