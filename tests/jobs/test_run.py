@@ -196,10 +196,6 @@ def _section_rows(report: str, heading: str) -> dict[str, list[str]]:
     return {cells[0].strip(): [c.strip() for c in cells] for cells in rows[2:]}  # after the header and its rule
 
 
-# the bundled `gonka-evidence run` as a process (.ci/run runs it); stands in the default tier:
-# tests/api/test_api.py::test_run_says_its_lines_to_the_listener_and_keeps_them (the bundled run and its lines),
-# tests/output/report/test_report.py::test_golden_markdown_of_the_sample_data (its epoch-3 report, log sections)
-@pytest.mark.heavy
 def test_the_bundled_run_reports_the_samples_and_their_vllm_log(tmp_path):
     """No configuration anywhere: the bundled store and vLLM log; the reports show the log sections with numbers."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_")}
