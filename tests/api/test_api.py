@@ -20,6 +20,7 @@ from pipeline.evidence import EvidenceError
 from pipeline.output.query.execute import QueryError
 from pipeline.warehouse.database import WarehouseError
 from tests.factories import sample_warehouse
+from tests.output.shared import bundled_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -237,13 +238,11 @@ def test_the_facade_does_what_the_commands_do_and_prints_nothing(tmp_path, monke
     assert capfd.readouterr() == ("", "")
 
 
-def test_run_says_its_lines_to_the_listener_and_keeps_them(tmp_path, monkeypatch):
-    from pipeline import api
-
-    monkeypatch.chdir(tmp_path)
-    said, warned = [], []
-    outcome = api.run(listener=api.Listener(line=said.append, warning=warned.append))
-    assert said == outcome.log and "new reports: epoch 2, epoch 3 in out" in said
+def test_run_says_its_lines_to_the_listener_and_keeps_them(tmp_path_factory):
+    # `api.run(listener=…)` in a directory of its own, run once for this and tests/output/report/test_index.py
+    run = bundled_run(tmp_path_factory)
+    said, warned = run.said, run.warned
+    assert said == run.log and "new reports: epoch 2, epoch 3 in out" in said
     assert said[0] == "config: data-samples; warehouse: warehouse.duckdb; output: out" and warned == []
 
 

@@ -44,6 +44,23 @@ def _cli(warehouse: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+ALLOWED_OPEN = ("evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "4", "--allow-open")
+
+
+@pytest.fixture(scope="module")
+def allowed_open(warehouse) -> subprocess.CompletedProcess:
+    """`evidence tracker --epoch 3 --compare 4 --allow-open` in Markdown, run once for the tests that read it."""
+    return _cli(warehouse, *ALLOWED_OPEN)
+
+
+@pytest.fixture(scope="module")
+def reports(con) -> dict:
+    """The epoch reports of open epoch 4 and closed epoch 3, built once for the tests that read them."""
+    from pipeline.output.report import build_epoch_report
+
+    return {epoch: build_epoch_report(con, epoch, FOCAL) for epoch in (4, 3)}
+
+
 def test_a_comparison_with_an_open_epoch_is_refused_in_one_line(warehouse):
     """Before: `tracker --epoch 3 --compare 4` printed 31 of 69 against 0 of 44 with "Fisher exact p =
     9.11e-09", exit 0, though epoch 4's invalid count is 0 only because nothing settled yet."""
@@ -55,9 +72,9 @@ def test_a_comparison_with_an_open_epoch_is_refused_in_one_line(warehouse):
     ]
 
 
-def test_allowed_open_every_format_marks_the_statistics_provisional(warehouse):
-    args = ("evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "4", "--allow-open")
-    markdown = _cli(warehouse, *args)
+def test_allowed_open_every_format_marks_the_statistics_provisional(warehouse, allowed_open):
+    args = ALLOWED_OPEN
+    markdown = allowed_open
     assert markdown.returncode == 0, markdown.stderr
     assert f"- provisional: {OPEN_4}; every count and statistic here may still change" in markdown.stdout
     assert f"Provisional: {OPEN_4}; every count and statistic here may still change." in markdown.stdout
@@ -111,29 +128,25 @@ def test_a_statistical_test_over_the_open_epoch_is_refused_unless_allowed(con):
         compute("peer-invalidation", con, host=FOCAL, since="2026-10-25T00:00:00Z", until="2026-11-01", command="c")
 
 
-def test_the_report_of_the_open_epoch_marks_every_section(con):
-    from pipeline.output.report import build_epoch_report
-
-    report = build_epoch_report(con, 4, FOCAL)
+def test_the_report_of_the_open_epoch_marks_every_section(reports):
+    report = reports[4]
     computed = [s for s in report.sections if s.result is not None]
     assert computed and all(any(n.startswith(f"Provisional: {OPEN_4}") for n in s.notes) for s in computed)
     assert all("--allow-open" in (s.command or "") for s in computed)
-    closed = build_epoch_report(con, 3, FOCAL)
+    closed = reports[3]
     sections = [s for s in closed.sections if s.result is not None]
     assert all(any(n.startswith("Closed: ") and "epoch 3 closed at" in n for n in s.notes) for s in sections)
     assert all("--allow-open" not in (s.command or "") for s in sections)
 
 
-def test_the_main_findings_of_the_open_epoch_are_marked_provisional(con):
+def test_the_main_findings_of_the_open_epoch_are_marked_provisional(reports):
     """The epoch-4 report's findings gave "Fisher exact (two-sided) p = 0.6122" and rates with no mark:
     a reader quoting the first lines of the report took a test over an open epoch for evidence."""
-    from pipeline.output.report import build_epoch_report
-
-    findings = build_epoch_report(con, 4, FOCAL).findings
+    findings = reports[4].findings
     assert findings and any("p = " in f.text for f in findings)
     for finding in findings:
         assert finding.text.endswith("(provisional: epoch 4 is open)"), finding.text
-    closed = build_epoch_report(con, 3, FOCAL).findings
+    closed = reports[3].findings
     assert closed and not any("provisional" in f.text for f in closed)
 
 
@@ -155,10 +168,10 @@ def test_a_bundles_manifest_says_whether_its_epoch_is_closed(con):
     assert closed_3["closed"] is True and closed_3["open_epochs"] == [] and closed_3["epochs"][0]["closed_at"]
 
 
-def test_the_tracker_disagreement_note_names_the_participant_whole(warehouse):
+def test_the_tracker_disagreement_note_names_the_participant_whole(allowed_open):
     """The note under the tracker table named the participant as "gonka1qapr9h4k…": an address cut in the
     table's own output, which no reader can look up."""
-    done = _cli(warehouse, "evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "4", "--allow-open")
+    done = allowed_open
     assert done.returncode == 0, done.stderr
     (note,) = [line for line in done.stdout.splitlines() if "tracker/session-storage disagreement" in line]
     assert f"escrow 4100 {FOCAL} protocol_misses vs timed_out" in note and "…" not in note

@@ -160,7 +160,7 @@ def lake(tmp_path_factory):
     from pipeline.samples.network import write_network
 
     root = tmp_path_factory.mktemp("lake")
-    truth = write_network(root / "copies", hosts=3)
+    truth = write_network(root / "copies", hosts=2)  # two hosts' copies: a lake of several, all the checks need
     network_ingest([str(root / "copies" / name) for name in truth.copies], root / "lake", workers=0, buckets=1)
     return root / "lake", truth
 

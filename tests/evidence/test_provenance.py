@@ -21,6 +21,7 @@ from pipeline.sources.errors import SourceError
 from pipeline.warehouse.database import open_read_only
 from tests.factories import data_samples_warehouse
 from tests.helpers import frame, ingest
+from tests.output.shared import samples_bundle
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 
@@ -48,20 +49,20 @@ def _bundle_in(root: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def two_warehouses(tmp_path_factory) -> tuple[Path, Path]:
-    return (
-        _warehouse_of(tmp_path_factory.mktemp("first")),
-        _warehouse_of(tmp_path_factory.mktemp("second") / "somewhere" / "else"),
-    )
+def first_warehouse(tmp_path_factory) -> Path:
+    return _warehouse_of(tmp_path_factory.mktemp("first"))
 
 
-@pytest.fixture(scope="module")
-def two_bundles(two_warehouses) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    return _bundle_in(two_warehouses[0].parent), _bundle_in(two_warehouses[1].parent)
-
-
-def test_two_fresh_warehouses_of_the_same_copies_give_byte_identical_outputs(two_warehouses, two_bundles):
-    first, second = two_warehouses
+# two fresh ingests and two whole bundles (.ci/run runs it); stands in the default tier:
+# tests/output/test_same_bytes.py::test_verify_compares_evidence_not_labels (a second fresh warehouse of the
+# same copy computes every file of a bundle byte for byte),
+# tests/evidence/test_provenance.py::test_postgres_digest_is_over_the_rows_read_and_run_ids_repeat,
+# tests/evidence/test_provenance.py::test_report_reproduce_lines_name_no_absolute_path
+@pytest.mark.heavy
+def test_two_fresh_warehouses_of_the_same_copies_give_byte_identical_outputs(first_warehouse, tmp_path):
+    first, second = first_warehouse, _warehouse_of(tmp_path / "somewhere" / "else")
+    two_warehouses = (first, second)
+    two_bundles = _bundle_in(first.parent), _bundle_in(second.parent)
     runs = [
         frame(w, "SELECT run_id, source_id, input_digest FROM ingest_runs ORDER BY started_at").rows()
         for w in two_warehouses
@@ -77,8 +78,8 @@ def test_two_fresh_warehouses_of_the_same_copies_give_byte_identical_outputs(two
         assert leaked == [], f"absolute paths in {leaked}"
 
 
-def test_input_digest_is_the_content_of_the_store_and_the_footer_prints_it(two_warehouses):
-    first, _ = two_warehouses
+def test_input_digest_is_the_content_of_the_store_and_the_footer_prints_it(first_warehouse):
+    first = first_warehouse
     store = first.parent / "copies" / "store"
     source_id, digest = frame(first, "SELECT source_id, input_digest FROM ingest_runs").row(0)
     assert source_id == "sqlite:store"
@@ -103,10 +104,11 @@ def test_a_changed_copy_has_another_digest(tmp_path):
     assert tree_digest(store) != before
 
 
-def test_report_epoch_summary_section_prints_the_table_its_command_prints(two_warehouses, two_bundles):
-    first, _ = two_warehouses
-    report = two_bundles[0]["report/report.md"].decode()
-    con = open_read_only(first)
+def test_report_epoch_summary_section_prints_the_table_its_command_prints(tmp_path_factory):
+    # the samples' bundle of epoch 3 (built once for tests/output/test_bundle.py too) and its warehouse
+    workdir = samples_bundle(tmp_path_factory)
+    report = (workdir / "bundle" / "report" / "report.md").read_text()
+    con = open_read_only(workdir / "warehouse.duckdb")
     try:
         rows = compute("epoch-summary", con, host=HOST, epoch=3, command="c", denominators=True).rows
     finally:
@@ -156,8 +158,8 @@ def test_evidence_after_a_failed_ingest_warns_in_the_footer(tmp_path):
     assert result.provenance.failed_runs[0]["run_id"] == failed_run[0]
 
 
-def test_footer_command_names_a_warehouse_from_the_environment(two_warehouses, tmp_path):
-    first, _ = two_warehouses
+def test_footer_command_names_a_warehouse_from_the_environment(first_warehouse, tmp_path):
+    first = first_warehouse
     env = {**os.environ, "GONKA_EVIDENCE_WAREHOUSE": str(first)}
     cli = Path(sys.executable).parent / "gonka-evidence"
     args = [str(cli), "evidence", "epoch-summary", "--host", HOST, "--epoch", "3"]
@@ -252,10 +254,10 @@ def test_row_digest_is_per_column_lengths_and_bytes_computed_here_without_arrow(
     assert rows.hexdigest() == PREFIX + expected.hexdigest()
 
 
-def test_report_reproduce_lines_name_no_absolute_path(two_warehouses):
+def test_report_reproduce_lines_name_no_absolute_path(first_warehouse):
     from pipeline.output.report import build_epoch_report, render_report_markdown
 
-    first, _ = two_warehouses
+    first = first_warehouse
     con = open_read_only(first)
     try:
         report = build_epoch_report(con, 3, HOST, warehouse_arg=str(first), out_arg=str(first.parent / "out"))

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from pipeline.cli.app import app
 from pipeline.core.address import sample_address
 from pipeline.core.roles import OUTPUT_MARKER
 from pipeline.jobs.config import CONFIG_KEYS, ConfigError, load_config, parse_duration, sample_config
-from pipeline.jobs.run import publish_staged, run_job, run_lock, staged_warehouse
+from pipeline.jobs.run import RunOutcome, publish_staged, run_job, run_lock, staged_warehouse
 from pipeline.sources.store.base import SourceError
 from pipeline.warehouse.database import WarehouseError
 from tests.helpers import frame
@@ -242,18 +243,36 @@ def _cli(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([SCRIPT, *args], cwd=cwd, capture_output=True, text=True, timeout=120, **kw)
 
 
-def test_a_second_run_while_one_holds_the_lock_stops_with_a_clear_message(tmp_path, timeline):
-    cfg = _config(tmp_path, timeline)
-    _place_copy(tmp_path, timeline, 3)
-    wh = tmp_path / "wh" / "warehouse.duckdb"
+@dataclass(frozen=True)
+class FirstRun:
+    directory: Path  # the deployment (`_config`) over copy 3, after both runs
+    refused: subprocess.CompletedProcess  # `gonka-evidence run` while another run held the lock
+    untouched: bool  # neither the warehouse nor the report directory existed after the refused run
+    outcome: RunOutcome  # the run made once the lock was released
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory, timeline) -> FirstRun:
+    """A run refused while another holds the lock, then the first run once it is released: asserted by the lock
+    test and the starting state of the killed-runs test (which works on a copy), one whole run for both."""
+    directory = tmp_path_factory.mktemp("first-run")
+    cfg = _config(directory, timeline)
+    _place_copy(directory, timeline, 3)
+    wh = directory / "wh" / "warehouse.duckdb"
     with run_lock(wh):  # what a running `gonka-evidence run` holds
-        result = _cli("run", "--config", str(cfg), cwd=tmp_path)
+        refused = _cli("run", "--config", str(cfg), cwd=directory)
+    untouched = not wh.exists() and not (directory / "out").exists()
+    return FirstRun(directory, refused, untouched, run_job(cfg, None))
+
+
+def test_a_second_run_while_one_holds_the_lock_stops_with_a_clear_message(first_run):
+    result = first_run.refused
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     message = result.stderr.strip()
     assert message.startswith("error: another `gonka-evidence run` is working on") and f"pid {os.getpid()}" in message
-    assert not wh.exists() and not (tmp_path / "out").exists()
-    assert run_job(cfg, None).written == [1, 2]  # released with the holder
+    assert first_run.untouched
+    assert first_run.outcome.written == [1, 2]  # released with the holder
 
 
 READER = r"""
@@ -340,12 +359,13 @@ def test_a_failed_run_takes_its_lock_file_with_it(tmp_path, timeline):
     assert not lock.exists() and not list((tmp_path / "wh").glob("*.tmp*"))
 
 
-def test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_aborted(tmp_path, timeline):
+def test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_aborted(tmp_path, first_run):
     from pipeline.warehouse.database import open_for_write
 
-    cfg = _config(tmp_path, timeline)
-    _place_copy(tmp_path, timeline, 3)
-    run_job(cfg, None)
+    # the deployment after its first run over copy 3 (`first_run`), copied: mtimes kept, paths relative
+    tmp_path = tmp_path / "deployment"
+    shutil.copytree(first_run.directory, tmp_path)
+    cfg = tmp_path / "gonka-evidence.toml"
     wh = tmp_path / "wh" / "warehouse.duckdb"
     con = open_for_write(wh)  # what a killed `ingest` leaves: its run row, still `running`
     con.execute(

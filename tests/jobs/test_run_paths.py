@@ -14,16 +14,23 @@ from pipeline.jobs.run import RunError, run_job
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "data-samples" / "store"
+HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 
 
-def _config(directory: Path, warehouse: str, output: str = "out") -> Path:
+def _config(directory: Path, warehouse: str, output: str = "out", store: Path = STORE, host: str = HOST) -> Path:
     cfg = directory / "gonka-evidence.toml"
     cfg.write_text(
-        f'warehouse = "{warehouse}"\noutput = "{output}"\nhost = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"\n'
-        f'[[sources]]\npath = "{STORE}"\nkind = "store"\nlabel = "data-samples"\n',
+        f'warehouse = "{warehouse}"\noutput = "{output}"\nhost = "{host}"\n'
+        f'[[sources]]\npath = "{store}"\nkind = "store"\nlabel = "data-samples"\n',
         encoding="utf-8",
     )
     return cfg
+
+
+def _small_store(directory: Path, timeline) -> Path:
+    """A copy of epoch 1 only: a whole run (ingest, staged copy, publish) that closes no epoch, so builds no
+    report: the paths below are the warehouse's, whatever the reports."""
+    return timeline.copy(last_epoch=1).write_sqlite(directory / "copy")
 
 
 def _runs(warehouse: Path) -> int:
@@ -31,19 +38,19 @@ def _runs(warehouse: Path) -> int:
         return con.execute("SELECT count(*) FROM ingest_runs").fetchone()[0]
 
 
-def test_a_warehouse_symlink_is_written_through_to_its_target(tmp_path):
+def test_a_warehouse_symlink_is_written_through_to_its_target(tmp_path, timeline):
     """The link was replaced by a regular file holding the new data, while the file it named stayed old."""
     real = tmp_path / "data" / "w.duckdb"
     real.parent.mkdir()
     link = tmp_path / "w.duckdb"
     link.symlink_to(real)
-    run_job(_config(tmp_path, "w.duckdb"), None)
+    run_job(_config(tmp_path, "w.duckdb", store=_small_store(tmp_path, timeline), host=timeline.focal_host), None)
     assert link.is_symlink() and link.resolve() == real
     assert _runs(real) >= 1
     assert not (tmp_path / "w.duckdb.run.lock").exists()
 
 
-def test_a_tilde_in_the_config_is_the_home_directory_everywhere(tmp_path, monkeypatch):
+def test_a_tilde_in_the_config_is_the_home_directory_everywhere(tmp_path, monkeypatch, timeline):
     """`warehouse = "~/w.duckdb"` was taken literally by the run (a directory named `~`) and expanded by
     DuckDB, leaving a temporary copy in $HOME."""
     home, work = tmp_path / "home", tmp_path / "work"
@@ -51,7 +58,7 @@ def test_a_tilde_in_the_config_is_the_home_directory_everywhere(tmp_path, monkey
     work.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(work)
-    cfg = _config(Path("."), "~/w.duckdb")
+    cfg = _config(Path("."), "~/w.duckdb", store=_small_store(tmp_path, timeline), host=timeline.focal_host)
     assert load_config(cfg).warehouse == home / "w.duckdb"
     run_job(cfg, None)
     assert _runs(home / "w.duckdb") >= 1

@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 
 from pipeline.cli.app import app
 from pipeline.core.paths import DATA_SAMPLES_DIR
-from tests.factories import data_samples_warehouse, load_builds_of
+from tests.factories import load_builds_of
 from tests.helpers import ingest
+from tests.output.shared import samples_bundle
 
 runner = CliRunner()
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -34,12 +34,9 @@ def _run(cwd: Path, args: list[str]):
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> Path:
-    """./warehouse.duckdb (data-samples/, labelled data-samples, with its builds) and ./bundle of epoch 3."""
-    d = tmp_path_factory.mktemp("same-bytes")
-    data_samples_warehouse(d / "warehouse.duckdb")
-    result = _run(d, ["bundle", "--host", HOST, "--epoch", "3", "--out", "bundle"])
-    assert result.exit_code == 0, result.output
-    return d
+    """./warehouse.duckdb (data-samples/, labelled data-samples, with its builds) and ./bundle of epoch 3,
+    shared with test_bundle.py (read only: the reviewer's copy below is a copy)."""
+    return samples_bundle(tmp_path_factory)
 
 
 def test_every_chart_names_the_shipped_font_and_its_times_are_utc(workdir):
@@ -66,6 +63,10 @@ def _no_fonts(tmp_path: Path) -> str:
     return str(conf)
 
 
+# a whole verify in a process without fonts, in another time zone (.ci/run runs it); stands in the default tier:
+# tests/output/test_same_bytes.py::test_a_label_the_shipped_font_cannot_draw_is_escaped_and_the_same_bytes_anywhere,
+# tests/output/test_same_bytes.py::test_every_chart_names_the_shipped_font_and_its_times_are_utc
+@pytest.mark.heavy
 def test_a_bundle_verifies_under_other_fonts_time_zone_and_locale(workdir, tmp_path):
     # A machine whose fontconfig finds no font at all, in Tokyo: the charts' bytes must not change.
     env = os.environ | {

@@ -1,4 +1,4 @@
-"""The samples' epoch-3 report, written once per test module: the report tests' shared fixtures."""
+"""The samples' epoch-3 report, written once per test session: the report tests' shared fixtures."""
 
 from __future__ import annotations
 
@@ -10,27 +10,31 @@ from typer.testing import CliRunner
 
 from pipeline.cli.app import app
 from tests.factories import data_samples_warehouse
+from tests.output.shared import built_once
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 
 
-@pytest.fixture(scope="module")
-def sample_dir(tmp_path_factory) -> Path:
-    """A working directory with ./warehouse.duckdb holding data-samples/ (label data-samples), its vLLM log
-    and its builds: what the bundled `run` ingests."""
-    d = tmp_path_factory.mktemp("report")
-    data_samples_warehouse(d / "warehouse.duckdb", vllm_log_host=HOST)
-    return d
-
-
-@pytest.fixture(scope="module")
-def report_dir(sample_dir) -> Path:
-    """out/epoch-3 of `report epoch 3` run in `sample_dir`."""
+def _write(directory: Path) -> None:
+    data_samples_warehouse(directory / "warehouse.duckdb", vllm_log_host=HOST)
     cwd = os.getcwd()
-    os.chdir(sample_dir)
+    os.chdir(directory)
     try:
         result = CliRunner().invoke(app, ["report", "epoch", "3", "--host", HOST])
     finally:
         os.chdir(cwd)
     assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="module")
+def sample_dir(tmp_path_factory) -> Path:
+    """A working directory with ./warehouse.duckdb holding data-samples/ (label data-samples), its vLLM log
+    and its builds (what the bundled `run` ingests), and ./out/epoch-3 of `report epoch 3` run there: built
+    once for every module of this folder, which only read it."""
+    return built_once(tmp_path_factory, "report-samples", _write)
+
+
+@pytest.fixture(scope="module")
+def report_dir(sample_dir) -> Path:
+    """out/epoch-3 of `report epoch 3` run in `sample_dir`."""
     return sample_dir / "out" / "epoch-3"

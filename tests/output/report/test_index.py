@@ -16,6 +16,7 @@ from pipeline.evidence.stats import poisson_rate_interval
 from pipeline.jobs.run import run_job
 from pipeline.output.render.text import format_number, format_rate
 from tests.output.report.test_report import _Html, render_in_chromium
+from tests.output.shared import bundled_run
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
 
@@ -32,10 +33,18 @@ def _run(directory: Path):
 
 @pytest.fixture(scope="module")
 def out(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("index")
-    outcome = _run(d)
+    """out/ of the bundled run, shared with tests/api/test_api.py (read only)."""
+    run = bundled_run(tmp_path_factory)
+    assert run.written == [2, 3] and run.index == str(Path("out") / "index.html")
+    return run.directory / "out"
+
+
+@pytest.fixture
+def own_out(tmp_path) -> Path:
+    """out/ of a bundled run of the test's own, free to be run again and changed."""
+    outcome = _run(tmp_path)
     assert outcome.written == [2, 3] and outcome.index == Path("out") / "index.html"
-    return d / "out"
+    return tmp_path / "out"
 
 
 def _index_rows(out: Path) -> dict[str, dict[str, str]]:
@@ -109,7 +118,8 @@ def test_the_index_numbers_are_the_epoch_reports_numbers(out):
 
 # no default-tier stand-in: the index's rebuild rule needs two more whole runs
 @pytest.mark.heavy
-def test_the_index_is_rebuilt_only_when_an_epoch_report_changed(out):
+def test_the_index_is_rebuilt_only_when_an_epoch_report_changed(own_out):
+    out = own_out
     d = out.parent
     stamps = {p: p.stat().st_mtime_ns for p in (out / "index.md", out / "index.html")}
     again = _run(d)
