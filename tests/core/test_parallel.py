@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import time
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +14,16 @@ from pipeline.core.parallel import WORKERS_ENV, BatchPool, worker_count
 
 def tag_with_pid(batch: list[int]) -> list[tuple[int, int, int]]:
     return [(item, os.getpid(), len(batch)) for item in batch]
+
+
+def tag_when_both_serve(meeting: str, batch: list[int]) -> list[tuple[int, int, int]]:
+    """`tag_with_pid`, once two processes have each taken a batch (up to 60 s): on a loaded machine the
+    second worker may start after the first has served every batch, which is not what is tested here."""
+    Path(meeting, str(os.getpid())).touch()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(meeting)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return tag_with_pid(batch)
 
 
 def fail_on_13(batch: list[int]) -> list[int]:
@@ -28,10 +41,10 @@ def test_small_input_stays_in_this_process():
     assert [size for _, _, size in got] == [1] * 10  # every item reaches batch_bytes alone
 
 
-def test_large_input_goes_to_workers_in_order_and_in_batches():
+def test_large_input_goes_to_workers_in_order_and_in_batches(tmp_path):
     items = list(range(500))
     with BatchPool(workers=2, batch_bytes=7, min_bytes=20) as pool:
-        got = list(pool.map(tag_with_pid, items, lambda _: 1))
+        got = list(pool.map(functools.partial(tag_when_both_serve, str(tmp_path)), items, lambda _: 1))
         assert pool.started
         again = list(pool.map(tag_with_pid, items, lambda _: 1))  # the same workers serve a second map
     assert [item for item, _, _ in got] == items
