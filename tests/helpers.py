@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
+from functools import cache
 from pathlib import Path
 
 import polars as pl
@@ -22,8 +25,26 @@ VIEW_KEYS = {
 }
 
 
+@cache
+def _blank_warehouse() -> Path:
+    """A new warehouse (schema and views, nothing else) made once per test process, in a directory removed at exit."""
+    directory = tempfile.TemporaryDirectory(prefix="gonka-blank-warehouse-")
+    path = Path(directory.name) / "w.duckdb"
+    open_for_write(path).close()
+    _blank_warehouse.directory = directory  # type: ignore[attr-defined]  # kept alive with the cache
+    return path
+
+
+def open_new(warehouse: Path):
+    """`open_for_write(warehouse)`; a warehouse not there yet starts as a copy of `_blank_warehouse`, which
+    `open_for_write` finds up to date (making each anew would run every schema script again)."""
+    if not warehouse.exists():
+        shutil.copyfile(_blank_warehouse(), warehouse)
+    return open_for_write(warehouse)
+
+
 def ingest(warehouse: Path, source: str | Path, label: str | None = None) -> IngestSummary:
-    con = open_for_write(warehouse)
+    con = open_new(warehouse)
     store = open_store(str(source))
     try:
         return ingest_store(con, store, label=label)
