@@ -77,12 +77,13 @@ def assert_views_equal(a: dict[str, pl.DataFrame], b: dict[str, pl.DataFrame]) -
         assert_frame_equal(a[name], b[name], check_dtypes=True, check_exact=True)
 
 
-def throwaway_database(request) -> str:
-    """An empty PostgreSQL database dropped when the requesting fixture's scope ends (any scope)."""
+def throwaway_database(request, template: str | None = None) -> str:
+    """An empty PostgreSQL database (or a copy of database `template`) dropped when the requesting fixture's
+    scope ends (any scope)."""
     server = request.getfixturevalue("pg_server")
     name = f"ge_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
 
     def drop() -> None:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:

@@ -17,7 +17,7 @@ from pipeline.ingest.ledger import LEDGER_MARKER_KEY
 from pipeline.sources.store import SourceError, open_store
 from pipeline.sources.store.payloads import NOT_A_PAYLOAD
 from pipeline.warehouse.database import open_for_write
-from tests.helpers import evidence, frame, ingest
+from tests.helpers import evidence, frame, ingest, throwaway_database
 
 VIEWS = {
     "snapshot_host_stats": "escrow_id, slot_id",
@@ -33,23 +33,12 @@ def copy4(timeline):
 
 
 @pytest.fixture(scope="module")
-def both(copy4, tmp_path_factory, request, pg_server, pg_copy_templates):
+def both(copy4, tmp_path_factory, request, pg_copy_templates):
     """The same copy ingested from SQLite and from PostgreSQL (ledgers included)."""
-    import uuid
-
     base = tmp_path_factory.mktemp("other-builds")
     store = copy4.write_sqlite(base / "store", ledger=True)
     # copy4 in PostgreSQL with its ledger: a copy of the session's template of it (tests/conftest.py)
-    name = f"ge_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_copy_templates(4, ledger=True)}"')
-
-    def drop() -> None:
-        with psycopg.connect(f"{pg_server}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    request.addfinalizer(drop)
-    url = f"{pg_server}/{name}"
+    url = throwaway_database(request, pg_copy_templates(4, ledger=True))
     ingest(base / "sqlite.duckdb", store)
     ingest(base / "pg.duckdb", url)
     return {"sqlite": base / "sqlite.duckdb", "postgres": base / "pg.duckdb", "store": store, "url": url}
