@@ -6,6 +6,7 @@ directory, never write it (copy it to change anything)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -77,18 +78,20 @@ def samples_bundle(tmp_path_factory: Any) -> Path:
     `gonka-evidence bundle --host HOST --epoch 3 --out bundle` run there."""
 
     def build(directory: Path) -> None:
-        from typer.testing import CliRunner
-
-        from pipeline.cli.app import app
         from tests.factories import data_samples_warehouse
 
         data_samples_warehouse(directory / "warehouse.duckdb")
-        cwd = os.getcwd()
-        os.chdir(directory)
-        try:
-            result = CliRunner().invoke(app, ["bundle", "--host", HOST, "--epoch", "3", "--out", "bundle"])
-        finally:
-            os.chdir(cwd)
-        assert result.exit_code == 0, result.output
+        succeeds_in(directory, "bundle", "--host", HOST, "--epoch", "3", "--out", "bundle")
 
     return built_once(tmp_path_factory, "samples-bundle", build)
+
+
+def succeeds_in(directory: Path, *args: str) -> None:
+    """`gonka-evidence ARGS` run in-process with `directory` as the working directory; it must exit 0."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli.app import app
+
+    with contextlib.chdir(directory):
+        result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output

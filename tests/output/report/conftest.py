@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from pipeline.cli.app import app
 from tests.factories import data_samples_warehouse
-from tests.output.shared import built_once
-
-HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
+from tests.output.shared import HOST, built_once, succeeds_in
 
 
 def _write(directory: Path) -> None:
     data_samples_warehouse(directory / "warehouse.duckdb", vllm_log_host=HOST)
-    cwd = os.getcwd()
-    os.chdir(directory)
-    try:
-        result = CliRunner().invoke(app, ["report", "epoch", "3", "--host", HOST])
-    finally:
-        os.chdir(cwd)
-    assert result.exit_code == 0, result.output
+    succeeds_in(directory, "report", "epoch", "3", "--host", HOST)
 
 
 @pytest.fixture(scope="module")
