@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import shutil
+import sys
 import tempfile
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -163,3 +168,39 @@ def quiet_window(con, host: str) -> tuple:
     )["at"][0]
     assert first < acts, "the host's first act is after the data's first instant"
     return first, acts
+
+
+@dataclass(frozen=True)
+class Done:
+    """What `gonka-evidence ARGS` gave, as `subprocess.run(..., capture_output=True, text=True)` holds it."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli_in(directory: Path, *args: str, env: Mapping[str, str | None] | None = None) -> Done:
+    """`gonka-evidence ARGS` run in-process (typer's CliRunner) with `directory` as the working directory, ARGS
+    as sys.argv and `env` over this process's environment (None unsets a variable): its exit code and its stdout
+    and stderr apart, as a process of its own gives them. For tests of what a command says and exits with; a
+    property of a real process (a signal, a closed or full stream, the locale, a variable read at import, what
+    is left at exit, a time limit on a command that could block) needs one. An exception the CLI did not turn
+    into an exit (a traceback in a process of its own) is raised here. A warehouse the test holds open is one
+    DuckDB instance with the command's connections to the same file here: give the command a copy."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli.app import app
+
+    argv = sys.argv
+    sys.argv = ["gonka-evidence", *args]  # as the process would have it: provenance footers quote sys.argv
+    try:
+        with contextlib.chdir(directory):
+            result = CliRunner().invoke(app, list(args), env=dict(env) if env else None)
+    finally:
+        sys.argv = argv
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    done = Done(result.exit_code, result.stdout, result.stderr)
+    del result  # its exception's frames hold the command's DuckDB connections: freed, as its exit frees them
+    gc.collect()
+    return done

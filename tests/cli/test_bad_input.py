@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.helpers import frame, ingest
+from tests.helpers import cli_in, frame, ingest
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +26,14 @@ def store_copy(tmp_path, written_store) -> Path:
     return Path(shutil.copytree(written_store, tmp_path / "store-4"))
 
 
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd)
+def cli(*args):
+    """In-process: what a command says and exits with (the one test of what its process leaves at exit has a
+    process of its own, `cli_process`)."""
+    return cli_in(Path.cwd(), *args)
+
+
+def cli_process(*args):
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True)
 
 
 def _one_line_error(result) -> str:
@@ -164,7 +170,7 @@ def test_an_epoch_file_of_random_bytes_is_one_line_and_nothing_after_it(tmp_path
     """The driver's half-open connection is closed with the error: no finalizer traceback at exit."""
     store = store_copy
     _newest_epoch_file(store).write_bytes(bytes(range(256)) * 400)
-    line = _one_line_error(cli("ingest", str(store), "-w", str(tmp_path / "w.duckdb")))
+    line = _one_line_error(cli_process("ingest", str(store), "-w", str(tmp_path / "w.duckdb")))
     assert line.endswith("cannot be read as SQLite (INVALID_ARGUMENT: Failed to prepare query: file is not a "
                          "database query: SELECT count(*) FROM sqlite_master)")  # fmt: skip
 

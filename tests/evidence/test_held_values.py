@@ -6,8 +6,6 @@ all-upper-case address is folded to lower case."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.evidence import EvidenceError
 from pipeline.warehouse.database import open_read_only
 from tests.factories import data_samples_warehouse
+from tests.helpers import Done, cli_in
 
 FOCAL = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # data-samples/builds.toml focal_host
 TYPO = FOCAL[:-1] + "q"  # one character off: fails the checksum
@@ -30,11 +29,12 @@ def warehouse(tmp_path_factory) -> Path:
     return data_samples_warehouse(tmp_path_factory.mktemp("values") / "w.duckdb", vllm_log_host=FOCAL)
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd)
+def _cli(*args: str, cwd: Path) -> Done:
+    """In-process: these are what a command says and exits with, no property of a process of its own."""
+    return cli_in(cwd, *args)
 
 
-def _one_error(done: subprocess.CompletedProcess) -> str:
+def _one_error(done: Done) -> str:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 1 and done.stdout == "" and len(lines) == 1, (done.returncode, done.stderr)
     assert lines[0].startswith("error: ")

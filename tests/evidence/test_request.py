@@ -4,8 +4,7 @@ held window still gets its table."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from pipeline.evidence import EvidenceError, compute
 from pipeline.evidence.request import held_description
 from pipeline.warehouse.database import fetch_frame, open_read_only
 from tests.factories import data_samples_warehouse
+from tests.helpers import Done, cli_in
 
 FOCAL = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # data-samples/builds.toml focal_host
 HELD = "epochs 2–4 (2026-10-19T07:13:23Z to 2026-10-30T06:16:21Z)"  # what data-samples/ holds
@@ -138,11 +138,15 @@ def test_a_held_host_with_no_rows_in_a_held_epoch_still_gets_its_table(con):
     assert f"host {host} validated nothing in epoch 4." in votes.notes
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd)
+def _cli(*args: str, cwd: Path) -> Done:
+    """In-process: these are what a command says and exits with, no property of a process of its own."""
+    return cli_in(cwd, *args)
 
 
-def test_the_commands_exit_1_with_one_line_and_print_no_table(warehouse):
+def test_the_commands_exit_1_with_one_line_and_print_no_table(warehouse, tmp_path):
+    # A copy of the warehouse of the test's own: in this process, the module's open `con` and the commands'
+    # sandboxed connections to one file would share one DuckDB instance (a process of its own shares none).
+    warehouse = Path(shutil.copy(warehouse, tmp_path / "w.duckdb"))
     cases = [
         (["evidence", "votes-by-build", "--host", "gonka1wrongaddr", "--epoch", "3"], "is not a gonka1… address"),
         (["evidence", "peer-invalidation", "--host", FOCAL, "--epoch", "99"], f"it holds {HELD}"),
