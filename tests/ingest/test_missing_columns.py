@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -19,7 +17,7 @@ from pipeline.ingest import MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED
 from pipeline.sources.errors import SourceError
 from pipeline.sources.store.base import TABLES
 from pipeline.sources.store.columns import OPTIONAL, REFUSED, ROW_NEEDED
-from tests.helpers import frame, ingest
+from tests.helpers import cli_in, frame, ingest
 
 DATA = Path(__file__).resolve().parents[2] / "data-samples"
 
@@ -85,10 +83,7 @@ def test_a_column_an_older_layout_lacks_is_null_and_named_in_the_run_record(tmp_
 
 def test_a_column_an_older_layout_lacks_is_a_warning_of_ingest(tmp_path):
     store = _store(tmp_path, 3, "ALTER TABLE sessions RENAME COLUMN version TO version_v2")
-    entry = str(Path(sys.executable).with_name("gonka-evidence"))
-    result = subprocess.run(
-        [entry, "ingest", str(store), "-w", str(tmp_path / "w.duckdb")], capture_output=True, text=True, timeout=600
-    )
+    result = cli_in(tmp_path, "ingest", str(store), "-w", str(tmp_path / "w.duckdb"))  # what it says: in-process
     assert result.returncode == 0, result.stderr
     assert "warning: columns the copy lacks, read as NULL (unknown): sessions.version (in epoch 3)" in result.stderr
 
@@ -178,10 +173,7 @@ def test_settled_sessions_of_a_copy_without_settled_at_are_quarantined(tmp_path)
 
 def test_rows_quarantined_for_a_missing_column_are_a_warning_of_ingest(tmp_path):
     store = _store(tmp_path, 3, "ALTER TABLE sessions RENAME COLUMN settled_at TO settled_at_v2")
-    entry = str(Path(sys.executable).with_name("gonka-evidence"))
-    result = subprocess.run(
-        [entry, "ingest", str(store), "-w", str(tmp_path / "w.duckdb")], capture_output=True, text=True, timeout=600
-    )
+    result = cli_in(tmp_path, "ingest", str(store), "-w", str(tmp_path / "w.duckdb"))  # what it says: in-process
     assert result.returncode == 0, result.stderr
     said = "warning: columns the copy lacks, the rows that need them quarantined: sessions.settled_at (in epoch 3)"
     assert said in result.stderr

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -19,7 +17,7 @@ from pipeline.network.jobs import lake_quarantine
 from pipeline.network.lake import Lake
 from pipeline.network.partition import build_partition
 from pipeline.sources.errors import SourceError
-from tests.helpers import frame, ingest
+from tests.helpers import cli_in, frame, ingest
 
 DATA = Path(__file__).resolve().parents[2] / "data-samples"
 
@@ -83,10 +81,9 @@ def test_a_forked_diff_is_said_by_network_ingest_and_kept_in_quarantine(tmp_path
     single = tmp_path / "single.duckdb"
     for copy in (first, second):
         ingest(single, copy)
-    entry = str(Path(sys.executable).with_name("gonka-evidence"))
     lake_dir = tmp_path / "lake"
-    args = [entry, "network", "ingest", str(first), str(second), "--lake", str(lake_dir), "--workers", "0"]
-    result = subprocess.run([*args, "--buckets", "2"], capture_output=True, text=True, timeout=600)
+    args = ["network", "ingest", str(first), str(second), "--lake", str(lake_dir), "--workers", "0"]
+    result = cli_in(tmp_path, *args, "--buckets", "2")  # what it says: in-process
     assert result.returncode == 0, result.stderr
     said = "\n".join([result.stdout, result.stderr])
     assert "forks: 1;" in said, said
@@ -145,8 +142,8 @@ def test_a_partition_names_the_columns_its_copy_lacks_in_its_run_record(tmp_path
     ingest(single, store)
     # `network ingest` builds the lake (its partitions' run records are read below) and says the columns as
     # `ingest` does, per table and column with their epochs.
-    cli = [sys.executable, "-m", "pipeline.cli", "network", "ingest", str(store), "--lake", str(tmp_path / "said")]
-    result = subprocess.run([*cli, "--workers", "0", "--buckets", "2"], capture_output=True, text=True, timeout=600)
+    cli = ["network", "ingest", str(store), "--lake", str(tmp_path / "said")]
+    result = cli_in(tmp_path, *cli, "--workers", "0", "--buckets", "2")  # what it says: in-process
     assert result.returncode == 0, result.stderr
     assert (
         "warning: copy store lacks columns, read as NULL or their rows quarantined: "
