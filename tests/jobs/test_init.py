@@ -4,23 +4,23 @@ given, refuses a malformed address, and never overwrites a file."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pipeline.core.paths import DATA_SAMPLES_DIR
 from pipeline.jobs.config import load_config
+from tests.helpers import Done, cli_in
 
 FOCAL = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # data-samples/builds.toml focal_host
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd)
+def cli(*args: str, cwd: Path) -> Done:
+    """In-process: what a command writes, says and exits with, no property of a process of its own."""
+    return cli_in(cwd, *args)
 
 
-def _one_line_error(done: subprocess.CompletedProcess) -> str:
+def _one_line_error(done: Done) -> str:
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
     lines = [line for line in done.stderr.splitlines() if line.strip()]
