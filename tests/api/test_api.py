@@ -20,16 +20,15 @@ from pipeline.evidence import EvidenceError
 from pipeline.output.query.execute import QueryError
 from pipeline.warehouse.database import WarehouseError
 from tests.factories import sample_warehouse
+from tests.helpers import Done, cli_in
 from tests.output.shared import bundled_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
-    )
+def cli(*args: str, cwd: Path = ROOT) -> Done:
+    """`gonka-evidence ARGS` in-process, without the GONKA_EVIDENCE_* variables: what it prints."""
+    return cli_in(cwd, *args, env={k: None for k in os.environ if k.startswith("GONKA_EVIDENCE_")})
 
 
 @pytest.fixture(scope="module")
