@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from pipeline.output.render.markdown import markdown_table
 from pipeline.sources.errors import SourceError
 from pipeline.warehouse.database import open_read_only
 from tests.factories import data_samples_warehouse
-from tests.helpers import frame, ingest
+from tests.helpers import cli_in, frame, ingest
 from tests.output.shared import samples_bundle
 
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
@@ -159,19 +157,15 @@ def test_evidence_after_a_failed_ingest_warns_in_the_footer(tmp_path):
 
 
 def test_footer_command_names_a_warehouse_from_the_environment(first_warehouse, tmp_path):
+    # In-process (cli_in: ARGS as sys.argv, the variable read as each command reads it): what it prints.
     first = first_warehouse
-    env = {**os.environ, "GONKA_EVIDENCE_WAREHOUSE": str(first)}
-    cli = Path(sys.executable).parent / "gonka-evidence"
-    args = [str(cli), "evidence", "epoch-summary", "--host", HOST, "--epoch", "3"]
-    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    args = ["evidence", "epoch-summary", "--host", HOST, "--epoch", "3"]
+    done = cli_in(tmp_path, *args, env={"GONKA_EVIDENCE_WAREHOUSE": str(first)})
     assert done.returncode == 0, done.stderr
     command = done.stdout.rsplit("- command: ", 1)[1].strip().strip("`")
     assert command == f"gonka-evidence evidence epoch-summary --host {HOST} --epoch 3 --warehouse {first}"
     # Where the variable is not set, the printed command prints the same table.
-    env.pop("GONKA_EVIDENCE_WAREHOUSE")
-    again = subprocess.run(
-        [str(cli), *command.split()[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    again = cli_in(tmp_path, *command.split()[1:], env={"GONKA_EVIDENCE_WAREHOUSE": None})
     assert again.returncode == 0, again.stderr
     assert again.stdout == done.stdout
 
