@@ -90,13 +90,18 @@ def run_order(con: duckdb.DuckDBPyConnection, alias: str = "") -> str:
     return f"coalesce({alias}run_seq, 0)" if found else "0"
 
 
-def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _connect(path: Path, read_only: bool, own_instance: bool = False) -> duckdb.DuckDBPyConnection:
+    """A connection to the warehouse file. `own_instance`: the file attached read-only to an in-memory
+    database of its own, where DuckDB would otherwise share one instance (and its settings: a sandbox's
+    locked ones included) between every connection of this process to the file."""
     _refuse_special(path)
     try:
         # Absolute: DuckDB would expand a leading "~" that every other part of the pipeline takes literally
         # (an in-memory database stays one: made absolute, ":memory:" would name a file).
         target = str(path) if str(path) == ":memory:" else os.path.abspath(path)
-        con = duckdb.connect(target, read_only=read_only)
+        con = _attached(target) if own_instance else duckdb.connect(target, read_only=read_only)
+    except duckdb.ResourceInUseException:  # only an instance of this process's own can hold it so
+        raise WarehouseError(f"{path}: the warehouse is open for writing in this process; close it first") from None
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():
@@ -108,6 +113,24 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
         raise WarehouseError(f"{path}: cannot open the warehouse ({str(exc).splitlines()[0]})") from None
     con.execute("SET TimeZone = 'UTC'")
     _apply(con, duckdb_budget(MEMORY_ENV, DEFAULT_MEMORY_LIMIT))
+    return con
+
+
+def _attached(target: str) -> duckdb.DuckDBPyConnection:
+    """An in-memory database of its own with the file `target` attached read-only, named and used as DuckDB
+    names a file it opens (by its stem; a stem DuckDB keeps for its own databases gets a suffix); the
+    in-memory one is detached, so the warehouse is all it names."""
+    con = duckdb.connect(":memory:")
+    try:
+        stem = Path(target).stem
+        stem += "_warehouse" if stem.lower() in ("memory", "system", "temp") else ""
+        alias = '"' + stem.replace('"', '""') + '"'
+        con.execute(f"ATTACH '{target.replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
+        con.execute(f"USE {alias}")
+        con.execute("DETACH memory")
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
@@ -344,13 +367,13 @@ def abort_abandoned_runs(con: duckdb.DuckDBPyConnection) -> int:
         return int(row[0])
 
 
-def open_read_only(path: Path | str = DEFAULT_WAREHOUSE) -> duckdb.DuckDBPyConnection:
+def open_read_only(path: Path | str = DEFAULT_WAREHOUSE, own_instance: bool = False) -> duckdb.DuckDBPyConnection:
     path = Path(path)
     if not path.exists():
         raise WarehouseError(
             f"{path}: no warehouse here yet (run `gonka-evidence ingest SOURCE` or `gonka-evidence run` first)"
         )
-    con = _connect(path, read_only=True)
+    con = _connect(path, read_only=True, own_instance=own_instance)
     try:
         refuse_foreign(con, path)
         if warehouse_state(con) == "empty":
@@ -381,9 +404,10 @@ QUERY_TEMP_ENV, DEFAULT_QUERY_TEMP_LIMIT = "GONKA_EVIDENCE_QUERY_TEMP_LIMIT", "4
 
 def open_sandboxed(path: Path | str = DEFAULT_WAREHOUSE) -> duckdb.DuckDBPyConnection:
     """A read-only connection that can read the warehouse and nothing else, and cannot be reconfigured;
-    it spills to a temporary directory of its own of at most GONKA_EVIDENCE_QUERY_TEMP_LIMIT (4GB)."""
+    it spills to a temporary directory of its own of at most GONKA_EVIDENCE_QUERY_TEMP_LIMIT (4GB). Its
+    database instance is its own: the settings it locks reach no other connection of this process."""
     limit = env_size(QUERY_TEMP_ENV, DEFAULT_QUERY_TEMP_LIMIT)
-    con = open_read_only(path)
+    con = open_read_only(path, own_instance=True)
     spill = tempfile.mkdtemp(prefix="gonka-evidence-query-")
     atexit.register(shutil.rmtree, spill, True)  # DuckDB removes its files when the connection closes
     con.execute("SET temp_directory = ?", [spill])

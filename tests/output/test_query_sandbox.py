@@ -124,3 +124,44 @@ def test_ordinary_and_named_queries_still_work_in_the_sandbox(warehouse, timelin
     )
     assert named.exit_code == 0, named.output
     assert named.output.splitlines()[0].startswith("epoch_id")
+
+
+def test_a_sandbox_leaves_the_other_connections_of_its_process_as_they_were(warehouse):
+    """DuckDB shares one instance between a process's connections to a file: a sandbox opened on it must not
+    lock the settings of the others (a second read-only open failed on its time zone) nor share its own."""
+    from pipeline.warehouse.database import open_read_only, open_sandboxed
+
+    def settings(con) -> tuple:
+        return con.execute(
+            "SELECT current_setting('lock_configuration'), current_setting('enable_external_access')"
+        ).fetchone()
+
+    held = open_read_only(warehouse)
+    sandbox = open_sandboxed(warehouse)
+    again = open_read_only(warehouse)
+    try:
+        assert settings(sandbox) == (True, False)
+        assert settings(held) == settings(again) == (False, True)
+        count = "SELECT count(*) FROM raw_sessions"
+        assert sandbox.execute(count).fetchone() == held.execute(count).fetchone() == again.execute(count).fetchone()
+        assert sandbox.execute("SELECT current_database()").fetchone() == (warehouse.stem,)
+    finally:
+        for con in (held, sandbox, again):
+            con.close()
+
+
+def test_a_sandbox_on_a_warehouse_this_process_writes_is_a_one_line_error(warehouse, tmp_path):
+    import shutil
+
+    from pipeline.warehouse.database import WarehouseError, open_for_write, open_sandboxed
+
+    copy = tmp_path / "warehouse.duckdb"
+    shutil.copy(warehouse, copy)
+    writer = open_for_write(copy)
+    try:
+        with pytest.raises(WarehouseError) as refused:
+            open_sandboxed(copy)
+    finally:
+        writer.close()
+    assert str(refused.value) == f"{copy}: the warehouse is open for writing in this process; close it first"
+    open_sandboxed(copy).close()  # once the writer is closed
