@@ -11,21 +11,23 @@
 #   tar -cf - -C .devkit site/_polars_runtime_32 | xz -9 -T2 > .devkit/p1/polars.tar.xz
 #   tar -cf - -C .devkit --exclude=site/_polars_runtime_32 site | xz -6 -T2 > .devkit/p2/rest.tar.xz
 # There: `bash bench/device_sweep.sh P x` carrying .devkit/p1, then at once (the machine stays warm 30 s)
-# `bash bench/device_sweep.sh A 16,1 [ROWS,...]` carrying .devkit/p2 (B: more worker counts, appended; each
-# ROWS: 16 workers again with stage-1 pieces of that many diffs, into $OUT/pieces-ROWS.json).
+# `bash bench/device_sweep.sh A 16,1 [ROWS,...]` carrying .devkit/p2 (A starts with bench/ceiling.py at 16 and
+# 8 workers; B: more worker counts, appended; each ROWS: 16 workers again with stage-1 pieces of that many
+# diffs, or the default pieces for `default`, into $OUT/pieces-K-ROWS.json for the K-th).
 set -uo pipefail
 phase=$1; workers=$2; piece_rows=${3:-}
 export PYTHONUNBUFFERED=1
 for part in .devkit/p1/polars.tar.xz .devkit/p2/rest.tar.xz; do
   if [ -f "$part" ] && [ ! -f "/tmp/$(basename $part).done" ]; then tar -xJf "$part" -C /tmp && touch "/tmp/$(basename $part).done" || exit 8; fi
 done
-[ "$phase" = P ] && { ls /tmp/site | head -50; python3 --version; python3 -c "import google.protobuf as g; print(g.__version__)"; nproc; exit 0; }
+[ "$phase" = P ] && { ls /tmp/site | head -50; lscpu; python3 --version; python3 -c "import google.protobuf as g; print(g.__version__)"; nproc; exit 0; }
 export PYTHONPATH=/tmp/site:$PWD
 PY=python3
 $PY -c 'import polars, duckdb, distributed, adbc_driver_sqlite, pyarrow, os; print("ok", polars.__version__, duckdb.__version__, distributed.__version__, pyarrow.__version__, os.cpu_count())' || exit 9
 nproc; free -g | head -2; uptime
 mkdir -p bench/data bench/results
 if [ "$phase" = A ]; then
+  for n in 16 8; do $PY bench/ceiling.py --workers $n --rows 10000000 --out $OUT/ceiling-$n.json | grep -E 'slowdown|ceiling'; done
   t0=$(date +%s)
   [ -f bench/data/gonka_bench_1m/_meta.db ] || $PY bench/scale_copy.py --sizes 1m --layout sqlite --workers 16 2>&1 | tail -1
   $PY -c "
@@ -37,9 +39,11 @@ print(host_copies_sqlite(Path('bench/data'), '1m', 16)[0])"
   $PY bench/run.py --store bench/data/gonka_bench_net_1m/host-0 --steps floor,ingest --output $OUT/single-host.json 2>&1 | tail -9
   [ "$workers" = none ] || $PY bench/network_bench.py --size 1m --hosts 16 --workers "$workers" --buckets 64 --layout sqlite --no-sequential --reuse 2>&1 | tee $OUT/sweepA.log | tail -6
   cp bench/results/network-1m-sqlite.json $OUT/ 2>/dev/null
+  run=0
   for rows in ${piece_rows//,/ }; do
+    run=$((run + 1)); flag=(--piece-rows "$rows"); [ "$rows" = default ] && flag=()
     $PY bench/network_bench.py --size 1m --hosts 16 --workers 16 --buckets 64 --layout sqlite --no-sequential --reuse \
-      --piece-rows "$rows" --out "$OUT/pieces-$rows.json" 2>&1 | tail -3
+      "${flag[@]}" --out "$OUT/pieces-$run-$rows.json" 2>&1 | tail -3
   done
 else
   $PY bench/network_bench.py --size 1m --hosts 16 --workers "$workers" --buckets 64 --layout sqlite --no-sequential --reuse --append 2>&1 | tee $OUT/sweepB.log | tail -40
