@@ -29,6 +29,7 @@ pa.set_cpu_count(1); pa.set_io_thread_count(1)
 rows, path = int(sys.argv[1]), sys.argv[2]
 t = time.perf_counter()
 con = duckdb.connect(config={"threads": 1})
+con.execute("SET enable_progress_bar = false")  # stdout carries the seconds only
 con.execute(f"CREATE TABLE t AS SELECT i, hash(i) % 1000 AS k, hash(i * 7) AS v FROM range({rows}) r(i)")
 con.execute(f"COPY (SELECT k, count(*) n, sum(v % 1000) s FROM t GROUP BY k ORDER BY k) TO '{path}.a.parquet'")
 con.execute(f"COPY (SELECT * FROM t ORDER BY v) TO '{path}.b.parquet'")
