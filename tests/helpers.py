@@ -185,8 +185,8 @@ def cli_in(directory: Path, *args: str, env: Mapping[str, str | None] | None = N
     and stderr apart, as a process of its own gives them. For tests of what a command says and exits with; a
     property of a real process (a signal, a closed or full stream, the locale, a variable read at import, what
     is left at exit, a time limit on a command that could block) needs one. An exception the CLI did not turn
-    into an exit (a traceback in a process of its own) is raised here. A warehouse the test holds open is one
-    DuckDB instance with the command's connections to the same file here: give the command a copy."""
+    into an exit (a traceback in a process of its own) is raised here. A command that writes a warehouse the test
+    holds open needs a copy of it: in this process DuckDB refuses a writer beside the held connection."""
     from typer.testing import CliRunner
 
     from pipeline.cli.app import app

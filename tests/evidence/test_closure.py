@@ -8,7 +8,6 @@ the finality lag (2 of 3 settled)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -35,13 +34,6 @@ def con(warehouse):
     con.close()
 
 
-@pytest.fixture(scope="module")
-def cli_warehouse(warehouse, tmp_path_factory) -> Path:
-    """A copy of the warehouse for the commands: in this process, the module's open `con` and a command's
-    sandboxed connection to one file would share one DuckDB instance (a process of its own shares none)."""
-    return Path(shutil.copy(warehouse, tmp_path_factory.mktemp("closure-cli") / "w.duckdb"))
-
-
 def _cli(warehouse: Path, *args: str) -> Done:
     """In-process: what a command says and exits with, no property of a process of its own."""
     return cli_in(warehouse.parent, *args, "--warehouse", str(warehouse))
@@ -51,9 +43,9 @@ ALLOWED_OPEN = ("evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compa
 
 
 @pytest.fixture(scope="module")
-def allowed_open(cli_warehouse) -> Done:
+def allowed_open(warehouse) -> Done:
     """`evidence tracker --epoch 3 --compare 4 --allow-open` in Markdown, run once for the tests that read it."""
-    return _cli(cli_warehouse, *ALLOWED_OPEN)
+    return _cli(warehouse, *ALLOWED_OPEN)
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +56,10 @@ def reports(con) -> dict:
     return {epoch: build_epoch_report(con, epoch, FOCAL) for epoch in (4, 3)}
 
 
-def test_a_comparison_with_an_open_epoch_is_refused_in_one_line(cli_warehouse):
+def test_a_comparison_with_an_open_epoch_is_refused_in_one_line(warehouse):
     """Before: `tracker --epoch 3 --compare 4` printed 31 of 69 against 0 of 44 with "Fisher exact p =
     9.11e-09", exit 0, though epoch 4's invalid count is 0 only because nothing settled yet."""
-    done = _cli(cli_warehouse, "evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "4")
+    done = _cli(warehouse, "evidence", "tracker", "--host", FOCAL, "--epoch", "3", "--compare", "4")
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"error: {OPEN_4}: a comparison over an open epoch is not evidence yet; "
@@ -75,14 +67,14 @@ def test_a_comparison_with_an_open_epoch_is_refused_in_one_line(cli_warehouse):
     ]
 
 
-def test_allowed_open_every_format_marks_the_statistics_provisional(cli_warehouse, allowed_open):
+def test_allowed_open_every_format_marks_the_statistics_provisional(warehouse, allowed_open):
     args = ALLOWED_OPEN
     markdown = allowed_open
     assert markdown.returncode == 0, markdown.stderr
     assert f"- provisional: {OPEN_4}; every count and statistic here may still change" in markdown.stdout
     assert f"Provisional: {OPEN_4}; every count and statistic here may still change." in markdown.stdout
     assert "--allow-open" in markdown.stdout.split("- command: ")[1]  # the footer's command reproduces it
-    document = json.loads(_cli(cli_warehouse, *args, "--format", "json").stdout)
+    document = json.loads(_cli(warehouse, *args, "--format", "json").stdout)
     closure = document["params"]["closure"]
     assert (closure["closed"], closure["provisional"], closure["open_epochs"]) == (False, True, [4])
     assert [(e["epoch"], e["closed"], e["escrows_settled"], e["escrows"]) for e in closure["epochs"]] == [
@@ -92,7 +84,7 @@ def test_allowed_open_every_format_marks_the_statistics_provisional(cli_warehous
     assert document["stats"]["provisional"].startswith(OPEN_4)
     assert document["stats"]["compare"]  # the tests are there, beside the mark
     assert all(row["provisional"] is True for row in document["rows"])
-    csv = _cli(cli_warehouse, *args, "--format", "csv").stdout.splitlines()
+    csv = _cli(warehouse, *args, "--format", "csv").stdout.splitlines()
     assert csv[0].split(",")[-1] == "provisional" and all(line.endswith(",true") for line in csv[1:])
 
 

@@ -4,7 +4,6 @@ held window still gets its table."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -143,10 +142,7 @@ def _cli(*args: str, cwd: Path) -> Done:
     return cli_in(cwd, *args)
 
 
-def test_the_commands_exit_1_with_one_line_and_print_no_table(warehouse, tmp_path):
-    # A copy of the warehouse of the test's own: in this process, the module's open `con` and the commands'
-    # sandboxed connections to one file would share one DuckDB instance (a process of its own shares none).
-    warehouse = Path(shutil.copy(warehouse, tmp_path / "w.duckdb"))
+def test_the_commands_exit_1_with_one_line_and_print_no_table(warehouse):
     cases = [
         (["evidence", "votes-by-build", "--host", "gonka1wrongaddr", "--epoch", "3"], "is not a gonka1… address"),
         (["evidence", "peer-invalidation", "--host", FOCAL, "--epoch", "99"], f"it holds {HELD}"),
