@@ -28,6 +28,7 @@ from pipeline.core.chain import defaults_sql
 from pipeline.core.env import env_size
 from pipeline.core.paths import DEFAULT_WAREHOUSE, SQL_DIR
 from pipeline.core.resources import THREADS_ENV, DuckDBBudget, duckdb_budget
+from pipeline.core.sqlnames import quote_ident, quote_string
 
 SCHEMA_VERSION = "1"
 # warehouse_meta key: sha256 of the schema and view scripts that last ran on the warehouse.
@@ -124,9 +125,8 @@ def _attached(target: str) -> duckdb.DuckDBPyConnection:
     try:
         stem = Path(target).stem
         stem += "_warehouse" if stem.lower() in ("memory", "system", "temp") else ""
-        alias = '"' + stem.replace('"', '""') + '"'
-        con.execute(f"ATTACH '{target.replace(chr(39), chr(39) * 2)}' AS {alias} (READ_ONLY)")
-        con.execute(f"USE {alias}")
+        con.execute(f"ATTACH {quote_string(target)} AS {quote_ident(stem)} (READ_ONLY)")
+        con.execute(f"USE {quote_ident(stem)}")
         con.execute("DETACH memory")
     except BaseException:
         con.close()

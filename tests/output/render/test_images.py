@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from functools import lru_cache
 
 import vl_convert as vlc
 
@@ -18,11 +19,11 @@ def _spec(n: int, label: str = "V2 + DSpark") -> dict:
     }
 
 
-def _counting(monkeypatch) -> list[int]:
+def _counting(monkeypatch, kept: int = 32) -> list[int]:
     drawn: list[int] = []
     draw = vlc.vegalite_to_svg
     monkeypatch.setattr(vlc, "vegalite_to_svg", lambda spec: drawn.append(1) or draw(spec))
-    monkeypatch.setattr(images, "_DRAWN", type(images._DRAWN)())  # this test's own memo
+    monkeypatch.setattr(images, "_memo", lru_cache(maxsize=kept)(images._memo.__wrapped__))  # this test's own
     return drawn
 
 
@@ -45,12 +46,11 @@ def test_a_chart_drawn_again_is_the_same_bytes_without_a_second_draw(monkeypatch
 
 
 def test_the_memo_keeps_the_charts_drawn_last(monkeypatch):
-    drawn = _counting(monkeypatch)
-    monkeypatch.setattr(images, "_DRAWN_MAX", 2)
+    drawn = _counting(monkeypatch, kept=2)
     for n in (1, 2, 3):
         images.svg_and_png(_spec(n))
-    assert len(images._DRAWN) == 2 and len(drawn) == 3
+    assert images._memo.cache_info().currsize == 2 and len(drawn) == 3
     images.svg_and_png(_spec(3))  # kept
     assert len(drawn) == 3
     images.svg_and_png(_spec(1))  # the oldest, let go
-    assert len(drawn) == 4 and len(images._DRAWN) == 2
+    assert len(drawn) == 4 and images._memo.cache_info().currsize == 2
