@@ -151,6 +151,17 @@ def _refuse_special(path: Path) -> None:
         raise WarehouseError(f"{path}: {reason}") from None
     if not stat.S_ISREG(mode):
         raise WarehouseError(f"{path}: {describe_mode(mode)}, not a warehouse file")
+    if not is_duckdb_file(path):
+        raise WarehouseError(f"{path}: not a DuckDB database file, not a warehouse file")
+
+
+def is_duckdb_file(path: Path) -> bool:
+    """Whether the regular file at `path` is empty (DuckDB makes a database of it) or begins as a DuckDB
+    database does ("DUCK" after the header's checksum). Told before DuckDB opens it: DuckDB would take a
+    SQLite file for one it reads through its sqlite extension, and try to download that extension."""
+    with open(path, "rb") as handle:
+        head = handle.read(12)
+    return not head or head[8:12] == b"DUCK"
 
 
 def _apply(con: duckdb.DuckDBPyConnection, budget: DuckDBBudget) -> None:

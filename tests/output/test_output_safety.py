@@ -235,3 +235,22 @@ def test_an_empty_duckdb_file_is_no_warehouse_to_read_but_one_to_fill(tmp_path):
     assert "cannot open the warehouse" in _one_line_error(runner.invoke(app, ["query", "SELECT 1", "-w", str(zero)]))
     filled = runner.invoke(app, ["ingest", str(DATA_SAMPLES_DIR / "store"), "-w", str(empty)])
     assert filled.exit_code == 0, filled.output
+
+
+def test_a_file_of_another_kind_is_refused_before_duckdb_reads_it(tmp_path):
+    """DuckDB would take a SQLite file for a database of its sqlite extension, and try to download that
+    extension: a file that does not begin as a DuckDB database is refused first, read or written, untouched."""
+    import sqlite3
+
+    other = tmp_path / "copy.db"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE sessions (escrow_id TEXT)")
+    con.close()
+    text = tmp_path / "notes.duckdb"
+    text.write_text("a warehouse, or so the name says\n")
+    for path in (other, text):
+        before = _digest(path)
+        for args in (["query", "SELECT 1"], ["ingest", str(DATA_SAMPLES_DIR / "store")]):
+            error = _one_line_error(runner.invoke(app, [*args, "-w", str(path)]))
+            assert error == f"error: {path}: not a DuckDB database file, not a warehouse file"
+        assert _digest(path) == before

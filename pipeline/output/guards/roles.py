@@ -184,9 +184,10 @@ def warehouse_sources(warehouse: Path) -> list[Path]:
     import duckdb
 
     from pipeline.output.guards.safety import ingested_paths
+    from pipeline.warehouse.database import is_duckdb_file
 
     try:
-        if not stat.S_ISREG(os.stat(warehouse).st_mode):
+        if not stat.S_ISREG(os.stat(warehouse).st_mode) or not is_duckdb_file(warehouse):
             return []
         with duckdb.connect(str(warehouse), read_only=True) as con:
             return [Path(p) for p in ingested_paths(con)]
