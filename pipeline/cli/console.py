@@ -158,6 +158,21 @@ def data(text: str, nl: bool = True) -> None:
     typer.echo(text, nl=nl)
 
 
+# Formats whose every character is a value: written as UTF-8 whatever the locale, as `query` writes.
+UTF8_FORMATS = frozenset({"csv", "json"})
+
+
+def rendered(text: str, fmt: str) -> None:
+    """An evidence table rendered as `fmt`, on stdout: csv and json as UTF-8 bytes (the terminal's escape of
+    a character it cannot show, ``\\u2013``, would change a value there), markdown and table as `data`."""
+    if fmt not in UTF8_FORMATS:
+        data(text)
+        return
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8") + b"\n")
+    sys.stdout.buffer.flush()
+
+
 def show(text: str, *, soft_wrap: bool = False) -> None:
     """A line of a command's own output on stdout (a summary's is sent to stderr by `user_errors` unless the
     command prints data): never read as markup; `soft_wrap`: never wrapped, however wide."""

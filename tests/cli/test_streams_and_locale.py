@@ -5,6 +5,7 @@ data lost with exit 0, never a stream's error blamed on the warehouse; files are
 from __future__ import annotations
 
 import ast
+import json
 import locale
 import os
 import subprocess
@@ -151,6 +152,23 @@ def test_a_terminal_that_cannot_show_utf8_gets_escapes_not_a_crash(tmp_path, war
         assert b"| V1, no DSpark | validation |" in done.stdout
         outputs[name] = done.stdout
     assert b"| \\u2013 |" in outputs["latin-1"]  # the en dash, escaped
+
+
+def test_csv_and_json_on_stdout_are_utf8_whatever_the_locale(tmp_path, warehouse):
+    """`evidence --format csv` under ISO-8859-1 or ASCII wrote a build label's en dash as the six characters
+    ``\\u2013``: another value. csv and json are now the UTF-8 bytes of a UTF-8 locale, as `query` writes;
+    markdown keeps the terminal's escapes (the test above)."""
+    label = "V2 – DSpark, é, 🚀"  # an en dash, a Latin-1 letter and a character beyond the BMP
+    builds = (ROOT / "data-samples" / "builds.toml").read_text(encoding="utf-8")
+    (tmp_path / "builds.toml").write_text(builds.replace("V2 + DSpark, raw_logprobs", label), encoding="utf-8")
+    assert cli_in(tmp_path, "builds", "load", "builds.toml", "-w", str(warehouse)).returncode == 0
+    for fmt, name, env in (("csv", "latin-1", {"PYTHONIOENCODING": "iso-8859-1"}), ("json", "ascii", ASCII_LOCALE)):
+        reference = cli_in(tmp_path, *EVIDENCE, str(warehouse), "--format", fmt)  # this process: UTF-8 streams
+        done = _cli([*EVIDENCE, str(warehouse), "--format", fmt], cwd=tmp_path, env=env, capture_output=True)
+        assert done.returncode == 0, (name, done.stderr.decode(errors="replace"))
+        assert done.stdout == reference.stdout.encode("utf-8"), (fmt, name)
+        assert label.encode("utf-8") in done.stdout and b"\\u" not in done.stdout, (fmt, name)
+    assert label in {row["build"] for row in json.loads(done.stdout)["rows"]}
 
 
 def test_files_are_utf8_whatever_the_locale(tmp_path, warehouse):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.console import data as console_data
+from pipeline.cli.console import rendered
 from pipeline.cli.conventions import (
     MAX_BIGINT,
     ConfigOpt,
@@ -62,7 +62,7 @@ def evidence(
             allow_open=allow_open,
             **ctx.meta[OPTIONS_KEY],
         )
-    console_data(result.render(fmt.value))
+    rendered(result.render(fmt.value), fmt.value)
 
 
 def register(app: typer.Typer) -> None:

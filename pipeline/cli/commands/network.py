@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.console import data as console_data
+from pipeline.cli.console import rendered
 from pipeline.cli.conventions import (
     EvidenceFormat,
     SummaryFormat,
@@ -150,7 +150,7 @@ def network_evidence(
         if result.chart is None:
             raise typer.BadParameter(f"{name} has no chart", param_hint="--chart")
         result.save_chart(chart)
-    console_data(result.render(fmt.value))
+    rendered(result.render(fmt.value), fmt.value)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline.cli.console import data as console_data
+from pipeline.cli.console import rendered
 from pipeline.cli.conventions import (
     EXIT_CHECK_FAILED,
     ConfigOpt,
@@ -50,7 +50,7 @@ def preflight(
         raise typer.BadParameter("give either --build or --since, not both")
     with Warehouse.resolve(warehouse, host=host, config=config).open() as wh:
         result = wh.preflight(build=build, since=since, command=reproducing_command(ctx))
-    console_data(result.render(fmt.value))
+    rendered(result.render(fmt.value), fmt.value)
     if strict and result.failed:
         raise typer.Exit(EXIT_CHECK_FAILED)
 
