@@ -182,7 +182,8 @@ def mark(result: EvidenceResult, state: Closure, window: Window, *, allow_open: 
     ``stats.provisional``. A statistical test over an epoch or time window that covers an open epoch is
     refused unless `allow_open`; a table of such a window gets a ``provisional`` column (true), so that CSV
     says it too. All data (no window) on a live warehouse always holds the current epoch: it is said in the
-    note, params and stats, not refused."""
+    note, params and stats, not refused, and rows of one epoch each (an ``epoch`` column) say whether theirs
+    is open."""
     bounded = window.epoch is not None or window.since is not None
     if state.open and bounded and not allow_open and has_test(result.stats):
         raise EvidenceError(state.refusal("a statistical test"))
@@ -193,6 +194,9 @@ def mark(result: EvidenceResult, state: Closure, window: Window, *, allow_open: 
         result.stats = {**result.stats, "provisional": state.provisional()}
         if bounded or allow_open:
             result.rows = result.rows.with_columns(pl.lit(True).alias(PROVISIONAL_COLUMN))
+        elif "epoch" in result.rows.columns:
+            open_epochs = [e.epoch for e in state.open]
+            result.rows = result.rows.with_columns(pl.col("epoch").is_in(open_epochs).alias(PROVISIONAL_COLUMN))
     return result
 
 

@@ -99,6 +99,23 @@ def test_epoch_summary_of_the_open_epoch_says_open(con):
     assert render(result, "csv").splitlines()[1].endswith(",true")  # the provisional column
 
 
+def test_all_data_rows_of_one_epoch_each_say_whether_theirs_is_open(con):
+    """Over all data the open epoch's row of epoch-summary and tracker read in CSV as final as the others: only the
+    note and the JSON's params said epoch 4 was open. A table of rows without an epoch keeps its note only."""
+    for name in ("epoch-summary", "tracker"):
+        result = compute(name, con, host=FOCAL, command="c")
+        assert result.stats["provisional"].startswith(OPEN_4)
+        assert dict(result.rows.select("epoch", "provisional").iter_rows()) == {2: False, 3: False, 4: True}, name
+        csv = render(result, "csv").splitlines()
+        assert csv[0].endswith(",provisional") and [line.rsplit(",", 1)[1] for line in csv[1:]] == [
+            "false",
+            "false",
+            "true",
+        ]
+    votes = compute("votes-by-build", con, host=FOCAL, command="c")
+    assert votes.stats["provisional"].startswith(OPEN_4) and "provisional" not in votes.rows.columns
+
+
 def test_a_closed_epoch_says_closed_and_when(con):
     result = compute("epoch-summary", con, host=FOCAL, epoch=3, command="c")
     assert "Closed: epoch 3 closed at 2026-10-25T23:30:16Z (all escrows settled; 3 of 3 escrows settled)." in (
