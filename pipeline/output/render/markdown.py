@@ -22,7 +22,8 @@ from pipeline.output.render.text import provenance_lines, stat_lines, table_cell
 # which "[x]" and "[x][y]" are plain text). Emphasis and strikethrough need "*", "~" or an "_" at a
 # word's edge (one inside a word, as in processed_logprobs, is plain text). A backslash is escaped too, so
 # that one from the data cannot cancel the escapes that follow it. Everything else ("p < 0.001", and "`",
-# whose code spans the notes use for commands and show any text literally) stays as is.
+# whose code spans the notes use for commands) stays as is; `literal`, for text that is all data (cells,
+# provenance values), escapes "`" too: in a code span the escapes above would show as backslashes.
 _HTML = {"&": "&amp;", "<": "&lt;"}
 _BACKSLASHED = ("\\", "]", "*", "~", "_")
 # Control characters (an ANSI sequence starts with one) and bidirectional overrides are shown as escapes.
@@ -48,9 +49,14 @@ def _escaped(match: re.Match) -> str:
     return "\\" + char  # "\\", "]", "*", "~" or "_": shown as itself
 
 
+def literal(text: str) -> str:
+    """``text`` from the data as literal Markdown inline text: `escape`, and a backtick opens no code span."""
+    return escape(text).replace("`", "\\`")
+
+
 def cell(text: str) -> str:
-    """``text`` as the content of a table cell: escaped, and a pipe no longer ends the cell."""
-    return escape(text).replace("|", "\\|")
+    """``text`` as the content of a table cell: literal, and a pipe no longer ends the cell."""
+    return literal(text).replace("|", "\\|")
 
 
 def inline_code(text: str) -> str:
@@ -76,7 +82,7 @@ def render_markdown(result: EvidenceResult) -> str:
         blocks.append("\n".join(f"- {escape(line)}" for line in stat_lines(result.stats)))
     blocks += [escape(note) for note in result.notes]
     if result.provenance is not None:
-        lines = provenance_lines(result.provenance, quote_command=inline_code, quote_text=escape)
+        lines = provenance_lines(result.provenance, quote_command=inline_code, quote_text=literal)
         # The rule keeps the footer list apart from the statistics list; a blank
         # line before it stops GitHub reading the previous line as a heading.
         blocks += ["---", "\n".join(f"- {line}" for line in lines)]

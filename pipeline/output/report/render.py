@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from pipeline.core.paths import REPORTS_DIR
-from pipeline.output.render.markdown import escape, heading_anchor, inline_code, markdown_table
+from pipeline.output.render.markdown import escape, heading_anchor, inline_code, literal, markdown_table
 from pipeline.output.render.text import provenance_lines, table_cells
 from pipeline.output.report.model import EpochReport
 
@@ -93,7 +93,7 @@ def section_anchors(report: EpochReport) -> dict[str, str]:
 
 
 def render_report_markdown(report: EpochReport, with_provenance: bool = True) -> str:
-    provenance = provenance_lines(report.provenance, quote_command=inline_code, quote_text=escape)
+    provenance = provenance_lines(report.provenance, quote_command=inline_code, quote_text=literal)
     return (
         _environment(html=False)
         .get_template("epoch_report.md.j2")

@@ -453,6 +453,24 @@ def test_markdown_escapes_untrusted_text():
     assert spans == [hostile_result().provenance.command]
 
 
+def test_a_backtick_in_a_label_is_shown_as_itself_in_a_cell_and_the_provenance():
+    """A label's backticks opened a code span, in which the other escapes showed as backslashes: "a`b*c`" read
+    "ab\\*c" in its cell. A cell and a provenance value hold data only: their backticks are escaped."""
+    labels = ["a`b*c`", "x`_y_`", "`\\`", "``two``"]
+    result = EvidenceResult(
+        "votes-by-build",
+        "Verdicts",
+        {},
+        pl.DataFrame({"build": labels, "valid": range(len(labels))}),
+        provenance=provenance(),
+    )
+    result.provenance.sources[0]["label"] = labels[0]
+    tokens = parse_markdown(render(result, "markdown"))
+    assert [r[0] for r in table_rows(tokens)[1:]] == labels
+    seen = ["".join(c.content for c in t.children or []) for t in tokens if t.type == "inline"]
+    assert any(line.startswith(f"source: {labels[0]} (") for line in seen)
+
+
 def test_markdown_escaping_keeps_ordinary_text():
     from pipeline.output.render.markdown import escape
 
