@@ -61,9 +61,14 @@ def _from_ipc(data: pa.Buffer) -> pa.Table:
     return pa.ipc.open_stream(data).read_all()
 
 
-def _write_frame(stream, data: bytes | pa.Buffer) -> None:
-    stream.write(_LENGTH.pack(len(data)))
-    stream.write(data)
+def _write_frame(fd: int, data: bytes | pa.Buffer) -> None:
+    """A frame (its length, then its bytes) written whole to the descriptor `fd`, each part on until it is all
+    out: through Python's buffered writer, a writer stopped and continued mid-write (Ctrl-Z, SIGSTOP) lost
+    the frames' alignment and the reader took a payload's bytes for a length."""
+    for part in (_LENGTH.pack(len(data)), data):
+        view = memoryview(part).cast("B")
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def _read_frame(stream) -> pa.Buffer | None:
@@ -114,8 +119,7 @@ class _Worker:
         assert stdin is not None
         try:
             while (request := self.requests.get()) is not None:
-                _write_frame(stdin, request)
-                stdin.flush()
+                _write_frame(stdin.fileno(), request)
             stdin.close()
         except (BrokenPipeError, OSError):
             pass  # the worker is gone: its next result says so
@@ -123,13 +127,16 @@ class _Worker:
     def _read(self) -> None:
         stdout = self.process.stdout
         assert stdout is not None
-        while (status := _read_frame(stdout)) is not None:
-            read = [_read_frame(stdout) for _ in range(4 if status.to_pybytes() == b"ok" else 0)]
-            frames = [status, *(frame for frame in read if frame is not None)]
-            if len(frames) < len(read) + 1:
-                break  # it ended in the middle of an answer
-            self.answers.put(frames)
-        self.answers.put(None)  # the worker ended
+        try:
+            while (status := _read_frame(stdout)) is not None:
+                read = [_read_frame(stdout) for _ in range(4 if status.to_pybytes() == b"ok" else 0)]
+                frames = [status, *(frame for frame in read if frame is not None)]
+                if len(frames) < len(read) + 1:
+                    break  # it ended in the middle of an answer
+                self.answers.put(frames)
+        except (OSError, ValueError, pa.ArrowException):  # closed under it, or a length no frame has
+            pass
+        self.answers.put(None)  # the worker ended, or what it said cannot be read: its result says so
 
     def result(self) -> txs.DecodedDiffs:
         frames = self.answers.get()
@@ -220,8 +227,8 @@ class DiffDecoder:
         self._pool = []
 
 
-def _serve(stdin, stdout) -> None:
-    """The worker's loop: a batch in, its decoded tables out, until its input ends."""
+def _serve(stdin, stdout: int) -> None:
+    """The worker's loop: a batch in, its decoded tables out (to the descriptor `stdout`), until its input ends."""
     while (request := _read_frame(stdin)) is not None:
         try:
             decoded = txs.decode_diffs(_from_ipc(request))
@@ -235,8 +242,7 @@ def _serve(stdin, stdout) -> None:
             _write_frame(stdout, b"ok")
             for frame in frames:
                 _write_frame(stdout, frame)
-        stdout.flush()
 
 
 if __name__ == "__main__":
-    _serve(sys.stdin.buffer, sys.stdout.buffer)
+    _serve(sys.stdin.buffer, sys.stdout.fileno())

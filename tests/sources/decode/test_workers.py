@@ -3,7 +3,11 @@ writes the same warehouse."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -73,6 +77,58 @@ def test_a_worker_that_cannot_start_says_why_in_the_one_line(sqlite_copy, tmp_pa
         with pytest.raises(DecodeWorkerError) as failed:
             handle.result()
     assert str(failed.value) == "a diff decode worker ended unexpectedly (exit code 3: ImportError: no pyarrow)"
+
+
+def test_a_worker_stopped_and_continued_mid_write_answers_whole(sqlite_copy):
+    """Ctrl-Z then `fg` (SIGSTOP, SIGCONT) while a worker wrote an answer of more than a pipe's 64 KiB lost
+    the frames' alignment: the reader took a payload's bytes for a length, failed in its thread, and the
+    ingest waited for ever. The answers now come whole, however often the worker is stopped."""
+    rows = pa.Table.from_batches(_diff_batches(sqlite_copy()))
+    batch = pa.concat_tables([rows] * 8).combine_chunks().to_batches()[0]  # answers of about a MB
+    want = txs.decode_diffs(batch)
+    with DiffDecoder(workers=1) as decoder:
+        decoder.submit(batch).result()  # started
+        pid, done = decoder._pool[0].process.pid, threading.Event()
+
+        def stop_and_continue() -> None:
+            while not done.is_set():
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.005)
+                os.kill(pid, signal.SIGCONT)
+                time.sleep(0.005)
+
+        stopper = threading.Thread(target=stop_and_continue)
+        stopper.start()
+        try:
+            handles = [decoder.submit(batch) for _ in range(4)]
+            results = [h.result() for h in handles]
+        finally:
+            done.set()
+            stopper.join()
+            os.kill(pid, signal.SIGCONT)
+    assert all(got.txs.equals(want.txs) and got.diffs.equals(want.diffs) for got in results)
+
+
+def test_a_worker_whose_answer_cannot_be_read_is_a_one_line_error(sqlite_copy, tmp_path, monkeypatch):
+    """A length no frame has (a worker that writes something else on its stdout) failed the reading thread
+    with a traceback of its own and left the ingest waiting for ever; now it is the worker's one-line error."""
+    garbage = tmp_path / "python"
+    garbage.write_text("#!/bin/sh\nhead -c 8 >/dev/null\nprintf 'deepseek-ai/DeepSeek'\n")
+    garbage.chmod(0o755)
+    monkeypatch.setattr(workers.sys, "executable", str(garbage))
+    said: list[str] = []
+
+    def wait(handle) -> None:
+        try:
+            handle.result()
+        except DecodeWorkerError as exc:
+            said.append(str(exc))
+
+    with DiffDecoder(workers=1) as decoder:
+        waiter = threading.Thread(target=wait, args=(decoder.submit(_diff_batches(sqlite_copy())[0]),), daemon=True)
+        waiter.start()
+        waiter.join(60)  # it waited for ever before
+    assert said == ["a diff decode worker ended unexpectedly (exit code 0)"]
 
 
 def test_each_worker_is_sized_to_its_share_of_the_cores(sqlite_copy, monkeypatch):
