@@ -26,6 +26,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.core.sqlnames import quote_string
+
 SUFFIX = ".ingest-staging"
 STAGE2_MARK = "stage2"
 PROBLEMS = "problems"  # (table_name, row_key, reason) of each chunk, quarantined in stage 2 in chunk order
@@ -115,8 +117,8 @@ class Stager:
 
     def view(self, con: duckdb.DuckDBPyConnection, part: int, name: str) -> None:
         """Relation `name` as a temporary view of the part's file (what a chunk registers under that name)."""
-        path = str(self.parts[part] / f"{name}.parquet").replace("'", "''")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet('{path}')")
+        path = quote_string(str(self.parts[part] / f"{name}.parquet"))
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM read_parquet({path})")
 
     def row_groups(self, part: int, name: str) -> Iterator[pa.Table]:
         """The part's file's row groups in order: each chunk's rows of relation `name`."""

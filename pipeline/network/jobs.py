@@ -19,6 +19,7 @@ import polars as pl
 from pipeline.core.env import env_int
 from pipeline.core.events import Progress
 from pipeline.core.roles import Role, is_url
+from pipeline.core.sqlnames import quote_string
 from pipeline.core.version import pipeline_version
 from pipeline.evidence.closure import DEFAULT_FINALITY_LAG, Closure, closure, mark
 from pipeline.evidence.result import EvidenceResult, Provenance
@@ -278,7 +279,7 @@ def _lake_views(lake: Lake, views: tuple[str, ...]) -> Iterator[Any]:
     con = duckdb.connect()
     try:
         for i, path in enumerate(paths):
-            con.execute(f"ATTACH '{str(path).replace(chr(39), chr(39) * 2)}' AS p{i} (READ_ONLY)")
+            con.execute(f"ATTACH {quote_string(str(path))} AS p{i} (READ_ONLY)")
         for view in views:
             union = " UNION ALL ".join(f"SELECT * FROM p{i}.{view}" for i in range(len(paths)))
             con.execute(f"CREATE TEMP VIEW {view} AS {union or 'SELECT * FROM (SELECT 1) WHERE false'}")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
 
-from pipeline.core.sqlnames import quote_ident
+from pipeline.core.sqlnames import quote_ident, quote_string
 from pipeline.core.text import visible
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def _nested_leaves_sql(expr: str, dtype, depth: int = 0) -> str | None:
             f"map_from_entries(list_transform(map_entries({expr}), lambda {var}: "
             f"struct_pack(key := {new_key or key}, value := {new_value or value})))"
         )
-    fields = [(name, f"struct_extract({expr}, {_sql_string(name)})") for name, _ in children]
+    fields = [(name, f"struct_extract({expr}, {quote_string(name)})") for name, _ in children]
     rewritten = [
         _nested_leaves_sql(field, child, depth + 1) for (_, field), (_, child) in zip(fields, children, strict=True)
     ]
@@ -164,10 +164,6 @@ def _nested_leaves_sql(expr: str, dtype, depth: int = 0) -> str | None:
         f"{quote_ident(name)} := {r or field}" for (name, field), r in zip(fields, rewritten, strict=True)
     )
     return f"CASE WHEN {expr} IS NULL THEN NULL ELSE struct_pack({packed}) END"
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 # Rows fetched from DuckDB at a time: the result streams to the output, never whole in Python.
