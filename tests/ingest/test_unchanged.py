@@ -342,7 +342,7 @@ def test_a_connect_waits_for_the_slot_a_closing_connection_still_holds(pg_copy):
         held = psycopg.connect(url)
         threading.Timer(0.5, held.close).start()  # the slot frees half a second later
         address.connect(lambda: psycopg.connect(url)).close()
-        held = psycopg.connect(url)
+        held = address.connect(lambda: psycopg.connect(url))  # the slot that close frees, once its process exits
         try:
             with pytest.raises(SourceError, match="cannot connect .*too many connections"):
                 address.connect(lambda: psycopg.connect(url))
