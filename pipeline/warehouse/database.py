@@ -151,7 +151,11 @@ def _refuse_special(path: Path) -> None:
         raise WarehouseError(f"{path}: {reason}") from None
     if not stat.S_ISREG(mode):
         raise WarehouseError(f"{path}: {describe_mode(mode)}, not a warehouse file")
-    if not is_duckdb_file(path):
+    try:
+        duckdb_file = is_duckdb_file(path)
+    except OSError as exc:  # a regular file that cannot be read (permissions, /proc/self/mem)
+        raise WarehouseError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not duckdb_file:
         raise WarehouseError(f"{path}: not a DuckDB database file, not a warehouse file")
 
 

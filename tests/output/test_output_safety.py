@@ -254,3 +254,10 @@ def test_a_file_of_another_kind_is_refused_before_duckdb_reads_it(tmp_path):
             error = _one_line_error(runner.invoke(app, [*args, "-w", str(path)]))
             assert error == f"error: {path}: not a DuckDB database file, not a warehouse file"
         assert _digest(path) == before
+
+
+def test_a_regular_file_that_cannot_be_read_is_said_so_not_cannot_write():
+    """/proc/self/mem is a regular file whose first bytes cannot be read: `query` said "cannot write"."""
+    for args in (["query", "SELECT 1"], ["ingest", str(DATA_SAMPLES_DIR / "store")]):
+        error = _one_line_error(runner.invoke(app, [*args, "-w", "/proc/self/mem"]))
+        assert error == "error: /proc/self/mem: cannot be read (Input/output error)"
