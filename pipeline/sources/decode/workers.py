@@ -152,10 +152,12 @@ class _Worker:
             )
         if (status := frames[0].to_pybytes()) != b"ok":
             raise DecodeWorkerError(f"a diff decode worker failed: {status.decode(errors='replace')}")
-        decoded, diffs, held, quarantined = (_from_ipc(frame) for frame in frames[1:])
-        return txs.DecodedDiffs(
-            txs=decoded, diffs=diffs, held=held, quarantined=list(zip(*quarantined.to_pydict().values(), strict=True))
-        )
+        try:  # whole frames that hold no tables: something else wrote on the worker's stdout
+            decoded, diffs, held, quarantined = (_from_ipc(frame) for frame in frames[1:])
+            rejected = list(zip(*quarantined.to_pydict().values(), strict=True))
+        except (pa.ArrowException, ValueError) as exc:
+            raise DecodeWorkerError(f"a diff decode worker's answer cannot be read ({one_line(exc)})") from None
+        return txs.DecodedDiffs(txs=decoded, diffs=diffs, held=held, quarantined=rejected)
 
     def _last_words(self) -> str:
         self.stderr.seek(0)

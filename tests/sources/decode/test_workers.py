@@ -131,6 +131,22 @@ def test_a_worker_whose_answer_cannot_be_read_is_a_one_line_error(sqlite_copy, t
     assert said == ["a diff decode worker ended unexpectedly (exit code 0)"]
 
 
+def test_a_worker_answer_of_whole_frames_that_are_not_tables_is_a_one_line_error(sqlite_copy, tmp_path, monkeypatch):
+    """Frames of plausible lengths after "ok" that hold no Arrow stream (something else writing on the
+    worker's stdout) raised Arrow's own error from `result()`; now it is the worker's one-line error."""
+    answer = tmp_path / "answer"
+    answer.write_bytes(b"".join(workers._LENGTH.pack(len(part)) + part for part in [b"ok", *[b"oops"] * 4]))
+    garbage = tmp_path / "python"
+    garbage.write_text(f"#!/bin/sh\nhead -c 8 >/dev/null\ncat '{answer}'\ncat >/dev/null\n")
+    garbage.chmod(0o755)
+    monkeypatch.setattr(workers.sys, "executable", str(garbage))
+    with DiffDecoder(workers=1) as decoder:
+        with pytest.raises(DecodeWorkerError) as raised:
+            decoder.submit(_diff_batches(sqlite_copy())[0]).result()
+    assert str(raised.value).startswith("a diff decode worker's answer cannot be read (")
+    assert "\n" not in str(raised.value)
+
+
 def test_each_worker_is_sized_to_its_share_of_the_cores(sqlite_copy, monkeypatch):
     """A worker of N starts with its pools sized to the machine's cores / N (one thread each here, where
     2 workers share 2 cores; each pool took every core before): Polars and Arrow read these at import."""
