@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pipeline.output.render.markdown import escape
+from pipeline.output.render.markdown import cell, escape, literal
 from pipeline.output.report.index_charts import (  # noqa: F401  (the index's charts, here as before)
     BUILD_COLOURS,
     SERIES_COLOURS,
@@ -37,7 +37,7 @@ def render_index_markdown(host: str, headlines: list[dict], chart_stems: list[st
     rows = index_rows(headlines)
     header = list(rows[0]) if rows else []
     lines = [
-        f"# Every epoch: {escape(host)}",
+        f"# Every epoch: {literal(host)}",
         "",
         f"{len(rows)} closed epoch{'s' if len(rows) != 1 else ''}; each row of the table links to its report.",
         "",
@@ -52,7 +52,7 @@ def render_index_markdown(host: str, headlines: list[dict], chart_stems: list[st
         lines.append("| " + " | ".join(header) + " |")
         lines.append("| " + " | ".join("---" for _ in header) + " |")
         for r in rows:
-            cells = [escape(v) for k, v in r.items() if k != "report"] + [
+            cells = [cell(v) for k, v in r.items() if k != "report"] + [
                 f"[report]({r['report'].replace('.html', '.md')})"
             ]
             lines.append("| " + " | ".join(cells) + " |")
@@ -61,7 +61,7 @@ def render_index_markdown(host: str, headlines: list[dict], chart_stems: list[st
     if spans:
         lines.append(
             "Build segments: "
-            + "; ".join(f"{escape(s['build'])} (epochs {s['first']}–{s['last']})" for s in spans)
+            + "; ".join(f"{literal(s['build'])} (epochs {s['first']}–{s['last']})" for s in spans)
             + "."
         )
         lines.append("")

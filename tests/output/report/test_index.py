@@ -255,3 +255,20 @@ def test_build_bands_start_at_build_boundaries_and_marks_sit_in_their_builds_ban
     for r in rows:  # every mark inside the band of the build it counts
         (b,) = bands.filter((bands["epoch"] == r["epoch"]) & (bands["build"] == r["build"])).iter_rows(named=True)
         assert b["x0"] <= r["at"] <= b["x1"], r
+
+
+def test_a_build_label_with_a_pipe_or_backtick_keeps_the_index_table_and_its_text(out):
+    """A label is data: in index.md a `|` in it split its row's cell in two and a backtick opened a code
+    span (its other escapes then shown as backslashes); each is now shown as itself, one cell per column."""
+    from pipeline.output.report.index import render_index_markdown
+
+    label = "V2|spec`x*"
+    text = (out / "index-charts" / "headlines.json").read_text(encoding="utf-8")
+    builds = sorted({v["build"] for h in json.loads(text) for v in h["verdicts"] if v["build"] != "unattributed"})
+    renamed = json.loads(text.replace(json.dumps(builds[0]), json.dumps(label)))
+    markdown = render_index_markdown(HOST, renamed, [])
+    table = [line for line in markdown.splitlines() if line.startswith("| ")]
+    widths = {len(re.split(r"(?<!\\)\|", line)) for line in table}
+    assert len(widths) == 1, table  # every row has the header's columns
+    assert r"V2\|spec\`x\*" in "".join(table)
+    assert r"V2|spec\`x\* (epochs " in markdown  # the build segments line: no code span opens
