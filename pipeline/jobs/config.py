@@ -72,6 +72,16 @@ class RunConfig:
     sources: list[dict] = field(default_factory=list)
     chain: list[ChainParam] = field(default_factory=list)  # [[chain]]: overrides of the chain parameters
     origin: str = "data-samples"
+    # The keys whose value a GONKA_EVIDENCE_<KEY> variable set over the file's (or the samples'), by variable.
+    from_env: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def origin_of(self, key: str) -> str:
+        """Where `key`'s value came from, as an error names it: its variable, else the config file."""
+        return self.from_env.get(key, self.origin)
+
+    def named(self, key: str) -> str:
+        """`key` as an error names it: its variable (GONKA_EVIDENCE_HOST), else ``FILE: key``."""
+        return self.from_env.get(key) or f"{self.origin}: {key}"
 
     @property
     def finality_lag_delta(self) -> timedelta:
@@ -249,6 +259,7 @@ def _env_overrides(cfg: RunConfig) -> RunConfig:
         value = os.environ.get(f"{ENV_PREFIX}{key.upper()}")
         if value:
             setattr(cfg, key, config_path(Path("."), value) if key in PATH_KEYS else value)
+            cfg.from_env[key] = f"{ENV_PREFIX}{key.upper()}"
     return cfg
 
 
@@ -256,10 +267,10 @@ def _checked(cfg: RunConfig) -> RunConfig:
     try:
         parse_duration(cfg.finality_lag)
     except ConfigError as exc:
-        raise ConfigError(f"{cfg.origin}: {exc}") from None
+        raise ConfigError(f"{cfg.origin_of('finality_lag')}: {exc}") from None
     if cfg.host:  # the file's or GONKA_EVIDENCE_HOST's: well-formed, in lower case (the warehouse's spelling)
         try:
-            cfg.host = str(check_value(None, "host", cfg.host, f"{cfg.origin}: host"))
+            cfg.host = str(check_value(None, "host", cfg.host, cfg.named("host")))
         except UnheldValue as exc:
             raise ConfigError(str(exc)) from None
     for i, s in enumerate(cfg.sources, 1):

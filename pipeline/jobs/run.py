@@ -315,7 +315,7 @@ def _check_paths(cfg: RunConfig) -> None:
         if "path" in source:
             check_path(Path(source["path"]), Role.INPUT, f"{cfg.origin}: [[sources]] entry {i} path")
     if cfg.builds is not None:
-        check_path(cfg.builds, Role.INPUT_FILE, f"{cfg.origin}: builds", noun="builds file")
+        check_path(cfg.builds, Role.INPUT_FILE, cfg.named("builds"), noun="builds file")
     inputs = [Path(s["path"]) for s in cfg.sources if "path" in s] + ([cfg.builds] if cfg.builds else [])
     warehouse, output = (Path(os.path.realpath(p)) for p in (cfg.warehouse, cfg.output))
     if warehouse == output or warehouse in output.parents:
@@ -323,8 +323,9 @@ def _check_paths(cfg: RunConfig) -> None:
             f"{cfg.origin}: warehouse {cfg.warehouse} and output {cfg.output} name the same path; "
             "give the reports a directory of their own"
         )
-    check_outputs({"config output": cfg.output, "config warehouse": cfg.warehouse}, inputs=inputs)
-    check_path(cfg.output, Role.OUTPUT_DIR, "config output")
+    output_named = cfg.from_env.get("output", "config output")
+    check_outputs({output_named: cfg.output, "config warehouse": cfg.warehouse}, inputs=inputs)
+    check_path(cfg.output, Role.OUTPUT_DIR, output_named)
 
 
 def _run_on_copy(staged: StagedWarehouse, cfg: RunConfig, outcome: RunOutcome) -> None:
@@ -451,7 +452,7 @@ def write_due_reports(
     if closed.height == 0:
         return
     # A host with no slot in the escrows would get empty reports every epoch: refused (no report is written).
-    cfg.host = str(check_value(con, "slot_host", cfg.host, f"{cfg.origin}: host"))
+    cfg.host = str(check_value(con, "slot_host", cfg.host, cfg.named("host")))
     done = {
         r["epoch_id"]: r
         for r in fetch_frame(con, f"SELECT * FROM {REPORTS_TABLE} WHERE host = $host", {"host": cfg.host}).iter_rows(

@@ -69,6 +69,39 @@ def test_a_bucket_wider_than_any_window_is_one_line(warehouse):
 READ_AT_IMPORT = {"GONKA_EVIDENCE_CHUNK_NONCES"}  # pipeline/ingest/store.py reads it as it is imported
 
 
+@pytest.mark.parametrize("with_config", [False, True], ids=["no config", "a config"])
+@pytest.mark.parametrize(
+    "variable, value, command, said",
+    [
+        ("GONKA_EVIDENCE_HOST", "nothost", ["evidence", "epoch-summary"], "GONKA_EVIDENCE_HOST 'nothost' is not a"),
+        ("GONKA_EVIDENCE_HOST", "nothost", ["run"], "GONKA_EVIDENCE_HOST 'nothost' is not a"),
+        ("GONKA_EVIDENCE_FINALITY_LAG", "soon", ["run"], "GONKA_EVIDENCE_FINALITY_LAG: finality_lag 'soon' is not a"),
+        ("GONKA_EVIDENCE_BUILDS", "none.toml", ["run"], "GONKA_EVIDENCE_BUILDS "),
+        ("GONKA_EVIDENCE_OUTPUT", "/dev/null", ["run"], "GONKA_EVIDENCE_OUTPUT /dev/null: a character device"),
+    ],
+)
+def test_a_config_key_set_by_its_variable_is_refused_naming_the_variable(
+    tmp_path, monkeypatch, variable, value, command, said, with_config
+):
+    """A value of GONKA_EVIDENCE_<KEY> over the config file's (or the samples') was refused as the config
+    file's own ("c.toml: host 'nothost'…", "data-samples: …"): the file never held it. Now the error names
+    the variable that did."""
+    monkeypatch.chdir(tmp_path)
+    for name in [k for k in os.environ if k.startswith("GONKA_EVIDENCE_")]:
+        monkeypatch.delenv(name)
+    if command[0] == "evidence":  # a warehouse to read: the host is checked after the warehouse is found
+        shutil.copy(data_samples_warehouse(tmp_path / "base.duckdb"), tmp_path / "w.duckdb")
+    args = [*command, "-w", "w.duckdb"]
+    if with_config:
+        host = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"
+        (tmp_path / "c.toml").write_text(f'host = "{host}"\nwarehouse = "w.duckdb"\nfinality_lag = "6h"\n')
+        args = [*command, "--config", "c.toml"]
+    result = runner.invoke(app, args, env={variable: value})
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {said}"), lines
+
+
 @pytest.mark.parametrize(
     "variable, value, command",
     [
