@@ -75,6 +75,7 @@ ConfigOpt = Annotated[
 
 
 VERBOSITY_OPTIONS = ("quiet", "verbose")
+CONTEXT = "_cli_context"  # the parameter of every command's wrapper that Typer fills with the command's context
 
 
 def _set_verbosity(level: int):
@@ -200,6 +201,8 @@ def user_errors(func):
 
         for name in VERBOSITY_OPTIONS:
             kwargs.pop(name, None)  # handled by the option's callback, not the command
+        # The command's context: where each option's value came from (the command line, a variable).
+        context = kwargs.get(own_context) if own_context else kwargs.pop(CONTEXT, None)
         try:
             with ExitStack() as stack:
                 data = getattr(func, "prints_data", False)
@@ -209,7 +212,7 @@ def user_errors(func):
                     stack.enter_context(redirect_stdout(sink))
                 from pipeline.cli.paths import check_paths
 
-                check_paths(func, kwargs)  # every path in its role, before any work
+                check_paths(func, kwargs, context)  # every path in its role, before any work
                 result = func(*args, **kwargs)
             sys.stdout.flush()  # here, not at exit: a full or closed stdout is this command's error
             return result
@@ -228,9 +231,16 @@ def user_errors(func):
         except KeyboardInterrupt:
             _interrupted()
 
-    # Typer reads the options from the signature; these two are handled by their callbacks.
+    # Typer reads the options from the signature; these two are handled by their callbacks, and Typer passes
+    # the command's context as CONTEXT unless the command takes it itself (Typer fills one parameter).
     signature = inspect.signature(func, eval_str=True)
-    wrapper.__signature__ = signature.replace(parameters=[*signature.parameters.values(), *_verbosity_options()])
+    own_context = next((n for n, p in signature.parameters.items() if p.annotation is typer.Context), None)
+    context = (
+        [] if own_context else [inspect.Parameter(CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)]
+    )
+    wrapper.__signature__ = signature.replace(
+        parameters=[*signature.parameters.values(), *_verbosity_options(), *context]
+    )
     return wrapper
 
 

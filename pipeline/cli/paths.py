@@ -94,11 +94,16 @@ def is_path_annotation(annotation: Any) -> bool:
     return False
 
 
-def check_paths(func: Callable[..., Any], values: dict[str, Any]) -> None:
+def check_paths(func: Callable[..., Any], values: dict[str, Any], context: Any = None) -> None:
     """The outputs of the call against its inputs, the warehouse and its sources, then every path in its
-    role: PathError naming the first that cannot play it. Neither blocks (nothing is read)."""
+    role: PathError naming the first that cannot play it. Neither blocks (nothing is read). `context`: the
+    command's, which tells an option read from its variable."""
     roles = declared_roles(func)
-    named = [(path, parser, what) for name, (parser, what) in roles.items() for path in parser.paths(values.get(name))]
+    named = [
+        (path, parser, _given_as(context, name, what))
+        for name, (parser, what) in roles.items()
+        for path in parser.paths(values.get(name))
+    ]
     inputs: list[Path] = []
     outputs: dict[str, Path] = {}
     warehouse: Path | None = None
@@ -126,6 +131,16 @@ def check_paths(func: Callable[..., Any], values: dict[str, Any]) -> None:
     check_outputs(outputs, inputs=inputs, warehouse=warehouse, warehouse_option=warehouse_option)
     for path, parser, what in named:
         check_path(path, parser.role, what, parser.noun)
+
+
+def _given_as(context: Any, name: str, option: str) -> str:
+    """How messages name the option `name`: its flag, or the variable it was read from
+    (GONKA_EVIDENCE_WAREHOUSE) when the command line did not give it."""
+    source = context.get_parameter_source(name) if option and context is not None else None
+    if source is None or source.name != "ENVIRONMENT":
+        return option
+    envvar = next((p.envvar for p in context.command.params if p.name == name), None)
+    return envvar if isinstance(envvar, str) else option
 
 
 def _configured_warehouse(values: dict[str, Any], kind: Role) -> Path:

@@ -69,6 +69,20 @@ def test_a_bucket_wider_than_any_window_is_one_line(warehouse):
 READ_AT_IMPORT = {"GONKA_EVIDENCE_CHUNK_NONCES"}  # pipeline/ingest/store.py reads it as it is imported
 
 
+@pytest.mark.parametrize("command", [["ingest", str(DATA_SAMPLES_DIR / "store")], ["query", "SELECT 1"]])
+def test_a_warehouse_read_from_its_variable_is_refused_naming_the_variable(tmp_path, monkeypatch, command):
+    """GONKA_EVIDENCE_WAREHOUSE fills --warehouse; a path it names that cannot be the warehouse was refused as
+    "--warehouse PATH", an option nobody gave. Now the error names the variable."""
+    monkeypatch.chdir(tmp_path)
+    for name in [k for k in os.environ if k.startswith("GONKA_EVIDENCE_")]:
+        monkeypatch.delenv(name)
+    result = runner.invoke(app, command, env={"GONKA_EVIDENCE_WAREHOUSE": "/dev/null"})
+    assert result.exit_code == 1, result.stderr
+    assert result.stderr == "error: GONKA_EVIDENCE_WAREHOUSE /dev/null: a character device, not a warehouse file\n"
+    given = runner.invoke(app, [*command, "-w", "/dev/null"])
+    assert given.stderr == "error: --warehouse /dev/null: a character device, not a warehouse file\n"
+
+
 @pytest.mark.parametrize("with_config", [False, True], ids=["no config", "a config"])
 @pytest.mark.parametrize(
     "variable, value, command, said",

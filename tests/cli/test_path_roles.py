@@ -147,7 +147,7 @@ class World:
             value = override.get(name, self.values.get(name))
             flag = _option(name, param)
             if value is None:
-                if param.default is not inspect.Parameter.empty or name in ("ctx",):
+                if param.default is not inspect.Parameter.empty or param.annotation is typer.Context:
                     continue
                 value = "1" if _type(param) is int else "x"
             args += [str(value)] if flag is None else [flag, str(value)]
