@@ -72,16 +72,17 @@ class RunConfig:
     sources: list[dict] = field(default_factory=list)
     chain: list[ChainParam] = field(default_factory=list)  # [[chain]]: overrides of the chain parameters
     origin: str = "data-samples"
-    # The keys whose value a GONKA_EVIDENCE_<KEY> variable set over the file's (or the samples'), by variable.
-    from_env: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # The keys whose value an option or a GONKA_EVIDENCE_<KEY> variable set over the file's (or the samples'),
+    # each with that option or variable.
+    set_by: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def origin_of(self, key: str) -> str:
-        """Where `key`'s value came from, as an error names it: its variable, else the config file."""
-        return self.from_env.get(key, self.origin)
+        """Where `key`'s value came from, as an error names it: its option or variable, else the config file."""
+        return self.set_by.get(key, self.origin)
 
     def named(self, key: str) -> str:
-        """`key` as an error names it: its variable (GONKA_EVIDENCE_HOST), else ``FILE: key``."""
-        return self.from_env.get(key) or f"{self.origin}: {key}"
+        """`key` as an error names it: its option or variable (GONKA_EVIDENCE_HOST), else ``FILE: key``."""
+        return self.set_by.get(key) or f"{self.origin}: {key}"
 
     @property
     def finality_lag_delta(self) -> timedelta:
@@ -259,7 +260,7 @@ def _env_overrides(cfg: RunConfig) -> RunConfig:
         value = os.environ.get(f"{ENV_PREFIX}{key.upper()}")
         if value:
             setattr(cfg, key, config_path(Path("."), value) if key in PATH_KEYS else value)
-            cfg.from_env[key] = f"{ENV_PREFIX}{key.upper()}"
+            cfg.set_by[key] = f"{ENV_PREFIX}{key.upper()}"
     return cfg
 
 

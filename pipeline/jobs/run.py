@@ -320,11 +320,13 @@ def _check_paths(cfg: RunConfig) -> None:
     warehouse, output = (Path(os.path.realpath(p)) for p in (cfg.warehouse, cfg.output))
     if warehouse == output or warehouse in output.parents:
         raise RunError(
-            f"{cfg.origin}: warehouse {cfg.warehouse} and output {cfg.output} name the same path; "
+            f"{cfg.named('warehouse')} {cfg.warehouse} and {cfg.named('output')} {cfg.output} name the same path; "
             "give the reports a directory of their own"
         )
-    output_named = cfg.from_env.get("output", "config output")
-    check_outputs({output_named: cfg.output, "config warehouse": cfg.warehouse}, inputs=inputs)
+    output_named = cfg.set_by.get("output", "config output")
+    check_outputs(
+        {output_named: cfg.output, cfg.set_by.get("warehouse", "config warehouse"): cfg.warehouse}, inputs=inputs
+    )
     check_path(cfg.output, Role.OUTPUT_DIR, output_named)
 
 

@@ -78,6 +78,8 @@ class Settings:
     def run(self) -> RunConfig:
         """The run configuration (the config file's, else the samples'), environment applied, this warehouse."""
         run = self.loaded if self.loaded is not None else load_config(None)
+        if self.warehouse_given and self.warehouse != run.warehouse:
+            run.set_by["warehouse"] = "--warehouse"
         run.warehouse = self.warehouse
         return run
 

@@ -83,6 +83,23 @@ def test_a_warehouse_read_from_its_variable_is_refused_naming_the_variable(tmp_p
     assert given.stderr == "error: --warehouse /dev/null: a character device, not a warehouse file\n"
 
 
+def test_a_warehouse_and_an_output_of_one_path_name_where_each_came_from(tmp_path, monkeypatch):
+    """`run -w w.duckdb` under GONKA_EVIDENCE_OUTPUT=w.duckdb was refused as "data-samples: warehouse w.duckdb
+    and output w.duckdb": the samples set neither. Each is now named by the option or variable that set it."""
+    monkeypatch.chdir(tmp_path)
+    for name in [k for k in os.environ if k.startswith("GONKA_EVIDENCE_")]:
+        monkeypatch.delenv(name)
+    result = runner.invoke(app, ["run", "-w", "w.duckdb"], env={"GONKA_EVIDENCE_OUTPUT": "w.duckdb"})
+    assert result.exit_code == 1 and result.stderr.startswith(
+        "error: --warehouse w.duckdb and GONKA_EVIDENCE_OUTPUT w.duckdb name the same path; "
+    ), result.stderr
+    (tmp_path / "c.toml").write_text('warehouse = "w.duckdb"\noutput = "w.duckdb"\n')
+    result = runner.invoke(app, ["run", "--config", "c.toml"])
+    assert result.exit_code == 1 and result.stderr.startswith(
+        "error: c.toml: warehouse w.duckdb and c.toml: output w.duckdb name the same path; "
+    ), result.stderr
+
+
 @pytest.mark.parametrize("with_config", [False, True], ids=["no config", "a config"])
 @pytest.mark.parametrize(
     "variable, value, command, said",
