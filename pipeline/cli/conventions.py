@@ -213,6 +213,7 @@ def user_errors(func):
                 from pipeline.cli.paths import check_paths
 
                 check_paths(func, kwargs, context)  # every path in its role, before any work
+                _check_host_variable(kwargs.get("host"), context)
                 result = func(*args, **kwargs)
             sys.stdout.flush()  # here, not at exit: a full or closed stdout is this command's error
             return result
@@ -242,6 +243,15 @@ def user_errors(func):
         parameters=[*signature.parameters.values(), *_verbosity_options(), *context]
     )
     return wrapper
+
+
+def _check_host_variable(host: object, context: typer.Context | None) -> None:
+    """A --host that GONKA_EVIDENCE_HOST filled, refused in its form naming the variable, not an option nobody gave."""
+    from pipeline.warehouse.held import well_formed_address
+
+    source = context.get_parameter_source("host") if context is not None and isinstance(host, str) else None
+    if source is not None and source.name == "ENVIRONMENT":
+        well_formed_address(str(host), "GONKA_EVIDENCE_HOST")
 
 
 class SummaryFormat(StrEnum):

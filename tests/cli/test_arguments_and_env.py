@@ -109,6 +109,12 @@ def test_a_warehouse_and_an_output_of_one_path_name_where_each_came_from(tmp_pat
         ("GONKA_EVIDENCE_FINALITY_LAG", "soon", ["run"], "GONKA_EVIDENCE_FINALITY_LAG: finality_lag 'soon' is not a"),
         ("GONKA_EVIDENCE_BUILDS", "none.toml", ["run"], "GONKA_EVIDENCE_BUILDS "),
         ("GONKA_EVIDENCE_OUTPUT", "/dev/null", ["run"], "GONKA_EVIDENCE_OUTPUT /dev/null: a character device"),
+        (
+            "GONKA_EVIDENCE_HOST",
+            "nothost",
+            ["ingest-logs", str(DATA_SAMPLES_DIR / "vllm"), "--kind", "vllm", "--year", "2026"],
+            "GONKA_EVIDENCE_HOST 'nothost' is not a",
+        ),
     ],
 )
 def test_a_config_key_set_by_its_variable_is_refused_naming_the_variable(
