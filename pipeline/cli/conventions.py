@@ -247,11 +247,11 @@ def user_errors(func):
 
 def _check_host_variable(host: object, context: typer.Context | None) -> None:
     """A --host that GONKA_EVIDENCE_HOST filled, refused in its form naming the variable, not an option nobody gave."""
+    from pipeline.cli.paths import variable_of
     from pipeline.warehouse.held import well_formed_address
 
-    source = context.get_parameter_source("host") if context is not None and isinstance(host, str) else None
-    if source is not None and source.name == "ENVIRONMENT":
-        well_formed_address(str(host), "GONKA_EVIDENCE_HOST")
+    if isinstance(host, str) and (variable := variable_of(context, "host")):
+        well_formed_address(host, variable)
 
 
 class SummaryFormat(StrEnum):

@@ -100,7 +100,7 @@ def check_paths(func: Callable[..., Any], values: dict[str, Any], context: Any =
     command's, which tells an option read from its variable."""
     roles = declared_roles(func)
     named = [
-        (path, parser, _given_as(context, name, what))
+        (path, parser, (what and variable_of(context, name)) or what)
         for name, (parser, what) in roles.items()
         for path in parser.paths(values.get(name))
     ]
@@ -133,14 +133,14 @@ def check_paths(func: Callable[..., Any], values: dict[str, Any], context: Any =
         check_path(path, parser.role, what, parser.noun)
 
 
-def _given_as(context: Any, name: str, option: str) -> str:
-    """How messages name the option `name`: its flag, or the variable it was read from
-    (GONKA_EVIDENCE_WAREHOUSE) when the command line did not give it."""
-    source = context.get_parameter_source(name) if option and context is not None else None
+def variable_of(context: Any, name: str) -> str | None:
+    """The variable (GONKA_EVIDENCE_WAREHOUSE) that the option `name` was read from when the command line
+    did not give it; None otherwise. `context`: the command's."""
+    source = context.get_parameter_source(name) if context is not None else None
     if source is None or source.name != "ENVIRONMENT":
-        return option
+        return None
     envvar = next((p.envvar for p in context.command.params if p.name == name), None)
-    return envvar if isinstance(envvar, str) else option
+    return envvar if isinstance(envvar, str) else None
 
 
 def _configured_warehouse(values: dict[str, Any], kind: Role) -> Path:
