@@ -38,6 +38,7 @@ from pipeline.core.events import Listener, Progress
 from pipeline.core.roles import Role  # noqa: F401  (the roles of check_path)
 from pipeline.ingest import missing_column_warnings  # noqa: F401  (the CLI says them)
 from pipeline.jobs.listing import (  # noqa: F401  (the facade's names besides its commands)
+    check_address,
     check_outputs,
     check_path,
     evidence_options,
@@ -98,6 +99,7 @@ __all__ = [
     "Verified",
     "Warehouse",
     "bundle",
+    "check_address",
     "check_builds",
     "check_outputs",
     "check_path",

@@ -247,11 +247,11 @@ def user_errors(func):
 
 def _check_host_variable(host: object, context: typer.Context | None) -> None:
     """A --host that GONKA_EVIDENCE_HOST filled, refused in its form naming the variable, not an option nobody gave."""
+    from pipeline.api import check_address
     from pipeline.cli.paths import variable_of
-    from pipeline.warehouse.held import well_formed_address
 
     if isinstance(host, str) and (variable := variable_of(context, "host")):
-        well_formed_address(host, variable)
+        check_address(host, variable)
 
 
 class SummaryFormat(StrEnum):

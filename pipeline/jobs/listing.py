@@ -34,6 +34,13 @@ def check_path(path: Path, role: Role, what: str = "", noun: str | None = None) 
     check_path(path, role, what, noun)
 
 
+def check_address(text: str, what: str) -> str:
+    """`text` as a gonka1… address in lower case; a one-line UserError naming `what` when malformed."""
+    from pipeline.warehouse.held import well_formed_address
+
+    return well_formed_address(text, what)
+
+
 def check_outputs(
     outputs: dict[str, Path],
     *,
