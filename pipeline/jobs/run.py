@@ -323,10 +323,9 @@ def _check_paths(cfg: RunConfig) -> None:
             f"{cfg.named('warehouse')} {cfg.warehouse} and {cfg.named('output')} {cfg.output} name the same path; "
             "give the reports a directory of their own"
         )
-    output_named = cfg.set_by.get("output", "config output")
-    check_outputs(
-        {output_named: cfg.output, cfg.set_by.get("warehouse", "config warehouse"): cfg.warehouse}, inputs=inputs
-    )
+    # Each named by the option or variable that set it, else as the config's.
+    output_named, warehouse_named = (cfg.set_by.get(key, f"config {key}") for key in ("output", "warehouse"))
+    check_outputs({output_named: cfg.output, warehouse_named: cfg.warehouse}, inputs=inputs)
     check_path(cfg.output, Role.OUTPUT_DIR, output_named)
 
 
