@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -36,6 +36,9 @@ class Finding:
     label: str  # what the finding is about, the text of the link to its section (fixed text, never data)
     text: str  # one line: counts with their denominators, rates with their intervals, tests
     section: str  # key of the section it summarises (`Section.key`, the HTML id)
+    # Its `backquoted` parts are commands (a skipped section's reason); otherwise every character of it is
+    # literal, a backtick in a build label included.
+    commands: bool = False
 
 
 # The sections the findings read, and what each finding is called when its section was skipped.
@@ -54,7 +57,7 @@ def epoch_findings(results: Mapping[str, EvidenceResult], skipped: Mapping[str, 
     for key, build in FINDINGS:
         if key in skipped and key not in said:
             reason = skipped[key].removeprefix(NO_DATA).rstrip(".")
-            findings.append(Finding(SKIPPED_LABELS[key], f"not measured: {reason}", key))
+            findings.append(Finding(SKIPPED_LABELS[key], f"not measured: {reason}", key, commands=True))
             said.add(key)
         elif key in results:
             findings += [_marked(f, results[key]) for f in build(results[key])]
@@ -68,7 +71,7 @@ def _marked(finding: Finding, result: EvidenceResult) -> Finding:
     if not open_epochs:
         return finding
     which = f"epoch {open_epochs[0]} is" if len(open_epochs) == 1 else f"epochs {', '.join(map(str, open_epochs))} are"
-    return Finding(finding.label, f"{finding.text} (provisional: {which} open)", finding.section)
+    return replace(finding, text=f"{finding.text} (provisional: {which} open)")
 
 
 # --- numbers as the findings print them ------------------------------------------------------------------

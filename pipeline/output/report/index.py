@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from pipeline.output.render.markdown import cell, escape, literal
+from pipeline.output.render.markdown import cell, literal
 from pipeline.output.report.index_charts import (  # noqa: F401  (the index's charts, here as before)
     BUILD_COLOURS,
     SERIES_COLOURS,
@@ -45,7 +45,7 @@ def render_index_markdown(host: str, headlines: list[dict], chart_stems: list[st
     findings = index_findings(headlines)
     if findings:
         lines += ["## Main findings across epochs", ""]
-        lines += [f"- [{f['label']}](index-charts/{f['chart']}.svg): {escape(f['text'])}" for f in findings]
+        lines += [f"- [{f['label']}](index-charts/{f['chart']}.svg): {literal(f['text'])}" for f in findings]
         lines.append("")
     if rows:
         lines += ["## Epoch by epoch", ""]

@@ -36,6 +36,7 @@ def _environment(html: bool):
     )
     env.filters["cells"] = table_cells
     env.filters["md"] = escape
+    env.filters["literal"] = literal
     env.filters["code"] = inline_code
     env.filters["md_table"] = markdown_table
     env.filters["code_spans"] = _code_spans

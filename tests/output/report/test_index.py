@@ -272,3 +272,4 @@ def test_a_build_label_with_a_pipe_or_backtick_keeps_the_index_table_and_its_tex
     assert len(widths) == 1, table  # every row has the header's columns
     assert r"V2\|spec\`x\*" in "".join(table)
     assert r"V2|spec\`x\* (epochs " in markdown  # the build segments line: no code span opens
+    assert re.search(r"^- \[The host's verdicts by build\].*[:;] epoch \d, V2\|spec\\`x\\\*: \d", markdown, re.M)
