@@ -11,6 +11,7 @@ import polars as pl
 import psycopg
 import pytest
 
+from pipeline.ingest import MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED
 from pipeline.ingest.accounting import AccountingError, identity_violations, settle_claims
 from pipeline.ingest.runs import ingest_run
 from pipeline.sources.store.payloads import NOT_A_PAYLOAD
@@ -125,8 +126,11 @@ def test_each_payload_file_is_accounted_for_by_class(tmp_path, mutate, counts, n
 
 def test_the_sample_payload_files_balance_and_a_second_copy_is_deduplicated(tmp_path):
     warehouse = tmp_path / "w.duckdb"
-    first = {r.input: r for r in ingest(warehouse, SAMPLE_STORE).accounting}["payload files"]
+    accounting = {r.input: r for r in ingest(warehouse, SAMPLE_STORE).accounting}
+    first = accounting["payload files"]
     assert (first.read, first.used, first.deduplicated, first.quarantined) == SAMPLE_PAYLOAD_FILES
+    # The bundled copy lacks no column the ingest reads (pipeline/sources/store/columns.py): none named.
+    assert not {MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED} & set(accounting)
     copy = tmp_path / "copy"
     shutil.copytree(SAMPLE_STORE, copy)  # another source holding the same answers: all held already
     again = {r.input: r for r in ingest(warehouse, copy).accounting}["payload files"]

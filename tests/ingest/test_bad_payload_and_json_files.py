@@ -49,18 +49,18 @@ def _no_traceback(proc) -> None:
 # -- payload files ------------------------------------------------------------------------------------
 
 
-def test_payload_files_that_are_not_regular_files_are_quarantined(tmp_path, timeline):
-    copy = timeline.copy(last_epoch=4)
-    store = copy.write_sqlite(tmp_path / "store")
-    escrow_dir = next(p for p in sorted((store / "payloads").glob("*/*")) if p.is_dir())
-    specials = {
-        900001: "a FIFO",
-        900002: "a character device",
-        900003: "a directory",
-        900004: "a character device",
-        900005: "No such file or directory",
-        900006: "larger than",
-    }
+# inference id -> words of its reason: each payload file that is not a regular file, or is too large.
+SPECIAL_PAYLOAD_FILES = {
+    900001: "a FIFO",
+    900002: "a character device",
+    900003: "a directory",
+    900004: "a character device",
+    900005: "No such file or directory",
+    900006: "larger than",
+}
+
+
+def _plant_special_payload_files(escrow_dir: Path, tmp_path: Path) -> None:
     os.mkfifo(escrow_dir / "900001.json")
     (escrow_dir / "900002.json").symlink_to("/dev/zero")
     (escrow_dir / "900003.json").mkdir()
@@ -68,6 +68,53 @@ def test_payload_files_that_are_not_regular_files_are_quarantined(tmp_path, time
     (escrow_dir / "900005.json").symlink_to(tmp_path / "nowhere.json")
     with open(escrow_dir / "900006.json", "wb") as f:  # sparse: no disk space, never read
         f.truncate(MAX_PAYLOAD_FILE_BYTES + 1)
+
+
+def test_special_payload_files_are_listed_and_read_as_their_problem(tmp_path):
+    """The payload plane's listing and reading, without an ingest: each special file is listed (not a stray,
+    not skipped) and read back as a problem naming what it is, in a thread with a deadline (a FIFO or
+    /dev/zero that were opened and read would hang or never end)."""
+    import threading
+
+    from pipeline.sources.store.payloads import payload_files, read_payload_file
+
+    root = tmp_path / "payloads"
+    escrow_dir = root / "4" / "4100"
+    escrow_dir.mkdir(parents=True)
+    _plant_special_payload_files(escrow_dir, tmp_path)
+    (escrow_dir / "7.json").write_bytes(b'{"prompt_payload":"YWJj"}')
+    got: dict[int, object] = {}
+
+    def read_all() -> None:
+        for f in payload_files(root, set()):
+            got[f.inference_id] = read_payload_file(f)
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert not reader.is_alive(), "a special payload file was read as a stream"
+    assert sorted(got) == [7, *SPECIAL_PAYLOAD_FILES]
+    assert got[7].problem is None and got[7].prompt == b"abc"
+    for inference, why in SPECIAL_PAYLOAD_FILES.items():
+        problem = got[inference].problem
+        assert problem.startswith("payload file ") and why in problem, problem
+    assert got[900006].problem == (
+        f"payload file larger than {MAX_PAYLOAD_FILE_BYTES:,} bytes ({MAX_PAYLOAD_FILE_BYTES + 1:,})"
+    )
+
+
+# A CLI process (with a timeout) ingesting a whole sample copy; stands in the default tier: each file listed and read
+# as its problem,
+# tests/ingest/test_bad_payload_and_json_files.py::test_special_payload_files_are_listed_and_read_as_their_problem,
+# and a payload file's problem quarantined by the ingest and counted,
+# tests/ingest/test_input_classes.py::test_a_payload_beyond_the_size_limit_is_quarantined_from_its_size_without_reading_it # noqa: E501
+@pytest.mark.heavy
+def test_payload_files_that_are_not_regular_files_are_quarantined(tmp_path, timeline):
+    copy = timeline.copy(last_epoch=4)
+    store = copy.write_sqlite(tmp_path / "store")
+    escrow_dir = next(p for p in sorted((store / "payloads").glob("*/*")) if p.is_dir())
+    specials = SPECIAL_PAYLOAD_FILES
+    _plant_special_payload_files(escrow_dir, tmp_path)
     warehouse = tmp_path / "warehouse.duckdb"
 
     proc = _cli("ingest", str(store), "--warehouse", str(warehouse), timeout=900)

@@ -35,7 +35,9 @@ def ours_and_theirs(tmp_path_factory, timeline):
     ours: built once for the tests below, each of which ingests theirs into a copy of that warehouse."""
     root = tmp_path_factory.mktemp("ours-and-theirs")
     ours = timeline.copy(last_epoch=4).write_sqlite(root / "ours")
-    theirs = generate_timeline(SampleSpec(seed=12)).copy(last_epoch=4).write_sqlite(root / "theirs")
+    # another network, small (two escrows an epoch): its escrow ids are ours (3100, 3101, 4100, …), its creators not
+    theirs_spec = SampleSpec(seed=12, epochs=(2, 3, 4), escrows_per_epoch=2, inferences_per_escrow=80)
+    theirs = generate_timeline(theirs_spec).copy(last_epoch=4).write_sqlite(root / "theirs")
     warehouse = root / "w.duckdb"
     ingest(warehouse, ours)  # closed, so checkpointed: the file alone is the warehouse
     return theirs, warehouse
@@ -64,6 +66,12 @@ def test_an_unrelated_copy_with_colliding_escrow_ids_is_refused_before_anything_
     assert _state(warehouse) == before  # no run row, no quarantine row, epoch 3 as it was
 
 
+# Three ingests of copies written for it; stands in the default tier: the same copy under another source, ingested
+# and deduplicated, tests/ingest/test_store.py::test_two_hosts_of_one_escrow_do_not_double_count, and a newer copy
+# of the same escrows over an older one (and the older after the newer),
+# tests/ingest/test_store.py::test_history_accumulates_and_the_newest_copy_wins,
+# tests/ingest/test_store.py::test_an_older_copy_after_a_newer_one_does_not_roll_back
+@pytest.mark.heavy
 def test_the_same_copy_again_and_a_newer_copy_of_the_same_escrows_are_not_refused(timeline, tmp_path):
     warehouse = tmp_path / "w.duckdb"
     ingest(warehouse, timeline.copy(last_epoch=3).write_sqlite(tmp_path / "three"))

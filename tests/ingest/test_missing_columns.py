@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from pipeline.ingest import MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED
+from pipeline.output import summaries
 from pipeline.sources.errors import SourceError
 from pipeline.sources.store.base import TABLES
 from pipeline.sources.store.columns import OPTIONAL, REFUSED, ROW_NEEDED
@@ -79,8 +80,18 @@ def test_a_column_an_older_layout_lacks_is_null_and_named_in_the_run_record(tmp_
     assert note == "sessions.version (in epoch 3)"
     versions = frame(wh, "SELECT epoch_id, count(*) AS n, count(version) AS known FROM raw_sessions GROUP BY 1")
     assert {r["epoch_id"]: (r["n"], r["known"]) for r in versions.to_dicts()} == {2: (3, 3), 3: (3, 0), 4: (3, 3)}
+    # What `ingest` (and `run`'s log) says of it: its warning lines, from the summary (pipeline/output/summaries.py).
+    warnings = [text for level, text in summaries.ingest(summary) if level == "warning"]
+    assert warnings == ["columns the copy lacks, read as NULL (unknown): sessions.version (in epoch 3)"]
 
 
+# The CLI (in-process) of another ingest of the same store; stands in the default tier: the same warning line
+# from the summary the CLI prints,
+# tests/ingest/test_missing_columns.py::test_a_column_an_older_layout_lacks_is_null_and_named_in_the_run_record,
+# the summary's lines said by `ingest`, tests/ingest/test_unchanged.py::test_cli_says_the_copy_was_not_read, and a
+# summary's warnings said as "warning: …" (console.say),
+# tests/ingest/test_bad_payload_and_json_files.py::test_ingest_json_bad_numbers_nesting_and_gzip
+@pytest.mark.heavy
 def test_a_column_an_older_layout_lacks_is_a_warning_of_ingest(tmp_path):
     store = _store(tmp_path, 3, "ALTER TABLE sessions RENAME COLUMN version TO version_v2")
     result = cli_in(tmp_path, "ingest", str(store), "-w", str(tmp_path / "w.duckdb"))  # what it says: in-process
@@ -116,6 +127,9 @@ def test_the_old_three_column_sealed_table_is_read_as_bare_rows(tmp_path):
     assert held.row(0) == (460, 0)
 
 
+# A whole ingest of the bundled copy for this alone; stands in the default tier: the same ingest, the same check,
+# tests/ingest/test_accounting.py::test_the_sample_payload_files_balance_and_a_second_copy_is_deduplicated
+@pytest.mark.heavy
 def test_the_bundled_copy_lacks_no_column(tmp_path):
     summary = ingest(tmp_path / "w.duckdb", DATA / "store")
     assert not {MISSING_COLUMNS, MISSING_COLUMNS_QUARANTINED} & set(_notes(summary))
@@ -169,8 +183,18 @@ def test_settled_sessions_of_a_copy_without_settled_at_are_quarantined(tmp_path)
         wh, f"SELECT rows_quarantined FROM ingest_accounting WHERE run_id = '{summary.run_id}' AND input = 'sessions'"
     )["rows_quarantined"]
     assert quarantined == 3
+    # What `ingest` (and `run`'s log) says of it: its warning lines, from the summary (pipeline/output/summaries.py).
+    warnings = [text for level, text in summaries.ingest(summary) if level == "warning"]
+    assert warnings == ["columns the copy lacks, the rows that need them quarantined: sessions.settled_at (in epoch 3)"]
 
 
+# The CLI (in-process) of another ingest of the same store; stands in the default tier: the same warning line
+# from the summary the CLI prints,
+# tests/ingest/test_missing_columns.py::test_settled_sessions_of_a_copy_without_settled_at_are_quarantined,
+# the summary's lines said by `ingest`, tests/ingest/test_unchanged.py::test_cli_says_the_copy_was_not_read, and a
+# summary's warnings said as "warning: …" (console.say),
+# tests/ingest/test_bad_payload_and_json_files.py::test_ingest_json_bad_numbers_nesting_and_gzip
+@pytest.mark.heavy
 def test_rows_quarantined_for_a_missing_column_are_a_warning_of_ingest(tmp_path):
     store = _store(tmp_path, 3, "ALTER TABLE sessions RENAME COLUMN settled_at TO settled_at_v2")
     result = cli_in(tmp_path, "ingest", str(store), "-w", str(tmp_path / "w.duckdb"))  # what it says: in-process

@@ -15,6 +15,7 @@ import pytest
 
 import pipeline.ingest.staging as staging
 import pipeline.ingest.store as store_mod
+from pipeline.samples import SampleSpec, generate_timeline
 from pipeline.warehouse.database import fetch_frame, open_for_write
 from tests.helpers import assert_views_equal, frame, ingest, views
 
@@ -43,6 +44,7 @@ CHUNK_TABLES = (
     "d_tx_times",
     "d_replay_disagreements",
 )
+SMALL = SampleSpec(seed=11, epochs=(2, 3, 4), escrows_per_epoch=2, inferences_per_escrow=80)
 BOOKKEEPING = (
     "SELECT table_name, row_key, reason FROM quarantine ORDER BY ALL",
     "SELECT run_id, status, input_digest, rows FROM ingest_runs ORDER BY ALL",
@@ -67,12 +69,27 @@ def _chunk_tables(warehouse) -> dict:
         con.close()
 
 
-def test_staged_and_chunked_ingests_give_the_same_warehouse(tmp_path, sqlite_copy, pg_copy, monkeypatch):
+@pytest.mark.parametrize(
+    "later",
+    [
+        "sqlite",
+        # The sample network's copies, the later one in PostgreSQL (four ingests of copies ten times larger);
+        # stands in the default tier: its "sqlite" case, a small network's later copy of another source over the
+        # first, tests/ingest/test_staging.py::test_staged_and_chunked_ingests_give_the_same_warehouse
+        pytest.param("postgres", marks=pytest.mark.heavy),
+    ],
+)
+def test_staged_and_chunked_ingests_give_the_same_warehouse(tmp_path, sqlite_copy, pg_copy, monkeypatch, later):
     """A first copy, then a later copy of another source over it (dedupe, ranges, upserts against stored rows):
     the same raw and derived rows, quarantine, runs and accounting whether each is staged or written by chunk."""
-    copies = [sqlite_copy(3), pg_copy(4)]
-    monkeypatch.setattr(store_mod, "CHUNK_NONCES", 60)  # several chunks per copy
-    monkeypatch.setattr(store_mod, "STAGE_PART_DIFFS", 150)  # and several staged parts, each its own transaction
+    if later == "sqlite":  # copies of a small network (two escrows an epoch), the later one of another source
+        small = generate_timeline(SMALL)
+        copies = [small.copy(last_epoch=e).write_sqlite(tmp_path / name) for e, name in ((3, "first"), (4, "later"))]
+        chunk_nonces, part_diffs = 40, 50
+    else:
+        copies, chunk_nonces, part_diffs = [sqlite_copy(3), pg_copy(4)], 60, 150
+    monkeypatch.setattr(store_mod, "CHUNK_NONCES", chunk_nonces)  # several chunks per copy
+    monkeypatch.setattr(store_mod, "STAGE_PART_DIFFS", part_diffs)  # and several staged parts, each its own transaction
     staged: list[int] = []
     parts: list[int] = []
     finish = staging.Stager.finish

@@ -133,7 +133,38 @@ HOLD_BACK_A_PAYLOAD = (
 )
 
 
-@pytest.mark.parametrize("change", COPY_CHANGES)
+def test_each_change_in_the_copy_moves_its_markers(pg_copy):
+    """Each change of COPY_CHANGES, one after another, moves the copy's markers (so the stamp no longer matches
+    and the ingest is a full one); the store reads the same markers in its snapshot."""
+    with psycopg.connect(pg_copy, autocommit=True) as pg:
+        for sql in HOLD_BACK_A_PAYLOAD:
+            pg.execute(sql)
+    con = duckdb.connect()
+    try:
+        seen = [read_markers(pg_copy, lambda: con).digest]
+        for change, (sql, _) in COPY_CHANGES.items():
+            with psycopg.connect(pg_copy, autocommit=True) as pg:
+                pg.execute(sql)
+            seen.append(read_markers(pg_copy, lambda: con).digest)
+            assert seen[-1] not in seen[:-1], change
+    finally:
+        con.close()
+    store = open_store(pg_copy)
+    try:
+        assert store.change_markers() == seen[-1]  # the store's own reading, in its snapshot
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "change",
+    # Each change takes an ingest of the changed copy, one more and a fresh one: "session settled" (an escrow
+    # moved, its rows read again) in the default tier, the others in the heavy one; stands in the default tier:
+    # its "session settled" case,
+    # tests/ingest/test_unchanged.py::test_a_change_in_the_copy_takes_the_full_ingest_and_ends_as_a_fresh_one and
+    # tests/ingest/test_unchanged.py::test_each_change_in_the_copy_moves_its_markers (each change moves them)
+    [pytest.param(c, marks=[] if c == "session settled" else [pytest.mark.heavy]) for c in COPY_CHANGES],
+)
 def test_a_change_in_the_copy_takes_the_full_ingest_and_ends_as_a_fresh_one(change, pg_ingested_once, tmp_path):
     sql, wrote = COPY_CHANGES[change]
     # The copy with a payload held back, ingested twice (once per module: tests/ingest/conftest.py).
@@ -153,6 +184,33 @@ def test_a_change_in_the_copy_takes_the_full_ingest_and_ends_as_a_fresh_one(chan
     assert_views_equal(views(fresh), views(wh))
 
 
+def test_a_stored_escrow_another_source_wrote_since_takes_the_full_ingest(pg_ingested_once, tmp_path):
+    """The warehouse moved since the copy's stamp (another source stored one of its escrows, as a copy further
+    along would): its markers are the stamp's, but the store state is not, so the ingest runs in full, and
+    stamps the state it leaves (the next ingest is told unchanged again)."""
+    done = pg_ingested_once(ingest, tmp_path)  # the copy's first ingest (tests/ingest/conftest.py)
+    pg_copy, wh, (first,) = done.url, done.warehouse, done.results
+    stamped = stamp(wh, first.source_id)
+    con = duckdb.connect(str(wh))
+    try:
+        moved = con.execute(
+            "UPDATE raw_sessions SET source_id = 'sqlite:further', run_id = 'another-run' "
+            "WHERE escrow_id = (SELECT min(escrow_id) FROM raw_sessions) RETURNING escrow_id"
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(moved) == 1
+    again = ingest(wh, pg_copy)
+    assert not again.markers_unchanged
+    assert again.escrows_changed + again.escrows_unchanged == first.escrows_changed + first.escrows_unchanged
+    restamped = stamp(wh, first.source_id)  # the same markers, the state this ingest left
+    assert restamped["markers"] == stamped["markers"] and restamped["state"] != stamped["state"]
+    assert ingest(wh, pg_copy).markers_unchanged
+
+
+# Another copy written and ingested in between, and a reference of full ingests; stands in the default tier:
+# tests/ingest/test_unchanged.py::test_a_stored_escrow_another_source_wrote_since_takes_the_full_ingest
+@pytest.mark.heavy
 def test_a_write_of_another_source_in_between_takes_the_full_ingest(pg_ingested_once, sqlite_copy, tmp_path):
     """The warehouse moved (another copy, further along, stored escrows of this one): the markers alone
     cannot tell what this copy's ingest would do now, so it runs in full, as it did before the markers."""
@@ -272,6 +330,50 @@ def test_cli_says_the_copy_was_not_read(pg_ingested_once, tmp_path):
     assert result.stdout == ""  # a summary: stderr only
 
 
+def test_the_runs_ingest_of_an_unchanged_copy_says_so_and_moves_only_the_stamp(pg_ingested_once, tmp_path):
+    """What `run` does with a postgres source, without its reports: its ingest of the entry (the source kind's
+    ingester) is told unchanged by the markers and its log line says so; what `run` decides to publish by
+    (`content_parts`) does not move, nor what its reports are built from. A warehouse from before the stamps:
+    the full no-op ingest writes only the first stamp, which moves what `run` publishes by (so the run
+    publishes it), not the reports' inputs; the next one is told unchanged again and moves nothing."""
+    from pipeline.ingest.kinds import SOURCE_KINDS
+    from pipeline.jobs.run import STAMPS_PART, content_parts, source_summary
+
+    done = pg_ingested_once(ingest, tmp_path)  # the copy's first ingest (tests/ingest/conftest.py)
+    entry = {"url": done.url, "label": "host-pg"}
+    con = open_for_write(done.warehouse)
+    try:
+
+        def run_ingest() -> tuple[object, str, dict]:
+            summary = SOURCE_KINDS["postgres"].ingest(con, entry, None)
+            said = source_summary(con, summary, "postgres", entry)
+            (line,) = [text for _, text in said if text.startswith("ingested ")]
+            return summary, line, content_parts(con)
+
+        def data(parts: dict) -> dict:
+            return {k: v for k, v in parts.items() if k != STAMPS_PART}
+
+        stamped = content_parts(con)
+        told, line, after = run_ingest()
+        assert told.markers_unchanged and after == stamped
+        assert line.endswith("; not read: its change markers are those of its last ingest")
+        assert "0 rows written; escrows changed 0," in line
+
+        con.execute(f"DELETE FROM warehouse_meta WHERE starts_with(key, '{STAMP_PREFIX}')")
+        unstamped = content_parts(con)
+        assert unstamped != stamped and data(unstamped) == data(stamped)
+        full, line, after = run_ingest()
+        assert not full.markers_unchanged and "not read" not in line
+        assert after != unstamped and after == stamped  # the first stamp moves it: published
+        told, line, after = run_ingest()
+        assert told.markers_unchanged and after == stamped  # nothing moved: not published
+    finally:
+        con.close()
+
+
+# Four whole runs (reports included); stands in the default tier:
+# tests/ingest/test_unchanged.py::test_the_runs_ingest_of_an_unchanged_copy_says_so_and_moves_only_the_stamp
+@pytest.mark.heavy
 def test_run_reads_an_unchanged_postgres_source_by_its_markers(pg_copy, timeline, tmp_path):
     from pipeline.api import run as run_job
 
@@ -324,14 +426,17 @@ def test_without_a_second_connection_in_the_snapshot_no_stamp_is_left(pg_copy, t
             pg.execute(f"DROP ROLE {role}")
 
 
-def test_a_connect_waits_for_the_slot_a_closing_connection_still_holds(pg_copy):
+def test_a_connect_waits_for_the_slot_a_closing_connection_still_holds(pg_copy, monkeypatch):
     """A role allowed one connection: while its last connection's server process has not yet exited, a
     connect is retried (briefly) instead of failing the ingest; one that never frees is one line."""
     import threading
 
+    import pipeline.sources.store.postgres_address as postgres_address
     from pipeline.sources.errors import SourceError
     from pipeline.sources.store.postgres_address import CONNECTION_SLOT_WAIT, PostgresAddress
 
+    # The refusal below waits the whole wait out: a shorter one, still well beyond the half second the slot takes.
+    monkeypatch.setattr(postgres_address, "CONNECTION_SLOT_WAIT", 2.0)
     role = f"ge_one_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_copy, autocommit=True) as pg:
         pg.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 1")
