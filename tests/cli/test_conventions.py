@@ -1,9 +1,9 @@
 """Conventions of the whole command line: exit codes, which stream carries what, --version,
 --quiet/--verbose, --format choices, shell completion, config defaults, and help text printed as
 written. Checked in real subprocesses where the process itself matters (the console script's exit
-codes, --version, streams of a process, terminal width); help text, completion, usage errors, the
-stream a summary goes to, exit 3 and config defaults, which the command decides, in-process (`invoke`,
-its stdout and stderr apart)."""
+codes, --version; the streams of a process and its terminal width also in-process, the processes in the
+heavy tier); help text, completion, usage errors, the stream a summary goes to, exit 3 and config
+defaults, which the command decides, in-process (`invoke`, its stdout and stderr apart)."""
 
 from __future__ import annotations
 
@@ -87,8 +87,19 @@ def test_exit_codes_0_1_2(warehouse):
     )
 
 
+# three ingests of a copy of four epochs; stands in the default tier:
+# tests/cli/test_conventions.py::test_strict_quarantine_exits_3_with_the_summary_on_stderr
+@pytest.mark.heavy
+def test_strict_quarantine_of_a_copy_of_four_epochs_exits_3_with_the_summary_on_stderr(tmp_path, sqlite_copy):
+    _strict_quarantine(tmp_path, sqlite_copy(4))
+
+
 def test_strict_quarantine_exits_3_with_the_summary_on_stderr(tmp_path, sqlite_copy):
-    store = sqlite_copy(4)
+    """Over a copy of its first epoch: what --strict does with a quarantined row is the same."""
+    _strict_quarantine(tmp_path, sqlite_copy(1))
+
+
+def _strict_quarantine(tmp_path: Path, store: Path) -> None:
     epoch_file = sorted(store.glob("epoch_*.db"), key=lambda p: int(p.stem.split("_")[1]))[-1]
     with sqlite3.connect(epoch_file) as db:  # one diff whose txs no longer decode: quarantined
         escrow, nonce = db.execute("SELECT escrow_id, max(nonce) FROM diffs GROUP BY escrow_id LIMIT 1").fetchone()
@@ -114,7 +125,25 @@ def test_ingest_logs_strict_exits_3(tmp_path):
     assert result.stdout == "" and "unparsed lines: 1" in result.stderr
 
 
-def test_data_on_stdout_notices_on_stderr_quiet_and_verbose(warehouse):
+# seven processes; stands in the default tier:
+# tests/cli/test_conventions.py::test_data_on_stdout_notices_on_stderr_quiet_and_verbose
+@pytest.mark.heavy
+def test_data_on_stdout_notices_on_stderr_quiet_and_verbose_in_a_process(warehouse):
+    """The test below in processes of their own: their stdout and stderr as a shell's pipes see them."""
+    _data_on_stdout_notices_on_stderr(cli, warehouse)
+
+
+def test_data_on_stdout_notices_on_stderr_quiet_and_verbose(warehouse, no_settings_env):
+    """What goes to stdout and to stderr, and how wide, is the command's to decide: in this process."""
+
+    def here(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        done = invoke(*args, env=env)
+        return subprocess.CompletedProcess(args, done.exit_code, done.stdout, done.stderr)
+
+    _data_on_stdout_notices_on_stderr(here, warehouse)
+
+
+def _data_on_stdout_notices_on_stderr(cli, warehouse: Path) -> None:
     wide = "SELECT " + ", ".join(f"{i} AS column_number_{i}" for i in range(12))
     fitted = cli("query", wide, "-w", str(warehouse), env={"COLUMNS": "60"})
     assert fitted.returncode == 0

@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
+from tests.cli.one_section import one_section_reports
 from tests.helpers import ingest
 
 runner = CliRunner()
@@ -191,7 +192,21 @@ def test_a_report_epoch_directory_that_is_a_file_is_left_alone(ingested, tmp_pat
     assert (out / "epoch-1").read_text() == "mine\n"
 
 
-def test_report_out_is_marked_as_the_tools_and_a_foreign_directory_is_refused(ingested, tmp_path):
+# two whole reports; stands in the default tier:
+# tests/cli/test_path_guards.py::test_report_out_is_marked_as_the_tools_and_a_foreign_directory_is_refused
+@pytest.mark.heavy
+def test_report_out_of_a_whole_report_is_marked_as_the_tools_and_a_foreign_directory_is_refused(ingested, tmp_path):
+    """The test below, its reports of every section."""
+    _report_out_is_the_tools(ingested, tmp_path)
+
+
+def test_report_out_is_marked_as_the_tools_and_a_foreign_directory_is_refused(ingested, tmp_path, monkeypatch):
+    """Its reports of one section (tests/cli/one_section.py): where a report may be written is the same."""
+    one_section_reports(monkeypatch)
+    _report_out_is_the_tools(ingested, tmp_path)
+
+
+def _report_out_is_the_tools(ingested: tuple[Path, Path], tmp_path: Path) -> None:
     from pipeline.core.roles import OUTPUT_MARKER
 
     _, warehouse = ingested

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli.app import app
 from pipeline.core.paths import DATA_SAMPLES_DIR
+from tests.cli.one_section import one_section_reports, one_table_bundles
 from tests.factories import data_samples_warehouse
 
 runner = CliRunner()
@@ -71,7 +72,21 @@ def test_a_reader_uses_the_option_over_the_environment_over_the_config(here, mon
 WINDOW = ["--since", "2026-10-29T00:00:00", "--until", "2026-10-29T01:00:00"]
 
 
+# a bundle of every table, computed again by each verify; stands in the default tier:
+# tests/cli/test_settings.py::test_verify_uses_the_config_s_warehouse
+@pytest.mark.heavy
+def test_verify_of_a_whole_bundle_uses_the_config_s_warehouse(here, samples_wh, monkeypatch):
+    """The test below, its bundle of every evidence table."""
+    _verify_where(here, samples_wh, monkeypatch)
+
+
 def test_verify_uses_the_config_s_warehouse(here, samples_wh, monkeypatch):
+    """Its bundle of one table (tests/cli/one_section.py): which warehouse verify reads is the same for one."""
+    one_table_bundles(monkeypatch)
+    _verify_where(here, samples_wh, monkeypatch)
+
+
+def _verify_where(here: Path, samples_wh: Path, monkeypatch) -> None:
     _config(here, str(samples_wh), FOCAL)
     made = runner.invoke(app, ["bundle", *WINDOW, "--out", "bun"])
     assert made.exit_code == 0, made.output
@@ -95,12 +110,28 @@ WRITERS = {
 }
 
 
-@pytest.mark.parametrize("make_argv", WRITERS.values(), ids=WRITERS.keys())
+# Three ingests of the samples' store are seconds; the same command over a copy of one epoch resolves its
+# warehouse as this one does. stands in the default tier:
+# tests/cli/test_settings.py::test_ingest_of_a_small_copy_uses_the_option_over_the_environment_over_the_config
+WHOLE_STORE = {"ingest": pytest.mark.heavy}
+
+
+@pytest.mark.parametrize(
+    "make_argv", [pytest.param(make, id=name, marks=WHOLE_STORE.get(name, ())) for name, make in WRITERS.items()]
+)
 def test_a_writer_uses_the_option_over_the_environment_over_the_config(here, monkeypatch, make_argv):
+    _writer_precedence(here, monkeypatch, make_argv(here))
+
+
+def test_ingest_of_a_small_copy_uses_the_option_over_the_environment_over_the_config(here, monkeypatch, sqlite_copy):
+    """The `ingest` case of the test above over a store of one epoch."""
+    _writer_precedence(here, monkeypatch, ["ingest", str(sqlite_copy(1))])
+
+
+def _writer_precedence(here: Path, monkeypatch, argv: list[str]) -> None:
     (here / "json").mkdir()
     (here / "json" / "empty.json").write_text("{}\n")
     _config(here, "fromconfig.duckdb", FOCAL)
-    argv = make_argv(here)
     made = []
     for env, option, expected in (
         (None, None, "fromconfig.duckdb"),
@@ -135,10 +166,15 @@ def test_run_uses_the_config_s_warehouse_unless_one_is_given(here, monkeypatch):
 # writes the same epoch report as report; two bundles are seconds. stands in the default tier:
 # tests/cli/test_settings.py::test_the_host_is_the_option_over_the_environment_over_the_config (its other cases)
 BUNDLE = pytest.param(["bundle", "--epoch", "3", "--out", "bun"], id="bundle", marks=pytest.mark.heavy)
+REPORT = ["report", "epoch", "3", "--out", "rep"]
+# Two whole reports of the samples are seconds; the same command whose reports hold one section resolves and
+# checks its host as this one does. stands in the default tier:
+# tests/cli/test_settings.py::test_the_report_s_host_is_the_option_over_the_environment_over_the_config
+WHOLE_REPORT = pytest.param(REPORT, id="report", marks=pytest.mark.heavy)
 HOSTED = [
     pytest.param(["evidence", "epoch-summary"], id="evidence"),
     pytest.param(["preflight"], id="preflight"),
-    pytest.param(["report", "epoch", "3", "--out", "rep"], id="report"),
+    WHOLE_REPORT,
     BUNDLE,
     pytest.param(["ingest-logs", "--kind", "vllm", "--year", "2026"], id="ingest-logs"),
 ]
@@ -146,6 +182,16 @@ HOSTED = [
 
 @pytest.mark.parametrize("argv", HOSTED)
 def test_the_host_is_the_option_over_the_environment_over_the_config(here, samples_wh, monkeypatch, argv):
+    _host_precedence(here, samples_wh, monkeypatch, argv)
+
+
+def test_the_report_s_host_is_the_option_over_the_environment_over_the_config(here, samples_wh, monkeypatch):
+    """The `report` case of the test above, its reports of one section (tests/cli/one_section.py)."""
+    one_section_reports(monkeypatch)
+    _host_precedence(here, samples_wh, monkeypatch, REPORT)
+
+
+def _host_precedence(here: Path, samples_wh: Path, monkeypatch, argv: list[str]) -> None:
     wh = here / "w.duckdb"
     shutil.copy(samples_wh, wh)
     if argv[0] == "ingest-logs":
@@ -182,8 +228,22 @@ def test_ingest_then_query_under_a_config_naming_another_warehouse(here):
     assert (here / "mywh.duckdb").exists() and not (here / "warehouse.duckdb").exists()
 
 
-def test_no_host_on_a_warehouse_that_is_not_the_samples_is_one_line_naming_where(here, samples_wh):
-    """Without a config, the samples' focal host is used only on the samples' own warehouse."""
+# a whole report of the samples; stands in the default tier:
+# tests/cli/test_settings.py::test_no_host_on_a_warehouse_that_is_not_the_samples_is_one_line_naming_where
+@pytest.mark.heavy
+def test_no_host_on_a_warehouse_that_is_not_the_samples_with_a_whole_report(here, samples_wh):
+    """The test below, its report of every section."""
+    _no_host_but_on_the_samples(here, samples_wh)
+
+
+def test_no_host_on_a_warehouse_that_is_not_the_samples_is_one_line_naming_where(here, samples_wh, monkeypatch):
+    """Without a config, the samples' focal host is used only on the samples' own warehouse (its report of one
+    section: tests/cli/one_section.py)."""
+    one_section_reports(monkeypatch)
+    _no_host_but_on_the_samples(here, samples_wh)
+
+
+def _no_host_but_on_the_samples(here: Path, samples_wh: Path) -> None:
     wh = here / "w.duckdb"
     shutil.copy(samples_wh, wh)
     ok = runner.invoke(app, ["report", "epoch", "3", "--out", "rep", "-w", str(wh)])

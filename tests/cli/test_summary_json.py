@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from pipeline.cli.app import app
 from pipeline.core.paths import DATA_SAMPLES_DIR
+from tests.cli.one_section import one_section_reports
 
 runner = CliRunner()
 STORE = str(DATA_SAMPLES_DIR / "store")
@@ -118,7 +119,22 @@ def samples_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_run_json_holds_its_outcome_and_its_log_lines_preflight_included(samples_dir):
+# the bundled run with whole reports; stands in the default tier:
+# tests/cli/test_summary_json.py::test_run_json_holds_its_outcome_and_its_log_lines_preflight_included
+@pytest.mark.heavy
+def test_run_json_of_whole_reports_holds_its_outcome_and_its_log_lines_preflight_included(samples_dir):
+    """The test below, its reports of every section."""
+    _run_json(samples_dir)
+
+
+def test_run_json_holds_its_outcome_and_its_log_lines_preflight_included(samples_dir, monkeypatch):
+    """The bundled run, its reports of one section (tests/cli/one_section.py): its outcome, its lines and
+    what it wrote are those of whole reports."""
+    one_section_reports(monkeypatch)
+    _run_json(samples_dir)
+
+
+def _run_json(samples_dir: Path) -> None:
     document = _document(["run", "-w", "w.duckdb", "--format", "json"])
     result = document["result"]
     assert document["command"] == "run"

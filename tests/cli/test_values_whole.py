@@ -33,7 +33,25 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     )
 
 
+# two processes; stands in the default tier:
+# tests/cli/test_values_whole.py::test_piped_evidence_and_preflight_tables_cut_no_cell
+@pytest.mark.heavy
+def test_piped_evidence_and_preflight_tables_cut_no_cell_in_a_process(warehouse):
+    """The test below with stdout a pipe of a process of its own."""
+    _tables_cut_no_cell(cli, warehouse)
+
+
 def test_piped_evidence_and_preflight_tables_cut_no_cell(warehouse):
+    """In this process, stdout not a terminal (as a pipe is not), in the same narrow terminal's environment."""
+
+    def here(*args: str) -> subprocess.CompletedProcess:
+        done = invoke(*args)
+        return subprocess.CompletedProcess(args, done.exit_code, done.stdout, done.stderr)
+
+    _tables_cut_no_cell(here, warehouse)
+
+
+def _tables_cut_no_cell(cli, warehouse: Path) -> None:
     votes = cli("evidence", "votes-by-build", "--host", HOST, "--epoch", "3", "--format", "table", "-w", str(warehouse))
     assert votes.returncode == 0, votes.stderr
     assert "(72.19–97.47%)" in votes.stdout  # the interval whole, not "(72.19–97.47…"
@@ -49,7 +67,7 @@ def test_piped_evidence_and_preflight_tables_cut_no_cell(warehouse):
 
 def invoke(*args: str):
     """The command in-process, in the same narrow terminal's environment: for output written to a file (-o),
-    where no stdout is involved."""
+    where no stdout is involved, and for what a command prints on a stdout that is not a terminal."""
     return CliRunner().invoke(app, list(args), env={"COLUMNS": "80"})
 
 

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
+from tests.cli.one_section import one_section_reports
 
 runner = CliRunner()
 
@@ -44,7 +45,22 @@ def _all_warehouse_text(warehouse: Path) -> str:
         con.close()
 
 
-def test_a_planted_password_appears_in_no_output_row_or_report(pg_copy, tmp_path, timeline):
+# a whole report; stands in the default tier:
+# tests/core/test_secrets.py::test_a_planted_password_appears_in_no_output_row_or_report
+@pytest.mark.heavy
+def test_a_planted_password_appears_in_no_output_row_or_whole_report(pg_copy, tmp_path, timeline):
+    """The test below, its report of every section."""
+    _planted_password_nowhere(pg_copy, tmp_path, timeline)
+
+
+def test_a_planted_password_appears_in_no_output_row_or_report(pg_copy, tmp_path, timeline, monkeypatch):
+    """Its report of one section (tests/cli/one_section.py): a report is made from the warehouse alone, whose
+    every string is checked here, and its provenance, overview and quarantine section are those of any."""
+    one_section_reports(monkeypatch)
+    _planted_password_nowhere(pg_copy, tmp_path, timeline)
+
+
+def _planted_password_nowhere(pg_copy, tmp_path: Path, timeline) -> None:
     url = _with_passwords(pg_copy(4))
     wh = tmp_path / "w.duckdb"
     outputs = [runner.invoke(app, ["ingest", url, "-w", str(wh)])]
