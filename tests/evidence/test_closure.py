@@ -130,6 +130,23 @@ def test_a_closed_epoch_says_closed_and_when(con):
     )
 
 
+def test_the_finality_lag_decides_whether_an_epoch_with_an_unsettled_escrow_is_closed(con):
+    """The rule `run` writes the reports of closed epochs by (pipeline/jobs/run.py): epoch 2, 2 of 3 escrows
+    settled, is closed 6 h after its last settlement; under a lag of 30 days (longer than from that settlement
+    to the data's clock) it stays open; a settled epoch is closed whatever the lag."""
+    from datetime import timedelta
+
+    from pipeline.output.report import epoch_closure
+
+    def closed(lag: timedelta) -> list[tuple[int, str | None]]:
+        return epoch_closure(con, lag).select("epoch_id", "closed_by").rows()
+
+    assert closed(timedelta(hours=6)) == [(2, "finality lag"), (3, "all escrows settled"), (4, None)]
+    assert closed(timedelta(days=30)) == [(2, None), (3, "all escrows settled"), (4, None)]
+    lag = epoch_closure(con, timedelta(hours=6)).filter(epoch_id=2)
+    assert lag["closed_at"][0] - lag["last_settled_at"][0] == timedelta(hours=6)
+
+
 def test_a_statistical_test_over_the_open_epoch_is_refused_unless_allowed(con):
     with pytest.raises(EvidenceError, match=r"^epoch 4 open .*: a statistical test over an open epoch is not evidence"):
         compute("peer-invalidation", con, host=FOCAL, epoch=4, command="c")

@@ -42,7 +42,17 @@ class Loaded:
     two_slot_escrows: list[str]  # escrows where the focal host holds more than one slot
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        "sqlite",
+        # every test of this file over the postgres layout's warehouse; stands in the default tier:
+        # tests/ingest/test_store.py::test_postgres_and_sqlite_layouts_give_identical_views (the two layouts
+        # give identical warehouse views, which every table here reads), with every test of this file over
+        # the sqlite layout, e.g. tests/evidence/test_evidence.py::test_votes_by_build_match_the_truth
+        pytest.param("postgres", marks=pytest.mark.heavy),
+    ],
+)
 def loaded(request, timeline):
     """A warehouse holding `timeline.copy(4)` ingested from one layout, with the build timeline."""
     copy = timeline.copy(last_epoch=LAST_EPOCH)

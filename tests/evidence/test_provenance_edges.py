@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.evidence.provenance import command_line, command_path
 from pipeline.output.report.model import build_epoch_report
 from pipeline.warehouse.database import open_for_write, open_read_only
@@ -74,6 +76,31 @@ def test_the_report_command_line_is_shell_quoted_like_its_sections(tmp_path):
             assert section.command == command_line(*shlex.split(section.command)[1:])
 
 
+def test_a_working_directory_deleted_before_the_command_keeps_the_paths_as_given(tmp_path, monkeypatch):
+    """`report epoch 3` in-process, every path absolute, in a working directory removed before it started:
+    os.path.relpath (os.getcwd) raised FileNotFoundError from the footer; the paths are kept as given."""
+    from typer.testing import CliRunner
+
+    from pipeline.cli.app import app
+
+    warehouse = data_samples_warehouse(tmp_path / "w.duckdb")
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    args = ["report", "epoch", "3", "--host", HOST, "-w", str(warehouse), "--out", str(tmp_path / "out")]
+    monkeypatch.setattr(sys, "argv", ["gonka-evidence", *args])  # as the process has it: the footers quote it
+    monkeypatch.chdir(gone)
+    os.rmdir(gone)
+    result = CliRunner().invoke(app, args)
+    monkeypatch.chdir(tmp_path)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 0, result.output
+    report = (tmp_path / "out" / "epoch-3" / "report.md").read_text(encoding="utf-8")
+    assert f"--warehouse {warehouse}" in report
+
+
+# a process started in a deleted working directory; stands in the default tier:
+# tests/evidence/test_provenance_edges.py::test_a_working_directory_deleted_before_the_command_keeps_the_paths_as_given
+@pytest.mark.heavy
 def test_a_working_directory_deleted_before_start_is_no_traceback(tmp_path):
     """All paths absolute, the working directory removed: FileNotFoundError from the footer's relative
     path (os.path.relpath calls getcwd)."""

@@ -50,7 +50,9 @@ def _snapshot(dir: Path) -> dict[str, int]:
 
 
 # a whole run end to end (.ci/run runs it); stands in the default tier:
-# tests/jobs/test_run.py::test_finality_lag_decides_epochs_with_an_unsettled_escrow
+# tests/evidence/test_closure.py::test_the_finality_lag_decides_whether_an_epoch_with_an_unsettled_escrow_is_closed,
+# tests/jobs/test_run.py::test_the_bundled_run_reports_the_samples_and_their_vllm_log,
+# tests/jobs/test_run.py::test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_aborted
 @pytest.mark.heavy
 def test_run_over_two_successive_copies_writes_the_right_reports_then_nothing(tmp_path, timeline):
     cfg = _config(tmp_path, timeline)
@@ -132,6 +134,11 @@ def test_a_run_builds_the_newest_report_again_only_when_its_inputs_moved(tmp_pat
     assert run_job(cfg, None).published is False and built == [1, 2, 2, 2]
 
 
+# a whole run; stands in the default tier:
+# tests/evidence/test_closure.py::test_the_finality_lag_decides_whether_an_epoch_with_an_unsettled_escrow_is_closed,
+# tests/jobs/test_run.py::test_config_keys_env_overrides_and_errors,
+# tests/jobs/test_run.py::test_the_bundled_run_reports_the_samples_and_their_vllm_log (run writes the closed epochs)
+@pytest.mark.heavy
 def test_finality_lag_decides_epochs_with_an_unsettled_escrow(tmp_path, timeline, monkeypatch):
     cfg = _config(tmp_path, timeline)
     _place_copy(tmp_path, timeline, 3)
@@ -149,8 +156,11 @@ def test_config_keys_env_overrides_and_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("GONKA_EVIDENCE_OUTPUT", "/srv/reports")
     override = sample_address("0verr7de")  # the environment's host is checked (and folded) like the file's
     monkeypatch.setenv("GONKA_EVIDENCE_HOST", override.upper())
+    monkeypatch.setenv("GONKA_EVIDENCE_FINALITY_LAG", "30d")  # the lag `run` closes epochs by, over the file's
     loaded = load_config(cfg)
     assert loaded.output == Path("/srv/reports") and loaded.host == override
+    assert loaded.finality_lag_delta == timedelta(days=30)
+    monkeypatch.delenv("GONKA_EVIDENCE_FINALITY_LAG")  # the file's own (bad) lags are read below
     assert [parse_duration(x).total_seconds() for x in ("6h", "90m", "45s", "3600", "2d")] == [
         21600,
         5400,
@@ -197,17 +207,14 @@ def _section_rows(report: str, heading: str) -> dict[str, list[str]]:
     return {cells[0].strip(): [c.strip() for c in cells] for cells in rows[2:]}  # after the header and its rule
 
 
-def test_the_bundled_run_reports_the_samples_and_their_vllm_log(tmp_path):
-    """No configuration anywhere: the bundled store and vLLM log; the reports show the log sections with numbers."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_")}
-    result = subprocess.run([SCRIPT, "run"], cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
-    assert result.returncode == 0 and result.stderr == "", result.stdout + result.stderr
-    lines = result.stdout.splitlines()
-    assert "new reports: epoch 2, epoch 3 in out" in lines
-    (logs,) = [line for line in lines if line.startswith("ingested vllm logs ")]
+def _check_the_bundled_reports(said: list[str], out: Path) -> None:
+    """What the bundled run (no configuration: the bundled store and vLLM log) says and writes: the reports show
+    the log sections with numbers."""
+    assert "new reports: epoch 2, epoch 3 in out" in said
+    (logs,) = [line for line in said if line.startswith("ingested vllm logs ")]
     assert ": 1 files, " in logs and "log_spec_decode " in logs and "log_engine_events " in logs
     raw, fix, v1 = "V2 + DSpark, raw_logprobs", "V2 + DSpark, processed_logprobs, vLLM fix", "V1, no DSpark"
-    epoch3 = (tmp_path / "out" / "epoch-3" / "report.md").read_text()
+    epoch3 = (out / "epoch-3" / "report.md").read_text()
     assert "_Skipped" not in epoch3.split("## 8.", 1)[1].split("## 12.", 1)[0]
     acceptance = _section_rows(epoch3, "Speculative-decoding acceptance")
     assert list(acceptance) == [raw, fix] and all(int(r[2]) > 0 for r in acceptance.values())  # windows
@@ -218,9 +225,30 @@ def test_the_bundled_run_reports_the_samples_and_their_vllm_log(tmp_path):
     # The engine died while it served the host's empty answer of the epoch: the death explains it.
     (integrity,) = _section_rows(epoch3, "Answer integrity").values()
     assert integrity[6:] == ["1", "1", "0", "0"]  # empty_answers, …_in_engine_death, …_in_poc, …_unexplained
-    epoch2 = (tmp_path / "out" / "epoch-2" / "report.md").read_text()
+    epoch2 = (out / "epoch-2" / "report.md").read_text()
     assert list(_section_rows(epoch2, "Speculative-decoding acceptance")) == [raw]  # V1 has no speculative decoding
     assert list(_section_rows(epoch2, "Engine throughput")) == [v1, raw]
+
+
+def test_the_bundled_run_reports_the_samples_and_their_vllm_log(tmp_path_factory):
+    """No configuration anywhere, in-process (`pipeline.api.run`, the run tests/api/test_api.py and
+    tests/output/report/test_index.py read, made once per session): the bundled store and vLLM log."""
+    from tests.output.shared import bundled_run
+
+    run = bundled_run(tmp_path_factory)
+    assert run.warned == [] and run.said == run.log
+    _check_the_bundled_reports(run.said, run.directory / "out")
+
+
+# a whole `gonka-evidence run` in a process of its own; stands in the default tier:
+# tests/jobs/test_run.py::test_the_bundled_run_reports_the_samples_and_their_vllm_log (the same run in-process)
+@pytest.mark.heavy
+def test_the_bundled_run_in_a_process_of_its_own_reports_the_samples_and_their_vllm_log(tmp_path):
+    """No configuration anywhere: the bundled store and vLLM log; the reports show the log sections with numbers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GONKA_EVIDENCE_")}
+    result = subprocess.run([SCRIPT, "run"], cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+    assert result.returncode == 0 and result.stderr == "", result.stdout + result.stderr
+    _check_the_bundled_reports(result.stdout.splitlines(), tmp_path / "out")
 
 
 def test_a_warehouse_changed_by_another_writer_is_not_overwritten(tmp_path):
@@ -245,34 +273,58 @@ def _cli(*args: str, cwd: Path, **kw) -> subprocess.CompletedProcess:
 
 @dataclass(frozen=True)
 class FirstRun:
-    directory: Path  # the deployment (`_config`) over copy 3, after both runs
-    refused: subprocess.CompletedProcess  # `gonka-evidence run` while another run held the lock
-    untouched: bool  # neither the warehouse nor the report directory existed after the refused run
-    outcome: RunOutcome  # the run made once the lock was released
+    directory: Path  # the deployment (`_config`) over copy 3, after its first run
+    outcome: RunOutcome  # that run's
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory, timeline) -> FirstRun:
-    """A run refused while another holds the lock, then the first run once it is released: asserted by the lock
-    test and the starting state of the killed-runs test (which works on a copy), one whole run for both."""
+    """The first run of a deployment over copy 3: the starting state of the killed-runs test (which works on a
+    copy)."""
     directory = tmp_path_factory.mktemp("first-run")
     cfg = _config(directory, timeline)
     _place_copy(directory, timeline, 3)
-    wh = directory / "wh" / "warehouse.duckdb"
+    return FirstRun(directory, run_job(cfg, None))
+
+
+def test_a_run_while_another_holds_the_lock_is_refused_in_one_line_and_does_nothing(tmp_path, timeline):
+    """In-process (the lock is an flock: another open of the file in this process is refused as another
+    process's is): the refused run says who holds it, in one line, and writes nothing; the lock goes with its
+    holder."""
+    from tests.helpers import cli_in
+
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 3)
+    wh = tmp_path / "wh" / "warehouse.duckdb"
     with run_lock(wh):  # what a running `gonka-evidence run` holds
-        refused = _cli("run", "--config", str(cfg), cwd=directory)
-    untouched = not wh.exists() and not (directory / "out").exists()
-    return FirstRun(directory, refused, untouched, run_job(cfg, None))
+        refused = cli_in(tmp_path, "run", "--config", str(cfg))
+    assert refused.returncode == 1 and "Traceback" not in refused.stdout + refused.stderr
+    (message,) = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert message.startswith("error: another `gonka-evidence run` is working on") and f"pid {os.getpid()}" in message
+    assert not wh.exists() and not (tmp_path / "out").exists()
+    assert sorted(p.name for p in wh.parent.iterdir()) == []  # the holder took its lock file with it
+    with run_lock(wh):  # released: the next run takes it
+        pass
 
 
-def test_a_second_run_while_one_holds_the_lock_stops_with_a_clear_message(first_run):
-    result = first_run.refused
+# a run in a process of its own refused by this one's lock, then a whole run; stands in the default tier:
+# tests/jobs/test_run.py::test_a_run_while_another_holds_the_lock_is_refused_in_one_line_and_does_nothing,
+# tests/jobs/test_run.py::test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_aborted (its
+# first_run: a whole run over copy 3 writes epochs 1 and 2)
+@pytest.mark.heavy
+def test_a_second_run_while_one_holds_the_lock_stops_with_a_clear_message(tmp_path, timeline):
+    cfg = _config(tmp_path, timeline)
+    _place_copy(tmp_path, timeline, 3)
+    wh = tmp_path / "wh" / "warehouse.duckdb"
+    with run_lock(wh):  # what a running `gonka-evidence run` holds
+        result = _cli("run", "--config", str(cfg), cwd=tmp_path)
+    untouched = not wh.exists() and not (tmp_path / "out").exists()
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     message = result.stderr.strip()
     assert message.startswith("error: another `gonka-evidence run` is working on") and f"pid {os.getpid()}" in message
-    assert first_run.untouched
-    assert first_run.outcome.written == [1, 2]  # released with the holder
+    assert untouched
+    assert run_job(cfg, None).written == [1, 2]  # released with the holder
 
 
 READER = r"""
@@ -362,6 +414,7 @@ def test_a_failed_run_takes_its_lock_file_with_it(tmp_path, timeline):
 def test_the_next_run_removes_what_killed_runs_left_and_marks_their_ingests_aborted(tmp_path, first_run):
     from pipeline.warehouse.database import open_for_write
 
+    assert first_run.outcome.written == [1, 2]  # copy 3: epoch 1 settled, epoch 2 closed by the lag
     # the deployment after its first run over copy 3 (`first_run`), copied: mtimes kept, paths relative
     tmp_path = tmp_path / "deployment"
     shutil.copytree(first_run.directory, tmp_path)

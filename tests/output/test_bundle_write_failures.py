@@ -76,6 +76,40 @@ def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
 
 
+@contextlib.contextmanager
+def _file_size_limit(limit: int) -> Iterator[None]:
+    """This process's writes past `limit` bytes fail with EFBIG (ulimit -f), as on a full disk; restored after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def test_the_command_says_one_line_when_a_file_of_the_bundle_cannot_be_written(tmp_path):
+    """`bundle` in-process under a file size limit (the same command and limit as the test below): a larger
+    write (its epoch report's, drawn through a temporary directory, first) fails with EFBIG and the command says
+    one line (an EvidenceError, no OSError traceback), and leaves no bundle and nothing beside it."""
+    from tests.factories import data_samples_warehouse
+    from tests.helpers import cli_in
+
+    warehouse = data_samples_warehouse(tmp_path / "w.duckdb")
+    args = ["--epoch", "2", "-w", str(warehouse), "--out", str(tmp_path / "b")]
+    with _file_size_limit(64 * 1024):
+        done = cli_in(tmp_path, "bundle", "--host", "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx", *args)
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and line.endswith("(File too large)"), line
+    assert not (tmp_path / "b").exists()
+    assert _debris(tmp_path) == []
+
+
+# a process of its own under `ulimit -f`; stands in the default tier:
+# tests/output/test_bundle_write_failures.py::test_the_command_says_one_line_when_a_file_of_the_bundle_cannot_be_written
+@pytest.mark.heavy
 def test_the_cli_says_one_line_when_the_bundle_cannot_be_written(tmp_path):
     """No mount needed: a file size limit (ulimit -f) makes every larger write fail, as a full disk does."""
     from tests.factories import data_samples_warehouse

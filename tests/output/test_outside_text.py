@@ -163,6 +163,51 @@ def test_an_absurd_source_label_is_refused_in_one_line(tmp_path):
         load_config(cfg)
 
 
+HOSTILE_BUILD_LABEL = '=HYPERLINK("x") \x1b[31mred\x1b[0m \uffff | <b>y</b>'
+SAMPLES_HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
+
+
+def _samples_with_a_hostile_build_label(tmp_path):
+    """The samples' warehouse (with their vLLM log) whose build `V2 + DSpark, raw_logprobs` is labelled
+    `HOSTILE_BUILD_LABEL`."""
+    from pipeline.core.paths import DATA_SAMPLES_DIR
+    from tests.factories import data_samples_warehouse, load_builds_of
+
+    warehouse = data_samples_warehouse(tmp_path / "w.duckdb", vllm_log_host=SAMPLES_HOST)
+    builds = (DATA_SAMPLES_DIR / "builds.toml").read_text(encoding="utf-8")
+    toml_label = json.dumps(HOSTILE_BUILD_LABEL)  # a TOML basic string, as JSON writes it here
+    hostile = tmp_path / "builds.toml"
+    hostile.write_text(builds.replace('"V2 + DSpark, raw_logprobs"', toml_label), encoding="utf-8")
+    load_builds_of(warehouse, hostile)
+    return warehouse
+
+
+def _check_the_hostile_label_is_an_escape_everywhere(report) -> None:
+    svgs = sorted((report / "charts").glob("*.svg"))
+    assert svgs
+    shown = [svg for svg in svgs if "\\x1b[31mred" in svg.read_text(encoding="utf-8")]
+    assert shown, "the label is in a chart, as an escape"
+    for page in [*svgs, report / "report.html", report / "report.md"]:
+        text = page.read_text(encoding="utf-8")
+        assert "\x1b" not in text and "\uffff" not in text and "<b>y" not in text, page
+
+
+def test_a_hostile_build_label_in_the_charts_is_an_escape_in_every_chart_and_page(tmp_path):
+    """A build label with an ANSI sequence (or U+FFFF) aborted `report` and `bundle` (exit 134): vl-convert
+    panics on a character XML does not allow in the SVG text of a chart. `report epoch 3` in-process (a panic
+    would abort pytest itself): every chart and page shows it as an escape, nothing of it acts on a terminal or
+    a browser."""
+    from tests.helpers import cli_in
+
+    warehouse = _samples_with_a_hostile_build_label(tmp_path)
+    done = cli_in(tmp_path, "report", "epoch", "3", "--host", SAMPLES_HOST, "--out", "out", "-w", str(warehouse))
+    assert done.returncode == 0, done.stderr[-2000:]
+    _check_the_hostile_label_is_an_escape_everywhere(tmp_path / "out" / "epoch-3")
+
+
+# `report` in a process of its own (the crash was an abort, exit 134); stands in the default tier:
+# tests/output/test_outside_text.py::test_a_hostile_build_label_in_the_charts_is_an_escape_in_every_chart_and_page
+@pytest.mark.heavy
 def test_a_hostile_build_label_in_the_charts_is_no_renderer_crash(tmp_path):
     """A build label with an ANSI sequence (or U+FFFF) aborted `report` and `bundle` (exit 134): vl-convert
     panics on a character XML does not allow in the SVG text of a chart. Now every chart and page shows it as
@@ -172,17 +217,8 @@ def test_a_hostile_build_label_in_the_charts_is_no_renderer_crash(tmp_path):
     import sys
     from pathlib import Path
 
-    from pipeline.core.paths import DATA_SAMPLES_DIR
-    from tests.factories import data_samples_warehouse, load_builds_of
-
-    host = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samples/
-    label = '=HYPERLINK("x") \x1b[31mred\x1b[0m \uffff | <b>y</b>'
-    warehouse = data_samples_warehouse(tmp_path / "w.duckdb", vllm_log_host=host)
-    builds = (DATA_SAMPLES_DIR / "builds.toml").read_text(encoding="utf-8")
-    toml_label = json.dumps(label)  # a TOML basic string, as JSON writes it here
-    hostile = tmp_path / "builds.toml"
-    hostile.write_text(builds.replace('"V2 + DSpark, raw_logprobs"', toml_label), encoding="utf-8")
-    load_builds_of(warehouse, hostile)
+    host = SAMPLES_HOST
+    warehouse = _samples_with_a_hostile_build_label(tmp_path)
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [
@@ -206,14 +242,7 @@ def test_a_hostile_build_label_in_the_charts_is_no_renderer_crash(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    report = tmp_path / "out" / "epoch-3"
-    svgs = sorted((report / "charts").glob("*.svg"))
-    assert svgs
-    shown = [svg for svg in svgs if "\\x1b[31mred" in svg.read_text(encoding="utf-8")]
-    assert shown, "the label is in a chart, as an escape"
-    for page in [*svgs, report / "report.html", report / "report.md"]:
-        text = page.read_text(encoding="utf-8")
-        assert "\x1b" not in text and "\uffff" not in text and "<b>y" not in text, page
+    _check_the_hostile_label_is_an_escape_everywhere(tmp_path / "out" / "epoch-3")
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "vertical"])

@@ -130,6 +130,29 @@ def test_the_index_is_rebuilt_only_when_an_epoch_report_changed(own_out):
     assert rebuilt.index is not None and (out / "index.md").exists()
 
 
+def test_the_index_is_offline_with_its_table_and_a_drawn_chart_per_trend(out):
+    """The page as written (what Chromium draws, tests/output/report/test_index.py::
+    test_the_index_is_offline_and_renders_in_headless_chromium, heavy)."""
+    html = (out / "index.html").read_text()
+    assert "<script" not in html and not re.search(r"""(?:src|href)=["']https?:""", html)
+    links = re.findall(r'href="(epoch-\d+/report\.html)"', html)
+    assert links and all((out / link).exists() for link in links)
+    parsed = _Html()
+    parsed.feed(html)
+    tags = [t for t, _ in parsed.tags]
+    assert tags.count("table") == 1 and tags.count("tr") == 3  # the header and one row per closed epoch
+    trends = [
+        attrs["id"] for t, attrs in parsed.tags if t == "section" and "id" in attrs and attrs["id"].startswith("trend-")
+    ]
+    assert trends == ["trend-rates", "trend-verdicts", "trend-acceptance", "trend-stability", "trend-tracker"]
+    for trend in trends:  # each chart has its marks in the page, not an empty frame
+        part = html.split(f'id="{trend}"', 1)[1].split("</section>", 1)[0]
+        assert "<svg" in part and part.count("<path") >= 2, trend
+
+
+# a real browser; stands in the default tier:
+# tests/output/report/test_index.py::test_the_index_is_offline_with_its_table_and_a_drawn_chart_per_trend
+@pytest.mark.heavy
 def test_the_index_is_offline_and_renders_in_headless_chromium(out, tmp_path):
     html = (out / "index.html").read_text()
     assert "<script" not in html and not re.search(r"""(?:src|href)=["']https?:""", html)

@@ -484,6 +484,9 @@ def render_in_chromium(
     return shot, dom
 
 
+# a real browser; stands in the default tier:
+# tests/output/report/test_report.py::test_html_tables_scroll_in_their_own_box_and_no_internal_wording
+@pytest.mark.heavy
 def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
     shot, dom = render_in_chromium(report_dir / "report.html", tmp_path, name="report-epoch-3")
     parsed = _Html()
@@ -509,9 +512,25 @@ def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
 
 
 def test_html_tables_scroll_in_their_own_box_and_no_internal_wording(report_dir):
+    """The page as written (what Chromium draws, tests/output/report/test_report.py::
+    test_report_html_renders_in_headless_chromium, heavy): findings first and in order, links that land, charts."""
     html = (report_dir / "report.html").read_text()
     parsed = _Html()
     parsed.feed(html)
+    tags = [t for t, _ in parsed.tags]
+    assert tags.count("svg") >= 3 and tags.count("table") >= 4 and parsed.cells > 50
+    assert html.count("<path") > 10  # the charts' marks (Vega's SVG paths) are in the page, not empty frames
+    # The page opens with the findings, in order; each link lands on an element of the page (the Markdown's
+    # `code` spans are <code> elements in the HTML); the timeline's section holds its chart.
+    assert parsed.findings == [
+        (line.split("](", 1)[0].removeprefix("- [") + line.split(")", 1)[1]).replace("`", "") for line in FINDINGS
+    ]
+    ids = {attrs["id"] for _, attrs in parsed.tags if "id" in attrs}
+    targets = [attrs["href"] for tag, attrs in parsed.tags if tag == "a" and attrs.get("href", "").startswith("#")]
+    assert len(targets) == len(FINDINGS) and {t[1:] for t in targets} <= ids
+    assert html.index('id="findings"') < html.index('id="overview"')
+    timeline = html.split('id="timeline"', 1)[1].split("</section>", 1)[0]
+    assert "<svg" in timeline and timeline.count("<path") > 3
     assert ".table-scroll { overflow-x: auto;" in html
     tables = [i for i, (tag, _) in enumerate(parsed.tags) if tag == "table"]
     assert tables and all(
