@@ -143,10 +143,39 @@ def _escrows(parquet_file) -> list[str]:
     return pq.read_table(parquet_file, columns=["escrow_id"])["escrow_id"].to_pylist()
 
 
+def test_stage_2_starts_the_largest_partitions_first_and_reports_them_in_order(copies, tmp_path, monkeypatch):
+    """The test below, with each partition's dedupe and ingest left out (an empty warehouse file in their
+    place): stage 1 writes the copies' files, stage 2 starts each partition by what its files weigh and reports
+    the bytes it read, and the order is the one below."""
+    import pipeline.network.jobs as jobs
+    import pipeline.network.partition as partition
+
+    paths, _ = copies
+    monkeypatch.setattr(partition, "_dedupe", lambda *args: None)
+    monkeypatch.setattr(partition, "_ingest_copies", lambda tmp, *args: Path(tmp).touch())
+    started: list[tuple[int, int]] = []
+    real = jobs.build_partition
+
+    def recording(lake_root: str, epoch: int, bucket: int):
+        started.append((epoch, bucket))
+        return real(lake_root, epoch, bucket)
+
+    monkeypatch.setattr(jobs, "build_partition", recording)
+    summary = jobs.network_ingest(paths, tmp_path / "lake", workers=0, buckets=4)
+    _started_largest_first(tmp_path / "lake", summary, started)
+
+
+# a whole `network ingest` of every copy (stage 2 built); stands in the default tier: the same order with each
+# partition's dedupe and ingest left out,
+# tests/network/test_lake.py::test_stage_2_starts_the_largest_partitions_first_and_reports_them_in_order
+@pytest.mark.heavy
 def test_stage_2_runs_the_largest_partitions_first_and_reports_them_in_order(ingested):
     """Partitions start largest first (by the bytes of their files), so the largest does not end the stage
     alone; the summary still lists them by (epoch, bucket)."""
-    lake_dir, summary, started = ingested
+    _started_largest_first(*ingested)
+
+
+def _started_largest_first(lake_dir, summary, started) -> None:
     lake = Lake(lake_dir)
     sizes = lake.partition_bytes()
     assert sizes == {
@@ -186,23 +215,26 @@ def test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it(copies, writ
             versions = con.execute(
                 "SELECT DISTINCT digest, replayed FROM diff_forks WHERE escrow_id = ? AND nonce = ? ORDER BY ALL", key
             ).fetchall()
+            row_key = [f"{fork['escrow_id']}/{fork['nonce']}"]
             quarantined = con.execute(
-                "SELECT count(DISTINCT source_id) FROM quarantine WHERE table_name = 'diffs' AND row_key = ?",
-                [f"{fork['escrow_id']}/{fork['nonce']}"],
+                "SELECT count(DISTINCT source_id) FROM quarantine WHERE table_name = 'diffs' AND row_key = ?", row_key
             ).fetchall()[0][0]
+            reasons = con.execute(
+                "SELECT reason FROM quarantine WHERE table_name = 'diffs' AND row_key = ? ORDER BY ALL", row_key
+            ).fetchall()
             conflicted = con.execute("SELECT conflicted FROM escrows WHERE escrow_id = ?", key[:1]).fetchall()
             txs = con.execute(
                 "SELECT nonce, tx_index, kind, inference_id, address, valid FROM txs WHERE escrow_id = ? ORDER BY ALL",
                 key[:1],
             ).fetchall()
-            return versions, quarantined, conflicted, txs
+            return versions, quarantined, reasons, conflicted, txs
         finally:
             con.close()
 
-    versions, quarantined, conflicted, txs = seen(lake.warehouse_path(epoch, 0))
+    versions, quarantined, reasons, conflicted, txs = seen(lake.warehouse_path(epoch, 0))
     assert len(versions) == 2 and [r for _, r in versions].count(True) == 1
-    assert quarantined >= 2 and conflicted == [(True,)]
-    assert (versions, quarantined, conflicted, txs) == seen(single)
+    assert quarantined >= 2 and len(reasons) == quarantined and conflicted == [(True,)]
+    assert (versions, quarantined, reasons, conflicted, txs) == seen(single)
 
 
 @pytest.mark.parametrize("layout", ["sqlite", "postgres"])
@@ -298,6 +330,40 @@ def test_a_copy_is_cut_between_escrows_into_pieces_of_about_the_same_diffs():
     assert cut([5, 5], 1) == [(None, None, 10)]
 
 
+def _lake_files(lake_dir: Path) -> list[Path]:
+    return sorted(p.relative_to(lake_dir) for p in lake_dir.rglob("*") if p.is_file() and p.name != "_lake.lock")
+
+
+def test_a_copy_whose_escrows_name_other_creators_is_refused_before_it_is_written_to_the_lake(
+    copies, written, tmp_path
+):
+    """A copy whose sessions give escrow ids of the lake's copies other creators (an unrelated network's
+    copy) is refused in one line, naming the escrows, once its stage 1 is done and before its manifest names
+    its files: not one of the lake's files changes, none of the refused copy's is left."""
+    import sqlite3
+
+    from pipeline.network.jobs import network_ingest
+
+    paths, _ = copies
+    lake_dir = _copy_of(written, tmp_path / "lake")  # stage 1 of every copy done
+    theirs = Path(shutil.copytree(paths[0], tmp_path / "theirs"))
+    for db_file in theirs.glob("epoch_*.db"):
+        with sqlite3.connect(db_file) as db:
+            db.execute("UPDATE sessions SET creator_addr = 'gonka1another' || creator_addr")
+        db.close()
+    before = _lake_files(lake_dir)
+    with pytest.raises(LakeError) as refused:
+        network_ingest([str(theirs)], lake_dir, workers=0)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{theirs}: escrow ids of escrows in the lake name other")
+    assert "(creator" in message and "nothing was written to the lake" in message
+    assert _lake_files(lake_dir) == before  # not one file of the refused copy, no temporary one either
+    assert len(Lake(lake_dir).manifests()) == len(paths)
+
+
+# another network's generated copy, then a whole `network ingest` again; stands in the default tier:
+# tests/network/test_lake.py::test_a_copy_whose_escrows_name_other_creators_is_refused_before_it_is_written_to_the_lake
+@pytest.mark.heavy
 def test_an_unrelated_copy_is_refused_before_it_is_written_to_the_lake(copies, ingested, tmp_path):
     """Another network's copy (the sample generator under another seed: escrow ids 2100.. with other
     creators) was written into the lake, then its partitions refused it naming a copy already there

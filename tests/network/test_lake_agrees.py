@@ -66,6 +66,12 @@ def test_an_escrow_in_two_epoch_files_is_a_conflict_in_the_lake_as_in_a_warehous
     assert _lake_frame(lake, named).sort(pl.all()).rows() == expected.rows()
 
 
+# the bundled store twice and a whole `network ingest`; stands in the default tier: the partition's fork rows,
+# quarantine reasons included, as a warehouse's,
+# tests/network/test_lake.py::test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it,
+# and what `network ingest` says of a fork,
+# tests/cli/test_network.py::test_network_ingest_names_each_fork_and_the_copies_of_each_version
+@pytest.mark.heavy
 def test_a_forked_diff_is_said_by_network_ingest_and_kept_in_quarantine(tmp_path):
     # Two copies of the bundled store, one diff's bytes changed in the second: a fork of that (escrow, nonce).
     first, second = tmp_path / "host-a", tmp_path / "host-b"
@@ -95,6 +101,55 @@ def test_a_forked_diff_is_said_by_network_ingest_and_kept_in_quarantine(tmp_path
     assert sorted(forks["reason"].to_list()) == sorted(expected["reason"].to_list())
 
 
+def test_rows_set_aside_and_columns_missing_agree_between_lake_and_warehouse(tmp_path):
+    """One copy with both faults of the two tests below, read once by `ingest` and once by `network ingest`: a
+    diff whose bytes the copy holds as text and the settled sessions of an epoch without sessions.settled_at are
+    set aside by stage 1 and quarantined by the lake as by a warehouse; the columns the copy lacks are said, and
+    noted in the run record of each partition of their epoch."""
+    store = tmp_path / "store"
+    shutil.copytree(DATA / "store", store)
+    with sqlite3.connect(store / "epoch_3.db") as db:
+        escrow, nonce = db.execute("SELECT escrow_id, max(nonce) FROM diffs GROUP BY 1 ORDER BY 1 LIMIT 1").fetchone()
+        db.execute("UPDATE diffs SET txs_proto = txs_proto || X'00' WHERE escrow_id = ? AND nonce = ?", (escrow, nonce))
+        db.execute("ALTER TABLE sessions RENAME COLUMN version TO version_v2")
+    db.close()
+    with sqlite3.connect(store / "epoch_2.db") as db:
+        settled = db.execute("SELECT count(*) FROM sessions WHERE settled_at IS NOT NULL").fetchone()[0]
+        db.execute("ALTER TABLE sessions RENAME COLUMN settled_at TO settled_at_v2")
+    db.close()
+    single = tmp_path / "single.duckdb"
+    ingest(single, store)
+    cli = ["network", "ingest", str(store), "--lake", str(tmp_path / "lake")]
+    result = cli_in(tmp_path, *cli, "--workers", "0", "--buckets", "2")  # what it says: in-process
+    assert result.returncode == 0, result.stderr
+    assert (
+        "warning: copy store lacks columns, read as NULL or their rows quarantined: "
+        "sessions.settled_at (in epoch 2); sessions.version (in epoch 3)"
+    ) in result.stderr.splitlines(), result.stderr
+    lake = Lake(tmp_path / "lake")
+    named = "SELECT table_name, row_key, reason FROM quarantine WHERE table_name <> 'signatures' ORDER BY ALL"
+    expected = frame(single, named)
+    assert f"{escrow}/{nonce}" in expected.filter(pl.col("table_name") == "diffs")["row_key"].to_list()
+    assert expected.filter(pl.col("reason").str.contains("sessions.settled_at is absent")).height == settled > 0
+    assert _lake_frame(lake, named).sort(pl.all()).rows() == expected.rows()
+    notes = "SELECT DISTINCT input, note FROM ingest_accounting WHERE input LIKE 'columns missing%' ORDER BY ALL"
+    expected = frame(single, notes).rows()
+    assert expected == [
+        (MISSING_COLUMNS, "sessions.version (in epoch 3)"),
+        (MISSING_COLUMNS_QUARANTINED, "sessions.settled_at (in epoch 2)"),
+    ]
+    epochs = set()
+    for epoch, bucket in lake.partitions():
+        epochs.add(epoch)
+        assert frame(lake.warehouse_path(epoch, bucket), notes).rows() == [
+            (i, n) for i, n in expected if n.endswith(f"(in epoch {epoch})")
+        ]
+    assert {2, 3} < epochs
+
+
+# a warehouse and a lake of their own; stands in the default tier: both faults in one copy, read once each way,
+# tests/network/test_lake_agrees.py::test_rows_set_aside_and_columns_missing_agree_between_lake_and_warehouse
+@pytest.mark.heavy
 def test_rows_stage_1_sets_aside_are_quarantined_by_the_lake_as_by_a_warehouse(tmp_path):
     # A diff whose bytes a copy holds as text (SQLite `||` makes text), and a copy without sessions.settled_at:
     # the reader sets the diff and the settled sessions aside; the lake dropped them unsaid.
@@ -131,6 +186,9 @@ def test_a_copy_without_a_column_no_row_can_be_read_without_is_refused_before_th
     assert Lake(lake_dir).manifests() == [] and not list(lake_dir.glob("*/epoch=*/bucket=*/*.parquet"))
 
 
+# a warehouse and a lake of their own; stands in the default tier: both faults in one copy, read once each way,
+# tests/network/test_lake_agrees.py::test_rows_set_aside_and_columns_missing_agree_between_lake_and_warehouse
+@pytest.mark.heavy
 def test_a_partition_names_the_columns_its_copy_lacks_in_its_run_record(tmp_path):
     store = tmp_path / "store"
     shutil.copytree(DATA / "store", store)

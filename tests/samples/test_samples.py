@@ -287,6 +287,37 @@ def test_focal_host_behaviour_by_build(timeline, copy4):
     assert raw_invalid > 0.85 and fix_invalid < 0.5
 
 
+def test_the_generator_command_writes_store_and_builds(tmp_path, monkeypatch, capsys):
+    """`python -m pipeline.samples OUT --seed 3 --last-epoch 2`, its main() in this process: the copy of that seed
+    taken in epoch 2, the builds of its focal host (named on stdout) and of one other host, the vLLM log."""
+    import functools
+
+    import pipeline.samples.__main__ as samples_main
+
+    generate = functools.cache(samples_main.generate_timeline)  # the timeline of seed 3 generated once here
+    monkeypatch.setattr(samples_main, "generate_timeline", generate)
+    out = tmp_path / "samples"
+    samples_main.main([str(out), "--seed", "3", "--last-epoch", "2"])
+    focal = capsys.readouterr().out.strip()
+    assert focal == generate(SampleSpec(seed=3)).focal_host
+    assert generate.cache_info().currsize == 1
+    assert sorted(p.name for p in (out / "store").iterdir()) == [
+        "_meta.db",
+        "accounting.db",
+        "epoch_1.db",
+        "epoch_2.db",
+        "payloads",
+    ]
+    builds = tomllib.loads((out / "builds.toml").read_text())["builds"]
+    labels = [b["label"] for b in builds if b["host"] == focal]
+    assert labels == [BUILD_V1, BUILD_RAW, BUILD_FIX, BUILD_CHUNK]  # the fourth deployed after the copies
+    assert len({b["host"] for b in builds}) == 2
+    assert (out / "vllm" / "vllm.log").is_file()  # the focal host's vLLM log over the copy's epochs
+
+
+# the command as a process of its own; stands in the default tier: its main() in this process,
+# tests/samples/test_samples.py::test_the_generator_command_writes_store_and_builds
+@pytest.mark.heavy
 def test_cli_writes_store_and_builds(tmp_path):
     out = tmp_path / "samples"
     result = subprocess.run(

@@ -189,7 +189,16 @@ def test_decode_workers_default_to_the_cores_and_read_their_variable(monkeypatch
         workers.decode_workers()
 
 
-def test_an_ingest_decoded_by_workers_equals_one_decoded_here(tmp_path, pg_copy, monkeypatch):
+@pytest.mark.parametrize(
+    "last_epoch",
+    [
+        pytest.param(1, id="one-epoch"),
+        # the copy of four epochs; stands in the default tier: the copy of one epoch (three escrows, a chunk each),
+        # tests/sources/decode/test_workers.py::test_an_ingest_decoded_by_workers_equals_one_decoded_here
+        pytest.param(4, marks=pytest.mark.heavy, id="four-epochs"),
+    ],
+)
+def test_an_ingest_decoded_by_workers_equals_one_decoded_here(tmp_path, pg_copy, monkeypatch, last_epoch):
     """Several chunks (the next one read while this one is written): same views, quarantine and runs."""
     import pipeline.ingest.store as store_mod
     from pipeline.ingest.store import ingest_store
@@ -197,7 +206,11 @@ def test_an_ingest_decoded_by_workers_equals_one_decoded_here(tmp_path, pg_copy,
     from pipeline.warehouse.database import open_for_write
 
     monkeypatch.setattr(store_mod, "CHUNK_NONCES", 60)
-    url = pg_copy()
+    url = pg_copy(last_epoch)
+    chunks: list[int] = []  # escrows of each chunk of both ingests
+    monkeypatch.setattr(
+        store_mod, "_chunks", lambda *a, real=store_mod._chunks: (chunks.append(c.height) or c for c in real(*a))
+    )
     started = []
     monkeypatch.setattr(workers, "_Worker", lambda n, real=workers._Worker: started.append(1) or real(n))
 
@@ -211,6 +224,7 @@ def test_an_ingest_decoded_by_workers_equals_one_decoded_here(tmp_path, pg_copy,
 
     here, there = ingest(tmp_path / "here.duckdb", 0), ingest(tmp_path / "there.duckdb", 2)
     assert started == [1, 1]
+    assert len(chunks) % 2 == 0 and len(chunks) // 2 >= 3, chunks  # several chunks in each ingest
     assert here.rows == there.rows and here.quarantined == there.quarantined
     from tests.helpers import assert_views_equal
 

@@ -290,14 +290,20 @@ def _random_line(rng: random.Random, t: dt.datetime) -> str:
     return rng.choice(PREFIXES) + env + msg
 
 
-# seeds 1 to 3 in the heavy tier; stands in the default tier: seed 0 of the same sweep,
-# tests/sources/logs/test_vllm_grammar.py::test_random_lines
-@pytest.mark.parametrize("seed", [0, *(pytest.param(seed, marks=pytest.mark.heavy) for seed in (1, 2, 3))])
-def test_random_lines(tmp_path, seed):
+RANDOM_LOGS = [
+    pytest.param(0, 600, id="0-600-lines"),
+    # 2000 lines of seeds 0 to 3 in the heavy tier; stands in the default tier: 600 lines of seed 0 of the same
+    # sweep, tests/sources/logs/test_vllm_grammar.py::test_random_lines
+    *(pytest.param(seed, 2000, marks=pytest.mark.heavy, id=f"{seed}-2000-lines") for seed in (0, 1, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("seed,size", RANDOM_LOGS)
+def test_random_lines(tmp_path, seed, size):
     rng = random.Random(seed)
     t = dt.datetime(2025, 12, 31, 23, 0, tzinfo=UTC)
     lines = []
-    for _ in range(2000):
+    for _ in range(size):
         t += dt.timedelta(seconds=rng.choice([0, 0, 1, 10, 3600, 86400 * 40]))
         line = _random_line(rng, t)
         lines.append(line)
@@ -307,7 +313,7 @@ def test_random_lines(tmp_path, seed):
     path.write_text("\n".join(lines) + "\n", encoding="ascii")
     _same_at_every_cut(path, chunks=(vllm_logs.CHUNK_BYTES, 4096))
     out = _same_at_every_cut(path, year=2025, chunks=(vllm_logs.CHUNK_BYTES, 2500))
-    assert out["spec"].height > 100 and out["stats"].height > 100 and out["unparsed"].height > 10
+    assert out["spec"].height > size // 20 and out["stats"].height > size // 20 and out["unparsed"].height > size // 200
     for frame in (out["spec"], out["stats"]):
         assert frame["line"].is_unique().all()
 
@@ -356,12 +362,15 @@ def test_rollovers_and_versions_carry_across_chunks(tmp_path):
 _ODD_LINE_ROWS: dict[str, tuple] = {}  # text -> its rows and counts, shared by the cases below (the clean texts recur)
 
 
-# Every third offset of the line in the default tier, the others in the heavy tier.
+# One offset in or at the edge of each part of the header ("INFO 03-01 10:00:01 [loggers.py:118] Avg"): before and
+# after the level, between date and time, in the time, at the bracket, in the line number, in the message) in
+# the default tier; every other offset of the first 40 in the heavy tier.
+HEADER_OFFSETS = (0, 4, 10, 14, 20, 33, 39)
 OFFSETS = [
-    pytest.param(range(0, 40, 3), id="every-third-offset"),
-    # stands in the default tier: every third offset,
+    pytest.param(HEADER_OFFSETS, id="header-offsets"),
+    # stands in the default tier: the header offsets,
     # tests/sources/logs/test_vllm_grammar.py::test_a_code_or_byte_anywhere_in_a_line
-    pytest.param([p for p in range(40) if p % 3], marks=pytest.mark.heavy, id="the-other-offsets"),
+    pytest.param([p for p in range(40) if p not in HEADER_OFFSETS], marks=pytest.mark.heavy, id="the-other-offsets"),
 ]
 
 
@@ -370,7 +379,8 @@ OFFSETS = [
 def test_a_code_or_byte_anywhere_in_a_line(tmp_path, odd, offsets):
     """An ANSI code anywhere in a line is stripped (the record reads as without it); a lone \r ends a line
     (as the text after it on a line of its own); a non-ASCII byte changes only its own line. At every
-    offset of the line (every third in the default tier), and in a last line without its newline."""
+    offset of the line (one in each part of the header in the default tier), and in a last line without its
+    newline."""
     line = (
         "INFO 03-01 10:00:01 [loggers.py:118] Avg prompt throughput: 1.0 tokens/s, "
         "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs"
