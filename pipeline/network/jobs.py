@@ -239,7 +239,7 @@ def network_evidence(
     lake = Lake(lake_dir)
     window = Window.parse(epoch)
     host, control = (_held_address(lake, option, value) for option, value in (("--host", host), ("--control", control)))
-    held = sorted({e for e, _ in lake.partitions()})
+    held = lake.epochs()
     if epoch is not None and epoch not in held:
         raise EvidenceError(f"epoch {epoch} is not in the lake: it holds {held_description(held, None, None)}")
     partitions = [(e, b) for e, b in lake.partitions() if epoch is None or e == epoch]

@@ -179,14 +179,13 @@ class Lake:
         return self.root / table / f"epoch={epoch}" / f"bucket={bucket}"
 
     def partitions(self) -> list[tuple[int, int]]:
-        """Every (epoch, bucket) holding sessions of some copy's current generation."""
-        found = set()
-        for manifest in self.manifests():
-            for file in manifest.files:
-                table, epoch, bucket, _ = Path(file).parts
-                if table == "sessions":
-                    found.add((int(epoch.split("=")[1]), int(bucket.split("=")[1])))
-        return sorted(found)
+        """Every (epoch, bucket) holding rows of some copy's current generation: of any table, so that rows
+        no session claims (their sessions all set aside, or absent) are quarantined as a warehouse does."""
+        return sorted({_partition_of(file) for manifest in self.manifests() for file in manifest.files})
+
+    def epochs(self) -> list[int]:
+        """The epochs holding sessions of some copy's current generation: a warehouse's held epochs (its escrows')."""
+        return sorted({_partition_of(f)[0] for m in self.manifests() for f in m.files if f.startswith("sessions/")})
 
     def partition_bytes(self) -> dict[tuple[int, int], int]:
         """The bytes of every (epoch, bucket)'s Parquet files, all copies and tables: what its stage-2 task
@@ -194,8 +193,7 @@ class Lake:
         sizes: dict[tuple[int, int], int] = {}
         for manifest in self.manifests():
             for file in manifest.files:
-                _, epoch, bucket, _ = Path(file).parts
-                key = (int(epoch.split("=")[1]), int(bucket.split("=")[1]))
+                key = _partition_of(file)
                 sizes[key] = sizes.get(key, 0) + (self.root / file).stat().st_size
         return sizes
 
@@ -220,11 +218,8 @@ class Lake:
 
     def fingerprint(self, epoch: int, bucket: int) -> list[str]:
         """What a partition is built from: each copy's id and generation holding rows in it."""
-        return [
-            f"{m.copy_id}:{m.generation}"
-            for m in self.manifests()
-            if any(f.startswith(f"sessions/epoch={epoch}/bucket={bucket}/") for f in m.files)
-        ]
+        inside = f"/epoch={epoch}/bucket={bucket}/"
+        return [f"{m.copy_id}:{m.generation}" for m in self.manifests() if any(inside in f for f in m.files)]
 
     def stale_files(self, copy_id: str) -> Iterator[Path]:
         """The copy's Parquet files its manifest does not name (an older generation, or a killed run's)."""
@@ -236,6 +231,12 @@ class Lake:
 
 
 LOCK_FILE = "_lake.lock"
+
+
+def _partition_of(file: str) -> tuple[int, int]:
+    """(epoch, bucket) of a manifest's file, ``<table>/epoch=E/bucket=B/<name>``."""
+    _, epoch, bucket, _ = Path(file).parts
+    return int(epoch.split("=")[1]), int(bucket.split("=")[1])
 
 
 def _command_line() -> list[str]:
