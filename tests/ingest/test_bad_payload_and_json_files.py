@@ -5,7 +5,8 @@ counted quarantine or a one-line error, never a hang, an unbounded read or a tra
   the cap are quarantined with the reason; the ingest finishes (run as a subprocess with a timeout,
   so a hang fails the test instead of stopping the suite).
 - `ingest-json` with huge integers, huge exponents, deep nesting and broken gzip: quarantined with
-  the reason, or a one-line `error:` and exit 1; a hypothesis fuzz over such inputs.
+  the reason, or a one-line `error:` and exit 1; a hypothesis fuzz over such inputs (regular files: the
+  command in-process; a FIFO or /dev/zero: a subprocess with a timeout).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typer.testing import CliRunner
 from pipeline.cli.app import app
 from pipeline.sources.store.payloads import MAX_PAYLOAD_FILE_BYTES
 from pipeline.warehouse.database import fetch_frame, open_for_write
+from tests.helpers import cli_in
 
 runner = CliRunner()
 
@@ -40,6 +42,12 @@ def _frames(warehouse: Path, *queries: str) -> list:
         return [fetch_frame(con, sql) for sql in queries]
     finally:
         con.close()
+
+
+def _in(*args: str):
+    """`gonka-evidence ARGS` in-process, for inputs that are regular files (nothing a read could block on): the same
+    exit code and stderr as its process (an exception the CLI did not turn into an exit is raised here)."""
+    return cli_in(Path.cwd(), *args)
 
 
 def _no_traceback(proc) -> None:
@@ -224,7 +232,7 @@ def test_ingest_json_bad_numbers_nesting_and_gzip(tmp_path):
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     warehouse = tmp_path / "warehouse.duckdb"
-    proc = _cli("ingest-json", *(str(tmp_path / n) for n in files), "--warehouse", str(warehouse))
+    proc = _in("ingest-json", *(str(tmp_path / n) for n in files), "--warehouse", str(warehouse))
     _no_traceback(proc)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line]
@@ -256,9 +264,9 @@ def test_ingest_json_strict_exits_3_when_anything_was_quarantined(tmp_path):
     good, bad = tmp_path / "ok.json", tmp_path / "deep.json"
     good.write_text('{"epoch_index":5,"participant":"gonka1x","counters":[],"assigned_nonces":"3"}')
     bad.write_text(QUARANTINED["deep.json"][0])
-    clean = _cli("ingest-json", str(good), "--strict", "--warehouse", str(tmp_path / "a.duckdb"))
+    clean = _in("ingest-json", str(good), "--strict", "--warehouse", str(tmp_path / "a.duckdb"))
     assert clean.returncode == 0, clean.stderr
-    mixed = _cli("ingest-json", str(good), str(bad), "--strict", "--warehouse", str(tmp_path / "b.duckdb"))
+    mixed = _in("ingest-json", str(good), str(bad), "--strict", "--warehouse", str(tmp_path / "b.duckdb"))
     _no_traceback(mixed)
     assert mixed.returncode == 3, mixed.stderr
     assert any(

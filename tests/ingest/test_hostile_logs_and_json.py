@@ -1,6 +1,8 @@
 """Logs and saved JSON that are empty, hostile or not files: each gets a word (a
 warning and `--strict` exit 3, or a one-line error), a counted quarantine row, and the accounting
-identity holds. Run through the console script with a timeout: a hang fails the test."""
+identity holds. Inputs that could block a read (a FIFO, a device) run through the console script with a timeout:
+a hang fails the test; regular files run the same command in-process (tests.helpers.cli_in), which asserts the
+same exit code and stderr (an exception the CLI did not turn into an exit is raised there)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import duckdb
 
 from pipeline.ingest.accounting import identity_violations
 from pipeline.samples.logs import HOST
+from tests.helpers import Done, cli_in
 
 DATA = Path(__file__).resolve().parents[2] / "data-samples"
 
@@ -22,6 +25,11 @@ DATA = Path(__file__).resolve().parents[2] / "data-samples"
 def _cli(*args: str) -> subprocess.CompletedProcess:
     entry_point = Path(sys.executable).with_name("gonka-evidence")
     return subprocess.run([str(entry_point), *args], capture_output=True, text=True, timeout=120)
+
+
+def _in(*args: str) -> Done:
+    """The same command in-process, for regular files (nothing that could block a read)."""
+    return cli_in(Path.cwd(), *args)
 
 
 def _warehouse(path: Path) -> tuple[list[tuple], dict[str, tuple]]:
@@ -37,7 +45,7 @@ def _warehouse(path: Path) -> tuple[list[tuple], dict[str, tuple]]:
     return bad, {r[0]: r[1:] for r in acct}
 
 
-def _one_line_error(proc: subprocess.CompletedProcess, *words: str) -> None:
+def _one_line_error(proc: subprocess.CompletedProcess | Done, *words: str) -> None:
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -74,14 +82,14 @@ def test_a_gzip_log_with_a_bad_crc_is_one_line(tmp_path):
     data[-6] ^= 0xFF  # the CRC32 in the trailer
     bad = tmp_path / "vllm.log.gz"
     bad.write_bytes(bytes(data))
-    _one_line_error(_cli("ingest-logs", str(bad), "--host", HOST, "-w", str(tmp_path / "w.duckdb")), "CRC check failed")
+    _one_line_error(_in("ingest-logs", str(bad), "--host", HOST, "-w", str(tmp_path / "w.duckdb")), "CRC check failed")
 
 
 def test_an_empty_log_gets_a_word_and_strict_exits_3(tmp_path):
     empty = tmp_path / "vllm.log"
     empty.write_text("")
     wh = tmp_path / "w.duckdb"
-    proc = _cli("ingest-logs", str(empty), "--host", HOST, "-w", str(wh), "--kind", "vllm", "--strict")
+    proc = _in("ingest-logs", str(empty), "--host", HOST, "-w", str(wh), "--kind", "vllm", "--strict")
     assert proc.returncode == 3, proc.stderr
     assert "empty (no lines)" in proc.stderr
     bad, acct = _warehouse(wh)
@@ -100,7 +108,7 @@ def test_non_finite_metrics_are_quarantined_not_stored(tmp_path):
         'vllm:kv_cache_usage_perc{model_name="m"} 0.5 99999999999999999999999999999\n'
     )
     wh = tmp_path / "w.duckdb"
-    proc = _cli("ingest-logs", str(scrape), "--host", HOST, "-w", str(wh), "--strict")
+    proc = _in("ingest-logs", str(scrape), "--host", HOST, "-w", str(wh), "--strict")
     assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
     bad, acct = _warehouse(wh)
     reasons = sorted(b[2] for b in bad)
@@ -130,7 +138,7 @@ def test_saved_json_of_a_negative_epoch_is_rejected_with_a_count(tmp_path):
         [{"epoch_index": -4, "participants": [record]}, {"epoch_index": 5, "participants": [record]}],
     )
     wh = tmp_path / "w.duckdb"
-    proc = _cli("ingest-json", str(path), "-w", str(wh), "--strict")
+    proc = _in("ingest-json", str(path), "-w", str(wh), "--strict")
     assert proc.returncode == 3, proc.stderr
     bad, acct = _warehouse(wh)
     assert any("epoch_index -4 is negative" in b[2] for b in bad)
@@ -146,7 +154,7 @@ def test_saved_json_of_a_negative_epoch_is_rejected_with_a_count(tmp_path):
 def test_json_with_nothing_recognisable_gets_a_word_and_strict_exits_3(tmp_path):
     path = _json(tmp_path, "other.json", {"hello": [1, 2, {"world": True}]})
     wh = tmp_path / "w.duckdb"
-    proc = _cli("ingest-json", str(path), "-w", str(wh), "--strict")
+    proc = _in("ingest-json", str(path), "-w", str(wh), "--strict")
     assert proc.returncode == 3, proc.stderr
     assert "nothing recognisable" in proc.stderr
     bad, acct = _warehouse(wh)
@@ -166,7 +174,7 @@ def _stats_dated(tmp_path, dates: tuple[str, ...], year: int, name: str = "w") -
     log = tmp_path / "vllm.log"
     log.write_text("".join(STATS_LINE.format(date=d) for d in dates))
     wh = tmp_path / f"{name}.duckdb"
-    proc = _cli("ingest-logs", str(log), "--host", HOST, "--year", str(year), "-w", str(wh), "--strict")
+    proc = _in("ingest-logs", str(log), "--host", HOST, "--year", str(year), "-w", str(wh), "--strict")
     bad, acct = _warehouse(wh)
     con = duckdb.connect(str(wh), read_only=True)
     try:

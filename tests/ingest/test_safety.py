@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,22 +18,46 @@ from pipeline.sources.store.postgres import PostgresStore
 from tests.helpers import assert_views_equal, frame, ingest, views
 
 
+@pytest.fixture(scope="module")
+def written(tmp_path_factory, timeline) -> dict:
+    """`timeline.copy(4)` in SQLite, written once per module (named as `sqlite_copy(4)` names it), and a warehouse
+    of its clean ingest, built the first time a test asks for it; each test takes its own copy of the store."""
+    root = tmp_path_factory.mktemp("safety")
+    return {"root": root, "store": timeline.copy(last_epoch=4).write_sqlite(root / "store-4")}
+
+
+@pytest.fixture
+def store_4(tmp_path, written):
+    """The test's own copy of the module's `timeline.copy(4)` store (the bytes `sqlite_copy(4)` writes)."""
+    return shutil.copytree(written["store"], tmp_path / "store-4")
+
+
+@pytest.fixture
+def clean_of_store_4(written):
+    """A warehouse that ingested the module's `timeline.copy(4)` store once, with nothing else (only read)."""
+    if "clean" not in written:
+        clean = written["root"] / "clean.duckdb"
+        ingest(clean, written["store"])
+        written["clean"] = clean
+    return written["clean"]
+
+
 def _digest(directory) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-def test_sqlite_files_are_byte_identical_and_no_wal_appears(tmp_path, sqlite_copy):
-    store = sqlite_copy(4)
+def test_sqlite_files_are_byte_identical_and_no_wal_appears(tmp_path, store_4):
+    store = store_4
     before = _digest(store)
     assert not any(name.endswith(("-wal", "-shm")) for name in before)
     ingest(tmp_path / "w.duckdb", store)
     assert _digest(store) == before
 
 
-def test_a_copy_with_its_wal_is_read_without_touching_it(tmp_path, sqlite_copy):
+def test_a_copy_with_its_wal_is_read_without_touching_it(tmp_path, store_4):
     import sqlite3
 
-    store = sqlite_copy(4)
+    store = store_4
     epoch_file = sorted(store.glob("epoch_*.db"))[-1]
     # Leave committed rows in a -wal file, as a copy taken together with its WAL would.
     writer = sqlite3.connect(epoch_file)
@@ -107,11 +132,9 @@ def _ingest_cmd(warehouse, store) -> list[str]:
 # One instant in the default tier, the others in the heavy one (each kill and re-run takes a while);
 # stands in the default tier: tests/ingest/test_safety.py::test_sigkill_then_rerun_equals_a_clean_run (delay 0.3)
 @pytest.mark.parametrize("delay", [0.3, *(pytest.param(d, marks=pytest.mark.heavy) for d in (0.0, 0.6, 0.9, 1.5))])
-def test_sigkill_then_rerun_equals_a_clean_run(tmp_path, sqlite_copy, delay):
+def test_sigkill_then_rerun_equals_a_clean_run(tmp_path, store_4, clean_of_store_4, delay):
     """Kill at several instants after the warehouse file appears (schema creation, mid-chunk, between chunks)."""
-    store = sqlite_copy(4)
-    clean = tmp_path / "clean.duckdb"
-    ingest(clean, store)
+    store, clean = store_4, clean_of_store_4  # a clean ingest of the same bytes, under the same source name
     wh = tmp_path / "killed.duckdb"
     env = os.environ | {"GONKA_EVIDENCE_CHUNK_NONCES": "40"}  # one escrow per chunk, each its own transaction
     proc = subprocess.Popen(_ingest_cmd(wh, store), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,12 +21,21 @@ H1 = sample_address("h7")  # a well-formed address: a builds.toml host must be o
 UNHELD = sample_address("7yp0")  # well-formed, in no escrow
 
 
-@pytest.fixture
-def warehouse_with_old_epochs(tmp_path, sqlite_copy):
-    """copy(3) holds the oldest epoch (created_at = 0) and the epoch stored in milliseconds."""
-    wh = tmp_path / "w.duckdb"
-    ingest(wh, sqlite_copy(3))
+@pytest.fixture(scope="module")
+def old_epochs_ingested(tmp_path_factory, timeline) -> Path:
+    """A warehouse of copy(3) in SQLite (named as `sqlite_copy(3)` names it), ingested once per module."""
+    root = tmp_path_factory.mktemp("old-epochs")
+    wh = root / "w.duckdb"
+    ingest(wh, timeline.copy(last_epoch=3).write_sqlite(root / "store-3"))
+    assert not wh.with_name(wh.name + ".wal").exists()  # closed, so checkpointed: the file alone is the warehouse
     return wh
+
+
+@pytest.fixture
+def warehouse_with_old_epochs(tmp_path, old_epochs_ingested):
+    """copy(3) holds the oldest epoch (created_at = 0) and the epoch stored in milliseconds: the test's own copy
+    of the warehouse that ingested it (built once per module)."""
+    return Path(shutil.copyfile(old_epochs_ingested, tmp_path / "w.duckdb"))
 
 
 def test_event_times_follow_created_at_or_the_nonce_clock(warehouse_with_old_epochs, timeline):

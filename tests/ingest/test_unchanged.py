@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -24,7 +22,7 @@ from pipeline.samples.release_lines import SAMPLE_LINES
 from pipeline.sources.store import open_store
 from pipeline.sources.store.postgres_markers import read_markers
 from pipeline.warehouse.database import open_for_write
-from tests.helpers import assert_views_equal, frame, throwaway_database, views
+from tests.helpers import assert_views_equal, cli_in, frame, throwaway_database, views
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -316,13 +314,7 @@ def test_markers_do_not_depend_on_the_session_settings_of_the_reader(pg_copy, mo
 def test_cli_says_the_copy_was_not_read(pg_ingested_once, tmp_path):
     done = pg_ingested_once(ingest, tmp_path)  # the copy's first ingest (tests/ingest/conftest.py)
     pg_copy, wh = done.url, done.warehouse
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "ingest", pg_copy, "-w", str(wh)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    result = cli_in(ROOT, "ingest", pg_copy, "-w", str(wh))  # what it says (its stdout and stderr apart): in-process
     assert result.returncode == 0, result.stderr
     # the summary every ingest says (pipeline/output/summaries.py), as `run`'s log says it
     assert ": 0 rows written;" in result.stderr

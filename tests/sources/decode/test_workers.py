@@ -38,8 +38,15 @@ def _diff_batches(store) -> list[pa.RecordBatch]:
     return table.to_batches(max_chunksize=50)
 
 
-def test_workers_decode_every_batch_as_this_process_does_in_order(sqlite_copy):
-    batches = _diff_batches(sqlite_copy())
+@pytest.fixture(scope="module")
+def diff_batches(tmp_path_factory, timeline) -> list[pa.RecordBatch]:
+    """`_diff_batches` of `timeline.copy(4)` in SQLite (what `sqlite_copy()` writes), written and read once per
+    module: the tests only read the batches (Arrow's are immutable), none writes the copy."""
+    return _diff_batches(timeline.copy(last_epoch=4).write_sqlite(tmp_path_factory.mktemp("workers") / "store-4"))
+
+
+def test_workers_decode_every_batch_as_this_process_does_in_order(diff_batches):
+    batches = diff_batches
     assert len(batches) > 4
     with DiffDecoder(workers=2) as decoder:
         handles = [decoder.submit(b) for b in batches]
@@ -54,8 +61,8 @@ def test_workers_decode_every_batch_as_this_process_does_in_order(sqlite_copy):
     assert quarantined == 2  # the two blobs that are no stored diff (an absent one is an empty diff)
 
 
-def test_a_worker_that_dies_is_a_one_line_error(sqlite_copy):
-    batches = _diff_batches(sqlite_copy())
+def test_a_worker_that_dies_is_a_one_line_error(diff_batches):
+    batches = diff_batches
     with DiffDecoder(workers=1) as decoder:
         decoder.submit(batches[0]).result()
         decoder._pool[0].process.kill()
@@ -64,7 +71,7 @@ def test_a_worker_that_dies_is_a_one_line_error(sqlite_copy):
             handle.result()
 
 
-def test_a_worker_that_cannot_start_says_why_in_the_one_line(sqlite_copy, tmp_path, monkeypatch):
+def test_a_worker_that_cannot_start_says_why_in_the_one_line(diff_batches, tmp_path, monkeypatch):
     """What a worker prints on stderr (a traceback of a failed start) is not shown: its last line is in the error."""
     failing = tmp_path / "python"
     failing.write_text(
@@ -73,17 +80,17 @@ def test_a_worker_that_cannot_start_says_why_in_the_one_line(sqlite_copy, tmp_pa
     failing.chmod(0o755)
     monkeypatch.setattr(workers.sys, "executable", str(failing))
     with DiffDecoder(workers=1) as decoder:
-        handle = decoder.submit(_diff_batches(sqlite_copy())[0])
+        handle = decoder.submit(diff_batches[0])
         with pytest.raises(DecodeWorkerError) as failed:
             handle.result()
     assert str(failed.value) == "a diff decode worker ended unexpectedly (exit code 3: ImportError: no pyarrow)"
 
 
-def test_a_worker_stopped_and_continued_mid_write_answers_whole(sqlite_copy):
+def test_a_worker_stopped_and_continued_mid_write_answers_whole(diff_batches):
     """Ctrl-Z then `fg` (SIGSTOP, SIGCONT) while a worker wrote an answer of more than a pipe's 64 KiB lost
     the frames' alignment: the reader took a payload's bytes for a length, failed in its thread, and the
     ingest waited for ever. The answers now come whole, however often the worker is stopped."""
-    rows = pa.Table.from_batches(_diff_batches(sqlite_copy()))
+    rows = pa.Table.from_batches(diff_batches)
     batch = pa.concat_tables([rows] * 8).combine_chunks().to_batches()[0]  # answers of about a MB
     want = txs.decode_diffs(batch)
     with DiffDecoder(workers=1) as decoder:
@@ -109,7 +116,7 @@ def test_a_worker_stopped_and_continued_mid_write_answers_whole(sqlite_copy):
     assert all(got.txs.equals(want.txs) and got.diffs.equals(want.diffs) for got in results)
 
 
-def test_a_worker_whose_answer_cannot_be_read_is_a_one_line_error(sqlite_copy, tmp_path, monkeypatch):
+def test_a_worker_whose_answer_cannot_be_read_is_a_one_line_error(diff_batches, tmp_path, monkeypatch):
     """A length no frame has (a worker that writes something else on its stdout) failed the reading thread
     with a traceback of its own and left the ingest waiting for ever; now it is the worker's one-line error."""
     garbage = tmp_path / "python"
@@ -125,13 +132,13 @@ def test_a_worker_whose_answer_cannot_be_read_is_a_one_line_error(sqlite_copy, t
             said.append(str(exc))
 
     with DiffDecoder(workers=1) as decoder:
-        waiter = threading.Thread(target=wait, args=(decoder.submit(_diff_batches(sqlite_copy())[0]),), daemon=True)
+        waiter = threading.Thread(target=wait, args=(decoder.submit(diff_batches[0]),), daemon=True)
         waiter.start()
         waiter.join(60)  # it waited for ever before
     assert said == ["a diff decode worker ended unexpectedly (exit code 0)"]
 
 
-def test_a_worker_answer_of_whole_frames_that_are_not_tables_is_a_one_line_error(sqlite_copy, tmp_path, monkeypatch):
+def test_a_worker_answer_of_whole_frames_that_are_not_tables_is_a_one_line_error(diff_batches, tmp_path, monkeypatch):
     """Frames of plausible lengths after "ok" that hold no Arrow stream (something else writing on the
     worker's stdout) raised Arrow's own error from `result()`; now it is the worker's one-line error."""
     answer = tmp_path / "answer"
@@ -142,12 +149,12 @@ def test_a_worker_answer_of_whole_frames_that_are_not_tables_is_a_one_line_error
     monkeypatch.setattr(workers.sys, "executable", str(garbage))
     with DiffDecoder(workers=1) as decoder:
         with pytest.raises(DecodeWorkerError) as raised:
-            decoder.submit(_diff_batches(sqlite_copy())[0]).result()
+            decoder.submit(diff_batches[0]).result()
     assert str(raised.value).startswith("a diff decode worker's answer cannot be read (")
     assert "\n" not in str(raised.value)
 
 
-def test_each_worker_is_sized_to_its_share_of_the_cores(sqlite_copy, monkeypatch):
+def test_each_worker_is_sized_to_its_share_of_the_cores(diff_batches, monkeypatch):
     """A worker of N starts with its pools sized to the machine's cores / N (one thread each here, where
     2 workers share 2 cores; each pool took every core before): Polars and Arrow read these at import."""
     for name in ("GONKA_EVIDENCE_PROCESSES", "POLARS_MAX_THREADS", "OMP_NUM_THREADS", "ARROW_IO_THREADS"):
@@ -155,7 +162,7 @@ def test_each_worker_is_sized_to_its_share_of_the_cores(sqlite_copy, monkeypatch
     monkeypatch.setattr(workers.resources, "this_machine", lambda: workers.resources.Machine(8, 16 * 10**9))
     monkeypatch.setenv("ARROW_IO_THREADS", "3")  # set here: an override every worker keeps
     with DiffDecoder(workers=2) as decoder:
-        decoder.submit(_diff_batches(sqlite_copy())[0]).result()
+        decoder.submit(diff_batches[0]).result()
         environs = [
             dict(
                 item.split("=", 1) for item in open(f"/proc/{w.process.pid}/environ").read().split("\0") if "=" in item
@@ -237,10 +244,12 @@ def test_an_ingest_decoded_by_workers_equals_one_decoded_here(tmp_path, pg_copy,
         assert frame(tmp_path / "here.duckdb", sql).equals(frame(tmp_path / "there.duckdb", sql)), sql
 
 
-def test_workers_import_this_package_not_a_pipeline_folder_in_the_working_directory(sqlite_copy, tmp_path, monkeypatch):
+def test_workers_import_this_package_not_a_pipeline_folder_in_the_working_directory(
+    diff_batches, tmp_path, monkeypatch
+):
     """`python -m` puts the working directory first on the path: a folder named `pipeline` there (another
     project's checkout) would have been the workers' code."""
-    batches = _diff_batches(sqlite_copy())[:2]
+    batches = diff_batches[:2]
     shadow = tmp_path / "pipeline"
     shadow.mkdir()
     (shadow / "__init__.py").write_text("raise SystemExit('the shadowing pipeline package was imported')\n")
