@@ -24,12 +24,13 @@ HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # focal host of data-samp
 
 def test_the_latest_ingest_is_the_last_run_not_the_latest_clock(tmp_path, timeline):
     """Copy 3 ingested, then copy 4 with the clock set back a day: the footer named copy 3 (the later
-    `started_at`) while the numbers came from copy 4."""
+    `started_at`) while the numbers came from copy 4. Copies 1 and 2 here: an older and a newer copy of one
+    store, as many epochs as needed (nothing checked depends on an epoch)."""
     from pipeline.evidence.provenance import provenance
     from pipeline.evidence.window import Window
 
     warehouse = tmp_path / "w.duckdb"
-    for part, last_epoch, label in (("a", 3, "older copy"), ("b", 4, "newer copy")):
+    for part, last_epoch, label in (("a", 1, "older copy"), ("b", 2, "newer copy")):
         store = tmp_path / part / "store"  # one source: the same store, copied twice
         timeline.copy(last_epoch=last_epoch).write_sqlite(store)
         ingest(warehouse, store, label=label)

@@ -81,8 +81,15 @@ def test_verify_passes_on_an_untouched_bundle(workdir, bundle):
 
 @pytest.fixture(scope="module")
 def tampered(workdir, tmp_path_factory):
-    """`verify` of a copy of the bundle with one number changed, one file deleted and one added: one verify
-    (a whole recomputation) for the tests below, each of which checks its files and that no other is named."""
+    """`verify` of a copy of the bundle with one number changed, one file deleted and one added: one verify for
+    the tests below, each of which checks its files and that no other is named. Its recomputation is given the
+    files `bundle` computed from this same warehouse (the untouched bundle): these check the comparison; a whole
+    recomputation that matches is checked by test_a_time_window_bundle_has_the_tables_and_no_report and
+    tests/output/test_same_bytes.py::test_verify_compares_evidence_not_labels."""
+    import pipeline.output.bundle
+
+    untouched = workdir / "bundle"
+    computed = {p.relative_to(untouched).as_posix(): p.read_bytes() for p in untouched.rglob("*") if p.is_file()}
     bundle = tmp_path_factory.mktemp("tampered") / "bundle"
     shutil.copytree(workdir / "bundle", bundle)
     csv = bundle / "tables" / "votes-by-build.csv"
@@ -92,7 +99,9 @@ def tampered(workdir, tmp_path_factory):
     csv.write_text(f"{header}\n{changed}\n{rest}")
     (bundle / "report" / "report.md").unlink()
     (bundle / "tables" / "extra.md").write_text("not from the pipeline\n")
-    result = _run(workdir, ["verify", str(bundle)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline.output.bundle, "build_bundle", lambda con, request: dict(computed))
+        result = _run(workdir, ["verify", str(bundle)])
     statuses = dict((path, status) for status, path in re.findall(r"^ *(\w+)  (\S+)$", result.output, flags=re.M))
     return result, {path: status for path, status in statuses.items() if status != "ok"}
 

@@ -173,7 +173,7 @@ def test_query_spills_only_into_a_bounded_directory_of_its_own(site):
     assert limit.endswith("GiB") and float(limit.split()[0]) < 4
 
 
-def test_bundle_replaces_only_its_own_unchanged_bundle(site, tmp_path):
+def _replaces_only_its_own_unchanged_bundle(site: Path, tmp_path: Path) -> None:
     args = ["bundle", "--host", HOST, "--since", "2026-10-28", "--until", "2026-10-29", "-w", str(site / "w.duckdb")]
     theirs = tmp_path / "theirs"
     theirs.mkdir()
@@ -195,6 +195,32 @@ def test_bundle_replaces_only_its_own_unchanged_bundle(site, tmp_path):
     assert (ours / "tables" / "added-by-a-user.md").read_text() == "keep me\n"
     inside = runner.invoke(app, [*args, "--out", str(site / "store" / "bundle")])
     assert "would overwrite the warehouse or a source" in _one_line_error(inside)
+
+
+def test_bundle_writes_over_only_its_own_unchanged_bundle(site, tmp_path, monkeypatch):
+    """The commands and checks of the test below, in-process, with the bundle computed once for all of them (the
+    first `bundle` computes it, the others are given the same files): where `bundle` may write, not what it
+    computes (tests/output/test_bundle.py checks that), is what these check."""
+    import pipeline.output.bundle
+
+    real, computed = pipeline.output.bundle.build_bundle, []
+
+    def computed_once(con, request):
+        if not computed:
+            computed.append(real(con, request))
+        return dict(computed[0])
+
+    monkeypatch.setattr(pipeline.output.bundle, "build_bundle", computed_once)
+    _replaces_only_its_own_unchanged_bundle(site, tmp_path)
+    assert len(computed) == 1
+
+
+# four whole bundles of a day (.ci/run runs it); stands in the default tier:
+# tests/output/test_output_safety.py::test_bundle_writes_over_only_its_own_unchanged_bundle (the same commands
+# and checks over one bundle computed once)
+@pytest.mark.heavy
+def test_bundle_replaces_only_its_own_unchanged_bundle(site, tmp_path):
+    _replaces_only_its_own_unchanged_bundle(site, tmp_path)
 
 
 def test_a_report_is_never_written_into_a_source(site):
@@ -225,7 +251,7 @@ def test_another_applications_duckdb_file_is_never_written(tmp_path):
     con.close()
 
 
-def test_an_empty_duckdb_file_is_no_warehouse_to_read_but_one_to_fill(tmp_path):
+def test_an_empty_duckdb_file_is_no_warehouse_to_read_but_one_to_fill(tmp_path, sqlite_copy):
     empty = tmp_path / "empty.duckdb"
     duckdb.connect(str(empty)).close()
     read = runner.invoke(app, ["query", "SELECT 1", "-w", str(empty)])
@@ -233,7 +259,8 @@ def test_an_empty_duckdb_file_is_no_warehouse_to_read_but_one_to_fill(tmp_path):
     zero = tmp_path / "zero.duckdb"
     zero.write_bytes(b"")
     assert "cannot open the warehouse" in _one_line_error(runner.invoke(app, ["query", "SELECT 1", "-w", str(zero)]))
-    filled = runner.invoke(app, ["ingest", str(DATA_SAMPLES_DIR / "store"), "-w", str(empty)])
+    # any store fills it: a generated copy of one epoch, a fraction of the samples' four
+    filled = runner.invoke(app, ["ingest", str(sqlite_copy(last_epoch=1)), "-w", str(empty)])
     assert filled.exit_code == 0, filled.output
 
 

@@ -127,7 +127,19 @@ def relabelled(workdir, tmp_path_factory) -> Path:
     return d
 
 
-def test_verify_compares_evidence_not_labels(relabelled):
+def test_verify_compares_evidence_not_labels(relabelled, monkeypatch):
+    import pipeline.output.bundle
+
+    # The first verify recomputes the bundle from the reviewer's warehouse; the second, over the same warehouse
+    # and labels, compares the tampered copy with those same files (what is checked there is the comparison).
+    real, computed = pipeline.output.bundle.build_bundle, []
+
+    def computed_once(con, request):
+        if not computed:
+            computed.append(real(con, request))
+        return dict(computed[0])
+
+    monkeypatch.setattr(pipeline.output.bundle, "build_bundle", computed_once)
     result = _run(relabelled, ["verify", "bundle", "--warehouse", "warehouse.duckdb"])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "labels differ" in line]
@@ -142,6 +154,7 @@ def test_verify_compares_evidence_not_labels(relabelled):
     assert result.exit_code == 3  # a check that found a problem, not a user error (docs/cli.md)
     assert "1 of " in result.output and "tables/epoch-summary.json (differs)" in result.output
     assert "labels differ" in result.output
+    assert len(computed) == 1
 
 
 def test_every_chart_writer_escapes_what_the_shipped_font_cannot_draw(tmp_path):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from pipeline.warehouse.database import open_for_write, open_read_only
@@ -15,6 +18,23 @@ def sample(request, timeline):
     con = open_read_only(warehouse)
     yield con, timeline.focal_host, list(timeline.builds)
     con.close()
+
+
+@pytest.fixture(scope="session")
+def _bare_copy4(request, timeline) -> Path:
+    """A warehouse of `timeline.copy(4)` (SQLite layout) without builds: built once per worker, never written
+    (`bare_copy4` hands out copies of it)."""
+    return sample_warehouse(request, timeline.copy(last_epoch=4), label="copy-4").path
+
+
+@pytest.fixture
+def bare_copy4(_bare_copy4, tmp_path) -> Path:
+    """A private copy of the warehouse a fresh ingest of `timeline.copy(4)` gives (no builds), free to write:
+    the closed DuckDB file copied (no .wal beside it), a fraction of the ingest."""
+    path = tmp_path / "copy-4" / "warehouse.duckdb"
+    path.parent.mkdir()
+    shutil.copyfile(_bare_copy4, path)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import polars as pl
 from pipeline.evidence import compute
 from pipeline.transforms.answer_scan import scan_request
 from pipeline.warehouse.database import open_for_write
-from tests.factories import load_builds_of, sample_warehouse
+from tests.factories import load_builds_of
 
 
 def test_the_clients_injected_parameters_are_read_from_the_stored_request():
@@ -44,13 +44,12 @@ def _injected(rows: pl.DataFrame, name: str) -> int:
     return total
 
 
-def test_no_min_tokens_floor_under_the_short_output_version(request, timeline, tmp_path):
+def test_no_min_tokens_floor_under_the_short_output_version(bare_copy4, timeline, tmp_path):
     """devshard/docs/proposals/short-output-validation.md @fd475011: the short-output version injects no
     min_tokens floor. Once the builds file names v0.2.5 as short-output #1955, that version's judged answers no
     longer count min_tokens as injected (their seed still is); other versions' answers are counted as before."""
-    built = sample_warehouse(request, timeline.copy(last_epoch=4), label="short-output")
     focal = timeline.focal_host
-    con = open_for_write(built.path)
+    con = open_for_write(bare_copy4)
     try:
         before = compute("answers-by-sampling", con, host=focal, command="test").rows
         (short,) = con.execute(
@@ -68,8 +67,8 @@ def test_no_min_tokens_floor_under_the_short_output_version(request, timeline, t
         f'[[builds]]\nhost = "{focal}"\nlabel = "one"\nsince = "2026-01-01T00:00:00Z"\n\n'
         '[[devshard_versions]]\nversion = "v0.2.5"\nrules = "short-output #1955"\n'
     )
-    load_builds_of(built.path, tmp_path / "b.toml")
-    con = open_for_write(built.path)
+    load_builds_of(bare_copy4, tmp_path / "b.toml")
+    con = open_for_write(bare_copy4)
     try:
         after = compute("answers-by-sampling", con, host=focal, command="test").rows
     finally:
@@ -100,14 +99,13 @@ def test_the_logprobs_mode_is_compared_with_the_chains():
     assert _chain_mode_injected({"model": "m", "messages": []}, "processed_logprobs")
 
 
-def test_the_chain_mode_is_the_one_at_the_answers_time_and_a_default_is_assumed(request, timeline, tmp_path):
+def test_the_chain_mode_is_the_one_at_the_answers_time_and_a_default_is_assumed(bare_copy4, timeline, tmp_path):
     """Each answer is compared with the chain's logprobs mode when it started (chain_params): the default,
     named assumed, until a [[chain]] entry's since, then the entry's value with its source."""
     from pipeline.core.chain import LOGPROBS_SOURCE, ChainParam
     from pipeline.ingest.chain import load_chain_params
     from pipeline.warehouse.database import fetch_frame
 
-    built = sample_warehouse(request, timeline.copy(last_epoch=4), label="chain-mode")
     focal = timeline.focal_host
     sql = "SELECT started_at, chain_mode.value AS mode, chain_mode.assumed AS assumed FROM ({}) ORDER BY started_at"
     judged = (
@@ -116,7 +114,7 @@ def test_the_chain_mode_is_the_one_at_the_answers_time_and_a_default_is_assumed(
         "WHERE i.executor = $host AND i.finished AND i.status <> 'timed_out' AND EXISTS (SELECT 1 FROM validations v "
         "WHERE v.escrow_id = i.escrow_id AND v.inference_id = i.inference_id AND v.kind = 'validation')"
     )
-    con = open_for_write(built.path)
+    con = open_for_write(bare_copy4)
     try:
         answers = fetch_frame(con, sql.format(judged), {"host": focal})
         n = answers.height

@@ -13,7 +13,7 @@ from pipeline.evidence import compute
 from pipeline.ingest.builds import BuildsError, load_builds
 from pipeline.ingest.logs import ingest_logs
 from pipeline.warehouse.database import open_for_write
-from tests.factories import load_builds_of, sample_warehouse
+from tests.factories import load_builds_of
 
 VALIDATOR = sample_address("vald8t0r")
 
@@ -59,12 +59,11 @@ def test_scores_follow_the_validators_build_else_their_date(tmp_path):
         con.close()
 
 
-def test_votes_follow_the_validators_build(request, timeline, tmp_path):
+def test_votes_follow_the_validators_build(bare_copy4, timeline, tmp_path):
     """The sample's verdicts (October 2026) under a build of the focal host deployed before #1487 ran the old rule,
     those under the build deployed after it the new one; the counts split between them add up."""
-    built = sample_warehouse(request, timeline.copy(last_epoch=4), label="rules")
     focal = timeline.focal_host
-    con = open_for_write(built.path)
+    con = open_for_write(bare_copy4)
     try:
         plain = compute("votes-by-build", con, host=focal, command="test").rows
         assert set(plain.filter(pl.col("total") > 0)["rule_by"]) == {"date"}
@@ -72,10 +71,10 @@ def test_votes_follow_the_validators_build(request, timeline, tmp_path):
     finally:
         con.close()
     load_builds_of(
-        built.path,
+        bare_copy4,
         _builds(tmp_path / "b.toml", focal, ("pre-fix", "2026-07-01T00:00:00Z"), ("fixed", "2026-10-20T12:00:00Z")),
     )
-    con = open_for_write(built.path)
+    con = open_for_write(bare_copy4)
     try:
         rows = compute("votes-by-build", con, host=focal, command="test").rows.filter(pl.col("total") > 0)
     finally:
@@ -93,16 +92,15 @@ def _versions(path, host: str, label: str, since: str, **rules: str):
     return path
 
 
-def test_rule_set_follows_the_escrows_devshard_version_on_the_same_date(request, timeline, tmp_path):
+def test_rule_set_follows_the_escrows_devshard_version_on_the_same_date(bare_copy4, timeline, tmp_path):
     """Two escrows of different devshard versions judged at the same time: the one whose version the builds file
     names as short-output #1955 gets that rule set (rule_by version); the other keeps the dated rule (assumed)."""
-    built = sample_warehouse(request, timeline.copy(last_epoch=4), label="rules")
     focal = timeline.focal_host
     load_builds_of(
-        built.path,
+        bare_copy4,
         _versions(tmp_path / "b.toml", focal, "fixed", "2026-10-01T00:00:00Z", **{"v0.2.5": "short-output #1955"}),
     )
-    con = open_for_write(built.path)
+    con = open_for_write(bare_copy4)
     try:
         new, old = (
             con.execute(f"SELECT min(escrow_id) FROM escrows WHERE version = '{v}'").fetchone()[0]
@@ -124,19 +122,18 @@ def test_rule_set_follows_the_escrows_devshard_version_on_the_same_date(request,
     assert dict(sources)["short-output #1955"].startswith("gonka-ai/gonka devshard/docs/proposals/")
 
 
-def test_votes_split_by_version(request, timeline, tmp_path):
+def test_votes_split_by_version(bare_copy4, timeline, tmp_path):
     """Mapping one version to the #1487 rule explicitly moves its verdicts from 'date' to 'version'; totals hold."""
-    built = sample_warehouse(request, timeline.copy(last_epoch=4), label="rules")
     focal = timeline.focal_host
-    con = open_for_write(built.path)
+    con = open_for_write(bare_copy4)
     try:
         before = compute("votes-by-build", con, host=focal, command="test").rows
     finally:
         con.close()
     other = VALIDATOR  # the build of a host of no escrow: the focal host's verdicts stay by date
     builds = _versions(tmp_path / "b.toml", other, "x", "2026-01-01T00:00:00Z", **{"v0.2.6": "#1487"})
-    load_builds_of(built.path, builds)
-    con = open_for_write(built.path)
+    load_builds_of(bare_copy4, builds)
+    con = open_for_write(bare_copy4)
     try:
         after = compute("votes-by-build", con, host=focal, command="test").rows.filter(pl.col("total") > 0)
     finally:
