@@ -19,7 +19,7 @@ from pipeline.core.address import sample_address
 from pipeline.evidence import EvidenceError
 from pipeline.output.query.execute import QueryError
 from pipeline.warehouse.database import WarehouseError
-from tests.factories import sample_warehouse
+from tests.cli.copy4_warehouse import copy4_warehouse
 from tests.helpers import Done, cli_in
 from tests.output.shared import bundled_run
 
@@ -33,7 +33,7 @@ def cli(*args: str, cwd: Path = ROOT) -> Done:
 
 @pytest.fixture(scope="module")
 def warehouse(request, timeline) -> Path:
-    return sample_warehouse(request, timeline.copy(last_epoch=4), name="w.duckdb").path
+    return copy4_warehouse(request, timeline)  # a copy of the one built in this process
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipeline.cli.app import app
-from tests.factories import sample_warehouse
+from tests.cli.copy4_warehouse import copy4_warehouse
 from tests.helpers import frame, ingest
 
 runner = CliRunner()
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def warehouse(request, timeline) -> Path:
     """One warehouse for the module: its tests only query it (read-only; one checks a write is refused)."""
-    return sample_warehouse(request, timeline.copy(last_epoch=4), name="w.duckdb").path
+    return copy4_warehouse(request, timeline)  # a copy of the one built in this process
 
 
 def test_query_json_is_an_array_of_row_objects_with_utc_timestamps(warehouse):

@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 
-@pytest.mark.parametrize("delay", [0.6, 1.2, 1.8, 2.5])
+# A Ctrl-C as the ingest ends (or after it): seconds of a core. stands in the default tier:
+# tests/cli/test_interrupts.py::test_ctrl_c_at_any_moment_is_one_line (its 0.6 s to 1.8 s cases: importing,
+# reading the copy, writing the warehouse)
+@pytest.mark.parametrize("delay", [0.6, 1.2, 1.8, pytest.param(2.5, marks=pytest.mark.heavy)])
 def test_ctrl_c_at_any_moment_is_one_line(tmp_path, delay):
     """SIGINT while the CLI is still importing, reading the copy or writing the warehouse: the one-line
     message and exit code 130 (or a finished ingest when it came too late), never a traceback. (The

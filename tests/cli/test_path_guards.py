@@ -178,7 +178,21 @@ def test_report_and_bundle_out_that_is_a_file_is_one_line(ingested, tmp_path):
     assert (tmp_path / "file").read_text() == "mine\n"
 
 
-def test_a_report_epoch_directory_that_is_a_file_is_left_alone(ingested, tmp_path):
+# a whole report; stands in the default tier:
+# tests/cli/test_path_guards.py::test_a_report_epoch_directory_that_is_a_file_is_left_alone
+@pytest.mark.heavy
+def test_a_report_epoch_directory_that_is_a_file_is_left_alone_by_a_whole_report(ingested, tmp_path):
+    """The test below, its report of every section."""
+    _epoch_directory_that_is_a_file(ingested, tmp_path)
+
+
+def test_a_report_epoch_directory_that_is_a_file_is_left_alone(ingested, tmp_path, monkeypatch):
+    """Its report of one section (tests/cli/one_section.py): where a report may be written is the same."""
+    one_section_reports(monkeypatch)
+    _epoch_directory_that_is_a_file(ingested, tmp_path)
+
+
+def _epoch_directory_that_is_a_file(ingested: tuple[Path, Path], tmp_path: Path) -> None:
     _, warehouse = ingested
     out = tmp_path / "out"
     out.mkdir()

@@ -219,10 +219,11 @@ def _host_precedence(here: Path, samples_wh: Path, monkeypatch, argv: list[str])
     assert result.exit_code == 1 and "'gonka1option'" in result.output, result.output
 
 
-def test_ingest_then_query_under_a_config_naming_another_warehouse(here):
-    """A new user's first session: the ingest wrote ./warehouse.duckdb while the query read the config's."""
+def test_ingest_then_query_under_a_config_naming_another_warehouse(here, sqlite_copy):
+    """A new user's first session: the ingest wrote ./warehouse.duckdb while the query read the config's (over
+    a store of one epoch: which warehouse each command takes does not depend on the store)."""
     _config(here, "mywh.duckdb")
-    assert runner.invoke(app, ["ingest", str(DATA_SAMPLES_DIR / "store")]).exit_code == 0
+    assert runner.invoke(app, ["ingest", str(sqlite_copy(1))]).exit_code == 0
     result = runner.invoke(app, ["query", "SELECT count(*) > 0 AS some FROM inferences", "--format", "csv"])
     assert result.exit_code == 0 and result.output.splitlines()[-1] == "true", result.output
     assert (here / "mywh.duckdb").exists() and not (here / "warehouse.duckdb").exists()

@@ -42,8 +42,9 @@ def test_the_generated_pages_are_current(name):
 
 
 def test_the_check_mode_finds_a_stale_page(tmp_path, monkeypatch):
-    for name, page in docs.PAGES.items():
-        (tmp_path / name).write_text(page())
+    # The pages as committed: current, as test_the_generated_pages_are_current checks (generated once less here).
+    for name in docs.PAGES:
+        (tmp_path / name).write_text(_page(name))
     monkeypatch.setattr(docs, "DOCS", tmp_path)
     assert docs.main(["--check"]) == 0
     (tmp_path / "schema.md").write_text("stale\n")
@@ -165,9 +166,9 @@ def test_every_config_key_source_kind_and_named_query_is_described():
 
 
 def test_named_queries_run_on_the_sample_warehouse(tmp_path):
-    from tests.helpers import ingest
+    from tests.factories import data_samples_warehouse
 
-    ingest(tmp_path / "w.duckdb", DATA_SAMPLES_DIR / "store")
+    data_samples_warehouse(tmp_path / "w.duckdb")  # the bundled store's, ingested once per process: a copy
     samples = {"host": FOCAL_HOST, "epoch": "3", "lag_seconds": "21600"}
     con = open_for_write(tmp_path / "w.duckdb")
     try:

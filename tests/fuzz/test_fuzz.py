@@ -224,7 +224,7 @@ def _fuzz_store(root: Path, changes: list, thorough: bool = False) -> None:
     assert accounting_violations(warehouse) == []
 
 
-@budget(2)
+@budget(1)  # one case of seconds (test_fuzz_sqlite_store_heavy runs 80, test_fuzz_regressions.py its finds)
 @given(mutations)
 def test_fuzz_sqlite_store(tmp_path_factory, changes):
     _fuzz_store(tmp_path_factory.getbasetemp() / "fuzz-store", changes)

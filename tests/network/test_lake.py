@@ -39,6 +39,32 @@ def _copy_of(lake_dir: Path, to: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def built(written, tmp_path_factory):
+    """A copy of `written` with every partition built once, each escrow's derivations counted per partition:
+    (lake directory, {(epoch, bucket): (what build_partition returned, the escrows it derived, counted)}). The
+    tests that only read the built partitions share it; one that builds again does so in a copy of it."""
+    from collections import Counter
+
+    import pipeline.ingest.derive as derive
+
+    lake_dir = _copy_of(written, tmp_path_factory.mktemp("built") / "lake")
+    derived: Counter[str] = Counter()
+    real = derive.derive_escrows
+
+    def counting(con, escrow_ids):
+        derived.update(escrow_ids)
+        return real(con, escrow_ids)
+
+    results = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(derive, "derive_escrows", counting)
+        for epoch, bucket in Lake(lake_dir).partitions():
+            derived.clear()
+            results[(epoch, bucket)] = (build_partition(str(lake_dir), epoch, bucket), Counter(derived))
+    return lake_dir, results
+
+
+@pytest.fixture(scope="module")
 def ingested(copies, tmp_path_factory):
     """`network ingest` of every copy into a new lake of four buckets, once, and the partitions in the order
     stage 2 started them: (lake directory, summary, started)."""
@@ -89,14 +115,14 @@ def test_re_running_a_copy_replaces_its_files(copies, tmp_path):
     assert not list(lake.tmp.glob("*"))
 
 
-def test_a_partition_decodes_each_diff_once_and_is_skipped_when_unchanged(copies, written, tmp_path):
+def test_a_partition_decodes_each_diff_once_and_is_skipped_when_unchanged(copies, built, tmp_path):
     paths, truth = copies
-    lake = Lake(_copy_of(written, tmp_path))  # every copy written, in one bucket
+    lake = Lake(_copy_of(built[0], tmp_path))  # every copy written, in one bucket, its partitions built once
     fork = truth.fork
     epoch = next(e for e, _ in lake.partitions() if str(e) == fork["escrow_id"][0])
-    built = build_partition(str(tmp_path), epoch, 0)
-    assert built.diffs_before > built.diffs_after > 0 and built.bytes_before > built.bytes_after
-    assert built.forks == 1
+    first, _ = built[1][(epoch, 0)]  # the partition's first build
+    assert first.diffs_before > first.diffs_after > 0 and first.bytes_before > first.bytes_after
+    assert first.forks == 1
     info = json.loads(lake.partition_info_path(epoch, 0).read_text())
     assert info["fingerprint"] == lake.fingerprint(epoch, 0) and len(info["copies"]) == len(paths)
     assert build_partition(str(tmp_path), epoch, 0).skipped
@@ -104,25 +130,17 @@ def test_a_partition_decodes_each_diff_once_and_is_skipped_when_unchanged(copies
     assert not build_partition(str(tmp_path), epoch, 0).skipped
 
 
-def test_a_partition_derives_each_escrow_once_after_its_copies(written, tmp_path, monkeypatch):
+def test_a_partition_derives_each_escrow_once_after_its_copies(built):
     from collections import Counter
 
-    import pipeline.ingest.derive as derive
     from pipeline.warehouse.database import open_read_only
 
-    lake = Lake(_copy_of(written, tmp_path))  # every copy written, in one bucket
-    derived: Counter[str] = Counter()
-    real = derive.derive_escrows
-
-    def counting(con, escrow_ids):
-        derived.update(escrow_ids)
-        return real(con, escrow_ids)
-
-    monkeypatch.setattr(derive, "derive_escrows", counting)
+    lake_dir, results = built
+    lake = Lake(lake_dir)  # every copy written, in one bucket; each partition built once, its derivations counted
+    assert sorted(results) == lake.partitions()
     shared = 0  # escrows held by several copies: each derived once all the same
     for epoch, bucket in lake.partitions():
-        derived.clear()
-        built = build_partition(str(tmp_path), epoch, bucket)
+        result, derived = results[(epoch, bucket)]
         con = open_read_only(lake.warehouse_path(epoch, bucket))
         try:
             escrows = {r[0] for r in con.execute("SELECT escrow_id FROM raw_sessions").fetchall()}
@@ -133,7 +151,7 @@ def test_a_partition_derives_each_escrow_once_after_its_copies(written, tmp_path
         )
         shared += sum(1 for n in held.values() if n > 1)
         assert set(derived) == escrows and set(derived.values()) == {1}
-        assert built.derived_escrows == len(escrows)
+        assert result.derived_escrows == len(escrows)
     assert shared > 0
 
 
@@ -189,7 +207,7 @@ def _started_largest_first(lake_dir, summary, started) -> None:
     assert [p.bytes_read for p in summary.partitions] == [sizes[k] for k in sorted(sizes)]
 
 
-def test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it(copies, written, tmp_path):
+def test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it(copies, built, tmp_path):
     """Two copies with other bytes at one (escrow, nonce): the partition warehouse holds both versions in
     diff_forks, quarantines each under its copy, marks the escrow conflicted and replays the version whose
     sha256 sorts first, as a warehouse of the same copies does (today the lake dropped the second version:
@@ -202,11 +220,10 @@ def test_a_forked_diff_is_reported_as_a_single_warehouse_reports_it(copies, writ
     single = tmp_path / "single.duckdb"
     for path in paths:
         ingest(single, path)
-    lake_dir = _copy_of(written, tmp_path / "lake")  # every copy written, in one bucket
+    lake_dir, results = built  # every copy written, in one bucket, its partitions built: read here
     lake = Lake(lake_dir)
     epoch = next(e for e, _ in lake.partitions() if str(e) == fork["escrow_id"][0])
-    built = build_partition(str(lake_dir), epoch, 0)
-    assert built.forks == 1
+    assert results[(epoch, 0)][0].forks == 1
 
     def seen(warehouse) -> tuple:
         con = open_read_only(warehouse)
