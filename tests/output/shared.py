@@ -95,3 +95,20 @@ def succeeds_in(directory: Path, *args: str) -> None:
     with contextlib.chdir(directory):
         result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 0, result.output
+
+
+def bundle_computed_once(monkeypatch: Any) -> list[dict]:
+    """From now to the end of the test, `build_bundle` computes for real once and gives every later call the same
+    files (for tests of what a command does with a bundle, not of what it computes); the list holds that one
+    computation once it ran."""
+    import pipeline.output.bundle
+
+    real, computed = pipeline.output.bundle.build_bundle, []
+
+    def computed_once(con, request):
+        if not computed:
+            computed.append(real(con, request))
+        return dict(computed[0])
+
+    monkeypatch.setattr(pipeline.output.bundle, "build_bundle", computed_once)
+    return computed

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from pipeline.cli.app import app
 from pipeline.core.paths import DATA_SAMPLES_DIR
 from tests.factories import data_samples_warehouse
+from tests.output.shared import bundle_computed_once
 
 runner = CliRunner()
 HOST = "gonka1qapr9h4kxl5qe4y9wvr6ql7zqhadhjkvvrl4lx"  # the samples' focal host (data-samples/builds.toml)
@@ -201,16 +202,7 @@ def test_bundle_writes_over_only_its_own_unchanged_bundle(site, tmp_path, monkey
     """The commands and checks of the test below, in-process, with the bundle computed once for all of them (the
     first `bundle` computes it, the others are given the same files): where `bundle` may write, not what it
     computes (tests/output/test_bundle.py checks that), is what these check."""
-    import pipeline.output.bundle
-
-    real, computed = pipeline.output.bundle.build_bundle, []
-
-    def computed_once(con, request):
-        if not computed:
-            computed.append(real(con, request))
-        return dict(computed[0])
-
-    monkeypatch.setattr(pipeline.output.bundle, "build_bundle", computed_once)
+    computed = bundle_computed_once(monkeypatch)
     _replaces_only_its_own_unchanged_bundle(site, tmp_path)
     assert len(computed) == 1
 

@@ -17,7 +17,7 @@ from pipeline.cli.app import app
 from pipeline.core.paths import DATA_SAMPLES_DIR
 from tests.factories import load_builds_of
 from tests.helpers import ingest
-from tests.output.shared import samples_bundle
+from tests.output.shared import bundle_computed_once, samples_bundle
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,18 +128,9 @@ def relabelled(workdir, tmp_path_factory) -> Path:
 
 
 def test_verify_compares_evidence_not_labels(relabelled, monkeypatch):
-    import pipeline.output.bundle
-
     # The first verify recomputes the bundle from the reviewer's warehouse; the second, over the same warehouse
     # and labels, compares the tampered copy with those same files (what is checked there is the comparison).
-    real, computed = pipeline.output.bundle.build_bundle, []
-
-    def computed_once(con, request):
-        if not computed:
-            computed.append(real(con, request))
-        return dict(computed[0])
-
-    monkeypatch.setattr(pipeline.output.bundle, "build_bundle", computed_once)
+    computed = bundle_computed_once(monkeypatch)
     result = _run(relabelled, ["verify", "bundle", "--warehouse", "warehouse.duckdb"])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if "labels differ" in line]
