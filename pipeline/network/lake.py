@@ -218,8 +218,9 @@ class Lake:
 
     def fingerprint(self, epoch: int, bucket: int) -> list[str]:
         """What a partition is built from: each copy's id and generation holding rows in it."""
-        inside = f"/epoch={epoch}/bucket={bucket}/"
-        return [f"{m.copy_id}:{m.generation}" for m in self.manifests() if any(inside in f for f in m.files)]
+        return [
+            f"{m.copy_id}:{m.generation}" for m in self.manifests() if (epoch, bucket) in map(_partition_of, m.files)
+        ]
 
     def stale_files(self, copy_id: str) -> Iterator[Path]:
         """The copy's Parquet files its manifest does not name (an older generation, or a killed run's)."""

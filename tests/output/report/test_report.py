@@ -489,23 +489,7 @@ def render_in_chromium(
 @pytest.mark.heavy
 def test_report_html_renders_in_headless_chromium(report_dir, tmp_path):
     shot, dom = render_in_chromium(report_dir / "report.html", tmp_path, name="report-epoch-3")
-    parsed = _Html()
-    parsed.feed(dom)
-    tags = [t for t, _ in parsed.tags]
-    assert tags.count("svg") >= 3 and tags.count("table") >= 4 and parsed.cells > 50
-    # The charts drew marks (Vega's SVG paths), not empty frames.
-    assert dom.count("<path") > 10
-    # The page opens with the findings; each link lands on an element of the page, the timeline has its chart.
-    # (the Markdown's `code` spans are <code> elements in the HTML)
-    assert parsed.findings == [
-        (line.split("](", 1)[0].removeprefix("- [") + line.split(")", 1)[1]).replace("`", "") for line in FINDINGS
-    ]
-    ids = {attrs["id"] for _, attrs in parsed.tags if "id" in attrs}
-    targets = [attrs["href"] for tag, attrs in parsed.tags if tag == "a" and attrs.get("href", "").startswith("#")]
-    assert len(targets) == len(FINDINGS) and {t[1:] for t in targets} <= ids
-    assert dom.index('id="findings"') < dom.index('id="overview"')
-    timeline = dom.split('id="timeline"', 1)[1].split("</section>", 1)[0]
-    assert "<svg" in timeline and timeline.count("<path") > 3
+    _check_report_page(dom)
     # The screenshot is a page of the size asked for, with text and charts on it (not a blank image).
     width, height = struct.unpack(">II", shot.read_bytes()[16:24])
     assert (width, height) == (1280, 2400)
@@ -515,22 +499,7 @@ def test_html_tables_scroll_in_their_own_box_and_no_internal_wording(report_dir)
     """The page as written (what Chromium draws, tests/output/report/test_report.py::
     test_report_html_renders_in_headless_chromium, heavy): findings first and in order, links that land, charts."""
     html = (report_dir / "report.html").read_text()
-    parsed = _Html()
-    parsed.feed(html)
-    tags = [t for t, _ in parsed.tags]
-    assert tags.count("svg") >= 3 and tags.count("table") >= 4 and parsed.cells > 50
-    assert html.count("<path") > 10  # the charts' marks (Vega's SVG paths) are in the page, not empty frames
-    # The page opens with the findings, in order; each link lands on an element of the page (the Markdown's
-    # `code` spans are <code> elements in the HTML); the timeline's section holds its chart.
-    assert parsed.findings == [
-        (line.split("](", 1)[0].removeprefix("- [") + line.split(")", 1)[1]).replace("`", "") for line in FINDINGS
-    ]
-    ids = {attrs["id"] for _, attrs in parsed.tags if "id" in attrs}
-    targets = [attrs["href"] for tag, attrs in parsed.tags if tag == "a" and attrs.get("href", "").startswith("#")]
-    assert len(targets) == len(FINDINGS) and {t[1:] for t in targets} <= ids
-    assert html.index('id="findings"') < html.index('id="overview"')
-    timeline = html.split('id="timeline"', 1)[1].split("</section>", 1)[0]
-    assert "<svg" in timeline and timeline.count("<path") > 3
+    parsed = _check_report_page(html)
     assert ".table-scroll { overflow-x: auto;" in html
     tables = [i for i, (tag, _) in enumerate(parsed.tags) if tag == "table"]
     assert tables and all(
@@ -545,6 +514,27 @@ def test_html_tables_scroll_in_their_own_box_and_no_internal_wording(report_dir)
     # Charts do not cut long build labels (Vega-Lite cuts axis labels at 180 px unless told otherwise).
     votes = (report_dir / "charts" / "votes-by-build.svg").read_text()
     assert "V2 + DSpark, processed_logprobs, vLLM fix" in votes and "…" not in votes
+
+
+def _check_report_page(page: str) -> _Html:
+    """The epoch-3 report page (as written, or as Chromium drew it), parsed: its tables and charts' marks, the
+    findings first and in order, each link landing on an element of the page, the timeline's section with its chart."""
+    parsed = _Html()
+    parsed.feed(page)
+    tags = [t for t, _ in parsed.tags]
+    assert tags.count("svg") >= 3 and tags.count("table") >= 4 and parsed.cells > 50
+    assert page.count("<path") > 10  # the charts' marks (Vega's SVG paths), not empty frames
+    # (the Markdown's `code` spans are <code> elements in the HTML)
+    assert parsed.findings == [
+        (line.split("](", 1)[0].removeprefix("- [") + line.split(")", 1)[1]).replace("`", "") for line in FINDINGS
+    ]
+    ids = {attrs["id"] for _, attrs in parsed.tags if "id" in attrs}
+    targets = [attrs["href"] for tag, attrs in parsed.tags if tag == "a" and attrs.get("href", "").startswith("#")]
+    assert len(targets) == len(FINDINGS) and {t[1:] for t in targets} <= ids
+    assert page.index('id="findings"') < page.index('id="overview"')
+    timeline = page.split('id="timeline"', 1)[1].split("</section>", 1)[0]
+    assert "<svg" in timeline and timeline.count("<path") > 3
+    return parsed
 
 
 def _png_colours(png: bytes) -> int:
