@@ -1,10 +1,11 @@
 """Ingest a session-store copy into the warehouse, read and settled chunk by chunk.
 
-A chunk is a group of escrows of one epoch. In a small delta (at most STAGE_MIN_DIFFS new diffs) its raw
-rows, decoded transactions, quarantine rows, the copy's nonce ranges and recomputed derived rows commit
-together; the diff cursor is the data itself (per escrow, the highest nonce this copy's source already gave,
+A chunk is a group of escrows of one epoch. A small delta (fewer than STAGE_MIN_DIFFS new diffs) holds its
+chunks in memory and writes them as one, up to CHUNK_NONCES diffs at a time: their raw rows, decoded
+transactions, quarantine rows, the copy's nonce ranges and recomputed derived rows commit together; the diff
+cursor is the data itself (per escrow, the highest nonce this copy's source already gave,
 pipeline/ingest/coverage.py), so killing the process at any instant leaves the warehouse before or after a
-whole chunk, and a re-run continues where the last committed chunk ended. A larger ingest stages every
+whole write, and a re-run continues where the last committed one ended. A larger ingest stages every
 chunk's rows in files (stage 1, pipeline/ingest/staging.py) and runs the same statements once per part of
 them, then derives the part, in one transaction per part (stage 2): killed, it leaves whole parts.
 
@@ -473,7 +474,7 @@ def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: l
 def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, progress, derive, decode_workers) -> None:
     """Each planned chunk read, decoded and settled, in plan order; its diff batches go to the decode workers
     as they are read, so they decode while the other tables are read. A delta of fewer than STAGE_MIN_DIFFS
-    new diffs writes and derives each chunk in its own transaction; a larger one is staged (stage 1,
+    new diffs writes and derives its chunks as one (`_write_held`), in one transaction; a larger one is staged (stage 1,
     pipeline/ingest/staging.py) and written once, then derived, in one transaction (stage 2)."""
     if not plan:
         return
@@ -482,6 +483,7 @@ def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, pro
     staged = sum(int(chunk["new_nonces"].sum()) for _, chunk, _ in plan) >= STAGE_MIN_DIFFS
     stager = Stager(con) if staged else None
     part_diffs = 0  # new diffs staged in the current part
+    held: list[_ChunkRows] = []  # unstaged: the chunks read and not written yet, at most CHUNK_NONCES diffs
     try:
         with DiffDecoder(decode_workers) as decoder:
             # One chunk at a time: reading the next one while this one is written saved little and held a
@@ -491,14 +493,17 @@ def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, pro
                 read = _read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress)
                 rows = _settle_chunk(store, read, run, progress)
                 if stager is None:
-                    with transaction(con):
-                        _write_chunk(con, rows, run, summary, derive)
+                    if held and sum(r.counts.diffs for r in held) + rows.counts.diffs > CHUNK_NONCES:
+                        _write_held(con, held, run, summary, derive)
+                    held.append(rows)
                     continue
                 if part_diffs and part_diffs + rows.counts.diffs > STAGE_PART_DIFFS:
                     stager.next_part()
                     part_diffs = 0
                 rows.stage(stager)
                 part_diffs += rows.counts.diffs
+        if held:
+            _write_held(con, held, run, summary, derive)
         if stager is not None:
             stager.finish()
             pa.default_memory_pool().release_unused()  # stage 1's Arrow pages, before stage 2's peak
@@ -690,6 +695,29 @@ def _settle_chunk(store, read: _ChunkRead, run: IngestRun, progress) -> _ChunkRo
     )
 
 
+def _write_held(con, held: list[_ChunkRows], run: IngestRun, summary: IngestSummary, derive: bool) -> None:
+    """Write the chunks `held` as one (each relation's rows in chunk order, as a staged part's) in one
+    transaction, and empty `held`: the statements' and the derive's fixed costs once, not once a chunk."""
+    rows = held[0]
+    if len(held) > 1:
+        counts, bad = _Counts(), []
+        for part in held:
+            counts.add(part.counts)
+            bad += part.bad
+        rows = _ChunkRows(counts, bad, **{attr: _joined(held, attr) for attr in set(RELATIONS.values())})
+        for part in held:
+            part.release()  # the joined tables hold the rows now, and free them before the derive
+    held.clear()
+    with transaction(con):
+        _write_chunk(con, rows, run, summary, derive)
+
+
+def _joined(parts: list[_ChunkRows], attr: str) -> pa.Table | None:
+    """The chunks' tables `attr` as one, in chunk order, in the first one's schema (as a staged file)."""
+    tables = [table for part in parts if (table := getattr(part, attr)) is not None]
+    return pa.concat_tables([t.cast(tables[0].schema) for t in tables]) if tables else None
+
+
 def _write_chunk(con, rows: _ChunkRows, run: IngestRun, summary: IngestSummary, derive: bool) -> None:
     """Write one chunk's rows and derive its escrows (inside the caller's transaction)."""
     rows.register(con)
@@ -703,7 +731,7 @@ def _write_chunk(con, rows: _ChunkRows, run: IngestRun, summary: IngestSummary, 
     escrow_ids = rows.counts.escrow_ids
     rows.release()
     pa.default_memory_pool().release_unused()
-    _derive_written(con, [escrow_ids], escrow_ids, run, summary, derive, bad)
+    _derive_written(con, _derive_groups(con, escrow_ids) if derive else [], escrow_ids, run, summary, derive, bad)
 
 
 def _write_staged(con, stager, part: int, run: IngestRun, summary: IngestSummary, derive: bool) -> None:

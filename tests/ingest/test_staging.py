@@ -96,12 +96,16 @@ def test_staged_and_chunked_ingests_give_the_same_warehouse(tmp_path, sqlite_cop
     monkeypatch.setattr(
         staging.Stager, "finish", lambda self: staged.append(1) or parts.append(len(self.parts)) or finish(self)
     )
+    writes: list[int] = []  # unstaged: the write units, each of at most CHUNK_NONCES diffs
+    write_chunk = store_mod._write_chunk
+    monkeypatch.setattr(store_mod, "_write_chunk", lambda con, rows, *a: writes.append(1) or write_chunk(con, rows, *a))
     built = {}
     for name, threshold in (("chunked", 10**12), ("staged", 1)):
         monkeypatch.setattr(store_mod, "STAGE_MIN_DIFFS", threshold)
         built[name] = tmp_path / f"{name}.duckdb"
         summaries = [ingest(built[name], copy) for copy in copies]
         assert all(s.rows["diffs"] > 0 for s in summaries)
+    assert len(writes) > 4  # the chunks held in memory were written in several units, not one per copy
     assert staged == [1, 1]  # each copy of the second warehouse took the staged path
     assert parts[0] > 2 and parts[1] > 2
     assert not _staging(built["staged"]).exists()  # removed after

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from pipeline.core.paths import DATA_SAMPLES_DIR
 from tests.helpers import assert_views_equal, frame, ingest, views
 
 
@@ -201,3 +202,21 @@ def test_a_chunks_transactions_are_freed_before_its_derive(tmp_path, pg_copy, mo
     ingest(tmp_path / "w.duckdb", pg_copy())
     assert held_at_derive and all(chunk_txs > 0 for _, chunk_txs in held_at_derive)
     assert all(allocated < chunk_txs for allocated, chunk_txs in held_at_derive), held_at_derive
+
+
+def test_a_small_delta_writes_the_chunks_of_every_epoch_as_one(tmp_path, monkeypatch):
+    """A delta of at most one chunk's new diffs (here the sample copy: three epochs, a chunk each) is written and
+    derived once, in one transaction: the statements' and the derive's fixed costs were most of a small ingest."""
+    import pipeline.ingest.derive as derive
+    import pipeline.ingest.store as store_mod
+
+    chunk_epochs: list[int] = []
+    derived: list[list[str]] = []
+    read_chunk, derive_escrows = store_mod._read_chunk, derive.derive_escrows
+    monkeypatch.setattr(store_mod, "_read_chunk", lambda s, e, *a: chunk_epochs.append(e) or read_chunk(s, e, *a))
+    monkeypatch.setattr(derive, "derive_escrows", lambda con, ids: derived.append(ids) or derive_escrows(con, ids))
+    wh = tmp_path / "w.duckdb"
+    ingest(wh, DATA_SAMPLES_DIR / "store")
+    assert chunk_epochs == [2, 3, 4]
+    escrows = frame(wh, "SELECT escrow_id FROM escrows ORDER BY ALL")["escrow_id"].to_list()
+    assert len(derived) == 1 and sorted(derived[0]) == escrows
