@@ -55,7 +55,7 @@ from pipeline.evidence.window import Window
 from pipeline.output.guards.safety import OutputGuard
 from pipeline.output.render import render
 from pipeline.output.render.json import to_json_value
-from pipeline.warehouse.database import out_of_memory
+from pipeline.warehouse.database import out_of_memory, reads_once
 
 MANIFEST = "MANIFEST.json"
 BUNDLE_FORMAT = 1
@@ -93,6 +93,11 @@ class FileCheck:
 
 def build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict[str, bytes]:
     """Every file of the bundle, relative path → bytes, ``MANIFEST.json`` included."""
+    with reads_once(con):  # its tables and report ask the same of the warehouse: its epochs, sources, closure
+        return _build_bundle(con, request)
+
+
+def _build_bundle(con: duckdb.DuckDBPyConnection, request: BundleRequest) -> dict[str, bytes]:
     window = request.window
     if window.epoch is None and window.since is None:
         raise EvidenceError("a bundle needs --epoch N or --since/--until")

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -477,8 +478,41 @@ def relation(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> duckdb.Du
     return con.sql(sql, params=params)
 
 
+# Inside `reads_once(con)`: the connection and the frames of the queries run on it, by (sql, params).
+_READS_ONCE: ContextVar[tuple[duckdb.DuckDBPyConnection, dict[tuple[str, str], pl.DataFrame]] | None] = ContextVar(
+    "reads_once", default=None
+)
+
+
+@contextmanager
+def reads_once(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Within it, each query `fetch_frame` runs on `con` runs once, and the same (sql, params) is answered by its
+    frame: for work that only reads a warehouse nothing writes meanwhile (every section of a report asks for the
+    warehouse's epochs, sources and closure). Nested, the outer scope's frames serve."""
+    held = _READS_ONCE.get()
+    if held is not None and held[0] is con:
+        yield
+        return
+    token = _READS_ONCE.set((con, {}))
+    try:
+        yield
+    finally:
+        _READS_ONCE.reset(token)
+
+
 def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> pl.DataFrame:
-    """Run a query and return a Polars frame (DuckDB 2 hands results over as Arrow)."""
+    """Run a query and return a Polars frame (DuckDB 2 hands results over as Arrow); inside `reads_once(con)`,
+    a query run before is answered by (a clone of) its frame."""
+    held = _READS_ONCE.get()
+    if held is None or held[0] is not con:
+        return _fetch_frame(con, sql, params)
+    key = (sql, repr(params))
+    if (frame := held[1].get(key)) is None:
+        frame = held[1][key] = _fetch_frame(con, sql, params)
+    return frame.clone()
+
+
+def _fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> pl.DataFrame:
     import polars as pl  # here: opening a warehouse (an ingest of an unchanged copy) needs no Polars
 
     rel = relation(con, sql, params)

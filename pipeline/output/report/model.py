@@ -41,7 +41,7 @@ from pipeline.output.query.execute import named_queries
 from pipeline.output.render.csv import frame_csv, render_csv
 from pipeline.output.render.text import format_percent, iso_utc, stat_lines
 from pipeline.output.report.findings import NO_DATA, Finding, epoch_findings
-from pipeline.warehouse.database import fetch_frame, out_of_memory
+from pipeline.warehouse.database import fetch_frame, out_of_memory, reads_once
 from pipeline.warehouse.held import UnheldValue, check_value
 
 
@@ -96,6 +96,18 @@ def build_epoch_report(
     out_arg: str | None = None,
 ) -> EpochReport:
     """Every section of the epoch report; ``warehouse_arg``/``out_arg`` go into the reproducing commands."""
+    with reads_once(con):  # the sections ask the same of the warehouse: its epochs, sources, closure
+        return _build_epoch_report(con, epoch, host, finality_lag, warehouse_arg, out_arg)
+
+
+def _build_epoch_report(
+    con: duckdb.DuckDBPyConnection,
+    epoch: int,
+    host: str,
+    finality_lag: timedelta,
+    warehouse_arg: str | None,
+    out_arg: str | None,
+) -> EpochReport:
     try:  # a host or epoch the warehouse lacks, or a host with no slot in its escrows: an error, not a report
         check_request(con, host, Window(epoch=epoch))
         host = str(check_value(con, "slot_host", host, "--host"))
