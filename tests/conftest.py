@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
 from pytest_postgresql import factories
+
+# Bytecode caches on, here and in the commands the tests start: with PYTHONDONTWRITEBYTECODE set (as some
+# shells and CI images do), each test process rewrote every test module's asserts and each command compiled
+# the package again: 8% of the default tier's CPU (bench/BENCHMARKS.md).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 TESTS = Path(__file__).resolve().parent
 DEFAULT_SERVER = "postgresql://postgres@127.0.0.1:5432"
