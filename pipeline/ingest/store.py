@@ -474,8 +474,8 @@ def derive_deferred(con: duckdb.DuckDBPyConnection, run: IngestRun, summaries: l
 def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, progress, derive, decode_workers) -> None:
     """Each planned chunk read, decoded and settled, in plan order; its diff batches go to the decode workers
     as they are read, so they decode while the other tables are read. A delta of fewer than STAGE_MIN_DIFFS
-    new diffs writes and derives its chunks as one (`_write_held`), in one transaction; a larger one is staged (stage 1,
-    pipeline/ingest/staging.py) and written once, then derived, in one transaction (stage 2)."""
+    new diffs writes and derives its chunks as one (`_write_pending`), in one transaction; a larger one is staged
+    (stage 1, pipeline/ingest/staging.py) and written once, then derived, in one transaction (stage 2)."""
     if not plan:
         return
     from pipeline.sources.decode.workers import DiffDecoder  # not loaded for an unchanged copy
@@ -483,7 +483,7 @@ def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, pro
     staged = sum(int(chunk["new_nonces"].sum()) for _, chunk, _ in plan) >= STAGE_MIN_DIFFS
     stager = Stager(con) if staged else None
     part_diffs = 0  # new diffs staged in the current part
-    held: list[_ChunkRows] = []  # unstaged: the chunks read and not written yet, at most CHUNK_NONCES diffs
+    pending: list[_ChunkRows] = []  # unstaged: the chunks read and not written yet, at most CHUNK_NONCES diffs
     try:
         with DiffDecoder(decode_workers) as decoder:
             # One chunk at a time: reading the next one while this one is written saved little and held a
@@ -493,17 +493,17 @@ def _ingest_chunks(con, store, plan, run: IngestRun, summary: IngestSummary, pro
                 read = _read_chunk(store, epoch_id, chunk, cursors, decoder, run, progress)
                 rows = _settle_chunk(store, read, run, progress)
                 if stager is None:
-                    if held and sum(r.counts.diffs for r in held) + rows.counts.diffs > CHUNK_NONCES:
-                        _write_held(con, held, run, summary, derive)
-                    held.append(rows)
+                    if pending and sum(r.counts.diffs for r in pending) + rows.counts.diffs > CHUNK_NONCES:
+                        _write_pending(con, pending, run, summary, derive)
+                    pending.append(rows)
                     continue
                 if part_diffs and part_diffs + rows.counts.diffs > STAGE_PART_DIFFS:
                     stager.next_part()
                     part_diffs = 0
                 rows.stage(stager)
                 part_diffs += rows.counts.diffs
-        if held:
-            _write_held(con, held, run, summary, derive)
+        if pending:
+            _write_pending(con, pending, run, summary, derive)
         if stager is not None:
             stager.finish()
             pa.default_memory_pool().release_unused()  # stage 1's Arrow pages, before stage 2's peak
@@ -695,19 +695,19 @@ def _settle_chunk(store, read: _ChunkRead, run: IngestRun, progress) -> _ChunkRo
     )
 
 
-def _write_held(con, held: list[_ChunkRows], run: IngestRun, summary: IngestSummary, derive: bool) -> None:
-    """Write the chunks `held` as one (each relation's rows in chunk order, as a staged part's) in one
-    transaction, and empty `held`: the statements' and the derive's fixed costs once, not once a chunk."""
-    rows = held[0]
-    if len(held) > 1:
+def _write_pending(con, pending: list[_ChunkRows], run: IngestRun, summary: IngestSummary, derive: bool) -> None:
+    """Write the chunks `pending` as one (each relation's rows in chunk order, as a staged part's) in one
+    transaction, and empty `pending`: the statements' and the derive's fixed costs once, not once a chunk."""
+    rows = pending[0]
+    if len(pending) > 1:
         counts, bad = _Counts(), []
-        for part in held:
+        for part in pending:
             counts.add(part.counts)
             bad += part.bad
-        rows = _ChunkRows(counts, bad, **{attr: _joined(held, attr) for attr in set(RELATIONS.values())})
-        for part in held:
+        rows = _ChunkRows(counts, bad, **{attr: _joined(pending, attr) for attr in set(RELATIONS.values())})
+        for part in pending:
             part.release()  # the joined tables hold the rows now, and free them before the derive
-    held.clear()
+    pending.clear()
     with transaction(con):
         _write_chunk(con, rows, run, summary, derive)
 
@@ -719,7 +719,8 @@ def _joined(parts: list[_ChunkRows], attr: str) -> pa.Table | None:
 
 
 def _write_chunk(con, rows: _ChunkRows, run: IngestRun, summary: IngestSummary, derive: bool) -> None:
-    """Write one chunk's rows and derive its escrows (inside the caller's transaction)."""
+    """Write the rows of one chunk, or of chunks joined, and derive their escrows (inside the caller's
+    transaction)."""
     rows.register(con)
     try:
         present = {name for name, attr in RELATIONS.items() if getattr(rows, attr) is not None}

@@ -7,6 +7,7 @@ transaction, so every write unit here is an explicit BEGIN … COMMIT (an ingest
 from __future__ import annotations
 
 import atexit
+import datetime as dt
 import errno
 import hashlib
 import os
@@ -504,12 +505,22 @@ def fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> pl.Dat
     """Run a query and return a Polars frame (DuckDB 2 hands results over as Arrow); inside `reads_once(con)`,
     a query run before is answered by (a clone of) its frame."""
     held = _READS_ONCE.get()
-    if held is None or held[0] is not con:
+    if held is None or held[0] is not con or not _plain(params):
         return _fetch_frame(con, sql, params)
     key = (sql, repr(params))
     if (frame := held[1].get(key)) is None:
         frame = held[1][key] = _fetch_frame(con, sql, params)
     return frame.clone()
+
+
+def _plain(value: object) -> bool:
+    """Whether `repr(value)` tells it whole: scalars, and lists, tuples and dicts of them (an array's or a
+    frame's repr elides its middle, so two of them could share one)."""
+    if isinstance(value, dict):
+        return all(_plain(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, str | int | float | bool | bytes | dt.date | dt.time | dt.timedelta)
 
 
 def _fetch_frame(con: duckdb.DuckDBPyConnection, sql: str, params=None) -> pl.DataFrame:

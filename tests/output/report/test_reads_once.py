@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import duckdb
+import numpy as np
 import polars as pl
 
 import pipeline.warehouse.database as database
@@ -41,3 +42,15 @@ def test_reads_once_answers_a_query_asked_again_on_its_connection_only():
         assert one["r"][0] != two["r"][0] and fetch_frame(con, by_n, {"n": 1}).equals(one)  # keyed by parameters too
         assert fetch_frame(other, sql)["r"][0] != first["r"][0]  # another connection is asked
     assert fetch_frame(con, sql)["r"][0] != first["r"][0]  # outside, the query runs
+
+
+def test_reads_once_never_takes_two_parameters_whose_repr_is_one_for_one():
+    """An array's repr elides its middle: two arrays that differ there must each be asked."""
+    con = duckdb.connect()
+    a = np.zeros(3000, dtype=np.int64)
+    b = a.copy()
+    b[1500] = 7
+    assert repr(a) == repr(b)
+    with reads_once(con):
+        sums = [fetch_frame(con, "SELECT list_sum($x) AS s", {"x": x})["s"][0] for x in (a, b)]
+    assert sums == [0, 7]
